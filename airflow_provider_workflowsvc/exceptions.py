@@ -1,0 +1,139 @@
+"""Errors raised by the Workflow Service provider.
+
+Every message names what went wrong and where; none carries a token, API key or secret config value
+(pydantic's own messages echo input values, so validation errors are re-rendered without them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from airflow.sdk.exceptions import AirflowException
+from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
+
+__all__ = [
+    "WorkflowServiceApiError",
+    "WorkflowServiceAuthError",
+    "WorkflowServiceConflictError",
+    "WorkflowServiceConnectionError",
+    "WorkflowServiceError",
+    "WorkflowServiceInputError",
+    "WorkflowServiceNotFoundError",
+    "WorkflowServiceRateLimitError",
+    "WorkflowServiceResponseError",
+    "WorkflowServiceServerError",
+    "WorkflowServiceValidationError",
+    "error_for_status",
+    "format_validation_errors",
+    "validate_input",
+]
+
+
+class WorkflowServiceError(AirflowException):
+    """Base class of every error this provider raises."""
+
+
+class WorkflowServiceInputError(WorkflowServiceError, ValueError):
+    """Input refused before any request was sent."""
+
+
+def format_validation_errors(errors: Sequence[Any]) -> str:
+    """Render pydantic error dicts as ``field.path: message`` lines, never echoing input values."""
+    lines = []
+    for err in errors:
+        location = ".".join(str(part) for part in err.get("loc", ()) if not _is_union_tag(part))
+        message = str(err.get("msg", "invalid value"))
+        message = message.removeprefix("Value error, ")
+        lines.append(f"{location}: {message}" if location else message)
+    return "; ".join(dict.fromkeys(lines))
+
+
+def _is_union_tag(part: Any) -> bool:
+    text = str(part)
+    return text.startswith("function-") or text[:1].isupper()
+
+
+def validate_input(model: type[M], what: str, data: Any) -> M:
+    """Validate ``data`` as ``model``; raise :class:`WorkflowServiceInputError` naming ``what``."""
+    if isinstance(data, model):
+        return data
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        details = format_validation_errors(exc.errors(include_input=False, include_url=False))
+        raise WorkflowServiceInputError(f"invalid {what}: {details}") from None
+
+
+class WorkflowServiceConnectionError(WorkflowServiceError):
+    """The request did not get an HTTP response (connection refused or dropped, timeout)."""
+
+    def __init__(self, method: str, path: str, reason: str) -> None:
+        self.method, self.path, self.reason = method, path, reason
+        super().__init__(f"{method} {path} failed: {reason}")
+
+
+class WorkflowServiceResponseError(WorkflowServiceError):
+    """The server answered, but not with the shape the spec describes (non-JSON, truncated, wrong fields)."""
+
+    def __init__(self, method: str, path: str, status_code: int, reason: str) -> None:
+        self.method, self.path, self.status_code, self.reason = method, path, status_code, reason
+        super().__init__(f"{method} {path} returned {status_code} with an unexpected body: {reason}")
+
+
+class WorkflowServiceApiError(WorkflowServiceError):
+    """The server answered with an error status."""
+
+    def __init__(self, status_code: int, method: str, path: str, detail: str, reason: str = "") -> None:
+        self.status_code, self.method, self.path, self.detail = status_code, method, path, detail
+        self.reason = reason
+        status = f"{status_code} {reason}".strip()
+        super().__init__(f"{method} {path} → {status}: {detail}" if detail else f"{method} {path} → {status}")
+
+
+class WorkflowServiceAuthError(WorkflowServiceApiError):
+    """401 or 403: the token or API key is missing, wrong, or lacks access."""
+
+
+class WorkflowServiceNotFoundError(WorkflowServiceApiError):
+    """404: the resource does not exist."""
+
+
+class WorkflowServiceConflictError(WorkflowServiceApiError):
+    """409: the request conflicts with the current state (for example a duplicate name)."""
+
+
+class WorkflowServiceValidationError(WorkflowServiceApiError):
+    """400 or 422: the server refused the request body or parameters."""
+
+
+class WorkflowServiceRateLimitError(WorkflowServiceApiError):
+    """429: too many requests; ``retry_after`` is the server's wish in seconds, when it gave one."""
+
+    def __init__(self, *args: Any, retry_after: float | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.retry_after = retry_after
+
+
+class WorkflowServiceServerError(WorkflowServiceApiError):
+    """5xx: the server failed."""
+
+
+_STATUS_CLASSES: dict[int, type[WorkflowServiceApiError]] = {
+    400: WorkflowServiceValidationError,
+    401: WorkflowServiceAuthError,
+    403: WorkflowServiceAuthError,
+    404: WorkflowServiceNotFoundError,
+    409: WorkflowServiceConflictError,
+    422: WorkflowServiceValidationError,
+    429: WorkflowServiceRateLimitError,
+}
+
+
+def error_for_status(status_code: int) -> type[WorkflowServiceApiError]:
+    """The exception class for an HTTP error status."""
+    if status_code >= 500:
+        return WorkflowServiceServerError
+    return _STATUS_CLASSES.get(status_code, WorkflowServiceApiError)

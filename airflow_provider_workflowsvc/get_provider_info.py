@@ -1,0 +1,80 @@
+"""Provider metadata read by Airflow through the ``apache_airflow_provider`` entry point."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_provider_workflowsvc import __version__
+
+_PKG = "airflow_provider_workflowsvc"
+
+
+def get_provider_info() -> dict[str, Any]:
+    return {
+        "package-name": "airflow-provider-workflowsvc",
+        "name": "Workflow Service",
+        "description": "Run Workflow Service jobs (source connector → processing nodes → destination) from Airflow.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "Workflow Service",
+                "external-doc-url": "https://github.com/airflow-provider-workflowsvc",
+                "tags": ["service"],
+            }
+        ],
+        "hooks": [{"integration-name": "Workflow Service", "python-modules": [f"{_PKG}.hooks.workflowsvc"]}],
+        "operators": [
+            {
+                "integration-name": "Workflow Service",
+                "python-modules": [
+                    f"{_PKG}.operators.connectors",
+                    f"{_PKG}.operators.workflows",
+                    f"{_PKG}.operators.jobs",
+                ],
+            }
+        ],
+        "sensors": [{"integration-name": "Workflow Service", "python-modules": [f"{_PKG}.sensors.job"]}],
+        "triggers": [{"integration-name": "Workflow Service", "python-modules": [f"{_PKG}.triggers.job"]}],
+        "extra-links": [f"{_PKG}.operators.jobs.WorkflowJobLink"],
+        "connection-types": [
+            {
+                "connection-type": "workflowsvc",
+                "hook-class-name": f"{_PKG}.hooks.workflowsvc.WorkflowServiceHook",
+                "hook-name": "Workflow Service",
+                "ui-field-behaviour": {
+                    "hidden-fields": ["schema", "login", "port", "extra"],
+                    "relabeling": {"host": "Base URL", "password": "Access token"},
+                    "placeholders": {
+                        "host": "https://platform.example.com/api/v1",
+                        "password": "access token (sent as Authorization: Bearer …)",
+                    },
+                },
+                "conn-fields": {
+                    "api_key": {
+                        "label": "API key",
+                        "description": "Sent as the service-api-key header. Leave empty for the "
+                        "self-hosted deployment.",
+                        "schema": {"type": ["string", "null"], "format": "password"},
+                    },
+                    "timeout": {
+                        "label": "Read timeout (s)",
+                        "description": "Seconds to wait for each response.",
+                        "schema": {"type": ["number", "null"], "default": 60},
+                    },
+                    "connect_timeout": {
+                        "label": "Connect timeout (s)",
+                        "schema": {"type": ["number", "null"], "default": 10},
+                    },
+                    "verify": {
+                        "label": "Verify TLS certificates",
+                        "schema": {"type": ["boolean", "null"], "default": True},
+                    },
+                    "max_retries": {
+                        "label": "Max retries",
+                        "description": "Retries of safe requests after 429/502/503/504 or a dropped connection.",
+                        "schema": {"type": ["integer", "null"], "default": 5},
+                    },
+                },
+            }
+        ],
+    }

@@ -1,0 +1,417 @@
+"""One description of every Workflow Service request, shared by the sync and async hooks.
+
+Each function validates its arguments (raising :class:`WorkflowServiceInputError` before anything is
+sent) and returns an :class:`ApiCall`: method, path, query, body, how to parse the answer and whether
+the request may be retried after an ambiguous failure.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import cache
+from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar
+from urllib.parse import quote
+from uuid import UUID
+
+from pydantic import TypeAdapter, ValidationError
+
+from airflow_provider_workflowsvc.exceptions import (
+    WorkflowServiceInputError,
+    format_validation_errors,
+    validate_input,
+)
+from airflow_provider_workflowsvc.models import (
+    ConnectionCheck,
+    CreateDestinationConnector,
+    CreateSourceConnector,
+    CreateWorkflow,
+    DestinationConnector,
+    DestinationType,
+    Element,
+    Job,
+    JobDetails,
+    JobFailedFiles,
+    JobStatus,
+    ListWorkflowsParams,
+    SourceConnector,
+    SourceType,
+    UpdateConnector,
+    UpdateWorkflow,
+    Workflow,
+    parse_enum,
+    request_json,
+)
+
+T = TypeVar("T")
+
+RetryPolicy = Literal["idempotent", "unsent-only"]
+"""``idempotent``: retry on any transient failure. ``unsent-only``: only when the request never left."""
+
+
+@dataclass(frozen=True)
+class UploadFile:
+    """A local file sent as one ``input_files`` part, streamed from disk."""
+
+    path: Path
+    filename: str
+    media_type: str
+
+
+class ResponseShapeError(Exception):
+    """The response body did not match the expected shape (turned into a WorkflowServiceResponseError)."""
+
+
+@dataclass(frozen=True)
+class ApiCall(Generic[T]):
+    """Everything needed to send one request and interpret its answer."""
+
+    method: str
+    path: str
+    parse: Callable[[Any], T]
+    params: Mapping[str, str] | None = None
+    json: Any = None
+    files: tuple[UploadFile, ...] = ()
+    retry: RetryPolicy = "idempotent"
+    download_to: Path | None = None
+    wants_body: bool = True
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------------
+# Parsing
+
+
+@cache
+def _adapter(tp: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(tp)
+
+
+def _parser(tp: Any) -> Callable[[Any], Any]:
+    def parse(data: Any) -> Any:
+        try:
+            return _adapter(tp).validate_python(data)
+        except ValidationError as exc:
+            raise ResponseShapeError(
+                format_validation_errors(exc.errors(include_input=False, include_url=False))
+            ) from None
+
+    return parse
+
+
+def _ignore_body(_: Any) -> None:
+    return None
+
+
+def _parse_run_result(data: Any) -> Job | None:
+    """The run response is not shown in the spec: a job record when it looks like one, else None."""
+    if isinstance(data, Mapping) and "id" in data and ("status" in data or "workflow_id" in data):
+        return _adapter(Job).validate_python(data)
+    if isinstance(data, Mapping) and isinstance(data.get("job"), Mapping):
+        return _parse_run_result(data["job"])
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# Argument checks
+
+
+def _uuid(value: str | UUID, what: str) -> str:
+    if isinstance(value, UUID):
+        return str(value)
+    try:
+        return str(UUID(str(value).strip()))
+    except (ValueError, AttributeError):
+        raise WorkflowServiceInputError(f"{what} must be a UUID, got {value!r}") from None
+
+
+def _job_id(value: str) -> str:
+    text = str(value).strip() if value is not None else ""
+    if not text or "/" in text or text in (".", ".."):
+        raise WorkflowServiceInputError(f"job_id must be a non-empty job id, got {value!r}")
+    return quote(text, safe="")
+
+
+E = TypeVar("E", bound=Enum)
+
+
+def _enum(enum_cls: type[E], value: Any, what: str) -> E:
+    try:
+        return parse_enum(enum_cls, value, what)
+    except ValueError as exc:
+        raise WorkflowServiceInputError(str(exc)) from None
+
+
+def _non_empty(value: str, what: str) -> str:
+    text = str(value).strip() if value is not None else ""
+    if not text:
+        raise WorkflowServiceInputError(f"{what} must not be empty")
+    return text
+
+
+def upload_files(paths: Iterable[str | os.PathLike[str]]) -> tuple[UploadFile, ...]:
+    """Check local files exist and are readable; name each with its base name and guessed media type."""
+    files = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if not path.is_file():
+            reason = "is a directory" if path.is_dir() else "does not exist"
+            raise WorkflowServiceInputError(f"input file {str(path)!r} {reason}")
+        if not os.access(path, os.R_OK):
+            raise WorkflowServiceInputError(f"input file {str(path)!r} is not readable")
+        media_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        files.append(UploadFile(path=path, filename=path.name, media_type=media_type))
+    if not files:
+        raise WorkflowServiceInputError("files is empty: give at least one file, or files=None for no body")
+    return tuple(files)
+
+
+# --------------------------------------------------------------------------------------------------
+# Sources
+
+
+def list_sources(source_type: SourceType | str | None = None) -> ApiCall[list[SourceConnector]]:
+    """List source connectors, optionally only those of one type."""
+    params = None
+    if source_type is not None:
+        params = {"source_type": _enum(SourceType, source_type, "source_type").value}
+    return ApiCall("GET", "/sources", _parser(list[SourceConnector]), params=params)
+
+
+def get_source(source_id: str | UUID) -> ApiCall[SourceConnector]:
+    """Fetch one source connector."""
+    return ApiCall("GET", f"/sources/{_uuid(source_id, 'source_id')}", _parser(SourceConnector))
+
+
+def create_source(
+    name: str, type: SourceType | str, config: Mapping[str, Any] | Any
+) -> ApiCall[SourceConnector]:
+    """Create a source connector (config is a typed config model or a dict)."""
+    body = validate_input(
+        CreateSourceConnector, "source connector", {"name": name, "type": type, "config": config}
+    )
+    return ApiCall("POST", "/sources", _parser(SourceConnector), json=request_json(body), retry="unsent-only")
+
+
+def update_source(
+    source_id: str | UUID, config: Mapping[str, Any] | Any, source_type: SourceType | str | None = None
+) -> ApiCall[SourceConnector]:
+    """Replace a source connector's config (every setting must be sent, changed or not)."""
+    body = _update_connector("source", source_type, config)
+    path = f"/sources/{_uuid(source_id, 'source_id')}"
+    return ApiCall("PUT", path, _parser(SourceConnector), json=request_json(body))
+
+
+def delete_source(source_id: str | UUID) -> ApiCall[None]:
+    """Delete a source connector."""
+    return ApiCall("DELETE", f"/sources/{_uuid(source_id, 'source_id')}", _ignore_body, wants_body=False)
+
+
+def start_source_connection_check(source_id: str | UUID) -> ApiCall[ConnectionCheck]:
+    """Start a connectivity test of a source connector."""
+    path = f"/sources/{_uuid(source_id, 'source_id')}/connection-check"
+    return ApiCall("POST", path, _parser(ConnectionCheck))
+
+
+def get_source_connection_check(source_id: str | UUID) -> ApiCall[ConnectionCheck]:
+    """The most recent connectivity test of a source connector."""
+    path = f"/sources/{_uuid(source_id, 'source_id')}/connection-check"
+    return ApiCall("GET", path, _parser(ConnectionCheck))
+
+
+# --------------------------------------------------------------------------------------------------
+# Destinations
+
+
+def list_destinations(
+    destination_type: DestinationType | str | None = None,
+) -> ApiCall[list[DestinationConnector]]:
+    """List destination connectors, optionally only those of one type."""
+    params = None
+    if destination_type is not None:
+        params = {"destination_type": _enum(DestinationType, destination_type, "destination_type").value}
+    return ApiCall("GET", "/destinations", _parser(list[DestinationConnector]), params=params)
+
+
+def get_destination(destination_id: str | UUID) -> ApiCall[DestinationConnector]:
+    """Fetch one destination connector."""
+    path = f"/destinations/{_uuid(destination_id, 'destination_id')}"
+    return ApiCall("GET", path, _parser(DestinationConnector))
+
+
+def create_destination(
+    name: str, type: DestinationType | str, config: Mapping[str, Any] | Any
+) -> ApiCall[DestinationConnector]:
+    """Create a destination connector (config is a typed config model or a dict)."""
+    body = validate_input(
+        CreateDestinationConnector, "destination connector", {"name": name, "type": type, "config": config}
+    )
+    return ApiCall(
+        "POST", "/destinations/", _parser(DestinationConnector), json=request_json(body), retry="unsent-only"
+    )
+
+
+def update_destination(
+    destination_id: str | UUID,
+    config: Mapping[str, Any] | Any,
+    destination_type: DestinationType | str | None = None,
+) -> ApiCall[DestinationConnector]:
+    """Replace a destination connector's config (every setting must be sent, changed or not)."""
+    body = _update_connector("destination", destination_type, config)
+    path = f"/destinations/{_uuid(destination_id, 'destination_id')}"
+    return ApiCall("PUT", path, _parser(DestinationConnector), json=request_json(body))
+
+
+def delete_destination(destination_id: str | UUID) -> ApiCall[None]:
+    """Delete a destination connector."""
+    path = f"/destinations/{_uuid(destination_id, 'destination_id')}"
+    return ApiCall("DELETE", path, _ignore_body, wants_body=False)
+
+
+def start_destination_connection_check(destination_id: str | UUID) -> ApiCall[ConnectionCheck]:
+    """Start a connectivity test of a destination connector."""
+    path = f"/destinations/{_uuid(destination_id, 'destination_id')}/connection-check"
+    return ApiCall("POST", path, _parser(ConnectionCheck))
+
+
+def get_destination_connection_check(destination_id: str | UUID) -> ApiCall[ConnectionCheck]:
+    """The most recent connectivity test of a destination connector."""
+    path = f"/destinations/{_uuid(destination_id, 'destination_id')}/connection-check"
+    return ApiCall("GET", path, _parser(ConnectionCheck))
+
+
+def _update_connector(
+    kind: Literal["source", "destination"], connector_type: Any, config: Any
+) -> UpdateConnector:
+    if connector_type is not None:
+        enum_cls: type[SourceType | DestinationType] = SourceType if kind == "source" else DestinationType
+        connector_type = _enum(enum_cls, connector_type, f"{kind}_type").value
+    try:
+        return UpdateConnector.for_type(kind, connector_type, config)
+    except ValidationError as exc:
+        details = format_validation_errors(exc.errors(include_input=False, include_url=False))
+        raise WorkflowServiceInputError(f"invalid {kind} connector config: {details}") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# Workflows
+
+
+def create_workflow(
+    name: str,
+    workflow_type: str,
+    *,
+    source_id: str | UUID | None = None,
+    destination_id: str | UUID | None = None,
+    workflow_nodes: list[Any] | None = None,
+    schedule: str | None = None,
+    reprocess_all: bool | None = None,
+) -> ApiCall[Workflow]:
+    """Create a workflow; ``schedule`` is one of the spec's values (``every hour``, ``daily``, ...)."""
+    fields = {
+        "name": name,
+        "workflow_type": workflow_type,
+        "source_id": source_id,
+        "destination_id": destination_id,
+        "workflow_nodes": workflow_nodes,
+        "schedule": schedule,
+        "reprocess_all": reprocess_all,
+    }
+    body = validate_input(CreateWorkflow, "workflow", {k: v for k, v in fields.items() if v is not None})
+    return ApiCall("POST", "/workflows/", _parser(Workflow), json=request_json(body), retry="unsent-only")
+
+
+def list_workflows(**params: Any) -> ApiCall[list[Workflow]]:
+    """List one page of workflows; every query parameter of the spec is accepted by name."""
+    query = validate_input(ListWorkflowsParams, "list_workflows parameters", params).query()
+    return ApiCall("GET", "/workflows/", _parser(list[Workflow]), params=query)
+
+
+def get_workflow(workflow_id: str | UUID) -> ApiCall[Workflow]:
+    """Fetch one workflow."""
+    return ApiCall("GET", f"/workflows/{_uuid(workflow_id, 'workflow_id')}", _parser(Workflow))
+
+
+def update_workflow(workflow_id: str | UUID, **fields: Any) -> ApiCall[Workflow]:
+    """Change a workflow's settings; only the fields given are sent."""
+    body = validate_input(UpdateWorkflow, "workflow update", fields)
+    path = f"/workflows/{_uuid(workflow_id, 'workflow_id')}"
+    return ApiCall("PUT", path, _parser(Workflow), json=request_json(body))
+
+
+def delete_workflow(workflow_id: str | UUID) -> ApiCall[None]:
+    """Delete a workflow."""
+    path = f"/workflows/{_uuid(workflow_id, 'workflow_id')}"
+    return ApiCall("DELETE", path, _ignore_body, wants_body=False)
+
+
+def run_workflow(
+    workflow_id: str | UUID, files: Iterable[str | os.PathLike[str]] | None = None
+) -> ApiCall[Job | None]:
+    """Run a workflow once: no body, or one streamed ``input_files`` part per local file.
+
+    Returns the created job when the server answers with one. Never retried once it may have reached
+    the server, so a run is never duplicated by a retry.
+    """
+    path = f"/workflows/{_uuid(workflow_id, 'workflow_id')}/run"
+    uploads = upload_files(files) if files is not None else ()
+    return ApiCall("POST", path, _parse_run_result, files=uploads, retry="unsent-only")
+
+
+# --------------------------------------------------------------------------------------------------
+# Jobs
+
+
+def list_jobs(
+    workflow_id: str | UUID | None = None, status: JobStatus | str | None = None
+) -> ApiCall[list[Job]]:
+    """List jobs, optionally of one workflow and/or in one status (both filters combine)."""
+    params: dict[str, str] = {}
+    if workflow_id is not None:
+        params["workflow_id"] = _uuid(workflow_id, "workflow_id")
+    if status is not None:
+        parsed = _enum(JobStatus, status, "job status")
+        if parsed is JobStatus.UNKNOWN:
+            raise WorkflowServiceInputError(f"unknown job status {status!r}")
+        params["status"] = parsed.wire_value
+    return ApiCall("GET", "/jobs", _parser(list[Job]), params=params or None)
+
+
+def get_job(job_id: str) -> ApiCall[Job]:
+    """Fetch one job."""
+    return ApiCall("GET", f"/jobs/{_job_id(job_id)}", _parser(Job))
+
+
+def get_job_details(job_id: str) -> ApiCall[JobDetails]:
+    """A job's processing status, message and per-node file counts."""
+    return ApiCall("GET", f"/jobs/{_job_id(job_id)}/details", _parser(JobDetails))
+
+
+def get_job_failed_files(job_id: str) -> ApiCall[JobFailedFiles]:
+    """The files a job failed to process, each with its error."""
+    return ApiCall("GET", f"/jobs/{_job_id(job_id)}/failed-files", _parser(JobFailedFiles))
+
+
+def cancel_job(job_id: str) -> ApiCall[None]:
+    """Ask the service to stop a running job (cancelling twice is harmless, so it is retried)."""
+    return ApiCall("POST", f"/jobs/{_job_id(job_id)}/cancel", _ignore_body, wants_body=False)
+
+
+def download_job_output(
+    job_id: str, file_id: str, node_id: str, path: str | os.PathLike[str] | None = None
+) -> ApiCall[list[Element] | Path]:
+    """One output of a local-to-local job: parsed elements, or streamed to ``path`` when given.
+
+    A file written to ``path`` appears only once complete (written beside it, then renamed).
+    """
+    params = {"file_id": _non_empty(file_id, "file_id"), "node_id": _non_empty(node_id, "node_id")}
+    target = Path(path).expanduser() if path is not None else None
+    if target is not None and target.is_dir():
+        raise WorkflowServiceInputError(f"download path {str(target)!r} is a directory; give a file path")
+    return ApiCall(
+        "GET", f"/jobs/{_job_id(job_id)}/download", _parser(list[Element]), params=params, download_to=target
+    )

@@ -1,0 +1,774 @@
+"""Typed resources and request bodies of the Workflow Service API.
+
+Responses tolerate unknown fields and unknown enum values (a newer server must not break an older
+provider); requests forbid unknown fields and send exactly the spec's field names. Secret values are
+``SecretStr`` and only leave the process through :func:`request_json`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from enum import Enum
+from typing import Annotated, Any, Literal, TypeVar
+from uuid import UUID
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    SecretStr,
+    SerializationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+__all__ = [
+    "AstraDBDestinationConfig",
+    "AzureSourceConfig",
+    "ConfluenceSourceConfig",
+    "ConnectionCheck",
+    "ConnectionCheckStatus",
+    "CreateDestinationConnector",
+    "CreateSourceConnector",
+    "CreateWorkflow",
+    "CronTabEntry",
+    "DestinationConnector",
+    "DestinationType",
+    "Element",
+    "ElementMetadata",
+    "FailedFile",
+    "GenericConfig",
+    "Job",
+    "JobDetails",
+    "JobFailedFiles",
+    "JobStatus",
+    "ListWorkflowsParams",
+    "NodeStats",
+    "OutputNodeFile",
+    "PermissionGrant",
+    "Schedule",
+    "SourceConnector",
+    "SourceType",
+    "UpdateConnector",
+    "UpdateWorkflow",
+    "Workflow",
+    "WorkflowNode",
+    "WorkflowSchedule",
+    "WorkflowStatus",
+    "WorkflowType",
+    "config_model_for",
+    "is_secret_field",
+    "parse_enum",
+    "request_json",
+]
+
+# --------------------------------------------------------------------------------------------------
+# Secrets
+
+
+def _serialize_secret(value: SecretStr, info: SerializationInfo) -> str:
+    if info.context and info.context.get("reveal_secrets"):
+        return value.get_secret_value()
+    return str(value)
+
+
+Secret = Annotated[SecretStr, PlainSerializer(_serialize_secret, return_type=str)]
+"""A secret string: printed and dumped as ``**********`` unless revealed by :func:`request_json`."""
+
+_SECRET_WORDS = frozenset(
+    {"token", "password", "passwd", "secret", "key", "credential", "credentials", "passphrase", "pat"}
+)
+_SECRET_NAMES = frozenset({"connection_string", "service_account_key", "private_key", "client_secret"})
+
+
+def is_secret_field(name: str) -> bool:
+    """Whether a config field name denotes a secret (``token``, ``api_key``, ``sas_token``, ...)."""
+    lowered = name.lower()
+    return lowered in _SECRET_NAMES or any(w in _SECRET_WORDS for w in re.split(r"[_\-.\s]+", lowered))
+
+
+def _wrap_secrets(value: Any) -> Any:
+    """Turn values under secret-looking keys into ``SecretStr``, recursively."""
+    if isinstance(value, Mapping):
+        return {
+            k: SecretStr(str(v)) if is_secret_field(str(k)) and isinstance(v, str) else _wrap_secrets(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_wrap_secrets(v) for v in value]
+    return value
+
+
+def _unwrap_secrets(value: Any, reveal: bool) -> Any:
+    if isinstance(value, SecretStr):
+        return value.get_secret_value() if reveal else str(value)
+    if isinstance(value, Mapping):
+        return {k: _unwrap_secrets(v, reveal) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrap_secrets(v, reveal) for v in value]
+    return value
+
+
+def request_json(model: BaseModel) -> dict[str, Any]:
+    """The JSON body for a request: spec field names, secrets revealed, unset optional fields left out."""
+    return model.model_dump(mode="json", exclude_unset=True, context={"reveal_secrets": True})
+
+
+# --------------------------------------------------------------------------------------------------
+# Tolerant enums
+
+
+def _normalize(value: str) -> str:
+    return re.sub(r"[\s_\-]+", " ", value.strip().lower())
+
+
+class _TolerantEnum(str, Enum):
+    """An enum that accepts any case and ``_``/``-``/space spellings; unknown values map to UNKNOWN."""
+
+    @classmethod
+    def _aliases(cls) -> dict[str, str]:
+        return {}
+
+    @classmethod
+    def _missing_(cls, value: object) -> Any:
+        if not isinstance(value, str):
+            return None
+        wanted = _normalize(value)
+        wanted = cls._aliases().get(wanted, wanted)
+        for member in cls:
+            if _normalize(member.value) == wanted:
+                return member
+        return cls.__members__.get("UNKNOWN")
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class _StrictEnum(str, Enum):
+    """An enum for request values: tolerant of case and separators, but unknown values are errors."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> Any:
+        if isinstance(value, str):
+            wanted = _normalize(value)
+            for member in cls:
+                if _normalize(member.value) == wanted:
+                    return member
+        return None
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+E = TypeVar("E", bound=Enum)
+
+
+def parse_enum(enum_cls: type[E], value: Any, what: str) -> E:
+    """``enum_cls(value)``, or a ``ValueError`` that names ``what`` and lists the allowed values."""
+    try:
+        return enum_cls(value)
+    except ValueError:
+        allowed = ", ".join(str(m.value) for m in enum_cls)
+        raise ValueError(f"unknown {what} {value!r}; expected one of: {allowed}") from None
+
+
+class SourceType(_StrictEnum):
+    AZURE = "azure"
+    BOX = "box"
+    CONFLUENCE = "confluence"
+    COUCHBASE = "couchbase"
+    DATABRICKS_VOLUMES = "databricks_volumes"
+    DROPBOX = "dropbox"
+    ELASTICSEARCH = "elasticsearch"
+    GCS = "gcs"
+    GOOGLE_DRIVE = "google_drive"
+    KAFKA_CLOUD = "kafka-cloud"
+    MONGODB = "mongodb"
+    ONEDRIVE = "onedrive"
+    OUTLOOK = "outlook"
+    POSTGRES = "postgres"
+    S3 = "s3"
+    SALESFORCE = "salesforce"
+    SHAREPOINT = "sharepoint"
+    SLACK = "slack"
+    SNOWFLAKE = "snowflake"
+    JIRA = "jira"
+    ZENDESK = "zendesk"
+
+
+class DestinationType(_StrictEnum):
+    ASTRADB = "astradb"
+    AZURE_AI_SEARCH = "azure_ai_search"
+    COUCHBASE = "couchbase"
+    DATABRICKS_VOLUMES = "databricks_volumes"
+    DATABRICKS_VOLUME_DELTA_TABLES = "databricks_volume_delta_tables"
+    DELTA_TABLE = "delta_table"
+    ELASTICSEARCH = "elasticsearch"
+    GCS = "gcs"
+    KAFKA_CLOUD = "kafka-cloud"
+    MILVUS = "milvus"
+    MONGODB = "mongodb"
+    MOTHERDUCK = "motherduck"
+    NEO4J = "neo4j"
+    ONEDRIVE = "onedrive"
+    PINECONE = "pinecone"
+    POSTGRES = "postgres"
+    REDIS = "redis"
+    QDRANT_CLOUD = "qdrant-cloud"
+    S3 = "s3"
+    SNOWFLAKE = "snowflake"
+    WEAVIATE_CLOUD = "weaviate-cloud"
+    IBM_WATSONX_S3 = "ibm_watsonx_s3"
+
+
+class WorkflowType(_StrictEnum):
+    BASIC = "basic"
+    ADVANCED = "advanced"
+    PLATINUM = "platinum"
+    CUSTOM = "custom"
+
+
+class WorkflowStatus(_TolerantEnum):
+    ACTIVE = "active"
+    INACTIVE = "inactive"
+    UNKNOWN = "unknown"
+
+
+class Schedule(_StrictEnum):
+    """The schedule values a create/update request accepts; responses carry a :class:`WorkflowSchedule`."""
+
+    EVERY_15_MINUTES = "every 15 minutes"
+    EVERY_HOUR = "every hour"
+    EVERY_2_HOURS = "every 2 hours"
+    EVERY_4_HOURS = "every 4 hours"
+    EVERY_6_HOURS = "every 6 hours"
+    EVERY_8_HOURS = "every 8 hours"
+    EVERY_10_HOURS = "every 10 hours"
+    EVERY_12_HOURS = "every 12 hours"
+    DAILY = "daily"
+    WEEKLY = "weekly"
+    MONTHLY = "monthly"
+
+    @property
+    def cron_expression(self) -> str:
+        """The 5-field cron expression the service stores for this schedule."""
+        return _SCHEDULE_CRON[self]
+
+
+_SCHEDULE_CRON: dict[Schedule, str] = {
+    Schedule.EVERY_15_MINUTES: "*/15 * * * *",
+    Schedule.EVERY_HOUR: "0 * * * *",
+    Schedule.EVERY_2_HOURS: "0 */2 * * *",
+    Schedule.EVERY_4_HOURS: "0 */4 * * *",
+    Schedule.EVERY_6_HOURS: "0 */6 * * *",
+    Schedule.EVERY_8_HOURS: "0 */8 * * *",
+    Schedule.EVERY_10_HOURS: "0 */10 * * *",
+    Schedule.EVERY_12_HOURS: "0 */12 * * *",
+    Schedule.DAILY: "0 0 * * *",
+    Schedule.WEEKLY: "0 0 * * 0",
+    Schedule.MONTHLY: "0 0 1 * *",
+}
+
+
+class JobStatus(_TolerantEnum):
+    """A job's status, parsed from any spelling a server sends (``im progress``, ``IN_PROGRESS``, ...)."""
+
+    SCHEDULED = "scheduled"
+    IN_PROGRESS = "in progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def _aliases(cls) -> dict[str, str]:
+        return {
+            "im progress": "in progress",
+            "inprogress": "in progress",
+            "running": "in progress",
+            "cancelled": "stopped",
+            "canceled": "stopped",
+            "succeeded": "completed",
+            "success": "completed",
+        }
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in _TERMINAL_JOB_STATUSES
+
+    @property
+    def is_success(self) -> bool:
+        return self is JobStatus.COMPLETED
+
+    @property
+    def is_active(self) -> bool:
+        return self in (JobStatus.SCHEDULED, JobStatus.IN_PROGRESS)
+
+    @property
+    def wire_value(self) -> str:
+        """The spelling the service's job listing uses (and its ``status`` filter takes)."""
+        return "im progress" if self is JobStatus.IN_PROGRESS else self.value
+
+
+_TERMINAL_JOB_STATUSES = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.STOPPED})
+
+
+class ConnectionCheckStatus(_TolerantEnum):
+    SCHEDULED = "scheduled"
+    SUCCESS = "success"
+    FAILURE = "failure"
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def _aliases(cls) -> dict[str, str]:
+        return {
+            "succeeded": "success",
+            "successful": "success",
+            "failed": "failure",
+            "error": "failure",
+            "pending": "scheduled",
+            "in progress": "scheduled",
+            "running": "scheduled",
+        }
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (ConnectionCheckStatus.SUCCESS, ConnectionCheckStatus.FAILURE)
+
+
+# --------------------------------------------------------------------------------------------------
+# Base classes
+
+
+class _Response(BaseModel):
+    """A response shape: extra fields are kept, never an error."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class _Request(BaseModel):
+    """A request shape: unknown fields are an error, so a typo fails before anything is sent."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, str_strip_whitespace=True)
+
+
+NonEmptyStr = Annotated[str, Field(min_length=1)]
+
+# --------------------------------------------------------------------------------------------------
+# Connector configs (requests)
+
+
+class AzureSourceConfig(_Request):
+    remote_url: NonEmptyStr
+    account_name: str | None = None
+    account_key: Secret | None = None
+    connection_string: Secret | None = None
+    sas_token: Secret | None = None
+    recursive: bool | None = None
+
+
+class ConfluenceSourceConfig(_Request):
+    """Confluence source settings; exactly one authentication variant must be complete.
+
+    1. API token: ``username`` + ``token`` (``cloud`` true for a cloud instance).
+    2. Personal access token: ``token`` alone, with ``cloud`` false.
+    3. Password: ``username`` + ``password``.
+    """
+
+    url: NonEmptyStr
+    max_num_of_spaces: int = Field(default=500, ge=1)
+    max_num_of_docs_from_each_space: int = Field(default=150, ge=1)
+    spaces: list[str] | None = None
+    extract_images: bool = False
+    extract_files: bool = False
+    username: str | None = None
+    token: Secret | None = None
+    password: Secret | None = None
+    cloud: bool = False
+
+    @model_validator(mode="after")
+    def _one_auth_variant(self) -> ConfluenceSourceConfig:
+        variant = confluence_auth_variant(self)
+        if variant == "personal access token" and self.cloud:
+            raise ValueError(
+                "confluence personal access token authentication (token without username) requires "
+                "cloud=false; for a cloud instance use an API token with username"
+            )
+        return self
+
+    def model_post_init(self, context: Any, /) -> None:
+        # Defaults the user did not pass are still sent, so the request carries every setting (PUT rule).
+        self.__pydantic_fields_set__.update(
+            {
+                "max_num_of_spaces",
+                "max_num_of_docs_from_each_space",
+                "extract_images",
+                "extract_files",
+                "cloud",
+            }
+        )
+
+
+def confluence_auth_variant(config: ConfluenceSourceConfig) -> str:
+    """Name the one complete auth variant of a confluence config, or raise a ``ValueError`` saying why."""
+    has_user, has_token = bool(config.username), config.token is not None
+    has_password = config.password is not None
+    if has_token and has_password:
+        raise ValueError(
+            "confluence config mixes authentication variants: give either token (API token or personal "
+            "access token) or password, not both"
+        )
+    if has_password:
+        if not has_user:
+            raise ValueError("confluence password authentication is incomplete: username is missing")
+        return "password"
+    if has_token:
+        return "api token" if has_user else "personal access token"
+    if has_user:
+        raise ValueError(
+            "confluence API token / password authentication is incomplete: username is set but neither "
+            "token nor password is"
+        )
+    raise ValueError(
+        "confluence config has no authentication: give username + token (API token), token alone "
+        "(personal access token, cloud=false), or username + password"
+    )
+
+
+class AstraDBDestinationConfig(_Request):
+    collection_name: NonEmptyStr
+    keyspace: str | None = None
+    batch_size: int | None = Field(default=None, ge=1)
+    api_endpoint: NonEmptyStr
+    token: Secret
+    flatten_metadata: bool | None = None
+
+
+class GenericConfig(_Request):
+    """Config of a connector type with no typed schema: any fields; secret-looking ones are masked."""
+
+    model_config = ConfigDict(extra="allow")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mask(cls, data: Any) -> Any:
+        return _wrap_secrets(data) if isinstance(data, Mapping) else data
+
+    @model_serializer(mode="plain")
+    def _dump(self, info: SerializationInfo) -> dict[str, Any]:
+        reveal = bool(info.context and info.context.get("reveal_secrets"))
+        return {k: _unwrap_secrets(v, reveal) for k, v in (self.model_extra or {}).items()}
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> GenericConfig:
+        if not self.model_extra:
+            raise ValueError("config must not be empty")
+        return self
+
+    def model_post_init(self, context: Any, /) -> None:
+        self.__pydantic_fields_set__.update(self.model_extra or {})
+
+
+SourceConfig = AzureSourceConfig | ConfluenceSourceConfig | GenericConfig
+DestinationConfig = AstraDBDestinationConfig | GenericConfig
+ConnectorConfig = SourceConfig | DestinationConfig
+
+_TYPED_CONFIGS: dict[str, type[_Request]] = {
+    "source:azure": AzureSourceConfig,
+    "source:confluence": ConfluenceSourceConfig,
+    "destination:astradb": AstraDBDestinationConfig,
+}
+
+
+def config_model_for(kind: Literal["source", "destination"], connector_type: str) -> type[_Request]:
+    """The request config model for a connector type (the generic one where the spec gives no schema)."""
+    return _TYPED_CONFIGS.get(f"{kind}:{connector_type}", GenericConfig)
+
+
+def _coerce_config(kind: Literal["source", "destination"], connector_type: Any, config: Any) -> Any:
+    if isinstance(config, BaseModel):
+        config = config.model_dump(exclude_unset=True, context={"reveal_secrets": True})
+    return config_model_for(kind, str(connector_type)).model_validate(config)
+
+
+# --------------------------------------------------------------------------------------------------
+# Connectors
+
+
+class CreateSourceConnector(_Request):
+    name: NonEmptyStr
+    type: SourceType
+    config: SourceConfig
+
+    @model_validator(mode="before")
+    @classmethod
+    def _typed_config(cls, data: Any) -> Any:
+        return _typed_connector_body(data, "source", SourceType)
+
+
+class CreateDestinationConnector(_Request):
+    name: NonEmptyStr
+    type: DestinationType
+    config: DestinationConfig
+
+    @model_validator(mode="before")
+    @classmethod
+    def _typed_config(cls, data: Any) -> Any:
+        return _typed_connector_body(data, "destination", DestinationType)
+
+
+def _typed_connector_body(data: Any, kind: Literal["source", "destination"], types: type[_StrictEnum]) -> Any:
+    if not isinstance(data, Mapping) or "config" not in data or "type" not in data:
+        return data
+    connector_type = parse_enum(types, data["type"], f"{kind} connector type")
+    return {
+        **data,
+        "type": connector_type,
+        "config": _coerce_config(kind, connector_type.value, data["config"]),
+    }
+
+
+class UpdateConnector(_Request):
+    """PUT body: the full config (every setting, changed or not). ``name`` and ``type`` cannot change."""
+
+    config: ConnectorConfig
+
+    @classmethod
+    def for_type(
+        cls, kind: Literal["source", "destination"], connector_type: str | None, config: Any
+    ) -> UpdateConnector:
+        """Validate ``config`` against the typed schema of ``connector_type`` (generic when unknown)."""
+        if connector_type is None and isinstance(config, BaseModel):
+            return cls(config=config)  # type: ignore[arg-type]
+        return cls(config=_coerce_config(kind, connector_type or "", config))
+
+
+class _Connector(_Response):
+    id: UUID
+    name: str
+    type: str
+    config: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    @field_validator("config", mode="before")
+    @classmethod
+    def _mask_config(cls, value: Any) -> Any:
+        return _wrap_secrets(value) if isinstance(value, Mapping) else (value or {})
+
+
+class SourceConnector(_Connector):
+    """A source connector as the service returns it (secret config values masked)."""
+
+
+class DestinationConnector(_Connector):
+    """A destination connector as the service returns it (secret config values masked)."""
+
+
+class ConnectionCheck(_Response):
+    id: str | None = None
+    status: ConnectionCheckStatus = ConnectionCheckStatus.UNKNOWN
+    reason: str | None = None
+    created_at: datetime | None = None
+    reported_at: datetime | None = None
+
+
+# --------------------------------------------------------------------------------------------------
+# Workflows
+
+
+class WorkflowNode(_Response):
+    id: UUID | None = None
+    name: NonEmptyStr
+    type: NonEmptyStr
+    subtype: NonEmptyStr
+    settings: dict[str, Any] | None = None
+
+
+class CronTabEntry(_Response):
+    cron_expression: str
+
+
+class WorkflowSchedule(_Response):
+    crontab_entries: list[CronTabEntry] = Field(default_factory=list)
+
+
+def _check_nodes(nodes: list[WorkflowNode] | None) -> None:
+    if not nodes:
+        return
+    names = [n.name for n in nodes]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"workflow_nodes: node names must be unique, repeated: {', '.join(repeated)}")
+
+
+class CreateWorkflow(_Request):
+    name: NonEmptyStr
+    workflow_type: WorkflowType
+    source_id: UUID | None = None
+    destination_id: UUID | None = None
+    workflow_nodes: list[WorkflowNode] | None = None
+    schedule: Schedule | None = None
+    reprocess_all: bool | None = None
+
+    @model_validator(mode="after")
+    def _nodes_fit_type(self) -> CreateWorkflow:
+        if self.workflow_type is WorkflowType.CUSTOM and not self.workflow_nodes:
+            raise ValueError("workflow_nodes: a custom workflow needs at least one node")
+        _check_nodes(self.workflow_nodes)
+        return self
+
+
+class UpdateWorkflow(_Request):
+    """PUT body for a workflow: the create fields, all optional; only the fields given are sent."""
+
+    name: NonEmptyStr | None = None
+    workflow_type: WorkflowType | None = None
+    source_id: UUID | None = None
+    destination_id: UUID | None = None
+    workflow_nodes: list[WorkflowNode] | None = None
+    schedule: Schedule | None = None
+    reprocess_all: bool | None = None
+
+    @model_validator(mode="after")
+    def _valid_nodes(self) -> UpdateWorkflow:
+        _check_nodes(self.workflow_nodes)
+        if not self.model_fields_set:
+            raise ValueError("a workflow update needs at least one field")
+        return self
+
+
+class Workflow(_Response):
+    id: UUID
+    name: str
+    sources: list[UUID] = Field(default_factory=list)
+    destinations: list[UUID] = Field(default_factory=list)
+    workflow_type: str | None = None
+    workflow_nodes: list[WorkflowNode] = Field(default_factory=list)
+    schedule: WorkflowSchedule | None = None
+    status: WorkflowStatus = WorkflowStatus.UNKNOWN
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    reprocess_all: bool | None = None
+
+    @field_validator("workflow_nodes", "sources", "destinations", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: Any) -> Any:
+        return [] if value is None else value
+
+
+class ListWorkflowsParams(_Request):
+    """Query parameters of ``GET /workflows/``; only the ones given are sent."""
+
+    dag_node_configuration_id: str | None = None
+    source_id: UUID | None = None
+    destination_id: UUID | None = None
+    status: Literal["active", "inactive"] | None = None
+    page: int | None = Field(default=None, ge=1)
+    page_size: int | None = Field(default=None, ge=1)
+    created_since: datetime | None = None
+    created_before: datetime | None = None
+    name: str | None = None
+    sort_by: str | None = None
+    sort_direction: Literal["asc", "desc"] | None = None
+    show_only_soft_deleted: bool | None = None
+    show_recommender_workflows: bool | None = None
+
+    def query(self) -> dict[str, str]:
+        """The query string values, with booleans spelled as JSON does."""
+        data = self.model_dump(mode="json", exclude_none=True)
+        return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in data.items()}
+
+
+# --------------------------------------------------------------------------------------------------
+# Jobs
+
+
+class OutputNodeFile(_Response):
+    file_id: str
+    node_id: str
+
+
+class Job(_Response):
+    id: str
+    status: JobStatus = JobStatus.UNKNOWN
+    workflow_id: str | None = None
+    workflow_name: str | None = None
+    created_at: datetime | None = None
+    output_node_files: list[OutputNodeFile] = Field(default_factory=list)
+    raw_status: str | None = Field(default=None, exclude=True)
+    """The status exactly as the server spelled it (useful when ``status`` is UNKNOWN)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keep_raw_status(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "status" in data:
+            return {**data, "raw_status": str(data["status"])}
+        return data
+
+    @field_validator("output_node_files", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: Any) -> Any:
+        return [] if value is None else value
+
+
+class NodeStats(_Response):
+    node_name: str | None = None
+    node_type: str | None = None
+    node_subtype: str | None = None
+    ready: int = 0
+    in_progress: int = 0
+    success: int = 0
+    failure: int = 0
+
+
+class JobDetails(_Response):
+    id: str
+    processing_status: JobStatus = JobStatus.UNKNOWN
+    message: str | None = None
+    node_stats: list[NodeStats] = Field(default_factory=list)
+
+    @field_validator("node_stats", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: Any) -> Any:
+        return [] if value is None else value
+
+
+class FailedFile(_Response):
+    document: str
+    error: str = ""
+
+
+class JobFailedFiles(_Response):
+    failed_files: list[FailedFile] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------------------------
+# Output elements
+
+
+class PermissionGrant(_Response):
+    users: list[str] = Field(default_factory=list)
+    groups: list[str] = Field(default_factory=list)
+
+
+class DataSource(_Response):
+    permissions_data: list[dict[Literal["read", "update", "delete"], PermissionGrant]] | None = None
+
+
+class ElementMetadata(_Response):
+    filename: str | None = None
+    filetype: str | None = None
+    page_number: int | None = None
+    data_source: DataSource | None = None
+
+
+class Element(_Response):
+    type: str
+    element_id: str
+    text: str = ""
+    metadata: ElementMetadata = Field(default_factory=ElementMetadata)
