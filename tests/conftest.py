@@ -12,3 +12,75 @@ os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(Path(__file__).parent / "dags")
 os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "True"
 os.environ.pop("AIRFLOW_CONN_WORKFLOWSVC_DEFAULT", None)
+
+import json  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+
+TEST_TOKEN = "tok-test-9f3c1e"
+TEST_API_KEY = "key-test-47ab20"
+
+
+@pytest.fixture(scope="session")
+def emulator_server() -> Iterator[Any]:
+    """One emulator (real uvicorn on a loopback port) for the whole session."""
+    from airflow_provider_workflowsvc.emulator.testing import running_emulator
+
+    with running_emulator(token=TEST_TOKEN, api_key=TEST_API_KEY) as emu:
+        yield emu
+
+
+@pytest.fixture
+def emulator(emulator_server: Any) -> Any:
+    """The session emulator, emptied before each test (no resources, jobs, faults or request log)."""
+    emulator_server.reset()
+    return emulator_server
+
+
+@pytest.fixture
+def settings(emulator: Any) -> Any:
+    """Hook settings pointing at the emulator, with short retry waits."""
+    from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings
+
+    return ConnectionSettings(
+        base_url=emulator.base_url, token=emulator.token, api_key=emulator.api_key, retry_wait=0.05
+    )
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> None:
+    """A fresh Airflow metadata DB (SQLite in the temp AIRFLOW_HOME), once per session."""
+    from airflow.utils import db
+
+    db.resetdb()
+
+
+@pytest.fixture
+def workflowsvc_conn(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``workflowsvc_default`` pointing at the emulator, given as AIRFLOW_CONN_WORKFLOWSVC_DEFAULT JSON."""
+    conn = {
+        "conn_type": "workflowsvc",
+        "host": emulator.base_url,
+        "password": emulator.token,
+        "extra": {"api_key": emulator.api_key, "retry_wait": 0.05},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_WORKFLOWSVC_DEFAULT", json.dumps(conn))
+    return emulator
+
+
+def run_dag(dag: Any, **kwargs: Any) -> Any:
+    """Serialize a DAG defined in a test to the DB, then ``dag.test()`` it; returns the DagRun."""
+    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+
+    bag = DagBag(dag_folder=os.devnull, include_examples=False, collect_dags=False)
+    bag.bag_dag(dag)
+    sync_bag_to_db(bag, "dags-folder", None)
+    return dag.test(**kwargs)
+
+
+@pytest.fixture
+def dag_runner(airflow_db: None, workflowsvc_conn: Any) -> Any:
+    """``run_dag`` with the DB ready and ``workflowsvc_default`` pointing at a clean emulator."""
+    return run_dag
