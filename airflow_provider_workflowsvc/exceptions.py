@@ -32,8 +32,20 @@ __all__ = [
 ]
 
 
+def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:
+    error = cls.__new__(cls)
+    BaseException.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
+
 class WorkflowServiceError(AirflowException):
     """Base class of every error this provider raises."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The subclasses take several constructor arguments but pass one message up: pickle the
+        # message and the attributes, not the constructor call (errors cross process boundaries).
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
 
 
 class WorkflowServiceInputError(WorkflowServiceError, ValueError):
@@ -68,15 +80,21 @@ def validate_input(model: type[M], what: str, data: Any) -> M:
 
 
 class WorkflowServiceConnectionError(WorkflowServiceError):
-    """The request did not get an HTTP response (connection refused or dropped, timeout)."""
+    """The request did not get an HTTP response (connection refused or dropped, timeout).
 
-    def __init__(self, method: str, path: str, reason: str) -> None:
-        self.method, self.path, self.reason = method, path, reason
+    ``sent`` is False only when the request provably never reached the server (the connection was
+    never established), which is the one case where a run or create may be sent again.
+    """
+
+    def __init__(self, method: str, path: str, reason: str, *, sent: bool = True) -> None:
+        self.method, self.path, self.reason, self.sent = method, path, reason, sent
         super().__init__(f"{method} {path} failed: {reason}")
 
 
 class WorkflowServiceResponseError(WorkflowServiceError):
     """The server answered, but not with the shape the spec describes (non-JSON, truncated, wrong fields)."""
+
+    status_code: int  # type: ignore[assignment]  # the HTTP status received (AirflowException: HTTPStatus)
 
     def __init__(self, method: str, path: str, status_code: int, reason: str) -> None:
         self.method, self.path, self.status_code, self.reason = method, path, status_code, reason
@@ -84,11 +102,27 @@ class WorkflowServiceResponseError(WorkflowServiceError):
 
 
 class WorkflowServiceApiError(WorkflowServiceError):
-    """The server answered with an error status."""
+    """The server answered with an error status.
 
-    def __init__(self, status_code: int, method: str, path: str, detail: str, reason: str = "") -> None:
+    ``status_code``, ``method``, ``path`` (full URL path), ``detail`` (the server's explanation, a 422
+    detail list rendered as ``field: message`` lines), ``reason`` (the HTTP reason phrase) and
+    ``retry_after`` (seconds, when the server sent ``Retry-After``).
+    """
+
+    status_code: int  # type: ignore[assignment]  # the HTTP status received (AirflowException: HTTPStatus)
+
+    def __init__(
+        self,
+        status_code: int,
+        method: str,
+        path: str,
+        detail: str,
+        reason: str = "",
+        *,
+        retry_after: float | None = None,
+    ) -> None:
         self.status_code, self.method, self.path, self.detail = status_code, method, path, detail
-        self.reason = reason
+        self.reason, self.retry_after = reason, retry_after
         status = f"{status_code} {reason}".strip()
         super().__init__(f"{method} {path} → {status}: {detail}" if detail else f"{method} {path} → {status}")
 
@@ -111,10 +145,6 @@ class WorkflowServiceValidationError(WorkflowServiceApiError):
 
 class WorkflowServiceRateLimitError(WorkflowServiceApiError):
     """429: too many requests; ``retry_after`` is the server's wish in seconds, when it gave one."""
-
-    def __init__(self, *args: Any, retry_after: float | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.retry_after = retry_after
 
 
 class WorkflowServiceServerError(WorkflowServiceApiError):

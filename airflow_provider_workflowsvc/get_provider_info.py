@@ -13,7 +13,9 @@ def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-provider-workflowsvc",
         "name": "Workflow Service",
-        "description": "Run Workflow Service jobs (source connector → processing nodes → destination) from Airflow.",
+        "description": (
+            "Run Workflow Service jobs (source connector → processing nodes → destination) from Airflow."
+        ),
         "versions": [__version__],
         "integrations": [
             {
@@ -42,7 +44,7 @@ def get_provider_info() -> dict[str, Any]:
                 "hook-class-name": f"{_PKG}.hooks.workflowsvc.WorkflowServiceHook",
                 "hook-name": "Workflow Service",
                 "ui-field-behaviour": {
-                    "hidden-fields": ["schema", "login", "port", "extra"],
+                    "hidden-fields": ["schema", "login", "port"],
                     "relabeling": {"host": "Base URL", "password": "Access token"},
                     "placeholders": {
                         "host": "https://platform.example.com/api/v1",
@@ -59,20 +61,39 @@ def get_provider_info() -> dict[str, Any]:
                     "timeout": {
                         "label": "Read timeout (s)",
                         "description": "Seconds to wait for each response.",
-                        "schema": {"type": ["number", "null"], "default": 60},
+                        "schema": {"type": ["number", "null"], "default": 60, "exclusiveMinimum": 0},
                     },
                     "connect_timeout": {
                         "label": "Connect timeout (s)",
-                        "schema": {"type": ["number", "null"], "default": 10},
+                        "description": "Seconds to wait for a connection to be established.",
+                        "schema": {"type": ["number", "null"], "default": 10, "exclusiveMinimum": 0},
                     },
                     "verify": {
                         "label": "Verify TLS certificates",
+                        "description": "Turn off only for a test server.",
                         "schema": {"type": ["boolean", "null"], "default": True},
+                    },
+                    "ca_bundle": {
+                        "label": "CA bundle path",
+                        "description": "PEM file (or directory) of CA certificates to trust instead of "
+                        "the default ones, e.g. for a private certificate authority.",
+                        "schema": {"type": ["string", "null"]},
                     },
                     "max_retries": {
                         "label": "Max retries",
-                        "description": "Retries of safe requests after 429/502/503/504 or a dropped connection.",
-                        "schema": {"type": ["integer", "null"], "default": 5},
+                        "description": "Retries of safe requests after 429/502/503/504 or a dropped "
+                        "connection. A run or create is retried only when it never reached the service.",
+                        "schema": {"type": ["integer", "null"], "default": 5, "minimum": 0, "maximum": 20},
+                    },
+                    "retry_wait": {
+                        "label": "First retry wait (s)",
+                        "description": "Backoff before the first retry; doubled each time, with jitter.",
+                        "schema": {"type": ["number", "null"], "default": 1, "minimum": 0},
+                    },
+                    "retry_max_wait": {
+                        "label": "Longest retry wait (s)",
+                        "description": "Cap on any wait between retries, including one asked by Retry-After.",
+                        "schema": {"type": ["number", "null"], "default": 60, "minimum": 0},
                     },
                 },
             }

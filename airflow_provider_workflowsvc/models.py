@@ -21,6 +21,7 @@ from pydantic import (
     PlainSerializer,
     SecretStr,
     SerializationInfo,
+    ValidationError,
     field_validator,
     model_serializer,
     model_validator,
@@ -36,6 +37,7 @@ __all__ = [
     "CreateSourceConnector",
     "CreateWorkflow",
     "CronTabEntry",
+    "DataSource",
     "DestinationConnector",
     "DestinationType",
     "Element",
@@ -49,6 +51,7 @@ __all__ = [
     "ListWorkflowsParams",
     "NodeStats",
     "OutputNodeFile",
+    "PermissionAction",
     "PermissionGrant",
     "Schedule",
     "SourceConnector",
@@ -61,6 +64,7 @@ __all__ = [
     "WorkflowStatus",
     "WorkflowType",
     "config_model_for",
+    "confluence_auth_variant",
     "is_secret_field",
     "parse_enum",
     "request_json",
@@ -80,7 +84,10 @@ Secret = Annotated[SecretStr, PlainSerializer(_serialize_secret, return_type=str
 """A secret string: printed and dumped as ``**********`` unless revealed by :func:`request_json`."""
 
 _SECRET_WORDS = frozenset(
-    {"token", "password", "passwd", "secret", "key", "credential", "credentials", "passphrase", "pat"}
+    {
+        *("token", "tokens", "password", "passwords", "passwd", "secret", "secrets", "key", "keys"),
+        *("credential", "credentials", "passphrase", "pat", "pats"),
+    }
 )
 _SECRET_NAMES = frozenset({"connection_string", "service_account_key", "private_key", "client_secret"})
 
@@ -92,14 +99,25 @@ def is_secret_field(name: str) -> bool:
 
 
 def _wrap_secrets(value: Any) -> Any:
-    """Turn values under secret-looking keys into ``SecretStr``, recursively."""
+    """Turn values under secret-looking keys into ``SecretStr``, recursively.
+
+    Every string below a secret-looking key is wrapped, also inside a list or object held by that key
+    (a service-account key given as an object, a list of tokens).
+    """
     if isinstance(value, Mapping):
-        return {
-            k: SecretStr(str(v)) if is_secret_field(str(k)) and isinstance(v, str) else _wrap_secrets(v)
-            for k, v in value.items()
-        }
+        return {k: _wrap_all(v) if is_secret_field(str(k)) else _wrap_secrets(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_wrap_secrets(v) for v in value]
+    return value
+
+
+def _wrap_all(value: Any) -> Any:
+    if isinstance(value, str):
+        return SecretStr(value)
+    if isinstance(value, Mapping):
+        return {k: _wrap_all(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_wrap_all(v) for v in value]
     return value
 
 
@@ -135,13 +153,13 @@ class _TolerantEnum(str, Enum):
 
     @classmethod
     def _missing_(cls, value: object) -> Any:
-        if not isinstance(value, str):
-            return None
-        wanted = _normalize(value)
-        wanted = cls._aliases().get(wanted, wanted)
-        for member in cls:
-            if _normalize(member.value) == wanted:
-                return member
+        if isinstance(value, str):
+            wanted = _normalize(value)
+            wanted = cls._aliases().get(wanted, wanted)
+            for member in cls:
+                if _normalize(member.value) == wanted:
+                    return member
+        # Anything else (an unknown word, null, a number) is UNKNOWN: a response never fails on it.
         return cls.__members__.get("UNKNOWN")
 
     def __str__(self) -> str:
@@ -415,8 +433,9 @@ class ConfluenceSourceConfig(_Request):
 
 def confluence_auth_variant(config: ConfluenceSourceConfig) -> str:
     """Name the one complete auth variant of a confluence config, or raise a ``ValueError`` saying why."""
-    has_user, has_token = bool(config.username), config.token is not None
-    has_password = config.password is not None
+    has_user = bool(config.username and config.username.strip())
+    has_token = config.token is not None and bool(config.token.get_secret_value().strip())
+    has_password = config.password is not None and bool(config.password.get_secret_value())
     if has_token and has_password:
         raise ValueError(
             "confluence config mixes authentication variants: give either token (API token or personal "
@@ -460,6 +479,17 @@ class GenericConfig(_Request):
 
     @model_serializer(mode="plain")
     def _dump(self, info: SerializationInfo) -> dict[str, Any]:
+        if not isinstance(self, GenericConfig):
+            # A plain serializer accepts any value, so a union may hand it a typed config: dump that
+            # model itself instead of losing its fields.
+            return BaseModel.model_dump(
+                self,
+                mode=info.mode,
+                context=info.context,
+                exclude_unset=info.exclude_unset,
+                exclude_none=info.exclude_none,
+                exclude_defaults=info.exclude_defaults,
+            )
         reveal = bool(info.context and info.context.get("reveal_secrets"))
         return {k: _unwrap_secrets(v, reveal) for k, v in (self.model_extra or {}).items()}
 
@@ -473,9 +503,11 @@ class GenericConfig(_Request):
         self.__pydantic_fields_set__.update(self.model_extra or {})
 
 
+# GenericConfig comes last in every union: its serializer is a plain function, which a union would
+# otherwise pick for any typed config placed after it.
 SourceConfig = AzureSourceConfig | ConfluenceSourceConfig | GenericConfig
 DestinationConfig = AstraDBDestinationConfig | GenericConfig
-ConnectorConfig = SourceConfig | DestinationConfig
+ConnectorConfig = AzureSourceConfig | ConfluenceSourceConfig | AstraDBDestinationConfig | GenericConfig
 
 _TYPED_CONFIGS: dict[str, type[_Request]] = {
     "source:azure": AzureSourceConfig,
@@ -525,11 +557,19 @@ def _typed_connector_body(data: Any, kind: Literal["source", "destination"], typ
     if not isinstance(data, Mapping) or "config" not in data or "type" not in data:
         return data
     connector_type = parse_enum(types, data["type"], f"{kind} connector type")
-    return {
-        **data,
-        "type": connector_type,
-        "config": _coerce_config(kind, connector_type.value, data["config"]),
-    }
+    try:
+        config = _coerce_config(kind, connector_type.value, data["config"])
+    except ValidationError as exc:
+        raise _under("config", exc) from None
+    return {**data, "type": connector_type, "config": config}
+
+
+def _under(field: str, exc: ValidationError) -> ValidationError:
+    """``exc`` with every error located under ``field`` (so a message says ``config.token: ...``)."""
+    errors = exc.errors(include_url=False)
+    for error in errors:
+        error["loc"] = (field, *error["loc"])
+    return ValidationError.from_exception_data(exc.title, errors)  # type: ignore[arg-type]
 
 
 class UpdateConnector(_Request):
@@ -543,7 +583,7 @@ class UpdateConnector(_Request):
     ) -> UpdateConnector:
         """Validate ``config`` against the typed schema of ``connector_type`` (generic when unknown)."""
         if connector_type is None and isinstance(config, BaseModel):
-            return cls(config=config)  # type: ignore[arg-type]
+            return cls(config=config)
         return cls(config=_coerce_config(kind, connector_type or "", config))
 
 
@@ -598,8 +638,16 @@ class WorkflowSchedule(_Response):
 
 
 def _check_nodes(nodes: list[WorkflowNode] | None) -> None:
+    """Request-side checks of workflow nodes: only the spec's fields, unique names."""
     if not nodes:
         return
+    for index, node in enumerate(nodes):
+        if node.model_extra:
+            unknown = ", ".join(sorted(node.model_extra))
+            raise ValueError(
+                f"workflow_nodes.{index}: unknown field(s) {unknown}; a node has id, name, type, "
+                "subtype and settings"
+            )
     names = [n.name for n in nodes]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
@@ -706,7 +754,7 @@ class Job(_Response):
     @model_validator(mode="before")
     @classmethod
     def _keep_raw_status(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and "status" in data:
+        if isinstance(data, Mapping) and data.get("status") is not None:
             return {**data, "raw_status": str(data["status"])}
         return data
 
@@ -755,9 +803,31 @@ class PermissionGrant(_Response):
     users: list[str] = Field(default_factory=list)
     groups: list[str] = Field(default_factory=list)
 
+    @field_validator("users", "groups", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: Any) -> Any:
+        return [] if value is None else value
+
+
+PermissionAction = Literal["read", "update", "delete"]
+
 
 class DataSource(_Response):
-    permissions_data: list[dict[Literal["read", "update", "delete"], PermissionGrant]] | None = None
+    """``metadata.data_source``: ``permissions_data`` is a list of single-key objects
+    (``read``/``update``/``delete`` → users and groups). Other keys a newer server adds are kept."""
+
+    permissions_data: list[dict[str, PermissionGrant]] | None = None
+
+    def permissions(self, action: PermissionAction) -> PermissionGrant:
+        """Every user and group granted ``action``, merged over all entries (empty when none)."""
+        users: list[str] = []
+        groups: list[str] = []
+        for entry in self.permissions_data or []:
+            grant = entry.get(action)
+            if grant is not None:
+                users.extend(u for u in grant.users if u not in users)
+                groups.extend(g for g in grant.groups if g not in groups)
+        return PermissionGrant(users=users, groups=groups)
 
 
 class ElementMetadata(_Response):

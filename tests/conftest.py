@@ -84,3 +84,62 @@ def run_dag(dag: Any, **kwargs: Any) -> Any:
 def dag_runner(airflow_db: None, workflowsvc_conn: Any) -> Any:
     """``run_dag`` with the DB ready and ``workflowsvc_default`` pointing at a clean emulator."""
     return run_dag
+
+
+MOCK_BASE_URL = "https://svc.test/api/v1"
+
+
+@pytest.fixture
+def mock_service(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """``workflowsvc_default`` pointing at a respx-mocked service (one quick retry); yields the router."""
+    import respx
+
+    conn = {
+        "conn_type": "workflowsvc",
+        "host": MOCK_BASE_URL,
+        "password": "tok-unit-3b9d51",
+        "extra": {"api_key": "key-unit-77c1e0", "retry_wait": 0, "max_retries": 1},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_WORKFLOWSVC_DEFAULT", json.dumps(conn))
+    with respx.mock(base_url=MOCK_BASE_URL, assert_all_called=False) as router:
+        yield router
+
+
+# --------------------------------------------------------------------------------------------------
+# Run-and-wait surface (operators/jobs.py, sensors/job.py, triggers/job.py): service answers for respx
+
+FAKE_WORKFLOW_ID = "0b7c6a9e-3f0e-4a51-9c7b-1d2e3f4a5b6c"
+
+
+def job_json(
+    job_id: str,
+    status: str,
+    *,
+    workflow_id: str = FAKE_WORKFLOW_ID,
+    outputs: Any = (),
+    created_at: str | None = None,
+) -> dict[str, Any]:
+    """A job record as the service returns it; ``outputs`` are ``(file_id, node_id)`` pairs."""
+    return {
+        "id": job_id,
+        "status": status,
+        "workflow_id": workflow_id,
+        "workflow_name": "wf",
+        "created_at": created_at or "2026-01-01T00:00:00Z",
+        "output_node_files": [{"file_id": f, "node_id": n} for f, n in outputs],
+    }
+
+
+def details_json(job_id: str, status: str, message: str = "", nodes: Any = ()) -> dict[str, Any]:
+    """Job details; ``nodes`` are ``(name, ready, in_progress, success, failure)`` tuples."""
+    stats = [
+        {"node_name": n, "node_type": "partition", "node_subtype": "fast", "ready": r, "in_progress": i}
+        | {"success": s, "failure": f}
+        for n, r, i, s, f in nodes
+    ]
+    return {"id": job_id, "processing_status": status, "message": message, "node_stats": stats}
+
+
+def failed_json(*files: tuple[str, str]) -> dict[str, Any]:
+    """The failed-files answer for ``(document, error)`` pairs."""
+    return {"failed_files": [{"document": d, "error": e} for d, e in files]}

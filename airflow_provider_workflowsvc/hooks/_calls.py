@@ -153,8 +153,15 @@ def _non_empty(value: str, what: str) -> str:
     return text
 
 
-def upload_files(paths: Iterable[str | os.PathLike[str]]) -> tuple[UploadFile, ...]:
-    """Check local files exist and are readable; name each with its base name and guessed media type."""
+def upload_files(
+    paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
+) -> tuple[UploadFile, ...]:
+    """Check local files exist and are readable; name each with its base name and guessed media type.
+
+    A single path (not in a list) is one file, not a sequence of one-letter names.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
     files = []
     for raw in paths:
         path = Path(raw).expanduser()
@@ -211,10 +218,17 @@ def delete_source(source_id: str | UUID) -> ApiCall[None]:
     return ApiCall("DELETE", f"/sources/{_uuid(source_id, 'source_id')}", _ignore_body, wants_body=False)
 
 
+def _parse_check_started(data: Any) -> ConnectionCheck:
+    """The start answer is not shown in the spec: a check record, or (empty body) one not yet known."""
+    if data is None or data == "":
+        return ConnectionCheck()
+    return _parser(ConnectionCheck)(data)
+
+
 def start_source_connection_check(source_id: str | UUID) -> ApiCall[ConnectionCheck]:
-    """Start a connectivity test of a source connector."""
+    """Start a connectivity test of a source connector (read the outcome with the GET)."""
     path = f"/sources/{_uuid(source_id, 'source_id')}/connection-check"
-    return ApiCall("POST", path, _parser(ConnectionCheck))
+    return ApiCall("POST", path, _parse_check_started)
 
 
 def get_source_connection_check(source_id: str | UUID) -> ApiCall[ConnectionCheck]:
@@ -273,9 +287,9 @@ def delete_destination(destination_id: str | UUID) -> ApiCall[None]:
 
 
 def start_destination_connection_check(destination_id: str | UUID) -> ApiCall[ConnectionCheck]:
-    """Start a connectivity test of a destination connector."""
+    """Start a connectivity test of a destination connector (read the outcome with the GET)."""
     path = f"/destinations/{_uuid(destination_id, 'destination_id')}/connection-check"
-    return ApiCall("POST", path, _parser(ConnectionCheck))
+    return ApiCall("POST", path, _parse_check_started)
 
 
 def get_destination_connection_check(destination_id: str | UUID) -> ApiCall[ConnectionCheck]:
@@ -350,7 +364,7 @@ def delete_workflow(workflow_id: str | UUID) -> ApiCall[None]:
 
 
 def run_workflow(
-    workflow_id: str | UUID, files: Iterable[str | os.PathLike[str]] | None = None
+    workflow_id: str | UUID, files: Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None = None
 ) -> ApiCall[Job | None]:
     """Run a workflow once: no body, or one streamed ``input_files`` part per local file.
 

@@ -8,22 +8,25 @@ manager.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import logging
 import os
 import random
+import ssl
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar, overload
-from urllib.parse import urljoin, urlsplit
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
 from airflow.sdk import BaseHook
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from airflow_provider_workflowsvc.exceptions import (
@@ -55,6 +58,8 @@ CONN_TYPE = "workflowsvc"
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
 MAX_REDIRECTS = 3
 _UNSENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+_TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
+_FALSE_WORDS = frozenset({"false", "0", "no", "off"})
 
 
 def _version() -> str:
@@ -67,7 +72,12 @@ def _version() -> str:
 
 
 class ConnectionSettings(BaseModel):
-    """Where the service is and how to talk to it; built from an Airflow connection or directly."""
+    """Where the service is and how to talk to it; built from an Airflow connection or directly.
+
+    ``verify`` is a boolean or the path of a CA bundle file (or directory); ``max_retries`` bounds the
+    retries of one request, ``retry_wait`` is the first backoff (doubled each time, with jitter) and
+    ``retry_max_wait`` caps every wait, including one asked for by ``Retry-After``.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -86,28 +96,73 @@ class ConnectionSettings(BaseModel):
     def _normalize_base_url(cls, value: str) -> str:
         value = value.strip()
         parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"base URL must be an http(s) URL such as https://host/api/v1, got {value!r}")
-        if parts.path in ("", "/"):
-            value = value.rstrip("/") + "/api/v1"
-        return value.rstrip("/")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http(s) URL such as https://host/api/v1")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError(
+                "must not carry credentials (user:password@): put the token in the password field"
+            )
+        if parts.query or parts.fragment:
+            raise ValueError("must not have a query string or fragment")
+        try:
+            parts.port  # noqa: B018 - raises ValueError on a bad port
+        except ValueError:
+            raise ValueError("has an invalid port") from None
+        path = parts.path.rstrip("/") or "/api/v1"
+        return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+    @field_validator("token", "api_key", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: Any) -> Any:
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        if isinstance(value, str):
+            value = value.strip()
+            return value or None
+        return value
+
+    @field_validator("verify", mode="before")
+    @classmethod
+    def _parse_verify(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            word = value.strip().lower()
+            if word in _TRUE_WORDS:
+                return True
+            if word in _FALSE_WORDS:
+                return False
+            if not os.path.exists(os.path.expanduser(value.strip())):
+                raise ValueError(
+                    "must be true, false, or the path of an existing CA bundle file or directory"
+                )
+            return os.path.expanduser(value.strip())
+        return value
 
     @classmethod
     def from_connection(cls, conn: Connection) -> ConnectionSettings:
-        """Read host (base URL), password (token) and extras (api_key, timeouts, TLS, retries)."""
-        extra = conn.extra_dejson or {}
+        """Read host (base URL), password (token) and extras (api_key, timeouts, TLS, retries).
+
+        ``ca_bundle`` (a CA file or directory) is used for ``verify`` unless verify is false. Extras
+        may also carry the ``extra__workflowsvc__`` prefix older connection forms wrote.
+        """
         try:
+            extra = _extras_of(conn)
+            values = {k: v for k, v in extra.items() if k in _EXTRA_SETTINGS and v not in (None, "")}
+            ca_bundle = extra.get("ca_bundle")
+            if ca_bundle and cls._parse_verify(values.get("verify", True)) is not False:
+                values["verify"] = str(ca_bundle)
             return cls(
                 base_url=_base_url_of(conn, extra),
                 token=conn.password or None,
                 api_key=extra.get("api_key") or None,
-                **{k: v for k, v in extra.items() if k in _EXTRA_SETTINGS and v not in (None, "")},
+                **values,
             )
-        except ValueError as exc:
-            details = exc.errors(include_input=False) if hasattr(exc, "errors") else [{"msg": str(exc)}]
+        except ValidationError as exc:
+            details = format_validation_errors(exc.errors(include_input=False, include_url=False))
             raise WorkflowServiceInputError(
-                f"connection {conn.conn_id!r} is misconfigured: {format_validation_errors(details)}"
+                f"connection {conn.conn_id!r} is misconfigured: {details}"
             ) from None
+        except ValueError as exc:
+            raise WorkflowServiceInputError(f"connection {conn.conn_id!r} is misconfigured: {exc}") from None
 
     def headers(self) -> dict[str, str]:
         """Authentication headers: Bearer token and/or ``service-api-key``, whichever are set."""
@@ -118,13 +173,25 @@ class ConnectionSettings(BaseModel):
             headers["service-api-key"] = self.api_key.get_secret_value()
         return headers
 
+    def secrets(self) -> tuple[str, ...]:
+        """The credential values, to scrub from any text that leaves the hook."""
+        return tuple(s.get_secret_value() for s in (self.token, self.api_key) if s is not None)
+
+    def ssl_verify(self) -> bool | ssl.SSLContext:
+        """``verify`` as httpx takes it (a CA bundle path becomes an SSL context)."""
+        if isinstance(self.verify, bool):
+            return self.verify
+        if os.path.isdir(self.verify):
+            return ssl.create_default_context(capath=self.verify)
+        return ssl.create_default_context(cafile=self.verify)
+
     def httpx_options(self) -> dict[str, Any]:
         """Keyword arguments shared by ``httpx.Client`` and ``httpx.AsyncClient``."""
         return {
             "base_url": self.base_url + "/",
             "headers": self.headers(),
             "timeout": httpx.Timeout(self.timeout, connect=self.connect_timeout),
-            "verify": self.verify,
+            "verify": self.ssl_verify(),
             "follow_redirects": False,
         }
 
@@ -132,18 +199,37 @@ class ConnectionSettings(BaseModel):
 _EXTRA_SETTINGS = frozenset(
     {"timeout", "connect_timeout", "verify", "max_retries", "retry_wait", "retry_max_wait"}
 )
+_EXTRA_PREFIX = f"extra__{CONN_TYPE}__"
+
+
+def _extras_of(conn: Connection) -> dict[str, Any]:
+    extra = conn.extra_dejson or {}
+    if not isinstance(extra, dict):
+        raise ValueError("extra must be a JSON object")
+    plain = {k: v for k, v in extra.items() if not k.startswith(_EXTRA_PREFIX)}
+    prefixed = {k[len(_EXTRA_PREFIX) :]: v for k, v in extra.items() if k.startswith(_EXTRA_PREFIX)}
+    # A plain key wins over the prefixed spelling of the same setting, unless it is empty.
+    return {**prefixed, **{k: v for k, v in plain.items() if v not in (None, "") or k not in prefixed}}
 
 
 def _base_url_of(conn: Connection, extra: dict[str, Any]) -> str:
+    """The base URL from host (with or without scheme), port, schema and the ``protocol`` extra."""
     host = (conn.host or "").strip()
     if not host:
         raise ValueError("host is empty: set it to the service's base URL, e.g. https://host/api/v1")
-    if "://" in host:
-        return host
-    scheme = str(extra.get("protocol") or "https")
-    port = f":{conn.port}" if conn.port else ""
-    path = (conn.schema or "api/v1").strip("/")
-    return f"{scheme}://{host}{port}/{path}"
+    if "://" not in host:
+        scheme = str(extra.get("protocol") or "https").strip().lower()
+        if scheme not in ("http", "https"):
+            raise ValueError(f"protocol must be http or https, got {scheme!r}")
+        host = f"{scheme}://{host}"
+    parts = urlsplit(host)
+    netloc = parts.netloc
+    if conn.port and ":" not in netloc.rsplit("]", 1)[-1]:
+        netloc = f"{netloc}:{conn.port}"
+    path = parts.path
+    if path in ("", "/"):
+        path = "/" + ((conn.schema or "").strip("/") or "api/v1")
+    return urlunsplit((parts.scheme, netloc, path, parts.query, parts.fragment))
 
 
 def _mask_secrets(settings: ConnectionSettings) -> None:
@@ -152,9 +238,8 @@ def _mask_secrets(settings: ConnectionSettings) -> None:
         from airflow.sdk.log import mask_secret
     except ImportError:  # pragma: no cover - older task SDK
         return
-    for secret in (settings.token, settings.api_key):
-        if secret is not None:
-            mask_secret(secret.get_secret_value())
+    for secret in settings.secrets():
+        mask_secret(secret)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -171,7 +256,7 @@ def _retry_after_seconds(response: httpx.Response) -> float | None:
         pass
     try:
         return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
 
 
@@ -187,27 +272,17 @@ def _error_detail(response: httpx.Response) -> str:
         if isinstance(detail, list):
             return format_validation_errors([d if isinstance(d, dict) else {"msg": str(d)} for d in detail])
         if detail is not None:
-            return str(detail)
+            return str(detail)[:1000]
     return str(body)[:300]
 
 
-def _raise_for_status(call: ApiCall[Any], path: str, response: httpx.Response) -> None:
-    if response.is_success:
-        return
-    cls = error_for_status(response.status_code)
-    args = (response.status_code, call.method, path, _error_detail(response), response.reason_phrase)
-    if cls is WorkflowServiceRateLimitError:
-        raise WorkflowServiceRateLimitError(*args, retry_after=_retry_after_seconds(response))
-    raise cls(*args)
-
-
-def _parse_body(call: ApiCall[T], path: str, response: httpx.Response) -> T:
+def _parse_body(call: ApiCall[T], path: str, response: httpx.Response, redact: Callable[[str], str]) -> T:
     if not call.wants_body:
         return call.parse(None)
     try:
         data = response.json() if response.content else None
     except ValueError:
-        snippet = response.text[:120].replace("\n", " ")
+        snippet = redact(response.text[:120].replace("\n", " "))
         raise WorkflowServiceResponseError(
             call.method, path, response.status_code, f"not JSON ({len(response.content)} bytes): {snippet!r}"
         ) from None
@@ -217,16 +292,15 @@ def _parse_body(call: ApiCall[T], path: str, response: httpx.Response) -> T:
         raise WorkflowServiceResponseError(call.method, path, response.status_code, str(exc)) from None
 
 
-def _transport_error(call: ApiCall[Any], path: str, exc: httpx.TransportError) -> WorkflowServiceConnectionError:
-    error = WorkflowServiceConnectionError(call.method, path, f"{type(exc).__name__}: {exc}".rstrip(": "))
-    error.sent = not isinstance(exc, _UNSENT_ERRORS)  # type: ignore[attr-defined]
-    return error
-
-
 def is_retryable(call: ApiCall[Any], exc: BaseException) -> bool:
-    """Whether ``call`` may be sent again after ``exc`` without risk of doing its work twice."""
+    """Whether ``call`` may be sent again after ``exc`` without risk of doing its work twice.
+
+    Idempotent calls retry on any transport failure and on 429/502/503/504. Create and run calls
+    (``unsent-only``) retry only when the connection was never established, so the server never saw
+    them: a read timeout, a dropped connection, a 429 or a 5xx may mean the work was done.
+    """
     if isinstance(exc, WorkflowServiceConnectionError):
-        return call.retry == "idempotent" or not getattr(exc, "sent", True)
+        return call.retry == "idempotent" or not exc.sent
     if isinstance(exc, WorkflowServiceApiError):
         return call.retry == "idempotent" and exc.status_code in RETRYABLE_STATUS
     return False
@@ -238,6 +312,13 @@ class _Transport:
     def __init__(self, settings: ConnectionSettings) -> None:
         self.settings = settings
         self._path_forms: dict[str, str] = {}
+        self._secrets = sorted(settings.secrets(), key=len, reverse=True)
+
+    def redact(self, text: str) -> str:
+        """``text`` with the token and API key replaced (a server may echo them in an error)."""
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
 
     def url_path(self, call: ApiCall[Any]) -> str:
         """The path to use for ``call``, after any redirect the server taught us (``/x`` ↔ ``/x/``)."""
@@ -246,60 +327,149 @@ class _Transport:
     def full_path(self, path: str) -> str:
         return urlsplit(self.settings.base_url).path + path
 
-    def build(self, client: httpx.Client | httpx.AsyncClient, call: ApiCall[Any], path: str,
-              stack: contextlib.ExitStack) -> httpx.Request:
+    def build(
+        self,
+        client: httpx.Client | httpx.AsyncClient,
+        call: ApiCall[Any],
+        method: str,
+        path: str,
+        stack: contextlib.ExitStack,
+    ) -> httpx.Request:
+        """The request for ``call`` (its body is left out when a 303 turned it into a GET)."""
+        with_body = method == call.method
         files = None
-        if call.files:
-            files = [
-                ("input_files", (f.filename, stack.enter_context(f.path.open("rb")), f.media_type))
-                for f in call.files
-            ]
-        return client.build_request(call.method, path.lstrip("/"), params=call.params, json=call.json, files=files)
+        if call.files and with_body:
+            files = []
+            for f in call.files:
+                try:
+                    handle = stack.enter_context(f.path.open("rb"))
+                except OSError as exc:
+                    raise WorkflowServiceInputError(
+                        f"input file {str(f.path)!r} cannot be read: {exc.strerror or exc}"
+                    ) from None
+                files.append(("input_files", (f.filename, handle, f.media_type)))
+        return client.build_request(
+            method,
+            path.lstrip("/"),
+            params=call.params,
+            json=call.json if with_body else None,
+            files=files,
+        )
 
-    def redirect_target(self, call: ApiCall[Any], path: str, response: httpx.Response) -> str | None:
-        """Where to re-send after a same-origin redirect (same method and body), else None."""
+    def redirect_target(
+        self, call: ApiCall[Any], method: str, path: str, response: httpx.Response
+    ) -> tuple[str, str] | None:
+        """``(method, path)`` to send next after a redirect we may follow, else None.
+
+        Followed: same-origin redirects under the base URL. 301/302/307/308 keep method and body (a
+        POST never turns into a bodiless GET); a non-GET request only follows its own path with or
+        without the trailing slash, and the form is remembered for later calls. 303 means "done, see
+        there": it is followed with a GET and never re-sends the body.
+        """
         if not response.is_redirect or "location" not in response.headers:
             return None
         target = urlsplit(urljoin(str(response.request.url), response.headers["location"]))
         base = urlsplit(self.settings.base_url)
-        if (target.scheme, target.netloc) != (base.scheme, base.netloc) or not target.path.startswith(base.path):
+        if (target.scheme, target.netloc) != (base.scheme, base.netloc):
             return None
-        new_path = target.path[len(base.path):] or "/"
-        self._path_forms[call.path] = new_path
-        log.debug("%s %s redirected to %s; using that form from now on", call.method, path, new_path)
-        return new_path
+        if target.path != base.path and not target.path.startswith(base.path + "/"):
+            return None
+        new_path = target.path[len(base.path) :] or "/"
+        if response.status_code == 303:
+            return "GET", new_path
+        if method not in ("GET", "HEAD") and new_path.rstrip("/") != path.rstrip("/"):
+            return None
+        if method == call.method:
+            self._path_forms[call.path] = new_path
+            log.debug("%s %s redirected to %s; using that form from now on", method, path, new_path)
+        return method, new_path
 
     def retrying_options(self, call: ApiCall[Any]) -> dict[str, Any]:
         return {
             "stop": stop_after_attempt(self.settings.max_retries + 1),
             "wait": self._wait,
             "retry": retry_if_exception(functools.partial(is_retryable, call)),
-            "before_sleep": functools.partial(self._log_retry, call),
+            "before_sleep": self._log_retry,
             "reraise": True,
         }
 
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, WorkflowServiceRateLimitError) and exc.retry_after is not None:
+        if isinstance(exc, WorkflowServiceApiError) and exc.retry_after is not None:
             return min(exc.retry_after, self.settings.retry_max_wait)
         backoff = self.settings.retry_wait * 2 ** (state.attempt_number - 1)
         return min(self.settings.retry_max_wait, backoff) * random.uniform(0.5, 1.0)
 
-    def _log_retry(self, call: ApiCall[Any], state: RetryCallState) -> None:
+    def _log_retry(self, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
         wait = state.next_action.sleep if state.next_action else 0.0
         log.warning(
             "%s; retrying in %.1f s (attempt %d of %d)",
-            exc, wait, state.attempt_number + 1, self.settings.max_retries + 1,
+            self.redact(str(exc)),
+            wait,
+            state.attempt_number + 1,
+            self.settings.max_retries + 1,
         )
 
-    def finish(self, call: ApiCall[T], path: str, response: httpx.Response) -> T:
-        _raise_for_status(call, self.full_path(path), response)
-        return _parse_body(call, self.full_path(path), response)
+    def finish(self, call: ApiCall[T], method: str, path: str, response: httpx.Response) -> T:
+        """Raise the error the response stands for, or parse its body."""
+        full = self.full_path(path)
+        if not response.is_success:
+            raise self.api_error(method, full, response)
+        return _parse_body(call, full, response, self.redact)
+
+    def api_error(self, method: str, full_path: str, response: httpx.Response) -> WorkflowServiceApiError:
+        if response.is_redirect:
+            location = response.headers.get("location", "")
+            detail = (
+                f"redirect to {location} not followed (another origin, or not the same path for {method})"
+            )
+        else:
+            detail = self.redact(_error_detail(response))
+        cls = error_for_status(response.status_code)
+        return cls(
+            response.status_code,
+            method,
+            full_path,
+            detail,
+            response.reason_phrase,
+            retry_after=_retry_after_seconds(response),
+        )
+
+    def transport_error(
+        self, method: str, path: str, exc: httpx.TransportError
+    ) -> WorkflowServiceConnectionError:
+        reason = self.redact(f"{type(exc).__name__}: {exc}".rstrip(": "))
+        return WorkflowServiceConnectionError(
+            method, self.full_path(path), reason, sent=not isinstance(exc, _UNSENT_ERRORS)
+        )
 
 
-def _partial_path(target: Path) -> Path:
-    return target.with_name(f".{target.name}.{os.getpid()}.part")
+def _partial_file(target: Path) -> Path:
+    """A new empty file beside ``target`` to write a download into before renaming it."""
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    os.close(fd)
+    return Path(name)
+
+
+def _connection_failed(exc: BaseException, transport: _Transport | None) -> str:
+    """A message a person understands for a failed ``test_connection``."""
+    if isinstance(exc, WorkflowServiceApiError):
+        status = f"{exc.status_code} {exc.reason}".strip()
+        message = f"Connection failed: {status} from {exc.method} {exc.path}"
+        if exc.detail:
+            message += f": {exc.detail}"
+        if isinstance(exc, WorkflowServiceRateLimitError):
+            message += ". The service is rate limiting; try again later."
+        elif exc.status_code in (401, 403):
+            message += ". Check the access token (password) and the API key."
+        elif exc.status_code == 404:
+            message += ". Check the base URL (it ends in /api/v1)."
+        return message
+    if isinstance(exc, WorkflowServiceResponseError):
+        return f"Connection failed: {exc}. Is the base URL the Workflow Service API (…/api/v1)?"
+    text = str(exc) if isinstance(exc, WorkflowServiceError) else f"{type(exc).__name__}: {exc}"
+    return f"Connection failed: {transport.redact(text) if transport else text}"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -307,7 +477,11 @@ def _partial_path(target: Path) -> Path:
 
 
 class _Endpoint(Generic[P, T]):
-    """A hook method made from an endpoint description: returns ``T`` on the sync hook, awaitable on async."""
+    """A hook method made from an endpoint description: returns ``T`` on the sync hook, awaitable on async.
+
+    The arguments are checked when the method is called (a :class:`WorkflowServiceInputError` before
+    any request), on both hooks.
+    """
 
     def __init__(self, build: Callable[P, ApiCall[T]]) -> None:
         self._build = build
@@ -362,8 +536,15 @@ class _Endpoints:
     download_job_output = _Endpoint(_calls.download_job_output)
 
 
-def _page_size(params: dict[str, Any]) -> int:
-    return int(params.get("page_size") or 100)
+ENDPOINT_NAMES: tuple[str, ...] = tuple(k for k, v in vars(_Endpoints).items() if isinstance(v, _Endpoint))
+"""The names of the endpoint methods both hooks have."""
+
+
+def _page_params(params: dict[str, Any]) -> tuple[dict[str, Any], int, int]:
+    params = dict(params)
+    page = int(params.pop("page", None) or 1)
+    size = int(params.pop("page_size", None) or 100)
+    return params, page, size
 
 
 class _HookBase(BaseHook, _Endpoints):
@@ -402,6 +583,9 @@ class WorkflowServiceHook(_HookBase):
     :param settings: connection settings to use instead of reading the Airflow connection.
     """
 
+    _sleep: Callable[[float], None] = staticmethod(time.sleep)
+    """How retries wait (replaceable in tests)."""
+
     def __init__(
         self, workflowsvc_conn_id: str = DEFAULT_CONN_ID, *, settings: ConnectionSettings | None = None
     ) -> None:
@@ -437,34 +621,34 @@ class WorkflowServiceHook(_HookBase):
         self.close()
 
     def _send(self, call: ApiCall[T]) -> T:
-        return Retrying(**self._transport.retrying_options(call))(self._send_once, call)
+        retrying = Retrying(sleep=self._sleep, **self._transport.retrying_options(call))
+        return retrying(self._send_once, call)
 
     def _send_once(self, call: ApiCall[T]) -> T:
         transport, client = self._transport, self.get_conn()
-        path = transport.url_path(call)
+        method, path = call.method, transport.url_path(call)
         try:
             for _ in range(MAX_REDIRECTS + 1):
                 with contextlib.ExitStack() as stack:
-                    response = client.send(transport.build(client, call, path, stack), stream=True)
-                    try:
-                        target = transport.redirect_target(call, path, response)
-                        if target is None:
-                            if call.download_to is not None and response.is_success:
-                                return self._save(call, path, response)  # type: ignore[return-value]
-                            response.read()
-                            return transport.finish(call, path, response)
-                    finally:
-                        response.close()
-                path = target
+                    request = transport.build(client, call, method, path, stack)
+                    response = client.send(request, stream=True)
+                    stack.callback(response.close)
+                    hop = transport.redirect_target(call, method, path, response)
+                    if hop is None:
+                        if call.download_to is not None and response.is_success and method == call.method:
+                            return self._save(call.download_to, response)  # type: ignore[return-value]
+                        response.read()
+                        return transport.finish(call, method, path, response)
+                method, path = hop
         except httpx.TransportError as exc:
-            raise _transport_error(call, transport.full_path(path), exc) from None
-        raise WorkflowServiceError(f"{call.method} {transport.full_path(path)}: too many redirects")
+            raise transport.transport_error(method, path, exc) from None
+        raise WorkflowServiceError(f"{method} {transport.full_path(path)}: too many redirects")
 
     @staticmethod
-    def _save(call: ApiCall[Any], path: str, response: httpx.Response) -> Path:
-        assert call.download_to is not None
-        target, partial = call.download_to, _partial_path(call.download_to)
+    def _save(target: Path, response: httpx.Response) -> Path:
+        """Stream the body into a file beside ``target``, then rename it: never a partial ``target``."""
         target.parent.mkdir(parents=True, exist_ok=True)
+        partial = _partial_file(target)
         try:
             with partial.open("wb") as fh:
                 for chunk in response.iter_bytes():
@@ -475,24 +659,33 @@ class WorkflowServiceHook(_HookBase):
         return target
 
     def iter_workflows(self, **params: Any) -> Iterator[Workflow]:
-        """Every workflow matching ``params`` (any list_workflows filter), fetching page after page."""
-        size, page = _page_size(params), int(params.pop("page", None) or 1)
+        """Every workflow matching ``params`` (any list_workflows filter), fetching page after page.
+
+        Stops at the first page that is empty or brings no workflow not seen before (a server that
+        caps ``page_size`` or ignores ``page`` cannot make it stop early or loop forever).
+        """
+        params, page, size = _page_params(params)
+        seen: set[Any] = set()
         while True:
-            batch = self.list_workflows(**{**params, "page": page, "page_size": size})
-            yield from batch
-            if len(batch) < size:
+            batch = self.list_workflows(**params, page=page, page_size=size)
+            new = [w for w in batch if w.id not in seen]
+            if not new:
                 return
+            seen.update(w.id for w in new)
+            yield from new
             page += 1
 
     def test_connection(self) -> tuple[bool, str]:
-        """Make one cheap authenticated call and say, in words, whether it worked."""
+        """Make one cheap authenticated call (no retries) and say, in words, whether it worked."""
+        transport: _Transport | None = None
         try:
-            self.list_workflows(page=1, page_size=1)
-        except WorkflowServiceError as exc:
-            return False, f"Connection failed: {exc}"
+            transport = self._transport
+            self._send_once(_calls.list_workflows(page=1, page_size=1))
+        except Exception as exc:
+            return False, _connection_failed(exc, transport)
         finally:
             self.close()
-        return True, f"Connected to {self.settings.base_url}: credentials accepted."
+        return True, f"Connection successful: {transport.settings.base_url} accepted the credentials."
 
 
 class WorkflowServiceAsyncHook(_HookBase):
@@ -500,6 +693,9 @@ class WorkflowServiceAsyncHook(_HookBase):
 
     Use ``async with WorkflowServiceAsyncHook(...) as hook:`` so the client is closed at the end.
     """
+
+    _sleep: Callable[[float], Awaitable[None]] = staticmethod(asyncio.sleep)
+    """How retries wait (replaceable in tests)."""
 
     def __init__(
         self, workflowsvc_conn_id: str = DEFAULT_CONN_ID, *, settings: ConnectionSettings | None = None
@@ -543,35 +739,35 @@ class WorkflowServiceAsyncHook(_HookBase):
 
     async def _send(self, call: ApiCall[T]) -> T:
         transport = await self._atransport()
-        retrying = AsyncRetrying(**transport.retrying_options(call))
+        retrying = AsyncRetrying(sleep=self._sleep, **transport.retrying_options(call))
         return await retrying(self._send_once, call)
 
     async def _send_once(self, call: ApiCall[T]) -> T:
         transport, client = await self._atransport(), await self.get_async_conn()
-        path = transport.url_path(call)
+        method, path = call.method, transport.url_path(call)
         try:
             for _ in range(MAX_REDIRECTS + 1):
-                with contextlib.ExitStack() as stack:
-                    response = await client.send(transport.build(client, call, path, stack), stream=True)
-                    try:
-                        target = transport.redirect_target(call, path, response)
-                        if target is None:
-                            if call.download_to is not None and response.is_success:
-                                return await self._save(call, response)  # type: ignore[return-value]
-                            await response.aread()
-                            return transport.finish(call, path, response)
-                    finally:
-                        await response.aclose()
-                path = target
+                async with contextlib.AsyncExitStack() as astack:
+                    stack = astack.enter_context(contextlib.ExitStack())
+                    request = transport.build(client, call, method, path, stack)
+                    response = await client.send(request, stream=True)
+                    astack.push_async_callback(response.aclose)
+                    hop = transport.redirect_target(call, method, path, response)
+                    if hop is None:
+                        if call.download_to is not None and response.is_success and method == call.method:
+                            return await self._save(call.download_to, response)  # type: ignore[return-value]
+                        await response.aread()
+                        return transport.finish(call, method, path, response)
+                method, path = hop
         except httpx.TransportError as exc:
-            raise _transport_error(call, transport.full_path(path), exc) from None
-        raise WorkflowServiceError(f"{call.method} {transport.full_path(path)}: too many redirects")
+            raise transport.transport_error(method, path, exc) from None
+        raise WorkflowServiceError(f"{method} {transport.full_path(path)}: too many redirects")
 
     @staticmethod
-    async def _save(call: ApiCall[Any], response: httpx.Response) -> Path:
-        assert call.download_to is not None
-        target, partial = call.download_to, _partial_path(call.download_to)
+    async def _save(target: Path, response: httpx.Response) -> Path:
+        """Stream the body into a file beside ``target``, then rename it: never a partial ``target``."""
         target.parent.mkdir(parents=True, exist_ok=True)
+        partial = _partial_file(target)
         try:
             with partial.open("wb") as fh:
                 async for chunk in response.aiter_bytes():
@@ -582,12 +778,18 @@ class WorkflowServiceAsyncHook(_HookBase):
         return target
 
     async def iter_workflows(self, **params: Any) -> AsyncIterator[Workflow]:
-        """Every workflow matching ``params`` (any list_workflows filter), fetching page after page."""
-        size, page = _page_size(params), int(params.pop("page", None) or 1)
+        """Every workflow matching ``params`` (any list_workflows filter), fetching page after page.
+
+        Stops at the first page that is empty or brings no workflow not seen before.
+        """
+        params, page, size = _page_params(params)
+        seen: set[Any] = set()
         while True:
-            batch = await self.list_workflows(**{**params, "page": page, "page_size": size})
-            for workflow in batch:
-                yield workflow
-            if len(batch) < size:
+            batch = await self.list_workflows(**params, page=page, page_size=size)
+            new = [w for w in batch if w.id not in seen]
+            if not new:
                 return
+            seen.update(w.id for w in new)
+            for workflow in new:
+                yield workflow
             page += 1

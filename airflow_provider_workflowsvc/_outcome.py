@@ -1,0 +1,381 @@
+"""What a finished (or abandoned) wait for a job means: one place for operator, sensor and trigger.
+
+* :class:`JobOutcome` is the trigger event payload and the source of the task's XCom summary. It is
+  validated strictly when it comes back from the triggerer: anything unexpected fails the task.
+* :func:`failure_for` turns an outcome into the exception that fails the task (or ``None``).
+* :class:`JobWatch` remembers what was seen of one job and logs only what changed (status transitions,
+  per-node progress, an unknown status once).
+* :class:`PollSchedule` decides when to poll: every ``interval`` seconds, with one last poll shortly
+  before the deadline and none after it.
+
+This module is imported lazily (inside methods), never at DAG-parse time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from airflow_provider_workflowsvc.exceptions import (
+    WorkflowServiceConnectionError,
+    WorkflowServiceError,
+    WorkflowServiceRateLimitError,
+    WorkflowServiceServerError,
+    format_validation_errors,
+)
+from airflow_provider_workflowsvc.models import JobStatus
+
+if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.models import FailedFile, Job, JobDetails, NodeStats
+
+OutcomeStatus = Literal["success", "failed", "stopped", "timeout", "error"]
+FAILED_FILES_IN_MESSAGE = 5
+FINAL_POLL_RESERVE = 5.0
+"""Seconds kept free before the deadline for the last poll, so no request runs past the deadline."""
+
+_STATUS_OUTCOME: dict[JobStatus, OutcomeStatus] = {
+    JobStatus.COMPLETED: "success",
+    JobStatus.FAILED: "failed",
+    JobStatus.STOPPED: "stopped",
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# The outcome (trigger event payload)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class NodeProgress(_Strict):
+    node_name: str | None = None
+    node_type: str | None = None
+    node_subtype: str | None = None
+    ready: int = 0
+    in_progress: int = 0
+    success: int = 0
+    failure: int = 0
+
+
+class FailedDocument(_Strict):
+    document: str
+    error: str = ""
+
+
+class OutputFile(_Strict):
+    file_id: str
+    node_id: str
+
+
+class JobOutcome(_Strict):
+    """How a wait for a job ended. ``status`` is the verdict; ``job_status`` the job's last status."""
+
+    status: OutcomeStatus
+    job_id: str | None = Field(min_length=1)
+    workflow_id: str | None = None
+    job_status: str | None = None
+    message: str = ""
+    node_stats: list[NodeProgress] = Field(default_factory=list)
+    failed_files: list[FailedDocument] = Field(default_factory=list)
+    output_files: list[OutputFile] = Field(default_factory=list)
+    elapsed: float | None = None
+
+    def to_event(self) -> dict[str, Any]:
+        """The JSON-serializable trigger event payload."""
+        return self.model_dump(mode="json")
+
+    def summary(self) -> dict[str, Any]:
+        """The task's XCom return value: JSON-serializable, no secrets."""
+        return {
+            "job_id": self.job_id,
+            "workflow_id": self.workflow_id,
+            "status": self.job_status,
+            "outcome": self.status,
+            "message": self.message,
+            "node_stats": [n.model_dump() for n in self.node_stats],
+            "failed_file_count": len(self.failed_files),
+            "failed_files": [f.model_dump() for f in self.failed_files],
+            "output_files": [f.model_dump() for f in self.output_files],
+            "elapsed_seconds": None if self.elapsed is None else round(self.elapsed, 1),
+        }
+
+
+class InvalidJobEventError(WorkflowServiceError):
+    """The trigger's event is missing or not what the trigger sends: the task fails (closed)."""
+
+
+def parse_event(event: Any) -> JobOutcome:
+    """Validate a trigger event; any surprise (missing, unknown status, wrong types) is an error."""
+    if not isinstance(event, dict):
+        raise InvalidJobEventError(f"expected a job event from the trigger, got {type(event).__name__}")
+    try:
+        return JobOutcome.model_validate(event)
+    except ValidationError as exc:
+        details = format_validation_errors(exc.errors(include_input=False, include_url=False))
+        raise InvalidJobEventError(f"invalid job event from the trigger: {details}") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# Failure semantics
+
+
+class WorkflowJobError(WorkflowServiceError):
+    """A job did not end the way the task needs; ``outcome`` holds everything known about it."""
+
+    def __init__(self, message: str, outcome: JobOutcome | None = None) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+
+
+class WorkflowJobFailedError(WorkflowJobError):
+    """The job failed, was stopped, or completed with failed files (when those count as failure)."""
+
+
+class WorkflowJobTimeoutError(WorkflowJobError):
+    """The job did not finish before the task's timeout."""
+
+
+def describe_failed_files(files: list[FailedDocument], limit: int = FAILED_FILES_IN_MESSAGE) -> str:
+    """``- document: error`` lines for the first ``limit`` files, then ``... and N more``."""
+    lines = [f"  - {f.document}: {f.error or 'no error given'}" for f in files[:limit]]
+    if len(files) > limit:
+        lines.append(f"  ... and {len(files) - limit} more (all are in the task log and the XCom)")
+    return "\n".join(lines)
+
+
+def failure_for(
+    outcome: JobOutcome, *, fail_on_failed_files: bool = True, timeout_note: str = ""
+) -> WorkflowJobError | None:
+    """The error that fails the task for ``outcome``, or None when the task succeeds."""
+    job = f"Workflow Service job {outcome.job_id}" if outcome.job_id else "Workflow Service job"
+    message = outcome.message or "the service gave no message"
+    if outcome.status == "success":
+        if not (outcome.failed_files and fail_on_failed_files):
+            return None
+        text = (
+            f"{job} completed, but {len(outcome.failed_files)} file(s) failed:\n"
+            f"{describe_failed_files(outcome.failed_files)}"
+        )
+        return WorkflowJobFailedError(text, outcome)
+    if outcome.status in ("failed", "stopped"):
+        verb = "failed" if outcome.status == "failed" else "was stopped before it finished"
+        text = f"{job} {verb}: {message}"
+        if outcome.failed_files:
+            text += f"\nFailed files:\n{describe_failed_files(outcome.failed_files)}"
+        return WorkflowJobFailedError(text, outcome)
+    if outcome.status == "timeout" and not outcome.job_id:
+        return WorkflowJobTimeoutError(f"{message} within {outcome.elapsed or 0:.0f} s", outcome)
+    if outcome.status == "timeout":
+        text = (
+            f"{job} did not finish in time: {outcome.elapsed or 0:.0f} s elapsed, last status "
+            f"{outcome.job_status or 'unknown'}"
+        )
+        return WorkflowJobTimeoutError(text + (f"; {timeout_note}" if timeout_note else ""), outcome)
+    return WorkflowJobError(f"Waiting for {job} failed: {message}", outcome)
+
+
+def log_outcome(outcome: JobOutcome, log: logging.Logger | Any) -> None:
+    """The final summary line, and the full failed-file list (the exception only shows the first few)."""
+    log.info(
+        "Job %s finished waiting: %s (job status %s) after %.0f s; %d output file(s), %d failed file(s)%s",
+        outcome.job_id,
+        outcome.status,
+        outcome.job_status,
+        outcome.elapsed or 0,
+        len(outcome.output_files),
+        len(outcome.failed_files),
+        f"; message: {outcome.message}" if outcome.message else "",
+    )
+    if outcome.failed_files:
+        log.warning(
+            "Job %s: %d failed file(s):\n%s",
+            outcome.job_id,
+            len(outcome.failed_files),
+            describe_failed_files(outcome.failed_files, limit=len(outcome.failed_files)),
+        )
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a failed status request is worth trying again later (the wait goes on)."""
+    transient = (
+        WorkflowServiceConnectionError,
+        WorkflowServiceRateLimitError,
+        WorkflowServiceServerError,
+        asyncio.TimeoutError,
+        TimeoutError,
+    )
+    return isinstance(exc, transient)
+
+
+# --------------------------------------------------------------------------------------------------
+# Watching one job
+
+
+class JobWatch:
+    """What has been seen of one job; logs transitions and per-node progress only when they change."""
+
+    def __init__(self, job_id: str, log: logging.Logger | Any, started_at: float | None = None) -> None:
+        self.job_id = job_id
+        self.log = log
+        self.started_at = time.time() if started_at is None else started_at
+        self.status: JobStatus | None = None
+        self.raw_status: str | None = None
+        self.details: JobDetails | None = None
+        self._progress: tuple[Any, ...] | None = None
+        self._warned: set[str] = set()
+
+    @property
+    def elapsed(self) -> float:
+        return max(0.0, time.time() - self.started_at)
+
+    def observe(self, details: JobDetails | None, job: Job | None = None) -> bool:
+        """Record a poll (details, and the job record when fetched); True once the job is terminal."""
+        if details is not None:
+            self.details = details
+            self._log_progress(details.node_stats)
+        status, raw = self._status_of(details, job)
+        if status is JobStatus.UNKNOWN and raw not in self._warned:
+            self._warned.add(raw)
+            self.log.warning(
+                "Job %s reports status %r, which this provider does not know; it is not treated as "
+                "finished, the wait goes on until the job reports a known final status or times out",
+                self.job_id,
+                raw,
+            )
+        if status is not self.status:
+            self.log.info(
+                "Job %s: %s → %s (%.0f s)", self.job_id, self.status or "submitted", raw, self.elapsed
+            )
+        self.status, self.raw_status = status, raw
+        return status.is_terminal
+
+    @staticmethod
+    def _status_of(details: JobDetails | None, job: Job | None) -> tuple[JobStatus, str]:
+        """The job record's status wins when known; then the details' ``processing_status``."""
+        if job is not None and job.status is not JobStatus.UNKNOWN:
+            return job.status, job.status.value
+        if details is not None and details.processing_status is not JobStatus.UNKNOWN:
+            return details.processing_status, details.processing_status.value
+        return JobStatus.UNKNOWN, (job.raw_status if job is not None else None) or "unknown"
+
+    def _log_progress(self, stats: list[NodeStats]) -> None:
+        key = tuple((n.node_name, n.ready, n.in_progress, n.success, n.failure) for n in stats)
+        if not stats or key == self._progress:
+            return
+        self._progress = key
+        nodes = "; ".join(
+            f"{n.node_name or n.node_type or '?'}: ready {n.ready}, in progress {n.in_progress}, "
+            f"success {n.success}, failure {n.failure}"
+            for n in stats
+        )
+        self.log.info("Job %s progress: %s", self.job_id, nodes)
+
+    def outcome(self, job: Job, failed: list[FailedFile]) -> JobOutcome:
+        """The outcome of a terminal job (status from the job record when it is terminal there)."""
+        status = job.status if job.status.is_terminal else (self.status or JobStatus.UNKNOWN)
+        details = self.details
+        return JobOutcome(
+            status=_STATUS_OUTCOME.get(status, "error"),
+            job_id=self.job_id,
+            workflow_id=job.workflow_id,
+            job_status=status.value,
+            message=(details.message if details is not None else None) or "",
+            node_stats=self._node_stats(),
+            failed_files=[FailedDocument(document=f.document, error=f.error or "") for f in failed],
+            output_files=[OutputFile(file_id=o.file_id, node_id=o.node_id) for o in job.output_node_files],
+            elapsed=self.elapsed,
+        )
+
+    def _node_stats(self) -> list[NodeProgress]:
+        stats = self.details.node_stats if self.details is not None else []
+        fields = NodeProgress.model_fields
+        return [NodeProgress(**{k: v for k, v in n.model_dump().items() if k in fields}) for n in stats]
+
+    def timed_out(self) -> JobOutcome:
+        return self._unfinished("timeout", "")
+
+    def error(self, message: str) -> JobOutcome:
+        return self._unfinished("error", message)
+
+    def _unfinished(self, status: OutcomeStatus, message: str) -> JobOutcome:
+        return JobOutcome(
+            status=status,
+            job_id=self.job_id,
+            job_status=self.raw_status,
+            message=message,
+            node_stats=self._node_stats(),
+            elapsed=self.elapsed,
+        )
+
+
+def unfound_outcome(status: OutcomeStatus, message: str, elapsed: float) -> JobOutcome:
+    """An outcome for a wait that never found its job (sensor waiting for a workflow's job)."""
+    return JobOutcome(status=status, job_id=None, message=message, elapsed=elapsed)
+
+
+# --------------------------------------------------------------------------------------------------
+# When to poll
+
+
+class PollSchedule:
+    """Poll every ``interval`` s; one last poll ``FINAL_POLL_RESERVE`` s before the deadline, none after."""
+
+    def __init__(self, deadline: float, interval: float) -> None:
+        self.deadline = deadline
+        self.interval = max(float(interval), 0.0)
+        self._reserve = min(FINAL_POLL_RESERVE, self.interval)
+        self._final_done = False
+
+    def remaining(self) -> float:
+        return self.deadline - time.time()
+
+    def next_pause(self) -> float | None:
+        """Seconds to sleep before the next poll, or None when the deadline has come."""
+        remaining = self.remaining()
+        if remaining <= 0 or self._final_done:
+            return None
+        if remaining > self.interval + self._reserve:
+            return self.interval
+        self._final_done = True
+        return max(remaining - self._reserve, 0.0)
+
+
+# --------------------------------------------------------------------------------------------------
+# Finding a workflow's job
+
+
+def parse_created_after(value: Any) -> datetime | None:
+    """A timezone-aware UTC datetime from a datetime or ISO-8601 string (naive means UTC)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise WorkflowServiceError(
+                f"created_after must be an ISO-8601 date-time, got {value!r}"
+            ) from None
+    if not isinstance(value, datetime):
+        raise WorkflowServiceError(f"created_after must be a date-time, got {type(value).__name__}")
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def pick_job(jobs: list[Job], created_after: datetime | None, pick: str = "latest") -> Job | None:
+    """The latest (or earliest) job created after ``created_after``; jobs without a date never match."""
+    dated = []
+    for job in jobs:
+        if job.created_at is None:
+            continue
+        created = job.created_at if job.created_at.tzinfo else job.created_at.replace(tzinfo=timezone.utc)
+        if created_after is None or created > created_after:
+            dated.append((created, job))
+    if not dated:
+        return None
+    dated.sort(key=lambda item: item[0])
+    return dated[-1][1] if pick == "latest" else dated[0][1]

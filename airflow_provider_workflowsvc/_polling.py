@@ -1,0 +1,174 @@
+"""The requests behind a wait, sync (operator, sensor) and async (trigger); the meaning is in ``_outcome``.
+
+One poll is ONE request (``GET /jobs/{id}/details``: status and per-node counts), plus ``GET /jobs/{id}``
+only when the details carry a status this provider does not know. Once the job is terminal, two more
+requests fetch the job record (output files) and the failed files. A wait of ``T`` seconds at interval
+``I`` therefore costs at most ``ceil(T / I) + 3`` requests.
+
+Imported lazily (inside methods), never at DAG-parse time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_workflowsvc._outcome import (
+    JobOutcome,
+    JobWatch,
+    PollSchedule,
+    is_transient,
+    pick_job,
+)
+from airflow_provider_workflowsvc.exceptions import (
+    WorkflowServiceConflictError,
+    WorkflowServiceNotFoundError,
+)
+from airflow_provider_workflowsvc.models import JobStatus
+
+if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
+    from airflow_provider_workflowsvc.models import Job
+
+Log = logging.Logger | Any
+
+
+# --------------------------------------------------------------------------------------------------
+# Sync
+
+
+def poll_once(hook: WorkflowServiceHook, watch: JobWatch) -> JobOutcome | None:
+    """Poll a job once; its outcome when it has reached a final status, else None."""
+    details = hook.get_job_details(watch.job_id)
+    job = hook.get_job(watch.job_id) if details.processing_status is JobStatus.UNKNOWN else None
+    if not watch.observe(details, job):
+        return None
+    job = job or hook.get_job(watch.job_id)
+    return watch.outcome(job, hook.get_job_failed_files(watch.job_id).failed_files)
+
+
+def wait_for_job(
+    hook: WorkflowServiceHook,
+    watch: JobWatch,
+    schedule: PollSchedule,
+    sleep: Callable[[float], None] = time.sleep,
+) -> JobOutcome:
+    """Poll until the job is terminal or the deadline passes; transient errors do not end the wait."""
+    while (pause := schedule.next_pause()) is not None:
+        sleep(pause)
+        try:
+            outcome = poll_once(hook, watch)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            watch.log.warning(
+                "Job %s: status check failed (%s); trying again at the next poll", watch.job_id, exc
+            )
+            continue
+        if outcome is not None:
+            return outcome
+    return watch.timed_out()
+
+
+def cancel_quietly(hook: WorkflowServiceHook, job_id: str, log: Log) -> bool:
+    """Ask the service to stop a job; True when the cancel was accepted, False when it had ended."""
+    try:
+        hook.cancel_job(job_id)
+    except WorkflowServiceConflictError:
+        log.info("Job %s had already ended; nothing to cancel", job_id)
+        return False
+    except WorkflowServiceNotFoundError:
+        log.warning("Job %s was not found; nothing to cancel", job_id)
+        return False
+    log.info("Asked the service to cancel job %s", job_id)
+    return True
+
+
+def find_job(
+    hook: WorkflowServiceHook, workflow_id: str, created_after: datetime | None, pick: str
+) -> Job | None:
+    """The workflow's latest (or earliest) job created after ``created_after``, if any yet."""
+    return pick_job(hook.list_jobs(workflow_id=workflow_id), created_after, pick)
+
+
+# --------------------------------------------------------------------------------------------------
+# Async (one client, never blocking the event loop)
+
+
+async def apoll_once(hook: WorkflowServiceAsyncHook, watch: JobWatch) -> JobOutcome | None:
+    """:func:`poll_once`, awaited."""
+    details = await hook.get_job_details(watch.job_id)
+    job = await hook.get_job(watch.job_id) if details.processing_status is JobStatus.UNKNOWN else None
+    if not watch.observe(details, job):
+        return None
+    job = job or await hook.get_job(watch.job_id)
+    failed = await hook.get_job_failed_files(watch.job_id)
+    return watch.outcome(job, failed.failed_files)
+
+
+async def await_job(hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule) -> JobOutcome:
+    """:func:`wait_for_job`, awaited; each poll is cut off at the deadline (no request outlives it)."""
+    while (pause := schedule.next_pause()) is not None:
+        await asyncio.sleep(pause)
+        try:
+            outcome = await _bounded(apoll_once(hook, watch), schedule)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            watch.log.warning(
+                "Job %s: status check failed (%s); trying again at the next poll", watch.job_id, exc
+            )
+            continue
+        if outcome is not None:
+            return outcome
+    return watch.timed_out()
+
+
+async def await_new_job(
+    hook: WorkflowServiceAsyncHook,
+    workflow_id: str,
+    created_after: datetime | None,
+    pick: str,
+    schedule: PollSchedule,
+    log: Log,
+) -> Job | None:
+    """Poll the workflow's jobs until one created after ``created_after`` appears; None at the deadline."""
+    while (pause := schedule.next_pause()) is not None:
+        await asyncio.sleep(pause)
+        try:
+            jobs = await _bounded(hook.list_jobs(workflow_id=workflow_id), schedule)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            log.warning("Listing the jobs of workflow %s failed (%s); trying again", workflow_id, exc)
+            continue
+        job = pick_job(jobs, created_after, pick)
+        if job is not None:
+            return job
+    return None
+
+
+async def acancel_quietly(hook: WorkflowServiceAsyncHook, job_id: str, log: Log) -> bool:
+    """:func:`cancel_quietly`, awaited."""
+    try:
+        await hook.cancel_job(job_id)
+    except WorkflowServiceConflictError:
+        log.info("Job %s had already ended; nothing to cancel", job_id)
+        return False
+    except WorkflowServiceNotFoundError:
+        log.warning("Job %s was not found; nothing to cancel", job_id)
+        return False
+    log.info("Asked the service to cancel job %s", job_id)
+    return True
+
+
+async def _bounded(awaitable: Any, schedule: PollSchedule) -> Any:
+    remaining = schedule.remaining()
+    if remaining <= 0:
+        awaitable.close()
+        raise asyncio.TimeoutError("the deadline has passed")
+    return await asyncio.wait_for(awaitable, timeout=remaining)

@@ -1,0 +1,37 @@
+"""A local emulator of the whole Workflow Service API (FastAPI + uvicorn, state in SQLite).
+
+Run it with ``workflowsvc-emulator --port 8765`` (or ``python -m airflow_provider_workflowsvc.emulator``);
+in tests use :func:`airflow_provider_workflowsvc.emulator.testing.running_emulator`. The provider never
+imports this package. Full guide: ``docs/emulator.md``.
+
+API: every endpoint of the spec under ``/api/v1``. Requests need ``Authorization: Bearer <token>``
+(default token ``emulator-token``) and, when the emulator was given an API key, a matching
+``service-api-key`` header; otherwise the answer is 401.
+
+Control endpoints (no authentication), under ``/_emulator``:
+
+* ``GET /health`` - liveness, emulator time, whether state is persistent.
+* ``POST /reset`` - drop every connector, workflow, job and check; clear faults and the request log;
+  restore the start-up config; clock offset back to 0.
+* ``GET /config``, ``PUT /config`` - run-time settings (partial update): ``processing_delay``,
+  ``connection_check_delay``, ``redirect_slashes`` (off/spec/add/strip), ``redirect_status``,
+  ``allow_remote_source_download``.
+* ``GET /faults``, ``PUT /faults``, ``DELETE /faults`` - fault rules: ``{"rules": [rule, ...], "seed": n}``
+  or one rule's fields at top level; a rule has ``method``, ``path`` (glob) or ``path_regex``,
+  ``latency`` (seconds), ``errors`` (429, 500, 502, 503, ``"drop"``), ``rate`` (0..1), ``count``,
+  ``retry_after``.
+* ``GET /requests?method=&path_contains=``, ``DELETE /requests`` - the request log of ``/api/v1``:
+  time, method, path, query, status, fault, duration_ms (never headers or bodies).
+* ``GET /clock``, ``POST /clock/advance`` ``{"seconds": s}`` - emulator time; advancing moves jobs
+  forward and fires due schedules.
+"""
+
+from airflow_provider_workflowsvc.emulator.app import create_app
+from airflow_provider_workflowsvc.emulator.config import (
+    DEFAULT_TOKEN,
+    EmulatorConfig,
+    FaultSpec,
+    ServerSettings,
+)
+
+__all__ = ["DEFAULT_TOKEN", "EmulatorConfig", "FaultSpec", "ServerSettings", "create_app"]

@@ -1,0 +1,211 @@
+"""Routes of the emulated ``/api/v1``: parse the request, call the :class:`Service`, answer JSON.
+
+Plain Starlette routes (no dependency injection) keep request handling lean. Paths are registered
+without a trailing slash; the middleware makes the slash form reach them too.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from airflow_provider_workflowsvc.emulator.config import API_PREFIX
+from airflow_provider_workflowsvc.emulator.errors import InvalidRequest
+from airflow_provider_workflowsvc.emulator.service import Kind, Service, Upload
+
+__all__ = ["api_routes", "json_response"]
+
+Handler = Callable[[Request], Awaitable[Response]]
+INPUT_FILE_PARTS = frozenset({"input_files", "input_files[]"})
+MAX_FORM_PARTS = 10_000
+
+
+def json_response(data: Any, status_code: int = 200) -> Response:
+    return Response(json.dumps(data, separators=(",", ":")), status_code, media_type="application/json")
+
+
+def _service(request: Request) -> Service:
+    service: Service = request.app.state.emulator.service
+    return service
+
+
+def path_uuid(request: Request, name: str) -> str:
+    """A path parameter that must be a UUID, canonicalised; 422 otherwise."""
+    try:
+        return str(uuid.UUID(request.path_params[name]))
+    except ValueError:
+        raise InvalidRequest.one(["path", name], "Input should be a valid UUID", "uuid_parsing") from None
+
+
+def query_uuid(request: Request, name: str) -> str | None:
+    value = request.query_params.get(name)
+    if value is None:
+        return None
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise InvalidRequest.one(["query", name], "Input should be a valid UUID", "uuid_parsing") from None
+
+
+def required_query(request: Request, name: str) -> str:
+    value = request.query_params.get(name, "").strip()
+    if not value:
+        raise InvalidRequest.one(["query", name], "Field required", "missing")
+    return value
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The request body as a JSON object; 422 when missing, not JSON or not an object."""
+    raw = await request.body()
+    if not raw.strip():
+        raise InvalidRequest.one(["body"], "Field required", "missing")
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise InvalidRequest.one(["body"], "body is not valid JSON", "json_invalid") from None
+    if not isinstance(body, dict):
+        raise InvalidRequest.one(["body"], "body must be a JSON object", "dict_type")
+    return body
+
+
+async def uploads(request: Request) -> list[Upload]:
+    """The ``input_files`` / ``input_files[]`` parts of a multipart run request (none for other bodies)."""
+    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+        await request.body()
+        return []
+    async with request.form(max_files=MAX_FORM_PARTS, max_fields=MAX_FORM_PARTS) as form:
+        files = []
+        for index, (key, value) in enumerate(form.multi_items()):
+            if key not in INPUT_FILE_PARTS:
+                continue
+            if not isinstance(value, UploadFile) or not value.filename:
+                raise InvalidRequest.one(
+                    ["body", key, index],
+                    "each input_files part must be a file with a file name",
+                    "value_error",
+                )
+            files.append(Upload(value.filename, value.content_type, await value.read()))
+        return files
+
+
+def _connector_routes(kind: Kind, collection: str) -> list[Route]:
+    base = f"{API_PREFIX}/{collection}"
+    id_name = f"{kind}_id"
+
+    async def list_connectors(request: Request) -> Response:
+        return json_response(
+            _service(request).list_connectors(kind, request.query_params.get(f"{kind}_type"))
+        )
+
+    async def create_connector(request: Request) -> Response:
+        return json_response(_service(request).create_connector(kind, await json_body(request)))
+
+    async def get_connector(request: Request) -> Response:
+        return json_response(_service(request).get_connector(kind, path_uuid(request, id_name)))
+
+    async def update_connector(request: Request) -> Response:
+        connector_id = path_uuid(request, id_name)
+        return json_response(_service(request).update_connector(kind, connector_id, await json_body(request)))
+
+    async def delete_connector(request: Request) -> Response:
+        return json_response(_service(request).delete_connector(kind, path_uuid(request, id_name)))
+
+    async def start_check(request: Request) -> Response:
+        return json_response(_service(request).start_connection_check(kind, path_uuid(request, id_name)))
+
+    async def get_check(request: Request) -> Response:
+        return json_response(_service(request).get_connection_check(kind, path_uuid(request, id_name)))
+
+    item = f"{base}/{{{id_name}}}"
+    return [
+        Route(base, list_connectors, methods=["GET"]),
+        Route(base, create_connector, methods=["POST"]),
+        Route(item, get_connector, methods=["GET"]),
+        Route(item, update_connector, methods=["PUT"]),
+        Route(item, delete_connector, methods=["DELETE"]),
+        Route(f"{item}/connection-check", start_check, methods=["POST"]),
+        Route(f"{item}/connection-check", get_check, methods=["GET"]),
+    ]
+
+
+async def list_workflows(request: Request) -> Response:
+    return json_response(_service(request).list_workflows(request.query_params))
+
+
+async def create_workflow(request: Request) -> Response:
+    return json_response(_service(request).create_workflow(await json_body(request)))
+
+
+async def get_workflow(request: Request) -> Response:
+    return json_response(_service(request).get_workflow(path_uuid(request, "workflow_id")))
+
+
+async def update_workflow(request: Request) -> Response:
+    workflow_id = path_uuid(request, "workflow_id")
+    return json_response(_service(request).update_workflow(workflow_id, await json_body(request)))
+
+
+async def delete_workflow(request: Request) -> Response:
+    return json_response(_service(request).delete_workflow(path_uuid(request, "workflow_id")))
+
+
+async def run_workflow(request: Request) -> Response:
+    workflow_id = path_uuid(request, "workflow_id")
+    return json_response(_service(request).run_workflow(workflow_id, await uploads(request)))
+
+
+async def list_jobs(request: Request) -> Response:
+    workflow_id = query_uuid(request, "workflow_id")
+    return json_response(_service(request).list_jobs(workflow_id, request.query_params.get("status")))
+
+
+async def get_job(request: Request) -> Response:
+    return json_response(_service(request).get_job(path_uuid(request, "job_id")))
+
+
+async def job_details(request: Request) -> Response:
+    return json_response(_service(request).job_details(path_uuid(request, "job_id")))
+
+
+async def job_failed_files(request: Request) -> Response:
+    return json_response(_service(request).job_failed_files(path_uuid(request, "job_id")))
+
+
+async def cancel_job(request: Request) -> Response:
+    return json_response(_service(request).cancel_job(path_uuid(request, "job_id")))
+
+
+async def download(request: Request) -> Response:
+    job_id = path_uuid(request, "job_id")
+    file_id, node_id = required_query(request, "file_id"), required_query(request, "node_id")
+    text = _service(request).download(job_id, file_id, node_id)
+    return Response(text, media_type="application/json")
+
+
+def api_routes() -> list[Route]:
+    """Every endpoint of the spec, the ones pollers hit most first."""
+    workflow = f"{API_PREFIX}/workflows/{{workflow_id}}"
+    job = f"{API_PREFIX}/jobs/{{job_id}}"
+    return [
+        Route(job, get_job, methods=["GET"]),
+        Route(f"{job}/details", job_details, methods=["GET"]),
+        Route(f"{API_PREFIX}/jobs", list_jobs, methods=["GET"]),
+        Route(f"{job}/failed-files", job_failed_files, methods=["GET"]),
+        Route(f"{job}/cancel", cancel_job, methods=["POST"]),
+        Route(f"{job}/download", download, methods=["GET"]),
+        *_connector_routes("source", "sources"),
+        *_connector_routes("destination", "destinations"),
+        Route(f"{API_PREFIX}/workflows", list_workflows, methods=["GET"]),
+        Route(f"{API_PREFIX}/workflows", create_workflow, methods=["POST"]),
+        Route(workflow, get_workflow, methods=["GET"]),
+        Route(workflow, update_workflow, methods=["PUT"]),
+        Route(workflow, delete_workflow, methods=["DELETE"]),
+        Route(f"{workflow}/run", run_workflow, methods=["POST"]),
+    ]

@@ -1,0 +1,119 @@
+"""Settings of the emulator: fixed start-up settings, run-time tunables and fault-injection rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "API_PREFIX",
+    "CONTROL_PREFIX",
+    "DEFAULT_CONNECTION_CHECK_DELAY",
+    "DEFAULT_PROCESSING_DELAY",
+    "DEFAULT_TOKEN",
+    "EmulatorConfig",
+    "FaultRule",
+    "FaultSpec",
+    "ServerSettings",
+]
+
+API_PREFIX = "/api/v1"
+CONTROL_PREFIX = "/_emulator"
+DEFAULT_TOKEN = "emulator-token"
+DEFAULT_PROCESSING_DELAY = 0.05
+DEFAULT_CONNECTION_CHECK_DELAY = 0.2
+
+RedirectMode = Literal["off", "spec", "add", "strip"]
+FaultKind = Literal[429, 500, 502, 503, "drop"]
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """What is fixed for the emulator's life: credentials and where state is kept."""
+
+    token: str = DEFAULT_TOKEN
+    api_key: str | None = None
+    db: str | None = None
+
+    def __repr__(self) -> str:
+        return f"ServerSettings(token='***', api_key={'***' if self.api_key else None}, db={self.db!r})"
+
+
+class EmulatorConfig(BaseModel):
+    """Behaviour that tests may change at run time (``PUT /_emulator/config``)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    processing_delay: float = Field(default=DEFAULT_PROCESSING_DELAY, ge=0, le=3600)
+    """Emulator seconds each file spends in each workflow node (also the time a job stays scheduled)."""
+    connection_check_delay: float = Field(default=DEFAULT_CONNECTION_CHECK_DELAY, ge=0, le=3600)
+    """Emulator seconds before a connection check reports its result."""
+    redirect_slashes: RedirectMode = "off"
+    """``off``: both slash forms served; ``spec``: the non-spec form of each collection redirects to the
+    spec's form; ``add``: every path without a trailing slash redirects to the slash form; ``strip``:
+    every path with a trailing slash redirects to the form without."""
+    redirect_status: Literal[301, 302, 307, 308] = 307
+    allow_remote_source_download: bool = False
+    """Let jobs of remote-source, local-destination workflows be downloaded (the spec allows only
+    local-to-local), so element permissions from a remote source can be inspected."""
+
+
+class FaultRule(BaseModel):
+    """Which requests to disturb and how.
+
+    A rule matches requests by method and path (a glob on the full path, or a regex). Of the matching
+    requests it affects a ``rate`` fraction, at most ``count`` of them: each affected request waits
+    ``latency`` seconds, then gets one of ``errors`` (chosen at random) instead of being processed.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    method: str = "*"
+    path: str = f"{API_PREFIX}/*"
+    path_regex: str | None = None
+    latency: float = Field(default=0.0, ge=0)
+    errors: list[FaultKind] = Field(default_factory=list)
+    rate: float = Field(default=1.0, ge=0, le=1)
+    count: int | None = Field(default=None, ge=0)
+    retry_after: float = Field(default=1.0, ge=0)
+
+    @field_validator("errors", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, (str, int)):
+            value = [value]
+        if isinstance(value, list):
+            return [_fault_kind(v) for v in value]
+        return value
+
+    @field_validator("method")
+    @classmethod
+    def _upper(cls, value: str) -> str:
+        return value.upper()
+
+
+def _fault_kind(value: Any) -> Any:
+    if isinstance(value, str):
+        for part in value.replace(",", " ").split():
+            return int(part) if part.isdigit() else part.lower()
+    return value
+
+
+class FaultSpec(BaseModel):
+    """Every active fault rule, plus the seed of the random choices (``None``: not reproducible)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rules: list[FaultRule] = Field(default_factory=list)
+    seed: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _single_rule(cls, data: Any) -> Any:
+        """Accept the flat form ``{"latency": 2, "errors": [503], "seed": 1}`` as a one-rule spec."""
+        if not isinstance(data, dict) or "rules" in data:
+            return data
+        rule = {k: v for k, v in data.items() if k != "seed"}
+        return {"rules": [rule] if rule else [], "seed": data.get("seed")}

@@ -1,0 +1,119 @@
+"""The ``/_emulator`` control endpoints tests use (no authentication): see the package docstring."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import APIRouter, Body, Request
+from pydantic import BaseModel, Field, ValidationError
+
+from airflow_provider_workflowsvc.emulator.config import API_PREFIX, CONTROL_PREFIX, EmulatorConfig, FaultSpec
+from airflow_provider_workflowsvc.emulator.errors import InvalidRequest
+
+if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.emulator.app import EmulatorState
+
+__all__ = ["router"]
+
+router = APIRouter(prefix=CONTROL_PREFIX, tags=["emulator control"])
+
+
+class Advance(BaseModel):
+    seconds: float = Field(ge=0)
+
+
+def _state(request: Request) -> EmulatorState:
+    state: EmulatorState = request.app.state.emulator
+    return state
+
+
+@router.get("/health")
+async def health(request: Request) -> dict[str, Any]:
+    """Liveness: the API prefix, emulator time and whether state is kept in a file."""
+    state = _state(request)
+    return {
+        "status": "ok",
+        "api_prefix": API_PREFIX,
+        "now": state.service.clock.now().isoformat(),
+        "persistent": state.settings.db is not None,
+        "api_key_required": state.settings.api_key is not None,
+    }
+
+
+@router.post("/reset")
+async def reset(request: Request) -> dict[str, str]:
+    """Drop every resource and job; clear faults and the request log; restore config and clock."""
+    _state(request).reset()
+    return {"status": "reset"}
+
+
+@router.get("/config")
+async def get_config(request: Request) -> dict[str, Any]:
+    return _state(request).service.config.model_dump()
+
+
+@router.put("/config")
+async def put_config(request: Request, updates: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
+    """Change some settings (the others keep their values)."""
+    service = _state(request).service
+    try:
+        service.config = EmulatorConfig.model_validate({**service.config.model_dump(), **updates})
+    except ValidationError as exc:
+        raise InvalidRequest.from_pydantic(exc, ("body",)) from None
+    return service.config.model_dump()
+
+
+@router.get("/faults")
+async def get_faults(request: Request) -> dict[str, Any]:
+    return _state(request).faults.describe()
+
+
+@router.put("/faults")
+async def put_faults(request: Request, spec: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
+    """Replace the fault rules: ``{"rules": [...], "seed": n}`` or one rule's fields at top level."""
+    faults = _state(request).faults
+    try:
+        faults.set(FaultSpec.model_validate(spec))
+    except ValidationError as exc:
+        raise InvalidRequest.from_pydantic(exc, ("body",)) from None
+    return faults.describe()
+
+
+@router.delete("/faults")
+async def delete_faults(request: Request) -> dict[str, Any]:
+    faults = _state(request).faults
+    faults.clear()
+    return faults.describe()
+
+
+@router.get("/requests")
+async def get_requests(
+    request: Request, method: str | None = None, path_contains: str | None = None
+) -> list[dict[str, Any]]:
+    """The logged API requests, oldest first, optionally filtered."""
+    return _state(request).log.query(method, path_contains)
+
+
+@router.delete("/requests")
+async def delete_requests(request: Request) -> dict[str, str]:
+    _state(request).log.clear()
+    return {"status": "cleared"}
+
+
+def _clock(state: EmulatorState) -> dict[str, Any]:
+    clock = state.service.clock
+    return {"now": clock.now().isoformat(), "offset_seconds": clock.offset}
+
+
+@router.get("/clock")
+async def get_clock(request: Request) -> dict[str, Any]:
+    return _clock(_state(request))
+
+
+@router.post("/clock/advance")
+async def advance_clock(request: Request, advance: Advance) -> dict[str, Any]:
+    """Move emulator time forward; schedules that fall due fire (one job per occurrence)."""
+    state = _state(request)
+    before = len(state.service.store.all("jobs"))
+    state.service.advance_clock(advance.seconds)
+    return {**_clock(state), "jobs_created": len(state.service.store.all("jobs")) - before}

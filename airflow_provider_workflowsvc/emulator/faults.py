@@ -1,0 +1,112 @@
+"""Fault injection (latency, error statuses, dropped connections) and the request log."""
+
+from __future__ import annotations
+
+import fnmatch
+import random
+import re
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_workflowsvc.emulator.config import FaultRule, FaultSpec
+
+__all__ = ["FaultDecision", "FaultInjector", "RequestLog"]
+
+MAX_LOGGED_REQUESTS = 100_000
+
+
+@dataclass(frozen=True)
+class FaultDecision:
+    """What to do to one request: wait ``latency`` seconds, then answer with ``error`` (if any)."""
+
+    latency: float = 0.0
+    error: int | str | None = None
+    retry_after: float = 1.0
+
+    @property
+    def label(self) -> str:
+        parts = [f"latency {self.latency:g}s"] if self.latency else []
+        if self.error is not None:
+            parts.append(str(self.error))
+        return ", ".join(parts)
+
+
+class FaultInjector:
+    """Decides, per request, which fault rules apply (thread-safe; counts and randomness are shared)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.set(FaultSpec())
+
+    def set(self, spec: FaultSpec) -> None:
+        with self._lock:
+            self.spec = spec
+            self._rng = random.Random(spec.seed)
+            self._remaining: list[int | None] = [rule.count for rule in spec.rules]
+            self._regexes = [re.compile(rule.path_regex) if rule.path_regex else None for rule in spec.rules]
+
+    def clear(self) -> None:
+        self.set(FaultSpec())
+
+    def describe(self) -> dict[str, Any]:
+        """The active spec, with the number of requests each rule may still affect."""
+        with self._lock:
+            data = self.spec.model_dump(mode="json")
+            for rule, remaining in zip(data["rules"], self._remaining, strict=True):
+                rule["remaining"] = remaining
+            return data
+
+    def decide(self, method: str, path: str) -> FaultDecision | None:
+        if not self.spec.rules:
+            return None
+        with self._lock:
+            latency, error, retry_after = 0.0, None, 1.0
+            for index, rule in enumerate(self.spec.rules):
+                if not self._matches(index, rule, method, path) or not self._fires(index, rule):
+                    continue
+                latency += rule.latency
+                if rule.errors:
+                    error, retry_after = self._rng.choice(rule.errors), rule.retry_after
+                    break
+            if not latency and error is None:
+                return None
+            return FaultDecision(latency, error, retry_after)
+
+    def _matches(self, index: int, rule: FaultRule, method: str, path: str) -> bool:
+        if rule.method not in ("*", method):
+            return False
+        regex = self._regexes[index]
+        return bool(regex.search(path)) if regex is not None else fnmatch.fnmatchcase(path, rule.path)
+
+    def _fires(self, index: int, rule: FaultRule) -> bool:
+        remaining = self._remaining[index]
+        if remaining is not None and remaining <= 0:
+            return False
+        if rule.rate < 1.0 and self._rng.random() >= rule.rate:
+            return False
+        if remaining is not None:
+            self._remaining[index] = remaining - 1
+        return True
+
+
+class RequestLog:
+    """The most recent API requests: method, path, query, status, fault and timing (no headers or bodies)."""
+
+    def __init__(self, maxlen: int = MAX_LOGGED_REQUESTS) -> None:
+        self._entries: deque[dict[str, Any]] = deque(maxlen=maxlen)
+
+    def add(self, entry: dict[str, Any]) -> None:
+        self._entries.append(entry)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def query(self, method: str | None = None, path_contains: str | None = None) -> list[dict[str, Any]]:
+        return [
+            dict(e)
+            for e in list(self._entries)
+            if (method is None or e["method"] == method.upper())
+            and (path_contains is None or path_contains in e["path"])
+        ]

@@ -1,0 +1,170 @@
+"""A job's record and its state at any instant, computed from the emulator clock.
+
+A job is ``scheduled`` for one processing slot (``delay`` seconds), then its files flow through the
+workflow's nodes like a pipeline: file *i* is in node *j* during slot *i + j*. A file that cannot be
+processed fails at the first node (one slot) and goes no further. When every file is through, the job is
+``completed`` (at least one file succeeded, or it had nothing to process) or ``failed``. Cancelling
+freezes the state at that instant as ``stopped``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from airflow_provider_workflowsvc.models import JobStatus
+
+__all__ = ["JobFile", "JobNode", "JobRecord"]
+
+_EPSILON = 1e-9
+_DONE = math.inf
+
+
+@dataclass(frozen=True)
+class JobNode:
+    id: str
+    name: str
+    type: str
+    subtype: str
+
+
+@dataclass(frozen=True)
+class JobFile:
+    """One input of a job: an uploaded file or a remote document; ``error`` when it cannot be processed."""
+
+    name: str
+    file_id: str
+    error: str | None = None
+
+
+@dataclass
+class JobRecord:
+    """Everything stored about a job; its state is derived, never stored."""
+
+    id: str
+    workflow_id: str
+    workflow_name: str
+    created_at: float
+    delay: float
+    nodes: list[JobNode]
+    files: list[JobFile]
+    local_source: bool
+    local_destination: bool
+    empty_message: str | None = None
+    """Why a job with no files fails (None: a job with no files completes)."""
+    stopped_at: float | None = None
+    scheduled: bool = False
+    _finish_slot: int = field(default=-1, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("_finish_slot")
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobRecord:
+        return cls(
+            **{
+                **data,
+                "nodes": [JobNode(**n) for n in data["nodes"]],
+                "files": [JobFile(**f) for f in data["files"]],
+            }
+        )
+
+    # -- timeline ----------------------------------------------------------------------------------
+
+    @property
+    def finish_slot(self) -> int:
+        """The number of processing slots the job needs."""
+        if self._finish_slot < 0:
+            width = len(self.nodes)
+            self._finish_slot = max(
+                (i + (width if f.error is None else 1) for i, f in enumerate(self.files)), default=0
+            )
+        return self._finish_slot
+
+    def _slot(self, at: float) -> float:
+        """The processing slot under way at ``at``: -1 while scheduled, ``inf`` once every file is through."""
+        moment = at if self.stopped_at is None else min(at, self.stopped_at)
+        if self.delay <= 0:
+            return _DONE if moment >= self.created_at else -1
+        elapsed = math.floor((moment - self.created_at) / self.delay + _EPSILON)
+        if elapsed < 1:
+            return -1
+        return _DONE if elapsed - 1 >= self.finish_slot else elapsed - 1
+
+    def status(self, at: float) -> JobStatus:
+        if self.stopped_at is not None:
+            return JobStatus.STOPPED
+        slot = self._slot(at)
+        if slot < 0:
+            return JobStatus.SCHEDULED
+        if slot != _DONE:
+            return JobStatus.IN_PROGRESS
+        return JobStatus.COMPLETED if self._succeeded() else JobStatus.FAILED
+
+    def _succeeded(self) -> bool:
+        if not self.files:
+            return self.empty_message is None
+        return any(f.error is None for f in self.files)
+
+    def node_stats(self, at: float) -> list[dict[str, Any]]:
+        """Per node: files waiting for it, in it, through it, and failed in it."""
+        slot = self._slot(at)
+        stats = []
+        for j, node in enumerate(self.nodes):
+            counts = {"ready": 0, "in_progress": 0, "success": 0, "failure": 0}
+            for i, file in enumerate(self.files):
+                failing = file.error is not None
+                if failing and j > 0:
+                    counts["ready"] += int(i >= slot)  # queued here until it fails in the first node
+                    continue
+                step = i + j
+                if step > slot:
+                    counts["ready"] += 1
+                elif step == slot:
+                    counts["in_progress"] += 1
+                else:
+                    counts["failure" if failing else "success"] += 1
+            stats.append(
+                {"node_name": node.name, "node_type": node.type, "node_subtype": node.subtype, **counts}
+            )
+        return stats
+
+    def failed_files(self, at: float) -> list[JobFile]:
+        """The files that have failed by ``at``."""
+        slot = self._slot(at)
+        return [f for i, f in enumerate(self.files) if f.error is not None and i < slot]
+
+    def outputs(self, at: float) -> list[tuple[str, str]]:
+        """``(file_id, node_id)`` of each downloadable output, once the job has completed."""
+        if not self.local_destination or not self.nodes or self.status(at) is not JobStatus.COMPLETED:
+            return []
+        last = self.nodes[-1].id
+        return [(f.file_id, last) for f in self.files if f.error is None]
+
+    def message(self, at: float) -> str:
+        status = self.status(at)
+        total, failed = len(self.files), len(self.failed_files(at))
+        if status is JobStatus.SCHEDULED:
+            return "Job is scheduled and will start shortly."
+        if status is JobStatus.STOPPED:
+            done = self._through(at)
+            return f"Job was cancelled; it had finished {done} of {total} file(s) ({failed} failed)."
+        if status is JobStatus.IN_PROGRESS:
+            return f"Processing {total} file(s): {self._through(at)} done, {failed} failed."
+        if status is JobStatus.FAILED:
+            if not self.files:
+                return self.empty_message or "Job failed."
+            first = next(f for f in self.files if f.error is not None)
+            return f"All {total} file(s) failed; first error: {first.name}: {first.error}"
+        if not self.files:
+            return "Job completed: the source had no documents to process."
+        if failed:
+            return f"Processed {total - failed} of {total} file(s); {failed} failed (see failed-files)."
+        return f"Processed {total} file(s) successfully."
+
+    def _through(self, at: float) -> int:
+        slot, width = self._slot(at), len(self.nodes)
+        return sum(1 for i, f in enumerate(self.files) if i + (width if f.error is None else 1) <= slot)

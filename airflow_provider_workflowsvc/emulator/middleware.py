@@ -1,0 +1,176 @@
+"""What happens to every ``/api/v1`` request before it reaches a route.
+
+In order: the request is logged; injected faults (latency, error status, dropped connection) are
+applied; in a redirect mode, the other slash form is redirected; the trailing slash is dropped so both
+forms reach the same route; the Bearer token and (when configured) the ``service-api-key`` are checked;
+due schedules fire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_workflowsvc.emulator.config import API_PREFIX, EmulatorConfig
+
+if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.emulator.app import EmulatorState
+
+__all__ = ["ApiMiddleware", "redirect_target"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+DROPPED_BODY = b'{"detail": "this response is cut short by the emula'
+_SPEC_FORMS = {
+    "/sources": "/sources",
+    "/destinations": "/destinations/",
+    "/workflows": "/workflows/",
+    "/jobs": "/jobs",
+}
+_ERROR_DETAILS = {
+    429: "Too many requests (injected by the emulator)",
+    500: "Internal server error (injected by the emulator)",
+    502: "Bad gateway (injected by the emulator)",
+    503: "Service unavailable (injected by the emulator)",
+}
+
+
+def redirect_target(path: str, config: EmulatorConfig) -> str | None:
+    """The path to redirect ``path`` to in the configured redirect mode, or None to serve it."""
+    mode, rel = config.redirect_slashes, path[len(API_PREFIX) :]
+    if mode == "off" or rel in ("", "/"):
+        return None
+    if mode == "spec":
+        canonical = _SPEC_FORMS.get(rel.rstrip("/"))
+        return API_PREFIX + canonical if canonical is not None and canonical != rel else None
+    if mode == "add":
+        return None if rel.endswith("/") else path + "/"
+    return path.rstrip("/") if rel.endswith("/") else None
+
+
+async def send_json(send: Send, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+    """Send a complete JSON response."""
+    payload = json.dumps(body).encode()
+    raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    raw_headers += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw_headers})
+    await send({"type": "http.response.body", "body": payload})
+
+
+async def drain(receive: Receive) -> None:
+    """Read and discard the request body."""
+    while True:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body"):
+            return
+
+
+class ApiMiddleware:
+    """Pure ASGI middleware applied to ``/api/v1`` requests (other paths pass straight through)."""
+
+    def __init__(self, app: ASGIApp, state: EmulatorState) -> None:
+        self.app, self.state = app, state
+        self._bearer = b"bearer " + state.settings.token.encode()
+        self._api_key = state.settings.api_key.encode() if state.settings.api_key else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not (path == API_PREFIX or path.startswith(API_PREFIX + "/")):
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        entry = {
+            "time": self.state.service.clock.now().isoformat(),
+            "method": scope["method"],
+            "path": path,
+            "query": scope.get("query_string", b"").decode("latin-1"),
+            "status": None,
+            "fault": None,
+            "duration_ms": None,
+        }
+        self.state.log.add(entry)
+
+        async def logged_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                entry["status"] = message["status"]
+            await send(message)
+
+        try:
+            await self._handle(scope, receive, logged_send, entry)
+        finally:
+            entry["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
+
+    async def _handle(self, scope: Scope, receive: Receive, send: Send, entry: dict[str, Any]) -> None:
+        if await self._inject_fault(scope, receive, send, entry):
+            return
+        path = scope["path"]
+        target = redirect_target(path, self.state.service.config)
+        if target is not None:
+            query = scope.get("query_string", b"").decode("latin-1")
+            await drain(receive)
+            await send_json(
+                send,
+                self.state.service.config.redirect_status,
+                {"detail": "redirecting to the other slash form"},
+                {"location": target + (f"?{query}" if query else "")},
+            )
+            return
+        if path.endswith("/") and path != API_PREFIX + "/":
+            stripped = path.rstrip("/")
+            scope = {**scope, "path": stripped, "raw_path": stripped.encode()}
+        problem = self._auth_problem(scope)
+        if problem is not None:
+            await drain(receive)
+            await send_json(send, 401, {"detail": problem}, {"www-authenticate": "Bearer"})
+            return
+        self.state.service.fire_due_schedules()
+        await self.app(scope, receive, send)
+
+    async def _inject_fault(self, scope: Scope, receive: Receive, send: Send, entry: dict[str, Any]) -> bool:
+        decision = self.state.faults.decide(scope["method"], scope["path"])
+        if decision is None:
+            return False
+        entry["fault"] = decision.label
+        if decision.latency:
+            await asyncio.sleep(decision.latency)
+        if decision.error is None:
+            return False
+        await drain(receive)
+        if decision.error == "drop":
+            await self._drop(send)
+        else:
+            status = int(decision.error)
+            headers = {"retry-after": f"{decision.retry_after:g}"} if status == 429 else None
+            await send_json(send, status, {"detail": _ERROR_DETAILS.get(status, "injected error")}, headers)
+        return True
+
+    @staticmethod
+    async def _drop(send: Send) -> None:
+        """Promise a body, send part of it and stop: the server then closes the connection."""
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(DROPPED_BODY) * 4).encode()),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": DROPPED_BODY, "more_body": True})
+
+    def _auth_problem(self, scope: Scope) -> str | None:
+        headers = dict(scope.get("headers", ()))
+        authorization = headers.get(b"authorization", b"")
+        scheme_ok = authorization[:7].lower() == b"bearer "
+        candidate = b"bearer " + authorization[7:] if scheme_ok else b""
+        if not hmac.compare_digest(candidate, self._bearer):
+            return "Not authenticated: missing or invalid bearer token"
+        if self._api_key is not None and not hmac.compare_digest(
+            headers.get(b"service-api-key", b""), self._api_key
+        ):
+            return "Not authenticated: missing or invalid service-api-key header"
+        return None

@@ -1,0 +1,160 @@
+"""What every Workflow Service operator shares: connection id, hook, template checks, secret masking.
+
+Imported when a DAG file is parsed, so it imports only ``airflow.sdk``, the standard library and typing;
+the hook and models are imported when a task runs.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Collection, Mapping, Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from airflow.sdk import BaseOperator
+
+if TYPE_CHECKING:
+    import jinja2
+    from airflow.sdk import Context
+
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+
+__all__ = [
+    "DEFAULT_CONN_ID",
+    "IF_EXISTS_CHOICES",
+    "IfExists",
+    "WorkflowServiceBaseOperator",
+    "check_choice",
+    "check_if_exists",
+    "check_uuid",
+    "input_error",
+    "is_deferred_value",
+    "normalize_choice",
+    "static_str",
+]
+
+DEFAULT_CONN_ID = "workflowsvc_default"
+"""Default Airflow connection id (the same as the hook's)."""
+
+IfExists = Literal["reuse", "update", "fail"]
+IF_EXISTS_CHOICES: tuple[IfExists, ...] = ("reuse", "update", "fail")
+
+_JINJA_MARKERS = ("{{", "{%", "{#")
+_PLAIN_SCALARS = (str, int, float, bool, type(None))
+
+
+def is_deferred_value(value: Any) -> bool:
+    """Whether ``value`` is only known when the task runs: a Jinja template, an XComArg or similar.
+
+    Containers count when any item does; pydantic models count as known values.
+    """
+    if isinstance(value, str):
+        return any(marker in value for marker in _JINJA_MARKERS)
+    if isinstance(value, _PLAIN_SCALARS) or hasattr(value, "model_dump"):
+        return False
+    if isinstance(value, Mapping):
+        return any(is_deferred_value(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(is_deferred_value(v) for v in value)
+    return True
+
+
+def static_str(value: Any) -> str | None:
+    """``value`` if it is a string known at DAG parse time, else None."""
+    return value if isinstance(value, str) and not is_deferred_value(value) else None
+
+
+def normalize_choice(value: str) -> str:
+    """Lower case, with runs of spaces, ``_`` and ``-`` as one space (the models' tolerant spelling)."""
+    return re.sub(r"[\s_\-]+", " ", value.strip().lower())
+
+
+def input_error(message: str) -> Exception:
+    """The provider's input error (imported only when there is an error to raise)."""
+    from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError
+
+    return WorkflowServiceInputError(message)
+
+
+def check_choice(value: Any, allowed: Collection[str], what: str) -> None:
+    """Raise an input error when ``value`` is known now and is not one of ``allowed`` (any spelling)."""
+    if value is None or is_deferred_value(value):
+        return
+    if not isinstance(value, str):
+        raise input_error(f"{what} must be a string, got {type(value).__name__}")
+    if normalize_choice(value) not in {normalize_choice(a) for a in allowed}:
+        raise input_error(f"unknown {what} {value!r}; expected one of: {', '.join(allowed)}")
+
+
+def check_uuid(value: Any, what: str) -> None:
+    """Raise an input error when ``value`` is known now and is not a UUID."""
+    text = static_str(value)
+    if text is None:
+        return
+    try:
+        uuid.UUID(text.strip())
+    except ValueError:
+        raise input_error(f"{what} must be a UUID, got {text!r}") from None
+
+
+def check_if_exists(value: str) -> IfExists:
+    """``value`` as an :data:`IfExists`, or an input error."""
+    if value not in IF_EXISTS_CHOICES:
+        raise input_error(f"if_exists must be one of {', '.join(IF_EXISTS_CHOICES)}; got {value!r}")
+    return value  # type: ignore[return-value,unused-ignore]
+
+
+class WorkflowServiceBaseOperator(BaseOperator):
+    """Base of the Workflow Service operators: the connection to use and a hook made on first use.
+
+    Fields named in ``secret_fields`` may hold secrets (connector configs, node settings): after
+    their templates are rendered, and before Airflow stores the rendered values, every value under a
+    secret-looking key (``token``, ``password``, ``sas_token``, ``api_key``, ...) is registered with
+    Airflow's secret masker, so it shows as ``***`` in rendered fields and logs.
+
+    :param workflowsvc_conn_id: Airflow connection of type ``workflowsvc``.
+    """
+
+    secret_fields: ClassVar[Sequence[str]] = ()
+
+    def __init__(self, *, workflowsvc_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.workflowsvc_conn_id = workflowsvc_conn_id
+
+    @cached_property
+    def hook(self) -> WorkflowServiceHook:
+        """The hook for ``workflowsvc_conn_id``."""
+        from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+
+        return WorkflowServiceHook(self.workflowsvc_conn_id)
+
+    def _do_render_template_fields(
+        self,
+        parent: Any,
+        template_fields: Any,
+        context: Context,
+        jinja_env: jinja2.Environment,
+        seen_oids: set[int],
+    ) -> None:
+        # The one place both plain and mapped (expanded) tasks render their fields; Airflow stores
+        # the rendered fields right after it returns.
+        if parent is self:
+            self._plain_secret_fields()
+        super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
+        if parent is self:
+            self.mask_secret_fields()
+
+    def _plain_secret_fields(self) -> None:
+        """Turn models in secret fields into plain data, so templates inside them render too."""
+        from airflow_provider_workflowsvc.operators._secrets import plain_data
+
+        for name in self.secret_fields:
+            setattr(self, name, plain_data(getattr(self, name)))
+
+    def mask_secret_fields(self) -> None:
+        """Register every secret-looking value of the ``secret_fields`` with Airflow's secret masker."""
+        from airflow_provider_workflowsvc.operators._secrets import mask_secret_values
+
+        for name in self.secret_fields:
+            mask_secret_values(getattr(self, name))

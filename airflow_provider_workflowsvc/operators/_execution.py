@@ -1,0 +1,194 @@
+"""Task-time helpers of the operators: input errors that do not retry, create-or-reuse by unique name.
+
+Imported only when a task runs (it imports the hook's exceptions and models).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_workflowsvc.exceptions import (
+    WorkflowServiceConflictError,
+    WorkflowServiceConnectionError,
+    WorkflowServiceInputError,
+    WorkflowServiceNotFoundError,
+    WorkflowServiceResponseError,
+    WorkflowServiceServerError,
+)
+
+__all__ = [
+    "ExistingResourceError",
+    "InvalidTaskInputError",
+    "Named",
+    "UniqueName",
+    "delete_resource",
+    "invalid_input_fails",
+]
+
+AMBIGUOUS_CREATE_ERRORS = (
+    WorkflowServiceServerError,
+    WorkflowServiceConnectionError,
+    WorkflowServiceResponseError,
+)
+"""Create failures after which the resource may exist all the same."""
+
+
+class InvalidTaskInputError(WorkflowServiceInputError, AirflowFailException):
+    """The task's input is invalid: the task fails without retries (a retry would render the same input)."""
+
+
+class ExistingResourceError(AirflowFailException):
+    """A resource with the requested name exists and cannot be used (``if_exists='fail'``, other type)."""
+
+
+@contextmanager
+def invalid_input_fails() -> Iterator[None]:
+    """Turn input errors raised inside the block into :class:`InvalidTaskInputError`."""
+    try:
+        yield
+    except InvalidTaskInputError:
+        raise
+    except WorkflowServiceInputError as exc:
+        raise InvalidTaskInputError(str(exc)) from None
+
+
+def delete_resource(
+    delete: Callable[[str], Any], resource_id: str, *, what: str, missing_ok: bool, log: logging.Logger | Any
+) -> None:
+    """Delete a resource; one that does not exist is success when ``missing_ok``."""
+    try:
+        with invalid_input_fails():
+            delete(resource_id)
+    except WorkflowServiceNotFoundError:
+        if not missing_ok:
+            raise
+        log.info("%s %s does not exist (already deleted?); nothing to delete", what.capitalize(), resource_id)
+        return
+    log.info("Deleted %s %s", what, resource_id)
+
+
+class Named(Protocol):
+    """A resource with an id and a unique name (connector, workflow)."""
+
+    @property
+    def id(self) -> Any: ...
+
+    @property
+    def name(self) -> str: ...
+
+
+R = TypeVar("R", bound=Named)
+
+
+@dataclass
+class UniqueName(Generic[R]):
+    """Create a resource whose name is unique, or apply ``if_exists`` to the one that has the name.
+
+    :param what: the resource in messages (``source connector``, ``workflow``).
+    :param name: the unique name.
+    :param if_exists: ``reuse`` (return its id), ``update`` (apply the settings) or ``fail``.
+    :param find: every resource that may carry the name (filtered here by exact name).
+    :param create: send the create request.
+    :param update: apply the requested settings to an existing resource.
+    :param mismatch: why an existing resource cannot stand for the requested one (other type), or None.
+    :param drift: settings in which an existing resource differs from the request (warned on reuse).
+    """
+
+    what: str
+    name: str
+    if_exists: str
+    find: Callable[[], Sequence[R]]
+    create: Callable[[], R]
+    update: Callable[[R], Any]
+    mismatch: Callable[[R], str | None]
+    log: logging.Logger | Any
+    drift: Callable[[R], list[str]] | None = None
+
+    def ensure(self) -> str:
+        """The id of the resource named ``name``, after creating it or applying ``if_exists``."""
+        existing = self.lookup()
+        if existing is not None:
+            return self.apply_if_exists(existing)
+        self.log.info("No %s named %r exists; creating it", self.what, self.name)
+        try:
+            created = self.create()
+        except WorkflowServiceConflictError as exc:
+            return self._after_conflict(exc)
+        except AMBIGUOUS_CREATE_ERRORS as exc:
+            return self._after_ambiguous_failure(exc)
+        self.log.info("Created %s %r (%s)", self.what, self.name, created.id)
+        return str(created.id)
+
+    def lookup(self) -> R | None:
+        """The one resource named exactly ``name``, None when there is none; more than one is an error."""
+        matches = [r for r in self.find() if r.name == self.name]
+        if len(matches) > 1:
+            ids = ", ".join(str(r.id) for r in matches)
+            raise ExistingResourceError(
+                f"{len(matches)} {self.what}s are named {self.name!r} ({ids}); names should be unique, "
+                "delete the extra ones or use another name"
+            )
+        return matches[0] if matches else None
+
+    def apply_if_exists(self, existing: R) -> str:
+        """Reuse, update or refuse ``existing`` as ``if_exists`` says; return its id."""
+        label = f"{self.what} {self.name!r} ({existing.id})"
+        reason = self.mismatch(existing)
+        if reason is not None:
+            raise ExistingResourceError(f"{label} already exists but {reason}; use another name")
+        if self.if_exists == "fail":
+            raise ExistingResourceError(f"{label} already exists and if_exists='fail'")
+        if self.if_exists == "update":
+            self.log.info("Found existing %s; updating it (if_exists='update')", label)
+            self.update(existing)
+            self.log.info("Updated %s", label)
+        else:
+            self.log.info("Found existing %s; reusing it as is (if_exists='reuse')", label)
+            self._warn_drift(existing, label)
+        return str(existing.id)
+
+    def _warn_drift(self, existing: R, label: str) -> None:
+        differences = self.drift(existing) if self.drift is not None else []
+        if differences:
+            self.log.warning(
+                "%s differs from the task's settings in: %s (not changed; use if_exists='update' to apply)",
+                label,
+                ", ".join(differences),
+            )
+
+    def _after_conflict(self, exc: WorkflowServiceConflictError) -> str:
+        self.log.info("Create of %s %r answered 409 (%s); looking it up again", self.what, self.name, exc)
+        existing = self.lookup()
+        if existing is None:
+            raise exc
+        return self.apply_if_exists(existing)
+
+    def _after_ambiguous_failure(self, exc: Exception) -> str:
+        """The create may have reached the server: a resource found now is taken as the one created."""
+        self.log.warning(
+            "Create of %s %r failed (%s) and may have reached the service; looking it up",
+            self.what,
+            self.name,
+            exc,
+        )
+        try:
+            existing = self.lookup()
+        except Exception as lookup_exc:
+            raise exc from lookup_exc
+        if existing is None:
+            raise exc
+        if self.mismatch(existing) is not None:
+            return self.apply_if_exists(existing)
+        self.log.warning(
+            "Found %s %r (%s) after the failed create; taking it as the one created",
+            self.what,
+            self.name,
+            existing.id,
+        )
+        return str(existing.id)

@@ -1,0 +1,392 @@
+"""Operators that create, update, delete and check source and destination connectors.
+
+Each operator exists for both kinds (``CreateSourceConnectorOperator``,
+``CreateDestinationConnectorOperator``, ...); one implementation serves both, parametrized by
+``kind``. Connector names are unique: a create looks the name up first and applies ``if_exists``, so a
+DAG that runs every day does not pile up duplicates.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_provider_workflowsvc.operators._base import (
+    WorkflowServiceBaseOperator,
+    check_choice,
+    check_if_exists,
+    check_uuid,
+    input_error,
+    is_deferred_value,
+    static_str,
+)
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+    from airflow_provider_workflowsvc.models import ConnectionCheck
+
+__all__ = [
+    "ConnectionCheckFailedError",
+    "CreateDestinationConnectorOperator",
+    "CreateSourceConnectorOperator",
+    "DeleteDestinationConnectorOperator",
+    "DeleteSourceConnectorOperator",
+    "DestinationConnectionCheckOperator",
+    "SourceConnectionCheckOperator",
+    "UpdateDestinationConnectorOperator",
+    "UpdateSourceConnectorOperator",
+]
+
+Kind = Literal["source", "destination"]
+
+SOURCE_TYPES = (
+    "azure", "box", "confluence", "couchbase", "databricks_volumes", "dropbox", "elasticsearch", "gcs",
+    "google_drive", "kafka-cloud", "mongodb", "onedrive", "outlook", "postgres", "s3", "salesforce",
+    "sharepoint", "slack", "snowflake", "jira", "zendesk",
+)  # fmt: skip
+"""Source connector types (the spec's list; kept equal to ``models.SourceType`` by a test)."""
+
+DESTINATION_TYPES = (
+    "astradb", "azure_ai_search", "couchbase", "databricks_volumes", "databricks_volume_delta_tables",
+    "delta_table", "elasticsearch", "gcs", "kafka-cloud", "milvus", "mongodb", "motherduck", "neo4j",
+    "onedrive", "pinecone", "postgres", "redis", "qdrant-cloud", "s3", "snowflake", "weaviate-cloud",
+    "ibm_watsonx_s3",
+)  # fmt: skip
+"""Destination connector types (the spec's list; kept equal to ``models.DestinationType`` by a test)."""
+
+_TYPES: dict[Kind, tuple[str, ...]] = {"source": SOURCE_TYPES, "destination": DESTINATION_TYPES}
+
+
+class ConnectionCheckFailedError(AirflowException):
+    """A connector's connection check ended in failure, or did not end in time."""
+
+    def __init__(self, message: str, *, connector_id: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.connector_id, self.reason = connector_id, reason
+
+
+@dataclass(frozen=True)
+class _Connectors:
+    """The hook's endpoints for one kind of connector."""
+
+    hook: WorkflowServiceHook
+    kind: Kind
+
+    def _endpoint(self, template: str) -> Any:
+        return getattr(self.hook, template.format(kind=self.kind))
+
+    def list(self) -> Any:
+        return self._endpoint("list_{kind}s")()
+
+    def get(self, connector_id: str) -> Any:
+        return self._endpoint("get_{kind}")(connector_id)
+
+    def create(self, name: str, connector_type: str, config: Any) -> Any:
+        return self._endpoint("create_{kind}")(name, connector_type, config)
+
+    def update(self, connector_id: str, config: Any, connector_type: str | None) -> Any:
+        return self._endpoint("update_{kind}")(connector_id, config, connector_type)
+
+    def delete(self, connector_id: str) -> None:
+        self._endpoint("delete_{kind}")(connector_id)
+
+    def start_check(self, connector_id: str) -> ConnectionCheck:
+        return self._endpoint("start_{kind}_connection_check")(connector_id)
+
+    def get_check(self, connector_id: str) -> ConnectionCheck:
+        return self._endpoint("get_{kind}_connection_check")(connector_id)
+
+
+def _check_config(config: Any) -> None:
+    """Refuse, at DAG parse time, a config that is neither a mapping, a config model nor a template."""
+    if config is None or not (
+        isinstance(config, Mapping) or hasattr(config, "model_dump") or is_deferred_value(config)
+    ):
+        raise input_error(
+            f"config must be a dict or a config model (AzureSourceConfig, GenericConfig, ...), "
+            f"got {type(config).__name__}"
+        )
+
+
+class _ConnectorOperator(WorkflowServiceBaseOperator):
+    """An operator on one kind of connector (``kind`` is set by each public subclass)."""
+
+    kind: ClassVar[Kind]
+    ui_color = "#e8f0fe"
+
+    @property
+    def connectors(self) -> _Connectors:
+        """The hook's endpoints for this operator's kind of connector."""
+        return _Connectors(self.hook, self.kind)
+
+    @property
+    def what(self) -> str:
+        """``source connector`` or ``destination connector``, for messages."""
+        return f"{self.kind} connector"
+
+
+class _ConfigOperator(_ConnectorOperator):
+    """A connector operator that sends a config (which may hold secrets)."""
+
+    secret_fields: ClassVar[Sequence[str]] = ("config",)
+    template_fields_renderers: ClassVar[dict[str, str]] = {"config": "json"}
+
+    def _valid_body(self, name: str, connector_type: str, config: Any) -> Any:
+        """The create body as a model; an invalid one fails the task before any request."""
+        from airflow_provider_workflowsvc.exceptions import validate_input
+        from airflow_provider_workflowsvc.models import CreateDestinationConnector, CreateSourceConnector
+
+        model = CreateSourceConnector if self.kind == "source" else CreateDestinationConnector
+        body = {"name": name, "type": connector_type, "config": config}
+        return validate_input(model, self.what, body)
+
+
+class _CreateConnectorOperator(_ConfigOperator):
+    """Create a connector, or reuse / update / refuse the one that already has its name.
+
+    :param name: the connector's unique name.
+    :param connector_type: the connector type (``confluence``, ``azure``, ``astradb``, ...).
+    :param config: the type's settings: a config model (``ConfluenceSourceConfig``, ...) or a dict.
+        Templates are rendered inside both; secret values are masked in logs and rendered fields.
+    :param if_exists: when a connector with this name exists: ``reuse`` it as is (default), ``update``
+        its config, or ``fail``. An existing connector of another type always fails the task.
+    :return: the connector id (XCom).
+    """
+
+    template_fields: Sequence[str] = ("name", "connector_type", "config")
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        connector_type: str,
+        config: Any,
+        if_exists: str = "reuse",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.name, self.connector_type, self.config = name, connector_type, config
+        self.if_exists = check_if_exists(if_exists)
+        if static_str(name) is not None and not name.strip():
+            raise input_error("name must not be empty")
+        check_choice(connector_type, _TYPES[self.kind], f"{self.kind} connector type")
+        _check_config(config)
+
+    def execute(self, context: Context) -> str:
+        from airflow_provider_workflowsvc.operators._execution import UniqueName, invalid_input_fails
+
+        self.mask_secret_fields()
+        with invalid_input_fails():
+            body = self._valid_body(self.name, self.connector_type, self.config)
+        name, connector_type = body.name, body.type.value
+        connectors = self.connectors
+        try:
+            return UniqueName(
+                what=self.what,
+                name=name,
+                if_exists=self.if_exists,
+                find=connectors.list,
+                create=lambda: connectors.create(name, connector_type, body.config),
+                update=lambda existing: connectors.update(str(existing.id), body.config, connector_type),
+                mismatch=lambda existing: _type_mismatch(existing.type, connector_type),
+                log=self.log,
+            ).ensure()
+        finally:
+            self.hook.close()
+
+
+def _type_mismatch(existing_type: str, wanted_type: str) -> str | None:
+    if existing_type == wanted_type:
+        return None
+    return f"its type is {existing_type!r}, not {wanted_type!r} (a connector's type cannot change)"
+
+
+class _UpdateConnectorOperator(_ConfigOperator):
+    """Replace a connector's config (every setting is sent; name and type cannot change).
+
+    :param connector_id: the connector's id.
+    :param config: the full new config: a config model or a dict (templates rendered inside).
+    :param connector_type: the connector's type; when given the config is validated before any
+        request, otherwise the connector is read first to learn its type.
+    :return: the connector id (XCom).
+    """
+
+    template_fields: Sequence[str] = ("connector_id", "connector_type", "config")
+
+    def __init__(
+        self, *, connector_id: str, config: Any, connector_type: str | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.connector_id, self.config, self.connector_type = connector_id, config, connector_type
+        check_uuid(connector_id, "connector_id")
+        check_choice(connector_type, _TYPES[self.kind], f"{self.kind} connector type")
+        _check_config(config)
+
+    def execute(self, context: Context) -> str:
+        from airflow_provider_workflowsvc.operators._execution import invalid_input_fails
+
+        self.mask_secret_fields()
+        try:
+            with invalid_input_fails():
+                connector_type = self.connector_type or self._current_type()
+                updated = self.connectors.update(self.connector_id, self.config, connector_type)
+        finally:
+            self.hook.close()
+        self.log.info("Updated %s %r (%s)", self.what, updated.name, updated.id)
+        return str(updated.id)
+
+    def _current_type(self) -> str:
+        connector = self.connectors.get(self.connector_id)
+        self.log.info("%s %s has type %r", self.what.capitalize(), connector.id, connector.type)
+        return str(connector.type)
+
+
+class _DeleteConnectorOperator(_ConnectorOperator):
+    """Delete a connector.
+
+    :param connector_id: the connector's id.
+    :param missing_ok: succeed when the connector does not exist (already deleted); default True, so
+        a teardown task can run again.
+    """
+
+    template_fields: Sequence[str] = ("connector_id",)
+
+    def __init__(self, *, connector_id: str, missing_ok: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.connector_id, self.missing_ok = connector_id, missing_ok
+        check_uuid(connector_id, "connector_id")
+
+    def execute(self, context: Context) -> None:
+        from airflow_provider_workflowsvc.operators._execution import delete_resource
+
+        try:
+            delete_resource(
+                self.connectors.delete,
+                self.connector_id,
+                what=self.what,
+                missing_ok=self.missing_ok,
+                log=self.log,
+            )
+        finally:
+            self.hook.close()
+
+
+class _ConnectionCheckOperator(_ConnectorOperator):
+    """Start a connection check of a connector and wait for its result.
+
+    The task fails with the service's reason when the check reports failure, and when no result
+    arrives within ``timeout``; a status the provider does not know never counts as success.
+
+    :param connector_id: the connector's id.
+    :param poll_interval: seconds between two reads of the check's status.
+    :param timeout: seconds to wait for a result.
+    :return: the connector id (XCom), so downstream tasks can depend on a checked connector.
+    """
+
+    template_fields: Sequence[str] = ("connector_id",)
+
+    def __init__(
+        self, *, connector_id: str, poll_interval: float = 5.0, timeout: float = 300.0, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        if poll_interval <= 0 or timeout <= 0:
+            raise input_error("poll_interval and timeout must be positive numbers of seconds")
+        self.connector_id, self.poll_interval, self.timeout = connector_id, poll_interval, timeout
+        check_uuid(connector_id, "connector_id")
+
+    def execute(self, context: Context) -> str:
+        from airflow_provider_workflowsvc.operators._execution import invalid_input_fails
+
+        try:
+            with invalid_input_fails():
+                started = self.connectors.start_check(self.connector_id)
+            self.log.info("Started a connection check of %s %s", self.what, self.connector_id)
+            check = self._wait(started)
+        finally:
+            self.hook.close()
+        return self._result(check)
+
+    def _wait(self, check: ConnectionCheck) -> ConnectionCheck:
+        """Poll until the check started as ``check`` reports success or failure, or time runs out."""
+        deadline = time.monotonic() + self.timeout
+        started_id = check.id
+        while not (check.status.is_terminal and _same_check(started_id, check)):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ConnectionCheckFailedError(
+                    f"connection check of {self.what} {self.connector_id} gave no result within "
+                    f"{self.timeout:g} s (last status: {check.status.value})",
+                    connector_id=str(self.connector_id),
+                )
+            self.log.info(
+                "Connection check status: %s; next poll in %g s",
+                check.status.value,
+                min(self.poll_interval, remaining),
+            )
+            time.sleep(min(self.poll_interval, remaining))
+            check = self.connectors.get_check(self.connector_id)
+        return check
+
+    def _result(self, check: ConnectionCheck) -> str:
+        from airflow_provider_workflowsvc.models import ConnectionCheckStatus
+
+        if check.status is not ConnectionCheckStatus.SUCCESS:
+            reason = check.reason or "the service gave no reason"
+            raise ConnectionCheckFailedError(
+                f"connection check of {self.what} {self.connector_id} failed: {reason}",
+                connector_id=str(self.connector_id),
+                reason=check.reason,
+            )
+        self.log.info("Connection check of %s %s succeeded", self.what, self.connector_id)
+        return str(self.connector_id)
+
+
+def _same_check(started_id: str | None, check: ConnectionCheck) -> bool:
+    """Whether ``check`` is the one started (a read can still return the previous check's result)."""
+    return started_id is None or check.id is None or check.id == started_id
+
+
+class CreateSourceConnectorOperator(_CreateConnectorOperator):
+    __doc__ = "Source connectors: " + (_CreateConnectorOperator.__doc__ or "")
+    kind = "source"
+
+
+class CreateDestinationConnectorOperator(_CreateConnectorOperator):
+    __doc__ = "Destination connectors: " + (_CreateConnectorOperator.__doc__ or "")
+    kind = "destination"
+
+
+class UpdateSourceConnectorOperator(_UpdateConnectorOperator):
+    __doc__ = "Source connectors: " + (_UpdateConnectorOperator.__doc__ or "")
+    kind = "source"
+
+
+class UpdateDestinationConnectorOperator(_UpdateConnectorOperator):
+    __doc__ = "Destination connectors: " + (_UpdateConnectorOperator.__doc__ or "")
+    kind = "destination"
+
+
+class DeleteSourceConnectorOperator(_DeleteConnectorOperator):
+    __doc__ = "Source connectors: " + (_DeleteConnectorOperator.__doc__ or "")
+    kind = "source"
+
+
+class DeleteDestinationConnectorOperator(_DeleteConnectorOperator):
+    __doc__ = "Destination connectors: " + (_DeleteConnectorOperator.__doc__ or "")
+    kind = "destination"
+
+
+class SourceConnectionCheckOperator(_ConnectionCheckOperator):
+    __doc__ = "Source connectors: " + (_ConnectionCheckOperator.__doc__ or "")
+    kind = "source"
+
+
+class DestinationConnectionCheckOperator(_ConnectionCheckOperator):
+    __doc__ = "Destination connectors: " + (_ConnectionCheckOperator.__doc__ or "")
+    kind = "destination"

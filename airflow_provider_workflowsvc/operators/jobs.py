@@ -1,0 +1,465 @@
+"""Run a workflow and wait for its job; download a job's output; cancel a job.
+
+Module-level imports are limited to the Task SDK and the standard library (DAG parsing stays fast):
+hooks, models and pydantic are imported when a task runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from airflow.sdk import BaseOperator, BaseOperatorLink, conf
+
+from airflow_provider_workflowsvc.operators._resumable import ResumableJobMixin
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+    from airflow.sdk.types import TaskInstanceKey
+
+    from airflow_provider_workflowsvc._outcome import JobOutcome
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+
+DEFAULT_CONN_ID = "workflowsvc_default"
+XCOM_JOB_ID = "job_id"
+DEFER_TIMEOUT_GRACE = 600.0
+"""Airflow's own deferral timeout is a backstop after the trigger's deadline (which it reports itself)."""
+NOT_FOUND = "not found"
+COMPLETED_WITH_FAILED_FILES = "completed with failed files"
+"""Statuses of a resumed job that mean "run it again" (see ``get_job_status``)."""
+
+
+def _default_deferrable(deferrable: bool | None) -> bool:
+    if deferrable is not None:
+        return deferrable
+    return conf.getboolean("operators", "default_deferrable", fallback=False)
+
+
+def _seconds(value: float | timedelta, what: str) -> float:
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if seconds <= 0:
+        raise ValueError(f"{what} must be positive, got {value!r}")
+    return seconds
+
+
+def job_url(base_url: str, ui_url: str | None, job_id: str) -> str:
+    """``ui_url`` with ``{job_id}`` filled in, else ``{ui_url or base_url}/jobs/{job_id}``."""
+    quoted = quote(str(job_id), safe="")
+    ui = (ui_url or "").strip()
+    if ui and "{job_id}" in ui:
+        return ui.replace("{job_id}", quoted)
+    return f"{(ui or base_url).rstrip('/')}/jobs/{quoted}"
+
+
+class WorkflowJobLink(BaseOperatorLink):
+    """Link to the job in the service (pushed to XCom by the task as soon as the job id is known)."""
+
+    name = "Workflow Service job"
+
+    def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
+        from airflow.sdk.execution_time.xcom import XCom
+
+        return XCom.get_value(ti_key=ti_key, key=self.xcom_key) or ""
+
+
+class _JobTask:
+    """What the job operators share: a lazily made hook (closed after each step) and the job link."""
+
+    workflowsvc_conn_id: str
+    log: Any
+    _hook: WorkflowServiceHook | None = None
+
+    @property
+    def hook(self) -> WorkflowServiceHook:
+        if self._hook is None:
+            from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+
+            self._hook = WorkflowServiceHook(self.workflowsvc_conn_id)
+        return self._hook
+
+    def _close_hook(self) -> None:
+        if self._hook is not None:
+            self._hook.close()
+
+    def _announce(self, context: Context, job_id: str) -> None:
+        """Push the job id and its link (XCom) before any waiting, so the UI shows them at once."""
+        ui_url = (self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}).get("ui_url")
+        url = job_url(self.hook.settings.base_url, ui_url, job_id)
+        context["ti"].xcom_push(key=XCOM_JOB_ID, value=job_id)
+        context["ti"].xcom_push(key=WorkflowJobLink().xcom_key, value=url)
+        self.log.info("Job %s: %s", job_id, url)
+
+
+class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
+    """Run a workflow (no body, or local files) and, by default, wait for its job to finish.
+
+    The run is never duplicated: an ambiguous failure of the run request (5xx, 429, dropped
+    connection) is reconciled against the workflow's job list before anything is sent again.
+
+    Pushes XCom ``job_id`` and the job link before waiting; returns a summary (``job_id``,
+    ``workflow_id``, ``status``, ``outcome``, ``message``, ``node_stats``, ``failed_file_count``,
+    ``failed_files``, ``output_files``, ``elapsed_seconds``). On failure the same summary is pushed as
+    the return value before the task fails.
+
+    Durable execution (Airflow 3.3+, ``durable=True`` by default): the job id is kept in the task state
+    store, so a retry after a worker crash reconnects to the running job, and a job that finished in
+    the meantime returns its result, instead of running the workflow again. A job that failed, was
+    stopped or completed with failed files (when those fail the task) is run again by a retry. On
+    Airflow < 3.3 every try runs the workflow anew.
+
+    :param workflow_id: the workflow to run (templated).
+    :param files: local input files for a workflow with a local source: a path, directory (all its
+        non-hidden files, recursively, sorted), glob pattern (``**`` recurses), or a list of them
+        (templated). ``None`` runs the workflow without a body.
+    :param workflowsvc_conn_id: the Workflow Service connection (templated).
+    :param wait_for_completion: wait for the job to finish (default); otherwise return once it exists.
+    :param poll_interval: seconds between status checks (one request each).
+    :param timeout: seconds (or a timedelta) to wait for the job before failing the task.
+    :param deferrable: wait in the triggerer; default ``[operators] default_deferrable``.
+    :param fail_on_failed_files: fail the task when the job completed but some files failed.
+    :param cancel_on_timeout: cancel the job when the wait times out.
+    :param cancel_on_kill: cancel the job when the task is killed (or, deferred, marked/cleared).
+    :param submit_attempts: run requests sent at most, when earlier ones provably created no job.
+    """
+
+    template_fields: Sequence[str] = ("workflow_id", "files", "workflowsvc_conn_id")
+    template_fields_renderers = {"files": "py"}
+    operator_extra_links = (WorkflowJobLink(),)
+    external_id_key = "workflowsvc_job_id"
+    ui_color = "#e8f0fe"
+
+    def __init__(
+        self,
+        *,
+        workflow_id: str,
+        files: str | Sequence[str] | None = None,
+        workflowsvc_conn_id: str = DEFAULT_CONN_ID,
+        wait_for_completion: bool = True,
+        poll_interval: float | timedelta = 30.0,
+        timeout: float | timedelta = timedelta(hours=24),
+        deferrable: bool | None = None,
+        fail_on_failed_files: bool = True,
+        cancel_on_timeout: bool = True,
+        cancel_on_kill: bool = True,
+        submit_attempts: int = 3,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.workflow_id = workflow_id
+        self.files = files
+        self.workflowsvc_conn_id = workflowsvc_conn_id
+        self.wait_for_completion = wait_for_completion
+        self.poll_interval = _seconds(poll_interval, "poll_interval")
+        self.timeout = _seconds(timeout, "timeout")
+        self.deferrable = _default_deferrable(deferrable)
+        self.fail_on_failed_files = fail_on_failed_files
+        self.cancel_on_timeout = cancel_on_timeout
+        self.cancel_on_kill = cancel_on_kill
+        if submit_attempts < 1:
+            raise ValueError(f"submit_attempts must be at least 1, got {submit_attempts}")
+        self.submit_attempts = submit_attempts
+        self._job_id: str | None = None
+        self._result: dict[str, Any] | None = None
+        self._files: list[str] | None = None
+
+    # -- execution ---------------------------------------------------------------------------------
+
+    def execute(self, context: Context) -> Any:
+        from airflow_provider_workflowsvc.operators._files import resolve_files
+
+        self._job_id, self._result = None, None
+        self._files = None if self.files is None else resolve_files(self.files)
+        try:
+            if not self.wait_for_completion:
+                job_id = self.submit_job(context)
+                self._announce(context, job_id)
+                return {"job_id": job_id, "workflow_id": str(self.workflow_id), "status": "submitted"}
+            return self.execute_resumable(context)
+        finally:
+            self._close_hook()
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        """Resume after the trigger: validate its event (failing closed) and apply the job's outcome."""
+        from airflow_provider_workflowsvc._outcome import parse_event
+
+        outcome = parse_event(event)
+        self._job_id = outcome.job_id
+        try:
+            return self._finish(context, outcome)
+        finally:
+            self._close_hook()
+
+    def on_kill(self) -> None:
+        """Send the cancel and return (the worker is killed moments later)."""
+        job_id = self._job_id
+        if not (job_id and self.cancel_on_kill):
+            return
+        from airflow_provider_workflowsvc._polling import cancel_quietly
+        from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+
+        # A separate client (the task's may be mid-request); known settings avoid a connection lookup.
+        settings = self._hook.settings if self._hook is not None else None
+        try:
+            with WorkflowServiceHook(self.workflowsvc_conn_id, settings=settings) as hook:
+                cancel_quietly(hook, job_id, self.log)
+        except Exception as exc:
+            self.log.warning("Could not cancel job %s: %s", job_id, exc)
+
+    # -- ResumableJobMixin contract ----------------------------------------------------------------
+
+    def submit_job(self, context: Context) -> str:
+        from airflow_provider_workflowsvc.operators._submit import submit_run
+
+        job = submit_run(
+            self.hook, str(self.workflow_id), self._files, self.log, attempts=self.submit_attempts
+        )
+        self._job_id = job.id
+        count = "no files" if self._files is None else f"{len(self._files)} file(s)"
+        self.log.info("Submitted job %s for workflow %s with %s", job.id, self.workflow_id, count)
+        return job.id
+
+    def get_job_status(self, external_id: Any, context: Context) -> str:
+        """The stored job's status; a completed job with failed files counts as failed when they fail."""
+        from airflow_provider_workflowsvc.exceptions import WorkflowServiceNotFoundError
+        from airflow_provider_workflowsvc.models import JobStatus
+
+        try:
+            job = self.hook.get_job(str(external_id))
+        except WorkflowServiceNotFoundError:
+            return NOT_FOUND
+        completed = job.status is JobStatus.COMPLETED
+        if completed and self.fail_on_failed_files and self.hook.get_job_failed_files(job.id).failed_files:
+            return COMPLETED_WITH_FAILED_FILES
+        return job.status.value if job.status is not JobStatus.UNKNOWN else (job.raw_status or "unknown")
+
+    def is_job_active(self, status: str) -> bool:
+        """Scheduled, in progress, or a status this provider does not know (never run a duplicate)."""
+        from airflow_provider_workflowsvc.models import JobStatus
+
+        if status in (NOT_FOUND, COMPLETED_WITH_FAILED_FILES):
+            return False
+        parsed = JobStatus(status)
+        return parsed.is_active or parsed is JobStatus.UNKNOWN
+
+    def is_job_succeeded(self, status: str) -> bool:
+        return status == "completed"
+
+    # The mixin declares None, but returns this method's value when it reconnects to a running job
+    # (it does not call get_job_result then), so the summary must come back from here too.
+    def poll_until_complete(self, external_id: Any, context: Context) -> dict[str, Any]:  # type: ignore[override]
+        """Wait for the job (here, or deferred to the triggerer); returns the summary (see class doc)."""
+        from airflow_provider_workflowsvc._outcome import JobWatch, PollSchedule
+        from airflow_provider_workflowsvc._polling import wait_for_job
+
+        job_id = self._job_id = str(external_id)
+        self._announce(context, job_id)
+        started = time.time()
+        deadline = started + self.timeout
+        if self.deferrable:
+            self._defer(job_id, started, deadline)
+        self.log.info(
+            "Waiting for job %s (polling every %.0f s, timeout %.0f s)",
+            job_id,
+            self.poll_interval,
+            self.timeout,
+        )
+        outcome = wait_for_job(
+            self.hook, JobWatch(job_id, self.log, started), PollSchedule(deadline, self.poll_interval)
+        )
+        self._result = self._finish(context, outcome)
+        return self._result
+
+    def get_job_result(self, external_id: Any, context: Context) -> dict[str, Any]:
+        """The summary of the job just waited for, or of a job that finished while no one watched."""
+        job_id = str(external_id)
+        if self._result is not None and self._result.get("job_id") == job_id:
+            return self._result
+        from airflow_provider_workflowsvc._outcome import JobWatch
+        from airflow_provider_workflowsvc._polling import poll_once
+
+        self._job_id = job_id
+        self._announce(context, job_id)
+        outcome = poll_once(self.hook, JobWatch(job_id, self.log))
+        if outcome is None:  # not final after all (the service changed its mind): wait for it
+            return self.poll_until_complete(job_id, context)
+        return self._finish(context, outcome)
+
+    # -- outcome -----------------------------------------------------------------------------------
+
+    def _defer(self, job_id: str, started: float, deadline: float) -> None:
+        from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
+
+        trigger = WorkflowJobTrigger(
+            job_id=job_id,
+            deadline=deadline,
+            poll_interval=self.poll_interval,
+            workflowsvc_conn_id=self.workflowsvc_conn_id,
+            started_at=started,
+            cancel_on_kill=self.cancel_on_kill,
+        )
+        self.defer(
+            trigger=trigger,
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.timeout + DEFER_TIMEOUT_GRACE),
+        )
+
+    def _finish(self, context: Context, outcome: JobOutcome) -> dict[str, Any]:
+        """Log the outcome; return the summary, or push it and raise the task's failure."""
+        from airflow_provider_workflowsvc._outcome import failure_for, log_outcome
+
+        log_outcome(outcome, self.log)
+        note = self._after_timeout(outcome.job_id) if outcome.status == "timeout" else ""
+        error = failure_for(outcome, fail_on_failed_files=self.fail_on_failed_files, timeout_note=note)
+        summary = outcome.summary()
+        if error is not None:
+            if self.do_xcom_push:
+                context["ti"].xcom_push(key="return_value", value=summary)
+            raise error
+        self._forget_job(context)
+        return summary
+
+    def _after_timeout(self, job_id: str | None) -> str:
+        if not job_id:
+            return ""
+        if not self.cancel_on_timeout:
+            return "the job was left running (cancel_on_timeout=False)"
+        from airflow_provider_workflowsvc._polling import cancel_quietly
+
+        try:
+            cancelled = cancel_quietly(self.hook, job_id, self.log)
+        except Exception as exc:
+            return f"cancelling it failed: {exc}"
+        return "the job was cancelled" if cancelled else "the job had just ended"
+
+    def _forget_job(self, context: Context) -> None:
+        """After success, drop the stored job id: clearing the task later runs the workflow again."""
+        store = context.get("task_state_store") if getattr(self, "durable", False) else None
+        if store is None:
+            return
+        try:
+            store.delete(self.external_id_key)
+        except Exception as exc:
+            self.log.warning("Could not remove the stored job id: %s", exc)
+
+
+class DownloadJobOutputOperator(_JobTask, BaseOperator):
+    """Download every output of a completed local-to-local job into a directory; returns the paths.
+
+    Files are named after the output's file id (sanitised: no directories, no leading dots, plain
+    characters; the node id is added when one file has several outputs; clashes get ``-2``, ``-3``).
+    Each file appears only once fully written.
+
+    :param output_dir: directory to write into, created if missing (templated).
+    :param job_id: the job (templated); when empty, taken from XCom ``job_id`` of ``run_task_id``.
+    :param run_task_id: the task that ran the workflow (used when ``job_id`` is empty).
+    :param workflowsvc_conn_id: the Workflow Service connection (templated).
+    """
+
+    template_fields: Sequence[str] = ("job_id", "output_dir", "run_task_id", "workflowsvc_conn_id")
+
+    def __init__(
+        self,
+        *,
+        output_dir: str,
+        job_id: str | None = None,
+        run_task_id: str | None = None,
+        workflowsvc_conn_id: str = DEFAULT_CONN_ID,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not job_id and not run_task_id:
+            raise ValueError("give job_id, or run_task_id to take the job id from that task's XCom")
+        self.output_dir = output_dir
+        self.job_id = job_id
+        self.run_task_id = run_task_id
+        self.workflowsvc_conn_id = workflowsvc_conn_id
+
+    def execute(self, context: Context) -> list[str]:
+        from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
+        from airflow_provider_workflowsvc.models import JobStatus
+        from airflow_provider_workflowsvc.operators._files import inside, output_file_names
+
+        job_id = _job_id_of(self.job_id, self.run_task_id, context)
+        try:
+            job = self.hook.get_job(job_id)
+            if job.status is not JobStatus.COMPLETED:
+                raise WorkflowServiceError(
+                    f"job {job_id} is {job.raw_status or job.status}: outputs can be downloaded only from a "
+                    "completed job"
+                )
+            outputs = [(o.file_id, o.node_id) for o in job.output_node_files]
+            if not outputs:
+                self.log.warning("Job %s has no output files (is its destination local?)", job_id)
+                return []
+            directory = Path(str(self.output_dir)).expanduser()
+            directory.mkdir(parents=True, exist_ok=True)
+            paths = []
+            for (file_id, node_id), name in zip(outputs, output_file_names(outputs), strict=True):
+                target = inside(directory, name)
+                self.hook.download_job_output(job_id, file_id, node_id, path=target)
+                self.log.info("Downloaded output %s (node %s) to %s", file_id, node_id, target)
+                paths.append(str(target))
+        finally:
+            self._close_hook()
+        self.log.info("Downloaded %d output file(s) of job %s into %s", len(paths), job_id, directory)
+        return paths
+
+
+class CancelJobOperator(_JobTask, BaseOperator):
+    """Cancel a job. A job that has already ended is logged and the task succeeds (or fails, if asked).
+
+    Returns ``{"job_id", "cancelled", "status"}`` (the status before the cancel).
+
+    :param job_id: the job to cancel (templated).
+    :param workflowsvc_conn_id: the Workflow Service connection (templated).
+    :param fail_if_ended: fail the task when the job had already ended.
+    """
+
+    template_fields: Sequence[str] = ("job_id", "workflowsvc_conn_id")
+
+    def __init__(
+        self,
+        *,
+        job_id: str,
+        workflowsvc_conn_id: str = DEFAULT_CONN_ID,
+        fail_if_ended: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.job_id = job_id
+        self.workflowsvc_conn_id = workflowsvc_conn_id
+        self.fail_if_ended = fail_if_ended
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_provider_workflowsvc._polling import cancel_quietly
+        from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
+
+        job_id = _job_id_of(self.job_id, None, context)
+        try:
+            job = self.hook.get_job(job_id)
+            status = job.raw_status or job.status.value
+            cancelled = not job.status.is_terminal and cancel_quietly(self.hook, job_id, self.log)
+        finally:
+            self._close_hook()
+        if not cancelled:
+            message = f"Job {job_id} had already ended ({status}); nothing to cancel"
+            if self.fail_if_ended:
+                raise WorkflowServiceError(message)
+            self.log.info(message)
+        return {"job_id": job_id, "cancelled": cancelled, "status": status}
+
+
+def _job_id_of(job_id: Any, run_task_id: str | None, context: Context) -> str:
+    from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError
+
+    if (job_id is None or str(job_id).strip() in ("", "None")) and run_task_id:
+        job_id = context["ti"].xcom_pull(task_ids=run_task_id, key=XCOM_JOB_ID)
+    text = "" if job_id is None else str(job_id).strip()
+    if not text or text == "None":
+        where = f" (XCom {XCOM_JOB_ID!r} of task {run_task_id!r} is empty)" if run_task_id else ""
+        raise WorkflowServiceInputError(f"job_id is empty{where}")
+    return text

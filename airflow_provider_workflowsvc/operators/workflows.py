@@ -1,0 +1,310 @@
+"""Operators that create, update and delete workflows (source → processing nodes → destination).
+
+Values known when the DAG is parsed (schedule, workflow type, node list, ids) are checked when the
+operator is built, so a typo fails the DAG import; templated values are checked when the task runs,
+before any request is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from airflow_provider_workflowsvc.operators._base import (
+    WorkflowServiceBaseOperator,
+    check_choice,
+    check_if_exists,
+    check_uuid,
+    input_error,
+    is_deferred_value,
+    normalize_choice,
+    static_str,
+)
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_provider_workflowsvc.models import CreateWorkflow, Workflow
+
+__all__ = ["CreateWorkflowOperator", "DeleteWorkflowOperator", "UpdateWorkflowOperator"]
+
+SCHEDULES = (
+    "every 15 minutes", "every hour", "every 2 hours", "every 4 hours", "every 6 hours", "every 8 hours",
+    "every 10 hours", "every 12 hours", "daily", "weekly", "monthly",
+)  # fmt: skip
+"""The schedule values the service accepts (kept equal to ``models.Schedule`` by a test)."""
+
+WORKFLOW_TYPES = ("basic", "advanced", "platinum", "custom")
+"""The workflow types (kept equal to ``models.WorkflowType`` by a test)."""
+
+_WORKFLOW_FIELDS = (
+    "name", "workflow_type", "source_id", "destination_id", "workflow_nodes", "schedule", "reprocess_all",
+)  # fmt: skip
+_NODE_KEYS = ("name", "type", "subtype")
+
+
+def _check_node(index: int, node: Any) -> str | None:
+    """Check one node known at parse time; return its name when known."""
+    where = f"workflow_nodes[{index}]"
+    if hasattr(node, "model_dump") or is_deferred_value(node):
+        return static_str(getattr(node, "name", None))
+    if not isinstance(node, Mapping):
+        raise input_error(f"{where} must be a dict with name, type and subtype, got {type(node).__name__}")
+    for key in _NODE_KEYS:
+        value = node.get(key)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            raise input_error(f"{where}: {key} is missing or empty")
+        if not isinstance(value, str):
+            raise input_error(f"{where}: {key} must be a string, got {type(value).__name__}")
+    settings = node.get("settings")
+    if settings is not None and not isinstance(settings, Mapping) and not is_deferred_value(settings):
+        raise input_error(f"{where}: settings must be a dict, got {type(settings).__name__}")
+    return static_str(node["name"])
+
+
+def _check_nodes(nodes: Any) -> None:
+    """Check a node list known at parse time: dicts with name, type and subtype; unique names."""
+    if nodes is None or (is_deferred_value(nodes) and not isinstance(nodes, (list, tuple))):
+        return
+    if not isinstance(nodes, (list, tuple)):
+        raise input_error(f"workflow_nodes must be a list of nodes, got {type(nodes).__name__}")
+    names = [name for i, node in enumerate(nodes) if (name := _check_node(i, node)) is not None]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise input_error(f"workflow_nodes: node names must be unique, repeated: {', '.join(repeated)}")
+
+
+def _check_fields(fields: Mapping[str, Any]) -> None:
+    """Check the workflow settings that are known at parse time (``fields`` holds those given)."""
+    name = static_str(fields.get("name"))
+    if name is not None and not name.strip():
+        raise input_error("name must not be empty")
+    check_choice(fields.get("workflow_type"), WORKFLOW_TYPES, "workflow_type")
+    check_choice(fields.get("schedule"), SCHEDULES, "schedule")
+    check_uuid(fields.get("source_id"), "source_id")
+    check_uuid(fields.get("destination_id"), "destination_id")
+    _check_nodes(fields.get("workflow_nodes"))
+
+
+class _WorkflowOperator(WorkflowServiceBaseOperator):
+    """An operator that sends workflow settings; node settings may hold secrets."""
+
+    secret_fields: ClassVar[Sequence[str]] = ("workflow_nodes",)
+    template_fields_renderers: ClassVar[dict[str, str]] = {"workflow_nodes": "json"}
+    ui_color = "#fef3e8"
+
+    name: Any
+    workflow_type: Any
+    source_id: Any
+    destination_id: Any
+    workflow_nodes: Any
+    schedule: Any
+    reprocess_all: Any
+
+    def _set_fields(self, **fields: Any) -> dict[str, Any]:
+        """Store the settings as attributes; return those given (not None)."""
+        for key, value in fields.items():
+            setattr(self, key, value)
+        given = {k: v for k, v in fields.items() if v is not None}
+        _check_fields(given)
+        return given
+
+    def given_fields(self) -> dict[str, Any]:
+        """The settings to send (rendered): the ones that are not None."""
+        values = {key: getattr(self, key) for key in _WORKFLOW_FIELDS}
+        return {k: v for k, v in values.items() if v is not None}
+
+
+class CreateWorkflowOperator(_WorkflowOperator):
+    """Create a workflow, or reuse / update / refuse the one that already has its name.
+
+    :param name: the workflow's name (unique: the service is asked for workflows of this name first).
+    :param workflow_type: ``basic``, ``advanced``, ``platinum`` or ``custom``.
+    :param source_id: the source connector id (for example the XCom of a create-connector task).
+    :param destination_id: the destination connector id.
+    :param workflow_nodes: the processing nodes, dicts with ``name``, ``type``, ``subtype`` and
+        optional ``settings`` (or ``WorkflowNode`` models); required for a custom workflow.
+    :param schedule: one of the service's schedules (``every hour``, ``daily``, ``weekly``, ...).
+    :param reprocess_all: reprocess every file on each run, not only new ones.
+    :param if_exists: when a workflow with this name exists: ``reuse`` it as is (default; a workflow of
+        another type fails the task), ``update`` it with these settings, or ``fail``.
+    :return: the workflow id (XCom).
+    """
+
+    template_fields: Sequence[str] = _WORKFLOW_FIELDS
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        workflow_type: str,
+        source_id: str | None = None,
+        destination_id: str | None = None,
+        workflow_nodes: list[Any] | None = None,
+        schedule: str | None = None,
+        reprocess_all: bool | None = None,
+        if_exists: str = "reuse",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.if_exists = check_if_exists(if_exists)
+        self._set_fields(
+            name=name,
+            workflow_type=workflow_type,
+            source_id=source_id,
+            destination_id=destination_id,
+            workflow_nodes=workflow_nodes,
+            schedule=schedule,
+            reprocess_all=reprocess_all,
+        )
+        _check_custom_has_nodes(workflow_type, workflow_nodes)
+
+    def execute(self, context: Context) -> str:
+        from airflow_provider_workflowsvc.exceptions import validate_input
+        from airflow_provider_workflowsvc.models import CreateWorkflow
+        from airflow_provider_workflowsvc.operators._execution import UniqueName, invalid_input_fails
+
+        self.mask_secret_fields()
+        fields = self.given_fields()
+        with invalid_input_fails():
+            body = validate_input(CreateWorkflow, "workflow", fields)
+        hook = self.hook
+        try:
+            return UniqueName(
+                what="workflow",
+                name=body.name,
+                if_exists=self.if_exists,
+                find=lambda: list(hook.iter_workflows(name=body.name)),
+                create=lambda: hook.create_workflow(**fields),
+                update=lambda existing: hook.update_workflow(str(existing.id), **fields),
+                mismatch=lambda existing: self._mismatch(existing, body),
+                drift=lambda existing: _drift(existing, body),
+                log=self.log,
+            ).ensure()
+        finally:
+            hook.close()
+
+    def _mismatch(self, existing: Workflow, body: CreateWorkflow) -> str | None:
+        """A workflow of another type is not reused (an update may change the type)."""
+        wanted = body.workflow_type.value
+        if self.if_exists == "update" or existing.workflow_type in (None, wanted):
+            return None
+        return f"its workflow_type is {existing.workflow_type!r}, not {wanted!r} (use if_exists='update')"
+
+
+def _check_custom_has_nodes(workflow_type: Any, nodes: Any) -> None:
+    """A custom workflow known at parse time needs a non-empty node list."""
+    text = static_str(workflow_type)
+    no_nodes = nodes is None or (isinstance(nodes, (list, tuple)) and not nodes)
+    if text is not None and normalize_choice(text) == "custom" and no_nodes:
+        raise input_error("workflow_nodes: a custom workflow needs at least one node")
+
+
+def _drift(existing: Workflow, body: CreateWorkflow) -> list[str]:
+    """The requested settings an existing workflow does not have."""
+    differences = []
+    if body.source_id is not None and body.source_id not in existing.sources:
+        differences.append("source_id")
+    if body.destination_id is not None and body.destination_id not in existing.destinations:
+        differences.append("destination_id")
+    if body.schedule is not None and _cron_expressions(existing) != [body.schedule.cron_expression]:
+        differences.append("schedule")
+    nodes = body.workflow_nodes
+    if nodes is not None and _node_keys(existing.workflow_nodes) != _node_keys(nodes):
+        differences.append("workflow_nodes")
+    return differences
+
+
+def _cron_expressions(workflow: Workflow) -> list[str]:
+    return [e.cron_expression for e in workflow.schedule.crontab_entries] if workflow.schedule else []
+
+
+def _node_keys(nodes: Sequence[Any]) -> list[tuple[str, str, str]]:
+    return [(n.name, n.type, n.subtype) for n in nodes]
+
+
+class UpdateWorkflowOperator(_WorkflowOperator):
+    """Change a workflow's settings; only the settings given (not None) are sent.
+
+    :param workflow_id: the workflow's id.
+    :param name: a new name.
+    :param workflow_type: a new type.
+    :param source_id: a new source connector id.
+    :param destination_id: a new destination connector id.
+    :param workflow_nodes: a new node list (replaces the old one).
+    :param schedule: a new schedule (``every hour``, ``daily``, ...).
+    :param reprocess_all: whether every file is reprocessed on each run.
+    :return: the workflow id (XCom).
+    """
+
+    template_fields: Sequence[str] = ("workflow_id", *_WORKFLOW_FIELDS)
+
+    def __init__(
+        self,
+        *,
+        workflow_id: str,
+        name: str | None = None,
+        workflow_type: str | None = None,
+        source_id: str | None = None,
+        destination_id: str | None = None,
+        workflow_nodes: list[Any] | None = None,
+        schedule: str | None = None,
+        reprocess_all: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.workflow_id = workflow_id
+        check_uuid(workflow_id, "workflow_id")
+        given = self._set_fields(
+            name=name,
+            workflow_type=workflow_type,
+            source_id=source_id,
+            destination_id=destination_id,
+            workflow_nodes=workflow_nodes,
+            schedule=schedule,
+            reprocess_all=reprocess_all,
+        )
+        if not given:
+            raise input_error("UpdateWorkflowOperator needs at least one setting to change")
+
+    def execute(self, context: Context) -> str:
+        from airflow_provider_workflowsvc.operators._execution import invalid_input_fails
+
+        self.mask_secret_fields()
+        try:
+            with invalid_input_fails():
+                updated = self.hook.update_workflow(self.workflow_id, **self.given_fields())
+        finally:
+            self.hook.close()
+        self.log.info("Updated workflow %r (%s)", updated.name, updated.id)
+        return str(updated.id)
+
+
+class DeleteWorkflowOperator(WorkflowServiceBaseOperator):
+    """Delete a workflow.
+
+    :param workflow_id: the workflow's id.
+    :param missing_ok: succeed when the workflow does not exist (already deleted); default True, so a
+        teardown task can run again.
+    """
+
+    template_fields: Sequence[str] = ("workflow_id",)
+
+    def __init__(self, *, workflow_id: str, missing_ok: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.workflow_id, self.missing_ok = workflow_id, missing_ok
+        check_uuid(workflow_id, "workflow_id")
+
+    def execute(self, context: Context) -> None:
+        from airflow_provider_workflowsvc.operators._execution import delete_resource
+
+        try:
+            delete_resource(
+                self.hook.delete_workflow,
+                self.workflow_id,
+                what="workflow",
+                missing_ok=self.missing_ok,
+                log=self.log,
+            )
+        finally:
+            self.hook.close()

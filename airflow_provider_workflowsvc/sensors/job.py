@@ -1,0 +1,180 @@
+"""Sensor that waits for a Workflow Service job: by id, or the job a workflow's schedule created."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_provider_workflowsvc._outcome import JobOutcome, JobWatch
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+
+DEFAULT_CONN_ID = "workflowsvc_default"
+
+
+class WorkflowJobSensor(BaseSensorOperator):
+    """Wait for a job to finish, with the same failure rules as ``RunWorkflowOperator``.
+
+    Give ``job_id``, or ``workflow_id`` (and usually ``created_after``) to wait for a job the service
+    starts on its own schedule: the latest (or, with ``pick="earliest"``, the first) job of the workflow
+    created after ``created_after``. Until such a job exists the sensor keeps waiting.
+
+    The job failing, being stopped, or completing with failed files (``fail_on_failed_files``) fails the
+    task without retries (``soft_fail`` skips it instead). Returns the job summary (XCom), which is
+    also pushed before a failure. The sensor never cancels the job: it does not own it.
+
+    :param job_id: the job to wait for (templated).
+    :param workflow_id: instead of ``job_id``: the workflow whose job to wait for (templated).
+    :param created_after: with ``workflow_id``: only jobs created after this date-time (a datetime or
+        ISO-8601 string; naive means UTC) count (templated). Empty: any job of the workflow.
+    :param pick: with ``workflow_id``: ``latest`` (default) or ``earliest`` of the matching jobs.
+    :param fail_on_failed_files: fail when the job completed but some files failed.
+    :param deferrable: wait in the triggerer; default ``[operators] default_deferrable``.
+    :param workflowsvc_conn_id: the Workflow Service connection (templated).
+    """
+
+    template_fields: Sequence[str] = ("job_id", "workflow_id", "created_after", "workflowsvc_conn_id")
+    ui_color = "#e8f0fe"
+
+    def __init__(
+        self,
+        *,
+        job_id: str | None = None,
+        workflow_id: str | None = None,
+        created_after: Any = None,
+        pick: str = "latest",
+        fail_on_failed_files: bool = True,
+        deferrable: bool | None = None,
+        workflowsvc_conn_id: str = DEFAULT_CONN_ID,
+        poke_interval: float | timedelta = 30.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(poke_interval=poke_interval, **kwargs)
+        if (job_id is None) == (workflow_id is None):
+            raise ValueError("give exactly one of job_id and workflow_id")
+        if pick not in ("latest", "earliest"):
+            raise ValueError(f"pick must be 'latest' or 'earliest', got {pick!r}")
+        self.job_id = job_id
+        self.workflow_id = workflow_id
+        self.created_after = created_after
+        self.pick = pick
+        self.fail_on_failed_files = fail_on_failed_files
+        if deferrable is None:
+            deferrable = conf.getboolean("operators", "default_deferrable", fallback=False)
+        self.deferrable = deferrable
+        self.workflowsvc_conn_id = workflowsvc_conn_id
+        self._hook: WorkflowServiceHook | None = None
+        self._watch: JobWatch | None = None
+
+    @property
+    def hook(self) -> WorkflowServiceHook:
+        if self._hook is None:
+            from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+
+            self._hook = WorkflowServiceHook(self.workflowsvc_conn_id)
+        return self._hook
+
+    def execute(self, context: Context) -> Any:
+        self._watch = None
+        try:
+            if not self.deferrable:
+                return super().execute(context)
+            done = self.poke(context)
+            if done:
+                return done.xcom_value if isinstance(done, PokeReturnValue) else None
+            self._defer(time.time())
+        finally:
+            if self._hook is not None:
+                self._hook.close()
+
+    def _defer(self, started: float) -> None:
+        from airflow_provider_workflowsvc._outcome import parse_created_after
+        from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
+
+        job_id = self._watch.job_id if self._watch is not None else None
+        after = parse_created_after(self.created_after) if job_id is None else None
+        trigger = WorkflowJobTrigger(
+            job_id=job_id,
+            workflow_id=None if job_id else str(self.workflow_id),
+            created_after=after.isoformat() if after is not None else None,
+            pick=self.pick,
+            deadline=started + self.timeout,
+            poll_interval=self.poke_interval,
+            workflowsvc_conn_id=self.workflowsvc_conn_id,
+            started_at=started,
+            cancel_on_kill=False,
+        )
+        self.defer(trigger=trigger, method_name="execute_complete")
+
+    def poke(self, context: Context) -> bool | PokeReturnValue:
+        from airflow_provider_workflowsvc._outcome import is_transient
+        from airflow_provider_workflowsvc._polling import poll_once
+
+        watch = self._watch or self._find(context)
+        if watch is None:
+            return False
+        try:
+            outcome = poll_once(self.hook, watch)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            self.log.warning(
+                "Job %s: status check failed (%s); trying again at the next poke", watch.job_id, exc
+            )
+            return False
+        if outcome is None:
+            return False
+        return PokeReturnValue(is_done=True, xcom_value=self._finish(context, outcome))
+
+    def _find(self, context: Context) -> JobWatch | None:
+        """The watch of the job to wait for (found once; later pokes keep following it)."""
+        from airflow_provider_workflowsvc._outcome import JobWatch, parse_created_after
+        from airflow_provider_workflowsvc._polling import find_job
+
+        job_id = str(self.job_id).strip() if self.job_id is not None else ""
+        if self.job_id is None:
+            after = parse_created_after(self.created_after)
+            job = find_job(self.hook, str(self.workflow_id), after, self.pick)
+            if job is None:
+                self.log.info("No job of workflow %s created after %s yet", self.workflow_id, after)
+                return None
+            job_id = job.id
+            self.log.info("Waiting for job %s of workflow %s", job_id, self.workflow_id)
+        if not job_id:
+            from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError
+
+            raise WorkflowServiceInputError("job_id rendered to an empty value")
+        context["ti"].xcom_push(key="job_id", value=job_id)
+        self._watch = JobWatch(job_id, self.log)
+        return self._watch
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        from airflow_provider_workflowsvc._outcome import parse_event
+
+        outcome = parse_event(event)
+        if outcome.job_id:
+            context["ti"].xcom_push(key="job_id", value=outcome.job_id)
+        return self._finish(context, outcome)
+
+    def _finish(self, context: Context, outcome: JobOutcome) -> dict[str, Any]:
+        """Return the summary, or push it and fail (no retry: the job's outcome will not change)."""
+        from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
+
+        from airflow_provider_workflowsvc._outcome import failure_for, log_outcome
+
+        log_outcome(outcome, self.log)
+        error = failure_for(outcome, fail_on_failed_files=self.fail_on_failed_files)
+        summary = outcome.summary()
+        if error is None:
+            return summary
+        if self.do_xcom_push:
+            context["ti"].xcom_push(key="return_value", value=summary)
+        if outcome.status == "timeout":
+            raise AirflowSensorTimeout(str(error)) from error
+        raise AirflowFailException(str(error)) from error

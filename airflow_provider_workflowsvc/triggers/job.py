@@ -1,0 +1,136 @@
+"""Trigger that waits for a Workflow Service job (and, for a sensor, first for the job to appear)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+if TYPE_CHECKING:
+    from airflow_provider_workflowsvc._outcome import JobOutcome, PollSchedule
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
+
+DEFAULT_CONN_ID = "workflowsvc_default"
+
+
+class WorkflowJobTrigger(BaseTrigger):
+    """Poll a job until it reaches a final status or the deadline passes; yield exactly one event.
+
+    The event payload is a :class:`~airflow_provider_workflowsvc._outcome.JobOutcome`: ``status``
+    (``success`` = the job completed, ``failed``, ``stopped``, ``timeout`` or ``error``), ``job_id``,
+    ``workflow_id``, ``job_status``, ``message``, ``node_stats``, ``failed_files``, ``output_files`` and
+    ``elapsed``. Whether failed files fail the task is the operator's decision, not the trigger's.
+
+    One HTTP client serves the whole wait. Each poll is one request (``GET /jobs/{id}/details``);
+    transient errors (429, 5xx, dropped connections, timeouts) are retried by the hook and then by the
+    next poll, until the deadline. No request outlives the deadline.
+
+    :param job_id: the job to wait for; ``None`` to first wait for a job of ``workflow_id``.
+    :param deadline: absolute deadline, epoch seconds (a triggerer restart does not reset it).
+    :param poll_interval: seconds between polls.
+    :param workflowsvc_conn_id: the Workflow Service connection.
+    :param started_at: epoch seconds the wait began (for the elapsed time in the event and logs).
+    :param cancel_on_kill: cancel the job when a user marks the deferred task failed/success or clears it.
+    :param workflow_id: with ``job_id=None``: the workflow whose job to wait for.
+    :param created_after: with ``job_id=None``: only jobs created after this ISO-8601 date-time count.
+    :param pick: with ``job_id=None``: ``latest`` or ``earliest`` of the matching jobs.
+    """
+
+    def __init__(
+        self,
+        *,
+        job_id: str | None,
+        deadline: float,
+        poll_interval: float = 30.0,
+        workflowsvc_conn_id: str = DEFAULT_CONN_ID,
+        started_at: float | None = None,
+        cancel_on_kill: bool = True,
+        workflow_id: str | None = None,
+        created_after: str | None = None,
+        pick: str = "latest",
+    ) -> None:
+        super().__init__()
+        if job_id is None and workflow_id is None:
+            raise ValueError("WorkflowJobTrigger needs a job_id, or a workflow_id to find the job of")
+        self.job_id = job_id
+        self.deadline = float(deadline)
+        self.poll_interval = float(poll_interval)
+        self.workflowsvc_conn_id = workflowsvc_conn_id
+        self.started_at = float(started_at) if started_at is not None else None
+        self.cancel_on_kill = cancel_on_kill
+        self.workflow_id = workflow_id
+        self.created_after = created_after
+        self.pick = pick
+        self._found_job_id: str | None = None
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "job_id": self.job_id,
+                "deadline": self.deadline,
+                "poll_interval": self.poll_interval,
+                "workflowsvc_conn_id": self.workflowsvc_conn_id,
+                "started_at": self.started_at,
+                "cancel_on_kill": self.cancel_on_kill,
+                "workflow_id": self.workflow_id,
+                "created_after": self.created_after,
+                "pick": self.pick,
+            },
+        )
+
+    def _hook(self) -> WorkflowServiceAsyncHook:
+        from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
+
+        return WorkflowServiceAsyncHook(self.workflowsvc_conn_id)
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from airflow_provider_workflowsvc._outcome import PollSchedule, unfound_outcome
+
+        started = self.started_at if self.started_at is not None else time.time()
+        schedule = PollSchedule(self.deadline, self.poll_interval)
+        try:
+            async with self._hook() as hook:
+                outcome = await self._wait(hook, schedule, started)
+        except Exception as exc:  # the task must hear about it: never end without an event
+            self.log.exception("Waiting for the job failed")
+            outcome = unfound_outcome("error", f"{type(exc).__name__}: {exc}", time.time() - started)
+            outcome = outcome.model_copy(update={"job_id": self._found_job_id or self.job_id})
+        yield TriggerEvent(outcome.to_event())
+
+    async def _wait(
+        self, hook: WorkflowServiceAsyncHook, schedule: PollSchedule, started: float
+    ) -> JobOutcome:
+        from airflow_provider_workflowsvc._outcome import JobWatch, parse_created_after, unfound_outcome
+        from airflow_provider_workflowsvc._polling import await_job, await_new_job
+
+        job_id = self.job_id
+        if job_id is None:
+            assert self.workflow_id is not None
+            self.log.info(
+                "Waiting for a job of workflow %s created after %s", self.workflow_id, self.created_after
+            )
+            after = parse_created_after(self.created_after)
+            job = await await_new_job(hook, self.workflow_id, after, self.pick, schedule, self.log)
+            if job is None:
+                return unfound_outcome(
+                    "timeout",
+                    f"no job of workflow {self.workflow_id} created after {self.created_after} appeared",
+                    time.time() - started,
+                )
+            job_id = self._found_job_id = job.id
+            self.log.info("Found job %s (status %s)", job_id, job.raw_status or job.status)
+        self.log.info("Waiting for job %s (polling every %.0f s)", job_id, self.poll_interval)
+        return await await_job(hook, JobWatch(job_id, self.log, started), schedule)
+
+    async def on_kill(self) -> None:
+        """Cancel the job when a user ends the deferred task (mark failed/success, clear)."""
+        job_id = self._found_job_id or self.job_id
+        if not (self.cancel_on_kill and job_id):
+            return
+        from airflow_provider_workflowsvc._polling import acancel_quietly
+
+        async with self._hook() as hook:
+            await acancel_quietly(hook, job_id, self.log)

@@ -1,0 +1,569 @@
+"""A real Airflow deployment on this machine, for the demo and the end-to-end test.
+
+``LocalAirflow`` creates an Airflow home, runs ``airflow db migrate`` and starts the four components
+(api-server, scheduler, dag-processor, triggerer) as background processes, each in its own process
+group with its log under ``<home>/components/``. It waits for the health endpoint, then offers small
+helpers over the REST API (``/api/v2``): wait for a DAG to be parsed, trigger a run, poll run and task
+instance states, read task logs (trigger logs included), mark a task instance failed. ``stop()`` sends
+SIGTERM to every process group it created, waits, then SIGKILLs stragglers. Use it as a context manager.
+
+``local_stack()`` also starts the Workflow Service emulator (a subprocess) and points the
+``workflowsvc_default`` connection at it::
+
+    with local_stack(Path("example_dags")) as (airflow, emulator):
+        run_id = airflow.trigger_dag("workflowsvc_example_local_files")
+        run = airflow.wait_for_run("workflowsvc_example_local_files", run_id)
+
+Settings are the ones in /work/shared/AIRFLOW-NOTES.md ("A real deployment on one machine"): SQLite,
+LocalExecutor, the simple auth manager with every user an admin. A throwaway box: never expose it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CONN_ENV = "AIRFLOW_CONN_WORKFLOWSVC_DEFAULT"
+
+COMPONENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("api-server", ("api-server",)),
+    ("scheduler", ("scheduler", "--skip-serve-logs")),
+    ("dag-processor", ("dag-processor",)),
+    ("triggerer", ("triggerer", "--skip-serve-logs")),
+)
+# The key of each component in the health endpoint's answer.
+HEALTH_KEYS = {"scheduler": "scheduler", "dag-processor": "dag_processor", "triggerer": "triggerer"}
+
+# Keys of a structured log line not worth repeating on every line of task_log().
+_ROUTINE_LOG_KEYS = frozenset(
+    {"event", "timestamp", "level", "logger", "task_id", "dag_id", "run_id", "map_index", "try_number"}
+    | {"ti_id", "filename", "lineno"}
+)
+
+TERMINAL_RUN_STATES = frozenset({"success", "failed"})
+TERMINAL_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+
+
+class LocalAirflowError(RuntimeError):
+    """Something in the local deployment did not come up or did not behave in time."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    """The last ``lines`` lines of a text file ("" when it does not exist)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def connection_json(base_url: str, token: str | None, api_key: str | None, **extra: Any) -> str:
+    """``workflowsvc_default`` as the JSON form of ``AIRFLOW_CONN_WORKFLOWSVC_DEFAULT``."""
+    extras: dict[str, Any] = {k: v for k, v in extra.items() if v is not None}
+    if api_key:
+        extras["api_key"] = api_key
+    conn: dict[str, Any] = {"conn_type": "workflowsvc", "host": base_url, "extra": extras}
+    if token:
+        conn["password"] = token
+    return json.dumps(conn)
+
+
+@dataclass
+class Component:
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group; Linux /proc, else a best-effort probe."""
+    proc = Path("/proc")
+    if not proc.is_dir():  # pragma: no cover - not Linux
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return []
+        return [pgid]
+    members = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid pgrp ...; comm may contain spaces and parentheses.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) >= 3 and fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
+
+
+@dataclass
+class LocalAirflow:
+    """Airflow (api-server, scheduler, dag-processor, triggerer) on this machine; see the module doc.
+
+    ``env`` is added to the components' environment (e.g. ``AIRFLOW_CONN_WORKFLOWSVC_DEFAULT``); the
+    caller's own ``AIRFLOW*`` variables are not inherited. ``home`` defaults to a new temp directory
+    (removed on stop unless ``keep_home``); a given ``home`` is emptied first and kept.
+    """
+
+    dags_folder: Path
+    env: Mapping[str, str] = field(default_factory=dict)
+    home: Path | None = None
+    keep_home: bool = False
+    parallelism: int = 3
+    port: int = 0
+    progress: Callable[[str], None] | None = None
+    python: str = sys.executable
+
+    components: list[Component] = field(default_factory=list, init=False)
+    _owns_home: bool = field(default=False, init=False)
+    _client: httpx.Client | None = field(default=None, init=False)
+    # Every component must sign and check the same JWTs (workers call the execution API).
+    _secrets: dict[str, str] = field(
+        default_factory=lambda: {
+            "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(32),
+            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
+        },
+        init=False,
+        repr=False,
+    )
+
+    # ---------------------------------------------------------------------------------------------
+    # Lifecycle
+
+    def __post_init__(self) -> None:
+        self.dags_folder = Path(self.dags_folder).resolve()
+        if self.home is None:
+            self.home = Path(tempfile.mkdtemp(prefix="wfsvc-local-airflow-"))
+            self._owns_home = True
+        else:
+            self.home = Path(self.home).resolve()
+            if self.home.exists():
+                shutil.rmtree(self.home)
+            self.home.mkdir(parents=True)
+        if not self.port:
+            self.port = free_port()
+
+    @property
+    def airflow_home(self) -> Path:
+        assert self.home is not None
+        return self.home
+
+    @property
+    def base_url(self) -> str:
+        return f"http://localhost:{self.port}"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.airflow_home / "logs"
+
+    def _say(self, message: str) -> None:
+        if self.progress is not None:
+            self.progress(message)
+
+    def component_env(self) -> dict[str, str]:
+        """The environment every component (and ``airflow`` CLI call) runs with."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+        pythonpath = [str(REPO_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+        env.update(
+            {
+                "PYTHONPATH": os.pathsep.join(pythonpath),
+                "PYTHONUNBUFFERED": "1",
+                "AIRFLOW_HOME": str(self.airflow_home),
+                "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
+                "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+                "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
+                "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.airflow_home / 'airflow.db'}",
+                "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+                "AIRFLOW__API__HOST": "127.0.0.1",
+                "AIRFLOW__API__PORT": str(self.port),
+                "AIRFLOW__API__BASE_URL": self.base_url,
+                "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.logs_dir),
+            }
+        )
+        env.update(self._secrets)
+        env.update(self.env)
+        return env
+
+    def airflow_cli(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        """Run ``airflow ARGS`` with the deployment's environment; raises with its output on failure."""
+        result = subprocess.run(
+            [self.python, "-m", "airflow", *args],
+            env=self.component_env(),
+            cwd=self.airflow_home,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if result.returncode != 0:
+            output = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
+            raise LocalAirflowError(f"`airflow {' '.join(args)}` exited {result.returncode}:\n{output}")
+        return result
+
+    def start(self, timeout: float = 180) -> float:
+        """Migrate the DB, start the components, wait until healthy; returns the seconds it took."""
+        started = time.monotonic()
+        try:
+            self.airflow_cli("db", "migrate", timeout=timeout)
+            (self.airflow_home / "components").mkdir(exist_ok=True)
+            env = self.component_env()
+            for name, args in COMPONENTS:
+                log_path = self.airflow_home / "components" / f"{name}.log"
+                with log_path.open("wb") as log_file:
+                    process = subprocess.Popen(
+                        [self.python, "-m", "airflow", *args],
+                        env=env,
+                        cwd=self.airflow_home,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log_file,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,  # own process group: stop() signals the whole group
+                    )
+                self.components.append(Component(name, process, log_path))
+            self.wait_healthy(deadline=started + timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return time.monotonic() - started
+
+    def stop(self, timeout: float = 60) -> None:
+        """SIGTERM every component's process group, wait up to ``timeout`` s, SIGKILL what is left."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        groups = [c.pid for c in self.components]
+        for pgid in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for component in self.components:
+                component.process.poll()  # reap the group leaders we started
+            if not any(_group_members(pgid) for pgid in groups):
+                break
+            time.sleep(0.2)
+        else:
+            for pgid in groups:
+                stragglers = _group_members(pgid)
+                if stragglers:
+                    self._say(f"SIGKILL to process group {pgid} ({len(stragglers)} process(es) left)")
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(pgid, signal.SIGKILL)
+            for component in self.components:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    component.process.wait(timeout=5)
+        self.components.clear()
+        if self._owns_home and not self.keep_home and self.home is not None:
+            shutil.rmtree(self.home, ignore_errors=True)
+
+    def __enter__(self) -> LocalAirflow:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # ---------------------------------------------------------------------------------------------
+    # Health
+
+    def _dead_component(self) -> Component | None:
+        return next((c for c in self.components if not c.alive()), None)
+
+    def _failure(self, message: str, component: Component | None) -> LocalAirflowError:
+        if component is None:
+            return LocalAirflowError(message)
+        return LocalAirflowError(
+            f"{message}\n--- last lines of {component.log_path} ---\n{tail(component.log_path)}"
+        )
+
+    def health(self) -> dict[str, Any] | None:
+        """The health endpoint's JSON, or None while the api-server does not answer."""
+        try:
+            response = httpx.get(f"{self.base_url}/api/v2/monitor/health", timeout=5)
+        except httpx.HTTPError:
+            return None
+        if response.status_code != 200:
+            return None
+        body: dict[str, Any] = response.json()
+        return body
+
+    def _unhealthy(self, health: dict[str, Any] | None) -> list[str]:
+        if health is None:
+            return ["api-server"]
+        bad = [
+            name
+            for name, key in HEALTH_KEYS.items()
+            if (health.get(key) or {}).get("status") != "healthy"
+        ]
+        if (health.get("metadatabase") or {}).get("status") != "healthy":
+            bad.append("metadatabase")
+        return bad
+
+    def wait_healthy(self, deadline: float) -> None:
+        """Wait until all four components report healthy; fail fast when one of them exits."""
+        unhealthy: list[str] = ["api-server"]
+        while time.monotonic() < deadline:
+            dead = self._dead_component()
+            if dead is not None:
+                raise self._failure(
+                    f"Airflow {dead.name} exited with code {dead.process.returncode} while starting", dead
+                )
+            unhealthy = self._unhealthy(self.health())
+            if not unhealthy:
+                return
+            time.sleep(0.5)
+        culprit = next((c for c in self.components if c.name == unhealthy[0]), None)
+        raise self._failure(
+            f"Airflow was not healthy in time; still unhealthy: {', '.join(unhealthy)}", culprit
+        )
+
+    # ---------------------------------------------------------------------------------------------
+    # REST API
+
+    @property
+    def client(self) -> httpx.Client:
+        if self._client is None:
+            self._client = httpx.Client(base_url=self.base_url, timeout=30, headers=self._auth_headers())
+        return self._client
+
+    def _auth_headers(self) -> dict[str, str]:
+        token = self.token()
+        return {"authorization": f"Bearer {token}"} if token else {}
+
+    def token(self) -> str | None:
+        """A JWT for the REST API. With ``simple_auth_manager_all_admins`` the api-server adds one to
+        every request itself; ``GET /auth/token`` hands one out without credentials all the same."""
+        response = httpx.get(f"{self.base_url}/auth/token", timeout=10)
+        if response.status_code in (200, 201):
+            token = response.json().get("access_token")
+            return str(token) if token else None
+        return None
+
+    def api(self, method: str, path: str, **kwargs: Any) -> Any:
+        """Call ``/api/v2`` + path; returns the JSON body, raises LocalAirflowError on a non-2xx."""
+        response = self.client.request(method, f"/api/v2{path}", **kwargs)
+        if not response.is_success:
+            raise LocalAirflowError(f"{method} /api/v2{path} -> {response.status_code}: {response.text[:500]}")
+        return response.json() if response.content else None
+
+    def wait_for_dag(self, dag_id: str, timeout: float = 90) -> dict[str, Any]:
+        """Wait until the dag-processor has parsed ``dag_id``; fails early on an import error."""
+        deadline = time.monotonic() + timeout
+        while True:
+            response = self.client.get(f"/api/v2/dags/{dag_id}")
+            if response.status_code == 200:
+                body: dict[str, Any] = response.json()
+                return body
+            errors = self.import_errors()
+            if errors:
+                raise LocalAirflowError(
+                    f"DAG {dag_id!r} is not parsed; import errors:\n"
+                    + "\n".join(f"{e.get('filename')}: {e.get('stack_trace')}" for e in errors)
+                )
+            if time.monotonic() > deadline:
+                processor = next((c for c in self.components if c.name == "dag-processor"), None)
+                raise self._failure(f"DAG {dag_id!r} was not parsed within {timeout:.0f} s", processor)
+            time.sleep(1)
+
+    def import_errors(self) -> list[dict[str, Any]]:
+        body = self.api("GET", "/importErrors")
+        errors: list[dict[str, Any]] = body.get("import_errors", [])
+        return errors
+
+    def trigger_dag(self, dag_id: str, run_id: str | None = None, conf: dict[str, Any] | None = None) -> str:
+        """Create a manual DAG run now; returns its run id."""
+        run_id = run_id or f"manual__{uuid.uuid4().hex[:12]}"
+        body: dict[str, Any] = {"dag_run_id": run_id, "logical_date": None}
+        if conf:
+            body["conf"] = conf
+        self.api("POST", f"/dags/{dag_id}/dagRuns", json=body)
+        return run_id
+
+    def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        body: dict[str, Any] = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
+        return body
+
+    def task_instance(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
+        body: dict[str, Any] = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")
+        return body
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        body = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
+        tis: list[dict[str, Any]] = body.get("task_instances", [])
+        return tis
+
+    def wait_for_run(
+        self,
+        dag_id: str,
+        run_id: str,
+        timeout: float = 120,
+        on_poll: Callable[[dict[str, Any]], None] | None = None,
+        interval: float = 1.0,
+    ) -> dict[str, Any]:
+        """Poll until the run is success/failed; ``on_poll`` sees each run JSON. Fails on timeout or when
+        a component dies meanwhile."""
+        deadline = time.monotonic() + timeout
+        while True:
+            run = self.dag_run(dag_id, run_id)
+            if on_poll is not None:
+                on_poll(run)
+            if run.get("state") in TERMINAL_RUN_STATES:
+                return run
+            dead = self._dead_component()
+            if dead is not None:
+                raise self._failure(f"Airflow {dead.name} exited while {dag_id}/{run_id} ran", dead)
+            if time.monotonic() > deadline:
+                states = {ti["task_id"]: ti.get("state") for ti in self.task_instances(dag_id, run_id)}
+                raise LocalAirflowError(
+                    f"run {dag_id}/{run_id} still {run.get('state')!r} after {timeout:.0f} s; tasks: {states}"
+                )
+            time.sleep(interval)
+
+    def wait_for_task_state(
+        self,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        states: Sequence[str],
+        timeout: float = 90,
+        interval: float = 0.5,
+    ) -> dict[str, Any]:
+        """Poll a task instance until its state is one of ``states`` (fails if it ends elsewhere)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ti = self.task_instance(dag_id, run_id, task_id)
+            state = ti.get("state")
+            if state in states:
+                return ti
+            if state in TERMINAL_TI_STATES:
+                raise LocalAirflowError(f"{dag_id}/{run_id}/{task_id} ended {state!r}, wanted {list(states)}")
+            if time.monotonic() > deadline:
+                raise LocalAirflowError(
+                    f"{dag_id}/{run_id}/{task_id} still {state!r} after {timeout:.0f} s, wanted {list(states)}"
+                )
+            time.sleep(interval)
+
+    def mark_task_instance(self, dag_id: str, run_id: str, task_id: str, state: str = "failed") -> Any:
+        """Set a task instance's state as a user would in the UI (fires trigger ``on_kill`` if deferred)."""
+        return self.api(
+            "PATCH", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}", json={"new_state": state}
+        )
+
+    def mark_task_failed(self, dag_id: str, run_id: str, task_id: str) -> Any:
+        return self.mark_task_instance(dag_id, run_id, task_id, "failed")
+
+    # ---------------------------------------------------------------------------------------------
+    # Logs
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int | None = None) -> str:
+        """A task instance's log as text, through the REST logs endpoint (it merges trigger logs)."""
+        if try_number is None:
+            try_number = max(int(self.task_instance(dag_id, run_id, task_id).get("try_number") or 1), 1)
+        body = self.api(
+            "GET",
+            f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
+            params={"full_content": "true"},
+            headers={"accept": "application/json"},
+        )
+        lines = []
+        for item in body.get("content", []):
+            if isinstance(item, dict):
+                extras = {k: v for k, v in item.items() if k not in _ROUTINE_LOG_KEYS}
+                text = f"[{item.get('level', '')}] {item.get('logger', '')}: {item.get('event', '')}"
+                lines.append(text + (f" {extras}" if extras else ""))
+            else:
+                lines.append(str(item))
+        return "\n".join(lines)
+
+    def task_log_dir(self, dag_id: str, run_id: str, task_id: str) -> Path:
+        return self.logs_dir / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={task_id}"
+
+    def trigger_log_files(self, dag_id: str, run_id: str, task_id: str) -> list[Path]:
+        """The triggerer's log files for a task instance (``attempt=N.log.trigger.<id>.log``)."""
+        return sorted(self.task_log_dir(dag_id, run_id, task_id).glob("**/attempt=*.log.trigger.*.log"))
+
+    def component_log(self, name: str, lines: int = 60) -> str:
+        return tail(self.airflow_home / "components" / f"{name}.log", lines)
+
+
+@contextlib.contextmanager
+def local_stack(
+    dags_folder: Path,
+    *,
+    emulator_options: Mapping[str, Any] | None = None,
+    connection_extra: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    home: Path | None = None,
+    keep_home: bool = False,
+    progress: Callable[[str], None] | None = None,
+    start_timeout: float = 180,
+    stop_timeout: float = 60,
+) -> Iterator[tuple[LocalAirflow, Any]]:
+    """The emulator (subprocess) plus a LocalAirflow whose ``workflowsvc_default`` points at it.
+
+    Yields ``(airflow, emulator)``; ``emulator`` is the handle of ``running_emulator`` (base_url,
+    requests(), configure(), ...). Both are stopped on exit, also after an error or Ctrl-C.
+    """
+    from airflow_provider_workflowsvc.emulator.testing import running_emulator
+
+    say = progress or (lambda _msg: None)
+    say("starting the Workflow Service emulator")
+    with running_emulator(subprocess=True, **dict(emulator_options or {})) as emulator:
+        say(f"emulator listening on {emulator.base_url}")
+        conn = connection_json(
+            emulator.base_url, emulator.token, emulator.api_key, **dict(connection_extra or {})
+        )
+        airflow = LocalAirflow(
+            dags_folder=dags_folder,
+            env={CONN_ENV: conn, **dict(env or {})},
+            home=home,
+            keep_home=keep_home,
+            progress=progress,
+        )
+        say("starting Airflow (api-server, scheduler, dag-processor, triggerer)…")
+        try:
+            seconds = airflow.start(timeout=start_timeout)
+            say(f"Airflow healthy after {seconds:.0f} s at {airflow.base_url}")
+            yield airflow, emulator
+        finally:
+            say("stopping Airflow")
+            airflow.stop(timeout=stop_timeout)

@@ -1,0 +1,428 @@
+"""Connector operators: requests sent (respx), if_exists, robust create, validation, secrets, checks."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+from structlog.testing import capture_logs
+
+from airflow_provider_workflowsvc.exceptions import (
+    WorkflowServiceConflictError,
+    WorkflowServiceInputError,
+    WorkflowServiceNotFoundError,
+    WorkflowServiceServerError,
+)
+from airflow_provider_workflowsvc.models import (
+    ConfluenceSourceConfig,
+    DestinationType,
+    GenericConfig,
+    SourceType,
+)
+from airflow_provider_workflowsvc.operators import connectors as ops
+from airflow_provider_workflowsvc.operators._execution import InvalidTaskInputError
+
+SRC_ID = "3fa85f64-5717-4562-b3fc-2c963f66afa6"
+OTHER_ID = "9c1f0d7e-2b4a-4f6e-8a51-0d3c2e1b4a77"
+DST_ID = "5b0e4c1a-7d2f-4e8b-9a6c-3f1d2e4b5c6d"
+SECRET = "conf-token-SECRET-8842"
+CONFLUENCE = {"url": "https://wiki.example.com", "username": "bot@example.com", "token": SECRET}
+
+
+def connector(cid: str = SRC_ID, name: str = "wiki", type: str = "confluence") -> dict[str, Any]:
+    return {"id": cid, "name": name, "type": type, "config": {}, "created_at": "2026-01-01T00:00:00Z"}
+
+
+def create_source(**kwargs: Any) -> ops.CreateSourceConnectorOperator:
+    args = {"task_id": "create", "name": "wiki", "connector_type": "confluence", "config": dict(CONFLUENCE)}
+    return ops.CreateSourceConnectorOperator(**{**args, **kwargs})
+
+
+def calls(router: Any, method: str | None = None) -> list[tuple[str, str]]:
+    """(method, path) of every request sent, optionally of one method."""
+    sent = [(c.request.method, c.request.url.path) for c in router.calls]
+    return [s for s in sent if method is None or s[0] == method]
+
+
+def body(router: Any, index: int = -1) -> Any:
+    return json.loads(router.calls[index].request.content)
+
+
+# --------------------------------------------------------------------------------------------------
+# Create
+
+
+def test_create_looks_the_name_up_then_creates(mock_service: Any) -> None:
+    mock_service.get("/sources").respond(json=[connector(OTHER_ID, name="wiki-old")])
+    mock_service.post("/sources").respond(201, json=connector())
+
+    assert create_source().execute({}) == SRC_ID
+
+    assert calls(mock_service) == [("GET", "/api/v1/sources"), ("POST", "/api/v1/sources")]
+    sent = body(mock_service)
+    assert sent["name"] == "wiki" and sent["type"] == "confluence"
+    assert sent["config"]["token"] == SECRET  # the service gets the real value
+    assert sent["config"]["max_num_of_spaces"] == 500  # typed defaults are sent
+
+
+def test_create_destination_uses_the_destination_endpoints(mock_service: Any) -> None:
+    mock_service.get("/destinations").respond(json=[])
+    mock_service.post("/destinations/").respond(json=connector(DST_ID, "vectors", "astradb"))
+    config = {"collection_name": "docs", "api_endpoint": "https://astra.example.com", "token": SECRET}
+
+    op = ops.CreateDestinationConnectorOperator(
+        task_id="d", name="vectors", connector_type=DestinationType.ASTRADB, config=config
+    )
+
+    assert op.execute({}) == DST_ID
+    assert calls(mock_service, "POST") == [("POST", "/api/v1/destinations/")]
+
+
+def test_create_accepts_a_typed_config_model(mock_service: Any) -> None:
+    mock_service.get("/sources").respond(json=[])
+    mock_service.post("/sources").respond(json=connector())
+    config = ConfluenceSourceConfig(url="https://wiki.example.com", token=SECRET, max_num_of_spaces=3)
+
+    create_source(config=config, connector_type=SourceType.CONFLUENCE).execute({})
+
+    assert body(mock_service)["config"]["token"] == SECRET
+    assert body(mock_service)["config"]["max_num_of_spaces"] == 3
+
+
+def test_reuse_returns_the_existing_id_and_writes_nothing(mock_service: Any) -> None:
+    mock_service.get("/sources").respond(json=[connector(OTHER_ID, "wiki2"), connector()])
+
+    with capture_logs() as logs:
+        assert create_source(if_exists="reuse").execute({}) == SRC_ID
+
+    assert calls(mock_service) == [("GET", "/api/v1/sources")]
+    assert any("reusing it" in entry["event"] and SRC_ID in entry["event"] for entry in logs)
+
+
+def test_update_puts_the_new_config_on_the_existing_connector(mock_service: Any) -> None:
+    mock_service.get("/sources").respond(json=[connector()])
+    mock_service.put(f"/sources/{SRC_ID}").respond(json=connector())
+
+    assert create_source(if_exists="update").execute({}) == SRC_ID
+
+    assert calls(mock_service) == [("GET", "/api/v1/sources"), ("PUT", f"/api/v1/sources/{SRC_ID}")]
+    assert body(mock_service)["config"]["token"] == SECRET
+
+
+def test_fail_refuses_an_existing_name(mock_service: Any) -> None:
+    mock_service.get("/sources").respond(json=[connector()])
+
+    with pytest.raises(AirflowFailException, match=r"'wiki' \(3fa85f64.*already exists and if_exists='fail'"):
+        create_source(if_exists="fail").execute({})
+    assert calls(mock_service, "POST") == []
+
+
+@pytest.mark.parametrize("if_exists", ["reuse", "update", "fail"])
+def test_an_existing_connector_of_another_type_fails_clearly(mock_service: Any, if_exists: str) -> None:
+    mock_service.get("/sources").respond(json=[connector(type="s3")])
+
+    with pytest.raises(AirflowFailException, match="its type is 's3', not 'confluence'") as info:
+        create_source(if_exists=if_exists).execute({})
+    assert SECRET not in str(info.value)
+    assert calls(mock_service) == [("GET", "/api/v1/sources")]
+
+
+def test_two_connectors_with_the_name_is_an_error(mock_service: Any) -> None:
+    mock_service.get("/sources").respond(json=[connector(), connector(OTHER_ID)])
+
+    with pytest.raises(AirflowFailException, match="2 source connectors are named 'wiki'"):
+        create_source().execute({})
+
+
+@pytest.mark.parametrize(("if_exists", "method"), [("reuse", None), ("update", "PUT")])
+def test_conflict_on_create_looks_up_again_and_applies_if_exists(
+    mock_service: Any, if_exists: str, method: str | None
+) -> None:
+    mock_service.get("/sources").mock(side_effect=[httpx.Response(200, json=[]), httpx.Response(200, json=[connector()])])
+    mock_service.post("/sources").respond(409, json={"detail": "name already in use"})
+    mock_service.put(f"/sources/{SRC_ID}").respond(json=connector())
+
+    assert create_source(if_exists=if_exists).execute({}) == SRC_ID
+    assert [m for m, _ in calls(mock_service)] == ["GET", "POST", "GET"] + ([method] if method else [])
+
+
+def test_conflict_with_fail_fails_and_unexplained_conflict_is_raised(mock_service: Any) -> None:
+    mock_service.get("/sources").mock(side_effect=[httpx.Response(200, json=[]), httpx.Response(200, json=[connector()])])
+    mock_service.post("/sources").respond(409, json={"detail": "name already in use"})
+    with pytest.raises(AirflowFailException, match="already exists and if_exists='fail'"):
+        create_source(if_exists="fail").execute({})
+
+    mock_service.get("/sources").mock(side_effect=None, return_value=httpx.Response(200, json=[]))
+    with pytest.raises(WorkflowServiceConflictError):
+        create_source().execute({})
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [httpx.Response(500, json={"detail": "boom"}), httpx.ReadError("connection dropped")],
+    ids=["500", "dropped"],
+)
+def test_ambiguous_create_failure_finds_the_created_connector(mock_service: Any, failure: Any) -> None:
+    mock_service.get("/sources").mock(side_effect=[httpx.Response(200, json=[]), httpx.Response(200, json=[connector()])])
+    mock_service.post("/sources").mock(side_effect=[failure])
+
+    with capture_logs() as logs:
+        assert create_source(if_exists="fail").execute({}) == SRC_ID  # our own create, not a clash
+    assert [m for m, _ in calls(mock_service)] == ["GET", "POST", "GET"]  # the POST is never re-sent
+    assert any("taking it as the one created" in entry["event"] for entry in logs)
+
+
+def test_ambiguous_create_failure_with_nothing_found_raises_the_failure(mock_service: Any) -> None:
+    mock_service.get("/sources").respond(json=[])
+    mock_service.post("/sources").respond(500, json={"detail": "boom"})
+
+    with pytest.raises(WorkflowServiceServerError, match="500"):
+        create_source().execute({})
+    assert [m for m, _ in calls(mock_service)] == ["GET", "POST", "GET"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Validation before any request
+
+
+def test_invalid_values_known_at_parse_time_fail_the_constructor() -> None:
+    with pytest.raises(WorkflowServiceInputError, match="unknown source connector type 'confluenc'"):
+        create_source(connector_type="confluenc")
+    with pytest.raises(WorkflowServiceInputError, match="if_exists must be one of"):
+        create_source(if_exists="replace")
+    with pytest.raises(WorkflowServiceInputError, match="name must not be empty"):
+        create_source(name="  ")
+    with pytest.raises(WorkflowServiceInputError, match="config must be a dict or a config model"):
+        create_source(config=["url"])
+    with pytest.raises(WorkflowServiceInputError, match="connector_id must be a UUID"):
+        ops.DeleteSourceConnectorOperator(task_id="d", connector_id="not-a-uuid")
+    with pytest.raises(WorkflowServiceInputError, match="unknown destination connector type 'confluence'"):
+        ops.UpdateDestinationConnectorOperator(
+            task_id="u", connector_id=DST_ID, connector_type="confluence", config={"a": "b"}
+        )
+    with pytest.raises(WorkflowServiceInputError, match="positive"):
+        ops.SourceConnectionCheckOperator(task_id="c", connector_id=SRC_ID, poll_interval=0)
+
+
+def test_templated_values_are_checked_when_the_task_runs() -> None:
+    op = create_source(
+        connector_type="{{ params.kind }}", name="{{ params.name }}", config="{{ var.json.cfg }}"
+    )
+    assert op.connector_type == "{{ params.kind }}"
+    ops.DeleteSourceConnectorOperator(task_id="d", connector_id="{{ ti.xcom_pull('create') }}")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"connector_type": "nope"}, "unknown source connector type 'nope'"),
+        ({"config": {"url": "https://wiki.example.com", "token": SECRET, "cloud": True}}, "cloud=false"),
+        ({"config": {"username": "u", "token": SECRET}}, "config.url: Field required"),
+        ({"config": {**CONFLUENCE, "colour": "blue"}}, "colour: Extra inputs are not permitted"),
+    ],
+)
+def test_invalid_input_at_run_time_fails_before_any_request_without_retry(
+    mock_service: Any, kwargs: dict[str, Any], message: str
+) -> None:
+    op = create_source(connector_type="confluence")
+    for key, value in kwargs.items():
+        setattr(op, key, value)  # as rendered from templates
+
+    with pytest.raises(InvalidTaskInputError, match=message) as info:
+        op.execute({})
+    assert isinstance(info.value, AirflowFailException) and isinstance(info.value, WorkflowServiceInputError)
+    assert SECRET not in str(info.value)
+    assert not mock_service.calls
+
+
+# --------------------------------------------------------------------------------------------------
+# Secrets and templates
+
+
+def _rendered(op: Any, **params: Any) -> Any:
+    from airflow.sdk import DAG
+
+    with DAG("secrets_dag", schedule=None):
+        op = op()
+    op.render_template_fields({"params": params})
+    return op
+
+
+def test_rendering_masks_secret_config_values_before_they_are_stored() -> None:
+    from airflow.sdk._shared.secrets_masker import redact
+
+    config = {"url": "https://x.example.com", "token": "{{ params.tok }}", "nested": {"sas_token": "sas-99887766"}}
+    op = _rendered(lambda: create_source(config=config, connector_type="azure"), tok="tok-rendered-44556677")
+
+    assert op.config["token"] == "tok-rendered-44556677"  # the task itself sees the real value
+    assert redact("log line tok-rendered-44556677 and sas-99887766") == "log line *** and ***"
+
+
+def test_templates_inside_a_typed_config_render_and_stay_secret(mock_service: Any) -> None:
+    from airflow.sdk._shared.secrets_masker import redact
+
+    model = ConfluenceSourceConfig(url="https://wiki.example.com", token="{{ params.tok }}")
+    op = _rendered(lambda: create_source(config=model), tok="pat-from-connection-1234")
+    assert isinstance(op.config, dict) and op.config["token"] == "pat-from-connection-1234"
+    assert "pat-from-connection-1234" not in redact(json.dumps(op.config))
+
+    mock_service.get("/sources").respond(json=[])
+    mock_service.post("/sources").respond(json=connector())
+    op.execute({})
+    assert body(mock_service)["config"]["token"] == "pat-from-connection-1234"
+
+
+def test_generic_config_secrets_are_masked_at_execute(mock_service: Any) -> None:
+    from airflow.sdk._shared.secrets_masker import redact
+
+    mock_service.get("/sources").respond(json=[])
+    mock_service.post("/sources").respond(json=connector(type="s3"))
+    config = GenericConfig.model_validate({"remote_url": "s3://b", "secret_access_key": "aws-secret-55443322"})
+
+    create_source(connector_type="s3", config=config).execute({})
+
+    assert body(mock_service)["config"]["secret_access_key"] == "aws-secret-55443322"
+    assert redact("aws-secret-55443322") == "***"
+
+
+# --------------------------------------------------------------------------------------------------
+# Update and delete
+
+
+def test_update_with_a_type_sends_only_the_put(mock_service: Any) -> None:
+    mock_service.put(f"/sources/{SRC_ID}").respond(json=connector())
+    op = ops.UpdateSourceConnectorOperator(
+        task_id="u", connector_id=SRC_ID, connector_type="confluence", config=dict(CONFLUENCE)
+    )
+
+    assert op.execute({}) == SRC_ID
+    assert calls(mock_service) == [("PUT", f"/api/v1/sources/{SRC_ID}")]
+    assert body(mock_service)["config"]["extract_images"] is False  # every setting is sent
+
+
+def test_update_without_a_type_reads_it_first_and_validates_before_the_put(mock_service: Any) -> None:
+    mock_service.get(f"/sources/{SRC_ID}").respond(json=connector())
+    mock_service.put(f"/sources/{SRC_ID}").respond(json=connector())
+
+    op = ops.UpdateSourceConnectorOperator(task_id="u", connector_id=SRC_ID, config=dict(CONFLUENCE))
+    assert op.execute({}) == SRC_ID
+    assert [m for m, _ in calls(mock_service)] == ["GET", "PUT"]
+
+    bad = ops.UpdateSourceConnectorOperator(task_id="u", connector_id=SRC_ID, config={"url": "https://w"})
+    with pytest.raises(InvalidTaskInputError, match="no authentication"):
+        bad.execute({})
+    assert [m for m, _ in calls(mock_service)] == ["GET", "PUT", "GET"]
+
+
+def test_update_with_an_invalid_config_sends_nothing(mock_service: Any) -> None:
+    op = ops.UpdateDestinationConnectorOperator(
+        task_id="u", connector_id=DST_ID, connector_type="astradb", config={"collection_name": "c"}
+    )
+    with pytest.raises(InvalidTaskInputError, match="api_endpoint"):
+        op.execute({})
+    assert not mock_service.calls
+
+
+@pytest.mark.parametrize("kind", ["source", "destination"])
+def test_delete(mock_service: Any, kind: str) -> None:
+    route = mock_service.delete(f"/{kind}s/{SRC_ID}").respond(204)
+    cls = ops.DeleteSourceConnectorOperator if kind == "source" else ops.DeleteDestinationConnectorOperator
+
+    cls(task_id="d", connector_id=SRC_ID).execute({})
+
+    assert route.call_count == 1
+
+
+def test_delete_of_a_missing_connector_succeeds_unless_missing_ok_is_false(mock_service: Any) -> None:
+    mock_service.delete(f"/sources/{SRC_ID}").respond(404, json={"detail": "not found"})
+
+    with capture_logs() as logs:
+        ops.DeleteSourceConnectorOperator(task_id="d", connector_id=SRC_ID).execute({})
+    assert any("does not exist" in entry["event"] for entry in logs)
+
+    with pytest.raises(WorkflowServiceNotFoundError):
+        ops.DeleteSourceConnectorOperator(task_id="d", connector_id=SRC_ID, missing_ok=False).execute({})
+
+
+# --------------------------------------------------------------------------------------------------
+# Connection checks
+
+
+def check(status: str, check_id: str | None = "chk-2", reason: str | None = None) -> dict[str, Any]:
+    return {"id": check_id, "status": status, "reason": reason}
+
+
+def check_op(kind: str = "source", **kwargs: Any) -> Any:
+    cls = ops.SourceConnectionCheckOperator if kind == "source" else ops.DestinationConnectionCheckOperator
+    return cls(**{"task_id": "check", "connector_id": SRC_ID, "poll_interval": 0.01, "timeout": 5, **kwargs})
+
+
+@pytest.mark.parametrize("kind", ["source", "destination"])
+def test_check_waits_for_success(mock_service: Any, kind: str) -> None:
+    path = f"/{kind}s/{SRC_ID}/connection-check"
+    mock_service.post(path).respond(json=check("scheduled"))
+    mock_service.get(path).mock(side_effect=[httpx.Response(200, json=check("scheduled")),
+                                             httpx.Response(200, json=check("success"))])
+
+    assert check_op(kind).execute({}) == SRC_ID
+    assert [m for m, _ in calls(mock_service)] == ["POST", "GET", "GET"]
+
+
+def test_check_failure_fails_the_task_with_the_services_reason(mock_service: Any) -> None:
+    path = f"/sources/{SRC_ID}/connection-check"
+    mock_service.post(path).respond(json=check("scheduled"))
+    mock_service.get(path).respond(json=check("failure", reason="401 from wiki.example.com: bad token"))
+
+    with pytest.raises(ops.ConnectionCheckFailedError, match="failed: 401 from wiki.example.com: bad token") as info:
+        check_op().execute({})
+    assert info.value.reason == "401 from wiki.example.com: bad token"
+    assert not isinstance(info.value, AirflowFailException)  # retries apply (the remote may be down)
+
+
+def test_check_result_in_the_start_answer_needs_no_poll(mock_service: Any) -> None:
+    mock_service.post(f"/sources/{SRC_ID}/connection-check").respond(json=check("success"))
+
+    assert check_op().execute({}) == SRC_ID
+    assert [m for m, _ in calls(mock_service)] == ["POST"]
+
+
+def test_a_previous_checks_result_is_not_taken_for_the_new_one(mock_service: Any) -> None:
+    path = f"/sources/{SRC_ID}/connection-check"
+    mock_service.post(path).respond(json=check("scheduled", check_id="chk-2"))
+    mock_service.get(path).mock(side_effect=[httpx.Response(200, json=check("success", check_id="chk-1")),
+                                             httpx.Response(200, json=check("failure", reason="dns"))])
+
+    with pytest.raises(ops.ConnectionCheckFailedError, match="dns"):
+        check_op().execute({})
+
+
+@pytest.mark.parametrize("status", ["scheduled", "ok-ish", "SUCCEEDED_PARTIALLY"])
+def test_pending_and_unknown_statuses_never_count_as_success(mock_service: Any, status: str) -> None:
+    path = f"/sources/{SRC_ID}/connection-check"
+    mock_service.post(path).respond(200)  # empty start answer
+    mock_service.get(path).respond(json=check(status))
+
+    with pytest.raises(ops.ConnectionCheckFailedError, match=r"gave no result within 0.05 s \(last status: "):
+        check_op(timeout=0.05).execute({})
+    assert calls(mock_service, "GET")
+
+
+# --------------------------------------------------------------------------------------------------
+# Module contract
+
+
+def test_type_lists_match_the_models() -> None:
+    assert ops.SOURCE_TYPES == tuple(t.value for t in SourceType)
+    assert ops.DESTINATION_TYPES == tuple(t.value for t in DestinationType)
+
+
+def test_every_identifier_name_and_config_is_a_template_field() -> None:
+    assert set(ops.CreateSourceConnectorOperator.template_fields) == {"name", "connector_type", "config"}
+    assert set(ops.UpdateDestinationConnectorOperator.template_fields) == {
+        "connector_id", "connector_type", "config",
+    }
+    assert ops.DeleteSourceConnectorOperator.template_fields == ("connector_id",)
+    assert ops.DestinationConnectionCheckOperator.template_fields == ("connector_id",)

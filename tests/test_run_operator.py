@@ -1,0 +1,411 @@
+"""RunWorkflowOperator against a respx-mocked service: submit, reconcile, wait, fail, defer, resume."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import httpx
+import pytest
+from airflow.sdk.exceptions import TaskDeferred
+from conftest import FAKE_WORKFLOW_ID, MOCK_BASE_URL, details_json, failed_json, job_json
+
+from airflow_provider_workflowsvc._outcome import (
+    InvalidJobEventError,
+    WorkflowJobError,
+    WorkflowJobFailedError,
+    WorkflowJobTimeoutError,
+)
+from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError, WorkflowServiceValidationError
+from airflow_provider_workflowsvc.operators._submit import AmbiguousRunError
+from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator, WorkflowJobLink, job_url
+from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
+
+WF = FAKE_WORKFLOW_ID
+RUN = f"/workflows/{WF}/run"
+LINK_KEY = WorkflowJobLink().xcom_key
+
+
+class FakeTI:
+    def __init__(self, pulls: dict[tuple[str, str], Any] | None = None) -> None:
+        self.pushed: dict[str, Any] = {}
+        self.pulls = pulls or {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.pushed[key] = value
+
+    def xcom_pull(self, task_ids: str, key: str = "return_value") -> Any:
+        return self.pulls.get((task_ids, key))
+
+
+class FakeStore:
+    def __init__(self, **values: Any) -> None:
+        self.values = dict(values)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: Any, **kwargs: Any) -> None:
+        self.values[key] = value
+
+    def delete(self, key: str) -> None:
+        self.values.pop(key, None)
+
+
+def ctx(store: FakeStore | None = None) -> dict[str, Any]:
+    return {"ti": FakeTI(), "task_state_store": store}
+
+
+def ok(data: Any) -> httpx.Response:
+    return httpx.Response(200, json=data)
+
+
+def op(**kwargs: Any) -> RunWorkflowOperator:
+    args: dict[str, Any] = {"task_id": "run", "workflow_id": WF, "poll_interval": 0.01, "deferrable": False}
+    return RunWorkflowOperator(**{**args, **kwargs})
+
+
+@pytest.fixture
+def no_backoff(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    sleeps: list[float] = []
+    monkeypatch.setattr("airflow_provider_workflowsvc.operators._submit.time", SimpleNamespace(sleep=sleeps.append))
+    return sleeps
+
+
+def route_job(router: Any, job_id: str, status: str = "completed", failed: Any = (), message: str = "") -> None:
+    """Answers for polling ``job_id`` until it has ``status``."""
+    router.get(f"/jobs/{job_id}/details").mock(
+        side_effect=[ok(details_json(job_id, "in progress"))] + [ok(details_json(job_id, status, message))] * 5
+    )
+    router.get(f"/jobs/{job_id}").mock(return_value=ok(job_json(job_id, status, outputs=[("f1", "n1")])))
+    router.get(f"/jobs/{job_id}/failed-files").mock(return_value=ok(failed_json(*failed)))
+
+
+def route_run(router: Any, *runs: Any, listings: Any = ([],)) -> tuple[Any, Any]:
+    listing = router.get("/jobs", params={"workflow_id": WF}).mock(side_effect=[ok(x) for x in listings])
+    run = router.post(RUN).mock(side_effect=list(runs))
+    return run, listing
+
+
+# -- input files ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("files", [[], "", "   ", "missing.txt", "*.nothing", "empty_dir"])
+def test_bad_file_lists_fail_before_any_request(mock_service: Any, tmp_path: Any, files: Any, monkeypatch: Any) -> None:
+    (tmp_path / "empty_dir").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(WorkflowServiceInputError, match="files"):
+        op(files=files).execute(ctx())
+    assert not mock_service.calls
+
+
+def test_files_expand_directories_globs_and_rendered_lists(tmp_path: Any) -> None:
+    from airflow_provider_workflowsvc.operators._files import resolve_files
+
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    for name in ("d/b.txt", "d/a.md", "d/sub/c.csv", "d/.hidden", "x.json", "y.json"):
+        (tmp_path / name).write_text("text")
+    got = resolve_files([str(tmp_path / "d"), str(tmp_path / "*.json"), str(tmp_path / "x.json")])
+    assert [p.removeprefix(str(tmp_path) + "/") for p in got] == ["d/a.md", "d/b.txt", "d/sub/c.csv", "x.json", "y.json"]
+    assert resolve_files(repr([str(tmp_path / "x.json")])) == [str(tmp_path / "x.json")]
+
+
+# -- submit and reconcile ---------------------------------------------------------------------------
+
+
+def test_deferrable_run_defers_with_the_job_and_pushes_the_link_first(mock_service: Any, tmp_path: Any) -> None:
+    (tmp_path / "a.txt").write_text("hello")
+    run, _ = route_run(mock_service, ok(job_json("j1", "scheduled")))
+    context = ctx()
+    started = time.time()
+    with pytest.raises(TaskDeferred) as deferred:
+        op(files=str(tmp_path), deferrable=True, timeout=600, poll_interval=7, cancel_on_kill=False).execute(context)
+    trigger = deferred.value.trigger
+    assert isinstance(trigger, WorkflowJobTrigger)
+    assert deferred.value.method_name == "execute_complete"
+    _, kwargs = trigger.serialize()
+    assert kwargs["job_id"] == "j1" and kwargs["poll_interval"] == 7 and kwargs["cancel_on_kill"] is False
+    assert kwargs["workflowsvc_conn_id"] == "workflowsvc_default"
+    assert started + 600 <= kwargs["deadline"] <= time.time() + 600
+    assert context["ti"].pushed == {"job_id": "j1", LINK_KEY: f"{MOCK_BASE_URL}/jobs/j1"}
+    assert run.call_count == 1
+    body = run.calls[0].request.content
+    assert b'name="input_files"; filename="a.txt"' in body
+
+
+def test_run_response_without_a_job_finds_the_new_one(mock_service: Any, no_backoff: list[float]) -> None:
+    old = job_json("old", "completed")
+    run, _ = route_run(mock_service, httpx.Response(202, json={"ok": True}), listings=([old], [old, job_json("j1", "scheduled")]))
+    route_job(mock_service, "j1")
+    assert op().execute(ctx())["job_id"] == "j1"
+    assert run.call_count == 1
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [httpx.Response(502), httpx.Response(429), httpx.RemoteProtocolError("dropped"), httpx.ReadTimeout("slow")],
+    ids=["502", "429", "dropped", "read-timeout"],
+)
+def test_ambiguous_failure_adopts_the_job_it_created(mock_service: Any, no_backoff: list[float], failure: Any) -> None:
+    run, listing = route_run(mock_service, failure, listings=([], [job_json("j1", "scheduled")]))
+    route_job(mock_service, "j1")
+    assert op().execute(ctx())["job_id"] == "j1"
+    assert run.call_count == 1
+    assert listing.call_count == 2
+
+
+def test_ambiguous_failure_without_a_job_runs_again(mock_service: Any, no_backoff: list[float]) -> None:
+    run, _ = route_run(mock_service, httpx.Response(503), ok(job_json("j1", "scheduled")), listings=([], []))
+    route_job(mock_service, "j1")
+    assert op().execute(ctx())["job_id"] == "j1"
+    assert run.call_count == 2
+    assert no_backoff == [2.0]
+
+
+def test_gives_up_after_the_submit_attempts(mock_service: Any, no_backoff: list[float]) -> None:
+    run, _ = route_run(mock_service, *[httpx.Response(500)] * 2, listings=([], [], []))
+    with pytest.raises(WorkflowJobError.__mro__[1], match="failed 2 time"):
+        op(submit_attempts=2).execute(ctx())
+    assert run.call_count == 2
+
+
+def test_several_new_jobs_are_never_guessed(mock_service: Any, no_backoff: list[float]) -> None:
+    both = [job_json("j1", "scheduled"), job_json("j2", "scheduled")]
+    run, _ = route_run(mock_service, httpx.Response(502), listings=([], both))
+    with pytest.raises(AmbiguousRunError, match="j1, j2"):
+        op().execute(ctx())
+    assert run.call_count == 1
+
+
+def test_a_refused_run_is_not_reconciled(mock_service: Any) -> None:
+    run, listing = route_run(mock_service, httpx.Response(422, json={"detail": "bad workflow"}))
+    with pytest.raises(WorkflowServiceValidationError, match="bad workflow"):
+        op().execute(ctx())
+    assert run.call_count == 1 and listing.call_count == 1
+
+
+# -- waiting and outcomes ---------------------------------------------------------------------------
+
+
+def test_success_returns_the_summary_and_forgets_the_job(mock_service: Any, capsys: Any) -> None:
+    route_run(mock_service, ok(job_json("j1", "scheduled")))
+    route_job(mock_service, "j1", message="done")
+    store = FakeStore()
+    context = ctx(store)
+    summary = op().execute(context)
+    assert summary == {
+        "job_id": "j1",
+        "workflow_id": WF,
+        "status": "completed",
+        "outcome": "success",
+        "message": "done",
+        "node_stats": [],
+        "failed_file_count": 0,
+        "failed_files": [],
+        "output_files": [{"file_id": "f1", "node_id": "n1"}],
+        "elapsed_seconds": summary["elapsed_seconds"],
+    }
+    assert context["ti"].pushed["job_id"] == "j1"
+    assert store.values == {}  # stored during the wait, dropped after success
+    out = capsys.readouterr().out
+    assert "Submitted job j1" in out and "tok-unit" not in out and "key-unit" not in out
+
+
+@pytest.mark.parametrize("status", ["failed", "stopped"])
+def test_failed_or_stopped_job_fails_with_its_message(mock_service: Any, status: str) -> None:
+    route_run(mock_service, ok(job_json("j1", "scheduled")))
+    route_job(mock_service, "j1", status, message="source unreachable")
+    context = ctx()
+    with pytest.raises(WorkflowJobFailedError, match="source unreachable") as err:
+        op().execute(context)
+    assert "j1" in str(err.value)
+    assert context["ti"].pushed["return_value"]["status"] == status
+
+
+def test_failed_files_fail_the_task_listing_documents(mock_service: Any, capsys: Any) -> None:
+    route_run(mock_service, ok(job_json("j1", "scheduled")))
+    failed = [(f"doc{i}.pdf", f"error {i}") for i in range(7)]
+    route_job(mock_service, "j1", failed=failed)
+    context = ctx()
+    with pytest.raises(WorkflowJobFailedError) as err:
+        op().execute(context)
+    text = str(err.value)
+    assert "7 file(s) failed" in text and "doc0.pdf: error 0" in text and "doc4.pdf" in text
+    assert "doc5.pdf" not in text and "and 2 more" in text
+    assert len(context["ti"].pushed["return_value"]["failed_files"]) == 7
+    assert "doc6.pdf: error 6" in capsys.readouterr().out
+
+
+def test_failed_files_can_be_tolerated(mock_service: Any) -> None:
+    route_run(mock_service, ok(job_json("j1", "scheduled")))
+    route_job(mock_service, "j1", failed=[("x.bin", "unsupported")])
+    summary = op(fail_on_failed_files=False).execute(ctx())
+    assert summary["failed_file_count"] == 1 and summary["outcome"] == "success"
+
+
+@pytest.mark.parametrize(("cancel", "note"), [(True, "the job was cancelled"), (False, "left running")])
+def test_timeout_fails_and_cancels(mock_service: Any, cancel: bool, note: str) -> None:
+    route_run(mock_service, ok(job_json("j1", "scheduled")))
+    mock_service.get("/jobs/j1/details").mock(return_value=ok(details_json("j1", "in progress")))
+    cancelled = mock_service.post("/jobs/j1/cancel").mock(return_value=httpx.Response(200))
+    with pytest.raises(WorkflowJobTimeoutError) as err:
+        op(timeout=0.3, poll_interval=0.05, cancel_on_timeout=cancel).execute(ctx())
+    text = str(err.value)
+    assert "j1" in text and "in progress" in text and "s elapsed" in text and note in text
+    assert cancelled.call_count == int(cancel)
+
+
+def test_wait_for_completion_false_returns_at_once(mock_service: Any) -> None:
+    route_run(mock_service, ok(job_json("j1", "scheduled")))
+    context = ctx()
+    assert op(wait_for_completion=False).execute(context) == {"job_id": "j1", "workflow_id": WF, "status": "submitted"}
+    assert context["ti"].pushed["job_id"] == "j1"
+
+
+# -- trigger events ---------------------------------------------------------------------------------
+
+
+def event(**kwargs: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"status": "success", "job_id": "j1", "workflow_id": WF, "job_status": "completed"}
+    return {**base, **kwargs}
+
+
+def test_execute_complete_accepts_a_good_event(mock_service: Any) -> None:
+    good = event(output_files=[{"file_id": "f", "node_id": "n"}], elapsed=3, node_stats=[{"node_name": "p", "success": 1}])
+    summary = op().execute_complete(ctx(), good)
+    assert summary["output_files"] == [{"file_id": "f", "node_id": "n"}] and summary["elapsed_seconds"] == 3
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        None,
+        "success",
+        {},
+        event(status="done"),
+        event(job_id=""),
+        event(node_stats=[{"node_name": "p", "success": "1"}]),
+        event(failed_files=[{"document": 1}]),
+        event(surprise=True),
+        {k: v for k, v in event().items() if k != "job_id"},
+    ],
+    ids=["missing", "not-a-dict", "empty", "unknown-status", "empty-id", "bad-count", "bad-file", "extra", "no-id"],
+)
+def test_execute_complete_fails_closed(mock_service: Any, bad: Any) -> None:
+    with pytest.raises(InvalidJobEventError):
+        op().execute_complete(ctx(), bad)
+
+
+def test_execute_complete_timeout_cancels(mock_service: Any) -> None:
+    cancelled = mock_service.post("/jobs/j1/cancel").mock(return_value=httpx.Response(409))
+    with pytest.raises(WorkflowJobTimeoutError, match="had just ended"):
+        op().execute_complete(ctx(), event(status="timeout", job_status="in progress", elapsed=60.0))
+    assert cancelled.call_count == 1
+
+
+def test_execute_complete_error_event_fails(mock_service: Any) -> None:
+    with pytest.raises(WorkflowJobError, match="401 Unauthorized"):
+        op().execute_complete(ctx(), event(status="error", job_status=None, message="GET /jobs/j1 → 401 Unauthorized"))
+
+
+# -- on_kill ----------------------------------------------------------------------------------------
+
+
+def test_on_kill_cancels_the_running_job(mock_service: Any) -> None:
+    route_run(mock_service, ok(job_json("j1", "scheduled")))
+    cancel = mock_service.post("/jobs/j1/cancel").mock(return_value=httpx.Response(200))
+    task = op(wait_for_completion=False)
+    task.execute(ctx())
+    task.on_kill()
+    assert cancel.call_count == 1
+
+
+def test_on_kill_of_an_ended_job_is_quiet(mock_service: Any, capsys: Any) -> None:
+    mock_service.post("/jobs/j1/cancel").mock(return_value=httpx.Response(409, json={"detail": "already done"}))
+    task = op()
+    task._job_id = "j1"
+    task.on_kill()
+    assert "already ended" in capsys.readouterr().out
+
+
+def test_on_kill_without_a_job_sends_nothing(mock_service: Any) -> None:
+    op().on_kill()
+    assert not mock_service.calls
+
+
+# -- durable execution ------------------------------------------------------------------------------
+
+
+def test_retry_reconnects_to_the_running_job(mock_service: Any) -> None:
+    run, _ = route_run(mock_service, ok(job_json("new", "scheduled")))
+    mock_service.get("/jobs/j0").mock(
+        side_effect=[ok(job_json("j0", "im progress"))] + [ok(job_json("j0", "completed"))] * 2
+    )
+    mock_service.get("/jobs/j0/details").mock(return_value=ok(details_json("j0", "completed")))
+    mock_service.get("/jobs/j0/failed-files").mock(return_value=ok(failed_json()))
+    store = FakeStore(workflowsvc_job_id="j0")
+    assert op().execute(ctx(store))["job_id"] == "j0"
+    assert run.call_count == 0
+    assert store.values == {}
+
+
+def test_retry_returns_a_job_that_finished_meanwhile(mock_service: Any) -> None:
+    run, _ = route_run(mock_service, ok(job_json("new", "scheduled")))
+    route_job(mock_service, "j0")
+    mock_service.get("/jobs/j0/details").mock(return_value=ok(details_json("j0", "completed")))
+    summary = op().execute(ctx(FakeStore(workflowsvc_job_id="j0")))
+    assert summary["job_id"] == "j0" and summary["status"] == "completed"
+    assert run.call_count == 0
+
+
+@pytest.mark.parametrize("previous", ["failed", "stopped", "completed-with-failed-files", "gone"])
+def test_retry_after_a_failed_job_runs_again(mock_service: Any, previous: str) -> None:
+    run, _ = route_run(mock_service, ok(job_json("j1", "scheduled")))
+    route_job(mock_service, "j1")
+    if previous == "gone":
+        mock_service.get("/jobs/j0").mock(return_value=httpx.Response(404))
+    else:
+        status = "completed" if previous.startswith("completed") else previous
+        mock_service.get("/jobs/j0").mock(return_value=ok(job_json("j0", status)))
+        mock_service.get("/jobs/j0/failed-files").mock(return_value=ok(failed_json(("a.pdf", "bad"))))
+    store = FakeStore(workflowsvc_job_id="j0")
+    seen: list[Any] = []
+    real_set = store.set
+    store.set = lambda key, value, **kw: (seen.append(value), real_set(key, value))  # type: ignore[method-assign]
+    assert op().execute(ctx(store))["job_id"] == "j1"
+    assert run.call_count == 1 and seen == ["j1"]
+
+
+def test_deferrable_retry_defers_on_the_stored_job(mock_service: Any) -> None:
+    run, _ = route_run(mock_service, ok(job_json("new", "scheduled")))
+    mock_service.get("/jobs/j0").mock(return_value=ok(job_json("j0", "scheduled")))
+    with pytest.raises(TaskDeferred) as deferred:
+        op(deferrable=True).execute(ctx(FakeStore(workflowsvc_job_id="j0")))
+    assert deferred.value.trigger.serialize()[1]["job_id"] == "j0"
+    assert run.call_count == 0
+
+
+def test_unknown_stored_status_reconnects_rather_than_duplicating() -> None:
+    task = op()
+    assert task.is_job_active("archived-ish") and task.is_job_active("im progress")
+    assert not task.is_job_active("completed") and not task.is_job_active("completed with failed files")
+    assert task.is_job_succeeded("completed") and not task.is_job_succeeded("failed")
+
+
+# -- link -------------------------------------------------------------------------------------------
+
+
+def test_job_url_forms() -> None:
+    assert job_url("https://h/api/v1", None, "a/b") == "https://h/api/v1/jobs/a%2Fb"
+    assert job_url("https://h/api/v1", "https://ui.h/", "j1") == "https://ui.h/jobs/j1"
+    assert job_url("https://h/api/v1", "https://ui.h/#/runs/{job_id}/view", "j1") == "https://ui.h/#/runs/j1/view"
+
+
+def test_operator_validates_its_arguments() -> None:
+    with pytest.raises(ValueError, match="poll_interval"):
+        op(poll_interval=0)
+    with pytest.raises(ValueError, match="timeout"):
+        op(timeout=-1)
+    with pytest.raises(ValueError, match="submit_attempts"):
+        op(submit_attempts=0)

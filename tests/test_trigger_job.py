@@ -1,0 +1,254 @@
+"""WorkflowJobTrigger against a respx-mocked service: one event per run, deadlines, transient errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from typing import Any
+
+import httpx
+import pytest
+from airflow.sdk._shared.module_loading import import_string
+from conftest import FAKE_WORKFLOW_ID, details_json, failed_json, job_json
+
+from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
+
+NODES_RUNNING = (("partition", 1, 1, 0, 0), ("embed", 2, 0, 0, 0))
+NODES_DONE = (("partition", 0, 0, 2, 0), ("embed", 0, 0, 2, 0))
+
+
+def make(**kwargs: Any) -> WorkflowJobTrigger:
+    args: dict[str, Any] = {"job_id": "j1", "deadline": time.time() + 10, "poll_interval": 0.01}
+    return WorkflowJobTrigger(**{**args, **kwargs})
+
+
+async def first_event(trigger: WorkflowJobTrigger, limit: float = 10) -> dict[str, Any]:
+    event = await asyncio.wait_for(trigger.run().__anext__(), limit)
+    return event.payload
+
+
+def ok(data: Any) -> httpx.Response:
+    return httpx.Response(200, json=data)
+
+
+def route_finish(router: Any, status: str = "completed", failed: Any = (), outputs: Any = ()) -> None:
+    router.get("/jobs/j1").mock(return_value=ok(job_json("j1", status, outputs=outputs)))
+    router.get("/jobs/j1/failed-files").mock(return_value=ok(failed_json(*failed)))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"job_id": "j1", "deadline": 1e9, "poll_interval": 30.0},
+        {
+            "job_id": None,
+            "deadline": 1.5e9,
+            "poll_interval": 5.0,
+            "workflowsvc_conn_id": "other",
+            "started_at": 1.4e9,
+            "cancel_on_kill": False,
+            "workflow_id": FAKE_WORKFLOW_ID,
+            "created_after": "2026-01-01T00:00:00+00:00",
+            "pick": "earliest",
+        },
+    ],
+)
+def test_serialize_round_trips(kwargs: dict[str, Any]) -> None:
+    path, serialized = WorkflowJobTrigger(**kwargs).serialize()
+    assert json.loads(json.dumps(serialized)) == serialized
+    assert import_string(path)(**serialized).serialize() == (path, serialized)
+
+
+def test_needs_a_job_or_a_workflow() -> None:
+    with pytest.raises(ValueError, match="job_id"):
+        WorkflowJobTrigger(job_id=None, deadline=1.0)
+
+
+async def test_success_reports_outputs_and_node_stats(mock_service: Any, capsys: Any) -> None:
+    details = mock_service.get("/jobs/j1/details")
+    details.mock(
+        side_effect=[
+            ok(details_json("j1", "scheduled")),
+            ok(details_json("j1", "im progress", nodes=NODES_RUNNING)),
+            ok(details_json("j1", "completed", "all good", nodes=NODES_DONE)),
+        ]
+    )
+    route_finish(mock_service, outputs=[("a.txt", "n1"), ("b.txt", "n1")])
+    payload = await first_event(make())
+    assert payload["status"] == "success"
+    assert payload["job_id"] == "j1"
+    assert payload["workflow_id"] == FAKE_WORKFLOW_ID
+    assert payload["job_status"] == "completed"
+    assert payload["message"] == "all good"
+    assert payload["output_files"] == [{"file_id": "a.txt", "node_id": "n1"}, {"file_id": "b.txt", "node_id": "n1"}]
+    assert [n["success"] for n in payload["node_stats"]] == [2, 2]
+    assert payload["failed_files"] == []
+    assert details.call_count == 3
+    out = capsys.readouterr().out
+    assert "scheduled → in progress" in out and "in progress → completed" in out
+
+
+@pytest.mark.parametrize("status", ["failed", "stopped"])
+async def test_failed_and_stopped_jobs(mock_service: Any, status: str) -> None:
+    mock_service.get("/jobs/j1/details").mock(return_value=ok(details_json("j1", status, "it broke")))
+    route_finish(mock_service, status, failed=[("x.pdf", "bad pdf")])
+    payload = await first_event(make())
+    assert payload["status"] == status
+    assert payload["message"] == "it broke"
+    assert payload["failed_files"] == [{"document": "x.pdf", "error": "bad pdf"}]
+
+
+async def test_completed_with_failed_files_is_reported_not_judged(mock_service: Any) -> None:
+    mock_service.get("/jobs/j1/details").mock(return_value=ok(details_json("j1", "completed")))
+    route_finish(mock_service, failed=[("x.bin", "unsupported")])
+    payload = await first_event(make())
+    assert payload["status"] == "success"  # the operator decides (fail_on_failed_files)
+    assert payload["failed_files"] == [{"document": "x.bin", "error": "unsupported"}]
+
+
+async def test_deadline_gives_timeout_and_bounded_requests(mock_service: Any) -> None:
+    details = mock_service.get("/jobs/j1/details")
+    details.mock(return_value=ok(details_json("j1", "in progress")))
+    interval, budget = 0.1, 0.55
+    started = time.time()
+    payload = await first_event(make(deadline=started + budget, poll_interval=interval, started_at=started))
+    took = time.time() - started
+    assert payload["status"] == "timeout"
+    assert payload["job_status"] == "in progress"
+    assert budget - 0.15 <= payload["elapsed"] <= budget + 0.2
+    assert took < budget + 0.3
+    assert details.call_count <= math.ceil(budget / interval) + 1
+
+
+async def test_a_hanging_request_does_not_outlive_the_deadline(mock_service: Any) -> None:
+    async def hang(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(30)
+        return ok(details_json("j1", "completed"))
+
+    mock_service.get("/jobs/j1/details").mock(side_effect=hang)
+    started = time.time()
+    payload = await first_event(make(deadline=started + 0.4, poll_interval=0.05))
+    assert payload["status"] == "timeout"
+    assert time.time() - started < 1.0
+
+
+async def test_transient_errors_keep_the_wait_going(mock_service: Any, capsys: Any) -> None:
+    # The hook retries a GET once (mock_service); each failing pair is one failed poll.
+    mock_service.get("/jobs/j1/details").mock(
+        side_effect=[
+            httpx.Response(503),
+            httpx.Response(502),
+            httpx.RemoteProtocolError("connection dropped"),
+            httpx.ReadTimeout("slow"),
+            httpx.Response(429, headers={"retry-after": "0"}),
+            httpx.Response(504),
+            ok(details_json("j1", "im progress")),
+            ok(details_json("j1", "completed")),
+        ]
+    )
+    route_finish(mock_service)
+    payload = await first_event(make())
+    assert payload["status"] == "success"
+    assert capsys.readouterr().out.count("status check failed") == 3
+
+
+async def test_unknown_status_is_never_success(mock_service: Any, capsys: Any) -> None:
+    mock_service.get("/jobs/j1/details").mock(return_value=ok(details_json("j1", "archived-ish")))
+    job = mock_service.get("/jobs/j1").mock(return_value=ok(job_json("j1", "archived-ish")))
+    payload = await first_event(make(deadline=time.time() + 0.3, poll_interval=0.02))
+    assert payload["status"] == "timeout"
+    assert payload["job_status"] == "archived-ish"
+    assert job.call_count > 2
+    out = capsys.readouterr().out
+    assert out.count("does not know") == 1 and "archived-ish" in out
+
+
+async def test_node_progress_is_logged_only_when_it_changes(mock_service: Any, capsys: Any) -> None:
+    running = ok(details_json("j1", "in progress", nodes=NODES_RUNNING))
+    mock_service.get("/jobs/j1/details").mock(
+        side_effect=[running, running, running, ok(details_json("j1", "completed", nodes=NODES_DONE))]
+    )
+    route_finish(mock_service)
+    await first_event(make())
+    assert capsys.readouterr().out.count("progress: partition") == 2
+
+
+async def test_a_missing_job_is_an_error_event(mock_service: Any) -> None:
+    mock_service.get("/jobs/j1/details").mock(return_value=httpx.Response(404, json={"detail": "no such job"}))
+    payload = await first_event(make())
+    assert payload["status"] == "error"
+    assert payload["job_id"] == "j1"
+    assert "no such job" in payload["message"]
+
+
+async def test_find_phase_waits_for_a_new_job(mock_service: Any) -> None:
+    old = job_json("old", "completed", created_at="2025-12-31T23:00:00Z")
+    new = job_json("j1", "scheduled", created_at="2026-01-01T01:00:00Z")
+    listing = mock_service.get("/jobs", params={"workflow_id": FAKE_WORKFLOW_ID})
+    listing.mock(side_effect=[ok([old]), ok([old]), ok([old, new])])
+    mock_service.get("/jobs/j1/details").mock(return_value=ok(details_json("j1", "completed")))
+    route_finish(mock_service)
+    trigger = make(job_id=None, workflow_id=FAKE_WORKFLOW_ID, created_after="2026-01-01T00:00:00Z")
+    payload = await first_event(trigger)
+    assert payload["status"] == "success"
+    assert payload["job_id"] == "j1"
+    assert listing.call_count == 3
+
+
+async def test_find_phase_times_out_without_a_job(mock_service: Any) -> None:
+    mock_service.get("/jobs").mock(return_value=ok([]))
+    trigger = make(job_id=None, workflow_id=FAKE_WORKFLOW_ID, deadline=time.time() + 0.2, poll_interval=0.05)
+    payload = await first_event(trigger)
+    assert payload["status"] == "timeout"
+    assert payload["job_id"] is None
+    assert "no job of workflow" in payload["message"]
+
+
+async def test_on_kill_cancels_the_job(mock_service: Any) -> None:
+    cancel = mock_service.post("/jobs/j1/cancel").mock(return_value=httpx.Response(200))
+    await make().on_kill()
+    assert cancel.call_count == 1
+
+
+async def test_on_kill_of_an_ended_job_is_quiet(mock_service: Any, capsys: Any) -> None:
+    mock_service.post("/jobs/j1/cancel").mock(return_value=httpx.Response(409, json={"detail": "job ended"}))
+    await make().on_kill()
+    assert "already ended" in capsys.readouterr().out
+
+
+async def test_on_kill_respects_cancel_on_kill(mock_service: Any) -> None:
+    cancel = mock_service.post("/jobs/j1/cancel").mock(return_value=httpx.Response(200))
+    await make(cancel_on_kill=False).on_kill()
+    assert cancel.call_count == 0
+
+
+async def test_the_trigger_never_blocks(mock_service: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    def forbidden(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("blocking call inside the trigger")
+
+    monkeypatch.setattr(time, "sleep", forbidden)
+    monkeypatch.setattr("airflow_provider_workflowsvc.hooks.workflowsvc.WorkflowServiceHook.__init__", forbidden)
+    monkeypatch.setattr("airflow.sdk.BaseHook.get_connection", forbidden)
+    mock_service.get("/jobs/j1/details").mock(
+        side_effect=[ok(details_json("j1", "in progress")), ok(details_json("j1", "completed"))]
+    )
+    route_finish(mock_service)
+    assert (await first_event(make()))["status"] == "success"
+
+
+async def test_one_http_client_for_the_whole_wait(mock_service: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    created = []
+    original = httpx.AsyncClient.__init__
+
+    def counting(self: httpx.AsyncClient, *args: Any, **kwargs: Any) -> None:
+        created.append(self)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(httpx.AsyncClient, "__init__", counting)
+    running = ok(details_json("j1", "in progress"))
+    mock_service.get("/jobs/j1/details").mock(side_effect=[running] * 5 + [ok(details_json("j1", "completed"))])
+    route_finish(mock_service)
+    await first_event(make())
+    assert len(created) == 1

@@ -1,0 +1,334 @@
+"""Workflow operators: requests sent (respx), if_exists by name, validation at parse and run time."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import httpx
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+from structlog.testing import capture_logs
+
+from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError, WorkflowServiceNotFoundError
+from airflow_provider_workflowsvc.models import Schedule, WorkflowNode, WorkflowType
+from airflow_provider_workflowsvc.operators import workflows as ops
+from airflow_provider_workflowsvc.operators._execution import InvalidTaskInputError
+
+WF_ID = "0b6f3c2a-1d4e-4f5a-9b8c-7d6e5f4a3b2c"
+OTHER_ID = "1c7a4d3b-2e5f-4a6b-8c9d-0e1f2a3b4c5d"
+SRC_ID = "3fa85f64-5717-4562-b3fc-2c963f66afa6"
+DST_ID = "5b0e4c1a-7d2f-4e8b-9a6c-3f1d2e4b5c6d"
+NODES = [
+    {"name": "partition", "type": "partition", "subtype": "fast"},
+    {"name": "embed", "type": "embed", "subtype": "openai", "settings": {"api_key": "sk-node-SECRET-7788"}},
+]
+
+
+def workflow(wid: str = WF_ID, name: str = "nightly", **fields: Any) -> dict[str, Any]:
+    data = {
+        "id": wid,
+        "name": name,
+        "workflow_type": "custom",
+        "sources": [SRC_ID],
+        "destinations": [DST_ID],
+        "workflow_nodes": [{k: v for k, v in n.items() if k != "settings"} for n in NODES],
+        "schedule": {"crontab_entries": [{"cron_expression": "0 0 * * *"}]},
+        "status": "active",
+    }
+    return {**data, **fields}
+
+
+def create_op(**kwargs: Any) -> ops.CreateWorkflowOperator:
+    args = {
+        "task_id": "create",
+        "name": "nightly",
+        "workflow_type": "custom",
+        "source_id": SRC_ID,
+        "destination_id": DST_ID,
+        "workflow_nodes": [dict(n) for n in NODES],
+        "schedule": "daily",
+    }
+    return ops.CreateWorkflowOperator(**{**args, **kwargs})
+
+
+class Listing:
+    """``GET /workflows/``: ``items`` on page 1, nothing after (tests change ``items`` as they go)."""
+
+    def __init__(self, router: Any, items: list[dict[str, Any]]) -> None:
+        self.items = items
+        self.route = router.get("/workflows/").mock(side_effect=self)
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        first = request.url.params.get("page", "1") == "1"
+        return httpx.Response(200, json=self.items if first else [])
+
+
+def methods(router: Any) -> list[str]:
+    """Request methods sent; a lookup (all pages of ``GET /workflows/``) counts as one ``LIST``."""
+    sent = []
+    for call in router.calls:
+        request = call.request
+        if request.method == "GET" and request.url.path.endswith("/workflows/"):
+            if request.url.params.get("page", "1") == "1":
+                sent.append("LIST")
+        else:
+            sent.append(request.method)
+    return sent
+
+
+def body(router: Any, index: int = -1) -> Any:
+    return json.loads(router.calls[index].request.content)
+
+
+# --------------------------------------------------------------------------------------------------
+# Create
+
+
+def test_create_looks_the_name_up_then_creates(mock_service: Any) -> None:
+    listing = Listing(mock_service, [workflow(OTHER_ID, name="nightly-copy")])
+    mock_service.post("/workflows/").respond(json=workflow())
+
+    assert create_op(reprocess_all=True).execute({}) == WF_ID
+
+    assert methods(mock_service) == ["LIST", "POST"]
+    assert listing.route.calls[0].request.url.params["name"] == "nightly"
+    sent = body(mock_service)
+    assert sent == {
+        "name": "nightly",
+        "workflow_type": "custom",
+        "source_id": SRC_ID,
+        "destination_id": DST_ID,
+        "workflow_nodes": NODES,
+        "schedule": "daily",
+        "reprocess_all": True,
+    }
+
+
+def test_reuse_returns_the_existing_id_and_warns_about_differences(mock_service: Any) -> None:
+    Listing(mock_service, [workflow(sources=[OTHER_ID])])
+
+    with capture_logs() as logs:
+        assert create_op(schedule="every hour").execute({}) == WF_ID
+
+    assert methods(mock_service) == ["LIST"]
+    warnings = [e["event"] for e in logs if e["log_level"] == "warning"]
+    assert any("differs from the task's settings in: source_id, schedule" in w for w in warnings)
+
+
+def test_reuse_of_an_identical_workflow_warns_nothing(mock_service: Any) -> None:
+    Listing(mock_service, [workflow()])
+
+    with capture_logs() as logs:
+        create_op().execute({})
+    assert not [e for e in logs if e["log_level"] == "warning"]
+
+
+def test_update_puts_the_settings_on_the_existing_workflow(mock_service: Any) -> None:
+    Listing(mock_service, [workflow(workflow_type="basic")])
+    mock_service.put(f"/workflows/{WF_ID}").respond(json=workflow())
+
+    assert create_op(if_exists="update", schedule="weekly").execute({}) == WF_ID
+
+    assert methods(mock_service) == ["LIST", "PUT"]
+    assert body(mock_service)["schedule"] == "weekly"
+    assert body(mock_service)["workflow_type"] == "custom"
+
+
+def test_fail_refuses_an_existing_name(mock_service: Any) -> None:
+    Listing(mock_service, [workflow()])
+
+    with pytest.raises(AirflowFailException, match="workflow 'nightly' .* if_exists='fail'"):
+        create_op(if_exists="fail").execute({})
+    assert methods(mock_service) == ["LIST"]
+
+
+def test_reuse_refuses_a_workflow_of_another_type(mock_service: Any) -> None:
+    Listing(mock_service, [workflow(workflow_type="basic")])
+
+    with pytest.raises(AirflowFailException, match="workflow_type is 'basic', not 'custom'"):
+        create_op().execute({})
+
+
+def test_conflict_and_ambiguous_failure_on_create_look_up_again(mock_service: Any) -> None:
+    listing = Listing(mock_service, [])
+
+    def conflict(request: httpx.Request) -> httpx.Response:
+        listing.items = [workflow()]  # another run created it just before us
+        return httpx.Response(409, json={"detail": "duplicate name"})
+
+    mock_service.post("/workflows/").mock(side_effect=conflict)
+    assert create_op().execute({}) == WF_ID
+
+    def created_then_dropped(request: httpx.Request) -> httpx.Response:
+        listing.items = [workflow()]
+        raise httpx.RemoteProtocolError("server hung up")
+
+    listing.items = []
+    mock_service.post("/workflows/").mock(side_effect=created_then_dropped)
+    assert create_op(if_exists="fail").execute({}) == WF_ID  # found: our own create, not a clash
+    assert methods(mock_service) == ["LIST", "POST", "LIST"] * 2
+
+
+def test_workflow_node_models_are_accepted(mock_service: Any) -> None:
+    Listing(mock_service, [])
+    mock_service.post("/workflows/").respond(json=workflow())
+    nodes = [WorkflowNode(name="partition", type="partition", subtype="fast")]
+
+    create_op(workflow_nodes=nodes, schedule=Schedule.EVERY_HOUR, workflow_type=WorkflowType.CUSTOM).execute({})
+
+    assert body(mock_service)["workflow_nodes"] == [{"name": "partition", "type": "partition", "subtype": "fast"}]
+    assert body(mock_service)["schedule"] == "every hour"
+
+
+# --------------------------------------------------------------------------------------------------
+# Validation
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"schedule": "hourly"}, "unknown schedule 'hourly'; expected one of: every 15 minutes"),
+        ({"schedule": 15}, "schedule must be a string"),
+        ({"workflow_type": "gold"}, "unknown workflow_type 'gold'"),
+        ({"workflow_nodes": None}, "a custom workflow needs at least one node"),
+        ({"workflow_nodes": []}, "a custom workflow needs at least one node"),
+        ({"workflow_nodes": {"name": "x"}}, "workflow_nodes must be a list"),
+        ({"workflow_nodes": [{"name": "a", "type": "t"}]}, r"workflow_nodes\[0\]: subtype is missing"),
+        ({"workflow_nodes": [{"name": "a", "type": "t", "subtype": 3}]}, "subtype must be a string"),
+        ({"workflow_nodes": [NODES[0], "embed"]}, r"workflow_nodes\[1\] must be a dict"),
+        ({"workflow_nodes": [NODES[0], NODES[0]]}, "node names must be unique, repeated: partition"),
+        ({"workflow_nodes": [{**NODES[0], "settings": "x"}]}, "settings must be a dict"),
+        ({"source_id": "src-1"}, "source_id must be a UUID"),
+        ({"name": ""}, "name must not be empty"),
+        ({"if_exists": "overwrite"}, "if_exists must be one of"),
+    ],
+)
+def test_invalid_values_known_at_parse_time_fail_the_constructor(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(WorkflowServiceInputError, match=message):
+        create_op(**kwargs)
+
+
+@pytest.mark.parametrize("schedule", ["Every Hour", "every_hour", "EVERY-15-MINUTES", Schedule.DAILY])
+def test_schedule_spellings_the_service_models_accept_pass(schedule: Any) -> None:
+    create_op(schedule=schedule)
+
+
+def test_templated_values_are_not_checked_at_parse_time() -> None:
+    create_op(
+        schedule="{{ params.schedule }}",
+        workflow_type="{{ params.type }}",
+        workflow_nodes="{{ params.nodes }}",
+        source_id="{{ ti.xcom_pull('src') }}",
+    )
+    create_op(workflow_nodes=[NODES[0], {"name": "{{ params.n }}", "type": "t", "subtype": "s"}])
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("schedule", "fortnightly", "schedule"),
+        ("workflow_type", "gold", "workflow_type"),
+        ("workflow_nodes", [{"name": "a"}], "workflow_nodes.0.type: Field required"),
+        ("workflow_nodes", [{"name": "a", "type": "t", "subtype": "s", "colour": "x"}], "unknown field"),
+        ("destination_id", "dst-1", "destination_id"),
+    ],
+)
+def test_invalid_rendered_values_fail_before_any_request_without_retry(
+    mock_service: Any, field: str, value: Any, message: str
+) -> None:
+    op = create_op()
+    setattr(op, field, value)  # as rendered from a template
+
+    with pytest.raises(InvalidTaskInputError, match=message):
+        op.execute({})
+    assert not mock_service.calls
+
+
+def test_node_settings_secrets_are_masked() -> None:
+    from airflow.sdk import DAG
+    from airflow.sdk._shared.secrets_masker import redact
+
+    with DAG("wf_secrets", schedule=None):
+        op = create_op(workflow_nodes=[NODES[0], {**NODES[1], "settings": {"api_key": "{{ params.k }}"}}])
+    op.render_template_fields({"params": {"k": "sk-rendered-11223344"}})
+
+    assert op.workflow_nodes[1]["settings"]["api_key"] == "sk-rendered-11223344"
+    assert redact("key sk-rendered-11223344") == "key ***"
+
+
+# --------------------------------------------------------------------------------------------------
+# Update and delete
+
+
+def test_update_sends_only_the_given_settings(mock_service: Any) -> None:
+    mock_service.put(f"/workflows/{WF_ID}").respond(json=workflow())
+
+    op = ops.UpdateWorkflowOperator(task_id="u", workflow_id=WF_ID, schedule="every 4 hours", reprocess_all=False)
+    assert op.execute({}) == WF_ID
+
+    assert methods(mock_service) == ["PUT"]
+    assert body(mock_service) == {"schedule": "every 4 hours", "reprocess_all": False}
+
+
+def test_update_validation() -> None:
+    with pytest.raises(WorkflowServiceInputError, match="at least one setting"):
+        ops.UpdateWorkflowOperator(task_id="u", workflow_id=WF_ID)
+    with pytest.raises(WorkflowServiceInputError, match="unknown schedule"):
+        ops.UpdateWorkflowOperator(task_id="u", workflow_id=WF_ID, schedule="sometimes")
+    with pytest.raises(WorkflowServiceInputError, match="workflow_id must be a UUID"):
+        ops.UpdateWorkflowOperator(task_id="u", workflow_id="wf-1", schedule="daily")
+
+
+def test_update_with_an_invalid_rendered_value_sends_nothing(mock_service: Any) -> None:
+    op = ops.UpdateWorkflowOperator(task_id="u", workflow_id=WF_ID, schedule="{{ params.s }}")
+    op.schedule = "every 3 hours"
+
+    with pytest.raises(InvalidTaskInputError, match="schedule"):
+        op.execute({})
+    assert not mock_service.calls
+
+
+def test_delete_and_missing_ok(mock_service: Any) -> None:
+    route = mock_service.delete(f"/workflows/{WF_ID}")
+    route.respond(204)
+    ops.DeleteWorkflowOperator(task_id="d", workflow_id=WF_ID).execute({})
+
+    route.respond(404, json={"detail": "no such workflow"})
+    ops.DeleteWorkflowOperator(task_id="d", workflow_id=WF_ID).execute({})
+    with pytest.raises(WorkflowServiceNotFoundError):
+        ops.DeleteWorkflowOperator(task_id="d", workflow_id=WF_ID, missing_ok=False).execute({})
+    assert route.call_count == 3
+
+
+# --------------------------------------------------------------------------------------------------
+# Module contract
+
+
+def test_choice_lists_match_the_models() -> None:
+    assert ops.SCHEDULES == tuple(s.value for s in Schedule)
+    assert ops.WORKFLOW_TYPES == tuple(t.value for t in WorkflowType)
+
+
+def test_template_fields() -> None:
+    fields = {"name", "workflow_type", "source_id", "destination_id", "workflow_nodes", "schedule", "reprocess_all"}
+    assert set(ops.CreateWorkflowOperator.template_fields) == fields
+    assert set(ops.UpdateWorkflowOperator.template_fields) == fields | {"workflow_id"}
+    assert ops.DeleteWorkflowOperator.template_fields == ("workflow_id",)
+
+
+def test_importing_the_operators_loads_no_hook_models_or_pydantic_schemas() -> None:
+    code = (
+        "import sys, airflow.sdk\n"
+        "from airflow.sdk import BaseOperator\n"
+        "import airflow_provider_workflowsvc.operators.connectors as c, airflow_provider_workflowsvc.operators.workflows\n"
+        "c.CreateSourceConnectorOperator(task_id='t', name='n', connector_type='s3', config={'a': 'b'})\n"
+        "heavy = [m for m in sys.modules if m.startswith('airflow_provider_workflowsvc.') and "
+        "m.split('.')[1] in ('models', 'hooks', 'exceptions')]\n"
+        "assert not heavy, heavy\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)
