@@ -57,7 +57,7 @@ def workflowsvc_example_local_files() -> None:
         workflow_id=workflow_id,
         files="{{ params.input_dir }}",  # a directory: all its files; also a path, glob or list
         deferrable=True,
-        poll_interval=10,
+        poll_interval=5,  # small samples finish in seconds; poll less often for big batches
         timeout=3600,
         fail_on_failed_files=False,  # report failed documents (see summarize) instead of failing
     )
@@ -84,6 +84,7 @@ def workflowsvc_example_local_files() -> None:
             print(f"  {path}")
         return {**result, "output_paths": paths}
 
+    run >> download  # run_task_id alone does not order the tasks
     summarize(run.output, download.output)
 
 

@@ -30,6 +30,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -129,6 +130,18 @@ def _group_members(pgid: int) -> list[int]:
         if len(fields) >= 3 and fields[0] != "Z" and int(fields[2]) == pgid:
             members.append(int(entry.name))
     return members
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @dataclass
@@ -264,7 +277,13 @@ class LocalAirflow:
         return time.monotonic() - started
 
     def stop(self, timeout: float = 60) -> None:
-        """SIGTERM every component's process group, wait up to ``timeout`` s, SIGKILL what is left."""
+        """SIGTERM every component's process group, wait up to ``timeout`` s, SIGKILL what is left.
+
+        A second Ctrl-C while stopping is ignored, so it cannot leave components behind."""
+        with _sigint_ignored():
+            self._stop(timeout)
+
+    def _stop(self, timeout: float) -> None:
         if self._client is not None:
             self._client.close()
             self._client = None
@@ -330,9 +349,7 @@ class LocalAirflow:
         if health is None:
             return ["api-server"]
         bad = [
-            name
-            for name, key in HEALTH_KEYS.items()
-            if (health.get(key) or {}).get("status") != "healthy"
+            name for name, key in HEALTH_KEYS.items() if (health.get(key) or {}).get("status") != "healthy"
         ]
         if (health.get("metadatabase") or {}).get("status") != "healthy":
             bad.append("metadatabase")
@@ -382,7 +399,9 @@ class LocalAirflow:
         """Call ``/api/v2`` + path; returns the JSON body, raises LocalAirflowError on a non-2xx."""
         response = self.client.request(method, f"/api/v2{path}", **kwargs)
         if not response.is_success:
-            raise LocalAirflowError(f"{method} /api/v2{path} -> {response.status_code}: {response.text[:500]}")
+            raise LocalAirflowError(
+                f"{method} /api/v2{path} -> {response.status_code}: {response.text[:500]}"
+            )
         return response.json() if response.content else None
 
     def wait_for_dag(self, dag_id: str, timeout: float = 90) -> dict[str, Any]:
@@ -431,6 +450,21 @@ class LocalAirflow:
         tis: list[dict[str, Any]] = body.get("task_instances", [])
         return tis
 
+    def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
+        """A task instance's XCom value (JSON), or None when it has none."""
+        response = self.client.get(
+            f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/{key}"
+        )
+        if response.status_code == 404:
+            return None
+        if not response.is_success:
+            raise LocalAirflowError(f"reading XCom {key!r} of {task_id} -> {response.status_code}")
+        value = response.json().get("value")
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                return json.loads(value)
+        return value
+
     def wait_for_run(
         self,
         dag_id: str,
@@ -478,7 +512,8 @@ class LocalAirflow:
                 raise LocalAirflowError(f"{dag_id}/{run_id}/{task_id} ended {state!r}, wanted {list(states)}")
             if time.monotonic() > deadline:
                 raise LocalAirflowError(
-                    f"{dag_id}/{run_id}/{task_id} still {state!r} after {timeout:.0f} s, wanted {list(states)}"
+                    f"{dag_id}/{run_id}/{task_id} still {state!r} after {timeout:.0f} s, "
+                    f"wanted {list(states)}"
                 )
             time.sleep(interval)
 

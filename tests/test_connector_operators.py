@@ -141,7 +141,9 @@ def test_two_connectors_with_the_name_is_an_error(mock_service: Any) -> None:
 def test_conflict_on_create_looks_up_again_and_applies_if_exists(
     mock_service: Any, if_exists: str, method: str | None
 ) -> None:
-    mock_service.get("/sources").mock(side_effect=[httpx.Response(200, json=[]), httpx.Response(200, json=[connector()])])
+    mock_service.get("/sources").mock(
+        side_effect=[httpx.Response(200, json=[]), httpx.Response(200, json=[connector()])]
+    )
     mock_service.post("/sources").respond(409, json={"detail": "name already in use"})
     mock_service.put(f"/sources/{SRC_ID}").respond(json=connector())
 
@@ -150,7 +152,9 @@ def test_conflict_on_create_looks_up_again_and_applies_if_exists(
 
 
 def test_conflict_with_fail_fails_and_unexplained_conflict_is_raised(mock_service: Any) -> None:
-    mock_service.get("/sources").mock(side_effect=[httpx.Response(200, json=[]), httpx.Response(200, json=[connector()])])
+    mock_service.get("/sources").mock(
+        side_effect=[httpx.Response(200, json=[]), httpx.Response(200, json=[connector()])]
+    )
     mock_service.post("/sources").respond(409, json={"detail": "name already in use"})
     with pytest.raises(AirflowFailException, match="already exists and if_exists='fail'"):
         create_source(if_exists="fail").execute({})
@@ -166,7 +170,9 @@ def test_conflict_with_fail_fails_and_unexplained_conflict_is_raised(mock_servic
     ids=["500", "dropped"],
 )
 def test_ambiguous_create_failure_finds_the_created_connector(mock_service: Any, failure: Any) -> None:
-    mock_service.get("/sources").mock(side_effect=[httpx.Response(200, json=[]), httpx.Response(200, json=[connector()])])
+    mock_service.get("/sources").mock(
+        side_effect=[httpx.Response(200, json=[]), httpx.Response(200, json=[connector()])]
+    )
     mock_service.post("/sources").mock(side_effect=[failure])
 
     with capture_logs() as logs:
@@ -253,12 +259,23 @@ def _rendered(op: Any, **params: Any) -> Any:
 
 def test_rendering_masks_secret_config_values_before_they_are_stored() -> None:
     from airflow.sdk._shared.secrets_masker import redact
+    from airflow.sdk.execution_time.task_runner import _serialize_rendered_fields
 
-    config = {"url": "https://x.example.com", "token": "{{ params.tok }}", "nested": {"sas_token": "sas-99887766"}}
-    op = _rendered(lambda: create_source(config=config, connector_type="azure"), tok="tok-rendered-44556677")
+    config = {
+        "remote_url": "az://container",
+        "account_key": "{{ params.key }}",  # not a sensitive key name for Airflow itself
+        "nested": {"credentials": ["cred-99887766"]},
+    }
+    op = _rendered(lambda: create_source(config=config, connector_type="azure"), key="acct-key-44556677")
 
-    assert op.config["token"] == "tok-rendered-44556677"  # the task itself sees the real value
-    assert redact("log line tok-rendered-44556677 and sas-99887766") == "log line *** and ***"
+    assert op.config["account_key"] == "acct-key-44556677"  # the task itself sees the real value
+    stored = _serialize_rendered_fields(op)  # what the task runner sends to be stored, right after rendering
+    assert stored["config"] == {
+        "remote_url": "az://container",
+        "account_key": "***",
+        "nested": {"credentials": ["***"]},
+    }
+    assert redact("log line acct-key-44556677 and cred-99887766") == "log line *** and ***"
 
 
 def test_templates_inside_a_typed_config_render_and_stay_secret(mock_service: Any) -> None:
@@ -280,7 +297,9 @@ def test_generic_config_secrets_are_masked_at_execute(mock_service: Any) -> None
 
     mock_service.get("/sources").respond(json=[])
     mock_service.post("/sources").respond(json=connector(type="s3"))
-    config = GenericConfig.model_validate({"remote_url": "s3://b", "secret_access_key": "aws-secret-55443322"})
+    config = GenericConfig.model_validate(
+        {"remote_url": "s3://b", "secret_access_key": "aws-secret-55443322"}
+    )
 
     create_source(connector_type="s3", config=config).execute({})
 
@@ -364,8 +383,9 @@ def check_op(kind: str = "source", **kwargs: Any) -> Any:
 def test_check_waits_for_success(mock_service: Any, kind: str) -> None:
     path = f"/{kind}s/{SRC_ID}/connection-check"
     mock_service.post(path).respond(json=check("scheduled"))
-    mock_service.get(path).mock(side_effect=[httpx.Response(200, json=check("scheduled")),
-                                             httpx.Response(200, json=check("success"))])
+    mock_service.get(path).mock(
+        side_effect=[httpx.Response(200, json=check("scheduled")), httpx.Response(200, json=check("success"))]
+    )
 
     assert check_op(kind).execute({}) == SRC_ID
     assert [m for m, _ in calls(mock_service)] == ["POST", "GET", "GET"]
@@ -376,7 +396,9 @@ def test_check_failure_fails_the_task_with_the_services_reason(mock_service: Any
     mock_service.post(path).respond(json=check("scheduled"))
     mock_service.get(path).respond(json=check("failure", reason="401 from wiki.example.com: bad token"))
 
-    with pytest.raises(ops.ConnectionCheckFailedError, match="failed: 401 from wiki.example.com: bad token") as info:
+    with pytest.raises(
+        ops.ConnectionCheckFailedError, match=r"failed: 401 from wiki\.example\.com: bad token"
+    ) as info:
         check_op().execute({})
     assert info.value.reason == "401 from wiki.example.com: bad token"
     assert not isinstance(info.value, AirflowFailException)  # retries apply (the remote may be down)
@@ -392,8 +414,12 @@ def test_check_result_in_the_start_answer_needs_no_poll(mock_service: Any) -> No
 def test_a_previous_checks_result_is_not_taken_for_the_new_one(mock_service: Any) -> None:
     path = f"/sources/{SRC_ID}/connection-check"
     mock_service.post(path).respond(json=check("scheduled", check_id="chk-2"))
-    mock_service.get(path).mock(side_effect=[httpx.Response(200, json=check("success", check_id="chk-1")),
-                                             httpx.Response(200, json=check("failure", reason="dns"))])
+    mock_service.get(path).mock(
+        side_effect=[
+            httpx.Response(200, json=check("success", check_id="chk-1")),
+            httpx.Response(200, json=check("failure", reason="dns")),
+        ]
+    )
 
     with pytest.raises(ops.ConnectionCheckFailedError, match="dns"):
         check_op().execute({})
@@ -415,14 +441,76 @@ def test_pending_and_unknown_statuses_never_count_as_success(mock_service: Any, 
 
 
 def test_type_lists_match_the_models() -> None:
-    assert ops.SOURCE_TYPES == tuple(t.value for t in SourceType)
-    assert ops.DESTINATION_TYPES == tuple(t.value for t in DestinationType)
+    assert tuple(t.value for t in SourceType) == ops.SOURCE_TYPES
+    assert tuple(t.value for t in DestinationType) == ops.DESTINATION_TYPES
 
 
 def test_every_identifier_name_and_config_is_a_template_field() -> None:
     assert set(ops.CreateSourceConnectorOperator.template_fields) == {"name", "connector_type", "config"}
     assert set(ops.UpdateDestinationConnectorOperator.template_fields) == {
-        "connector_id", "connector_type", "config",
+        "connector_id",
+        "connector_type",
+        "config",
     }
     assert ops.DeleteSourceConnectorOperator.template_fields == ("connector_id",)
     assert ops.DestinationConnectionCheckOperator.template_fields == ("connector_id",)
+
+
+# --------------------------------------------------------------------------------------------------
+# Airflow run against the emulator (dag.test)
+
+
+def test_a_failing_connection_check_fails_the_task_with_the_reason(
+    dag_test_runner: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from airflow.sdk import DAG
+
+    with DAG("wfsvc_check_fails", schedule=None) as dag:
+        source = ops.CreateSourceConnectorOperator(
+            task_id="create_source",
+            name="broken-wiki",
+            connector_type="confluence",
+            config={"url": "https://wiki.example.invalid", "token": "pat-broken-wiki-5521"},
+        )
+        ops.SourceConnectionCheckOperator(
+            task_id="check_source", connector_id=source.output, poll_interval=0.05, timeout=30
+        )
+
+    dr = dag_test_runner(dag)
+
+    assert dr.state == "failed"
+    assert dr.get_task_instance("create_source").state == "success"
+    assert dr.get_task_instance("check_source").state == "failed"
+    out = capfd.readouterr().out
+    assert "failed: connection failed: the host in config field 'url' could not be resolved" in out
+    assert "pat-broken-wiki-5521" not in out
+
+
+def test_mapped_create_tasks_mask_their_secrets_too(dag_test_runner: Any) -> None:
+    from airflow.sdk import DAG
+
+    keys = ["acct-key-mapped-0001", "acct-key-mapped-0002"]
+    with DAG("wfsvc_mapped_sources", schedule=None) as dag:
+        ops.CreateSourceConnectorOperator.partial(task_id="create", connector_type="azure").expand_kwargs(
+            [
+                {"name": f"blob-{i}", "config": {"remote_url": "az://c", "account_key": key}}
+                for i, key in enumerate(keys)
+            ]
+        )
+
+    dr = dag_test_runner(dag)
+
+    assert [ti.state for ti in dr.get_task_instances()] == ["success", "success"]
+    from test_workflow_operators import _rendered_fields_rows
+
+    stored = json.dumps(_rendered_fields_rows(dr))
+    assert '"account_key": "***"' in stored
+    assert not any(key in stored for key in keys)
+
+
+def test_check_failure_error_survives_pickling() -> None:
+    import pickle
+
+    error = ops.ConnectionCheckFailedError("check failed: dns", connector_id=SRC_ID, reason="dns")
+    copy = pickle.loads(pickle.dumps(error))
+    assert (str(copy), copy.connector_id, copy.reason) == ("check failed: dns", SRC_ID, "dns")

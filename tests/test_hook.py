@@ -7,22 +7,18 @@ mapping, retries (sleep replaced, so nothing waits), redirects between slash for
 
 from __future__ import annotations
 
-import asyncio
 import email.parser
 import email.policy
 import inspect
 import json
 import logging
-import os
 import resource
-import sys
 import threading
-import time
 import tracemalloc
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
-from email.utils import format_datetime
 from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -462,7 +458,7 @@ class _SinkHandler(BaseHTTPRequestHandler):
 
     received: list[dict[str, Any]]
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         length = int(self.headers.get("content-length", "-1"))
         remaining, total, head = length, 0, b""
         while remaining > 0:
@@ -619,15 +615,19 @@ async def test_download_error_status_writes_nothing(api: Api, mock: respx.MockRo
     [
         (400, {"detail": "bad request"}, WorkflowServiceValidationError, "bad request"),
         (401, {"detail": "Invalid token"}, WorkflowServiceAuthError, "Invalid token"),
-        (403, {"detail": "Not allowed in this workspace"}, WorkflowServiceAuthError, "Not allowed"),
+        (403, {"detail": "Not allowed here"}, WorkflowServiceAuthError, "Not allowed here"),
         (404, {"detail": "Job not found"}, WorkflowServiceNotFoundError, "Job not found"),
         (409, {"detail": "name already exists"}, WorkflowServiceConflictError, "name already exists"),
         (
             422,
             {
                 "detail": [
-                    {"loc": ["query", "status"], "msg": "Input should be 'a' or 'b'", "type": "enum",
-                     "input": "zzz"},
+                    {
+                        "loc": ["query", "status"],
+                        "msg": "Input should be 'a' or 'b'",
+                        "type": "enum",
+                        "input": "zzz",
+                    },
                     {"loc": ["body", "name"], "msg": "Field required", "type": "missing"},
                 ]
             },
@@ -636,13 +636,13 @@ async def test_download_error_status_writes_nothing(api: Api, mock: respx.MockRo
         ),
         (429, {"detail": "slow down"}, WorkflowServiceRateLimitError, "slow down"),
         (500, {"message": "internal failure"}, WorkflowServiceServerError, "internal failure"),
-        (502, "<html><body>Bad Gateway</body></html>", WorkflowServiceServerError, "<html><body>Bad Gateway"),
+        (502, "<html>Bad Gateway</html>", WorkflowServiceServerError, "<html>Bad Gateway</html>"),
         (503, {"error": "maintenance"}, WorkflowServiceServerError, "maintenance"),
         (418, {"detail": "teapot"}, WorkflowServiceApiError, "teapot"),
         (500, "", WorkflowServiceServerError, ""),
         (500, '{"detail": "trunc', WorkflowServiceServerError, '{"detail": "trunc'),
     ],
-)  # fmt: skip
+)
 async def test_error_mapping(
     kind: str, mock: respx.MockRouter, status: int, body: Any, cls: type, detail: str
 ) -> None:
@@ -744,9 +744,13 @@ async def test_get_retries_gateway_errors_with_backoff(
     kind: str, mock: respx.MockRouter, status: int
 ) -> None:
     route = mock.get(u(f"/workflows/{WID}")).mock(
-        side_effect=[httpx.Response(status), httpx.Response(status), httpx.Response(status),
-                     httpx.Response(200, json=WORKFLOW)]
-    )  # fmt: skip
+        side_effect=[
+            httpx.Response(status),
+            httpx.Response(status),
+            httpx.Response(status),
+            httpx.Response(200, json=WORKFLOW),
+        ]
+    )
     client = api_with(kind, retry_wait=0.5, retry_max_wait=1.5, max_retries=3)
     workflow = await client("get_workflow", WID)
     assert workflow.id == UUID(WID)
@@ -810,8 +814,15 @@ async def test_retries_are_bounded(kind: str, mock: respx.MockRouter) -> None:
     assert route.call_count == 1
 
 
-@pytest.mark.parametrize(("status", "cls"), [(404, WorkflowServiceNotFoundError), (401, WorkflowServiceAuthError),
-                                             (500, WorkflowServiceServerError), (422, WorkflowServiceValidationError)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("status", "cls"),
+    [
+        (404, WorkflowServiceNotFoundError),
+        (401, WorkflowServiceAuthError),
+        (500, WorkflowServiceServerError),
+        (422, WorkflowServiceValidationError),
+    ],
+)
 async def test_get_not_retried_on_permanent_errors(
     api: Api, mock: respx.MockRouter, status: int, cls: type
 ) -> None:
@@ -1062,24 +1073,47 @@ async def test_redirect_loop_stops(api: Api, mock: respx.MockRouter) -> None:
         ("list_workflows", (), {"pagesize": 10}, "pagesize: Extra inputs are not permitted"),
         ("list_workflows", (), {"status": "paused"}, "status: Input should be 'active' or 'inactive'"),
         ("create_source", ("", "s3", {"a": 1}), {}, "name: String should have at least 1 character"),
-        ("create_source", ("c", "confluence", {"url": "https://w", "token": "x", "cloud": True}), {},
-         "requires cloud=false"),
-        ("create_source", ("a", "azure", {"remote_url": "x", "sas_tokn": "x"}), {},
-         "config.sas_tokn: Extra inputs are not permitted"),
-        ("create_destination", ("d", "astradb", {"collection_name": "c"}), {}, "config.token: Field required"),
+        (
+            "create_source",
+            ("c", "confluence", {"url": "https://w", "token": "x", "cloud": True}),
+            {},
+            "requires cloud=false",
+        ),
+        (
+            "create_source",
+            ("a", "azure", {"remote_url": "x", "sas_tokn": "x"}),
+            {},
+            "config.sas_tokn: Extra inputs are not permitted",
+        ),
+        (
+            "create_destination",
+            ("d", "astradb", {"collection_name": "c"}),
+            {},
+            "config.token: Field required",
+        ),
         ("update_source", (SID, {}), {"source_type": "s3"}, "config must not be empty"),
-        ("update_destination", (DID, {"x": 1}), {"destination_type": "nope"}, "unknown destination_type 'nope'"),
+        (
+            "update_destination",
+            (DID, {"x": 1}),
+            {"destination_type": "nope"},
+            "unknown destination_type 'nope'",
+        ),
         ("create_workflow", ("w", "custom"), {}, "a custom workflow needs at least one node"),
         ("create_workflow", ("w", "basic"), {"schedule": "hourly"}, "schedule: Input should be"),
         ("update_workflow", (WID,), {}, "a workflow update needs at least one field"),
         ("update_workflow", (WID,), {"colour": "red"}, "colour: Extra inputs are not permitted"),
         ("run_workflow", (WID,), {"files": []}, "files is empty"),
-        ("run_workflow", (WID,), {"files": ["/no/such/file.pdf"]}, "input file '/no/such/file.pdf' does not exist"),
+        (
+            "run_workflow",
+            (WID,),
+            {"files": ["/no/such/file.pdf"]},
+            "input file '/no/such/file.pdf' does not exist",
+        ),
         ("run_workflow", ("nope",), {}, "workflow_id must be a UUID"),
         ("download_job_output", (JID, "", "n"), {}, "file_id must not be empty"),
         ("download_job_output", (JID, "f", " "), {}, "node_id must not be empty"),
     ],
-)  # fmt: skip
+)
 async def test_input_errors_raised_before_any_request(
     api: Api, mock: respx.MockRouter, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], message: str
 ) -> None:
@@ -1147,8 +1181,9 @@ async def test_iter_workflows_server_ignoring_page_stops(api: Api, mock: respx.M
 
 
 async def test_iter_workflows_starts_at_page_and_validates(api: Api, mock: respx.MockRouter) -> None:
-    route = mock.get(u("/workflows/")).mock(side_effect=[httpx.Response(200, json=_workflows(0, 1)),
-                                                          httpx.Response(200, json=[])])  # fmt: skip
+    route = mock.get(u("/workflows/")).mock(
+        side_effect=[httpx.Response(200, json=_workflows(0, 1)), httpx.Response(200, json=[])]
+    )
     assert len(await api.iter_workflows(page=5)) == 1
     assert [c.request.url.params["page"] for c in route.calls] == ["5", "6"]
     with pytest.raises(WorkflowServiceInputError, match="bogus: Extra inputs are not permitted"):
@@ -1169,37 +1204,92 @@ def set_conn(monkeypatch: pytest.MonkeyPatch, value: str | dict[str, Any]) -> No
     ("conn", "expected"),
     [
         (
-            {"conn_type": "workflowsvc", "host": "https://svc.example/api/v1", "password": TOKEN,
-             "extra": {"api_key": API_KEY}},
-            {"base_url": "https://svc.example/api/v1", "timeout": 60.0, "connect_timeout": 10.0, "verify": True,
-             "max_retries": 5, "retry_wait": 1.0, "retry_max_wait": 60.0},
+            {
+                "conn_type": "workflowsvc",
+                "host": "https://svc.example/api/v1",
+                "password": TOKEN,
+                "extra": {"api_key": API_KEY},
+            },
+            {
+                "base_url": "https://svc.example/api/v1",
+                "timeout": 60.0,
+                "connect_timeout": 10.0,
+                "verify": True,
+                "max_retries": 5,
+                "retry_wait": 1.0,
+                "retry_max_wait": 60.0,
+            },
         ),
         (
-            {"conn_type": "workflowsvc", "host": "https://svc.example:8443/api/v1/", "password": TOKEN,
-             "extra": {"api_key": API_KEY, "timeout": "15", "connect_timeout": 3, "verify": False,
-                       "max_retries": "2", "retry_wait": 0.1, "retry_max_wait": 5}},
-            {"base_url": "https://svc.example:8443/api/v1", "timeout": 15.0, "connect_timeout": 3.0,
-             "verify": False, "max_retries": 2, "retry_wait": 0.1, "retry_max_wait": 5.0},
+            {
+                "conn_type": "workflowsvc",
+                "host": "https://svc.example:8443/api/v1/",
+                "password": TOKEN,
+                "extra": {
+                    "api_key": API_KEY,
+                    "timeout": "15",
+                    "connect_timeout": 3,
+                    "verify": False,
+                    "max_retries": "2",
+                    "retry_wait": 0.1,
+                    "retry_max_wait": 5,
+                },
+            },
+            {
+                "base_url": "https://svc.example:8443/api/v1",
+                "timeout": 15.0,
+                "connect_timeout": 3.0,
+                "verify": False,
+                "max_retries": 2,
+                "retry_wait": 0.1,
+                "retry_max_wait": 5.0,
+            },
         ),
         (
-            {"conn_type": "workflowsvc", "host": "svc.example", "password": TOKEN, "extra": {"api_key": API_KEY}},
+            {
+                "conn_type": "workflowsvc",
+                "host": "svc.example",
+                "password": TOKEN,
+                "extra": {"api_key": API_KEY},
+            },
             {"base_url": "https://svc.example/api/v1"},
         ),
         (
-            {"conn_type": "workflowsvc", "host": "localhost", "port": 8080, "schema": "/custom/api/v1",
-             "password": TOKEN, "extra": {"api_key": API_KEY, "protocol": "HTTP"}},
+            {
+                "conn_type": "workflowsvc",
+                "host": "localhost",
+                "port": 8080,
+                "schema": "/custom/api/v1",
+                "password": TOKEN,
+                "extra": {"api_key": API_KEY, "protocol": "HTTP"},
+            },
             {"base_url": "http://localhost:8080/custom/api/v1"},
         ),
         (
-            {"conn_type": "workflowsvc", "host": "https://svc.example", "password": TOKEN,
-             "extra": {"extra__workflowsvc__api_key": API_KEY, "extra__workflowsvc__timeout": 9,
-                       "extra__workflowsvc__verify": "false"}},
+            {
+                "conn_type": "workflowsvc",
+                "host": "https://svc.example",
+                "password": TOKEN,
+                "extra": {
+                    "extra__workflowsvc__api_key": API_KEY,
+                    "extra__workflowsvc__timeout": 9,
+                    "extra__workflowsvc__verify": "false",
+                },
+            },
             {"base_url": "https://svc.example/api/v1", "timeout": 9.0, "verify": False},
         ),
-        (f"workflowsvc://:{TOKEN}@svc.example/api%2Fv1?api_key={API_KEY}", {"base_url": "https://svc.example/api/v1"}),
+        (
+            f"workflowsvc://:{TOKEN}@svc.example/api%2Fv1?api_key={API_KEY}",
+            {"base_url": "https://svc.example/api/v1"},
+        ),
         (
             f"workflowsvc://:{TOKEN}@svc.example:9000/api/v1?api_key={API_KEY}&verify=false&timeout=7&max_retries=1",
-            {"base_url": "https://svc.example:9000/api/v1", "verify": False, "timeout": 7.0, "max_retries": 1},
+            {
+                "base_url": "https://svc.example:9000/api/v1",
+                "verify": False,
+                "timeout": 7.0,
+                "max_retries": 1,
+            },
         ),
         (
             f"workflowsvc://:{TOKEN}@127.0.0.1:8000?protocol=http&api_key={API_KEY}&verify=true",
@@ -1210,7 +1300,7 @@ def set_conn(monkeypatch: pytest.MonkeyPatch, value: str | dict[str, Any]) -> No
             {"base_url": "https://svc.example:8443/api/v1"},
         ),
     ],
-)  # fmt: skip
+)
 def test_connection_forms(monkeypatch: pytest.MonkeyPatch, conn: Any, expected: dict[str, Any]) -> None:
     set_conn(monkeypatch, conn)
     hook = WorkflowServiceHook()
@@ -1246,11 +1336,28 @@ def test_connection_without_credentials_is_allowed(monkeypatch: pytest.MonkeyPat
 def test_ca_bundle_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     bundle = tmp_path / "ca.pem"
     bundle.write_text("not really a certificate")
-    set_conn(monkeypatch, {"conn_type": "workflowsvc", "host": "https://svc.example/api/v1",
-                           "extra": {"ca_bundle": str(bundle)}})  # fmt: skip
-    assert WorkflowServiceHook().settings.verify == str(bundle)
-    set_conn(monkeypatch, {"conn_type": "workflowsvc", "host": "https://svc.example/api/v1",
-                           "extra": {"ca_bundle": str(bundle), "verify": False}})  # fmt: skip
+    set_conn(
+        monkeypatch,
+        {
+            "conn_type": "workflowsvc",
+            "host": "https://svc.example/api/v1",
+            "extra": {"ca_bundle": str(bundle)},
+        },
+    )
+    hook = WorkflowServiceHook()
+    assert hook.settings.verify == str(bundle)
+    with pytest.raises(
+        WorkflowServiceInputError, match="cannot load the CA certificates for TLS verification"
+    ):
+        hook.list_jobs()  # not a certificate: a clear error, not an ssl traceback
+    set_conn(
+        monkeypatch,
+        {
+            "conn_type": "workflowsvc",
+            "host": "https://svc.example/api/v1",
+            "extra": {"ca_bundle": str(bundle), "verify": False},
+        },
+    )
     assert WorkflowServiceHook().settings.verify is False
 
 
@@ -1264,17 +1371,36 @@ def test_ca_bundle_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Non
         ({"host": "https://svc.example/api/v1?x=1"}, "must not have a query string"),
         ({"host": f"https://user:{TOKEN}@svc.example/api/v1"}, "must not carry credentials"),
         ({"host": "https://svc.example:99999/api/v1"}, "invalid port"),
-        ({"host": "https://svc.example", "extra": {"timeout": "soon"}}, "timeout: Input should be a valid number"),
+        (
+            {"host": "https://svc.example", "extra": {"timeout": "soon"}},
+            "timeout: Input should be a valid number",
+        ),
         ({"host": "https://svc.example", "extra": {"timeout": 0}}, "timeout: Input should be greater than 0"),
-        ({"host": "https://svc.example", "extra": {"max_retries": -1}}, "max_retries: Input should be greater"),
+        (
+            {"host": "https://svc.example", "extra": {"max_retries": -1}},
+            "max_retries: Input should be greater",
+        ),
         ({"host": "https://svc.example", "extra": {"max_retries": 99}}, "max_retries: Input should be less"),
-        ({"host": "https://svc.example", "extra": {"verify": "/no/such/ca.pem"}}, "verify: .*existing CA bundle"),
-        ({"host": "https://svc.example", "extra": {"retry_wait": "x"}}, "retry_wait: Input should be a valid number"),
+        (
+            {"host": "https://svc.example", "extra": {"verify": "/no/such/ca.pem"}},
+            "verify: .*existing CA bundle",
+        ),
+        (
+            {"host": "https://svc.example", "extra": {"retry_wait": "x"}},
+            "retry_wait: Input should be a valid number",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_connection_values(monkeypatch: pytest.MonkeyPatch, conn: dict[str, Any], message: str) -> None:
-    set_conn(monkeypatch, {"conn_type": "workflowsvc", "password": TOKEN, **conn,
-                           "extra": {"api_key": API_KEY, **conn.get("extra", {})}})  # fmt: skip
+    set_conn(
+        monkeypatch,
+        {
+            "conn_type": "workflowsvc",
+            "password": TOKEN,
+            **conn,
+            "extra": {"api_key": API_KEY, **conn.get("extra", {})},
+        },
+    )
     hook = WorkflowServiceHook()
     with pytest.raises(
         WorkflowServiceInputError, match="connection 'workflowsvc_default' is misconfigured: "
@@ -1312,22 +1438,38 @@ def test_test_connection_success(mock: respx.MockRouter) -> None:
 @pytest.mark.parametrize(
     ("response", "expected"),
     [
-        (httpx.Response(401, json={"detail": "Invalid API key"}),
-         "Connection failed: 401 Unauthorized from GET /api/v1/workflows/: Invalid API key. Check the access "
-         "token (password) and the API key."),
-        (httpx.Response(403, json={"detail": f"key {API_KEY} belongs to another workspace"}),
-         "Connection failed: 403 Forbidden from GET /api/v1/workflows/: key *** belongs to another workspace."),
-        (httpx.Response(404, text="Not Found"),
-         "Connection failed: 404 Not Found from GET /api/v1/workflows/: Not Found. Check the base URL"),
-        (httpx.Response(503, json={"detail": "maintenance"}),
-         "Connection failed: 503 Service Unavailable from GET /api/v1/workflows/: maintenance"),
-        (httpx.Response(429), "Connection failed: 429 Too Many Requests from GET /api/v1/workflows/. The service"),
-        (httpx.Response(200, text="<html>login page</html>"),
-         "Connection failed: GET /api/v1/workflows/ returned 200 with an unexpected body: not JSON"),
-        (httpx.ConnectError("[Errno 111] Connection refused"),
-         "Connection failed: GET /api/v1/workflows/ failed: ConnectError: [Errno 111] Connection refused"),
+        (
+            httpx.Response(401, json={"detail": "Invalid API key"}),
+            "Connection failed: 401 Unauthorized from GET /api/v1/workflows/: Invalid API key. "
+            "Check the access token (password) and the API key.",
+        ),
+        (
+            httpx.Response(403, json={"detail": f"key {API_KEY} belongs to another workspace"}),
+            "Connection failed: 403 Forbidden from GET /api/v1/workflows/: "
+            "key *** belongs to another workspace.",
+        ),
+        (
+            httpx.Response(404, text="Not Found"),
+            "Connection failed: 404 Not Found from GET /api/v1/workflows/: Not Found. Check the base URL",
+        ),
+        (
+            httpx.Response(503, json={"detail": "maintenance"}),
+            "Connection failed: 503 Service Unavailable from GET /api/v1/workflows/: maintenance",
+        ),
+        (
+            httpx.Response(429),
+            "Connection failed: 429 Too Many Requests from GET /api/v1/workflows/. The service",
+        ),
+        (
+            httpx.Response(200, text="<html>login page</html>"),
+            "Connection failed: GET /api/v1/workflows/ returned 200 with an unexpected body: not JSON",
+        ),
+        (
+            httpx.ConnectError("[Errno 111] Connection refused"),
+            "Connection failed: GET /api/v1/workflows/ failed: ConnectError: [Errno 111] Connection refused",
+        ),
     ],
-)  # fmt: skip
+)
 def test_test_connection_failure(mock: respx.MockRouter, response: Any, expected: str) -> None:
     route = mock.get(u("/workflows/")).mock(side_effect=[response, httpx.Response(200, json=[])])
     ok, message = WorkflowServiceHook(settings=make_settings()).test_connection()
@@ -1363,11 +1505,19 @@ async def test_secrets_absent_from_reprs_messages_and_logs(
     mock.get(u("/jobs")).mock(side_effect=[httpx.Response(503, json=echo), httpx.Response(401, json=echo)])
     mock.get(u(f"/jobs/{JID}")).mock(side_effect=httpx.ConnectError(f"refused for {TOKEN}"))
     mock.post(u("/workflows/")).mock(return_value=httpx.Response(307, headers={"location": u("/workflows")}))
-    mock.post(u("/workflows")).mock(return_value=httpx.Response(422, json={"detail": [
-        {"loc": ["body", "name"], "msg": "bad", "input": TOKEN}]}))  # fmt: skip
+    mock.post(u("/workflows")).mock(
+        return_value=httpx.Response(
+            422, json={"detail": [{"loc": ["body", "name"], "msg": "bad", "input": TOKEN}]}
+        )
+    )
     mock.get(u(f"/jobs/{JID}/details")).mock(return_value=httpx.Response(200, text=f"<p>{API_KEY}</p>"))
-    for name, args in [("list_jobs", ()), ("get_job", (JID,)), ("create_workflow", ("w", "basic")),
-                       ("get_job_details", (JID,)), ("get_job", ("",))]:  # fmt: skip
+    for name, args in [
+        ("list_jobs", ()),
+        ("get_job", (JID,)),
+        ("create_workflow", ("w", "basic")),
+        ("get_job_details", (JID,)),
+        ("get_job", ("",)),
+    ]:
         with pytest.raises(WorkflowServiceError) as info:
             await client(name, *args)
         texts += [info.value, repr(info.value), info.value.args, getattr(info.value, "detail", "")]

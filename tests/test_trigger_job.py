@@ -82,7 +82,10 @@ async def test_success_reports_outputs_and_node_stats(mock_service: Any, capsys:
     assert payload["workflow_id"] == FAKE_WORKFLOW_ID
     assert payload["job_status"] == "completed"
     assert payload["message"] == "all good"
-    assert payload["output_files"] == [{"file_id": "a.txt", "node_id": "n1"}, {"file_id": "b.txt", "node_id": "n1"}]
+    assert payload["output_files"] == [
+        {"file_id": "a.txt", "node_id": "n1"},
+        {"file_id": "b.txt", "node_id": "n1"},
+    ]
     assert [n["success"] for n in payload["node_stats"]] == [2, 2]
     assert payload["failed_files"] == []
     assert details.call_count == 3
@@ -176,7 +179,9 @@ async def test_node_progress_is_logged_only_when_it_changes(mock_service: Any, c
 
 
 async def test_a_missing_job_is_an_error_event(mock_service: Any) -> None:
-    mock_service.get("/jobs/j1/details").mock(return_value=httpx.Response(404, json={"detail": "no such job"}))
+    mock_service.get("/jobs/j1/details").mock(
+        return_value=httpx.Response(404, json={"detail": "no such job"})
+    )
     payload = await first_event(make())
     assert payload["status"] == "error"
     assert payload["job_id"] == "j1"
@@ -229,7 +234,9 @@ async def test_the_trigger_never_blocks(mock_service: Any, monkeypatch: pytest.M
         raise AssertionError("blocking call inside the trigger")
 
     monkeypatch.setattr(time, "sleep", forbidden)
-    monkeypatch.setattr("airflow_provider_workflowsvc.hooks.workflowsvc.WorkflowServiceHook.__init__", forbidden)
+    monkeypatch.setattr(
+        "airflow_provider_workflowsvc.hooks.workflowsvc.WorkflowServiceHook.__init__", forbidden
+    )
     monkeypatch.setattr("airflow.sdk.BaseHook.get_connection", forbidden)
     mock_service.get("/jobs/j1/details").mock(
         side_effect=[ok(details_json("j1", "in progress")), ok(details_json("j1", "completed"))]
@@ -248,7 +255,9 @@ async def test_one_http_client_for_the_whole_wait(mock_service: Any, monkeypatch
 
     monkeypatch.setattr(httpx.AsyncClient, "__init__", counting)
     running = ok(details_json("j1", "in progress"))
-    mock_service.get("/jobs/j1/details").mock(side_effect=[running] * 5 + [ok(details_json("j1", "completed"))])
+    mock_service.get("/jobs/j1/details").mock(
+        side_effect=[running] * 5 + [ok(details_json("j1", "completed"))]
+    )
     route_finish(mock_service)
     await first_event(make())
     assert len(created) == 1

@@ -12,6 +12,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from pydantic import ValidationError
+
 from airflow_provider_workflowsvc.emulator.app import create_app
 from airflow_provider_workflowsvc.emulator.config import (
     DEFAULT_CONNECTION_CHECK_DELAY,
@@ -21,6 +23,7 @@ from airflow_provider_workflowsvc.emulator.config import (
     FaultSpec,
     ServerSettings,
 )
+from airflow_provider_workflowsvc.emulator.errors import describe_errors, render_errors
 from airflow_provider_workflowsvc.emulator.server import EmulatorServer, bind_socket, root_url, uvicorn_config
 
 __all__ = ["build_parser", "main"]
@@ -109,8 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             allow_remote_source_download=args.allow_remote_source_download,
         )
         faults = _fault_spec(args)
-    except ValueError as exc:
-        parser.error(str(exc).splitlines()[0])
+    except ValidationError as exc:
+        parser.error(describe_errors(render_errors(exc.errors())))
     settings = ServerSettings(
         token=args.token or os.environ.get(TOKEN_ENV) or DEFAULT_TOKEN,
         api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,

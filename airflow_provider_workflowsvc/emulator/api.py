@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.datastructures import UploadFile
@@ -22,7 +21,6 @@ from airflow_provider_workflowsvc.emulator.service import Kind, Service, Upload
 
 __all__ = ["api_routes", "json_response"]
 
-Handler = Callable[[Request], Awaitable[Response]]
 INPUT_FILE_PARTS = frozenset({"input_files", "input_files[]"})
 MAX_FORM_PARTS = 10_000
 

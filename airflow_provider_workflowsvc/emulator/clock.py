@@ -14,13 +14,17 @@ def to_datetime(timestamp: float) -> datetime:
 
 
 class Clock:
-    """Emulator time in epoch seconds: ``time.time() + offset``."""
+    """Emulator time in epoch seconds: ``time.time() + offset``, to the microsecond.
+
+    Microseconds are what ISO-8601 timestamps carry, so a time read back from a response compares
+    equal to the stored one.
+    """
 
     def __init__(self, offset: float = 0.0) -> None:
         self.offset = offset
 
     def time(self) -> float:
-        return time.time() + self.offset
+        return round(time.time() + self.offset, 6)
 
     def now(self) -> datetime:
         return to_datetime(self.time())

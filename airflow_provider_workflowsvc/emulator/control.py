@@ -114,6 +114,5 @@ async def get_clock(request: Request) -> dict[str, Any]:
 async def advance_clock(request: Request, advance: Advance) -> dict[str, Any]:
     """Move emulator time forward; schedules that fall due fire (one job per occurrence)."""
     state = _state(request)
-    before = len(state.service.store.all("jobs"))
-    state.service.advance_clock(advance.seconds)
-    return {**_clock(state), "jobs_created": len(state.service.store.all("jobs")) - before}
+    created = state.service.advance_clock(advance.seconds)
+    return {**_clock(state), "jobs_created": created}

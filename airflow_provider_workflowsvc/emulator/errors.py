@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-__all__ = ["ApiError", "InvalidRequest", "render_errors"]
+__all__ = ["ApiError", "InvalidRequest", "describe_errors", "render_errors"]
 
 _GENERIC_MESSAGES = {
     "uuid_parsing": "Input should be a valid UUID",
@@ -60,6 +60,11 @@ def render_errors(
         }
         for err in errors
     ]
+
+
+def describe_errors(errors: Iterable[Mapping[str, Any]]) -> str:
+    """Rendered errors as one line: ``loc.path: message; ...``."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors)
 
 
 def _is_union_tag(part: Any) -> bool:

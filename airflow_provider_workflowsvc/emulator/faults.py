@@ -38,10 +38,13 @@ class FaultInjector:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self.generation = 0
+        """Incremented whenever the rules change: injected waits end early when it moves."""
         self.set(FaultSpec())
 
     def set(self, spec: FaultSpec) -> None:
         with self._lock:
+            self.generation += 1
             self.spec = spec
             self._rng = random.Random(spec.seed)
             self._remaining: list[int | None] = [rule.count for rule in spec.rules]

@@ -28,12 +28,16 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+LATENCY_CHECK_INTERVAL = 0.1
 DROPPED_BODY = b'{"detail": "this response is cut short by the emula'
-_SPEC_FORMS = {
-    "/sources": "/sources",
-    "/destinations": "/destinations/",
-    "/workflows": "/workflows/",
-    "/jobs": "/jobs",
+_SPEC_FORMS = {  # the spelling the spec gives each collection request
+    ("GET", "/sources"): "/sources",
+    ("POST", "/sources"): "/sources",
+    ("GET", "/destinations"): "/destinations",
+    ("POST", "/destinations"): "/destinations/",
+    ("GET", "/workflows"): "/workflows/",
+    ("POST", "/workflows"): "/workflows/",
+    ("GET", "/jobs"): "/jobs",
 }
 _ERROR_DETAILS = {
     429: "Too many requests (injected by the emulator)",
@@ -43,13 +47,13 @@ _ERROR_DETAILS = {
 }
 
 
-def redirect_target(path: str, config: EmulatorConfig) -> str | None:
-    """The path to redirect ``path`` to in the configured redirect mode, or None to serve it."""
+def redirect_target(method: str, path: str, config: EmulatorConfig) -> str | None:
+    """Where to redirect a request in the configured redirect mode, or None to serve it."""
     mode, rel = config.redirect_slashes, path[len(API_PREFIX) :]
     if mode == "off" or rel in ("", "/"):
         return None
     if mode == "spec":
-        canonical = _SPEC_FORMS.get(rel.rstrip("/"))
+        canonical = _SPEC_FORMS.get((method, rel.rstrip("/")))
         return API_PREFIX + canonical if canonical is not None and canonical != rel else None
     if mode == "add":
         return None if rel.endswith("/") else path + "/"
@@ -112,7 +116,7 @@ class ApiMiddleware:
         if await self._inject_fault(scope, receive, send, entry):
             return
         path = scope["path"]
-        target = redirect_target(path, self.state.service.config)
+        target = redirect_target(scope["method"], path, self.state.service.config)
         if target is not None:
             query = scope.get("query_string", b"").decode("latin-1")
             await drain(receive)
@@ -140,17 +144,27 @@ class ApiMiddleware:
             return False
         entry["fault"] = decision.label
         if decision.latency:
-            await asyncio.sleep(decision.latency)
+            await self._wait(decision.latency)
         if decision.error is None:
             return False
         await drain(receive)
         if decision.error == "drop":
             await self._drop(send)
+            entry["status"] = None  # no complete response was delivered
         else:
             status = int(decision.error)
             headers = {"retry-after": f"{decision.retry_after:g}"} if status == 429 else None
             await send_json(send, status, {"detail": _ERROR_DETAILS.get(status, "injected error")}, headers)
         return True
+
+    async def _wait(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less if the fault rules change (reset, clear) meanwhile."""
+        generation, deadline = self.state.faults.generation, time.monotonic() + seconds
+        while generation == self.state.faults.generation:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            await asyncio.sleep(min(remaining, LATENCY_CHECK_INTERVAL))
 
     @staticmethod
     async def _drop(send: Send) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 from airflow_provider_workflowsvc.emulator._pdf import PdfError, pdf_pages
 from airflow_provider_workflowsvc.models import DataSource, Element, ElementMetadata
 
-__all__ = ["Block", "PartitionError", "element_id", "make_elements", "media_type_for", "partition"]
+__all__ = ["Block", "PartitionError", "element_id", "file_format", "make_elements", "partition"]
 
 _FORMATS_BY_EXTENSION = {
     ".txt": "text",
@@ -87,14 +87,6 @@ def file_format(filename: str, media_type: str | None) -> str:
         f"unsupported file type ({shown}, media type {base_type or 'not given'}); supported: "
         + ", ".join(sorted(_FORMATS_BY_EXTENSION))
     )
-
-
-def media_type_for(filename: str, media_type: str | None) -> str:
-    """The media type recorded in element metadata (the format's own, else the one sent)."""
-    try:
-        return _MEDIA_TYPES[file_format(filename, media_type)]
-    except PartitionError:
-        return (media_type or "application/octet-stream").split(";")[0].strip()
 
 
 def partition(filename: str, media_type: str | None, data: bytes) -> list[dict[str, Any]]:

@@ -12,8 +12,6 @@ from typing import Any
 
 import uvicorn
 
-from airflow_provider_workflowsvc.emulator.config import API_PREFIX
-
 __all__ = ["EmulatorServer", "bind_socket", "root_url", "uvicorn_config"]
 
 _DROP_MESSAGES = frozenset({"ASGI callable returned without completing response."})
@@ -89,7 +87,3 @@ class EmulatorServer(uvicorn.Server):
         finally:
             for sig, handler in original.items():
                 signal.signal(sig, handler)
-
-
-def api_url(root: str) -> str:
-    return root + API_PREFIX

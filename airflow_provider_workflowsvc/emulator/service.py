@@ -154,10 +154,11 @@ class Service:
         self.clock.offset = 0.0
         self._next_due = None
 
-    def advance_clock(self, seconds: float) -> None:
+    def advance_clock(self, seconds: float) -> int:
+        """Move emulator time forward and fire the schedules that fall due; the number of jobs created."""
         self.clock.advance(seconds)
         self.store.set_meta("clock_offset", repr(self.clock.offset))
-        self.fire_due_schedules()
+        return self.fire_due_schedules()
 
     # -- connectors ------------------------------------------------------------------------------
 
@@ -265,12 +266,14 @@ class Service:
         ).model_dump(mode="json")
 
     def _connector_type(self, kind: Kind, value: Any, loc: tuple[str, ...]) -> str:
-        enum_cls = SourceType if kind == "source" else DestinationType
-        member = enum_cls._missing_(value) if isinstance(value, str) else None
-        if member is None:
+        enum_cls: type[SourceType | DestinationType] = SourceType if kind == "source" else DestinationType
+        try:
+            return str(enum_cls(value).value)
+        except ValueError:
             allowed = ", ".join(m.value for m in enum_cls)
-            raise InvalidRequest.one(loc, f"unknown {_label(kind)} type; expected one of: {allowed}", "enum")
-        return str(member.value)
+            raise InvalidRequest.one(
+                loc, f"unknown {_label(kind)} type; expected one of: {allowed}", "enum"
+            ) from None
 
     def _create_connector_request(
         self, kind: Kind, body: dict[str, Any]
@@ -291,7 +294,10 @@ class Service:
         if errors or config is None or connector_type is None:
             raise InvalidRequest(errors)
         model = CreateSourceConnector if kind == "source" else CreateDestinationConnector
-        return model.model_validate({"name": name, "type": connector_type, "config": config})
+        try:
+            return model.model_validate({"name": name, "type": connector_type, "config": config})
+        except ValidationError as exc:
+            raise InvalidRequest.from_pydantic(exc, ("body",)) from None
 
     @staticmethod
     def _unknown_fields(body: Mapping[str, Any], allowed: Iterable[str]) -> list[dict[str, Any]]:
@@ -416,7 +422,7 @@ class Service:
         if "workflow_type" in given and request.workflow_type is not None:
             row["workflow_type"] = request.workflow_type.value
         if "workflow_nodes" in given or "workflow_type" in given:
-            nodes = request.workflow_nodes if "workflow_nodes" in given else self._custom_nodes(row)
+            nodes = request.workflow_nodes if "workflow_nodes" in given else self._kept_nodes(row)
             if row["workflow_type"] == WorkflowType.CUSTOM.value and not nodes:
                 raise InvalidRequest.one(
                     ["body", "workflow_nodes"], "a custom workflow needs at least one node", "value_error"
@@ -429,7 +435,8 @@ class Service:
             row["reprocess_all"] = bool(request.reprocess_all)
 
     @staticmethod
-    def _custom_nodes(row: dict[str, Any]) -> list[WorkflowNode] | None:
+    def _kept_nodes(row: dict[str, Any]) -> list[WorkflowNode] | None:
+        """The nodes a workflow keeps when its type changes: its own if it is now custom, else defaults."""
         if row["workflow_type"] != WorkflowType.CUSTOM.value:
             return None
         return [WorkflowNode.model_validate(n) for n in row["nodes"]] or None

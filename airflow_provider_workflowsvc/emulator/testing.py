@@ -57,6 +57,13 @@ class EmulatorHandle:
         response.raise_for_status()
         return response.json()
 
+    def api_client(self, **kwargs: Any) -> httpx.Client:
+        """An ``httpx.Client`` for ``/api/v1`` with this emulator's credentials (close it after use)."""
+        headers = {"authorization": f"Bearer {self.token}"}
+        if self.api_key:
+            headers["service-api-key"] = self.api_key
+        return httpx.Client(base_url=self.base_url, headers=headers, **{"timeout": 30.0, **kwargs})
+
     def health(self) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", "/health")
         return result

@@ -177,13 +177,20 @@ class ConnectionSettings(BaseModel):
         """The credential values, to scrub from any text that leaves the hook."""
         return tuple(s.get_secret_value() for s in (self.token, self.api_key) if s is not None)
 
-    def ssl_verify(self) -> bool | ssl.SSLContext:
-        """``verify`` as httpx takes it (a CA bundle path becomes an SSL context)."""
-        if isinstance(self.verify, bool):
-            return self.verify
-        if os.path.isdir(self.verify):
-            return ssl.create_default_context(capath=self.verify)
-        return ssl.create_default_context(cafile=self.verify)
+    def ssl_verify(self) -> ssl.SSLContext:
+        """``verify`` as an SSL context, shared by every client with the same setting.
+
+        Building a context loads the CA bundle (~50 ms); hooks are created often (one per task, one
+        per trigger poll), so contexts are cached per setting. A CA bundle path becomes a context
+        (httpx deprecates ``verify=<path>``).
+        """
+        ca_env = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+        try:
+            return _ssl_context(self.verify, ca_env)
+        except (ssl.SSLError, OSError) as exc:
+            raise WorkflowServiceInputError(
+                f"cannot load the CA certificates for TLS verification ({self.verify!r}): {exc}"
+            ) from None
 
     def httpx_options(self) -> dict[str, Any]:
         """Keyword arguments shared by ``httpx.Client`` and ``httpx.AsyncClient``."""
@@ -194,6 +201,15 @@ class ConnectionSettings(BaseModel):
             "verify": self.ssl_verify(),
             "follow_redirects": False,
         }
+
+
+@functools.lru_cache(maxsize=16)
+def _ssl_context(verify: bool | str, ca_env: tuple[str | None, str | None]) -> ssl.SSLContext:
+    if isinstance(verify, bool):
+        return httpx.create_ssl_context(verify=verify)
+    if os.path.isdir(verify):
+        return ssl.create_default_context(capath=verify)
+    return ssl.create_default_context(cafile=verify)
 
 
 _EXTRA_SETTINGS = frozenset(

@@ -10,13 +10,13 @@ import re
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 from airflow.sdk import BaseOperator
 
 if TYPE_CHECKING:
     import jinja2
-    from airflow.sdk import Context
+    from airflow.sdk import Context, XComArg
 
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 
@@ -31,6 +31,7 @@ __all__ = [
     "input_error",
     "is_deferred_value",
     "normalize_choice",
+    "rendered",
     "static_str",
 ]
 
@@ -63,6 +64,11 @@ def is_deferred_value(value: Any) -> bool:
 def static_str(value: Any) -> str | None:
     """``value`` if it is a string known at DAG parse time, else None."""
     return value if isinstance(value, str) and not is_deferred_value(value) else None
+
+
+def rendered(value: str | XComArg) -> str:
+    """``value`` typed as it is when the task runs: templates rendered and XComArgs resolved."""
+    return cast("str", value)
 
 
 def normalize_choice(value: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import glob
+import json
 import os
 import re
 from collections.abc import Iterable
@@ -84,28 +85,47 @@ def safe_name(raw: str, fallback: str = "output") -> str:
     return name or fallback
 
 
-def output_file_names(outputs: list[tuple[str, str]]) -> list[str]:
-    """A unique, safe ``.json`` file name for each ``(file_id, node_id)`` output, in order.
+class OutputNames:
+    """Unique, safe ``.json`` file names for a job's outputs, allocated one by one.
 
-    The name comes from the file id; when one file has outputs from several nodes the node id is
-    added; remaining clashes (after sanitising, case-insensitive) get ``-2``, ``-3``, ...
+    A name comes from the original document name when known (``report.pdf`` → ``report.pdf.json``),
+    else from the file id. When one file has outputs from several nodes the node id is added; remaining
+    clashes (after sanitising, case-insensitive) get ``-2``, ``-3``, ...
     """
-    per_file: dict[str, int] = {}
-    for file_id, _ in outputs:
-        per_file[file_id] = per_file.get(file_id, 0) + 1
-    names: list[str] = []
-    taken: set[str] = set()
-    for file_id, node_id in outputs:
-        stem = safe_name(file_id).removesuffix(".json")
-        if per_file[file_id] > 1:
+
+    def __init__(self, outputs: list[tuple[str, str]]) -> None:
+        self._per_file: dict[str, int] = {}
+        for file_id, _ in outputs:
+            self._per_file[file_id] = self._per_file.get(file_id, 0) + 1
+        self._taken: set[str] = set()
+
+    def allocate(self, file_id: str, node_id: str, document: str | None = None) -> str:
+        stem = safe_name(document or file_id).removesuffix(".json")
+        if self._per_file.get(file_id, 1) > 1:
             stem = f"{stem}.{safe_name(node_id, 'node')[:36]}"
         name, n = f"{stem}.json", 1
-        while name.lower() in taken:
+        while name.lower() in self._taken:
             n += 1
             name = f"{stem}-{n}.json"
-        taken.add(name.lower())
-        names.append(name)
-    return names
+        self._taken.add(name.lower())
+        return name
+
+
+_FILENAME_FIELD = re.compile(rb'"filename"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+def document_name(path: Path, limit: int = 65536) -> str | None:
+    """The original document name in a downloaded output (its first element's ``metadata.filename``)."""
+    with path.open("rb") as fh:
+        head = fh.read(limit)
+    match = _FILENAME_FIELD.search(head)
+    if match is None:
+        return None
+    try:
+        name = json.loads(match.group(1))
+    except ValueError:
+        return None
+    return name if isinstance(name, str) and name.strip() else None
 
 
 def inside(directory: Path, name: str) -> Path:

@@ -22,11 +22,12 @@ from airflow_provider_workflowsvc.operators._base import (
     check_uuid,
     input_error,
     is_deferred_value,
+    rendered,
     static_str,
 )
 
 if TYPE_CHECKING:
-    from airflow.sdk import Context
+    from airflow.sdk import Context, XComArg
 
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
     from airflow_provider_workflowsvc.models import ConnectionCheck
@@ -66,8 +67,8 @@ _TYPES: dict[Kind, tuple[str, ...]] = {"source": SOURCE_TYPES, "destination": DE
 class ConnectionCheckFailedError(AirflowException):
     """A connector's connection check ended in failure, or did not end in time."""
 
-    def __init__(self, message: str, *, connector_id: str, reason: str | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, connector_id: str = "", reason: str | None = None) -> None:
+        super().__init__(message)  # keywords have defaults, so the error pickles and unpickles
         self.connector_id, self.reason = connector_id, reason
 
 
@@ -220,10 +221,10 @@ class _UpdateConnectorOperator(_ConfigOperator):
     template_fields: Sequence[str] = ("connector_id", "connector_type", "config")
 
     def __init__(
-        self, *, connector_id: str, config: Any, connector_type: str | None = None, **kwargs: Any
+        self, *, connector_id: str | XComArg, config: Any, connector_type: str | None = None, **kwargs: Any
     ) -> None:
         super().__init__(**kwargs)
-        self.connector_id, self.config, self.connector_type = connector_id, config, connector_type
+        self.connector_id, self.config, self.connector_type = rendered(connector_id), config, connector_type
         check_uuid(connector_id, "connector_id")
         check_choice(connector_type, _TYPES[self.kind], f"{self.kind} connector type")
         _check_config(config)
@@ -257,9 +258,9 @@ class _DeleteConnectorOperator(_ConnectorOperator):
 
     template_fields: Sequence[str] = ("connector_id",)
 
-    def __init__(self, *, connector_id: str, missing_ok: bool = True, **kwargs: Any) -> None:
+    def __init__(self, *, connector_id: str | XComArg, missing_ok: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.connector_id, self.missing_ok = connector_id, missing_ok
+        self.connector_id, self.missing_ok = rendered(connector_id), missing_ok
         check_uuid(connector_id, "connector_id")
 
     def execute(self, context: Context) -> None:
@@ -292,12 +293,17 @@ class _ConnectionCheckOperator(_ConnectorOperator):
     template_fields: Sequence[str] = ("connector_id",)
 
     def __init__(
-        self, *, connector_id: str, poll_interval: float = 5.0, timeout: float = 300.0, **kwargs: Any
+        self,
+        *,
+        connector_id: str | XComArg,
+        poll_interval: float = 5.0,
+        timeout: float = 300.0,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         if poll_interval <= 0 or timeout <= 0:
             raise input_error("poll_interval and timeout must be positive numbers of seconds")
-        self.connector_id, self.poll_interval, self.timeout = connector_id, poll_interval, timeout
+        self.connector_id, self.poll_interval, self.timeout = rendered(connector_id), poll_interval, timeout
         check_uuid(connector_id, "connector_id")
 
     def execute(self, context: Context) -> str:

@@ -11,48 +11,38 @@ from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
-from airflow.sdk import BaseOperator, BaseOperatorLink, conf
+from airflow.sdk import BaseOperator, BaseOperatorLink
 
+from airflow_provider_workflowsvc.operators._jobbase import (
+    DEFAULT_CONN_ID,
+    _default_deferrable,
+    _job_id_of,
+    _JobTask,
+    _seconds,
+    job_url,
+)
 from airflow_provider_workflowsvc.operators._resumable import ResumableJobMixin
+
+__all__ = [
+    "CancelJobOperator",
+    "DownloadJobOutputOperator",
+    "RunWorkflowOperator",
+    "WorkflowJobLink",
+    "job_url",
+]
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
     from airflow.sdk.types import TaskInstanceKey
 
     from airflow_provider_workflowsvc._outcome import JobOutcome
-    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 
-DEFAULT_CONN_ID = "workflowsvc_default"
-XCOM_JOB_ID = "job_id"
 DEFER_TIMEOUT_GRACE = 600.0
 """Airflow's own deferral timeout is a backstop after the trigger's deadline (which it reports itself)."""
 NOT_FOUND = "not found"
 COMPLETED_WITH_FAILED_FILES = "completed with failed files"
 """Statuses of a resumed job that mean "run it again" (see ``get_job_status``)."""
-
-
-def _default_deferrable(deferrable: bool | None) -> bool:
-    if deferrable is not None:
-        return deferrable
-    return conf.getboolean("operators", "default_deferrable", fallback=False)
-
-
-def _seconds(value: float | timedelta, what: str) -> float:
-    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if seconds <= 0:
-        raise ValueError(f"{what} must be positive, got {value!r}")
-    return seconds
-
-
-def job_url(base_url: str, ui_url: str | None, job_id: str) -> str:
-    """``ui_url`` with ``{job_id}`` filled in, else ``{ui_url or base_url}/jobs/{job_id}``."""
-    quoted = quote(str(job_id), safe="")
-    ui = (ui_url or "").strip()
-    if ui and "{job_id}" in ui:
-        return ui.replace("{job_id}", quoted)
-    return f"{(ui or base_url).rstrip('/')}/jobs/{quoted}"
 
 
 class WorkflowJobLink(BaseOperatorLink):
@@ -64,34 +54,6 @@ class WorkflowJobLink(BaseOperatorLink):
         from airflow.sdk.execution_time.xcom import XCom
 
         return XCom.get_value(ti_key=ti_key, key=self.xcom_key) or ""
-
-
-class _JobTask:
-    """What the job operators share: a lazily made hook (closed after each step) and the job link."""
-
-    workflowsvc_conn_id: str
-    log: Any
-    _hook: WorkflowServiceHook | None = None
-
-    @property
-    def hook(self) -> WorkflowServiceHook:
-        if self._hook is None:
-            from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
-
-            self._hook = WorkflowServiceHook(self.workflowsvc_conn_id)
-        return self._hook
-
-    def _close_hook(self) -> None:
-        if self._hook is not None:
-            self._hook.close()
-
-    def _announce(self, context: Context, job_id: str) -> None:
-        """Push the job id and its link (XCom) before any waiting, so the UI shows them at once."""
-        ui_url = (self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}).get("ui_url")
-        url = job_url(self.hook.settings.base_url, ui_url, job_id)
-        context["ti"].xcom_push(key=XCOM_JOB_ID, value=job_id)
-        context["ti"].xcom_push(key=WorkflowJobLink().xcom_key, value=url)
-        self.log.info("Job %s: %s", job_id, url)
 
 
 class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
@@ -349,9 +311,11 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
 class DownloadJobOutputOperator(_JobTask, BaseOperator):
     """Download every output of a completed local-to-local job into a directory; returns the paths.
 
-    Files are named after the output's file id (sanitised: no directories, no leading dots, plain
-    characters; the node id is added when one file has several outputs; clashes get ``-2``, ``-3``).
-    Each file appears only once fully written.
+    Each output is named after its original document (``report.pdf`` → ``report.pdf.json``, read
+    from the output's first element), else its file id; names are sanitised (no directories, no
+    leading dots, plain characters), the node id is added when one file has several outputs, and
+    clashes get ``-2``, ``-3``. A file appears under its final name only once fully written; existing
+    files of the same name are replaced (use one directory per run, e.g. ``.../{{ run_id }}``).
 
     :param output_dir: directory to write into, created if missing (templated).
     :param job_id: the job (templated); when empty, taken from XCom ``job_id`` of ``run_task_id``.
@@ -381,7 +345,7 @@ class DownloadJobOutputOperator(_JobTask, BaseOperator):
     def execute(self, context: Context) -> list[str]:
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
         from airflow_provider_workflowsvc.models import JobStatus
-        from airflow_provider_workflowsvc.operators._files import inside, output_file_names
+        from airflow_provider_workflowsvc.operators._files import OutputNames
 
         job_id = _job_id_of(self.job_id, self.run_task_id, context)
         try:
@@ -397,16 +361,28 @@ class DownloadJobOutputOperator(_JobTask, BaseOperator):
                 return []
             directory = Path(str(self.output_dir)).expanduser()
             directory.mkdir(parents=True, exist_ok=True)
-            paths = []
-            for (file_id, node_id), name in zip(outputs, output_file_names(outputs), strict=True):
-                target = inside(directory, name)
-                self.hook.download_job_output(job_id, file_id, node_id, path=target)
-                self.log.info("Downloaded output %s (node %s) to %s", file_id, node_id, target)
-                paths.append(str(target))
+            names = OutputNames(outputs)
+            paths = [
+                self._download(job_id, file_id, node_id, directory, names) for file_id, node_id in outputs
+            ]
         finally:
             self._close_hook()
         self.log.info("Downloaded %d output file(s) of job %s into %s", len(paths), job_id, directory)
         return paths
+
+    def _download(self, job_id: str, file_id: str, node_id: str, directory: Path, names: Any) -> str:
+        """Stream one output to a hidden name, then give it its final name (never a partial file)."""
+        from airflow_provider_workflowsvc.operators._files import document_name, inside, safe_name
+
+        staging = inside(directory, f".{safe_name(file_id)}.{safe_name(node_id)}.download")
+        try:
+            self.hook.download_job_output(job_id, file_id, node_id, path=staging)
+            target = inside(directory, names.allocate(file_id, node_id, document_name(staging)))
+            staging.replace(target)
+        finally:
+            staging.unlink(missing_ok=True)
+        self.log.info("Downloaded output %s (node %s) to %s", file_id, node_id, target)
+        return str(target)
 
 
 class CancelJobOperator(_JobTask, BaseOperator):
@@ -451,15 +427,3 @@ class CancelJobOperator(_JobTask, BaseOperator):
                 raise WorkflowServiceError(message)
             self.log.info(message)
         return {"job_id": job_id, "cancelled": cancelled, "status": status}
-
-
-def _job_id_of(job_id: Any, run_task_id: str | None, context: Context) -> str:
-    from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError
-
-    if (job_id is None or str(job_id).strip() in ("", "None")) and run_task_id:
-        job_id = context["ti"].xcom_pull(task_ids=run_task_id, key=XCOM_JOB_ID)
-    text = "" if job_id is None else str(job_id).strip()
-    if not text or text == "None":
-        where = f" (XCom {XCOM_JOB_ID!r} of task {run_task_id!r} is empty)" if run_task_id else ""
-        raise WorkflowServiceInputError(f"job_id is empty{where}")
-    return text

@@ -18,11 +18,12 @@ from airflow_provider_workflowsvc.operators._base import (
     input_error,
     is_deferred_value,
     normalize_choice,
+    rendered,
     static_str,
 )
 
 if TYPE_CHECKING:
-    from airflow.sdk import Context
+    from airflow.sdk import Context, XComArg
 
     from airflow_provider_workflowsvc.models import CreateWorkflow, Workflow
 
@@ -138,8 +139,8 @@ class CreateWorkflowOperator(_WorkflowOperator):
         *,
         name: str,
         workflow_type: str,
-        source_id: str | None = None,
-        destination_id: str | None = None,
+        source_id: str | XComArg | None = None,
+        destination_id: str | XComArg | None = None,
         workflow_nodes: list[Any] | None = None,
         schedule: str | None = None,
         reprocess_all: bool | None = None,
@@ -242,18 +243,18 @@ class UpdateWorkflowOperator(_WorkflowOperator):
     def __init__(
         self,
         *,
-        workflow_id: str,
+        workflow_id: str | XComArg,
         name: str | None = None,
         workflow_type: str | None = None,
-        source_id: str | None = None,
-        destination_id: str | None = None,
+        source_id: str | XComArg | None = None,
+        destination_id: str | XComArg | None = None,
         workflow_nodes: list[Any] | None = None,
         schedule: str | None = None,
         reprocess_all: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.workflow_id = workflow_id
+        self.workflow_id = rendered(workflow_id)
         check_uuid(workflow_id, "workflow_id")
         given = self._set_fields(
             name=name,
@@ -290,9 +291,9 @@ class DeleteWorkflowOperator(WorkflowServiceBaseOperator):
 
     template_fields: Sequence[str] = ("workflow_id",)
 
-    def __init__(self, *, workflow_id: str, missing_ok: bool = True, **kwargs: Any) -> None:
+    def __init__(self, *, workflow_id: str | XComArg, missing_ok: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.workflow_id, self.missing_ok = workflow_id, missing_ok
+        self.workflow_id, self.missing_ok = rendered(workflow_id), missing_ok
         check_uuid(workflow_id, "workflow_id")
 
     def execute(self, context: Context) -> None:

@@ -85,13 +85,24 @@ class WorkflowJobSensor(BaseSensorOperator):
         try:
             if not self.deferrable:
                 return super().execute(context)
-            done = self.poke(context)
+            done = self._first_poke(context)
             if done:
                 return done.xcom_value if isinstance(done, PokeReturnValue) else None
             self._defer(time.time())
         finally:
             if self._hook is not None:
                 self._hook.close()
+
+    def _first_poke(self, context: Context) -> bool | PokeReturnValue:
+        """One poke before deferring (a finished job needs no trigger), with soft_fail applied."""
+        from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
+
+        try:
+            return self.poke(context)
+        except (AirflowFailException, AirflowSensorTimeout) as exc:
+            if self.soft_fail or getattr(self, "never_fail", False):
+                raise AirflowSkipException(f"Skipping (soft_fail): {exc}") from exc
+            raise
 
     def _defer(self, started: float) -> None:
         from airflow_provider_workflowsvc._outcome import parse_created_after

@@ -1,0 +1,92 @@
+"""What the job operators share: the hook, the job id and link in XCom, argument checks.
+
+Imported when a DAG file is parsed: only the Task SDK, the standard library and typing at module level.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from airflow.sdk import conf
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+
+DEFAULT_CONN_ID = "workflowsvc_default"
+XCOM_JOB_ID = "job_id"
+LINK_XCOM_KEY = "_link_WorkflowJobLink"
+"""Where the job link is pushed: ``WorkflowJobLink.xcom_key`` (the default for that class name)."""
+
+
+def _default_deferrable(deferrable: bool | None) -> bool:
+    if deferrable is not None:
+        return deferrable
+    return conf.getboolean("operators", "default_deferrable", fallback=False)
+
+
+def _seconds(value: float | timedelta, what: str) -> float:
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if seconds <= 0:
+        raise ValueError(f"{what} must be positive, got {value!r}")
+    return seconds
+
+
+def job_url(base_url: str, ui_url: str | None, job_id: str) -> str:
+    """``ui_url`` with ``{job_id}`` filled in, else ``{ui_url or base_url}/jobs/{job_id}``."""
+    quoted = quote(str(job_id), safe="")
+    ui = _without_userinfo((ui_url or "").strip())
+    if ui and "{job_id}" in ui:
+        return ui.replace("{job_id}", quoted)
+    return f"{(ui or _without_userinfo(base_url)).rstrip('/')}/jobs/{quoted}"
+
+
+def _without_userinfo(url: str) -> str:
+    """The URL without any ``user:password@`` (a link ends up in XCom and the UI)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
+class _JobTask:
+    """What the job operators share: a lazily made hook (closed after each step) and the job link."""
+
+    workflowsvc_conn_id: str
+    log: Any
+    _hook: WorkflowServiceHook | None = None
+
+    @property
+    def hook(self) -> WorkflowServiceHook:
+        if self._hook is None:
+            from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+
+            self._hook = WorkflowServiceHook(self.workflowsvc_conn_id)
+        return self._hook
+
+    def _close_hook(self) -> None:
+        if self._hook is not None:
+            self._hook.close()
+
+    def _announce(self, context: Context, job_id: str) -> None:
+        """Push the job id and its link (XCom) before any waiting, so the UI shows them at once."""
+        ui_url = (self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}).get("ui_url")
+        url = job_url(self.hook.settings.base_url, ui_url, job_id)
+        context["ti"].xcom_push(key=XCOM_JOB_ID, value=job_id)
+        context["ti"].xcom_push(key=LINK_XCOM_KEY, value=url)
+        self.log.info("Job %s: %s", job_id, url)
+
+
+def _job_id_of(job_id: Any, run_task_id: str | None, context: Context) -> str:
+    from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError
+
+    if (job_id is None or str(job_id).strip() in ("", "None")) and run_task_id:
+        job_id = context["ti"].xcom_pull(task_ids=run_task_id, key=XCOM_JOB_ID)
+    text = "" if job_id is None else str(job_id).strip()
+    if not text or text == "None":
+        where = f" (XCom {XCOM_JOB_ID!r} of task {run_task_id!r} is empty)" if run_task_id else ""
+        raise WorkflowServiceInputError(f"job_id is empty{where}")
+    return text

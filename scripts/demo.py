@@ -1,0 +1,192 @@
+"""The one-command demo (``./dev demo [--keep]``): the local-files example on a real, local Airflow.
+
+Starts the Workflow Service emulator and Airflow (api-server, scheduler, dag-processor, triggerer),
+runs ``example_dags/example_local_files.py`` through the scheduler, the worker and the triggerer,
+prints what happened and where the output is (``.demo/output/<job id>/``), then stops everything it
+started, also on Ctrl-C or an error. ``--keep`` leaves Airflow up for a look at the UI until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import httpx
+
+from scripts.local_airflow import REPO_ROOT, LocalAirflow, LocalAirflowError, local_stack
+
+DAG_ID = "workflowsvc_example_local_files"
+RUN_TASK = "run_workflow"
+DEMO_DIR = REPO_ROOT / ".demo"
+# Placeholders so the other examples can be triggered from the UI with --keep (the emulator accepts any
+# credentials; against a real account these Variables hold real settings).
+EMULATOR_VARIABLES = {
+    "AIRFLOW_VAR_WORKFLOWSVC_CONFLUENCE_URL": "https://example.atlassian.net/wiki",
+    "AIRFLOW_VAR_WORKFLOWSVC_CONFLUENCE_USER": "demo@example.com",
+    "AIRFLOW_VAR_WORKFLOWSVC_CONFLUENCE_TOKEN": "emulator-accepts-any-token",
+    "AIRFLOW_VAR_WORKFLOWSVC_ASTRA_ENDPOINT": "https://demo-db.apps.astra.example.com",
+    "AIRFLOW_VAR_WORKFLOWSVC_ASTRA_TOKEN": "emulator-accepts-any-token",
+}
+
+
+def say(message: str) -> None:
+    print(f"\033[1m==>\033[0m {message}", flush=True)
+
+
+def detail(message: str) -> None:
+    print(f"    {message}", flush=True)
+
+
+def _relative(path: Path | str) -> str:
+    path = Path(path)
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+class JobWatcher:
+    """Prints task state changes and the job's status changes while the DAG run goes on."""
+
+    def __init__(self, airflow: LocalAirflow, emulator: Any, run_id: str) -> None:
+        self.airflow, self.run_id = airflow, run_id
+        self.tasks: dict[str, str | None] = {}
+        self.job_id: str | None = None
+        self.job_status: str | None = None
+        headers = {"authorization": f"Bearer {emulator.token}"}
+        if emulator.api_key:
+            headers["service-api-key"] = emulator.api_key
+        self.service = httpx.Client(base_url=emulator.base_url, headers=headers, timeout=10)
+
+    def close(self) -> None:
+        self.service.close()
+
+    def __call__(self, run: dict[str, Any]) -> None:
+        for ti in self.airflow.task_instances(DAG_ID, self.run_id):
+            task_id, state = ti["task_id"], ti.get("state")
+            if self.tasks.get(task_id) != state and state:
+                self.tasks[task_id] = state
+                note = ""
+                if task_id == RUN_TASK and state == "deferred":
+                    note = " (no worker slot held: the triggerer polls the job)"
+                detail(f"task {task_id}: {state}{note}")
+        if self.job_id is None:
+            job_id = self.airflow.xcom(DAG_ID, self.run_id, RUN_TASK, key="job_id")
+            if job_id:
+                self.job_id = str(job_id)
+                say(f"waiting for the job {self.job_id}…")
+        if self.job_id is not None and self.tasks.get(RUN_TASK) not in ("success", "failed"):
+            try:
+                status = self.service.get(f"jobs/{self.job_id}").json().get("status")
+            except (httpx.HTTPError, ValueError):
+                return
+            if status != self.job_status:
+                self.job_status = status
+                detail(f"job status: {status}")
+
+
+def print_summary(airflow: LocalAirflow, run_id: str, run: dict[str, Any]) -> bool:
+    """What happened; returns whether the run succeeded."""
+    summary = airflow.xcom(DAG_ID, run_id, "summarize")
+    if run.get("state") != "success" or not isinstance(summary, dict):
+        say(f"the DAG run ended {run.get('state')}")
+        for ti in airflow.task_instances(DAG_ID, run_id):
+            detail(f"task {ti['task_id']}: {ti.get('state')}")
+            if ti.get("state") == "failed":
+                with_log = airflow.task_log(DAG_ID, run_id, ti["task_id"]).splitlines()[-15:]
+                for line in with_log:
+                    detail(f"  | {line[:200]}")
+        return False
+    say("the DAG run succeeded")
+    detail(f"job id:        {summary['job_id']}")
+    detail(f"final status:  {summary['status']} (after {summary['elapsed_seconds']} s)")
+    detail("node stats:")
+    for node in summary["node_stats"]:
+        detail(
+            f"  {node['node_name']:<12} {node['node_type']}/{node['node_subtype']}: "
+            f"{node['success']} succeeded, {node['failure']} failed"
+        )
+    failed = summary["failed_files"]
+    detail(f"failed documents ({len(failed)}):" if failed else "failed documents: none")
+    for item in failed:
+        detail(f"  {item['document']}: {item['error']}")
+    paths = summary.get("output_paths") or []
+    folder = _relative(Path(paths[0]).parent) if paths else "(none)"
+    detail(f"output files ({len(paths)}) in {folder}/:")
+    for path in paths:
+        detail(f"  {Path(path).name}")
+    triggers = airflow.trigger_log_files(DAG_ID, run_id, RUN_TASK)
+    if triggers:
+        detail(f"the wait ran in the triggerer; its log: {_relative(triggers[0])}")
+    return True
+
+
+def keep_running(airflow: LocalAirflow) -> None:
+    say(f"Airflow keeps running: open {airflow.base_url}/ in a browser")
+    detail("login: none needed (simple auth manager, every visitor is an admin: a throwaway box)")
+    detail(f"DAG:   {airflow.base_url}/dags/{DAG_ID}")
+    detail(f"logs:  {_relative(airflow.airflow_home)}/components/ and {_relative(airflow.logs_dir)}/")
+    detail("press Ctrl-C to stop Airflow and the emulator")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print()
+
+
+def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="./dev demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", action="store_true", help="keep Airflow running until Ctrl-C")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for the DAG run")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)  # stop cleanly when killed, too
+
+    started = time.monotonic()
+    output_dir = DEMO_DIR / "output"
+    ok = False
+    try:
+        with local_stack(
+            REPO_ROOT / "example_dags",
+            emulator_options={"token": secrets.token_urlsafe(16), "api_key": secrets.token_urlsafe(16)},
+            env=EMULATOR_VARIABLES,
+            home=DEMO_DIR / "airflow",
+            progress=say,
+            stop_timeout=30,
+        ) as (airflow, emulator):
+            say(f"waiting for the dag-processor to parse {DAG_ID}")
+            airflow.wait_for_dag(DAG_ID)
+            run_id = f"demo__{time.strftime('%Y%m%dT%H%M%S')}"
+            airflow.trigger_dag(DAG_ID, run_id, conf={"output_dir": str(output_dir)})
+            say(f"triggered DAG run {run_id}")
+            watcher = JobWatcher(airflow, emulator, run_id)
+            try:
+                run = airflow.wait_for_run(DAG_ID, run_id, timeout=args.timeout, on_poll=watcher)
+            finally:
+                watcher.close()
+            ok = print_summary(airflow, run_id, run)
+            if args.keep:
+                keep_running(airflow)
+    except KeyboardInterrupt:
+        say("interrupted: everything started was stopped")
+        return 130
+    except (LocalAirflowError, RuntimeError) as exc:
+        say(f"the demo failed: {exc}")
+        detail(f"component logs: {_relative(DEMO_DIR / 'airflow' / 'components')}/")
+        return 1
+    finally:
+        say(f"total wall time {time.monotonic() - started:.0f} s")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

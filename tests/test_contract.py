@@ -1,0 +1,414 @@
+"""Contract tests: every hook method against the emulator over real loopback sockets.
+
+The sync hook is driven through all 26 endpoint methods (plus ``iter_workflows`` and
+``test_connection``); the async hook through the methods a trigger or deferrable operator uses.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_workflowsvc.exceptions import (
+    WorkflowServiceAuthError,
+    WorkflowServiceConflictError,
+    WorkflowServiceConnectionError,
+    WorkflowServiceInputError,
+    WorkflowServiceNotFoundError,
+    WorkflowServiceRateLimitError,
+    WorkflowServiceServerError,
+    WorkflowServiceValidationError,
+)
+from airflow_provider_workflowsvc.hooks.workflowsvc import (
+    ConnectionSettings,
+    WorkflowServiceAsyncHook,
+    WorkflowServiceHook,
+    _Endpoints,
+)
+from airflow_provider_workflowsvc.models import (
+    ConfluenceSourceConfig,
+    ConnectionCheckStatus,
+    Element,
+    Job,
+    JobStatus,
+    WorkflowNode,
+    WorkflowStatus,
+)
+
+CONFLUENCE = {"url": "https://wiki.example.com", "username": "me@example.com", "token": "tok-confluence-1"}
+ASTRA = {"collection_name": "docs", "api_endpoint": "https://db.example.com", "token": "astra-tok-2"}
+ENDPOINT_METHODS = sorted(name for name in vars(_Endpoints) if not name.startswith("_"))
+
+
+@pytest.fixture
+def hook(settings: ConnectionSettings) -> Iterator[WorkflowServiceHook]:
+    with WorkflowServiceHook(settings=settings) as hook:
+        yield hook
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> list[Path]:
+    good = tmp_path / "plan.txt"
+    good.write_text("Project Plan\n\nWe build it, then ship it.\n\n- design\n- build\n")
+    page = tmp_path / "page.html"
+    page.write_text("<h1>Release Notes</h1><p>Version two is out.</p>")
+    return [good, page]
+
+
+def finish(emulator: Any, hook: WorkflowServiceHook, job_id: str) -> Job:
+    """Move emulator time far enough for any small job to end, then fetch it."""
+    emulator.advance_clock(60)
+    job = hook.get_job(job_id)
+    assert job.status.is_terminal
+    return job
+
+
+def local_job(hook: WorkflowServiceHook, files: list[Path], name: str = "local") -> Job:
+    workflow = hook.create_workflow(name, "basic")
+    job = hook.run_workflow(workflow.id, files=files)
+    assert job is not None
+    return job
+
+
+def test_every_endpoint_method_has_a_contract_test() -> None:
+    assert len(ENDPOINT_METHODS) == 26
+    source = Path(__file__).read_text()
+    missing = [name for name in ENDPOINT_METHODS if f".{name}(" not in source]
+    assert missing == []
+
+
+# --------------------------------------------------------------------------------------------------
+# Connectors
+
+
+def test_source_connector_round_trip(emulator: Any, hook: WorkflowServiceHook) -> None:
+    created = hook.create_source("wiki", "confluence", ConfluenceSourceConfig(**CONFLUENCE))
+    assert created.type == "confluence" and created.config["token"].get_secret_value() == "**********"
+    other = hook.create_source("bucket", "s3", {"remote_url": "s3://b", "aws_secret_key": "k"})
+    assert [s.name for s in hook.list_sources()] == ["wiki", "bucket"]
+    assert [s.id for s in hook.list_sources(source_type="s3")] == [other.id]
+    assert hook.get_source(created.id) == created
+    updated = hook.update_source(created.id, {**CONFLUENCE, "spaces": ["ENG"]}, source_type="confluence")
+    assert updated.config["spaces"] == ["ENG"] and updated.updated_at is not None
+    hook.delete_source(other.id)
+    with pytest.raises(WorkflowServiceNotFoundError):
+        hook.get_source(other.id)
+
+
+def test_destination_connector_round_trip(hook: WorkflowServiceHook) -> None:
+    created = hook.create_destination("astra", "astradb", {**ASTRA, "flatten_metadata": False})
+    assert "flatten_metadata" not in created.config
+    bucket = hook.create_destination("out", "s3", {"remote_url": "s3://out"})
+    assert [d.name for d in hook.list_destinations()] == ["astra", "out"]
+    assert [d.id for d in hook.list_destinations(destination_type="astradb")] == [created.id]
+    assert hook.get_destination(bucket.id).name == "out"
+    updated = hook.update_destination(created.id, {**ASTRA, "batch_size": 50}, destination_type="astradb")
+    assert updated.config["batch_size"] == 50
+    hook.delete_destination(bucket.id)
+    assert [d.id for d in hook.list_destinations()] == [created.id]
+
+
+def test_connection_checks(emulator: Any, hook: WorkflowServiceHook) -> None:
+    source = hook.create_source("wiki", "confluence", CONFLUENCE)
+    broken = hook.create_destination("broken", "astradb", {**ASTRA, "token": "fail-check"})
+    with pytest.raises(WorkflowServiceNotFoundError, match="no connection check"):
+        hook.get_source_connection_check(source.id)
+    started = hook.start_source_connection_check(source.id)
+    assert started.status is ConnectionCheckStatus.SCHEDULED and started.reason is None
+    assert hook.start_destination_connection_check(broken.id).status is ConnectionCheckStatus.SCHEDULED
+    emulator.advance_clock(5)
+    done = hook.get_source_connection_check(source.id)
+    assert done.status is ConnectionCheckStatus.SUCCESS and done.id == started.id and done.reported_at
+    failed = hook.get_destination_connection_check(broken.id)
+    assert failed.status is ConnectionCheckStatus.FAILURE and "config field 'token'" in (failed.reason or "")
+
+
+def test_connector_errors_map_to_exceptions(hook: WorkflowServiceHook) -> None:
+    hook.create_source("wiki", "confluence", CONFLUENCE)
+    with pytest.raises(WorkflowServiceConflictError, match="already exists"):
+        hook.create_source("wiki", "confluence", CONFLUENCE)
+    source = hook.list_sources()[0]
+    with pytest.raises(WorkflowServiceValidationError, match=r"config: .*mixes authentication"):
+        hook.update_source(source.id, {**CONFLUENCE, "password": "pw"})  # untyped: only the server checks
+    with pytest.raises(WorkflowServiceInputError):
+        hook.update_source(source.id, {**CONFLUENCE, "password": "pw"}, source_type="confluence")
+
+
+# --------------------------------------------------------------------------------------------------
+# Workflows
+
+
+def test_workflow_round_trip(hook: WorkflowServiceHook) -> None:
+    source = hook.create_source("s3", "s3", {"remote_url": "s3://b"})
+    nodes = [WorkflowNode(name="Parse", type="partition", subtype="fast")]
+    workflow = hook.create_workflow(
+        "wf", "custom", source_id=source.id, workflow_nodes=nodes, schedule="daily"
+    )
+    assert workflow.sources == [source.id] and workflow.status is WorkflowStatus.ACTIVE
+    assert (
+        workflow.schedule is not None and workflow.schedule.crontab_entries[0].cron_expression == "0 0 * * *"
+    )
+    assert [n.name for n in workflow.workflow_nodes] == ["Parse"] and workflow.workflow_nodes[0].id
+    assert hook.get_workflow(workflow.id) == workflow
+    updated = hook.update_workflow(workflow.id, name="renamed", schedule="every 2 hours", reprocess_all=True)
+    assert updated.name == "renamed" and updated.reprocess_all is True
+    assert (
+        updated.schedule is not None and updated.schedule.crontab_entries[0].cron_expression == "0 */2 * * *"
+    )
+    assert [w.id for w in hook.list_workflows(source_id=source.id)] == [workflow.id]
+    hook.delete_workflow(workflow.id)
+    assert hook.list_workflows() == []
+    assert [w.id for w in hook.list_workflows(show_only_soft_deleted=True)] == [workflow.id]
+    with pytest.raises(WorkflowServiceNotFoundError):
+        hook.get_workflow(workflow.id)
+
+
+def test_iter_workflows_pages(emulator: Any, hook: WorkflowServiceHook) -> None:
+    names = [f"wf-{i}" for i in range(7)]
+    for name in names:
+        hook.create_workflow(name, "basic")
+    emulator.clear_requests()
+    assert [w.name for w in hook.iter_workflows(page_size=3, sort_by="name")] == names
+    queries = [r["query"] for r in emulator.requests(method="GET", path_contains="/workflows")]
+    pages = [q.split("page=")[1].split("&")[0] for q in queries]
+    assert pages[:3] == ["1", "2", "3"] and len(pages) <= 4 and all("page_size=3" in q for q in queries)
+
+
+def test_test_connection(emulator: Any, settings: ConnectionSettings) -> None:
+    ok, message = WorkflowServiceHook(settings=settings).test_connection()
+    assert ok and emulator.base_url in message
+    wrong = settings.model_copy(update={"token": None})
+    ok, message = WorkflowServiceHook(settings=wrong).test_connection()
+    assert not ok and "401" in message
+
+
+def test_wrong_credentials_raise_auth_error(settings: ConnectionSettings) -> None:
+    wrong = ConnectionSettings(base_url=settings.base_url, token="nope", api_key=settings.api_key)
+    with WorkflowServiceHook(settings=wrong) as hook, pytest.raises(WorkflowServiceAuthError):
+        hook.list_sources()
+
+
+# --------------------------------------------------------------------------------------------------
+# Runs and jobs
+
+
+def test_local_run_poll_and_download(
+    emulator: Any, hook: WorkflowServiceHook, inputs: list[Path], tmp_path: Path
+) -> None:
+    job = local_job(hook, inputs)
+    assert job.status is JobStatus.SCHEDULED and job.output_node_files == []
+    assert [j.id for j in hook.list_jobs(workflow_id=job.workflow_id)] == [job.id]
+    done = finish(emulator, hook, job.id)
+    assert done.status is JobStatus.COMPLETED and len(done.output_node_files) == 2
+    details = hook.get_job_details(job.id)
+    assert details.processing_status is JobStatus.COMPLETED
+    assert [(n.node_name, n.success, n.failure) for n in details.node_stats] == [
+        ("Partitioner", 2, 0),
+        ("Chunker", 2, 0),
+        ("Embedder", 2, 0),
+    ]
+    assert hook.get_job_failed_files(job.id).failed_files == []
+    first, second = done.output_node_files
+    elements = hook.download_job_output(job.id, first.file_id, first.node_id)
+    assert isinstance(elements, list) and all(isinstance(e, Element) for e in elements)
+    assert [(e.type, e.text) for e in elements][:2] == [
+        ("Title", "Project Plan"),
+        ("NarrativeText", "We build it, then ship it."),
+    ]
+    assert elements[0].metadata.filename == "plan.txt" and elements[0].metadata.page_number == 1
+    target = tmp_path / "out" / "page.json"
+    saved = hook.download_job_output(job.id, second.file_id, second.node_id, path=target)
+    assert saved == target
+    assert [e["text"] for e in json.loads(target.read_text())] == ["Release Notes", "Version two is out."]
+    assert list(target.parent.iterdir()) == [target]
+
+
+def test_failed_files_and_failed_jobs(emulator: Any, hook: WorkflowServiceHook, tmp_path: Path) -> None:
+    good, binary, empty = tmp_path / "good.md", tmp_path / "blob.txt", tmp_path / "empty.txt"
+    good.write_text("# Good\n\nFine text.")
+    binary.write_bytes(b"\x00\x01\x02\x03")
+    empty.write_bytes(b"")
+    partial = finish(emulator, hook, local_job(hook, [good, binary], "partial").id)
+    assert partial.status is JobStatus.COMPLETED and len(partial.output_node_files) == 1
+    (failed_file,) = hook.get_job_failed_files(partial.id).failed_files
+    assert failed_file.document == "blob.txt" and "NUL bytes" in failed_file.error
+    failed = finish(emulator, hook, local_job(hook, [binary, empty], "all-bad").id)
+    assert failed.status is JobStatus.FAILED and failed.output_node_files == []
+    details = hook.get_job_details(failed.id)
+    assert details.processing_status is JobStatus.FAILED and (details.message or "").startswith(
+        "All 2 file(s) failed"
+    )
+    assert [j.id for j in hook.list_jobs(status=JobStatus.FAILED)] == [failed.id]
+    with pytest.raises(WorkflowServiceConflictError, match="status is failed"):
+        hook.download_job_output(failed.id, "x", "y")
+
+
+def test_in_progress_is_recognised_in_every_spelling(
+    emulator: Any, hook: WorkflowServiceHook, inputs: list[Path]
+) -> None:
+    emulator.configure(processing_delay=100)
+    job = local_job(hook, inputs)
+    emulator.advance_clock(150)
+    record, details = hook.get_job(job.id), hook.get_job_details(job.id)
+    (listed,) = hook.list_jobs(status="in_progress")
+    assert (record.raw_status, listed.raw_status) == ("in progress", "im progress")
+    assert record.status is listed.status is details.processing_status is JobStatus.IN_PROGRESS
+    assert (details.node_stats[0].ready, details.node_stats[0].in_progress) == (1, 1)
+
+
+def test_cancel(emulator: Any, hook: WorkflowServiceHook, inputs: list[Path]) -> None:
+    emulator.configure(processing_delay=100)
+    job = local_job(hook, inputs)
+    emulator.advance_clock(150)
+    hook.cancel_job(job.id)
+    assert hook.get_job(job.id).status is JobStatus.STOPPED
+    assert hook.get_job_details(job.id).processing_status is JobStatus.STOPPED
+    with pytest.raises(WorkflowServiceConflictError, match="job already completed"):
+        hook.cancel_job(job.id)
+    with pytest.raises(WorkflowServiceNotFoundError):
+        hook.cancel_job("5b0c1d9e-8f57-4c39-9a7e-2d9f2f0d1a11")
+
+
+def test_remote_run_without_files(emulator: Any, hook: WorkflowServiceHook) -> None:
+    source = hook.create_source("s3", "s3", {"remote_url": "s3://b", "emulator_documents": 2})
+    destination = hook.create_destination("astra", "astradb", ASTRA)
+    workflow = hook.create_workflow("remote", "advanced", source_id=source.id, destination_id=destination.id)
+    job = hook.run_workflow(workflow.id)
+    assert job is not None and job.workflow_name == "remote"
+    done = finish(emulator, hook, job.id)
+    assert done.status is JobStatus.COMPLETED and done.output_node_files == []
+    with pytest.raises(WorkflowServiceValidationError, match="input_files"):
+        hook.run_workflow(hook.create_workflow("local", "basic").id)
+
+
+# --------------------------------------------------------------------------------------------------
+# Faults seen through the hook
+
+
+def test_idempotent_requests_are_retried(emulator: Any, hook: WorkflowServiceHook) -> None:
+    emulator.set_faults(method="GET", errors=[503, 502, "drop"], count=3, seed=1)
+    assert hook.list_sources() == []
+    log = emulator.requests()
+    assert [r["fault"] is not None for r in log] == [True, True, True, False]
+    assert log[-1]["status"] == 200
+
+
+def test_rate_limit_retry_after_is_honoured(emulator: Any, hook: WorkflowServiceHook) -> None:
+    emulator.set_faults(errors=[429], count=1, retry_after=0.2)
+    assert hook.list_workflows() == []
+    first, second = emulator.requests()
+    assert first["status"] == 429 and second["status"] == 200
+
+
+def test_creates_are_not_retried_once_sent(emulator: Any, hook: WorkflowServiceHook) -> None:
+    emulator.set_faults(method="POST", errors=[503], count=1)
+    with pytest.raises(WorkflowServiceServerError):
+        hook.create_workflow("wf", "basic")
+    emulator.set_faults(method="POST", errors=["drop"], count=1)
+    with pytest.raises(WorkflowServiceConnectionError):
+        hook.create_workflow("wf", "basic")
+    assert hook.list_workflows() == []
+    emulator.set_faults(method="GET", errors=[429], retry_after=0.01)
+    with pytest.raises(WorkflowServiceRateLimitError) as info:
+        hook.list_jobs()
+    assert info.value.retry_after == pytest.approx(0.01)
+
+
+# --------------------------------------------------------------------------------------------------
+# Redirects between the slash forms
+
+
+def test_add_slash_redirects_keep_methods_and_files(
+    emulator: Any, hook: WorkflowServiceHook, inputs: list[Path]
+) -> None:
+    emulator.configure(redirect_slashes="add", redirect_status=307)
+    source = hook.create_source("s3", "s3", {"remote_url": "s3://b"})
+    assert [s.id for s in hook.list_sources()] == [source.id]
+    job = local_job(hook, inputs)
+    runs = emulator.requests(method="POST", path_contains="/run")
+    assert [(r["path"].endswith("/run/"), r["status"]) for r in runs] == [(False, 307), (True, 200)]
+    done = finish(emulator, hook, job.id)
+    assert len(done.output_node_files) == 2  # both files survived the redirect
+    output = done.output_node_files[0]
+    assert hook.download_job_output(job.id, output.file_id, output.node_id)[0].text == "Project Plan"
+    emulator.clear_requests()
+    hook.list_sources()
+    assert [r["status"] for r in emulator.requests()] == [200]  # the form was remembered
+
+
+@pytest.mark.parametrize("status", [301, 308])
+def test_strip_slash_redirects(emulator: Any, hook: WorkflowServiceHook, status: int) -> None:
+    emulator.configure(redirect_slashes="strip", redirect_status=status)
+    destination = hook.create_destination("out", "s3", {"remote_url": "s3://o"})
+    workflow = hook.create_workflow("wf", "basic", destination_id=destination.id)
+    assert [w.id for w in hook.list_workflows()] == [workflow.id]
+    assert [d.id for d in hook.list_destinations()] == [destination.id]
+    statuses = [(r["method"], r["status"]) for r in emulator.requests()]
+    assert statuses.count(("POST", status)) == 2 and ("POST", 200) in statuses
+
+
+def test_spec_redirect_mode_needs_no_redirects(emulator: Any, hook: WorkflowServiceHook) -> None:
+    emulator.configure(redirect_slashes="spec")
+    hook.list_sources()
+    hook.list_destinations()
+    hook.list_workflows()
+    hook.list_jobs()
+    assert {r["status"] for r in emulator.requests()} == {200}
+
+
+# --------------------------------------------------------------------------------------------------
+# The async hook
+
+
+async def test_async_hook_run_poll_download(
+    emulator: Any, settings: ConnectionSettings, inputs: list[Path], tmp_path: Path
+) -> None:
+    async with WorkflowServiceAsyncHook(settings=settings) as hook:
+        workflow = await hook.create_workflow("async-wf", "basic")
+        job = await hook.run_workflow(workflow.id, files=inputs)
+        assert job is not None and job.status is JobStatus.SCHEDULED
+        emulator.advance_clock(60)
+        done = await hook.get_job(job.id)
+        assert done.status is JobStatus.COMPLETED
+        assert [j.id for j in await hook.list_jobs(workflow_id=workflow.id, status="completed")] == [job.id]
+        details = await hook.get_job_details(job.id)
+        assert details.processing_status is JobStatus.COMPLETED
+        assert (await hook.get_job_failed_files(job.id)).failed_files == []
+        output = done.output_node_files[0]
+        elements = await hook.download_job_output(job.id, output.file_id, output.node_id)
+        assert isinstance(elements, list) and elements[0].text == "Project Plan"
+        saved = await hook.download_job_output(
+            job.id, output.file_id, output.node_id, path=tmp_path / "o.json"
+        )
+        assert isinstance(saved, Path) and json.loads(saved.read_text())[0]["text"] == "Project Plan"
+        assert [w.name async for w in hook.iter_workflows(page_size=1)] == ["async-wf"]
+
+
+async def test_async_hook_cancel_checks_and_redirects(
+    emulator: Any, settings: ConnectionSettings, inputs: list[Path]
+) -> None:
+    emulator.configure(processing_delay=100, redirect_slashes="add")
+    async with WorkflowServiceAsyncHook(settings=settings) as hook:
+        source = await hook.create_source("wiki", "confluence", CONFLUENCE)
+        assert [s.id for s in await hook.list_sources()] == [source.id]
+        await hook.start_source_connection_check(source.id)
+        emulator.advance_clock(1)
+        assert (await hook.get_source_connection_check(source.id)).status is ConnectionCheckStatus.SUCCESS
+        workflow = await hook.create_workflow("wf", "basic")
+        job = await hook.run_workflow(workflow.id, files=inputs)
+        assert job is not None
+        emulator.advance_clock(150)
+        assert (await hook.get_job(job.id)).status is JobStatus.IN_PROGRESS
+        await hook.cancel_job(job.id)
+        assert (await hook.get_job(job.id)).status is JobStatus.STOPPED
+        with pytest.raises(WorkflowServiceConflictError):
+            await hook.cancel_job(job.id)
+    emulator.set_faults(method="GET", errors=[503], count=1)
+    async with WorkflowServiceAsyncHook(settings=settings) as hook:
+        assert (await hook.get_job(job.id)).status is JobStatus.STOPPED
+    statuses = [r["status"] for r in emulator.requests(method="GET")]
+    assert statuses[-3:] == [503, 307, 200]  # a new hook learns the slash form again

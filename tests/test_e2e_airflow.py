@@ -1,0 +1,161 @@
+"""End to end on a real local Airflow (api-server, scheduler, dag-processor, triggerer; LocalExecutor,
+SQLite) and the emulator as a subprocess: what ``dag.test()`` cannot show.
+
+* The local-files example DAG succeeds; its run task really deferred and the trigger ran in the
+  triggerer (the trigger's own log lines, in the triggerer's log file and through the REST logs API).
+* Marking the deferred task failed through the REST API makes the triggerer call the trigger's
+  ``on_kill``, which cancels the job: the emulator's job is ``stopped`` and its request log holds the
+  cancel POST.
+
+One deployment serves the module (~30 s to start); everything started is stopped at the end, with a
+hard kill for stragglers, also when a test fails.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:  # ``scripts`` is not part of the installed package
+    sys.path.insert(0, str(REPO_ROOT))
+
+from scripts.local_airflow import LocalAirflow, local_stack  # noqa: E402
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(360, method="signal")]
+
+EXAMPLE_DAG = "workflowsvc_example_local_files"
+LONG_DAG = "workflowsvc_e2e_long_job"
+RUN_TASK = "run_workflow"
+FAST = 0.05
+SLOW = 600.0  # emulator seconds per file per node: the long job never ends on its own
+
+
+@pytest.fixture(scope="module")
+def dags_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The local-files example (with its sample documents) next to the e2e DAG."""
+    folder = tmp_path_factory.mktemp("e2e-dags")
+    shutil.copy(REPO_ROOT / "example_dags" / "example_local_files.py", folder)
+    shutil.copytree(REPO_ROOT / "example_dags" / "sample_docs", folder / "sample_docs")
+    for path in (Path(__file__).parent / "e2e_dags").iterdir():
+        if path.suffix in (".py", ".txt"):
+            shutil.copy(path, folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def stack(dags_folder: Path) -> Iterator[tuple[LocalAirflow, Any]]:
+    with local_stack(
+        dags_folder,
+        emulator_options={"token": "e2e-token-5d1f", "api_key": "e2e-key-8a3c"},
+        connection_extra={"retry_wait": 0.2},
+        progress=lambda message: print(f"[e2e] {message}", flush=True),
+        start_timeout=180,
+        stop_timeout=30,
+    ) as (airflow, emulator):
+        airflow.wait_for_dag(EXAMPLE_DAG)
+        airflow.wait_for_dag(LONG_DAG)
+        yield airflow, emulator
+
+
+def _wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.5) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def _trigger_log_text(airflow: LocalAirflow, dag_id: str, run_id: str) -> str:
+    return "\n".join(p.read_text() for p in airflow.trigger_log_files(dag_id, run_id, RUN_TASK))
+
+
+def test_example_dag_succeeds_and_waits_in_the_triggerer(
+    stack: tuple[LocalAirflow, Any], tmp_path: Path
+) -> None:
+    airflow, emulator = stack
+    emulator.configure(processing_delay=FAST)
+
+    run_id = airflow.trigger_dag(EXAMPLE_DAG, conf={"output_dir": str(tmp_path)})
+    run = airflow.wait_for_run(EXAMPLE_DAG, run_id, timeout=150)
+
+    states = {ti["task_id"]: ti["state"] for ti in airflow.task_instances(EXAMPLE_DAG, run_id)}
+    assert run["state"] == "success", states
+    summary = airflow.xcom(EXAMPLE_DAG, run_id, "summarize")
+    job_id = summary["job_id"]
+    assert summary["status"] == "completed"
+    assert [f["document"] for f in summary["failed_files"]] == ["empty.txt"]
+    assert len(summary["output_paths"]) == 4
+    assert all(Path(p).is_file() and Path(p).parent == tmp_path / job_id for p in summary["output_paths"])
+
+    # The run task deferred: one try, and the triggerer wrote the trigger's log for it.
+    assert airflow.task_instance(EXAMPLE_DAG, run_id, RUN_TASK)["try_number"] == 1
+    trigger_files = airflow.trigger_log_files(EXAMPLE_DAG, run_id, RUN_TASK)
+    assert trigger_files, "no trigger log file: the task never deferred to the triggerer"
+    trigger_log = _trigger_log_text(airflow, EXAMPLE_DAG, run_id)
+    assert f"Waiting for job {job_id}" in trigger_log  # WorkflowJobTrigger.run, in the triggerer
+    assert "Trigger fired event" in trigger_log  # the triggerer's own record of the event
+    # The REST logs endpoint merges the trigger's lines into the task's log.
+    task_log = airflow.task_log(EXAMPLE_DAG, run_id, RUN_TASK)
+    assert "airflow_provider_workflowsvc.triggers.job.WorkflowJobTrigger" in task_log
+    assert f"Waiting for job {job_id}" in task_log
+
+    # Job polled by the triggerer through the job endpoints, output downloaded by the worker.
+    assert emulator.requests(method="GET", path_contains=f"/jobs/{job_id}/details")
+    assert len(emulator.requests(method="GET", path_contains=f"/jobs/{job_id}/download")) == 4
+
+
+def test_marking_the_deferred_task_failed_cancels_the_job(stack: tuple[LocalAirflow, Any]) -> None:
+    airflow, emulator = stack
+    emulator.configure(processing_delay=SLOW)
+
+    run_id = airflow.trigger_dag(LONG_DAG)
+    airflow.wait_for_task_state(LONG_DAG, run_id, RUN_TASK, ["deferred"], timeout=90)
+    job_id = airflow.xcom(LONG_DAG, run_id, RUN_TASK, key="job_id")
+    assert job_id
+    # Wait until the trigger runs in the triggerer (on_kill is only called for a running trigger).
+    _wait_for(
+        lambda: f"Waiting for job {job_id}" in _trigger_log_text(airflow, LONG_DAG, run_id),
+        timeout=60,
+        what="the trigger to start in the triggerer",
+    )
+    emulator.advance_clock(SLOW + 1)  # out of "scheduled": the job is now processing its file
+    assert emulator_job_status(emulator, job_id) == "in progress"
+
+    airflow.mark_task_failed(LONG_DAG, run_id, RUN_TASK)
+
+    _wait_for(
+        lambda: emulator.requests(method="POST", path_contains=f"/jobs/{job_id}/cancel"),
+        timeout=45,
+        what="the trigger's on_kill to send the cancel",
+    )
+    assert emulator_job_status(emulator, job_id) == "stopped"
+    cancels = emulator.requests(method="POST", path_contains=f"/jobs/{job_id}/cancel")
+    assert len(cancels) == 1 and cancels[0]["status"] < 300
+    _wait_for(
+        lambda: f"Asked the service to cancel job {job_id}" in _trigger_log_text(airflow, LONG_DAG, run_id),
+        timeout=30,
+        what="the trigger's cancel log line",
+    )
+    assert airflow.task_instance(LONG_DAG, run_id, RUN_TASK)["state"] == "failed"
+    assert airflow.wait_for_run(LONG_DAG, run_id, timeout=60)["state"] == "failed"
+
+
+def emulator_job_status(emulator: Any, job_id: str) -> str:
+    """The job's status as the service reports it (listing spelling: ``im progress`` → in progress)."""
+    import httpx
+
+    headers = {"authorization": f"Bearer {emulator.token}", "service-api-key": emulator.api_key}
+    response = httpx.get(f"{emulator.base_url}/jobs/{job_id}", headers=headers, timeout=10)
+    response.raise_for_status()
+    status = str(response.json()["status"]).lower().replace("_", " ")
+    return "in progress" if status in ("im progress", "in progress") else status

@@ -1,0 +1,107 @@
+"""The emulator as a process: command line, printed URL, signals, persistence across restarts."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from airflow_provider_workflowsvc.emulator.testing import (
+    _read_url,
+    emulator_command,
+    running_emulator,
+    stop_process,
+)
+
+URL_LINE = re.compile(r"^Workflow Service emulator listening on (http://127\.0\.0\.1:\d+/api/v1)$")
+
+
+def start(command: list[str], env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return proc, _read_url(proc, 20)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_cli_prints_url_and_stops_cleanly(sig: signal.Signals) -> None:
+    script = Path(sys.executable).with_name("workflowsvc-emulator")
+    command = [str(script), *emulator_command()[3:]] if sig is signal.SIGINT else emulator_command()
+    proc, url = start([*command, "--token", "cli-token-123", "--api-key", "cli-key-456"])
+    try:
+        assert re.match(r"^http://127\.0\.0\.1:\d+/api/v1$", url)
+        headers = {"authorization": "Bearer cli-token-123", "service-api-key": "cli-key-456"}
+        assert httpx.get(url + "/sources", headers=headers).status_code == 200
+        assert (
+            httpx.get(url + "/sources", headers={"authorization": "Bearer cli-token-123"}).status_code == 401
+        )
+    finally:
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0
+    assert "cli-token-123" not in out + err and "cli-key-456" not in out + err
+    assert out == ""  # the URL line was consumed by _read_url; nothing else is printed
+
+
+def test_cli_prints_exactly_one_line(tmp_path: Path) -> None:
+    proc = subprocess.Popen(emulator_command(), stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().rstrip("\n")
+    assert URL_LINE.match(line), line
+    assert stop_process(proc) == 0
+    assert proc.stdout.read() == ""
+
+
+def test_cli_options_reach_the_emulator() -> None:
+    extra = ["--redirect-slashes", "--fault-errors", "503", "--fault-count", "1", "--processing-delay", "2"]
+    proc, url = start(emulator_command(extra_args=extra))
+    try:
+        root = url.removesuffix("/api/v1")
+        config = httpx.get(root + "/_emulator/config").json()
+        assert (config["redirect_slashes"], config["processing_delay"]) == ("spec", 2.0)
+        headers = {"authorization": "Bearer emulator-token"}
+        assert httpx.get(url + "/sources", headers=headers).status_code == 503
+        assert httpx.get(url + "/sources/", headers=headers).status_code == 307
+    finally:
+        assert stop_process(proc) == 0
+
+
+def test_bad_arguments_exit_with_usage() -> None:
+    result = subprocess.run(
+        emulator_command(extra_args=["--processing-delay", "-1"]), capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 2 and "processing_delay" in result.stderr
+
+
+def test_state_survives_a_restart_with_db(tmp_path: Path) -> None:
+    db = str(tmp_path / "state.sqlite")
+    sample = tmp_path / "notes.txt"
+    sample.write_text("Notes\n\nKept across restarts.\n")
+    with running_emulator(subprocess=True, db=db, processing_delay=30) as emu, emu.api_client() as api:
+        assert emu.pid is not None
+        source = api.post(
+            "/sources", json={"name": "s", "type": "s3", "config": {"remote_url": "s3://b"}}
+        ).json()
+        flow = api.post("/workflows/", json={"name": "local", "workflow_type": "basic"}).json()
+        files = [("input_files", (sample.name, sample.read_bytes(), "text/plain"))]
+        job = api.post(f"/workflows/{flow['id']}/run", files=files).json()
+        emu.advance_clock(60)
+        assert api.get(f"/jobs/{job['id']}").json()["status"] == "in progress"
+        first_pid = emu.pid
+    with running_emulator(subprocess=True, db=db) as emu, emu.api_client() as api:
+        assert emu.pid != first_pid
+        assert api.get(f"/sources/{source['id']}").json()["name"] == "s"
+        assert api.get(f"/workflows/{flow['id']}").json()["name"] == "local"
+        assert api.get(f"/jobs/{job['id']}").json()["status"] == "in progress"  # clock offset kept too
+        emu.advance_clock(60)
+        record: dict[str, Any] = api.get(f"/jobs/{job['id']}").json()
+        assert record["status"] == "completed"
+        elements = api.get(f"/jobs/{job['id']}/download", params=record["output_node_files"][0]).json()
+        assert [e["text"] for e in elements] == ["Notes", "Kept across restarts."]
+        emu.reset()
+    with running_emulator(subprocess=True, db=db) as emu, emu.api_client() as api:
+        assert api.get("/workflows/").json() == []

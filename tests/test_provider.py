@@ -1,0 +1,180 @@
+"""Provider registration: the provider info, and Airflow's ProvidersManager discovering it.
+
+Needs the package installed (``uv pip install -e '.[test]'``) so the ``apache_airflow_provider`` entry
+point exists.
+"""
+
+from __future__ import annotations
+
+import warnings
+from importlib.metadata import entry_points
+from typing import Any
+
+import pytest
+
+from airflow_provider_workflowsvc import __version__
+from airflow_provider_workflowsvc.get_provider_info import get_provider_info
+
+PACKAGE = "airflow-provider-workflowsvc"
+HOOK_CLASS = "airflow_provider_workflowsvc.hooks.workflowsvc.WorkflowServiceHook"
+EXPECTED_FIELDS = {
+    "api_key",
+    "timeout",
+    "connect_timeout",
+    "verify",
+    "ca_bundle",
+    "max_retries",
+    "retry_wait",
+    "retry_max_wait",
+}
+
+
+def _modules(info: dict[str, Any], key: str) -> list[str]:
+    return [module for entry in info.get(key, []) for module in entry["python-modules"]]
+
+
+def test_provider_info_shape() -> None:
+    info = get_provider_info()
+    assert info["package-name"] == PACKAGE
+    assert info["name"] and info["description"]
+    assert info["versions"] == [__version__]
+    assert _modules(info, "hooks") == ["airflow_provider_workflowsvc.hooks.workflowsvc"]
+    assert _modules(info, "operators") == [
+        "airflow_provider_workflowsvc.operators.connectors",
+        "airflow_provider_workflowsvc.operators.workflows",
+        "airflow_provider_workflowsvc.operators.jobs",
+    ]
+    assert _modules(info, "sensors") == ["airflow_provider_workflowsvc.sensors.job"]
+    assert _modules(info, "triggers") == ["airflow_provider_workflowsvc.triggers.job"]
+    integrations = {i["integration-name"] for i in info["integrations"]}
+    for key in ("hooks", "operators", "sensors", "triggers"):
+        assert {e["integration-name"] for e in info[key]} <= integrations
+
+    [conn] = info["connection-types"]
+    assert conn["connection-type"] == "workflowsvc"
+    assert conn["hook-class-name"] == HOOK_CLASS
+    behaviour = conn["ui-field-behaviour"]
+    assert set(behaviour["hidden-fields"]) == {"schema", "login", "port"}
+    assert behaviour["relabeling"] == {"host": "Base URL", "password": "Access token"}
+    assert behaviour["placeholders"]["host"].endswith("/api/v1")
+    fields = conn["conn-fields"]
+    assert set(fields) == EXPECTED_FIELDS
+    assert fields["api_key"]["schema"]["format"] == "password"  # secret in the form
+    assert [name for name, f in fields.items() if f["schema"].get("format") == "password"] == ["api_key"]
+    for name, field in fields.items():
+        assert field["label"], name
+        assert "null" in field["schema"]["type"], name  # every extra is optional
+
+
+def test_provider_info_defaults_match_connection_settings() -> None:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings
+
+    fields = get_provider_info()["connection-types"][0]["conn-fields"]
+    for name in ("timeout", "connect_timeout", "verify", "max_retries", "retry_wait", "retry_max_wait"):
+        assert fields[name]["schema"]["default"] == ConnectionSettings.model_fields[name].default, name
+
+
+def test_hook_class_attributes_match_provider_info() -> None:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
+
+    for hook in (WorkflowServiceHook, WorkflowServiceAsyncHook):
+        assert hook.conn_type == "workflowsvc"
+        assert hook.default_conn_name == "workflowsvc_default"
+        assert hook.conn_name_attr == "workflowsvc_conn_id"
+        # the connection form is declared in the provider info, not by the deprecated classmethods
+        assert "get_ui_field_behaviour" not in vars(hook)
+        assert "get_connection_form_widgets" not in vars(hook)
+
+
+def test_entry_point_registered() -> None:
+    [entry] = [e for e in entry_points(group="apache_airflow_provider") if e.dist and e.dist.name == PACKAGE]
+    assert entry.value == "airflow_provider_workflowsvc.get_provider_info:get_provider_info"
+    assert entry.load()() == get_provider_info()
+
+
+@pytest.fixture(scope="module")
+def providers_manager() -> Any:
+    from airflow.providers_manager import ProvidersManager
+
+    return ProvidersManager()
+
+
+def test_providers_manager_discovers_provider(providers_manager: Any) -> None:
+    provider = providers_manager.providers[PACKAGE]
+    assert provider.version == __version__
+    assert provider.data["package-name"] == PACKAGE
+    assert _modules(provider.data, "triggers") == ["airflow_provider_workflowsvc.triggers.job"]
+
+
+def test_providers_manager_discovers_hook_and_connection_type(providers_manager: Any) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hook = providers_manager.hooks["workflowsvc"]
+    assert hook is not None
+    assert hook.hook_class_name == HOOK_CLASS
+    assert hook.package_name == PACKAGE
+    assert hook.connection_type == "workflowsvc"
+    assert hook.connection_id_attribute_name == "workflowsvc_conn_id"
+    assert hook.hook_name == "Workflow Service"
+    assert hook.connection_testable is True
+
+
+def test_providers_manager_field_behaviours_and_widgets(providers_manager: Any) -> None:
+    behaviour = providers_manager.field_behaviours["workflowsvc"]
+    assert set(behaviour["hidden_fields"]) == {"schema", "login", "port"}
+    assert behaviour["relabeling"] == {"host": "Base URL", "password": "Access token"}
+    assert behaviour["placeholders"]["host"] == "https://platform.example.com/api/v1"
+
+    widgets = {
+        name: widget
+        for name, widget in providers_manager.connection_form_widgets.items()
+        if name.startswith("extra__workflowsvc__")
+    }
+    assert {w.field_name for w in widgets.values()} == EXPECTED_FIELDS
+    assert all(w.hook_class_name == HOOK_CLASS and w.package_name == PACKAGE for w in widgets.values())
+    api_key = widgets["extra__workflowsvc__api_key"]
+    assert api_key.is_sensitive is True
+    assert api_key.field["schema"]["title"] == "API key"
+    assert [w.field_name for w in widgets.values() if w.is_sensitive] == ["api_key"]
+    verify = widgets["extra__workflowsvc__verify"].field
+    assert verify["value"] is True and verify["schema"]["type"] == ["boolean", "null"]
+    assert widgets["extra__workflowsvc__timeout"].field["value"] == 60
+    assert widgets["extra__workflowsvc__max_retries"].field["schema"]["type"] == ["integer", "null"]
+
+
+@pytest.mark.filterwarnings("ignore:ProvidersManager.hooks is deprecated")
+def test_connection_form_test_button_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the UI's Test button does: a core Connection resolves our hook and calls test_connection."""
+    import json
+
+    import httpx
+    import respx
+    from airflow.models import Connection
+
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+
+    token, api_key = "tok-provider-test-5521", "key-provider-test-8830"
+    conn = Connection(
+        conn_id="wf_ui_test",
+        conn_type="workflowsvc",
+        host="https://ui.example.test/api/v1",
+        password=token,
+        extra=json.dumps({"api_key": api_key, "verify": True, "timeout": 30}),
+    )
+    monkeypatch.setenv("AIRFLOW_CONN_WF_UI_TEST", conn.get_uri())
+    assert isinstance(conn.get_hook(), WorkflowServiceHook)
+    with respx.mock(assert_all_mocked=True) as router:
+        route = router.get("https://ui.example.test/api/v1/workflows/").mock(
+            side_effect=[httpx.Response(401, json={"detail": "Invalid token"}), httpx.Response(200, json=[])]
+        )
+        ok, message = conn.test_connection()
+        assert ok is False
+        assert message.startswith(
+            "Connection failed: 401 Unauthorized from GET /api/v1/workflows/: Invalid token"
+        )
+        assert token not in message and api_key not in message
+        ok, message = conn.test_connection()
+        assert ok is True, message
+    request = route.calls.last.request
+    assert request.headers["authorization"] == f"Bearer {token}"
+    assert request.headers["service-api-key"] == api_key

@@ -1,0 +1,265 @@
+"""RunWorkflowOperator, DownloadJobOutputOperator and CancelJobOperator in real ``dag.test()`` runs
+against the emulator (deferrable and not)."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.sdk import DAG
+from airflow.utils.state import DagRunState, TaskInstanceState
+
+from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+from airflow_provider_workflowsvc.operators.jobs import (
+    CancelJobOperator,
+    DownloadJobOutputOperator,
+    RunWorkflowOperator,
+)
+
+START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+SUCCESS, FAILED = TaskInstanceState.SUCCESS, TaskInstanceState.FAILED
+
+
+@pytest.fixture
+def workflow(settings: Any) -> str:
+    """A local-to-local workflow (3 nodes) in the emulator."""
+    with WorkflowServiceHook(settings=settings) as hook:
+        return str(hook.create_workflow(f"wf-{time.time_ns()}", "basic").id)
+
+
+def write(directory: Path, **files: str | bytes) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        path = directory / name.replace("_", ".")
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return directory
+
+
+def state(dr: Any, task_id: str) -> Any:
+    return dr.get_task_instance(task_id).state
+
+
+def xcom(dr: Any, task_id: str, key: str = "return_value") -> Any:
+    return dr.get_task_instance(task_id).xcom_pull(task_ids=task_id, key=key)
+
+
+def runs(emulator: Any) -> list[dict[str, Any]]:
+    return [r for r in emulator.requests(method="POST", path_contains="/run") if r["path"].endswith("/run")]
+
+
+def test_local_files_run_and_download(
+    dag_test_runner: Any, emulator: Any, workflow: str, tmp_path: Path
+) -> None:
+    """Both waiting modes; outputs downloaded under the documents' names."""
+    inputs = write(tmp_path / "in", a_txt="hello world", b_md="# Title\n\nSome text.")
+    out = tmp_path / "out"
+    with DAG("wfsvc_run_download", schedule=None, start_date=START, catchup=False) as dag:
+        sync = RunWorkflowOperator(
+            task_id="run", workflow_id=workflow, files=str(inputs), poll_interval=0.1, deferrable=False
+        )
+        RunWorkflowOperator(
+            task_id="run_deferred",
+            workflow_id="{{ params.wf }}",
+            files=[str(inputs / "*.txt")],
+            poll_interval=0.1,
+            deferrable=True,
+        )
+        download = DownloadJobOutputOperator(task_id="download", run_task_id="run", output_dir=str(out))
+        sync >> download
+        dag.params["wf"] = workflow
+    dr = dag_test_runner(dag)
+    assert dr.state == DagRunState.SUCCESS
+    assert [state(dr, t) for t in ("run", "run_deferred", "download")] == [SUCCESS] * 3
+    summary = xcom(dr, "run")
+    assert summary["status"] == "completed" and summary["failed_file_count"] == 0
+    assert len(summary["output_files"]) == 2
+    assert [n["success"] for n in summary["node_stats"]] == [2, 2, 2]
+    assert xcom(dr, "run", "job_id") == summary["job_id"]
+    assert xcom(dr, "run", "_link_WorkflowJobLink") == f"{emulator.base_url}/jobs/{summary['job_id']}"
+    deferred_summary = xcom(dr, "run_deferred")
+    assert deferred_summary["status"] == "completed" and len(deferred_summary["output_files"]) == 1
+    assert sorted(p.name for p in out.iterdir()) == ["a.txt.json", "b.md.json"]
+    assert xcom(dr, "download") == [str(out / "a.txt.json"), str(out / "b.md.json")]
+    elements = json.loads((out / "a.txt.json").read_text())
+    assert elements[0]["metadata"]["filename"] == "a.txt" and "hello world" in elements[0]["text"]
+    assert len(runs(emulator)) == 2
+
+
+@pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
+def test_failed_files_fail_the_task(
+    dag_test_runner: Any, emulator: Any, workflow: str, tmp_path: Path, capsys: Any, deferrable: bool
+) -> None:
+    inputs = write(tmp_path, good_txt="fine text", empty_txt="", blob_json=b"\x00\x01")
+    with DAG(f"wfsvc_failed_files_{deferrable}", schedule=None, start_date=START, catchup=False) as dag:
+        RunWorkflowOperator(
+            task_id="run", workflow_id=workflow, files=str(inputs), poll_interval=0.1, deferrable=deferrable
+        )
+    dr = dag_test_runner(dag)
+    assert dr.state == DagRunState.FAILED and state(dr, "run") == FAILED
+    summary = xcom(dr, "run")
+    assert summary["status"] == "completed" and summary["failed_file_count"] == 2
+    assert sorted(f["document"] for f in summary["failed_files"]) == ["blob.json", "empty.txt"]
+    out = capsys.readouterr().out
+    assert "2 file(s) failed" in out and "empty.txt: file is empty" in out
+
+
+def test_a_failed_job_fails_the_task(
+    dag_test_runner: Any, emulator: Any, workflow: str, tmp_path: Path
+) -> None:
+    inputs = write(tmp_path, empty_txt="", blank_md="   ")
+    with DAG("wfsvc_job_failed", schedule=None, start_date=START, catchup=False) as dag:
+        RunWorkflowOperator(task_id="run", workflow_id=workflow, files=str(inputs), poll_interval=0.1)
+    dr = dag_test_runner(dag)
+    assert state(dr, "run") == FAILED
+    summary = xcom(dr, "run")
+    assert summary["status"] == "failed" and summary["outcome"] == "failed"
+    assert "All 2 file(s) failed" in summary["message"]
+
+
+def _cancel_when_running(emulator: Any, settings: Any, workflow: str) -> threading.Thread:
+    """Cancel the workflow's first job from another thread once it is in progress."""
+
+    def cancel() -> None:
+        with WorkflowServiceHook(settings=settings) as hook:
+            for _ in range(400):
+                jobs = hook.list_jobs(workflow_id=workflow)
+                if jobs and jobs[0].status.value == "in progress":
+                    hook.cancel_job(jobs[0].id)
+                    return
+                time.sleep(0.05)
+
+    thread = threading.Thread(target=cancel, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_job_cancelled_while_running_fails_the_task(
+    dag_test_runner: Any, emulator: Any, settings: Any, workflow: str, tmp_path: Path
+) -> None:
+    emulator.configure(processing_delay=0.5)
+    inputs = write(tmp_path, a_txt="one", b_txt="two")
+    thread = _cancel_when_running(emulator, settings, workflow)
+    with DAG("wfsvc_job_cancelled", schedule=None, start_date=START, catchup=False) as dag:
+        RunWorkflowOperator(task_id="run", workflow_id=workflow, files=str(inputs), poll_interval=0.2)
+    dr = dag_test_runner(dag)
+    thread.join(5)
+    assert state(dr, "run") == FAILED
+    summary = xcom(dr, "run")
+    assert summary["status"] == "stopped" and "cancelled" in summary["message"]
+
+
+def test_timeout_fails_and_cancels_the_job(
+    dag_test_runner: Any, emulator: Any, settings: Any, workflow: str, tmp_path: Path
+) -> None:
+    emulator.configure(processing_delay=30)
+    inputs = write(tmp_path, a_txt="one")
+    with DAG("wfsvc_timeout", schedule=None, start_date=START, catchup=False) as dag:
+        RunWorkflowOperator(
+            task_id="run", workflow_id=workflow, files=str(inputs), poll_interval=0.2, timeout=1
+        )
+        RunWorkflowOperator(
+            task_id="run_deferred",
+            workflow_id=workflow,
+            files=str(inputs),
+            poll_interval=0.2,
+            timeout=1,
+            deferrable=True,
+            cancel_on_timeout=False,
+        )
+    started = time.monotonic()
+    dr = dag_test_runner(dag)
+    assert time.monotonic() - started < 15
+    assert state(dr, "run") == FAILED and state(dr, "run_deferred") == FAILED
+    ids = {t: xcom(dr, t, "job_id") for t in ("run", "run_deferred")}
+    with WorkflowServiceHook(settings=settings) as hook:
+        assert hook.get_job(ids["run"]).status.value == "stopped"
+        assert hook.get_job(ids["run_deferred"]).status.value != "stopped"  # cancel_on_timeout=False
+    assert xcom(dr, "run")["outcome"] == "timeout"
+
+
+def test_cancel_operator(
+    dag_test_runner: Any, emulator: Any, settings: Any, workflow: str, tmp_path: Path
+) -> None:
+    emulator.configure(processing_delay=30)
+    inputs = write(tmp_path, a_txt="one")
+    with DAG("wfsvc_cancel_op", schedule=None, start_date=START, catchup=False) as dag:
+        run = RunWorkflowOperator(
+            task_id="run", workflow_id=workflow, files=str(inputs), wait_for_completion=False
+        )
+        first = CancelJobOperator(task_id="cancel", job_id="{{ ti.xcom_pull(task_ids='run', key='job_id') }}")
+        again = CancelJobOperator(
+            task_id="cancel_again", job_id="{{ ti.xcom_pull(task_ids='run', key='job_id') }}"
+        )
+        run >> first >> again
+    dr = dag_test_runner(dag)
+    assert dr.state == DagRunState.SUCCESS
+    assert xcom(dr, "cancel")["cancelled"] is True
+    assert xcom(dr, "cancel_again") == {
+        "job_id": xcom(dr, "run", "job_id"),
+        "cancelled": False,
+        "status": "stopped",
+    }
+    assert len(emulator.requests(method="POST", path_contains="/cancel")) == 1
+
+
+class CrashingRun(RunWorkflowOperator):
+    """Dies (like a killed worker) right after the job id is stored, on the first try only."""
+
+    def poll_until_complete(self, external_id: Any, context: Any) -> Any:
+        if context["ti"].try_number == 1:
+            raise RuntimeError("simulated worker crash")
+        return super().poll_until_complete(external_id, context)
+
+
+def test_durable_retry_reconnects_instead_of_running_again(
+    dag_test_runner: Any, emulator: Any, workflow: str, tmp_path: Path
+) -> None:
+    emulator.configure(processing_delay=0.3)
+    inputs = write(tmp_path, a_txt="one", b_txt="two")
+    with DAG("wfsvc_durable", schedule=None, start_date=START, catchup=False) as dag:
+        CrashingRun(
+            task_id="run",
+            workflow_id=workflow,
+            files=str(inputs),
+            poll_interval=0.1,
+            retries=1,
+            retry_delay=timedelta(0),
+        )
+    dr = dag_test_runner(dag)
+    assert dr.state == DagRunState.SUCCESS
+    ti = dr.get_task_instance("run")
+    assert ti.state == SUCCESS and ti.try_number == 2
+    assert len(runs(emulator)) == 1
+    assert xcom(dr, "run")["status"] == "completed"
+
+
+@pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
+def test_requests_per_wait_stay_within_budget(
+    dag_test_runner: Any, emulator: Any, workflow: str, tmp_path: Path, deferrable: bool
+) -> None:
+    """A job of known duration T, polled every I seconds, costs at most ceil(T / I) + 3 requests."""
+    delay, interval = 0.4, 0.5
+    emulator.configure(processing_delay=delay)
+    inputs = write(tmp_path, a_txt="one", b_txt="two")
+    duration = delay * (2 + 3)  # one scheduled slot, then 2 files through 3 pipelined nodes
+    with DAG(f"wfsvc_budget_{deferrable}", schedule=None, start_date=START, catchup=False) as dag:
+        RunWorkflowOperator(
+            task_id="run",
+            workflow_id=workflow,
+            files=str(inputs),
+            poll_interval=interval,
+            deferrable=deferrable,
+        )
+    dr = dag_test_runner(dag)
+    assert state(dr, "run") == SUCCESS
+    job_id = xcom(dr, "run", "job_id")
+    waited = emulator.requests(path_contains=f"/jobs/{job_id}")
+    assert [r["method"] for r in waited].count("GET") == len(waited)
+    assert len(waited) <= math.ceil(duration / interval) + 3, [r["path"] for r in waited]
+    print(f"requests for a {duration:.1f} s job polled every {interval} s ({dag.dag_id}): {len(waited)}")

@@ -1,0 +1,194 @@
+"""WorkflowJobSensor against a respx-mocked service: poke, defer, find a workflow's job, soft_fail."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+import pytest
+from airflow.sdk import PokeReturnValue
+from airflow.sdk.exceptions import (
+    AirflowFailException,
+    AirflowSensorTimeout,
+    AirflowSkipException,
+    TaskDeferred,
+)
+from conftest import FAKE_WORKFLOW_ID, details_json, failed_json, job_json
+
+from airflow_provider_workflowsvc._outcome import InvalidJobEventError
+from airflow_provider_workflowsvc.sensors.job import WorkflowJobSensor
+
+WF = FAKE_WORKFLOW_ID
+
+
+class FakeTI:
+    def __init__(self) -> None:
+        self.pushed: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.pushed[key] = value
+
+
+def ctx() -> Any:
+    return {"ti": FakeTI()}
+
+
+def ok(data: Any) -> httpx.Response:
+    return httpx.Response(200, json=data)
+
+
+def sensor(**kwargs: Any) -> WorkflowJobSensor:
+    args: dict[str, Any] = {"task_id": "wait", "poke_interval": 0.01, "timeout": 5, "deferrable": False}
+    if "workflow_id" not in kwargs:
+        args["job_id"] = "j1"
+    return WorkflowJobSensor(**{**args, **kwargs})
+
+
+def value(result: Any) -> Any:
+    """The XCom value of a successful poke."""
+    assert isinstance(result, PokeReturnValue) and result.is_done
+    return result.xcom_value
+
+
+def route(router: Any, *statuses: str, failed: Any = (), message: str = "") -> Any:
+    details = router.get("/jobs/j1/details").mock(
+        side_effect=[ok(details_json("j1", s, message)) for s in statuses]
+    )
+    router.get("/jobs/j1").mock(return_value=ok(job_json("j1", statuses[-1], outputs=[("f", "n")])))
+    router.get("/jobs/j1/failed-files").mock(return_value=ok(failed_json(*failed)))
+    return details
+
+
+def test_poke_until_the_job_completes(mock_service: Any) -> None:
+    route(mock_service, "scheduled", "in progress", "completed")
+    task, context = sensor(), ctx()
+    assert task.poke(context) is False
+    assert task.poke(context) is False
+    summary = value(task.poke(context))
+    assert summary["status"] == "completed" and summary["output_files"] == [{"file_id": "f", "node_id": "n"}]
+    assert context["ti"].pushed["job_id"] == "j1"
+
+
+def test_poke_mode_execute_returns_the_summary(mock_service: Any) -> None:
+    route(mock_service, "in progress", "completed")
+    assert sensor().execute(ctx())["job_id"] == "j1"
+
+
+def test_a_failed_job_fails_without_retry(mock_service: Any) -> None:
+    route(mock_service, "failed", failed=[("a.pdf", "bad")], message="all failed")
+    context = ctx()
+    with pytest.raises(AirflowFailException, match="all failed"):
+        sensor().execute(context)
+    assert context["ti"].pushed["return_value"]["failed_files"] == [{"document": "a.pdf", "error": "bad"}]
+
+
+def test_failed_files_fail_or_pass(mock_service: Any) -> None:
+    route(mock_service, "completed", "completed", failed=[("a.pdf", "bad")])
+    with pytest.raises(AirflowFailException, match=r"a\.pdf: bad"):
+        sensor().execute(ctx())
+    assert sensor(fail_on_failed_files=False).execute(ctx())["failed_file_count"] == 1
+
+
+def test_soft_fail_skips(mock_service: Any) -> None:
+    route(mock_service, "stopped")
+    with pytest.raises(AirflowSkipException):
+        sensor(soft_fail=True).execute(ctx())
+
+
+def test_soft_fail_skips_a_failed_job_before_deferring(mock_service: Any) -> None:
+    route(mock_service, "failed", "failed")
+    with pytest.raises(AirflowSkipException):
+        sensor(soft_fail=True, deferrable=True).execute(ctx())
+    with pytest.raises(AirflowFailException):
+        sensor(deferrable=True).execute(ctx())
+
+
+def test_transient_errors_do_not_fail_a_poke(mock_service: Any) -> None:
+    mock_service.get("/jobs/j1/details").mock(side_effect=[httpx.Response(503), httpx.Response(503)])
+    assert sensor().poke(ctx()) is False
+
+
+def test_deferrable_defers_with_the_job(mock_service: Any) -> None:
+    route(mock_service, "in progress")
+    started = time.time()
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor(deferrable=True, timeout=100, poke_interval=9).execute(ctx())
+    _, kwargs = deferred.value.trigger.serialize()
+    assert kwargs["job_id"] == "j1" and kwargs["cancel_on_kill"] is False and kwargs["poll_interval"] == 9
+    assert started + 100 <= kwargs["deadline"] <= time.time() + 100
+
+
+def test_deferrable_does_not_defer_a_finished_job(mock_service: Any) -> None:
+    route(mock_service, "completed")
+    assert sensor(deferrable=True).execute(ctx())["status"] == "completed"
+
+
+def test_workflow_mode_finds_the_latest_job_after_a_time(mock_service: Any) -> None:
+    jobs = [
+        job_json("early", "completed", created_at="2026-01-01T00:00:00Z"),
+        job_json("j1", "in progress", created_at="2026-01-02T00:00:00Z"),
+        job_json("j0", "completed", created_at="2026-01-01T12:00:00Z"),
+    ]
+    mock_service.get("/jobs", params={"workflow_id": WF}).mock(return_value=ok(jobs))
+    route(mock_service, "in progress", "completed")
+    task, context = sensor(workflow_id=WF, created_after="2026-01-01T06:00:00"), ctx()
+    assert task.poke(context) is False
+    assert value(task.poke(context))["job_id"] == "j1"
+    assert context["ti"].pushed["job_id"] == "j1"
+
+
+def test_workflow_mode_earliest(mock_service: Any) -> None:
+    jobs = [
+        job_json("j2", "completed", created_at="2026-01-02T00:00:00Z"),
+        job_json("j1", "completed", created_at="2026-01-01T12:00:00Z"),
+    ]
+    mock_service.get("/jobs", params={"workflow_id": WF}).mock(return_value=ok(jobs))
+    route(mock_service, "completed")
+    assert value(sensor(workflow_id=WF, pick="earliest").poke(ctx()))["job_id"] == "j1"
+
+
+def test_deferrable_workflow_mode_defers_to_find_the_job(mock_service: Any) -> None:
+    mock_service.get("/jobs", params={"workflow_id": WF}).mock(return_value=ok([]))
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor(workflow_id=WF, created_after="2026-01-01T06:00:00", deferrable=True).execute(ctx())
+    _, kwargs = deferred.value.trigger.serialize()
+    assert kwargs["job_id"] is None and kwargs["workflow_id"] == WF
+    assert kwargs["created_after"] == "2026-01-01T06:00:00+00:00"
+
+
+def event(**kwargs: Any) -> dict[str, Any]:
+    return {"status": "success", "job_id": "j1", "workflow_id": WF, "job_status": "completed", **kwargs}
+
+
+def test_execute_complete_outcomes() -> None:
+    context = ctx()
+    assert sensor().execute_complete(context, event())["job_id"] == "j1"
+    assert context["ti"].pushed["job_id"] == "j1"
+    with pytest.raises(AirflowFailException, match="was stopped"):
+        sensor().execute_complete(ctx(), event(status="stopped", job_status="stopped"))
+    with pytest.raises(AirflowSensorTimeout, match="did not finish in time"):
+        sensor().execute_complete(ctx(), event(status="timeout", job_status="in progress"))
+    with pytest.raises(AirflowSensorTimeout, match="no job of workflow"):
+        sensor().execute_complete(
+            ctx(), event(status="timeout", job_id=None, message="no job of workflow x appeared")
+        )
+    with pytest.raises(InvalidJobEventError):
+        sensor().execute_complete(ctx(), {"status": "weird"})
+
+
+def test_soft_fail_skips_after_deferral() -> None:
+    failed = {"event": event(status="failed", job_status="failed", message="boom")}
+    with pytest.raises(AirflowSkipException):
+        sensor(soft_fail=True).resume_execution("execute_complete", failed, ctx())
+    with pytest.raises(AirflowFailException, match="boom"):
+        sensor().resume_execution("execute_complete", failed, ctx())
+
+
+def test_arguments_are_checked() -> None:
+    with pytest.raises(ValueError, match="exactly one"):
+        WorkflowJobSensor(task_id="s", job_id="j", workflow_id=WF)
+    with pytest.raises(ValueError, match="exactly one"):
+        WorkflowJobSensor(task_id="s")
+    with pytest.raises(ValueError, match="pick"):
+        WorkflowJobSensor(task_id="s", workflow_id=WF, pick="newest")

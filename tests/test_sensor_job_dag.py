@@ -1,0 +1,101 @@
+"""WorkflowJobSensor in real ``dag.test()`` runs against the emulator: poke and deferrable modes, a job
+started by the service's own schedule, soft_fail."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import DAG
+from airflow.utils.state import DagRunState, TaskInstanceState
+
+from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
+from airflow_provider_workflowsvc.sensors.job import WorkflowJobSensor
+
+START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+JOB_ID = "{{ ti.xcom_pull(task_ids='run', key='job_id') }}"
+
+
+def state(dr: Any, task_id: str) -> Any:
+    return dr.get_task_instance(task_id).state
+
+
+def xcom(dr: Any, task_id: str, key: str = "return_value") -> Any:
+    return dr.get_task_instance(task_id).xcom_pull(task_ids=task_id, key=key)
+
+
+def test_sensor_modes_and_soft_fail(
+    dag_test_runner: Any, emulator: Any, settings: Any, tmp_path: Path
+) -> None:
+    emulator.configure(processing_delay=0.1)
+    (tmp_path / "good").mkdir()
+    (tmp_path / "good" / "a.txt").write_text("some text")
+    (tmp_path / "bad.txt").write_text("")
+    with WorkflowServiceHook(settings=settings) as hook:
+        workflow = str(hook.create_workflow(f"wf-{time.time_ns()}", "basic").id)
+    with DAG("wfsvc_sensors", schedule=None, start_date=START, catchup=False) as dag:
+        run = RunWorkflowOperator(
+            task_id="run", workflow_id=workflow, files=str(tmp_path / "good"), wait_for_completion=False
+        )
+        poke = WorkflowJobSensor(task_id="poke", job_id=JOB_ID, poke_interval=0.1, deferrable=False)
+        deferred = WorkflowJobSensor(task_id="deferred", job_id=JOB_ID, poke_interval=0.1, deferrable=True)
+        run >> [poke, deferred]
+        bad = RunWorkflowOperator(
+            task_id="run_bad",
+            workflow_id=workflow,
+            files=str(tmp_path / "bad.txt"),
+            wait_for_completion=False,
+        )
+        bad_job = "{{ ti.xcom_pull(task_ids='run_bad', key='job_id') }}"
+        skipped = WorkflowJobSensor(task_id="skipped", job_id=bad_job, poke_interval=0.1, soft_fail=True)
+        failed = WorkflowJobSensor(task_id="failed", job_id=bad_job, poke_interval=0.1, deferrable=True)
+        bad >> [skipped, failed]
+    dr = dag_test_runner(dag)
+    assert state(dr, "poke") == TaskInstanceState.SUCCESS
+    assert state(dr, "deferred") == TaskInstanceState.SUCCESS
+    assert xcom(dr, "poke")["job_id"] == xcom(dr, "deferred")["job_id"] == xcom(dr, "run", "job_id")
+    assert xcom(dr, "deferred")["status"] == "completed"
+    assert state(dr, "skipped") == TaskInstanceState.SKIPPED
+    assert state(dr, "failed") == TaskInstanceState.FAILED
+    assert xcom(dr, "failed")["status"] == "failed"
+
+
+def test_deferrable_sensor_waits_for_a_scheduled_job(
+    dag_test_runner: Any, emulator: Any, settings: Any
+) -> None:
+    """The service's own schedule starts the job; the sensor finds it (created after T) and waits."""
+    with WorkflowServiceHook(settings=settings) as hook:
+        source = hook.create_source(
+            f"s3-{time.time_ns()}", "s3", {"remote_url": "s3://b/p", "emulator_documents": 2}
+        )
+        workflow = hook.create_workflow(
+            f"wf-{time.time_ns()}", "basic", source_id=source.id, schedule="every 15 minutes"
+        )
+    after = emulator.now().isoformat()
+
+    def fire_schedule() -> None:
+        time.sleep(1.0)
+        emulator.advance_clock(15 * 60)
+
+    thread = threading.Thread(target=fire_schedule, daemon=True)
+    with DAG("wfsvc_sensor_schedule", schedule=None, start_date=START, catchup=False) as dag:
+        WorkflowJobSensor(
+            task_id="wait",
+            workflow_id=str(workflow.id),
+            created_after="{{ params.after }}",
+            poke_interval=0.2,
+            timeout=timedelta(seconds=30),
+            deferrable=True,
+            params={"after": after},
+        )
+    thread.start()
+    dr = dag_test_runner(dag)
+    thread.join(5)
+    assert dr.state == DagRunState.SUCCESS
+    summary = xcom(dr, "wait")
+    assert summary["status"] == "completed" and summary["workflow_id"] == str(workflow.id)
+    assert xcom(dr, "wait", "job_id") == summary["job_id"]
