@@ -88,6 +88,43 @@ def cancel_quietly(hook: WorkflowServiceHook, job_id: str, log: Log) -> bool:
     return True
 
 
+def cancel_after_timeout(hook: WorkflowServiceHook, job_id: str, enabled: bool, log: Log) -> str:
+    """Cancel a job whose wait timed out (when ``enabled``); a note saying what happened to it."""
+    if not enabled:
+        return "the job was left running (cancel_on_timeout=False)"
+    try:
+        cancelled = cancel_quietly(hook, job_id, log)
+    except Exception as exc:
+        return f"cancelling it failed: {exc}"
+    return "the job was cancelled" if cancelled else "the job had just ended"
+
+
+NOT_FOUND = "not found"
+COMPLETED_WITH_FAILED_FILES = "completed with failed files"
+
+
+def resumed_status(hook: WorkflowServiceHook, job_id: str, fail_on_failed_files: bool) -> str:
+    """The status of a job a retried task stored; ``not found`` and ``completed with failed files``
+    (when those fail the task) mean: run the workflow again."""
+    try:
+        job = hook.get_job(job_id)
+    except WorkflowServiceNotFoundError:
+        return NOT_FOUND
+    completed = job.status is JobStatus.COMPLETED
+    if completed and fail_on_failed_files and hook.get_job_failed_files(job.id).failed_files:
+        return COMPLETED_WITH_FAILED_FILES
+    return job.status.value if job.status is not JobStatus.UNKNOWN else (job.raw_status or "unknown")
+
+
+def is_resumable(status: str) -> bool:
+    """Reconnect to a stored job that is scheduled, in progress, or in a status nobody knows (never
+    risk a duplicate run)."""
+    if status in (NOT_FOUND, COMPLETED_WITH_FAILED_FILES):
+        return False
+    parsed = JobStatus(status)
+    return parsed.is_active or parsed is JobStatus.UNKNOWN
+
+
 def find_job(
     hook: WorkflowServiceHook, workflow_id: str, created_after: datetime | None, pick: str
 ) -> Job | None:

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,6 +143,9 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+READY_MARKER = "BENCH-READY"
+
+
 def run_child(
     args: Sequence[str],
     *,
@@ -150,35 +153,49 @@ def run_child(
     timeout: float = 600.0,
     python: str | None = None,
     sample_every: float | None = None,
+    on_ready: Callable[[], str] | None = None,
 ) -> dict[str, Any]:
     """Run ``python args...`` to the end; its ``BENCH-RESULT`` JSON (an error names its stderr tail).
 
     With ``sample_every``, the child's RSS and open sockets are also read from ``/proc`` that often
     (by this process, so the child's CPU time is not disturbed): ``result["sampled"]`` has the maxima.
+    With ``on_ready``, a child that prints ``BENCH-READY`` (see :func:`wait_for_go`) is sent the line
+    ``on_ready()`` returns: the parent prepares the work only once the child has started up.
     """
-    with tempfile.TemporaryFile("w+") as err, tempfile.TemporaryFile("w+") as out:
+    with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(
             [python or sys.executable, *args],
-            stdout=out,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
             stderr=err,
             text=True,
             env=env or child_env(),
             cwd=REPO_ROOT,
         )
+        assert proc.stdin is not None and proc.stdout is not None
+        killer = threading.Timer(timeout, proc.kill)
+        killer.start()
         sampler = ProcSampler(proc.pid, sample_every) if sample_every else None
+        lines = []
         try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            for line in proc.stdout:
+                lines.append(line)
+                if line.strip() == READY_MARKER and on_ready is not None:
+                    proc.stdin.write(on_ready() + "\n")
+                    proc.stdin.flush()
             proc.wait()
-            raise
         finally:
+            killer.cancel()
             if sampler is not None:
                 sampler.stop()
-        out.seek(0)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdin.close()
+            proc.stdout.close()
         err.seek(0)
-        stdout, stderr = out.read(), err.read()
-    found = [line for line in stdout.splitlines() if line.startswith(RESULT_MARKER)]
+        stderr = err.read()
+    found = [line for line in lines if line.startswith(RESULT_MARKER)]
     if proc.returncode != 0 or not found:
         raise RuntimeError(
             f"benchmark child {' '.join(args)[:200]} failed (exit {proc.returncode}):\n{stderr[-3000:]}"
@@ -187,6 +204,13 @@ def run_child(
     if sampler is not None:
         result["sampled"] = sampler.maxima()
     return result
+
+
+def wait_for_go() -> str:
+    """In a child: tell the parent it has started up, and read the line it sends back."""
+    sys.stdout.write(READY_MARKER + "\n")
+    sys.stdout.flush()
+    return sys.stdin.readline().strip()
 
 
 class ProcSampler:

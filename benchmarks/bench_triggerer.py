@@ -15,8 +15,6 @@ Variants, each in its own child, alternated run by run:
 
 * ``provider`` - the provider as it is: one hook, so one ``httpx.AsyncClient``, per trigger;
 * ``fresh-client`` - the reference: a new ``httpx.AsyncClient`` for every request (and so every poll);
-* ``shared-ssl`` - the provider with the fix this benchmark recommends: every client shares one SSL
-  context instead of building its own (patched in the child only, see docs/benchmarks.md).
 
     python -m benchmarks.bench_triggerer [--triggers 1000] [--job-seconds 30] [--interval 4] [--runs 1]
 """
@@ -26,15 +24,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import cProfile
 import functools
 import gc
 import json
 import os
-import ssl
 import statistics
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from benchmarks._common import (
@@ -49,7 +48,37 @@ from benchmarks._common import (
     run_child,
 )
 
-VARIANTS = ("provider", "fresh-client", "shared-ssl")
+HTTPX_KEEPALIVE_EXPIRY = 5.0
+"""httpx's default ``Limits(keepalive_expiry=...)``: a connection idle longer than this is not reused."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way of running the fan-in."""
+
+    label: str
+    fresh_client: bool = False
+    keepalive_expiry: float | None = None
+    """Patched into the hook's client options (None: the provider's own settings)."""
+    interval: float | None = None
+    """Overrides the poll interval of the run."""
+    triggers: int | None = None
+    """Overrides the number of triggers of the run."""
+    job_seconds: float | None = None
+
+
+VARIANTS: dict[str, Variant] = {
+    "provider": Variant("provider as is (one AsyncClient per trigger)"),
+    "fresh-client": Variant("reference: a new AsyncClient per poll", fresh_client=True),
+    "keepalive": Variant("provider + recommended fix: keepalive_expiry 120 s", keepalive_expiry=120.0),
+    "idle": Variant(
+        "provider as is, poll interval 6 s (> httpx keep-alive expiry 5 s), 100 triggers",
+        interval=HTTPX_KEEPALIVE_EXPIRY + 1,
+        triggers=100,
+        job_seconds=18.0,
+    ),
+}
+DEFAULT_VARIANTS = ("provider", "fresh-client", "keepalive", "idle")
 TARGET_CPU_MS = 1.0
 TARGET_KIB = 64.0
 TARGET_CONNECTIONS = 1.0
@@ -86,20 +115,26 @@ class ConnectionCounter:
         SyncBackend.connect_tcp = counted_sync  # type: ignore[method-assign]
 
 
-def _trigger_class(variant: str) -> type[Any]:
+def _trigger_class(variant: Variant) -> type[Any]:
+    import httpx
+
     from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceAsyncHook
     from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
 
-    if variant == "provider":
+    if variant.keepalive_expiry is not None:
+        options = ConnectionSettings.httpx_options
+        limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
+        limits.keepalive_expiry = variant.keepalive_expiry
+
+        def httpx_options(self: ConnectionSettings) -> dict[str, Any]:
+            return {**options(self), "limits": limits}
+
+        ConnectionSettings.httpx_options = httpx_options  # type: ignore[method-assign]
+    if not variant.fresh_client:
         return WorkflowJobTrigger
-    if variant == "shared-ssl":
-        ConnectionSettings.ssl_verify = _shared_ssl_verify  # type: ignore[method-assign]
-        return WorkflowJobTrigger
-    if variant != "fresh-client":
-        raise ValueError(f"unknown variant {variant!r}")
 
     class FreshClientHook(WorkflowServiceAsyncHook):
-        """A new ``httpx.AsyncClient`` for every request, closed right after it."""
+        """A new ``httpx.AsyncClient`` (same options) for every request, closed right after it."""
 
         async def _send_once(self, call: Any) -> Any:
             await self.aclose()
@@ -113,22 +148,6 @@ def _trigger_class(variant: str) -> type[Any]:
             return FreshClientHook(self.workflowsvc_conn_id)
 
     return FreshClientTrigger
-
-
-@functools.cache
-def _shared_context(verify: bool | str) -> ssl.SSLContext:
-    import httpx
-
-    if isinstance(verify, bool):
-        return httpx.create_ssl_context(verify=verify)
-    if os.path.isdir(verify):
-        return ssl.create_default_context(capath=verify)
-    return ssl.create_default_context(cafile=verify)
-
-
-def _shared_ssl_verify(self: Any) -> ssl.SSLContext:
-    """The recommended ``ConnectionSettings.ssl_verify``: one context per ``verify`` value, shared."""
-    return _shared_context(self.verify)
 
 
 async def _event(trigger: Any) -> dict[str, Any]:
@@ -148,14 +167,18 @@ async def _lag_monitor(stop: asyncio.Event, lags: list[float], every: float = 0.
 
 
 async def _triggerer(
-    job_ids: list[str], warm_job: str, variant: str, interval: float, deadline: float
+    warm_job: str, variant: Variant, interval: float, deadline: float, profile: str | None
 ) -> dict[str, Any]:
+    from benchmarks._common import wait_for_go
+
     trigger_cls = _trigger_class(variant)
     counter = ConnectionCounter()
     counter.install()
     warm = await _event(trigger_cls(job_id=warm_job, deadline=time.time() + 60, poll_interval=0.01))
     if warm.get("status") != "success":
         raise RuntimeError(f"warm-up trigger failed: {warm}")
+    with open(wait_for_go()) as fh:  # the parent starts the jobs only now that this process is up
+        job_ids: list[str] = json.load(fh)
     gc.collect()
     base_kib = proc_status_kib("VmRSS")
     hwm_reset = reset_peak_rss()
@@ -163,10 +186,17 @@ async def _triggerer(
     lags: list[float] = []
     stop = asyncio.Event()
     monitor = asyncio.create_task(_lag_monitor(stop, lags))
+    profiler = cProfile.Profile() if profile else None
     with CpuTimer() as timer:
+        if profiler is not None:
+            profiler.enable()
         ends = time.time() + deadline
         triggers = [trigger_cls(job_id=j, deadline=ends, poll_interval=interval) for j in job_ids]
         events = await asyncio.gather(*(_event(t) for t in triggers))
+        if profiler is not None:
+            profiler.disable()
+    if profiler is not None and profile:
+        profiler.dump_stats(profile)
     stop.set()
     await monitor
     peak_kib = proc_status_kib("VmHWM") if hwm_reset else 0
@@ -187,9 +217,8 @@ def child_main(args: argparse.Namespace) -> None:
     from benchmarks._common import emit
 
     raise_open_files_limit()
-    with open(args.jobs_file) as fh:
-        data = json.load(fh)
-    result = asyncio.run(_triggerer(data["jobs"], data["warm"], args.variant, args.interval, args.deadline))
+    variant = VARIANTS[args.variant]
+    result = asyncio.run(_triggerer(args.warm_job, variant, args.interval, args.deadline, args.profile))
     emit(result)
 
 
@@ -197,44 +226,73 @@ def child_main(args: argparse.Namespace) -> None:
 # Parent
 
 
-def _one_run(emu: Any, variant: str, triggers: int, job_seconds: float, interval: float) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Setup:
+    """The size of one fan-in run."""
+
+    triggers: int
+    job_seconds: float
+    interval: float
+
+    def for_variant(self, variant: Variant) -> Setup:
+        return Setup(
+            variant.triggers or self.triggers,
+            variant.job_seconds or self.job_seconds,
+            variant.interval or self.interval,
+        )
+
+
+def _one_run(emu: Any, name: str, setup: Setup, profile: str | None = None) -> dict[str, Any]:
     from benchmarks._service import make_jobs
 
     emu.reset()
     warm = make_jobs(emu, 1, 0.0)[0]
-    created = time.perf_counter()
-    jobs = make_jobs(emu, triggers, job_seconds, concurrency=16)
-    creation_s = time.perf_counter() - created
-    emu.clear_requests()
-    deadline = job_seconds * 3 + 120
-    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="wfsvc-bench-jobs-") as fh:
-        json.dump({"jobs": jobs, "warm": warm}, fh)
-        fh.flush()
+    deadline = setup.job_seconds * 3 + 120
+    jobs: list[str] = []
+    timing: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="wfsvc-bench-jobs-") as tmp:
+        jobs_file = os.path.join(tmp, "jobs.json")
+
+        def start_jobs() -> str:
+            started = time.perf_counter()
+            jobs.extend(make_jobs(emu, setup.triggers, setup.job_seconds, concurrency=16))
+            timing["creation_s"] = time.perf_counter() - started
+            emu.clear_requests()
+            with open(jobs_file, "w") as fh:
+                json.dump(jobs, fh)
+            return jobs_file
+
         env = child_env({CONN_ENV: conn_json(emu.base_url, emu.token, emu.api_key)})
-        args = ["-m", "benchmarks.bench_triggerer", "--child", "--variant", variant, "--jobs-file", fh.name]
-        args += ["--interval", repr(interval), "--deadline", repr(deadline)]
-        result = run_child(args, env=env, timeout=deadline + 120, sample_every=0.5)
+        args = ["-m", "benchmarks.bench_triggerer", "--child", "--variant", name, "--warm-job", warm]
+        args += ["--interval", repr(setup.interval), "--deadline", repr(deadline)]
+        args += ["--profile", profile] if profile else []
+        result = run_child(args, env=env, timeout=deadline + 180, sample_every=0.5, on_ready=start_jobs)
     wanted = set(jobs)
     log = [e for e in emu.requests() if e["path"].split("/")[4:5] and e["path"].split("/")[4] in wanted]
     per_job = collections.Counter(e["path"].split("/")[4] for e in log)
+    n = setup.triggers
+    requests = max(len(log), 1)
     result.update(
+        triggers=n,
         requests=len(log),
         polls=sum(1 for e in log if e["path"].endswith("/details")),
         requests_per_job_max=max(per_job.values(), default=0),
-        requests_per_job_min=min(per_job.values(), default=0),
-        non_2xx=sum(1 for e in log if not (e["status"] or 0) // 100 == 2),
-        creation_s=creation_s,
+        non_2xx=sum(1 for e in log if (e["status"] or 0) // 100 != 2),
+        creation_s=timing["creation_s"],
+        cpu_ms_per_request=result["cpu_s"] / requests * 1000,
+        kib_per_trigger=(result["rss_peak_kib"] - result["rss_base_kib"]) / n,
+        connections_per_trigger=result["connections_opened"] / n,
+        connections_per_poll=result["connections_opened"] / max(len(log), 1),
     )
     return result
 
 
 def run(
-    triggers: int = 1000,
-    job_seconds: float = 30.0,
-    interval: float = 4.0,
+    setup: Setup,
     runs: int = 1,
-    variants: Sequence[str] = VARIANTS,
+    variants: Sequence[str] = DEFAULT_VARIANTS,
     log: bool = True,
+    profile: str | None = None,
 ) -> list[Row]:
     from benchmarks._service import emulator
 
@@ -242,77 +300,71 @@ def run(
     results: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
     with emulator() as emu:
         for index in range(runs):
-            for variant in variants:
-                result = _one_run(emu, variant, triggers, job_seconds, interval)
-                results[variant].append(result)
+            for name in variants:  # alternated, so a noisy moment does not hit one variant only
+                result = _one_run(emu, name, setup.for_variant(VARIANTS[name]), profile)
+                results[name].append(result)
                 if log:
-                    print(
-                        f"  fan-in run {index + 1}/{runs} {variant}: {_summary(result, triggers)}", flush=True
-                    )
-    return _rows(results, triggers, job_seconds, interval)
+                    print(f"  fan-in run {index + 1}/{runs} {name}: {_summary(result)}", flush=True)
+    return _rows(results, setup)
 
 
-def _summary(r: dict[str, Any], n: int) -> str:
+def _summary(r: dict[str, Any]) -> str:
     return (
-        f"{r['requests']} requests ({r['polls']} polls) in {r['wall_s']:.0f} s, CPU {r['cpu_s']:.1f} s = "
-        f"{r['cpu_s'] / max(r['requests'], 1) * 1000:.2f} ms/request, "
-        f"{(r['rss_peak_kib'] - r['rss_base_kib']) / n:.0f} KiB/trigger, "
-        f"{r['connections_opened'] / n:.2f} connections/trigger (peak {r['sampled']['sockets']} sockets), "
-        f"outcomes {r['outcomes']}, loop lag max {r['loop_lag_max_s']:.2f} s; jobs created in {r['creation_s']:.1f} s"
+        f"{r['triggers']} triggers, {r['requests']} requests ({r['polls']} polls) in {r['wall_s']:.0f} s, "
+        f"CPU {r['cpu_s']:.1f} s = {r['cpu_ms_per_request']:.2f} ms/request, "
+        f"{r['kib_per_trigger']:.0f} KiB/trigger, {r['connections_per_trigger']:.2f} connections/trigger "
+        f"(peak {r['sampled']['sockets']} sockets), outcomes {r['outcomes']}, "
+        f"loop lag max {r['loop_lag_max_s']:.2f} s; jobs created in {r['creation_s']:.1f} s"
     )
 
 
-def _rows(results: dict[str, list[dict[str, Any]]], n: int, job_seconds: float, interval: float) -> list[Row]:
-    def cpu_ms(r: dict[str, Any]) -> float:
-        return r["cpu_s"] / max(r["requests"], 1) * 1000
+METRICS = (
+    ("CPU per poll request", "cpu_ms_per_request", "ms", TARGET_CPU_MS),
+    ("peak RSS per waiting trigger", "kib_per_trigger", "KiB", TARGET_KIB),
+    ("TCP connections opened per trigger", "connections_per_trigger", "conn", TARGET_CONNECTIONS),
+)
 
-    def kib(r: dict[str, Any]) -> float:
-        return (r["rss_peak_kib"] - r["rss_base_kib"]) / n
 
-    def conns(r: dict[str, Any]) -> float:
-        return float(r["connections_opened"]) / n
-
-    labels = {
-        "provider": "provider (one client per trigger)",
-        "fresh-client": "reference: new AsyncClient per poll",
-        "shared-ssl": "provider + shared SSL context (proposed fix)",
-    }
+def _rows(results: dict[str, list[dict[str, Any]]], setup: Setup) -> list[Row]:
     section = "2 triggerer fan-in"
     rows: list[Row] = []
-    ref = results.get("fresh-client", [])
-    for variant, runs in results.items():
-        polls = statistics.median(r["polls"] / n for r in runs)
-        requests = statistics.median(r["requests"] / n for r in runs)
+    reference_runs = results.get("fresh-client", [])
+    for name, runs in results.items():
+        variant = VARIANTS[name]
+        size = setup.for_variant(variant)
+        is_reference = variant.fresh_client
+
+        def median(key: str, runs: list[dict[str, Any]] = runs) -> float:
+            return statistics.median(float(r[key]) for r in runs)
+
         context = (
-            f"{n} triggers, jobs of {job_seconds:.0f} s, poll interval {interval:g} s: {polls:.1f} polls and "
-            f"{requests:.1f} requests per trigger, wall {statistics.median(r['wall_s'] for r in runs):.0f} s, "
-            f"event-loop lag max {statistics.median(r['loop_lag_max_s'] for r in runs):.2f} s, "
-            f"peak open sockets {statistics.median(r['sampled']['sockets'] for r in runs):.0f}, "
-            f"outcomes {runs[0]['outcomes']}, non-2xx answers {sum(r['non_2xx'] for r in runs)}"
+            f"{size.triggers} triggers, jobs of {size.job_seconds:g} s, poll interval {size.interval:g} s: "
+            f"{median('polls') / size.triggers:.1f} polls and {median('requests') / size.triggers:.1f} "
+            f"requests per trigger, {median('connections_per_poll'):.2f} connections per request, "
+            f"wall {median('wall_s'):.0f} s, CPU {median('cpu_s'):.1f} s, event-loop lag max "
+            f"{median('loop_lag_max_s'):.2f} s, peak open sockets "
+            f"{statistics.median(r['sampled']['sockets'] for r in runs):.0f}, "
+            f"outcomes {runs[0]['outcomes']}, "
+            f"non-2xx answers {sum(r['non_2xx'] for r in runs)}"
         )
-        for metric, unit, fn, target in (
-            ("CPU per poll request", "ms", cpu_ms, TARGET_CPU_MS),
-            ("peak RSS per waiting trigger", "KiB", kib, TARGET_KIB),
-            ("TCP connections opened per trigger", "conn", conns, TARGET_CONNECTIONS),
-        ):
-            values = [fn(r) for r in runs]
+        for metric, key, unit, target in METRICS:
+            values = [float(r[key]) for r in runs]
             reference = ""
-            if ref and variant != "fresh-client":
-                ref_median = statistics.median(fn(r) for r in ref)
+            if reference_runs and not is_reference and name != "idle":
+                ref_median = statistics.median(float(r[key]) for r in reference_runs)
                 reference = f"fresh client per poll: {ref_median:.3g} {unit}"
                 if ref_median:
                     reference += f" (ours {statistics.median(values) / ref_median:.2g}x)"
-            met = statistics.median(values) <= target if variant != "fresh-client" else None
             rows.append(
                 Row(
                     section,
-                    f"{metric} - {labels.get(variant, variant)}",
+                    f"{metric} - {variant.label}",
                     values,
                     unit,
-                    target=f"≤ {target:g} {unit}" if variant != "fresh-client" else "",
-                    met=met,
+                    target="" if is_reference else f"≤ {target:g} {unit}",
+                    met=None if is_reference else statistics.median(values) <= target,
                     reference=reference,
-                    note=context if metric.startswith("CPU") else "",
+                    note=context if key == "cpu_ms_per_request" else "",
                 )
             )
     return rows
@@ -324,10 +376,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--job-seconds", type=float, default=30.0)
     parser.add_argument("--interval", type=float, default=4.0, help="poll interval (s) of every trigger")
     parser.add_argument("--runs", type=int, default=1)
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help=", ".join(VARIANTS))
+    parser.add_argument("--profile", help="write a cProfile of each child's wait to this file")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--variant", help=argparse.SUPPRESS)
-    parser.add_argument("--jobs-file", help=argparse.SUPPRESS)
+    parser.add_argument("--warm-job", help=argparse.SUPPRESS)
     parser.add_argument("--deadline", type=float, default=600.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -335,8 +388,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     from benchmarks._common import airflow_home, notes, table
 
+    setup = Setup(args.triggers, args.job_seconds, args.interval)
     with airflow_home():
-        rows = run(args.triggers, args.job_seconds, args.interval, args.runs, args.variants.split(","))
+        rows = run(setup, args.runs, args.variants.split(","), profile=args.profile)
     print(table(rows))
     print(notes(rows))
 

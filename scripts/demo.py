@@ -56,6 +56,7 @@ class JobWatcher:
 
     def __init__(self, airflow: LocalAirflow, emulator: Any, run_id: str) -> None:
         self.airflow, self.run_id = airflow, run_id
+        self.started = time.monotonic()
         self.tasks: dict[str, str | None] = {}
         self.job_id: str | None = None
         self.job_status: str | None = None
@@ -67,6 +68,9 @@ class JobWatcher:
     def close(self) -> None:
         self.service.close()
 
+    def _clock(self) -> str:
+        return f"[{time.monotonic() - self.started:5.1f} s]"
+
     def __call__(self, run: dict[str, Any]) -> None:
         for ti in self.airflow.task_instances(DAG_ID, self.run_id):
             task_id, state = ti["task_id"], ti.get("state")
@@ -75,7 +79,7 @@ class JobWatcher:
                 note = ""
                 if task_id == RUN_TASK and state == "deferred":
                     note = " (no worker slot held: the triggerer polls the job)"
-                detail(f"task {task_id}: {state}{note}")
+                detail(f"{self._clock()} task {task_id}: {state}{note}")
         if self.job_id is None:
             job_id = self.airflow.xcom(DAG_ID, self.run_id, RUN_TASK, key="job_id")
             if job_id:
@@ -88,7 +92,7 @@ class JobWatcher:
                 return
             if status != self.job_status:
                 self.job_status = status
-                detail(f"job status: {status}")
+                detail(f"{self._clock()} job status: {status}")
 
 
 def print_summary(airflow: LocalAirflow, run_id: str, run: dict[str, Any]) -> bool:

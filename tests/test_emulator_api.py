@@ -360,6 +360,7 @@ def test_add_and_strip_redirect_modes(emulator: Any, api: httpx.Client) -> None:
 
 @pytest.mark.parametrize("collection", ["sources", "destinations"])
 def test_connection_check_lifecycle(emulator: Any, api: httpx.Client, collection: str) -> None:
+    emulator.configure(connection_check_delay=30)
     good = create(api, f"/{collection}", {"name": "good", "type": "s3", "config": {"remote_url": "s3://b"}})
     bad_config = {"remote_url": "s3://b", "secret_access_key": "fail-check-" + SECRET}
     bad = create(api, f"/{collection}", {"name": "bad", "type": "s3", "config": bad_config})
@@ -368,7 +369,7 @@ def test_connection_check_lifecycle(emulator: Any, api: httpx.Client, collection
     assert started["status"] == "scheduled" and started["reason"] is None and uuid.UUID(started["id"])
     assert api.get(f"/{collection}/{good['id']}/connection-check").json()["status"] == "scheduled"
     api.post(f"/{collection}/{bad['id']}/connection-check")
-    emulator.advance_clock(1)
+    emulator.advance_clock(30)
     result = api.get(f"/{collection}/{good['id']}/connection-check").json()
     assert result["status"] == "success" and result["id"] == started["id"] and result["reported_at"]
     failure = api.get(f"/{collection}/{bad['id']}/connection-check")

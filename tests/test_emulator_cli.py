@@ -12,19 +12,22 @@ from typing import Any
 import httpx
 import pytest
 
-from airflow_provider_workflowsvc.emulator.testing import (
-    _read_url,
-    emulator_command,
-    running_emulator,
-    stop_process,
-)
+from airflow_provider_workflowsvc.emulator.__main__ import main
+from airflow_provider_workflowsvc.emulator.testing import emulator_command, running_emulator, stop_process
 
 URL_LINE = re.compile(r"^Workflow Service emulator listening on (http://127\.0\.0\.1:\d+/api/v1)$")
 
 
-def start(command: list[str], env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    return proc, _read_url(proc, 20)
+def start(command: list[str]) -> tuple[subprocess.Popen[str], str]:
+    """Start the emulator; its first stdout line must be exactly the URL line."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().rstrip("\n")
+    match = URL_LINE.match(line)
+    if match is None:
+        stop_process(proc)
+        pytest.fail(f"unexpected first line {line!r}")
+    return proc, match.group(1)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -33,7 +36,6 @@ def test_cli_prints_url_and_stops_cleanly(sig: signal.Signals) -> None:
     command = [str(script), *emulator_command()[3:]] if sig is signal.SIGINT else emulator_command()
     proc, url = start([*command, "--token", "cli-token-123", "--api-key", "cli-key-456"])
     try:
-        assert re.match(r"^http://127\.0\.0\.1:\d+/api/v1$", url)
         headers = {"authorization": "Bearer cli-token-123", "service-api-key": "cli-key-456"}
         assert httpx.get(url + "/sources", headers=headers).status_code == 200
         assert (
@@ -44,16 +46,7 @@ def test_cli_prints_url_and_stops_cleanly(sig: signal.Signals) -> None:
         out, err = proc.communicate(timeout=10)
     assert proc.returncode == 0
     assert "cli-token-123" not in out + err and "cli-key-456" not in out + err
-    assert out == ""  # the URL line was consumed by _read_url; nothing else is printed
-
-
-def test_cli_prints_exactly_one_line(tmp_path: Path) -> None:
-    proc = subprocess.Popen(emulator_command(), stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline().rstrip("\n")
-    assert URL_LINE.match(line), line
-    assert stop_process(proc) == 0
-    assert proc.stdout.read() == ""
+    assert out == ""  # nothing but the URL line is printed
 
 
 def test_cli_options_reach_the_emulator() -> None:
@@ -70,11 +63,13 @@ def test_cli_options_reach_the_emulator() -> None:
         assert stop_process(proc) == 0
 
 
-def test_bad_arguments_exit_with_usage() -> None:
-    result = subprocess.run(
-        emulator_command(extra_args=["--processing-delay", "-1"]), capture_output=True, text=True, timeout=30
-    )
-    assert result.returncode == 2 and "processing_delay" in result.stderr
+def test_bad_arguments_exit_with_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--processing-delay", "-1", "--token", "not-shown-token"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "processing_delay: Input should be greater than or equal to 0" in err
+    assert "not-shown-token" not in err
 
 
 def test_state_survives_a_restart_with_db(tmp_path: Path) -> None:
@@ -103,5 +98,5 @@ def test_state_survives_a_restart_with_db(tmp_path: Path) -> None:
         elements = api.get(f"/jobs/{job['id']}/download", params=record["output_node_files"][0]).json()
         assert [e["text"] for e in elements] == ["Notes", "Kept across restarts."]
         emu.reset()
-    with running_emulator(subprocess=True, db=db) as emu, emu.api_client() as api:
+    with running_emulator(db=db) as emu, emu.api_client() as api:  # in process, same file
         assert api.get("/workflows/").json() == []

@@ -45,10 +45,8 @@ def test_latency_delays_matching_requests_only(emulator: Any, api: httpx.Client)
     started = time.monotonic()
     assert api.get("/jobs").status_code == 200
     assert time.monotonic() - started >= 0.3
-    started = time.monotonic()
     api.get("/sources")
     api.post("/jobs/not-a-uuid/cancel")
-    assert time.monotonic() - started < 0.3
     assert [r["fault"] for r in emulator.requests()] == ["latency 0.3s", None, None]
 
 

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 from airflow.sdk import BaseOperator
 
 if TYPE_CHECKING:
-    import jinja2
-    from airflow.sdk import Context, XComArg
+    from airflow.sdk import XComArg
 
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 
@@ -135,19 +134,12 @@ class WorkflowServiceBaseOperator(BaseOperator):
 
         return WorkflowServiceHook(self.workflowsvc_conn_id)
 
-    def _do_render_template_fields(
-        self,
-        parent: Any,
-        template_fields: Any,
-        context: Context,
-        jinja_env: jinja2.Environment,
-        seen_oids: set[int],
-    ) -> None:
-        # The one place both plain and mapped (expanded) tasks render their fields; Airflow stores
-        # the rendered fields right after it returns.
+    def _do_render_template_fields(self, parent: Any, *args: Any, **kwargs: Any) -> None:
+        # The one step both plain and mapped (expanded) tasks render their fields through; Airflow
+        # stores the rendered fields right after it returns.
         if parent is self:
             self._plain_secret_fields()
-        super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
+        super()._do_render_template_fields(parent, *args, **kwargs)
         if parent is self:
             self.mask_secret_fields()
 

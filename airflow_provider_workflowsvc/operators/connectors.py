@@ -22,6 +22,7 @@ from airflow_provider_workflowsvc.operators._base import (
     check_uuid,
     input_error,
     is_deferred_value,
+    normalize_choice,
     rendered,
     static_str,
 )
@@ -138,15 +139,6 @@ class _ConfigOperator(_ConnectorOperator):
     secret_fields: ClassVar[Sequence[str]] = ("config",)
     template_fields_renderers: ClassVar[dict[str, str]] = {"config": "json"}
 
-    def _valid_body(self, name: str, connector_type: str, config: Any) -> Any:
-        """The create body as a model; an invalid one fails the task before any request."""
-        from airflow_provider_workflowsvc.exceptions import validate_input
-        from airflow_provider_workflowsvc.models import CreateDestinationConnector, CreateSourceConnector
-
-        model = CreateSourceConnector if self.kind == "source" else CreateDestinationConnector
-        body = {"name": name, "type": connector_type, "config": config}
-        return validate_input(model, self.what, body)
-
 
 class _CreateConnectorOperator(_ConfigOperator):
     """Create a connector, or reuse / update / refuse the one that already has its name.
@@ -201,9 +193,19 @@ class _CreateConnectorOperator(_ConfigOperator):
         finally:
             self.hook.close()
 
+    def _valid_body(self, name: str, connector_type: str, config: Any) -> Any:
+        """The create body as a model; an invalid one fails the task before any request."""
+        from airflow_provider_workflowsvc.exceptions import validate_input
+        from airflow_provider_workflowsvc.models import CreateDestinationConnector, CreateSourceConnector
+
+        model = CreateSourceConnector if self.kind == "source" else CreateDestinationConnector
+        body = {"name": name, "type": connector_type, "config": config}
+        return validate_input(model, self.what, body)
+
 
 def _type_mismatch(existing_type: str, wanted_type: str) -> str | None:
-    if existing_type == wanted_type:
+    """Why a connector of ``existing_type`` cannot stand for one of ``wanted_type``, or None."""
+    if normalize_choice(existing_type) == normalize_choice(wanted_type):
         return None
     return f"its type is {existing_type!r}, not {wanted_type!r} (a connector's type cannot change)"
 

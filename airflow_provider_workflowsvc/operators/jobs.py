@@ -40,9 +40,6 @@ if TYPE_CHECKING:
 
 DEFER_TIMEOUT_GRACE = 600.0
 """Airflow's own deferral timeout is a backstop after the trigger's deadline (which it reports itself)."""
-NOT_FOUND = "not found"
-COMPLETED_WITH_FAILED_FILES = "completed with failed files"
-"""Statuses of a resumed job that mean "run it again" (see ``get_job_status``)."""
 
 
 class WorkflowJobLink(BaseOperatorLink):
@@ -186,26 +183,15 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
 
     def get_job_status(self, external_id: Any, context: Context) -> str:
         """The stored job's status; a completed job with failed files counts as failed when they fail."""
-        from airflow_provider_workflowsvc.exceptions import WorkflowServiceNotFoundError
-        from airflow_provider_workflowsvc.models import JobStatus
+        from airflow_provider_workflowsvc._polling import resumed_status
 
-        try:
-            job = self.hook.get_job(str(external_id))
-        except WorkflowServiceNotFoundError:
-            return NOT_FOUND
-        completed = job.status is JobStatus.COMPLETED
-        if completed and self.fail_on_failed_files and self.hook.get_job_failed_files(job.id).failed_files:
-            return COMPLETED_WITH_FAILED_FILES
-        return job.status.value if job.status is not JobStatus.UNKNOWN else (job.raw_status or "unknown")
+        return resumed_status(self.hook, str(external_id), self.fail_on_failed_files)
 
     def is_job_active(self, status: str) -> bool:
         """Scheduled, in progress, or a status this provider does not know (never run a duplicate)."""
-        from airflow_provider_workflowsvc.models import JobStatus
+        from airflow_provider_workflowsvc._polling import is_resumable
 
-        if status in (NOT_FOUND, COMPLETED_WITH_FAILED_FILES):
-            return False
-        parsed = JobStatus(status)
-        return parsed.is_active or parsed is JobStatus.UNKNOWN
+        return is_resumable(status)
 
     def is_job_succeeded(self, status: str) -> bool:
         return status == "completed"
@@ -274,7 +260,11 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         from airflow_provider_workflowsvc._outcome import failure_for, log_outcome
 
         log_outcome(outcome, self.log)
-        note = self._after_timeout(outcome.job_id) if outcome.status == "timeout" else ""
+        note = ""
+        if outcome.status == "timeout" and outcome.job_id:
+            from airflow_provider_workflowsvc._polling import cancel_after_timeout
+
+            note = cancel_after_timeout(self.hook, outcome.job_id, self.cancel_on_timeout, self.log)
         error = failure_for(outcome, fail_on_failed_files=self.fail_on_failed_files, timeout_note=note)
         summary = outcome.summary()
         if error is not None:
@@ -283,19 +273,6 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
             raise error
         self._forget_job(context)
         return summary
-
-    def _after_timeout(self, job_id: str | None) -> str:
-        if not job_id:
-            return ""
-        if not self.cancel_on_timeout:
-            return "the job was left running (cancel_on_timeout=False)"
-        from airflow_provider_workflowsvc._polling import cancel_quietly
-
-        try:
-            cancelled = cancel_quietly(self.hook, job_id, self.log)
-        except Exception as exc:
-            return f"cancelling it failed: {exc}"
-        return "the job was cancelled" if cancelled else "the job had just ended"
 
     def _forget_job(self, context: Context) -> None:
         """After success, drop the stored job id: clearing the task later runs the workflow again."""

@@ -187,10 +187,10 @@ class CreateWorkflowOperator(_WorkflowOperator):
 
     def _mismatch(self, existing: Workflow, body: CreateWorkflow) -> str | None:
         """A workflow of another type is not reused (an update may change the type)."""
-        wanted = body.workflow_type.value
-        if self.if_exists == "update" or existing.workflow_type in (None, wanted):
+        wanted, current = body.workflow_type.value, existing.workflow_type
+        if self.if_exists == "update" or current is None or normalize_choice(current) == wanted:
             return None
-        return f"its workflow_type is {existing.workflow_type!r}, not {wanted!r} (use if_exists='update')"
+        return f"its workflow_type is {current!r}, not {wanted!r} (use if_exists='update')"
 
 
 def _check_custom_has_nodes(workflow_type: Any, nodes: Any) -> None:
