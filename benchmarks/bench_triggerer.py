@@ -32,7 +32,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +58,8 @@ class Variant:
 
     label: str
     fresh_client: bool = False
+    raw_httpx: bool = False
+    """Not a trigger: a bare httpx poller (one client each), the floor of an httpx-based trigger."""
     keepalive_expiry: float | None = None
     """Patched into the hook's client options (None: the provider's own settings)."""
     interval: float | None = None
@@ -70,6 +72,7 @@ class Variant:
 VARIANTS: dict[str, Variant] = {
     "provider": Variant("provider as is (one AsyncClient per trigger)"),
     "fresh-client": Variant("reference: a new AsyncClient per poll", fresh_client=True),
+    "raw-httpx": Variant("floor: bare httpx poller, one AsyncClient each, no hook", raw_httpx=True),
     "keepalive": Variant("provider + recommended fix: keepalive_expiry 120 s", keepalive_expiry=120.0),
     "idle": Variant(
         "provider as is, poll interval 6 s (> httpx keep-alive expiry 5 s), 100 triggers",
@@ -78,7 +81,7 @@ VARIANTS: dict[str, Variant] = {
         job_seconds=18.0,
     ),
 }
-DEFAULT_VARIANTS = ("provider", "fresh-client", "keepalive", "idle")
+DEFAULT_VARIANTS = ("provider", "fresh-client", "raw-httpx", "keepalive")
 TARGET_CPU_MS = 1.0
 TARGET_KIB = 64.0
 TARGET_CONNECTIONS = 1.0
@@ -113,6 +116,52 @@ class ConnectionCounter:
 
         AutoBackend.connect_tcp = counted_async  # type: ignore[method-assign]
         SyncBackend.connect_tcp = counted_sync  # type: ignore[method-assign]
+
+
+Waiter = Callable[[str, float, float], Awaitable[dict[str, Any]]]
+"""``waiter(job_id, deadline, interval)``: wait for one job, return the final event payload."""
+
+
+def _waiter(variant: Variant) -> Waiter:
+    if variant.raw_httpx:
+        return _raw_wait
+    trigger_cls = _trigger_class(variant)
+
+    async def wait(job_id: str, deadline: float, interval: float) -> dict[str, Any]:
+        return await _event(trigger_cls(job_id=job_id, deadline=deadline, poll_interval=interval))
+
+    return wait
+
+
+_TERMINAL = frozenset({"COMPLETED", "FAILED", "STOPPED"})
+
+
+async def _raw_wait(job_id: str, deadline: float, interval: float) -> dict[str, Any]:
+    """What a trigger does, with nothing but httpx: details every ``interval``, then job and failed files."""
+    import httpx
+
+    conn = json.loads(os.environ[CONN_ENV])
+    headers = {"authorization": f"Bearer {conn['password']}", "accept": "application/json"}
+    if conn.get("extra", {}).get("api_key"):
+        headers["service-api-key"] = conn["extra"]["api_key"]
+    async with httpx.AsyncClient(
+        base_url=conn["host"] + "/", headers=headers, timeout=60, verify=_shared_ssl_context()
+    ) as client:
+        while time.time() < deadline:
+            await asyncio.sleep(interval)
+            details = (await client.get(f"jobs/{job_id}/details")).json()
+            if details["processing_status"] in _TERMINAL:
+                job = (await client.get(f"jobs/{job_id}")).json()
+                (await client.get(f"jobs/{job_id}/failed-files")).raise_for_status()
+                return {"status": "success" if job["status"] == "completed" else job["status"]}
+    return {"status": "timeout"}
+
+
+@functools.cache
+def _shared_ssl_context() -> Any:
+    import httpx
+
+    return httpx.create_ssl_context()
 
 
 def _trigger_class(variant: Variant) -> type[Any]:
@@ -171,10 +220,10 @@ async def _triggerer(
 ) -> dict[str, Any]:
     from benchmarks._common import wait_for_go
 
-    trigger_cls = _trigger_class(variant)
+    wait = _waiter(variant)
     counter = ConnectionCounter()
     counter.install()
-    warm = await _event(trigger_cls(job_id=warm_job, deadline=time.time() + 60, poll_interval=0.01))
+    warm = await wait(warm_job, time.time() + 60, 0.01)
     if warm.get("status") != "success":
         raise RuntimeError(f"warm-up trigger failed: {warm}")
     with open(wait_for_go()) as fh:  # the parent starts the jobs only now that this process is up
@@ -191,8 +240,7 @@ async def _triggerer(
         if profiler is not None:
             profiler.enable()
         ends = time.time() + deadline
-        triggers = [trigger_cls(job_id=j, deadline=ends, poll_interval=interval) for j in job_ids]
-        events = await asyncio.gather(*(_event(t) for t in triggers))
+        events = await asyncio.gather(*(wait(job_id, ends, interval) for job_id in job_ids))
         if profiler is not None:
             profiler.disable()
     if profiler is not None and profile:
@@ -350,7 +398,7 @@ def _rows(results: dict[str, list[dict[str, Any]]], setup: Setup) -> list[Row]:
         for metric, key, unit, target in METRICS:
             values = [float(r[key]) for r in runs]
             reference = ""
-            if reference_runs and not is_reference and name != "idle":
+            if reference_runs and not is_reference and name not in ("idle", "raw-httpx"):
                 ref_median = statistics.median(float(r[key]) for r in reference_runs)
                 reference = f"fresh client per poll: {ref_median:.3g} {unit}"
                 if ref_median:
@@ -361,8 +409,8 @@ def _rows(results: dict[str, list[dict[str, Any]]], setup: Setup) -> list[Row]:
                     f"{metric} - {variant.label}",
                     values,
                     unit,
-                    target="" if is_reference else f"≤ {target:g} {unit}",
-                    met=None if is_reference else statistics.median(values) <= target,
+                    target="" if is_reference or variant.raw_httpx else f"≤ {target:g} {unit}",
+                    met=None if is_reference or variant.raw_httpx else statistics.median(values) <= target,
                     reference=reference,
                     note=context if key == "cpu_ms_per_request" else "",
                 )

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from airflow.sdk import DAG
 from airflow.utils.state import DagRunState, TaskInstanceState
+from conftest import TEST_API_KEY, TEST_TOKEN
 
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 from airflow_provider_workflowsvc.operators.jobs import (
@@ -110,6 +111,7 @@ def test_failed_files_fail_the_task(
     assert sorted(f["document"] for f in summary["failed_files"]) == ["blob.json", "empty.txt"]
     out = capsys.readouterr().out
     assert "2 file(s) failed" in out and "empty.txt: file is empty" in out
+    assert TEST_TOKEN not in out and TEST_API_KEY not in out
 
 
 def test_a_failed_job_fails_the_task(

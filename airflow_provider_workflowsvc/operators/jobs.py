@@ -86,7 +86,6 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
     """
 
     template_fields: Sequence[str] = ("workflow_id", "files", "workflowsvc_conn_id")
-    template_fields_renderers = {"files": "py"}
     operator_extra_links = (WorkflowJobLink(),)
     external_id_key = "workflowsvc_job_id"
     ui_color = "#e8f0fe"

@@ -121,7 +121,9 @@ class WorkflowJobSensor(BaseSensorOperator):
             started_at=started,
             cancel_on_kill=False,
         )
-        self.defer(trigger=trigger, method_name="execute_complete")
+        # Airflow's deferral timeout is only a backstop: the trigger reports its own deadline.
+        backstop = timedelta(seconds=self.timeout + 600)
+        self.defer(trigger=trigger, method_name="execute_complete", timeout=backstop)
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
         from airflow_provider_workflowsvc._outcome import is_transient
