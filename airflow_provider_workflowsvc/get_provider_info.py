@@ -79,6 +79,12 @@ def get_provider_info() -> dict[str, Any]:
                         "the default ones, e.g. for a private certificate authority.",
                         "schema": {"type": ["string", "null"]},
                     },
+                    "ui_url": {
+                        "label": "Web UI URL",
+                        "description": "Base address of the service's web interface, used for the job link "
+                        "(a {job_id} placeholder is filled in). Defaults to the API base URL.",
+                        "schema": {"type": ["string", "null"]},
+                    },
                     "max_retries": {
                         "label": "Max retries",
                         "description": "Retries of safe requests after 429/502/503/504 or a dropped "

@@ -88,7 +88,7 @@ async def _run_many(emu: EmulatorHandle, workflow_id: str, count: int, concurren
 
 
 @contextlib.contextmanager
-def scratch_dir(prefix: str) -> Iterator[Path]:
+def scratch_dir(prefix: str, parent: str | None = None) -> Iterator[Path]:
     """A temporary directory, removed at the end whatever happens (benchmarks write big files here)."""
-    with tempfile.TemporaryDirectory(prefix=prefix) as name:
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=parent) as name:
         yield Path(name)

@@ -71,10 +71,15 @@ def workflowsvc_conn(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def run_dag(dag: Any, **kwargs: Any) -> Any:
-    """Serialize a DAG defined in a test to the DB, then ``dag.test()`` it; returns the DagRun."""
+    """Serialize a DAG defined in a test to the DB, then ``dag.test()`` it; returns the DagRun.
+
+    On Airflow 3.3 the ``dags-folder`` bundle row must exist before a DAG of that bundle is written.
+    """
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
     from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
 
-    bag = DagBag(dag_folder=os.devnull, include_examples=False, collect_dags=False)
+    DagBundlesManager().sync_bundles_to_db()
+    bag = DagBag(dag_folder=os.devnull, collect_dags=False)
     bag.bag_dag(dag)
     sync_bag_to_db(bag, "dags-folder", None)
     return dag.test(**kwargs)
@@ -143,22 +148,3 @@ def details_json(job_id: str, status: str, message: str = "", nodes: Any = ()) -
 def failed_json(*files: tuple[str, str]) -> dict[str, Any]:
     """The failed-files answer for ``(document, error)`` pairs."""
     return {"failed_files": [{"document": d, "error": e} for d, e in files]}
-
-
-def run_dag_in_db(dag: Any, **kwargs: Any) -> Any:
-    """``run_dag`` that works on Airflow 3.3: the DagBag takes no ``include_examples``, and the
-    ``dags-folder`` bundle row must exist before a DAG of that bundle is written."""
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
-
-    DagBundlesManager().sync_bundles_to_db()
-    bag = DagBag(dag_folder=os.devnull, collect_dags=False)
-    bag.bag_dag(dag)
-    sync_bag_to_db(bag, "dags-folder", None)
-    return dag.test(**kwargs)
-
-
-@pytest.fixture
-def dag_test_runner(airflow_db: None, workflowsvc_conn: Any) -> Any:
-    """Like ``dag_runner`` (DB ready, ``workflowsvc_default`` → clean emulator), with ``run_dag_in_db``."""
-    return run_dag_in_db

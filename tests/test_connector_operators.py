@@ -461,7 +461,7 @@ def test_every_identifier_name_and_config_is_a_template_field() -> None:
 
 
 def test_a_failing_connection_check_fails_the_task_with_the_reason(
-    dag_test_runner: Any, capfd: pytest.CaptureFixture[str]
+    dag_runner: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
     from airflow.sdk import DAG
 
@@ -476,7 +476,7 @@ def test_a_failing_connection_check_fails_the_task_with_the_reason(
             task_id="check_source", connector_id=source.output, poll_interval=0.05, timeout=30
         )
 
-    dr = dag_test_runner(dag)
+    dr = dag_runner(dag)
 
     assert dr.state == "failed"
     assert dr.get_task_instance("create_source").state == "success"
@@ -486,7 +486,7 @@ def test_a_failing_connection_check_fails_the_task_with_the_reason(
     assert "pat-broken-wiki-5521" not in out
 
 
-def test_mapped_create_tasks_mask_their_secrets_too(dag_test_runner: Any) -> None:
+def test_mapped_create_tasks_mask_their_secrets_too(dag_runner: Any) -> None:
     from airflow.sdk import DAG
 
     keys = ["acct-key-mapped-0001", "acct-key-mapped-0002"]
@@ -498,7 +498,7 @@ def test_mapped_create_tasks_mask_their_secrets_too(dag_test_runner: Any) -> Non
             ]
         )
 
-    dr = dag_test_runner(dag)
+    dr = dag_runner(dag)
 
     assert [ti.state for ti in dr.get_task_instances()] == ["success", "success"]
     from test_workflow_operators import _rendered_fields_rows

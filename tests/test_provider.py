@@ -19,6 +19,7 @@ PACKAGE = "airflow-provider-workflowsvc"
 HOOK_CLASS = "airflow_provider_workflowsvc.hooks.workflowsvc.WorkflowServiceHook"
 EXPECTED_FIELDS = {
     "api_key",
+    "ui_url",
     "timeout",
     "connect_timeout",
     "verify",

@@ -54,9 +54,7 @@ def runs(emulator: Any) -> list[dict[str, Any]]:
     return [r for r in emulator.requests(method="POST", path_contains="/run") if r["path"].endswith("/run")]
 
 
-def test_local_files_run_and_download(
-    dag_test_runner: Any, emulator: Any, workflow: str, tmp_path: Path
-) -> None:
+def test_local_files_run_and_download(dag_runner: Any, emulator: Any, workflow: str, tmp_path: Path) -> None:
     """Both waiting modes; outputs downloaded under the documents' names."""
     inputs = write(tmp_path / "in", a_txt="hello world", b_md="# Title\n\nSome text.")
     out = tmp_path / "out"
@@ -74,7 +72,7 @@ def test_local_files_run_and_download(
         download = DownloadJobOutputOperator(task_id="download", run_task_id="run", output_dir=str(out))
         sync >> download
         dag.params["wf"] = workflow
-    dr = dag_test_runner(dag)
+    dr = dag_runner(dag)
     assert dr.state == DagRunState.SUCCESS
     assert [state(dr, t) for t in ("run", "run_deferred", "download")] == [SUCCESS] * 3
     summary = xcom(dr, "run")
@@ -97,14 +95,14 @@ def test_local_files_run_and_download(
 
 @pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
 def test_failed_files_fail_the_task(
-    dag_test_runner: Any, emulator: Any, workflow: str, tmp_path: Path, capsys: Any, deferrable: bool
+    dag_runner: Any, emulator: Any, workflow: str, tmp_path: Path, capsys: Any, deferrable: bool
 ) -> None:
     inputs = write(tmp_path, good_txt="fine text", empty_txt="", blob_json=b"\x00\x01")
     with DAG(f"wfsvc_failed_files_{deferrable}", schedule=None, start_date=START, catchup=False) as dag:
         RunWorkflowOperator(
             task_id="run", workflow_id=workflow, files=str(inputs), poll_interval=0.1, deferrable=deferrable
         )
-    dr = dag_test_runner(dag)
+    dr = dag_runner(dag)
     assert dr.state == DagRunState.FAILED and state(dr, "run") == FAILED
     summary = xcom(dr, "run")
     assert summary["status"] == "completed" and summary["failed_file_count"] == 2
@@ -114,13 +112,11 @@ def test_failed_files_fail_the_task(
     assert TEST_TOKEN not in out and TEST_API_KEY not in out
 
 
-def test_a_failed_job_fails_the_task(
-    dag_test_runner: Any, emulator: Any, workflow: str, tmp_path: Path
-) -> None:
+def test_a_failed_job_fails_the_task(dag_runner: Any, emulator: Any, workflow: str, tmp_path: Path) -> None:
     inputs = write(tmp_path, empty_txt="", blank_md="   ")
     with DAG("wfsvc_job_failed", schedule=None, start_date=START, catchup=False) as dag:
         RunWorkflowOperator(task_id="run", workflow_id=workflow, files=str(inputs), poll_interval=0.1)
-    dr = dag_test_runner(dag)
+    dr = dag_runner(dag)
     assert state(dr, "run") == FAILED
     summary = xcom(dr, "run")
     assert summary["status"] == "failed" and summary["outcome"] == "failed"
@@ -145,14 +141,14 @@ def _cancel_when_running(emulator: Any, settings: Any, workflow: str) -> threadi
 
 
 def test_a_job_cancelled_while_running_fails_the_task(
-    dag_test_runner: Any, emulator: Any, settings: Any, workflow: str, tmp_path: Path
+    dag_runner: Any, emulator: Any, settings: Any, workflow: str, tmp_path: Path
 ) -> None:
     emulator.configure(processing_delay=0.5)
     inputs = write(tmp_path, a_txt="one", b_txt="two")
     thread = _cancel_when_running(emulator, settings, workflow)
     with DAG("wfsvc_job_cancelled", schedule=None, start_date=START, catchup=False) as dag:
         RunWorkflowOperator(task_id="run", workflow_id=workflow, files=str(inputs), poll_interval=0.2)
-    dr = dag_test_runner(dag)
+    dr = dag_runner(dag)
     thread.join(5)
     assert state(dr, "run") == FAILED
     summary = xcom(dr, "run")
@@ -160,7 +156,7 @@ def test_a_job_cancelled_while_running_fails_the_task(
 
 
 def test_timeout_fails_and_cancels_the_job(
-    dag_test_runner: Any, emulator: Any, settings: Any, workflow: str, tmp_path: Path
+    dag_runner: Any, emulator: Any, settings: Any, workflow: str, tmp_path: Path
 ) -> None:
     emulator.configure(processing_delay=30)
     inputs = write(tmp_path, a_txt="one")
@@ -178,7 +174,7 @@ def test_timeout_fails_and_cancels_the_job(
             cancel_on_timeout=False,
         )
     started = time.monotonic()
-    dr = dag_test_runner(dag)
+    dr = dag_runner(dag)
     assert time.monotonic() - started < 15
     assert state(dr, "run") == FAILED and state(dr, "run_deferred") == FAILED
     ids = {t: xcom(dr, t, "job_id") for t in ("run", "run_deferred")}
@@ -189,7 +185,7 @@ def test_timeout_fails_and_cancels_the_job(
 
 
 def test_cancel_operator(
-    dag_test_runner: Any, emulator: Any, settings: Any, workflow: str, tmp_path: Path
+    dag_runner: Any, emulator: Any, settings: Any, workflow: str, tmp_path: Path
 ) -> None:
     emulator.configure(processing_delay=30)
     inputs = write(tmp_path, a_txt="one")
@@ -202,7 +198,7 @@ def test_cancel_operator(
             task_id="cancel_again", job_id="{{ ti.xcom_pull(task_ids='run', key='job_id') }}"
         )
         run >> first >> again
-    dr = dag_test_runner(dag)
+    dr = dag_runner(dag)
     assert dr.state == DagRunState.SUCCESS
     assert xcom(dr, "cancel")["cancelled"] is True
     assert xcom(dr, "cancel_again") == {
@@ -223,7 +219,7 @@ class CrashingRun(RunWorkflowOperator):
 
 
 def test_durable_retry_reconnects_instead_of_running_again(
-    dag_test_runner: Any, emulator: Any, workflow: str, tmp_path: Path
+    dag_runner: Any, emulator: Any, workflow: str, tmp_path: Path
 ) -> None:
     emulator.configure(processing_delay=0.3)
     inputs = write(tmp_path, a_txt="one", b_txt="two")
@@ -236,7 +232,7 @@ def test_durable_retry_reconnects_instead_of_running_again(
             retries=1,
             retry_delay=timedelta(0),
         )
-    dr = dag_test_runner(dag)
+    dr = dag_runner(dag)
     assert dr.state == DagRunState.SUCCESS
     ti = dr.get_task_instance("run")
     assert ti.state == SUCCESS and ti.try_number == 2
@@ -246,7 +242,7 @@ def test_durable_retry_reconnects_instead_of_running_again(
 
 @pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
 def test_requests_per_wait_stay_within_budget(
-    dag_test_runner: Any, emulator: Any, workflow: str, tmp_path: Path, deferrable: bool
+    dag_runner: Any, emulator: Any, workflow: str, tmp_path: Path, deferrable: bool
 ) -> None:
     """A job of known duration T, polled every I seconds, costs at most ceil(T / I) + 3 requests."""
     delay, interval = 0.4, 0.5
@@ -261,10 +257,31 @@ def test_requests_per_wait_stay_within_budget(
             poll_interval=interval,
             deferrable=deferrable,
         )
-    dr = dag_test_runner(dag)
+    dr = dag_runner(dag)
     assert state(dr, "run") == SUCCESS
     job_id = xcom(dr, "run", "job_id")
     waited = emulator.requests(path_contains=f"/jobs/{job_id}")
     assert [r["method"] for r in waited].count("GET") == len(waited)
     assert len(waited) <= math.ceil(duration / interval) + 3, [r["path"] for r in waited]
     print(f"requests for a {duration:.1f} s job polled every {interval} s ({dag.dag_id}): {len(waited)}")
+
+
+def test_execution_timeout_kills_the_task_and_cancels_the_job(
+    dag_runner: Any, emulator: Any, settings: Any, workflow: str, tmp_path: Path
+) -> None:
+    """Airflow's execution_timeout calls on_kill: the job is cancelled, not left running."""
+    emulator.configure(processing_delay=30)
+    inputs = write(tmp_path, a_txt="one")
+    with DAG("wfsvc_execution_timeout", schedule=None, start_date=START, catchup=False) as dag:
+        RunWorkflowOperator(
+            task_id="run",
+            workflow_id=workflow,
+            files=str(inputs),
+            poll_interval=0.2,
+            execution_timeout=timedelta(seconds=1),
+            cancel_on_timeout=False,
+        )
+    dr = dag_runner(dag)
+    assert state(dr, "run") == FAILED
+    with WorkflowServiceHook(settings=settings) as hook:
+        assert hook.get_job(xcom(dr, "run", "job_id")).status.value == "stopped"

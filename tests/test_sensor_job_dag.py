@@ -28,9 +28,7 @@ def xcom(dr: Any, task_id: str, key: str = "return_value") -> Any:
     return dr.get_task_instance(task_id).xcom_pull(task_ids=task_id, key=key)
 
 
-def test_sensor_modes_and_soft_fail(
-    dag_test_runner: Any, emulator: Any, settings: Any, tmp_path: Path
-) -> None:
+def test_sensor_modes_and_soft_fail(dag_runner: Any, emulator: Any, settings: Any, tmp_path: Path) -> None:
     emulator.configure(processing_delay=0.1)
     (tmp_path / "good").mkdir()
     (tmp_path / "good" / "a.txt").write_text("some text")
@@ -54,7 +52,7 @@ def test_sensor_modes_and_soft_fail(
         skipped = WorkflowJobSensor(task_id="skipped", job_id=bad_job, poke_interval=0.1, soft_fail=True)
         failed = WorkflowJobSensor(task_id="failed", job_id=bad_job, poke_interval=0.1, deferrable=True)
         bad >> [skipped, failed]
-    dr = dag_test_runner(dag)
+    dr = dag_runner(dag)
     assert state(dr, "poke") == TaskInstanceState.SUCCESS
     assert state(dr, "deferred") == TaskInstanceState.SUCCESS
     assert xcom(dr, "poke")["job_id"] == xcom(dr, "deferred")["job_id"] == xcom(dr, "run", "job_id")
@@ -64,9 +62,7 @@ def test_sensor_modes_and_soft_fail(
     assert xcom(dr, "failed")["status"] == "failed"
 
 
-def test_deferrable_sensor_waits_for_a_scheduled_job(
-    dag_test_runner: Any, emulator: Any, settings: Any
-) -> None:
+def test_deferrable_sensor_waits_for_a_scheduled_job(dag_runner: Any, emulator: Any, settings: Any) -> None:
     """The service's own schedule starts the job; the sensor finds it (created after T) and waits."""
     with WorkflowServiceHook(settings=settings) as hook:
         source = hook.create_source(
@@ -93,7 +89,7 @@ def test_deferrable_sensor_waits_for_a_scheduled_job(
             params={"after": after},
         )
     thread.start()
-    dr = dag_test_runner(dag)
+    dr = dag_runner(dag)
     thread.join(5)
     assert dr.state == DagRunState.SUCCESS
     summary = xcom(dr, "wait")

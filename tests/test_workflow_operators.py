@@ -443,7 +443,7 @@ def _xcom_values(dr: Any) -> dict[str, Any]:
 
 
 def test_pipeline_dag_twice_creates_each_resource_once_and_never_shows_secrets(
-    dag_test_runner: Any,
+    dag_runner: Any,
     workflowsvc_conn: Any,
     settings: Any,
     monkeypatch: pytest.MonkeyPatch,
@@ -455,8 +455,8 @@ def test_pipeline_dag_twice_creates_each_resource_once_and_never_shows_secrets(
         monkeypatch.setenv(f"AIRFLOW_VAR_{name}", value)
     dag = pipeline_dag()
 
-    first = dag_test_runner(dag)
-    second = dag_test_runner(dag)
+    first = dag_runner(dag)
+    second = dag_runner(dag)
 
     for dr in (first, second):
         states = {ti.task_id: ti.state for ti in dr.get_task_instances()}
