@@ -1,5 +1,8 @@
 """The requests behind a wait, sync (operator, sensor) and async (trigger); the meaning is in ``_outcome``.
 
+Every request of a wait ends by the wait's deadline (:func:`~.hooks.workflowsvc.deadline`: timeouts cut
+to the time left, no retry past it), and a cancel sent when a task ends gets ``CANCEL_BUDGET`` seconds.
+
 One poll is ONE request (``GET /jobs/{id}/details``: status and per-node counts), plus ``GET /jobs/{id}``
 only when the details carry a status this provider does not know. Once the job is terminal, two more
 requests fetch the job record (output files) and the failed files. A wait of ``T`` seconds at interval
@@ -28,6 +31,7 @@ from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceConflictError,
     WorkflowServiceNotFoundError,
 )
+from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
 from airflow_provider_workflowsvc.models import JobStatus
 
 if TYPE_CHECKING:
@@ -35,6 +39,14 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc.models import Job
 
 Log = logging.Logger | Any
+
+CANCEL_BUDGET = 5.0
+"""Seconds a cancel sent as a task ends (timeout, kill) may take, retries included: the task is going
+away (a killed worker is SIGKILLed ~5 s after SIGTERM), so it is sent and not waited for longer."""
+
+
+def _within(seconds: float | None) -> float | None:
+    return None if seconds is None else time.time() + seconds
 
 
 # --------------------------------------------------------------------------------------------------
@@ -61,7 +73,8 @@ def wait_for_job(
     while (pause := schedule.next_pause()) is not None:
         sleep(pause)
         try:
-            outcome = poll_once(hook, watch)
+            with deadline(schedule.deadline):
+                outcome = poll_once(hook, watch)
         except Exception as exc:
             if not is_transient(exc):
                 raise
@@ -74,10 +87,14 @@ def wait_for_job(
     return watch.timed_out()
 
 
-def cancel_quietly(hook: WorkflowServiceHook, job_id: str, log: Log) -> bool:
-    """Ask the service to stop a job; True when the cancel was accepted, False when it had ended."""
+def cancel_quietly(hook: WorkflowServiceHook, job_id: str, log: Log, within: float | None = None) -> bool:
+    """Ask the service to stop a job; True when the cancel was accepted, False when it had ended.
+
+    ``within``: seconds the cancel may take, retries included (None: the hook's own limits).
+    """
     try:
-        hook.cancel_job(job_id)
+        with deadline(_within(within)):
+            hook.cancel_job(job_id)
     except WorkflowServiceConflictError:
         log.info("Job %s had already ended; nothing to cancel", job_id)
         return False
@@ -93,7 +110,7 @@ def cancel_after_timeout(hook: WorkflowServiceHook, job_id: str, enabled: bool, 
     if not enabled:
         return "the job was left running (cancel_on_timeout=False)"
     try:
-        cancelled = cancel_quietly(hook, job_id, log)
+        cancelled = cancel_quietly(hook, job_id, log, within=CANCEL_BUDGET)
     except Exception as exc:
         return f"cancelling it failed: {exc}"
     return "the job was cancelled" if cancelled else "the job had just ended"
@@ -152,7 +169,8 @@ async def await_job(hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: P
     while (pause := schedule.next_pause()) is not None:
         await asyncio.sleep(pause)
         try:
-            outcome = await _bounded(apoll_once(hook, watch), schedule)
+            with deadline(schedule.deadline):
+                outcome = await _bounded(apoll_once(hook, watch), schedule)
         except Exception as exc:
             if not is_transient(exc):
                 raise
@@ -177,7 +195,8 @@ async def await_new_job(
     while (pause := schedule.next_pause()) is not None:
         await asyncio.sleep(pause)
         try:
-            jobs = await _bounded(hook.list_jobs(workflow_id=workflow_id), schedule)
+            with deadline(schedule.deadline):
+                jobs = await _bounded(hook.list_jobs(workflow_id=workflow_id), schedule)
         except Exception as exc:
             if not is_transient(exc):
                 raise
@@ -189,10 +208,13 @@ async def await_new_job(
     return None
 
 
-async def acancel_quietly(hook: WorkflowServiceAsyncHook, job_id: str, log: Log) -> bool:
+async def acancel_quietly(
+    hook: WorkflowServiceAsyncHook, job_id: str, log: Log, within: float | None = None
+) -> bool:
     """:func:`cancel_quietly`, awaited."""
     try:
-        await hook.cancel_job(job_id)
+        with deadline(_within(within)):
+            await hook.cancel_job(job_id)
     except WorkflowServiceConflictError:
         log.info("Job %s had already ended; nothing to cancel", job_id)
         return False

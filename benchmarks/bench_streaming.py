@@ -119,6 +119,14 @@ def _write_inputs(directory: Path, total: int, count: int) -> list[str]:
     return paths
 
 
+def _order(index: int) -> tuple[str, ...]:
+    """Hook and raw alternate, hook first in even runs and raw first in odd ones (ABBA), so a slow
+    moment of a noisy machine, or disk writeback after the uploads, does not always hit the same one."""
+    if index % 2 == 0:
+        return KINDS
+    return ("raw-upload", "hook-upload", "raw-download", "hook-download")
+
+
 @contextlib.contextmanager
 def _download_server(size: int) -> Iterator[str]:
     """The benchmark download server (a subprocess of ours, stopped by its PID); its base URL."""
@@ -159,7 +167,7 @@ def run(
         download_url = stack.enter_context(_download_server(size))
         out = tmp / "download.json"
         for index in range(runs):
-            for kind in KINDS:  # alternating: hook and raw see the same moments of a noisy machine
+            for kind in _order(index):
                 upload = kind.endswith("upload")
                 spec = {
                     "base_url": emu.base_url if upload else download_url,
@@ -187,7 +195,12 @@ def run(
                         f"{result['base_kib'] / 1024:.0f} MiB), CPU {result['cpu_s']:.1f} s",
                         flush=True,
                     )
-    return _rows(results, size, files)
+        server_kib = proc_status_kib("VmHWM", emu.pid) if emu.pid else 0
+    rows = _rows(results, size, files)
+    if server_kib:
+        server = f"the emulator's own peak RSS (server side, not a target): {server_kib / 1024:.0f} MiB"
+        rows[0].note += "; " + server
+    return rows
 
 
 def _rows(results: dict[str, list[dict[str, Any]]], size: int, files: int) -> list[Row]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import cProfile
 import functools
 import gc
@@ -341,12 +342,18 @@ def run(
     variants: Sequence[str] = DEFAULT_VARIANTS,
     log: bool = True,
     profile: str | None = None,
+    emu: Any = None,
 ) -> list[Row]:
     from benchmarks._service import emulator
 
-    raise_open_files_limit()  # the emulator subprocess inherits it: it holds one socket per trigger
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise ValueError(f"unknown fan-in variant(s) {unknown}; known: {', '.join(VARIANTS)}")
     results: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
-    with emulator() as emu:
+    with contextlib.ExitStack() as stack:
+        if emu is None:
+            raise_open_files_limit()  # the emulator inherits it: it holds one socket per trigger
+            emu = stack.enter_context(emulator())
         for index in range(runs):
             for name in variants:  # alternated, so a noisy moment does not hit one variant only
                 result = _one_run(emu, name, setup.for_variant(VARIANTS[name]), profile)

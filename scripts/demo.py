@@ -13,6 +13,7 @@ import secrets
 import signal
 import sys
 import time
+from importlib.metadata import version
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -164,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             emulator_options={"token": secrets.token_urlsafe(16), "api_key": secrets.token_urlsafe(16)},
             env=EMULATOR_VARIABLES,
             home=DEMO_DIR / "airflow",
+            db_template=DEMO_DIR / "cache" / f"airflow-{version('apache-airflow')}.db",
             progress=say,
             stop_timeout=30,
         ) as (airflow, emulator):

@@ -63,6 +63,29 @@ def test_a_request_that_never_answers_ends_when_faults_are_cleared(emulator: Any
     assert emulator.requests()[0]["status"] == 200
 
 
+@pytest.mark.parametrize("error", [502, "drop"])
+def test_after_phase_processes_the_request_then_loses_the_answer(
+    emulator: Any, api: httpx.Client, error: Any
+) -> None:
+    emulator.set_faults(method="POST", errors=[error], count=1, phase="after")
+    if error == "drop":
+        with pytest.raises(httpx.RemoteProtocolError):
+            api.post("/sources", json=SOURCE)
+    else:
+        assert api.post("/sources", json=SOURCE).status_code == error
+    assert [s["name"] for s in api.get("/sources").json()] == ["s"]  # the work was done
+    (logged,) = emulator.requests(method="POST")
+    assert logged["fault"] == f"{error} after processing"
+
+
+def test_after_phase_latency_holds_the_answer(emulator: Any, api: httpx.Client) -> None:
+    emulator.set_faults(method="POST", latency=0.3, phase="after")
+    started = time.monotonic()
+    assert api.post("/sources", json=SOURCE).status_code == 200
+    assert time.monotonic() - started >= 0.3
+    assert emulator.requests(method="POST")[0]["fault"] == "latency 0.3s after processing"
+
+
 def test_rate_and_seed_make_faults_reproducible(emulator: Any, api: httpx.Client) -> None:
     outcomes = []
     for _ in range(2):

@@ -431,12 +431,12 @@ def test_retry_after_a_failed_job_runs_again(mock_service: Any, previous: str) -
 
     class RecordingStore(FakeStore):
         def set(self, key: str, value: Any, **kwargs: Any) -> None:
-            seen.append(value)
+            seen.append((key, value))
             super().set(key, value)
 
     store = RecordingStore(workflowsvc_job_id="j0")
     assert op().execute(ctx(store))["job_id"] == "j1"
-    assert run.call_count == 1 and seen == ["j1"]
+    assert run.call_count == 1 and [v for k, v in seen if k == "workflowsvc_job_id"] == ["j1"]
 
 
 def test_deferrable_retry_defers_on_the_stored_job(mock_service: Any) -> None:

@@ -79,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
     faults.add_argument("--fault-path-regex")
     faults.add_argument("--fault-retry-after", type=float, default=1.0, help="Retry-After of injected 429s")
     faults.add_argument("--fault-seed", type=int)
+    faults.add_argument(
+        "--fault-phase",
+        choices=["before", "after"],
+        default="before",
+        help="before: instead of processing (default); after: process, then replace the answer",
+    )
     return parser
 
 
@@ -95,6 +101,7 @@ def _fault_spec(args: argparse.Namespace) -> FaultSpec | None:
         "rate": args.fault_rate,
         "count": args.fault_count,
         "retry_after": args.fault_retry_after,
+        "phase": args.fault_phase,
     }
     return FaultSpec.model_validate({"rules": [rule], "seed": args.fault_seed})
 

@@ -27,6 +27,7 @@ DEFAULT_CONNECTION_CHECK_DELAY = 0.2
 
 RedirectMode = Literal["off", "spec", "add", "strip"]
 FaultKind = Literal[429, 500, 502, 503, "drop"]
+FaultPhase = Literal["before", "after"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,10 @@ class FaultRule(BaseModel):
     A rule matches requests by method and path (a glob on the full path, or a regex). Of the matching
     requests it affects a ``rate`` fraction, at most ``count`` of them: each affected request waits
     ``latency`` seconds, then gets one of ``errors`` (chosen at random) instead of being processed.
+
+    With ``phase="after"`` the request is processed first (a run creates its job, a cancel stops
+    it), then the latency and the error replace its answer: the work is done but the client never
+    hears of it, like a gateway that times out after the backend answered.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -78,6 +83,7 @@ class FaultRule(BaseModel):
     rate: float = Field(default=1.0, ge=0, le=1)
     count: int | None = Field(default=None, ge=0)
     retry_after: float = Field(default=1.0, ge=0)
+    phase: FaultPhase = "before"
 
     @field_validator("errors", mode="before")
     @classmethod

@@ -24,13 +24,16 @@ class FaultDecision:
     latency: float = 0.0
     error: int | str | None = None
     retry_after: float = 1.0
+    after: bool = False
+    """Process the request first; the latency and error then replace its answer."""
 
     @property
     def label(self) -> str:
         parts = [f"latency {self.latency:g}s"] if self.latency else []
         if self.error is not None:
             parts.append(str(self.error))
-        return ", ".join(parts)
+        label = ", ".join(parts)
+        return f"{label} after processing" if self.after else label
 
 
 class FaultInjector:
@@ -65,17 +68,18 @@ class FaultInjector:
         if not self.spec.rules:
             return None
         with self._lock:
-            latency, error, retry_after = 0.0, None, 1.0
+            latency, error, retry_after, after = 0.0, None, 1.0, False
             for index, rule in enumerate(self.spec.rules):
                 if not self._matches(index, rule, method, path) or not self._fires(index, rule):
                     continue
                 latency += rule.latency
+                after = after or rule.phase == "after"
                 if rule.errors:
                     error, retry_after = self._rng.choice(rule.errors), rule.retry_after
                     break
             if not latency and error is None:
                 return None
-            return FaultDecision(latency, error, retry_after)
+            return FaultDecision(latency, error, retry_after, after)
 
     def _matches(self, index: int, rule: FaultRule, method: str, path: str) -> bool:
         if rule.method not in ("*", method):

@@ -1,7 +1,8 @@
 """What happens to every ``/api/v1`` request before it reaches a route.
 
 In order: the request is logged; injected faults (latency, error status, dropped connection) are
-applied; in a redirect mode, the other slash form is redirected; the trailing slash is dropped so both
+applied (a fault in the ``after`` phase lets the request be processed first and replaces its answer);
+in a redirect mode, the other slash form is redirected; the trailing slash is dropped so both
 forms reach the same route; the Bearer token and (when configured) the ``service-api-key`` are checked;
 due schedules fire.
 """
@@ -19,6 +20,7 @@ from airflow_provider_workflowsvc.emulator.config import API_PREFIX, EmulatorCon
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.emulator.app import EmulatorState
+    from airflow_provider_workflowsvc.emulator.faults import FaultDecision
 
 __all__ = ["ApiMiddleware", "redirect_target"]
 
@@ -113,8 +115,34 @@ class ApiMiddleware:
             entry["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send, entry: dict[str, Any]) -> None:
-        if await self._inject_fault(scope, receive, send, entry):
-            return
+        decision = self.state.faults.decide(scope["method"], scope["path"])
+        if decision is not None:
+            entry["fault"] = decision.label
+            if decision.after:  # processed now; the answer is held, then sent or replaced
+                held: list[Message] = []
+
+                async def hold(message: Message) -> None:
+                    held.append(message)
+
+                await self._serve(scope, receive, hold)
+                if decision.latency:
+                    await self._wait(decision.latency)
+                if decision.error is not None:
+                    await self._answer_with_fault(decision, send, entry)
+                    return
+                for message in held:
+                    await send(message)
+                return
+            if decision.latency:
+                await self._wait(decision.latency)
+            if decision.error is not None:
+                await drain(receive)
+                await self._answer_with_fault(decision, send, entry)
+                return
+        await self._serve(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Redirects, slash forms, authentication, due schedules, then the route."""
         path = scope["path"]
         target = redirect_target(scope["method"], path, self.state.service.config)
         if target is not None:
@@ -138,24 +166,14 @@ class ApiMiddleware:
         self.state.service.fire_due_schedules()
         await self.app(scope, receive, send)
 
-    async def _inject_fault(self, scope: Scope, receive: Receive, send: Send, entry: dict[str, Any]) -> bool:
-        decision = self.state.faults.decide(scope["method"], scope["path"])
-        if decision is None:
-            return False
-        entry["fault"] = decision.label
-        if decision.latency:
-            await self._wait(decision.latency)
-        if decision.error is None:
-            return False
-        await drain(receive)
+    async def _answer_with_fault(self, decision: FaultDecision, send: Send, entry: dict[str, Any]) -> None:
         if decision.error == "drop":
             await self._drop(send)
             entry["status"] = None  # no complete response was delivered
-        else:
-            status = int(decision.error)
-            headers = {"retry-after": f"{decision.retry_after:g}"} if status == 429 else None
-            await send_json(send, status, {"detail": _ERROR_DETAILS.get(status, "injected error")}, headers)
-        return True
+            return
+        status = int(decision.error)  # type: ignore[arg-type]
+        headers = {"retry-after": f"{decision.retry_after:g}"} if status == 429 else None
+        await send_json(send, status, {"detail": _ERROR_DETAILS.get(status, "injected error")}, headers)
 
     async def _wait(self, seconds: float) -> None:
         """Sleep ``seconds``, or less if the fault rules change (reset, clear) meanwhile."""

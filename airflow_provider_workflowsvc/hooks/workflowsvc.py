@@ -18,6 +18,7 @@ import ssl
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextvars import ContextVar
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from types import TracebackType
@@ -46,7 +47,7 @@ from airflow_provider_workflowsvc.models import Workflow
 if TYPE_CHECKING:
     from airflow.sdk import Connection
 
-__all__ = ["ConnectionSettings", "WorkflowServiceAsyncHook", "WorkflowServiceHook"]
+__all__ = ["ConnectionSettings", "WorkflowServiceAsyncHook", "WorkflowServiceHook", "deadline"]
 
 log = logging.getLogger(__name__)
 
@@ -259,6 +260,36 @@ def _mask_secrets(settings: ConnectionSettings) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
+# Deadlines
+
+
+_DEADLINE: ContextVar[float | None] = ContextVar("workflowsvc_deadline", default=None)
+
+
+@contextlib.contextmanager
+def deadline(at: float | None) -> Iterator[None]:
+    """Every hook request made in this block ends by ``at`` (epoch seconds; None: no deadline).
+
+    Each request's connect, read, write and pool timeouts are cut to the time left; a retry is not
+    waited for when it could not start before ``at``; a request due after ``at`` is not sent (a
+    :class:`WorkflowServiceConnectionError` with ``sent=False``). Inside the block it replaces any
+    enclosing deadline (a cancel sent when a wait ends has a budget of its own). Context-local: it
+    applies to the current thread or asyncio task (and the tasks it starts).
+    """
+    token = _DEADLINE.set(at)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _stop_at_deadline(state: RetryCallState) -> bool:
+    """Retry stop: the next attempt could not start (after its backoff) before the deadline."""
+    at = _DEADLINE.get()
+    return at is not None and time.time() + state.upcoming_sleep >= at
+
+
+# --------------------------------------------------------------------------------------------------
 # Interpreting responses (shared by both hooks)
 
 
@@ -370,7 +401,21 @@ class _Transport:
             params=call.params,
             json=call.json if with_body else None,
             files=files,
+            timeout=self.request_timeout(method, path),
         )
+
+    def request_timeout(self, method: str, path: str) -> Any:
+        """The client's timeouts, each cut to the time left before the :func:`deadline` (an
+        ``httpx.Timeout``), or ``httpx.USE_CLIENT_DEFAULT`` outside a deadline."""
+        at = _DEADLINE.get()
+        if at is None:
+            return httpx.USE_CLIENT_DEFAULT
+        left = at - time.time()
+        if left <= 0:
+            reason = "not sent: the deadline for this wait has passed"
+            raise WorkflowServiceConnectionError(method, self.full_path(path), reason, sent=False)
+        read = min(self.settings.timeout, left)
+        return httpx.Timeout(read, connect=min(self.settings.connect_timeout, left))
 
     def redirect_target(
         self, call: ApiCall[Any], method: str, path: str, response: httpx.Response
@@ -402,7 +447,7 @@ class _Transport:
 
     def retrying_options(self, call: ApiCall[Any]) -> dict[str, Any]:
         return {
-            "stop": stop_after_attempt(self.settings.max_retries + 1),
+            "stop": stop_after_attempt(self.settings.max_retries + 1) | _stop_at_deadline,
             "wait": self._wait,
             "retry": retry_if_exception(functools.partial(is_retryable, call)),
             "before_sleep": self._log_retry,

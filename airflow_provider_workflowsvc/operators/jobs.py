@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 
 DEFER_TIMEOUT_GRACE = 600.0
 """Airflow's own deferral timeout is a backstop after the trigger's deadline (which it reports itself)."""
+PENDING_RUN_KEY = "workflowsvc_pending_run"
+"""Task state key of a run being sent whose job id is not stored yet (like ``external_id_key``: never
+rename it)."""
 
 
 class WorkflowJobLink(BaseOperatorLink):
@@ -135,6 +138,7 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
             if not self.wait_for_completion:
                 job_id = self.submit_job(context)
                 self._announce(context, job_id)
+                self._forget_pending_run(context)
                 return {"job_id": job_id, "workflow_id": str(self.workflow_id), "status": "submitted"}
             return self.execute_resumable(context)
         finally:
@@ -156,24 +160,34 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         job_id = self._job_id
         if not (job_id and self.cancel_on_kill):
             return
-        from airflow_provider_workflowsvc._polling import cancel_quietly
+        from airflow_provider_workflowsvc._polling import CANCEL_BUDGET, cancel_quietly
         from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 
         # A separate client (the task's may be mid-request); known settings avoid a connection lookup.
         settings = self._hook.settings if self._hook is not None else None
         try:
             with WorkflowServiceHook(self.workflowsvc_conn_id, settings=settings) as hook:
-                cancel_quietly(hook, job_id, self.log)
+                cancel_quietly(hook, job_id, self.log, within=CANCEL_BUDGET)
         except Exception as exc:
             self.log.warning("Could not cancel job %s: %s", job_id, exc)
 
     # -- ResumableJobMixin contract ----------------------------------------------------------------
 
     def submit_job(self, context: Context) -> str:
-        from airflow_provider_workflowsvc.operators._submit import submit_run
+        """Run the workflow once; a run an earlier try sent but never recorded is adopted instead."""
+        from airflow_provider_workflowsvc.operators._submit import StoredRunJournal, submit_run
 
+        store = self._state_store(context)
+        journal = None
+        if store is not None:
+            journal = StoredRunJournal(store, PENDING_RUN_KEY, known=store.get(self.external_id_key))
         job = submit_run(
-            self.hook, str(self.workflow_id), self._files, self.log, attempts=self.submit_attempts
+            self.hook,
+            str(self.workflow_id),
+            self._files,
+            self.log,
+            attempts=self.submit_attempts,
+            journal=journal,
         )
         self._job_id = job.id
         count = "no files" if self._files is None else f"{len(self._files)} file(s)"
@@ -204,6 +218,7 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
 
         job_id = self._job_id = str(external_id)
         self._announce(context, job_id)
+        self._forget_pending_run(context)  # the job id is stored now
         started = time.time()
         deadline = started + self.timeout
         if self.deferrable:
@@ -230,6 +245,7 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
 
         self._job_id = job_id
         self._announce(context, job_id)
+        self._forget_pending_run(context)
         outcome = poll_once(self.hook, JobWatch(job_id, self.log))
         if outcome is None:  # not final after all (the service changed its mind): wait for it
             return self.poll_until_complete(job_id, context)
@@ -273,15 +289,27 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         self._forget_job(context)
         return summary
 
+    def _state_store(self, context: Context) -> Any:
+        """The task state store when durable execution is on (Airflow 3.3+), else None."""
+        return context.get("task_state_store") if getattr(self, "durable", False) else None
+
     def _forget_job(self, context: Context) -> None:
         """After success, drop the stored job id: clearing the task later runs the workflow again."""
-        store = context.get("task_state_store") if getattr(self, "durable", False) else None
+        self._forget(context, self.external_id_key, PENDING_RUN_KEY)
+
+    def _forget_pending_run(self, context: Context) -> None:
+        """The run's job is known (and stored): an earlier try's pending run is not to be adopted."""
+        self._forget(context, PENDING_RUN_KEY)
+
+    def _forget(self, context: Context, *keys: str) -> None:
+        store = self._state_store(context)
         if store is None:
             return
-        try:
-            store.delete(self.external_id_key)
-        except Exception as exc:
-            self.log.warning("Could not remove the stored job id: %s", exc)
+        for key in keys:
+            try:
+                store.delete(key)
+            except Exception as exc:
+                self.log.warning("Could not remove %s from the task state store: %s", key, exc)
 
 
 class DownloadJobOutputOperator(_JobTask, BaseOperator):

@@ -130,7 +130,7 @@ class WorkflowJobTrigger(BaseTrigger):
         job_id = self._found_job_id or self.job_id
         if not (self.cancel_on_kill and job_id):
             return
-        from airflow_provider_workflowsvc._polling import acancel_quietly
+        from airflow_provider_workflowsvc._polling import CANCEL_BUDGET, acancel_quietly
 
         async with self._hook() as hook:
-            await acancel_quietly(hook, job_id, self.log)
+            await acancel_quietly(hook, job_id, self.log, within=CANCEL_BUDGET)

@@ -1,0 +1,54 @@
+"""Helpers of the reliability tests: a minimal task context and the emulator connection."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+
+class FakeTI:
+    """The part of a task instance the operators use outside ``dag.test()``: XCom push and pull."""
+
+    def __init__(self) -> None:
+        self.pushed: dict[str, Any] = {}
+        self.stats_tags: dict[str, str] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.pushed[key] = value
+
+    def xcom_pull(self, task_ids: str, key: str = "return_value") -> Any:
+        return None
+
+
+class FakeStore:
+    """An in-memory task state store (get/set/delete), as durable execution gives a task."""
+
+    def __init__(self, **values: Any) -> None:
+        self.values = dict(values)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: Any, **kwargs: Any) -> None:
+        self.values[key] = value
+
+    def delete(self, key: str) -> None:
+        self.values.pop(key, None)
+
+
+def task_context(store: FakeStore | None = None) -> dict[str, Any]:
+    """A minimal task context: a task instance and (durable execution) a task state store."""
+    return {"ti": FakeTI(), "task_state_store": store if store is not None else FakeStore()}
+
+
+def use_connection(monkeypatch: pytest.MonkeyPatch, emulator: Any, **extra: Any) -> None:
+    """Point ``workflowsvc_default`` at ``emulator`` with these connection extras."""
+    conn = {
+        "conn_type": "workflowsvc",
+        "host": emulator.base_url,
+        "password": emulator.token,
+        "extra": {"api_key": emulator.api_key, **extra},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_WORKFLOWSVC_DEFAULT", json.dumps(conn))
