@@ -1,0 +1,270 @@
+"""Item 3: a worker dies after the run started; the retry must not run the workflow again.
+
+Real crashes: the task runs in a separate process (``dag.test()`` there, on this session's metadata DB
+and emulator) and gets SIGKILL. What the scheduler does about a dead worker (the task instance goes to
+``up_for_retry``) is done by hand; the retry then runs here, in the same DAG run, so it sees the
+same ``task_state_store``:
+
+* killed after the job id was stored, the job finishing while no worker runs: the retry returns the
+  job's result without a new run;
+* killed after the service created the job but before the worker heard of it (the run's answer is
+  held back): the retry finds the run the dead try sent and adopts its job, then waits for it.
+
+The remaining cases (a stale pending-run record, a record of another workflow) use the operator
+directly with an in-memory store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.utils.state import DagRunState, TaskInstanceState
+
+from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+from airflow_provider_workflowsvc.operators.jobs import PENDING_RUN_KEY, RunWorkflowOperator
+
+from . import _task_process
+from ._helpers import FakeStore, task_context
+
+WORKER = Path(_task_process.__file__)
+JOB_KEY = RunWorkflowOperator.external_id_key
+
+
+@pytest.fixture
+def workflow(settings: Any) -> str:
+    with WorkflowServiceHook(settings=settings) as hook:
+        return str(hook.create_workflow(f"crash-{time.time_ns()}", "basic").id)
+
+
+@pytest.fixture
+def input_file(tmp_path: Path) -> str:
+    path = tmp_path / "doc.txt"
+    path.write_text("text of a document")
+    return str(path)
+
+
+def run_requests(emulator: Any, workflow: str) -> list[dict[str, Any]]:
+    return emulator.requests(method="POST", path_contains=f"/workflows/{workflow}/run")
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, proc: Any = None) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the worker exited ({proc.returncode}) before {what}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def stored_state(dag_id: str) -> dict[str, Any]:
+    """The task state store of the run task in ``dag_id`` (key → JSON value), read from the DB."""
+    from airflow.models.task_state_store import TaskStateStoreModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.scalars(select(TaskStateStoreModel).where(TaskStateStoreModel.dag_id == dag_id))
+        return {row.key: json.loads(row.value) for row in rows}
+
+
+def start_worker(spec: dict[str, Any], log_path: Path) -> subprocess.Popen[bytes]:
+    with log_path.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, str(WORKER), json.dumps(spec)], stdout=out, stderr=subprocess.STDOUT
+        )
+
+
+def kill(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
+    if proc.poll() is None:
+        os.kill(proc.pid, sig)
+    proc.wait(30)
+
+
+def scheduler_notices_the_dead_worker(dag_id: str) -> int:
+    """What the scheduler does when a worker stops heartbeating: the try failed, a retry is due."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        ti = session.scalars(select(TaskInstance).where(TaskInstance.dag_id == dag_id)).one()
+        assert ti.state == TaskInstanceState.RUNNING, ti.state
+        ti.state = TaskInstanceState.UP_FOR_RETRY
+        return int(ti.try_number)
+
+
+def retry_in_the_same_run(spec: dict[str, Any]) -> Any:
+    """Run the DAG again for the same logical date: the same DAG run, the task's next try."""
+    dag = _task_process.build_dag(spec)
+    return dag.test(logical_date=_task_process.logical_date(spec))
+
+
+def spec_for(dag_id: str, workflow: str, input_file: str) -> dict[str, Any]:
+    return {
+        "dag_id": dag_id,
+        "logical_date": "2026-11-22T00:00:00+00:00",
+        "task": {
+            "workflow_id": workflow,
+            "files": [input_file],
+            "poll_interval": 0.2,
+            "deferrable": False,
+            "retries": 2,
+            "retry_delay": 0,
+        },
+    }
+
+
+def test_killed_after_the_job_id_was_stored(
+    figures: dict[str, Any], dag_runner: Any, emulator: Any, workflow: str, input_file: str, tmp_path: Path
+) -> None:
+    """The job finishes while no worker runs: the retry returns its result, with no new run."""
+    emulator.configure(processing_delay=100)  # the job waits for the emulator clock
+    spec = spec_for("reliability_crash_stored", workflow, input_file)
+    proc = start_worker(spec, tmp_path / "worker.log")
+    try:
+        job_id = wait_for(
+            lambda: stored_state(spec["dag_id"]).get(JOB_KEY), 90, "the job id to be stored", proc
+        )
+        wait_for(lambda: emulator.requests(path_contains=f"/jobs/{job_id}/details"), 10, "a poll", proc)
+        killed_at = time.monotonic()
+        kill(proc)
+    finally:
+        kill(proc)
+    assert len(run_requests(emulator, workflow)) == 1
+    try_number = scheduler_notices_the_dead_worker(spec["dag_id"])
+    emulator.advance_clock(1000)  # the job completes while no worker runs
+
+    dr = retry_in_the_same_run(spec)
+    ti = dr.get_task_instance("run")
+    assert dr.state == DagRunState.SUCCESS and ti.state == TaskInstanceState.SUCCESS
+    assert ti.try_number == try_number + 1
+    summary = ti.xcom_pull(task_ids="run")
+    assert summary["job_id"] == job_id and summary["status"] == "completed"
+    runs = run_requests(emulator, workflow)
+    with WorkflowServiceHook(settings=_settings(emulator)) as hook:
+        jobs = hook.list_jobs(workflow_id=workflow)
+    assert len(runs) == 1 and [j.id for j in jobs] == [job_id]
+    assert stored_state(spec["dag_id"]) == {}  # forgotten after success
+    figures.update(
+        crashes=1,
+        tries=ti.try_number,
+        run_requests=len(runs),
+        jobs=len(jobs),
+        duplicates=len(jobs) - 1,
+        retry_seconds=round(time.monotonic() - killed_at, 1),
+    )
+
+
+def test_killed_before_the_job_id_was_stored(
+    figures: dict[str, Any], dag_runner: Any, emulator: Any, workflow: str, input_file: str, tmp_path: Path
+) -> None:
+    """The service created the job but its answer never reached the worker, which then died: the
+    retry adopts that job (it does not run the workflow again) and waits for it."""
+    emulator.configure(processing_delay=100)
+    emulator.set_faults(method="POST", path="/api/v1/workflows/*/run", latency=3600, phase="after")
+    spec = spec_for("reliability_crash_pending", workflow, input_file)
+    proc = start_worker(spec, tmp_path / "worker.log")
+    try:
+        wait_for(lambda: run_requests(emulator, workflow), 90, "the run request", proc)
+        pending = wait_for(lambda: stored_state(spec["dag_id"]).get(PENDING_RUN_KEY), 10, "the pending run")
+        kill(proc)
+    finally:
+        kill(proc)
+    emulator.clear_faults()  # the held answer goes nowhere: the worker is gone
+    with WorkflowServiceHook(settings=_settings(emulator)) as hook:
+        (created,) = hook.list_jobs(workflow_id=workflow)
+    assert pending == {"workflow_id": workflow, "before": []}
+    assert JOB_KEY not in stored_state(spec["dag_id"])  # the dead try never learnt the job id
+    scheduler_notices_the_dead_worker(spec["dag_id"])
+
+    finisher = _finish_the_job_once_polled(emulator, created.id)
+    dr = retry_in_the_same_run(spec)
+    finisher.join(10)
+    ti = dr.get_task_instance("run")
+    assert ti.state == TaskInstanceState.SUCCESS, ti.state
+    assert ti.xcom_pull(task_ids="run")["job_id"] == created.id
+    runs = run_requests(emulator, workflow)
+    with WorkflowServiceHook(settings=_settings(emulator)) as hook:
+        jobs = hook.list_jobs(workflow_id=workflow)
+    assert len(runs) == 1 and [j.id for j in jobs] == [created.id]
+    figures.update(crashes=1, run_requests=len(runs), jobs=len(jobs), duplicates=len(jobs) - 1)
+
+
+def _finish_the_job_once_polled(emulator: Any, job_id: str) -> threading.Thread:
+    """Let the job complete once the retry is polling it (a reconnect, not a new run)."""
+
+    def finish() -> None:
+        deadline = time.monotonic() + 60
+        while not emulator.requests(path_contains=f"/jobs/{job_id}/details"):
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+        emulator.advance_clock(1000)
+
+    thread = threading.Thread(target=finish, daemon=True)
+    thread.start()
+    return thread
+
+
+def _settings(emulator: Any) -> Any:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings
+
+    return ConnectionSettings(base_url=emulator.base_url, token=emulator.token, api_key=emulator.api_key)
+
+
+# -- the pending-run record, directly ----------------------------------------------------------------
+
+
+def run_op(workflow: str, input_file: str) -> RunWorkflowOperator:
+    return RunWorkflowOperator(
+        task_id="run", workflow_id=workflow, files=[input_file], poll_interval=0.05, deferrable=False
+    )
+
+
+def test_a_pending_run_is_adopted_once(workflowsvc_conn: Any, workflow: str, input_file: str) -> None:
+    emulator = workflowsvc_conn
+    emulator.configure(processing_delay=0.02)
+    with emulator.api_client() as api:  # the run a dead try sent
+        created = api.post(f"/workflows/{workflow}/run", files={"input_files": ("doc.txt", b"x")}).json()
+    store = FakeStore(**{PENDING_RUN_KEY: {"workflow_id": workflow, "before": []}})
+    assert run_op(workflow, input_file).execute(task_context(store))["job_id"] == created["id"]
+    assert len(run_requests(emulator, workflow)) == 1
+    assert store.values == {}  # job id and pending run forgotten after success
+    # Cleared later, the task runs the workflow again: nothing pending, nothing stored.
+    assert run_op(workflow, input_file).execute(task_context(store))["job_id"] != created["id"]
+    assert len(run_requests(emulator, workflow)) == 2
+
+
+@pytest.mark.parametrize("stale", ["stored-job", "other-workflow"])
+def test_a_stale_pending_run_is_not_adopted(
+    workflowsvc_conn: Any, workflow: str, input_file: str, stale: str
+) -> None:
+    """A record left by a try that did store its job (killed between the two writes), or one of
+    another workflow, never makes a retry adopt a job that is not a new run of its own."""
+    emulator = workflowsvc_conn
+    emulator.configure(processing_delay=0.02)
+    with emulator.api_client() as api:
+        old = api.post(f"/workflows/{workflow}/run", files={"input_files": ("e.txt", b"")}).json()["id"]
+    emulator.advance_clock(10)  # the old job failed (empty file): the retry must run again
+    if stale == "stored-job":
+        store = FakeStore(**{JOB_KEY: old, PENDING_RUN_KEY: {"workflow_id": workflow, "before": []}})
+    else:
+        other = "0b7c6a9e-3f0e-4a51-9c7b-1d2e3f4a5b6c"
+        store = FakeStore(**{PENDING_RUN_KEY: {"workflow_id": other, "before": []}})
+    summary = run_op(workflow, input_file).execute(task_context(store))
+    assert summary["job_id"] != old and summary["status"] == "completed"
+    assert len(run_requests(emulator, workflow)) == 2

@@ -1,0 +1,109 @@
+"""The local-Airflow harness's own guarantees, without starting Airflow: stragglers are killed, and a
+component that dies while starting is reported with its log."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:  # ``scripts`` is not part of the installed package
+    sys.path.insert(0, str(REPO_ROOT))
+
+from scripts.local_airflow import (  # noqa: E402
+    Component,
+    LocalAirflow,
+    LocalAirflowError,
+    _group_members,
+    connection_json,
+    free_port,
+)
+
+# A process group whose leader and child both ignore SIGTERM.
+STUBBORN = """
+import signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = subprocess.Popen([sys.executable, "-c",
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"])
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def _component(name: str, code: str, log: Path) -> Component:
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-c", code], stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    return Component(name, process, log)
+
+
+def test_stop_kills_a_process_group_that_ignores_sigterm(tmp_path: Path) -> None:
+    airflow = LocalAirflow(dags_folder=tmp_path, home=tmp_path / "home")
+    component = _component("scheduler", STUBBORN, tmp_path / "stubborn.log")
+    airflow.components.append(component)
+    deadline = time.monotonic() + 20
+    while len(_group_members(component.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_group_members(component.pid)) == 2
+
+    started = time.monotonic()
+    airflow.stop(timeout=1)
+
+    assert time.monotonic() - started < 10
+    assert _group_members(component.pid) == []
+    assert component.process.returncode == -9
+    assert airflow.components == []
+
+
+def test_a_component_dying_at_start_is_reported_with_its_log(tmp_path: Path) -> None:
+    airflow = LocalAirflow(dags_folder=tmp_path, home=tmp_path / "home", port=free_port())
+    code = "print('ImportError: no module named kaboom'); raise SystemExit(3)"
+    component = _component("triggerer", code, tmp_path / "triggerer.log")
+    airflow.components.append(component)
+    component.process.wait(20)
+    try:
+        with pytest.raises(LocalAirflowError) as info:
+            airflow.wait_healthy(deadline=time.monotonic() + 20)
+    finally:
+        airflow.stop(timeout=1)
+    message = str(info.value)
+    assert "triggerer exited with code 3" in message
+    assert "ImportError: no module named kaboom" in message
+
+
+def test_the_environment_is_isolated_and_complete(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
+    airflow = LocalAirflow(dags_folder=tmp_path, env={"EXTRA": "1"})
+    try:
+        env = airflow.component_env()
+    finally:
+        airflow.stop()
+    assert "AIRFLOW__CORE__UNIT_TEST_MODE" not in env  # the caller's Airflow settings do not leak in
+    assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+    assert env["AIRFLOW__API__BASE_URL"] == f"http://localhost:{airflow.port}"
+    assert env["AIRFLOW__CORE__DAGS_FOLDER"] == str(tmp_path.resolve())
+    assert env["EXTRA"] == "1"
+    assert not Path(env["AIRFLOW_HOME"]).exists()  # a temp home is removed by stop()
+
+
+def test_connection_json() -> None:
+    conn = json.loads(connection_json("http://127.0.0.1:1/api/v1", "tok", "key", retry_wait=0.1))
+    assert conn == {
+        "conn_type": "workflowsvc",
+        "host": "http://127.0.0.1:1/api/v1",
+        "password": "tok",
+        "extra": {"retry_wait": 0.1, "api_key": "key"},
+    }
+    assert "password" not in json.loads(connection_json("http://h/api/v1", None, None))
+
+
+def test_group_members_ignores_other_groups() -> None:
+    assert _group_members(os.getpgrp()) != []
+    assert _group_members(2**22 + 12345) == []
