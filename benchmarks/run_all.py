@@ -57,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--stream-mib", type=int, help="MiB uploaded and downloaded per run (default 1024)")
     parser.add_argument("--stream-files", type=int, help="files the upload is split into (default 8)")
-    parser.add_argument("--stream-runs", type=int, help="runs of each transfer (default 3)")
+    parser.add_argument("--stream-runs", type=int, help="runs of each transfer (default 4)")
     parser.add_argument("--work-dir", help="directory for the streaming benchmark's big temporary files")
     parser.add_argument("--poll-runs", type=int, help="runs of each poll-economy wait (default 3)")
     parser.add_argument("--json", help="where to write the results (default benchmarks/results/<time>.json)")
@@ -135,7 +135,7 @@ def _run_section(section: str, args: argparse.Namespace, q: bool, emu: Any) -> l
 
         size = _pick(args.stream_mib, 1024, 64, q) * MIB
         files = _pick(args.stream_files, 8, 4, q)
-        runs = _pick(args.stream_runs, 3, 1, q)
+        runs = _pick(args.stream_runs, 4, 1, q)
         return bench_streaming.run(size, files, runs, emu=emu, work_dir=args.work_dir)
     from benchmarks import bench_triggerer
 

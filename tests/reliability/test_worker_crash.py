@@ -28,13 +28,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.utils.state import DagRunState, TaskInstanceState
+from airflow.utils.state import TaskInstanceState
 
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 from airflow_provider_workflowsvc.operators.jobs import PENDING_RUN_KEY, RunWorkflowOperator
 
 from . import _task_process
 from ._helpers import FakeStore, task_context
+
+pytestmark = pytest.mark.timeout(180)
 
 WORKER = Path(_task_process.__file__)
 JOB_KEY = RunWorkflowOperator.external_id_key
@@ -94,8 +96,9 @@ def kill(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
     proc.wait(30)
 
 
-def scheduler_notices_the_dead_worker(dag_id: str) -> int:
-    """What the scheduler does when a worker stops heartbeating: the try failed, a retry is due."""
+def scheduler_schedules_a_retry(dag_id: str) -> int:
+    """What the scheduler does about a worker that stopped heartbeating: the try failed (the task
+    instance is still ``running`` in the DB), the next try is scheduled. Returns its try number."""
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
     from sqlalchemy import select
@@ -103,14 +106,30 @@ def scheduler_notices_the_dead_worker(dag_id: str) -> int:
     with create_session() as session:
         ti = session.scalars(select(TaskInstance).where(TaskInstance.dag_id == dag_id)).one()
         assert ti.state == TaskInstanceState.RUNNING, ti.state
-        ti.state = TaskInstanceState.UP_FOR_RETRY
+        ti.prepare_db_for_next_try(session)
+        ti.try_number += 1
+        ti.state = TaskInstanceState.SCHEDULED
         return int(ti.try_number)
 
 
 def retry_in_the_same_run(spec: dict[str, Any]) -> Any:
-    """Run the DAG again for the same logical date: the same DAG run, the task's next try."""
+    """Run the task's next try here, in the same DAG run (``dag.test()`` would replace the run, and
+    its task state store with it): what a worker does with the retry. Returns the task instance."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.sdk.definitions.dag import _run_task
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
     dag = _task_process.build_dag(spec)
-    return dag.test(logical_date=_task_process.logical_date(spec))
+    query = select(TaskInstance).where(TaskInstance.dag_id == spec["dag_id"])
+    with create_session() as session:
+        ti = session.scalars(query).one()
+        session.expunge(ti)
+    _run_task(ti=ti, task=dag.task_dict["run"], run_triggerer=True)
+    with create_session() as session:
+        ti = session.scalars(query).one()
+        session.expunge(ti)
+    return ti
 
 
 def spec_for(dag_id: str, workflow: str, input_file: str) -> dict[str, Any]:
@@ -145,14 +164,12 @@ def test_killed_after_the_job_id_was_stored(
     finally:
         kill(proc)
     assert len(run_requests(emulator, workflow)) == 1
-    try_number = scheduler_notices_the_dead_worker(spec["dag_id"])
+    try_number = scheduler_schedules_a_retry(spec["dag_id"])
     emulator.advance_clock(1000)  # the job completes while no worker runs
 
-    dr = retry_in_the_same_run(spec)
-    ti = dr.get_task_instance("run")
-    assert dr.state == DagRunState.SUCCESS and ti.state == TaskInstanceState.SUCCESS
-    assert ti.try_number == try_number + 1
-    summary = ti.xcom_pull(task_ids="run")
+    ti = retry_in_the_same_run(spec)
+    assert ti.state == TaskInstanceState.SUCCESS and ti.try_number == try_number == 2
+    summary = ti.xcom_pull(task_ids="run", run_id=ti.run_id)
     assert summary["job_id"] == job_id and summary["status"] == "completed"
     runs = run_requests(emulator, workflow)
     with WorkflowServiceHook(settings=_settings(emulator)) as hook:
@@ -189,14 +206,13 @@ def test_killed_before_the_job_id_was_stored(
         (created,) = hook.list_jobs(workflow_id=workflow)
     assert pending == {"workflow_id": workflow, "before": []}
     assert JOB_KEY not in stored_state(spec["dag_id"])  # the dead try never learnt the job id
-    scheduler_notices_the_dead_worker(spec["dag_id"])
+    scheduler_schedules_a_retry(spec["dag_id"])
 
     finisher = _finish_the_job_once_polled(emulator, created.id)
-    dr = retry_in_the_same_run(spec)
+    ti = retry_in_the_same_run(spec)
     finisher.join(10)
-    ti = dr.get_task_instance("run")
     assert ti.state == TaskInstanceState.SUCCESS, ti.state
-    assert ti.xcom_pull(task_ids="run")["job_id"] == created.id
+    assert ti.xcom_pull(task_ids="run", run_id=ti.run_id)["job_id"] == created.id
     runs = run_requests(emulator, workflow)
     with WorkflowServiceHook(settings=_settings(emulator)) as hook:
         jobs = hook.list_jobs(workflow_id=workflow)
