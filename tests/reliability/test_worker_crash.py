@@ -59,7 +59,9 @@ def run_requests(emulator: Any, workflow: str) -> list[dict[str, Any]]:
     return emulator.requests(method="POST", path_contains=f"/workflows/{workflow}/run")
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str, proc: Any = None) -> Any:
+def wait_for(
+    predicate: Callable[[], Any], timeout: float, what: str, proc: Any = None, interval: float = 0.2
+) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -69,7 +71,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str, proc: Any 
             raise AssertionError(f"the worker exited ({proc.returncode}) before {what}")
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.05)
+        time.sleep(interval)
 
 
 def stored_state(dag_id: str) -> dict[str, Any]:
