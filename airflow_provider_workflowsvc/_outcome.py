@@ -170,14 +170,20 @@ def failure_for(
             text += f"\nFailed files:\n{describe_failed_files(outcome.failed_files)}"
         return WorkflowJobFailedError(text, outcome)
     if outcome.status == "timeout" and not outcome.job_id:
-        return WorkflowJobTimeoutError(f"{message} within {outcome.elapsed or 0:.0f} s", outcome)
+        return WorkflowJobTimeoutError(f"{message} within {_seconds(outcome.elapsed)} s", outcome)
     if outcome.status == "timeout":
         text = (
-            f"{job} did not finish in time: {outcome.elapsed or 0:.0f} s elapsed, last status "
+            f"{job} did not finish in time: {_seconds(outcome.elapsed)} s elapsed, last status "
             f"{outcome.job_status or 'unknown'}"
         )
         return WorkflowJobTimeoutError(text + (f"; {timeout_note}" if timeout_note else ""), outcome)
     return WorkflowJobError(f"Waiting for {job} failed: {message}", outcome)
+
+
+def _seconds(value: float | None) -> str:
+    """Seconds for a message: one decimal below 10 s (a 0.5 s timeout is not "0 s")."""
+    value = value or 0.0
+    return f"{value:.1f}" if value < 10 else f"{value:.0f}"
 
 
 def log_outcome(outcome: JobOutcome, log: logging.Logger | Any) -> None:

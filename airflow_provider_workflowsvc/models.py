@@ -363,15 +363,21 @@ class ConnectionCheckStatus(_TolerantEnum):
 
 
 class _Response(BaseModel):
-    """A response shape: extra fields are kept, never an error."""
+    """A response shape: extra fields are kept, never an error.
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    Validation errors never echo input values (they may be secrets), also where pydantic's own
+    message reaches the user (a config model built in a DAG file or a task).
+    """
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, hide_input_in_errors=True)
 
 
 class _Request(BaseModel):
     """A request shape: unknown fields are an error, so a typo fails before anything is sent."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, str_strip_whitespace=True)
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, str_strip_whitespace=True, hide_input_in_errors=True
+    )
 
 
 NonEmptyStr = Annotated[str, Field(min_length=1)]

@@ -2,7 +2,7 @@
 
 Sections: 1 DAG-parse cost (import time), 2 triggerer fan-in, 3 hook overhead, 4 streaming memory, 5 poll
 economy. Every figure is measured beside its reference in the same run; the table shows the median of
-the runs and their spread (min-max). The defaults take about ten minutes on two cores; flags make any
+the runs and their spread (min-max). The defaults take about six minutes on two cores; flags make any
 part bigger (or smaller). The table, the machine and every raw value are also written as JSON to
 ``benchmarks/results/`` (git-ignored). Results go into docs/benchmarks.md by hand.
 

@@ -66,6 +66,8 @@ def _expand(entry: str) -> list[Path]:
             raise WorkflowServiceInputError(f"files: the directory {entry!r} contains no files")
     elif path.is_file():
         matches = [path]
+    elif path.exists():
+        raise WorkflowServiceInputError(f"files: {entry!r} is not a regular file or a directory")
     else:
         raise WorkflowServiceInputError(f"files: {entry!r} does not exist")
     for match in matches:
@@ -76,6 +78,24 @@ def _expand(entry: str) -> list[Path]:
 
 def _hidden(relative: Path) -> bool:
     return any(part.startswith(".") for part in relative.parts)
+
+
+def output_directory(value: Any, *, create: bool = False) -> Path:
+    """``value`` as the directory to download into (checked before any request; made if ``create``)."""
+    text = "" if value is None else str(value).strip()
+    if not text:
+        raise WorkflowServiceInputError("output_dir is empty: give the directory to download into")
+    directory = Path(text).expanduser()
+    if directory.exists() and not directory.is_dir():
+        raise WorkflowServiceInputError(f"output_dir {text!r} exists and is not a directory")
+    if create:
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise WorkflowServiceInputError(
+                f"output_dir {text!r} cannot be created: {exc.strerror or exc}"
+            ) from None
+    return directory
 
 
 def safe_name(raw: str, fallback: str = "output") -> str:

@@ -11,6 +11,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from airflow.sdk import conf
 
+from airflow_provider_workflowsvc.operators._base import input_error
+
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
@@ -31,7 +33,7 @@ def _default_deferrable(deferrable: bool | None) -> bool:
 def _seconds(value: float | timedelta, what: str) -> float:
     seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
     if seconds <= 0:
-        raise ValueError(f"{what} must be positive, got {value!r}")
+        raise input_error(f"{what} must be positive, got {value!r}")
     return seconds
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, BaseOperatorLink
 
+from airflow_provider_workflowsvc.operators._base import check_uuid, input_error
 from airflow_provider_workflowsvc.operators._jobbase import (
     DEFAULT_CONN_ID,
     _default_deferrable,
@@ -110,6 +111,7 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        check_uuid(workflow_id, "workflow_id")
         self.workflow_id = workflow_id
         self.files = files
         self.workflowsvc_conn_id = workflowsvc_conn_id
@@ -121,7 +123,7 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         self.cancel_on_timeout = cancel_on_timeout
         self.cancel_on_kill = cancel_on_kill
         if submit_attempts < 1:
-            raise ValueError(f"submit_attempts must be at least 1, got {submit_attempts}")
+            raise input_error(f"submit_attempts must be at least 1, got {submit_attempts}")
         self.submit_attempts = submit_attempts
         self._job_id: str | None = None
         self._result: dict[str, Any] | None = None
@@ -340,7 +342,7 @@ class DownloadJobOutputOperator(_JobTask, BaseOperator):
     ) -> None:
         super().__init__(**kwargs)
         if not job_id and not run_task_id:
-            raise ValueError("give job_id, or run_task_id to take the job id from that task's XCom")
+            raise input_error("give job_id, or run_task_id to take the job id from that task's XCom")
         self.output_dir = output_dir
         self.job_id = job_id
         self.run_task_id = run_task_id
@@ -349,9 +351,10 @@ class DownloadJobOutputOperator(_JobTask, BaseOperator):
     def execute(self, context: Context) -> list[str]:
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
         from airflow_provider_workflowsvc.models import JobStatus
-        from airflow_provider_workflowsvc.operators._files import OutputNames
+        from airflow_provider_workflowsvc.operators._files import OutputNames, output_directory
 
         job_id = _job_id_of(self.job_id, self.run_task_id, context)
+        directory = output_directory(self.output_dir)
         try:
             job = self.hook.get_job(job_id)
             if job.status is not JobStatus.COMPLETED:
@@ -363,8 +366,7 @@ class DownloadJobOutputOperator(_JobTask, BaseOperator):
             if not outputs:
                 self.log.warning("Job %s has no output files (is its destination local?)", job_id)
                 return []
-            directory = Path(str(self.output_dir)).expanduser()
-            directory.mkdir(parents=True, exist_ok=True)
+            output_directory(directory, create=True)
             names = OutputNames(outputs)
             paths = [
                 self._download(job_id, file_id, node_id, directory, names) for file_id, node_id in outputs

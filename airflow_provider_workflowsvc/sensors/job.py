@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 
+from airflow_provider_workflowsvc.operators._base import input_error
+
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
@@ -57,9 +59,9 @@ class WorkflowJobSensor(BaseSensorOperator):
     ) -> None:
         super().__init__(poke_interval=poke_interval, **kwargs)
         if (job_id is None) == (workflow_id is None):
-            raise ValueError("give exactly one of job_id and workflow_id")
+            raise input_error("give exactly one of job_id and workflow_id")
         if pick not in ("latest", "earliest"):
-            raise ValueError(f"pick must be 'latest' or 'earliest', got {pick!r}")
+            raise input_error(f"pick must be 'latest' or 'earliest', got {pick!r}")
         self.job_id = job_id
         self.workflow_id = workflow_id
         self.created_after = created_after

@@ -126,11 +126,17 @@ class WorkflowJobTrigger(BaseTrigger):
         return await await_job(hook, JobWatch(job_id, self.log, started), schedule)
 
     async def on_kill(self) -> None:
-        """Cancel the job when a user ends the deferred task (mark failed/success, clear)."""
+        """Cancel the job when a user ends the deferred task (mark failed/success, clear).
+
+        The cancel gets ``CANCEL_BUDGET`` seconds; a failure is logged, not raised.
+        """
         job_id = self._found_job_id or self.job_id
         if not (self.cancel_on_kill and job_id):
             return
         from airflow_provider_workflowsvc._polling import CANCEL_BUDGET, acancel_quietly
 
-        async with self._hook() as hook:
-            await acancel_quietly(hook, job_id, self.log, within=CANCEL_BUDGET)
+        try:
+            async with self._hook() as hook:
+                await acancel_quietly(hook, job_id, self.log, within=CANCEL_BUDGET)
+        except Exception as exc:  # like the operator's on_kill: report it, the task is ending anyway
+            self.log.warning("Could not cancel job %s: %s", job_id, exc)

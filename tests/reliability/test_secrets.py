@@ -1,0 +1,285 @@
+"""Item 6: no credential ever leaks.
+
+A dedicated emulator with a known token and API key; connector secrets (a Confluence token, an AstraDB
+token, an S3 secret key) come from Airflow variables and a connection through templates, as the docs
+tell DAG authors to do. The variables' names say nothing secret (Airflow masks a variable named
+``*token*`` by itself), so only the provider's own masking of secret-looking config keys hides them.
+One ``dag.test()`` run uses every operator, the sensor (poke and deferrable),
+a deferrable run, a job that fails and a task that fails on a bad config. Then every place a secret
+could end up is searched for all of them: the captured output (task and trigger logs, printed by
+``dag.test()``), every file under ``$AIRFLOW_HOME`` (log files), the whole metadata database file
+(XComs, rendered template fields, serialized DAGs, task instances, ...), the emulator's request log and
+the texts of the exceptions that failed tasks.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+import traceback
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.sdk import DAG
+from airflow.utils.state import TaskInstanceState
+
+from airflow_provider_workflowsvc.emulator.testing import running_emulator
+from airflow_provider_workflowsvc.models import ConfluenceSourceConfig
+from airflow_provider_workflowsvc.operators import connectors as conn_ops
+from airflow_provider_workflowsvc.operators import workflows as wf_ops
+from airflow_provider_workflowsvc.operators.jobs import (
+    CancelJobOperator,
+    DownloadJobOutputOperator,
+    RunWorkflowOperator,
+)
+from airflow_provider_workflowsvc.sensors.job import WorkflowJobSensor
+
+from ._helpers import use_connection
+
+_SUFFIX = secrets.token_hex(6)
+SECRETS = {
+    "token": f"tok-leak-{_SUFFIX}",
+    "api_key": f"key-leak-{_SUFFIX}",
+    "confluence_token": f"cfl-leak-{_SUFFIX}",
+    "astra_token": f"astra-leak-{_SUFFIX}",
+    "s3_secret_key": f"s3-leak-{_SUFFIX}",
+}
+
+
+@pytest.fixture
+def private_emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """An emulator of its own with this test's token and API key, and connections/variables to it."""
+    with running_emulator(token=SECRETS["token"], api_key=SECRETS["api_key"], processing_delay=0.02) as emu:
+        use_connection(monkeypatch, emu, retry_wait=0.05)
+        monkeypatch.setenv("AIRFLOW_VAR_WIKI_CRED", SECRETS["confluence_token"])
+        monkeypatch.setenv("AIRFLOW_VAR_ASTRA_CRED", SECRETS["astra_token"])
+        s3 = {"conn_type": "aws", "login": "AKIAEXAMPLE", "password": SECRETS["s3_secret_key"]}
+        monkeypatch.setenv("AIRFLOW_CONN_S3_CREDS", json.dumps(s3))
+        yield emu
+
+
+def every_operator_dag(inputs: Path, out: Path) -> DAG:
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    files = [str(inputs / "a.txt")]
+    job_of_run = "{{ ti.xcom_pull(task_ids='run', key='job_id') }}"
+    with DAG("reliability_secrets", schedule=None, start_date=start, catchup=False) as dag:
+        wiki = conn_ops.CreateSourceConnectorOperator(
+            task_id="create_source",
+            name="wiki",
+            connector_type="confluence",
+            config=ConfluenceSourceConfig(
+                url="https://wiki.example.com", username="bot@example.com", token="{{ var.value.wiki_cred }}"
+            ),
+        )
+        bucket = conn_ops.CreateSourceConnectorOperator(
+            task_id="create_s3_source",
+            name="bucket",
+            connector_type="s3",
+            config={
+                "remote_url": "s3://bucket/docs",
+                "key": "{{ conn.s3_creds.login }}",
+                "secret": "{{ conn.s3_creds.password }}",
+                "emulator_documents": 2,
+            },
+        )
+        vectors = conn_ops.CreateDestinationConnectorOperator(
+            task_id="create_destination",
+            name="vectors",
+            connector_type="astradb",
+            config={
+                "collection_name": "docs",
+                "keyspace": "default",
+                "api_endpoint": "https://astra.example.com",
+                "token": "{{ var.value.astra_cred }}",
+            },
+        )
+        checks = [
+            conn_ops.SourceConnectionCheckOperator(
+                task_id="check_source", connector_id=wiki.output, poll_interval=0.05, timeout=30
+            ),
+            conn_ops.DestinationConnectionCheckOperator(
+                task_id="check_destination", connector_id=vectors.output, poll_interval=0.05, timeout=30
+            ),
+        ]
+        updates = [
+            conn_ops.UpdateSourceConnectorOperator(
+                task_id="update_source",
+                connector_id=wiki.output,
+                connector_type="confluence",
+                config={
+                    "url": "https://wiki.example.com",
+                    "username": "bot@example.com",
+                    "token": "{{ var.value.wiki_cred }}",
+                    "max_num_of_spaces": 2,
+                },
+            ),
+            conn_ops.UpdateDestinationConnectorOperator(
+                task_id="update_destination",
+                connector_id=vectors.output,
+                config={
+                    "collection_name": "docs",
+                    "keyspace": "default",
+                    "api_endpoint": "https://astra.example.com",
+                    "token": "{{ var.value.astra_cred }}",
+                    "batch_size": 20,
+                },
+            ),
+        ]
+        remote = wf_ops.CreateWorkflowOperator(
+            task_id="create_remote_workflow",
+            name="wiki-to-astra",
+            workflow_type="basic",
+            source_id=wiki.output,
+            destination_id=vectors.output,
+        )
+        checks >> remote  # type: ignore[operator]
+        updates >> remote  # type: ignore[operator]
+        update_wf = wf_ops.UpdateWorkflowOperator(
+            task_id="update_workflow", workflow_id=remote.output, schedule="daily"
+        )
+        run_remote = RunWorkflowOperator(
+            task_id="run_remote", workflow_id=remote.output, poll_interval=0.1, deferrable=True
+        )
+        local = wf_ops.CreateWorkflowOperator(task_id="create_local_workflow", name="local", workflow_type="basic")
+        run = RunWorkflowOperator(task_id="run", workflow_id=local.output, files=files, poll_interval=0.1)
+        download = DownloadJobOutputOperator(task_id="download", run_task_id="run", output_dir=str(out))
+        sensor = WorkflowJobSensor(task_id="sensor", job_id=job_of_run, poke_interval=0.1, timeout=30)
+        deferred_sensor = WorkflowJobSensor(
+            task_id="sensor_deferrable", job_id=job_of_run, poke_interval=0.1, timeout=30, deferrable=True
+        )
+        failing = RunWorkflowOperator(
+            task_id="run_failing", workflow_id=local.output, files=[str(inputs / "empty.txt")], poll_interval=0.1
+        )
+        submit = RunWorkflowOperator(
+            task_id="submit", workflow_id=local.output, files=files, wait_for_completion=False
+        )
+        cancel = CancelJobOperator(
+            task_id="cancel", job_id="{{ ti.xcom_pull(task_ids='submit', key='job_id') }}"
+        )
+        bad_config = conn_ops.CreateSourceConnectorOperator(
+            task_id="bad_config",
+            name="blob",
+            connector_type="azure",
+            config={"remote_url": "az://c", "account_key": "{{ var.value.wiki_cred }}", "recursive": "maybe"},
+        )
+        teardown = [
+            wf_ops.DeleteWorkflowOperator(task_id="delete_remote_workflow", workflow_id=remote.output),
+            wf_ops.DeleteWorkflowOperator(task_id="delete_local_workflow", workflow_id=local.output),
+        ]
+        deletes = [
+            conn_ops.DeleteSourceConnectorOperator(task_id="delete_source", connector_id=wiki.output),
+            conn_ops.DeleteSourceConnectorOperator(task_id="delete_s3_source", connector_id=bucket.output),
+            conn_ops.DeleteDestinationConnectorOperator(task_id="delete_destination", connector_id=vectors.output),
+        ]
+        remote >> update_wf >> run_remote  # type: ignore[operator]
+        run >> [download, sensor, deferred_sensor]  # type: ignore[operator]
+        local >> [failing, submit]  # type: ignore[operator]
+        submit >> cancel  # type: ignore[operator]
+        for task in teardown:
+            task.trigger_rule = "all_done"
+            [run_remote, download, sensor, deferred_sensor, failing, cancel] >> task  # type: ignore[operator]
+        for task in deletes:
+            task.trigger_rule = "all_done"
+            teardown >> task  # type: ignore[operator]
+        bad_config.trigger_rule = "all_done"
+    return dag
+
+
+def leaks(text: str) -> list[str]:
+    return [name for name, value in SECRETS.items() if value in text]
+
+
+def database_file() -> Path:
+    from airflow import settings
+
+    assert settings.engine is not None and settings.engine.url.get_backend_name() == "sqlite"
+    return Path(str(settings.engine.url.database))
+
+
+def table_rows(model: Any, dag_id: str) -> list[Any]:
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.query(model).filter_by(dag_id=dag_id).all()
+        session.expunge_all()
+        return rows
+
+
+def test_no_secret_anywhere_after_every_operator_ran(
+    figures: dict[str, Any],
+    dag_runner: Any,
+    private_emulator: Any,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields
+    from airflow.models.xcom import XComModel
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "a.txt").write_text("A document about the service.")
+    (inputs / "empty.txt").write_text("")
+    dag = every_operator_dag(inputs, tmp_path / "out")
+    started = time.monotonic()
+    dr = dag_runner(dag)
+    seconds = time.monotonic() - started
+    output = capfd.readouterr()
+
+    states = {ti.task_id: ti.state for ti in dr.get_task_instances()}
+    expected_failures = {"run_failing", "bad_config"}
+    assert {t for t, s in states.items() if s != TaskInstanceState.SUCCESS} == expected_failures, states
+    assert "Workflow Service job" in output.out and "All 1 file(s) failed" in output.out
+    assert "config.recursive" in output.out  # the bad config's error is shown, without its values
+    rendered = table_rows(RenderedTaskInstanceFields, dag.dag_id)
+    assert '"token": "***"' in json.dumps([r.rendered_fields for r in rendered])
+
+    places: dict[str, str] = {"stdout": output.out, "stderr": output.err}
+    airflow_home = Path(__import__("os").environ["AIRFLOW_HOME"])
+    for path in sorted(p for p in airflow_home.rglob("*") if p.is_file()):
+        places[f"file {path.relative_to(airflow_home)}"] = path.read_bytes().decode("utf-8", "replace")
+    db = database_file()
+    for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-journal")):
+        if path.exists():
+            places[f"database {path.name}"] = path.read_bytes().decode("latin-1")
+    xcoms = table_rows(XComModel, dag.dag_id)
+    places["xcom values"] = json.dumps([str(x.value) for x in xcoms])
+    places["rendered fields"] = json.dumps([r.rendered_fields for r in rendered], default=str)
+    places["emulator request log"] = json.dumps(private_emulator.requests())
+    found = {where: leaks(text) for where, text in places.items() if leaks(text)}
+    assert not found, f"secrets found in: {found}"
+    files = [p for p in places if p.startswith("file ")]
+    figures.update(
+        tasks=len(states),
+        tasks_failed_on_purpose=sorted(expected_failures),
+        secrets=len(SECRETS),
+        places_scanned=len(places),
+        airflow_home_files_scanned=len(files),
+        log_files_scanned=len([p for p in files if ".log" in p]),
+        xcoms_scanned=len(xcoms),
+        rendered_field_rows_scanned=len(rendered),
+        database_bytes_scanned=db.stat().st_size,
+        output_chars_scanned=len(output.out) + len(output.err),
+        leaks=0,
+        dag_test_seconds=round(seconds, 1),
+    )
+
+
+def test_errors_never_echo_secret_inputs() -> None:
+    """A config model built in a DAG or a task with a wrong value: pydantic's own message names the
+    field but never shows the values (it used to print the whole input, secrets included)."""
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as caught:
+        ConfluenceSourceConfig(
+            url="https://wiki.example.com",
+            username="bot",
+            token=SECRETS["confluence_token"],
+            password=SECRETS["astra_token"],
+        )
+    text = "".join(traceback.format_exception(caught.value))  # what a log shows
+    assert "mixes authentication variants" in text
+    assert not leaks(text)
