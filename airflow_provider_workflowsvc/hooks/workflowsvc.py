@@ -28,7 +28,14 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import httpx
 from airflow.sdk import BaseHook
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
-from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+)
+from tenacity.stop import stop_base
 
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceApiError,
@@ -249,6 +256,15 @@ def _base_url_of(conn: Connection, extra: dict[str, Any]) -> str:
     return urlunsplit((parts.scheme, netloc, path, parts.query, parts.fragment))
 
 
+def _min_masked_length() -> int:
+    try:
+        from airflow.sdk import conf
+
+        return max(1, conf.getint("logging", "min_length_masked_secret", fallback=5))
+    except Exception:  # pragma: no cover - no configuration available
+        return 5
+
+
 def _mask_secrets(settings: ConnectionSettings) -> None:
     """Register the credentials with Airflow's log masker (a no-op outside a task process)."""
     try:
@@ -283,10 +299,12 @@ def deadline(at: float | None) -> Iterator[None]:
         _DEADLINE.reset(token)
 
 
-def _stop_at_deadline(state: RetryCallState) -> bool:
+class _StopAtDeadline(stop_base):
     """Retry stop: the next attempt could not start (after its backoff) before the deadline."""
-    at = _DEADLINE.get()
-    return at is not None and time.time() + state.upcoming_sleep >= at
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        at = _DEADLINE.get()
+        return at is not None and time.time() + retry_state.upcoming_sleep >= at
 
 
 # --------------------------------------------------------------------------------------------------
@@ -359,10 +377,16 @@ class _Transport:
     def __init__(self, settings: ConnectionSettings) -> None:
         self.settings = settings
         self._path_forms: dict[str, str] = {}
-        self._secrets = sorted(settings.secrets(), key=len, reverse=True)
+        shortest = _min_masked_length()
+        self._secrets = sorted((s for s in settings.secrets() if len(s) >= shortest), key=len, reverse=True)
 
     def redact(self, text: str) -> str:
-        """``text`` with the token and API key replaced (a server may echo them in an error)."""
+        """``text`` with the token and API key replaced (a server may echo them in an error).
+
+        Like Airflow's log masker, values shorter than ``[logging] min_length_masked_secret`` (5) are
+        left alone: replacing a one-letter placeholder token everywhere would make every message
+        unreadable (``ReadTimeout`` → ``ReadTimeou***``).
+        """
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return text
@@ -447,7 +471,7 @@ class _Transport:
 
     def retrying_options(self, call: ApiCall[Any]) -> dict[str, Any]:
         return {
-            "stop": stop_after_attempt(self.settings.max_retries + 1) | _stop_at_deadline,
+            "stop": stop_after_attempt(self.settings.max_retries + 1) | _StopAtDeadline(),
             "wait": self._wait,
             "retry": retry_if_exception(functools.partial(is_retryable, call)),
             "before_sleep": self._log_retry,

@@ -36,7 +36,9 @@ def figures(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if not FIGURES:
         return
-    path = Path(os.environ.get("WORKFLOWSVC_RELIABILITY_FIGURES") or Path(tempfile.gettempdir()) / FIGURES_FILE)
+    path = Path(
+        os.environ.get("WORKFLOWSVC_RELIABILITY_FIGURES") or Path(tempfile.gettempdir()) / FIGURES_FILE
+    )
     record = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "figures": FIGURES}
     path.write_text(json.dumps(record, indent=2, sort_keys=True))
     terminalreporter.section("reliability figures")

@@ -165,7 +165,11 @@ def answer_403(world: World) -> Any:
 
 def answer_not_json(world: World) -> Any:
     body = b"<html><body>Gateway login</body></html>"
-    mocked(world.router, "/api/v1/jobs/j1", httpx.Response(200, content=body, headers={"content-type": "text/html"}))
+    mocked(
+        world.router,
+        "/api/v1/jobs/j1",
+        httpx.Response(200, content=body, headers={"content-type": "text/html"}),
+    )
     return execute(CancelJobOperator(task_id="cancel", job_id="j1"))
 
 
@@ -201,7 +205,9 @@ CONFLUENCE = {"url": "https://wiki.example.com"}
 
 CASES = [
     # -- ids -------------------------------------------------------------------------------------
-    Case("run-workflow-id-not-uuid", lambda w: run_op("wf-1234"), r"workflow_id must be a UUID, got 'wf-1234'"),
+    Case(
+        "run-workflow-id-not-uuid", lambda w: run_op("wf-1234"), r"workflow_id must be a UUID, got 'wf-1234'"
+    ),
     Case(
         "run-workflow-id-template-renders-empty",
         lambda w: execute(run_op("{{ params.wf }}", files=w.file("a.txt")), {"wf": ""}),
@@ -227,7 +233,11 @@ CASES = [
         lambda w: WorkflowJobSensor(task_id="s", job_id="../jobs", poke_interval=0.1).poke(task_context()),
         r"job_id must be a non-empty job id, got '\.\./jobs'",
     ),
-    Case("cancel-job-id-empty", lambda w: execute(CancelJobOperator(task_id="c", job_id="  ")), r"job_id is empty"),
+    Case(
+        "cancel-job-id-empty",
+        lambda w: execute(CancelJobOperator(task_id="c", job_id="  ")),
+        r"job_id is empty",
+    ),
     # -- connector types and configs -----------------------------------------------------------------
     Case("unknown-source-type", lambda w: create_source("s4", {}), r"unknown source connector type 's4'"),
     Case(
@@ -244,7 +254,9 @@ CASES = [
     ),
     Case(
         "confluence-mixed-auth",
-        lambda w: execute(create_source(config={**CONFLUENCE, "username": "u", "token": "t1x", "password": "p2y"})),
+        lambda w: execute(
+            create_source(config={**CONFLUENCE, "username": "u", "token": "t1x", "password": "p2y"})
+        ),
         r"config: confluence config mixes authentication variants",
     ),
     Case(
@@ -266,20 +278,34 @@ CASES = [
         ),
         r"config\.batch_size",
     ),
-    Case("connector-name-empty", lambda w: create_source(config=CONFLUENCE, name=" "), r"name must not be empty"),
+    Case(
+        "connector-name-empty",
+        lambda w: create_source(config=CONFLUENCE, name=" "),
+        r"name must not be empty",
+    ),
     Case(
         "check-poll-interval-negative",
-        lambda w: conn_ops.SourceConnectionCheckOperator(task_id="c", connector_id=UNKNOWN_ID, poll_interval=-1),
+        lambda w: conn_ops.SourceConnectionCheckOperator(
+            task_id="c", connector_id=UNKNOWN_ID, poll_interval=-1
+        ),
         r"poll_interval",
     ),
     # -- workflows -------------------------------------------------------------------------------
-    Case("bad-schedule", lambda w: create_workflow(schedule="every 3 hours"), r"unknown schedule 'every 3 hours'"),
+    Case(
+        "bad-schedule",
+        lambda w: create_workflow(schedule="every 3 hours"),
+        r"unknown schedule 'every 3 hours'",
+    ),
     Case(
         "bad-schedule-from-template",
         lambda w: execute(create_workflow(schedule="{{ params.s }}"), {"s": "hourly-ish"}),
         r"schedule",
     ),
-    Case("unknown-workflow-type", lambda w: create_workflow(workflow_type="premium"), r"unknown workflow_type 'premium'"),
+    Case(
+        "unknown-workflow-type",
+        lambda w: create_workflow(workflow_type="premium"),
+        r"unknown workflow_type 'premium'",
+    ),
     Case("custom-without-nodes", lambda w: create_workflow(workflow_type="custom"), r"workflow_nodes"),
     Case(
         "duplicate-node-names",
@@ -315,7 +341,9 @@ CASES = [
         lambda w: execute(run_op(w.local_workflow, files=fifo(w))),
         r"files: '.*pipe' is not a regular file",
     ),
-    Case("empty-file-list", lambda w: execute(run_op(w.local_workflow, files=[])), r"files rendered to nothing"),
+    Case(
+        "empty-file-list", lambda w: execute(run_op(w.local_workflow, files=[])), r"files rendered to nothing"
+    ),
     Case(
         "directory-without-files",
         lambda w: execute(run_op(w.local_workflow, files=empty_dir(w))),
@@ -337,7 +365,9 @@ CASES = [
         r"output_dir '.*f' exists and is not a directory",
     ),
     # -- waiting -----------------------------------------------------------------------------------
-    Case("poll-interval-zero", lambda w: run_op(UNKNOWN_ID, poll_interval=0), r"poll_interval must be positive"),
+    Case(
+        "poll-interval-zero", lambda w: run_op(UNKNOWN_ID, poll_interval=0), r"poll_interval must be positive"
+    ),
     Case("timeout-negative", lambda w: run_op(UNKNOWN_ID, timeout=-5), r"timeout must be positive"),
     Case(
         "sensor-job-and-workflow",
@@ -352,7 +382,11 @@ CASES = [
         r"created_after must be an ISO-8601 date-time, got 'yesterday'",
     ),
     # -- the connection ------------------------------------------------------------------------------
-    Case("connection-host-empty", lambda w: hook_with(w, host=""), r"connection 'broken' is misconfigured: host"),
+    Case(
+        "connection-host-empty",
+        lambda w: hook_with(w, host=""),
+        r"connection 'broken' is misconfigured: host",
+    ),
     Case(
         "connection-url-with-credentials",
         lambda w: hook_with(w, host="https://user:pw@svc.test/api/v1"),
@@ -388,7 +422,9 @@ CASES = [
         client_side=False,
     ),
     Case("409-connector-in-use", connector_in_use, r"DELETE /api/v1/sources/.* → 409", client_side=False),
-    Case("409-workflow-name-taken", rename_to_taken_name, r"PUT /api/v1/workflows/.* → 409", client_side=False),
+    Case(
+        "409-workflow-name-taken", rename_to_taken_name, r"PUT /api/v1/workflows/.* → 409", client_side=False
+    ),
     Case(
         "422-local-workflow-without-files",
         lambda w: execute(run_op(w.local_workflow)),
@@ -405,9 +441,26 @@ CASES = [
     # -- the server answers badly -------------------------------------------------------------------
     Case("body-not-json", answer_not_json, r"GET /api/v1/jobs/j1 returned 200 .*not JSON", False, True),
     Case("body-truncated", answer_truncated, r"GET /api/v1/jobs returned 200 .*not JSON", False, True),
-    Case("body-wrong-shape", answer_wrong_shape, r"GET /api/v1/jobs/j1 returned 200 with an unexpected body", False, True),
-    Case("unknown-job-status", unknown_status, r"job j1 did not finish in time.*last status exploded", False, True),
-    Case("never-finishes", never_finishes, r"did not finish in time: .*last status scheduled", client_side=False),
+    Case(
+        "body-wrong-shape",
+        answer_wrong_shape,
+        r"GET /api/v1/jobs/j1 returned 200 with an unexpected body",
+        False,
+        True,
+    ),
+    Case(
+        "unknown-job-status",
+        unknown_status,
+        r"job j1 did not finish in time.*last status exploded",
+        False,
+        True,
+    ),
+    Case(
+        "never-finishes",
+        never_finishes,
+        r"did not finish in time: .*last status scheduled",
+        client_side=False,
+    ),
 ]
 
 
@@ -417,7 +470,9 @@ def outcomes() -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input(case: Case, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_input(
+    case: Case, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     world = World(emulator=None, tmp=tmp_path, monkeypatch=monkeypatch)
     if case.mocked:
         world.router = request.getfixturevalue("mock_service")

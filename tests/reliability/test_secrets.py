@@ -144,7 +144,9 @@ def every_operator_dag(inputs: Path, out: Path) -> DAG:
         run_remote = RunWorkflowOperator(
             task_id="run_remote", workflow_id=remote.output, poll_interval=0.1, deferrable=True
         )
-        local = wf_ops.CreateWorkflowOperator(task_id="create_local_workflow", name="local", workflow_type="basic")
+        local = wf_ops.CreateWorkflowOperator(
+            task_id="create_local_workflow", name="local", workflow_type="basic"
+        )
         run = RunWorkflowOperator(task_id="run", workflow_id=local.output, files=files, poll_interval=0.1)
         download = DownloadJobOutputOperator(task_id="download", run_task_id="run", output_dir=str(out))
         sensor = WorkflowJobSensor(task_id="sensor", job_id=job_of_run, poke_interval=0.1, timeout=30)
@@ -152,7 +154,10 @@ def every_operator_dag(inputs: Path, out: Path) -> DAG:
             task_id="sensor_deferrable", job_id=job_of_run, poke_interval=0.1, timeout=30, deferrable=True
         )
         failing = RunWorkflowOperator(
-            task_id="run_failing", workflow_id=local.output, files=[str(inputs / "empty.txt")], poll_interval=0.1
+            task_id="run_failing",
+            workflow_id=local.output,
+            files=[str(inputs / "empty.txt")],
+            poll_interval=0.1,
         )
         submit = RunWorkflowOperator(
             task_id="submit", workflow_id=local.output, files=files, wait_for_completion=False
@@ -173,7 +178,9 @@ def every_operator_dag(inputs: Path, out: Path) -> DAG:
         deletes = [
             conn_ops.DeleteSourceConnectorOperator(task_id="delete_source", connector_id=wiki.output),
             conn_ops.DeleteSourceConnectorOperator(task_id="delete_s3_source", connector_id=bucket.output),
-            conn_ops.DeleteDestinationConnectorOperator(task_id="delete_destination", connector_id=vectors.output),
+            conn_ops.DeleteDestinationConnectorOperator(
+                task_id="delete_destination", connector_id=vectors.output
+            ),
         ]
         remote >> update_wf >> run_remote  # type: ignore[operator]
         run >> [download, sensor, deferred_sensor]  # type: ignore[operator]
@@ -283,3 +290,15 @@ def test_errors_never_echo_secret_inputs() -> None:
     text = "".join(traceback.format_exception(caught.value))  # what a log shows
     assert "mixes authentication variants" in text
     assert not leaks(text)
+
+
+def test_a_placeholder_credential_does_not_garble_messages() -> None:
+    """Credentials shorter than Airflow's ``min_length_masked_secret`` (5) are not redacted (Airflow
+    does not mask them either); a one-letter placeholder token used to turn every message into
+    ``ReadTimeou***: ***imed ou***``. Real credentials are still redacted wherever they appear."""
+    from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, _Transport
+
+    short = _Transport(ConnectionSettings(base_url="https://svc.test", token="t", api_key="k"))
+    assert short.redact("ReadTimeout: timed out") == "ReadTimeout: timed out"
+    real = _Transport(ConnectionSettings(base_url="https://svc.test", token=SECRETS["token"]))
+    assert real.redact(f"bad token {SECRETS['token']}!") == "bad token ***!"

@@ -133,6 +133,4 @@ async def test_a_rebuilt_trigger_keeps_the_deadline(
     cancels = emulator.requests(method="POST", path_contains="/cancel")
     assert len(cancels) == 1  # cancel_on_timeout, once the task judged the timeout: not the restart
     assert len([p for p in posts(emulator) if p.endswith("/run")]) == 1
-    figures.update(
-        restarts=1, deadline_seconds=timeout, event_after_deadline_seconds=round(late, 2), runs=1
-    )
+    figures.update(restarts=1, deadline_seconds=timeout, event_after_deadline_seconds=round(late, 2), runs=1)

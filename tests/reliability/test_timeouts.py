@@ -1,0 +1,254 @@
+"""Item 8: every request has a connect and a read timeout, and no wait outlives its deadline.
+
+* The HTTP clients of both hooks carry connect, read, write and pool timeouts, and the provider
+  makes no HTTP client any other way.
+* A black-holed port on 127.0.0.1 (a raw socket server started here): one that accepts the
+  connection and never answers ends in a read timeout; one whose accept queue is full never
+  completes the TCP handshake and ends in a connect timeout (a request that provably never left).
+* A service that accepts status requests and never answers (the emulator's latency fault) cannot
+  hold a sync wait or a trigger past its deadline by more than a small margin, with the connection's
+  default timeouts (60 s read, 5 retries). Before the fix the sync wait was bounded only by
+  60 s x 6 tries plus backoff, whatever the task's ``timeout``.
+"""
+
+from __future__ import annotations
+
+import ast
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import airflow_provider_workflowsvc
+from airflow_provider_workflowsvc._outcome import WorkflowJobTimeoutError
+from airflow_provider_workflowsvc.exceptions import WorkflowServiceConnectionError
+from airflow_provider_workflowsvc.hooks.workflowsvc import (
+    ConnectionSettings,
+    WorkflowServiceAsyncHook,
+    WorkflowServiceHook,
+)
+from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
+from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
+
+from ._helpers import task_context
+
+pytestmark = pytest.mark.timeout(120)
+HANG = {"latency": 3600}  # accepts the request, never answers (until the faults change)
+MARGIN = 1.0
+"""How far past its deadline a wait may end: the last poll's own timeout is cut to the deadline, so
+what is left is scheduling noise on a busy 2-core machine."""
+
+
+async def test_every_client_has_connect_read_write_and_pool_timeouts() -> None:
+    settings = ConnectionSettings(base_url="https://svc.test/api/v1", token="t")
+    with WorkflowServiceHook(settings=settings) as hook:
+        sync_timeout = hook.get_conn().timeout
+    async with WorkflowServiceAsyncHook(settings=settings) as ahook:
+        async_timeout = (await ahook.get_async_conn()).timeout
+    for timeout in (sync_timeout, async_timeout):
+        assert timeout.connect == 10.0 and timeout.read == timeout.write == timeout.pool == 60.0
+
+
+def test_the_provider_makes_http_clients_only_from_the_connection_settings() -> None:
+    """No ``httpx.Client(...)`` without the settings' timeouts, no module-level ``httpx.get(...)``."""
+    package = Path(airflow_provider_workflowsvc.__file__).parent
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if "emulator" in path.parts:
+            continue  # the emulator is test tooling; its own clients have timeouts too
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+                continue
+            owner = node.func.value
+            if isinstance(owner, ast.Name) and owner.id == "httpx":
+                found.append((path.name, node.func.attr, ast.unparse(node)))
+    clients = [f for f in found if f[1] in ("Client", "AsyncClient")]
+    assert clients and all("httpx_options()" in call for _, _, call in clients), clients
+    others = [f for f in found if f[1] not in ("Client", "AsyncClient", "Timeout", "create_ssl_context")]
+    assert not others, others
+
+
+@pytest.fixture
+def black_hole() -> Iterator[dict[str, int]]:
+    """Two ports on 127.0.0.1: ``accepts`` completes the handshake and never answers; ``full`` has its
+    accept queue filled, so a new connection never completes."""
+    sockets = []
+    try:
+        accepts = socket.socket()
+        accepts.bind(("127.0.0.1", 0))
+        accepts.listen(16)
+        full = socket.socket()
+        full.bind(("127.0.0.1", 0))
+        full.listen(0)
+        filler = socket.create_connection(full.getsockname(), timeout=2)  # the one queue slot
+        sockets += [accepts, full, filler]
+        yield {"accepts": accepts.getsockname()[1], "full": full.getsockname()[1]}
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def hook_for(port: int, **options: Any) -> WorkflowServiceHook:
+    settings = ConnectionSettings(
+        base_url=f"http://127.0.0.1:{port}/api/v1", token="t", **{"retry_wait": 0.01, **options}
+    )
+    return WorkflowServiceHook(settings=settings)
+
+
+def test_a_port_that_never_answers_ends_in_a_read_timeout(
+    figures: dict[str, Any], black_hole: dict[str, int]
+) -> None:
+    with hook_for(black_hole["accepts"], timeout=0.5, max_retries=1) as hook:
+        started = time.monotonic()
+        with pytest.raises(WorkflowServiceConnectionError, match="ReadTimeout") as caught:
+            hook.get_job("j1")
+        elapsed = time.monotonic() - started
+    assert caught.value.sent  # it may have been processed: a run would not be re-sent
+    assert 1.0 <= elapsed < 1.0 + MARGIN  # two tries of 0.5 s
+    figures.update(read_timeout_seconds=0.5, tries=2, elapsed_seconds=round(elapsed, 2))
+
+
+def test_a_port_that_never_completes_the_handshake_ends_in_a_connect_timeout(
+    figures: dict[str, Any], black_hole: dict[str, int]
+) -> None:
+    with hook_for(black_hole["full"], connect_timeout=0.5, max_retries=1) as hook:
+        started = time.monotonic()
+        with pytest.raises(WorkflowServiceConnectionError, match="ConnectTimeout") as caught:
+            hook.get_job("j1")
+        elapsed = time.monotonic() - started
+    assert not caught.value.sent  # provably never left: even a run may be sent again
+    assert 1.0 <= elapsed < 1.0 + MARGIN
+    figures.update(connect_timeout_seconds=0.5, tries=2, elapsed_seconds=round(elapsed, 2))
+
+
+def test_a_deadline_cuts_every_timeout_and_retry(black_hole: dict[str, int]) -> None:
+    """Inside ``deadline()``, a request with a 60 s read timeout and 5 retries ends at the deadline."""
+    from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
+
+    with hook_for(black_hole["accepts"]) as hook:
+        started = time.monotonic()
+        with deadline(time.time() + 0.7), pytest.raises(WorkflowServiceConnectionError, match="ReadTimeout"):
+            hook.get_job("j1")
+        assert time.monotonic() - started < 0.7 + MARGIN
+        with deadline(time.time() - 1), pytest.raises(WorkflowServiceConnectionError) as caught:
+            hook.get_job("j1")  # past the deadline: not even sent
+        assert not caught.value.sent and "deadline" in str(caught.value)
+
+
+@pytest.fixture
+def workflow(settings: Any) -> str:
+    with WorkflowServiceHook(settings=settings) as hook:
+        return str(hook.create_workflow(f"hang-{time.time_ns()}", "basic").id)
+
+
+@pytest.fixture
+def input_file(tmp_path: Path) -> str:
+    path = tmp_path / "doc.txt"
+    path.write_text("text")
+    return str(path)
+
+
+@pytest.mark.parametrize("cancel_hangs", [False, True], ids=["status-hangs", "status-and-cancel-hang"])
+def test_a_sync_wait_ends_at_its_deadline_when_the_service_hangs(
+    figures: dict[str, Any],
+    workflowsvc_conn: Any,
+    settings: Any,
+    workflow: str,
+    input_file: str,
+    monkeypatch: pytest.MonkeyPatch,
+    cancel_hangs: bool,
+) -> None:
+    """Default connection timeouts (60 s read, 5 retries), a 2 s task timeout: the task ends ~2 s in.
+    The cancel sent after the timeout gets its own budget (5 s; cut to 1 s here)."""
+    emulator = workflowsvc_conn
+    emulator.configure(processing_delay=1000)
+    budget = 1.0
+    monkeypatch.setattr("airflow_provider_workflowsvc._polling.CANCEL_BUDGET", budget)
+    timeout = 2.0
+    task = RunWorkflowOperator(
+        task_id="run",
+        workflow_id=workflow,
+        files=[input_file],
+        poll_interval=0.5,
+        timeout=timeout,
+        deferrable=False,
+    )
+    rules = [{"method": "GET", "path": "/api/v1/jobs/*/details", **HANG}]
+    if cancel_hangs:
+        rules.append({"method": "POST", "path": "/api/v1/jobs/*/cancel", **HANG})
+    emulator.set_faults(rules=rules)
+    started = time.monotonic()
+    with pytest.raises(WorkflowJobTimeoutError, match="did not finish in time") as caught:
+        task.execute(task_context())
+    elapsed = time.monotonic() - started
+    emulator.clear_faults()
+    overrun = elapsed - timeout
+    allowed = MARGIN + (budget if cancel_hangs else 0.0)
+    assert overrun < allowed, f"the task ended {overrun:.1f} s after its deadline"
+    hung = [r for r in emulator.requests(path_contains="/details") if r["fault"]]
+    assert hung, "no status request hung: the test did not test anything"
+    message = str(caught.value)
+    if cancel_hangs:
+        assert "cancelling it failed" in message
+    else:
+        assert "the job was cancelled" in message
+    figures.update(
+        task_timeout_seconds=timeout,
+        connection_read_timeout_seconds=60,
+        hung_requests=len(hung),
+        ended_after_deadline_seconds=round(overrun, 2),
+        cancel_budget_seconds=budget if cancel_hangs else None,
+    )
+
+
+async def test_a_trigger_ends_at_its_deadline_when_the_service_hangs(
+    figures: dict[str, Any], workflowsvc_conn: Any, settings: Any, workflow: str, input_file: str
+) -> None:
+    emulator = workflowsvc_conn
+    emulator.configure(processing_delay=1000)
+    with WorkflowServiceHook(settings=settings) as hook:
+        job = hook.run_workflow(workflow, files=[input_file])
+    assert job is not None
+    emulator.set_faults(method="GET", path="/api/v1/jobs/*/details", **HANG)
+    deadline = time.time() + 1.5
+    trigger = WorkflowJobTrigger(job_id=job.id, deadline=deadline, poll_interval=0.3)
+    event = await trigger.run().__anext__()
+    late = time.time() - deadline
+    emulator.clear_faults()
+    assert event.payload["status"] == "timeout"
+    assert late < MARGIN, f"the trigger reported {late:.1f} s after its deadline"
+    figures.update(ended_after_deadline_seconds=round(late, 2))
+
+
+def test_the_deadline_is_context_local() -> None:
+    """Two waits in two threads (or two asyncio tasks) do not share a deadline."""
+    import threading
+
+    from airflow_provider_workflowsvc.hooks import workflowsvc
+
+    seen: list[Any] = []
+
+    def other_thread() -> None:
+        seen.append(workflowsvc._DEADLINE.get())
+
+    with workflowsvc.deadline(123.0):
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join()
+        assert workflowsvc._DEADLINE.get() == 123.0
+    assert seen == [None] and workflowsvc._DEADLINE.get() is None
+
+
+def test_httpx_timeouts_are_per_request_when_a_deadline_is_set(black_hole: dict[str, int]) -> None:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
+
+    with hook_for(black_hole["accepts"]) as hook:
+        transport = hook._transport
+        assert transport.request_timeout("GET", "/jobs") is httpx.USE_CLIENT_DEFAULT
+        with deadline(time.time() + 2.0):
+            cut = transport.request_timeout("GET", "/jobs")
+        assert isinstance(cut, httpx.Timeout) and 1.5 < cut.read <= 2.0 and 1.5 < cut.connect <= 2.0
