@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
@@ -330,13 +331,18 @@ def unfound_outcome(status: OutcomeStatus, message: str, elapsed: float) -> JobO
 
 
 class PollSchedule:
-    """Poll every ``interval`` s; one last poll ``FINAL_POLL_RESERVE`` s before the deadline, none after."""
+    """Poll every ``interval`` s; one last poll ``FINAL_POLL_RESERVE`` s before the deadline, none after.
+
+    The first pause is shortened by a random part of up to a quarter of the interval, so that many waits
+    deferred together (a backfill, a mapped task) do not poll the service in lockstep.
+    """
 
     def __init__(self, deadline: float, interval: float) -> None:
         self.deadline = deadline
         self.interval = max(float(interval), 0.0)
         self._reserve = min(FINAL_POLL_RESERVE, self.interval)
         self._final_done = False
+        self._first_pause = self.interval * random.uniform(0.75, 1.0)
 
     def remaining(self) -> float:
         return self.deadline - time.time()
@@ -347,7 +353,8 @@ class PollSchedule:
         if remaining <= 0 or self._final_done:
             return None
         if remaining > self.interval + self._reserve:
-            return self.interval
+            pause, self._first_pause = self._first_pause, self.interval
+            return pause
         self._final_done = True
         return max(remaining - self._reserve, 0.0)
 
