@@ -28,13 +28,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import httpx
 from airflow.sdk import BaseHook
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-)
+from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity.stop import stop_base
 
 from airflow_provider_workflowsvc.exceptions import (

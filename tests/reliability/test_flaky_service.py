@@ -46,10 +46,12 @@ FAULTS = [
     {"errors": [502, 503, "drop"], "rate": 0.1112, "phase": "after"},
 ]
 CONNECTION = {"retry_wait": 0.01, "retry_max_wait": 0.1, "max_retries": 8}
-"""At a 20% fault rate a request fails all of its 1 + 5 default tries once in 15,600; the cycles make
-about 2,500 requests whose failure would end a task (polls just try again), so the tries are raised to
-keep the 200 cycles deterministic. A task that gives up this way is retried by Airflow; a retry
-reconnects to the stored job (see test_worker_crash.py)."""
+SUBMIT_ATTEMPTS = 6
+"""With the defaults (5 retries, 3 run attempts) a task gives up at this fault rate when 3 run requests
+in a row are refused before processing (0.1³: once in 1,000 cycles) or a request that ends the task
+fails 6 tries (0.2⁶); over 200 cycles about one run of this test in five would see a task give up.
+Such a task is retried by Airflow, and the retry reconnects or adopts instead of running again
+(test_worker_crash.py). The tries are raised so that every cycle's first try gets through."""
 
 
 @pytest.fixture
@@ -155,7 +157,7 @@ def test_200_cycles_through_a_flaky_service(
             poll_interval=0.02,
             timeout=60,
             deferrable=deferrable,
-            submit_attempts=6,
+            submit_attempts=SUBMIT_ATTEMPTS,
         )
         result, error = None, None
         try:
@@ -227,7 +229,7 @@ def test_dag_runs_through_a_flaky_service(
                 poll_interval=0.05,
                 timeout=60,
                 deferrable=deferrable,
-                submit_attempts=6,
+                submit_attempts=SUBMIT_ATTEMPTS,
             )
     dr = dag_runner(dag)
     log = emulator.requests()
