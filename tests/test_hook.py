@@ -1524,3 +1524,27 @@ async def test_secrets_absent_from_reprs_messages_and_logs(
     await client.close()
     assert_no_secrets(*texts, caplog.text)
     assert "retrying in" in caplog.text  # the log was really captured
+
+
+async def test_clients_keep_idle_connections_longer_than_the_default_poll_interval() -> None:
+    """A wait polling every 30 s reuses one connection instead of opening one per poll."""
+    settings = ConnectionSettings(base_url="https://svc.test/api/v1", token="t")
+    with WorkflowServiceHook(settings=settings) as hook:
+        sync_pool = hook.get_conn()._transport._pool  # type: ignore[attr-defined]
+    async with WorkflowServiceAsyncHook(settings=settings) as ahook:
+        async_pool = (await ahook.get_async_conn())._transport._pool  # type: ignore[attr-defined]
+    for pool in (sync_pool, async_pool):
+        assert pool._keepalive_expiry > 30.0
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_first_attempt_failure_is_retried_once_through_the_retry_loop(
+    kind: str, mock: respx.MockRouter
+) -> None:
+    client = api_with(kind, max_retries=2)
+    route = mock.get(u(f"/jobs/{JID}")).mock(
+        side_effect=[httpx.Response(503), httpx.Response(503), httpx.Response(200, json={"id": JID})]
+    )
+    job = await client("get_job", JID)
+    assert job.id == JID and route.call_count == 3
+    await client.close()

@@ -53,7 +53,7 @@ def uvicorn_config(app: Any, *, log_level: str = "warning", access_log: bool = F
         app,
         log_level=log_level,
         access_log=access_log,
-        timeout_keep_alive=30,
+        timeout_keep_alive=150,  # longer than clients keep idle connections (120 s)
         timeout_graceful_shutdown=2,
         backlog=4096,
         server_header=False,

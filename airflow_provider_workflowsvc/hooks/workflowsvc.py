@@ -22,7 +22,7 @@ from contextvars import ContextVar
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, BinaryIO, Generic, ParamSpec, TypeVar, overload
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
@@ -60,10 +60,13 @@ CONN_TYPE = "workflowsvc"
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
 MAX_REDIRECTS = 3
 _UNSENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+KEEPALIVE_EXPIRY = 120.0
+"""Seconds an idle connection is kept: longer than the default poll interval, so a wait reuses one."""
 _TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
 _FALSE_WORDS = frozenset({"false", "0", "no", "off"})
 
 
+@functools.cache
 def _version() -> str:
     try:
         from importlib.metadata import version
@@ -202,6 +205,9 @@ class ConnectionSettings(BaseModel):
             "timeout": httpx.Timeout(self.timeout, connect=self.connect_timeout),
             "verify": self.ssl_verify(),
             "follow_redirects": False,
+            "limits": httpx.Limits(
+                max_connections=100, max_keepalive_connections=20, keepalive_expiry=KEEPALIVE_EXPIRY
+            ),
         }
 
 
@@ -524,11 +530,43 @@ class _Transport:
         )
 
 
-def _partial_file(target: Path) -> Path:
-    """A new empty file beside ``target`` to write a download into before renaming it."""
+@contextlib.contextmanager
+def _atomic_file(target: Path) -> Iterator[BinaryIO]:
+    """A new file beside ``target`` to write into; renamed to ``target`` only when the block completes."""
+    target.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-    os.close(fd)
-    return Path(name)
+    partial = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+class _ReplayFirstFailure:
+    """An attempt function for tenacity that first re-raises the failure of an attempt already made.
+
+    The first attempt of every request runs without tenacity (its set-up costs more than a loopback
+    round trip); only a retryable failure enters the retry loop, which still owns waits, stops and logs.
+    """
+
+    def __init__(self, failure: BaseException, attempt: Callable[[ApiCall[Any]], Any]) -> None:
+        self._failure: BaseException | None = failure
+        self._attempt = attempt
+
+    def __call__(self, call: ApiCall[Any]) -> Any:
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise failure
+        return self._attempt(call)
+
+
+class _AsyncReplayFirstFailure(_ReplayFirstFailure):
+    """:class:`_ReplayFirstFailure` for coroutine attempts (tenacity awaits only coroutine functions)."""
+
+    async def __call__(self, call: ApiCall[Any]) -> Any:
+        return await super().__call__(call)
 
 
 def _connection_failed(exc: BaseException, transport: _Transport | None) -> str:
@@ -700,8 +738,14 @@ class WorkflowServiceHook(_HookBase):
         self.close()
 
     def _send(self, call: ApiCall[T]) -> T:
+        try:
+            return self._send_once(call)
+        except WorkflowServiceError as exc:
+            if not is_retryable(call, exc):
+                raise
+            replay = _ReplayFirstFailure(exc, self._send_once)
         retrying = Retrying(sleep=self._sleep, **self._transport.retrying_options(call))
-        return retrying(self._send_once, call)
+        return retrying(replay, call)
 
     def _send_once(self, call: ApiCall[T]) -> T:
         transport, client = self._transport, self.get_conn()
@@ -726,15 +770,9 @@ class WorkflowServiceHook(_HookBase):
     @staticmethod
     def _save(target: Path, response: httpx.Response) -> Path:
         """Stream the body into a file beside ``target``, then rename it: never a partial ``target``."""
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = _partial_file(target)
-        try:
-            with partial.open("wb") as fh:
-                for chunk in response.iter_bytes():
-                    fh.write(chunk)
-            partial.replace(target)
-        finally:
-            partial.unlink(missing_ok=True)
+        with _atomic_file(target) as fh:
+            for chunk in response.iter_bytes():
+                fh.write(chunk)
         return target
 
     def iter_workflows(self, **params: Any) -> Iterator[Workflow]:
@@ -817,9 +855,15 @@ class WorkflowServiceAsyncHook(_HookBase):
         await self.aclose()
 
     async def _send(self, call: ApiCall[T]) -> T:
+        try:
+            return await self._send_once(call)
+        except WorkflowServiceError as exc:
+            if not is_retryable(call, exc):
+                raise
+            replay = _AsyncReplayFirstFailure(exc, self._send_once)
         transport = await self._atransport()
         retrying = AsyncRetrying(sleep=self._sleep, **transport.retrying_options(call))
-        return await retrying(self._send_once, call)
+        return await retrying(replay, call)
 
     async def _send_once(self, call: ApiCall[T]) -> T:
         transport, client = await self._atransport(), await self.get_async_conn()
@@ -845,15 +889,9 @@ class WorkflowServiceAsyncHook(_HookBase):
     @staticmethod
     async def _save(target: Path, response: httpx.Response) -> Path:
         """Stream the body into a file beside ``target``, then rename it: never a partial ``target``."""
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = _partial_file(target)
-        try:
-            with partial.open("wb") as fh:
-                async for chunk in response.aiter_bytes():
-                    fh.write(chunk)
-            partial.replace(target)
-        finally:
-            partial.unlink(missing_ok=True)
+        with _atomic_file(target) as fh:
+            async for chunk in response.aiter_bytes():
+                fh.write(chunk)
         return target
 
     async def iter_workflows(self, **params: Any) -> AsyncIterator[Workflow]:
