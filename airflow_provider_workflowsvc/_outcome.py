@@ -333,8 +333,9 @@ def unfound_outcome(status: OutcomeStatus, message: str, elapsed: float) -> JobO
 class PollSchedule:
     """Poll every ``interval`` s; one last poll ``FINAL_POLL_RESERVE`` s before the deadline, none after.
 
-    The first pause is shortened by a random part of up to a quarter of the interval, so that many waits
-    deferred together (a backfill, a mapped task) do not poll the service in lockstep.
+    The first pause is lengthened by a random part of up to a fifth of the interval, so that many waits
+    deferred together (a backfill, a mapped task) do not poll the service in lockstep; lengthening, not
+    shortening, so the jitter never adds a poll.
     """
 
     def __init__(self, deadline: float, interval: float) -> None:
@@ -342,7 +343,7 @@ class PollSchedule:
         self.interval = max(float(interval), 0.0)
         self._reserve = min(FINAL_POLL_RESERVE, self.interval)
         self._final_done = False
-        self._first_pause = self.interval * random.uniform(0.75, 1.0)
+        self._first_pause = self.interval * random.uniform(1.0, 1.2)
 
     def remaining(self) -> float:
         return self.deadline - time.time()

@@ -12,7 +12,7 @@ def test_first_pause_is_jittered_then_the_interval_is_kept() -> None:
     for _ in range(50):
         schedule = PollSchedule(time.time() + 3600, 30.0)
         first = schedule.next_pause()
-        assert first is not None and 22.5 <= first <= 30.0
+        assert first is not None and 30.0 <= first <= 36.0
         firsts.add(round(first, 3))
         assert schedule.next_pause() == 30.0
     assert len(firsts) > 1, "many waits started together must not poll in lockstep"
