@@ -2,12 +2,11 @@
 
 Both send ``GET /api/v1/jobs/{id}`` one after the other over one keep-alive connection, to the emulator
 in its own process. Raw means ``client.get(...)``, ``raise_for_status()`` and ``.json()``: the least
-any caller does. The hook adds building the call, retries (tenacity), redirect handling, error mapping
-and validating the answer into a ``Job`` model. Trials alternate in ABBA order (raw, hook, fast, fast,
-hook, raw, ...) so noise hits all; "fast" is the hook with the fast path recommended in
-docs/benchmarks.md (tenacity only once a retry is due), patched in here. The figure is the median of
-the per-round ratios hook/raw of requests per second. This process's CPU time per request is reported
-too (the emulator's is not in it).
+any caller does. The hook adds building the call, redirect handling, error mapping, validating the
+answer into a ``Job`` model and, only once an attempt has failed, retries (tenacity). Trials alternate
+in ABBA order (raw, hook, hook, raw, ...) so noise hits both. The figure is the median of the per-round
+ratios hook/raw of requests per second. This process's CPU time per request is reported too (the
+emulator's is not in it).
 
     python -m benchmarks.bench_hook [--runs 7] [--seconds 1.5]
 """
@@ -43,28 +42,7 @@ def _trial(call: Callable[[], Any], seconds: float) -> tuple[float, float]:
     return count / wall, cpu / count * 1000
 
 
-def fast_path_hook(settings: Any) -> Any:
-    """The sync hook with the fast path recommended in docs/benchmarks.md: no tenacity unless needed.
-
-    The first attempt is sent directly; only a failure that ``is_retryable`` accepts goes on to the
-    usual ``Retrying`` loop. (A sketch for measuring: unlike the real fix, that loop starts its attempt
-    count afresh.)
-    """
-    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook, is_retryable
-
-    class FastPathHook(WorkflowServiceHook):
-        def _send(self, call: Any) -> Any:
-            try:
-                return self._send_once(call)
-            except Exception as exc:
-                if not is_retryable(call, exc):
-                    raise
-            return super()._send(call)
-
-    return FastPathHook(settings=settings)
-
-
-ARMS = ("raw", "hook", "fast")
+ARMS = ("raw", "hook")
 
 
 def run(
@@ -74,7 +52,7 @@ def run(
 
     import httpx
 
-    from benchmarks._service import emulator, hook_for, make_jobs, settings_for
+    from benchmarks._service import emulator, hook_for, make_jobs
 
     with contextlib.ExitStack() as stack:
         if emu is None:
@@ -82,7 +60,6 @@ def run(
         emu.reset()
         job_id = make_jobs(emu, 1, 30.0)[0]
         hook = stack.enter_context(hook_for(emu))
-        fast = stack.enter_context(fast_path_hook(settings_for(emu)))
         headers = {"authorization": f"Bearer {emu.token}", "accept": "application/json"}
         raw = stack.enter_context(httpx.Client(base_url=emu.base_url + "/", headers=headers, timeout=60))
 
@@ -94,9 +71,8 @@ def run(
         calls: dict[str, Callable[[], Any]] = {
             "raw": raw_get,
             "hook": lambda: hook.get_job(job_id),
-            "fast": lambda: fast.get_job(job_id),
         }
-        assert str(calls["hook"]().id) == str(calls["fast"]().id) == raw_get()["id"]
+        assert str(calls["hook"]().id) == raw_get()["id"]
         for call in calls.values():
             _trial(call, 0.3)  # warm-up: connections, caches, validators
         rps: dict[str, list[float]] = {arm: [] for arm in ARMS}
@@ -122,7 +98,6 @@ def _rows(rps: dict[str, list[float]], cpu: dict[str, list[float]], runs: int, s
         return statistics.median(values)
 
     ratios = [h / r for h, r in zip(rps["hook"], rps["raw"], strict=True)]
-    fast_ratios = [f / r for f, r in zip(rps["fast"], rps["raw"], strict=True)]
     extra_cpu = median(cpu["hook"]) - median(cpu["raw"])
     section = "3 hook overhead"
     return [
@@ -137,8 +112,8 @@ def _rows(rps: dict[str, list[float]], cpu: dict[str, list[float]], runs: int, s
             note=(
                 f"{runs} rounds of {seconds:g} s trials, one keep-alive connection each, emulator in its own "
                 f"process; client CPU per request: raw {median(cpu['raw']):.3f} ms, hook "
-                f"{median(cpu['hook']):.3f} ms (+{extra_cpu:.3f} ms: call building, tenacity, "
-                f"Job validation), hook with the fast path {median(cpu['fast']):.3f} ms"
+                f"{median(cpu['hook']):.3f} ms (+{extra_cpu:.3f} ms: call building, error mapping, "
+                f"Job validation)"
             ),
         ),
         Row(section, "get_job requests/s - raw httpx.Client (the limit)", rps["raw"], "req/s"),
@@ -150,18 +125,6 @@ def _rows(rps: dict[str, list[float]], cpu: dict[str, list[float]], runs: int, s
             cpu["hook"],
             "ms",
             reference=f"raw x{median(cpu['hook']) / median(cpu['raw']):.2f}",
-        ),
-        Row(
-            section,
-            "sync hook + recommended fast path (no tenacity unless a retry is due) / raw",
-            fast_ratios,
-            "ratio",
-            target=f"≥ {TARGET_RATIO:.2f}",
-            met=median(fast_ratios) >= TARGET_RATIO,
-            reference=(
-                f"CPU per get_job {median(cpu['fast']):.3f} ms "
-                f"(raw x{median(cpu['fast']) / median(cpu['raw']):.2f})"
-            ),
         ),
     ]
 

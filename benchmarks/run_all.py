@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--interval", type=float, help="fan-in poll interval in seconds (default 4)")
     parser.add_argument("--fanin-runs", type=int, help="runs of each fan-in variant (default 1)")
     parser.add_argument(
-        "--fanin-variants", help="provider, fresh-client, raw-httpx, keepalive, idle (default: all but idle)"
+        "--fanin-variants", help="provider, fresh-client, raw-httpx, idle (default: all but idle)"
     )
     parser.add_argument("--stream-mib", type=int, help="MiB uploaded and downloaded per run (default 1024)")
     parser.add_argument("--stream-files", type=int, help="files the upload is split into (default 8)")
