@@ -220,6 +220,14 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, transient)
 
 
+def survive_transient(exc: Exception, log: logging.Logger | Any, what: str, retry: str = "next poll") -> None:
+    """Log that ``what`` failed transiently and will be tried again at the ``retry``; re-raise any
+    other error (the one place deciding which failures a wait survives)."""
+    if not is_transient(exc):
+        raise exc
+    log.warning("%s failed (%s); trying again at the %s", what, exc, retry)
+
+
 # --------------------------------------------------------------------------------------------------
 # Watching one job
 

@@ -24,8 +24,8 @@ from airflow_provider_workflowsvc._outcome import (
     JobOutcome,
     JobWatch,
     PollSchedule,
-    is_transient,
     pick_job,
+    survive_transient,
 )
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceConflictError,
@@ -76,11 +76,7 @@ def wait_for_job(
             with deadline(schedule.deadline):
                 outcome = poll_once(hook, watch)
         except Exception as exc:
-            if not is_transient(exc):
-                raise
-            watch.log.warning(
-                "Job %s: status check failed (%s); trying again at the next poll", watch.job_id, exc
-            )
+            survive_transient(exc, watch.log, f"Job {watch.job_id}: status check")
             continue
         if outcome is not None:
             return outcome
@@ -172,11 +168,7 @@ async def await_job(hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: P
             with deadline(schedule.deadline):
                 outcome = await _bounded(apoll_once(hook, watch), schedule)
         except Exception as exc:
-            if not is_transient(exc):
-                raise
-            watch.log.warning(
-                "Job %s: status check failed (%s); trying again at the next poll", watch.job_id, exc
-            )
+            survive_transient(exc, watch.log, f"Job {watch.job_id}: status check")
             continue
         if outcome is not None:
             return outcome
@@ -198,9 +190,7 @@ async def await_new_job(
             with deadline(schedule.deadline):
                 jobs = await _bounded(hook.list_jobs(workflow_id=workflow_id), schedule)
         except Exception as exc:
-            if not is_transient(exc):
-                raise
-            log.warning("Listing the jobs of workflow %s failed (%s); trying again", workflow_id, exc)
+            survive_transient(exc, log, f"Listing the jobs of workflow {workflow_id}")
             continue
         job = pick_job(jobs, created_after, pick)
         if job is not None:

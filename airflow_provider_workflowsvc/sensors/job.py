@@ -128,7 +128,7 @@ class WorkflowJobSensor(BaseSensorOperator):
         self.defer(trigger=trigger, method_name="execute_complete", timeout=backstop)
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
-        from airflow_provider_workflowsvc._outcome import is_transient
+        from airflow_provider_workflowsvc._outcome import survive_transient
         from airflow_provider_workflowsvc._polling import poll_once
 
         watch = self._watch or self._find(context)
@@ -137,11 +137,7 @@ class WorkflowJobSensor(BaseSensorOperator):
         try:
             outcome = poll_once(self.hook, watch)
         except Exception as exc:
-            if not is_transient(exc):
-                raise
-            self.log.warning(
-                "Job %s: status check failed (%s); trying again at the next poke", watch.job_id, exc
-            )
+            survive_transient(exc, self.log, f"Job {watch.job_id}: status check", retry="next poke")
             return False
         if outcome is None:
             return False
