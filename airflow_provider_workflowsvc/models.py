@@ -298,6 +298,8 @@ class JobStatus(_TolerantEnum):
     SCHEDULED = "scheduled"
     IN_PROGRESS = "in progress"
     COMPLETED = "completed"
+    COMPLETED_WITH_ERRORS = "completed with errors"
+    """Platform dialect, details only: the job finished and some files failed."""
     FAILED = "failed"
     STOPPED = "stopped"
     UNKNOWN = "unknown"
@@ -320,7 +322,8 @@ class JobStatus(_TolerantEnum):
 
     @property
     def is_success(self) -> bool:
-        return self is JobStatus.COMPLETED
+        """The job finished processing (some files may have failed when COMPLETED_WITH_ERRORS)."""
+        return self in (JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS)
 
     @property
     def is_active(self) -> bool:
@@ -332,7 +335,9 @@ class JobStatus(_TolerantEnum):
         return "im progress" if self is JobStatus.IN_PROGRESS else self.value
 
 
-_TERMINAL_JOB_STATUSES = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.STOPPED})
+_TERMINAL_JOB_STATUSES = frozenset(
+    {JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS, JobStatus.FAILED, JobStatus.STOPPED}
+)
 
 
 class ConnectionCheckStatus(_TolerantEnum):
@@ -745,6 +750,8 @@ class ListWorkflowsParams(_Request):
 class OutputNodeFile(_Response):
     file_id: str
     node_id: str
+    node_type: str | None = None
+    node_subtype: str | None = None
 
 
 class Job(_Response):
@@ -753,6 +760,11 @@ class Job(_Response):
     workflow_id: str | None = None
     workflow_name: str | None = None
     created_at: datetime | None = None
+    runtime: str | float | None = None
+    job_type: str | None = None
+    """Platform dialect: ``ephemeral``, ``persistent``, ``scheduled`` or ``template``."""
+    input_file_ids: list[str] | None = None
+    """Platform dialect: the uploaded files' names (or the source's documents); None when not sent."""
     output_node_files: list[OutputNodeFile] = Field(default_factory=list)
     raw_status: str | None = Field(default=None, exclude=True)
     """The status exactly as the server spelled it (useful when ``status`` is UNKNOWN)."""

@@ -135,8 +135,22 @@ def test_job_status_helpers(status: JobStatus, terminal: bool, success: bool, ac
     assert status.is_active is active
 
 
-def test_only_completed_is_success() -> None:
-    assert [s for s in JobStatus if s.is_success] == [JobStatus.COMPLETED]
+def test_only_completed_statuses_are_success() -> None:
+    assert [s for s in JobStatus if s.is_success] == [JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS]
+
+
+@pytest.mark.parametrize(
+    ("wire", "status"),
+    [
+        ("SUCCESS", JobStatus.COMPLETED),
+        ("COMPLETED_WITH_ERRORS", JobStatus.COMPLETED_WITH_ERRORS),
+        ("IN_PROGRESS", JobStatus.IN_PROGRESS),
+        ("SCHEDULED", JobStatus.SCHEDULED),
+    ],
+)
+def test_platform_processing_statuses_parse_without_unknown(wire: str, status: JobStatus) -> None:
+    assert JobStatus(wire) is status
+    assert status.is_terminal is (status in (JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS))
 
 
 @pytest.mark.parametrize(
@@ -662,10 +676,12 @@ def test_job_response_tolerates_extra_fields() -> None:
             "created_at": "2024-05-01T10:00:00Z",
             "output_node_files": [{"file_id": "f1", "node_id": "n1", "size": 3}],
             "runtime": 12.5,
+            "shard": "eu-1",
         }
     )
     assert job.output_node_files[0].file_id == "f1" and job.output_node_files[0].node_id == "n1"
-    assert job.model_extra == {"runtime": 12.5}
+    assert job.model_extra == {"shard": "eu-1"}
+    assert job.runtime == 12.5
     assert "raw_status" not in job.model_dump()
     assert Job.model_validate({"id": "j", "output_node_files": None}).output_node_files == []
 
