@@ -41,6 +41,7 @@ FINAL_POLL_RESERVE = 5.0
 
 _STATUS_OUTCOME: dict[JobStatus, OutcomeStatus] = {
     JobStatus.COMPLETED: "success",
+    JobStatus.COMPLETED_WITH_ERRORS: "success",
     JobStatus.FAILED: "failed",
     JobStatus.STOPPED: "stopped",
 }

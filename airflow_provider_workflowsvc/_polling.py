@@ -123,7 +123,7 @@ def resumed_status(hook: WorkflowServiceHook, job_id: str, fail_on_failed_files:
         job = hook.get_job(job_id)
     except WorkflowServiceNotFoundError:
         return NOT_FOUND
-    completed = job.status is JobStatus.COMPLETED
+    completed = job.status.is_success
     if completed and fail_on_failed_files and hook.get_job_failed_files(job.id).failed_files:
         return COMPLETED_WITH_FAILED_FILES
     return job.status.value if job.status is not JobStatus.UNKNOWN else (job.raw_status or "unknown")
