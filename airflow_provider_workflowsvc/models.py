@@ -331,8 +331,13 @@ class JobStatus(_TolerantEnum):
 
     @property
     def wire_value(self) -> str:
-        """The spelling the service's job listing uses (and its ``status`` filter takes)."""
+        """The spec dialect's spelling, as its job listing uses it (and its ``status`` filter takes)."""
         return "im progress" if self is JobStatus.IN_PROGRESS else self.value
+
+    @property
+    def platform_value(self) -> str:
+        """The platform dialect's spelling (``IN_PROGRESS``)."""
+        return self.name
 
 
 _TERMINAL_JOB_STATUSES = frozenset(

@@ -56,12 +56,12 @@ def body(router: Any, index: int = -1) -> Any:
 
 
 def test_create_looks_the_name_up_then_creates(mock_service: Any) -> None:
-    mock_service.get("/sources").respond(json=[connector(OTHER_ID, name="wiki-old")])
-    mock_service.post("/sources").respond(201, json=connector())
+    mock_service.get("/sources/").respond(json=[connector(OTHER_ID, name="wiki-old")])
+    mock_service.post("/sources/").respond(201, json=connector())
 
     assert create_source().execute({}) == SRC_ID
 
-    assert calls(mock_service) == [("GET", "/api/v1/sources"), ("POST", "/api/v1/sources")]
+    assert calls(mock_service) == [("GET", "/api/v1/sources/"), ("POST", "/api/v1/sources/")]
     sent = body(mock_service)
     assert sent["name"] == "wiki" and sent["type"] == "confluence"
     assert sent["config"]["token"] == SECRET  # the service gets the real value
@@ -69,7 +69,7 @@ def test_create_looks_the_name_up_then_creates(mock_service: Any) -> None:
 
 
 def test_create_destination_uses_the_destination_endpoints(mock_service: Any) -> None:
-    mock_service.get("/destinations").respond(json=[])
+    mock_service.get("/destinations/").respond(json=[])
     mock_service.post("/destinations/").respond(json=connector(DST_ID, "vectors", "astradb"))
     config = {"collection_name": "docs", "api_endpoint": "https://astra.example.com", "token": SECRET}
 
@@ -82,8 +82,8 @@ def test_create_destination_uses_the_destination_endpoints(mock_service: Any) ->
 
 
 def test_create_accepts_a_typed_config_model(mock_service: Any) -> None:
-    mock_service.get("/sources").respond(json=[])
-    mock_service.post("/sources").respond(json=connector())
+    mock_service.get("/sources/").respond(json=[])
+    mock_service.post("/sources/").respond(json=connector())
     config = ConfluenceSourceConfig(url="https://wiki.example.com", token=SECRET, max_num_of_spaces=3)
 
     create_source(config=config, connector_type=SourceType.CONFLUENCE).execute({})
@@ -93,27 +93,27 @@ def test_create_accepts_a_typed_config_model(mock_service: Any) -> None:
 
 
 def test_reuse_returns_the_existing_id_and_writes_nothing(mock_service: Any) -> None:
-    mock_service.get("/sources").respond(json=[connector(OTHER_ID, "wiki2"), connector()])
+    mock_service.get("/sources/").respond(json=[connector(OTHER_ID, "wiki2"), connector()])
 
     with capture_logs() as logs:
         assert create_source(if_exists="reuse").execute({}) == SRC_ID
 
-    assert calls(mock_service) == [("GET", "/api/v1/sources")]
+    assert calls(mock_service) == [("GET", "/api/v1/sources/")]
     assert any("reusing it" in entry["event"] and SRC_ID in entry["event"] for entry in logs)
 
 
 def test_update_puts_the_new_config_on_the_existing_connector(mock_service: Any) -> None:
-    mock_service.get("/sources").respond(json=[connector()])
+    mock_service.get("/sources/").respond(json=[connector()])
     mock_service.put(f"/sources/{SRC_ID}").respond(json=connector())
 
     assert create_source(if_exists="update").execute({}) == SRC_ID
 
-    assert calls(mock_service) == [("GET", "/api/v1/sources"), ("PUT", f"/api/v1/sources/{SRC_ID}")]
+    assert calls(mock_service) == [("GET", "/api/v1/sources/"), ("PUT", f"/api/v1/sources/{SRC_ID}")]
     assert body(mock_service)["config"]["token"] == SECRET
 
 
 def test_fail_refuses_an_existing_name(mock_service: Any) -> None:
-    mock_service.get("/sources").respond(json=[connector()])
+    mock_service.get("/sources/").respond(json=[connector()])
 
     with pytest.raises(AirflowFailException, match=r"'wiki' \(3fa85f64.*already exists and if_exists='fail'"):
         create_source(if_exists="fail").execute({})
@@ -122,16 +122,16 @@ def test_fail_refuses_an_existing_name(mock_service: Any) -> None:
 
 @pytest.mark.parametrize("if_exists", ["reuse", "update", "fail"])
 def test_an_existing_connector_of_another_type_fails_clearly(mock_service: Any, if_exists: str) -> None:
-    mock_service.get("/sources").respond(json=[connector(type="s3")])
+    mock_service.get("/sources/").respond(json=[connector(type="s3")])
 
     with pytest.raises(AirflowFailException, match="its type is 's3', not 'confluence'") as info:
         create_source(if_exists=if_exists).execute({})
     assert SECRET not in str(info.value)
-    assert calls(mock_service) == [("GET", "/api/v1/sources")]
+    assert calls(mock_service) == [("GET", "/api/v1/sources/")]
 
 
 def test_two_connectors_with_the_name_is_an_error(mock_service: Any) -> None:
-    mock_service.get("/sources").respond(json=[connector(), connector(OTHER_ID)])
+    mock_service.get("/sources/").respond(json=[connector(), connector(OTHER_ID)])
 
     with pytest.raises(AirflowFailException, match="2 source connectors are named 'wiki'"):
         create_source().execute({})
@@ -141,10 +141,10 @@ def test_two_connectors_with_the_name_is_an_error(mock_service: Any) -> None:
 def test_conflict_on_create_looks_up_again_and_applies_if_exists(
     mock_service: Any, if_exists: str, method: str | None
 ) -> None:
-    mock_service.get("/sources").mock(
+    mock_service.get("/sources/").mock(
         side_effect=[httpx.Response(200, json=[]), httpx.Response(200, json=[connector()])]
     )
-    mock_service.post("/sources").respond(409, json={"detail": "name already in use"})
+    mock_service.post("/sources/").respond(409, json={"detail": "name already in use"})
     mock_service.put(f"/sources/{SRC_ID}").respond(json=connector())
 
     assert create_source(if_exists=if_exists).execute({}) == SRC_ID
@@ -152,14 +152,14 @@ def test_conflict_on_create_looks_up_again_and_applies_if_exists(
 
 
 def test_conflict_with_fail_fails_and_unexplained_conflict_is_raised(mock_service: Any) -> None:
-    mock_service.get("/sources").mock(
+    mock_service.get("/sources/").mock(
         side_effect=[httpx.Response(200, json=[]), httpx.Response(200, json=[connector()])]
     )
-    mock_service.post("/sources").respond(409, json={"detail": "name already in use"})
+    mock_service.post("/sources/").respond(409, json={"detail": "name already in use"})
     with pytest.raises(AirflowFailException, match="already exists and if_exists='fail'"):
         create_source(if_exists="fail").execute({})
 
-    mock_service.get("/sources").mock(side_effect=None, return_value=httpx.Response(200, json=[]))
+    mock_service.get("/sources/").mock(side_effect=None, return_value=httpx.Response(200, json=[]))
     with pytest.raises(WorkflowServiceConflictError):
         create_source().execute({})
 
@@ -170,10 +170,10 @@ def test_conflict_with_fail_fails_and_unexplained_conflict_is_raised(mock_servic
     ids=["500", "dropped"],
 )
 def test_ambiguous_create_failure_finds_the_created_connector(mock_service: Any, failure: Any) -> None:
-    mock_service.get("/sources").mock(
+    mock_service.get("/sources/").mock(
         side_effect=[httpx.Response(200, json=[]), httpx.Response(200, json=[connector()])]
     )
-    mock_service.post("/sources").mock(side_effect=[failure])
+    mock_service.post("/sources/").mock(side_effect=[failure])
 
     with capture_logs() as logs:
         assert create_source(if_exists="fail").execute({}) == SRC_ID  # our own create, not a clash
@@ -182,8 +182,8 @@ def test_ambiguous_create_failure_finds_the_created_connector(mock_service: Any,
 
 
 def test_ambiguous_create_failure_with_nothing_found_raises_the_failure(mock_service: Any) -> None:
-    mock_service.get("/sources").respond(json=[])
-    mock_service.post("/sources").respond(500, json={"detail": "boom"})
+    mock_service.get("/sources/").respond(json=[])
+    mock_service.post("/sources/").respond(500, json={"detail": "boom"})
 
     with pytest.raises(WorkflowServiceServerError, match="500"):
         create_source().execute({})
@@ -286,8 +286,8 @@ def test_templates_inside_a_typed_config_render_and_stay_secret(mock_service: An
     assert isinstance(op.config, dict) and op.config["token"] == "pat-from-connection-1234"
     assert "pat-from-connection-1234" not in redact(json.dumps(op.config))
 
-    mock_service.get("/sources").respond(json=[])
-    mock_service.post("/sources").respond(json=connector())
+    mock_service.get("/sources/").respond(json=[])
+    mock_service.post("/sources/").respond(json=connector())
     op.execute({})
     assert body(mock_service)["config"]["token"] == "pat-from-connection-1234"
 
@@ -295,8 +295,8 @@ def test_templates_inside_a_typed_config_render_and_stay_secret(mock_service: An
 def test_generic_config_secrets_are_masked_at_execute(mock_service: Any) -> None:
     from airflow.sdk._shared.secrets_masker import redact
 
-    mock_service.get("/sources").respond(json=[])
-    mock_service.post("/sources").respond(json=connector(type="s3"))
+    mock_service.get("/sources/").respond(json=[])
+    mock_service.post("/sources/").respond(json=connector(type="s3"))
     config = GenericConfig.model_validate(
         {"remote_url": "s3://b", "secret_access_key": "aws-secret-55443322"}
     )

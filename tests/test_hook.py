@@ -226,18 +226,18 @@ class Case:
 
 
 CASES = [
-    Case("list_sources", (), {}, "GET", "/sources", [SOURCE],
+    Case("list_sources", (), {}, "GET", "/sources/", [SOURCE],
          lambda r: isinstance(r[0], SourceConnector) and r[0].id == UUID(SID)),
-    Case("list_sources", (), {"source_type": "S3"}, "GET", "/sources", [],
+    Case("list_sources", (), {"source_type": "S3"}, "GET", "/sources/", [],
          lambda r: r == [], params={"source_type": "s3"}),
     Case("get_source", (SID,), {}, "GET", f"/sources/{SID}", SOURCE,
          lambda r: isinstance(r, SourceConnector) and r.name == "src"),
     Case("create_source", ("src", "azure", {"remote_url": "az://c", "sas_token": "sas-value"}), {},
-         "POST", "/sources", SOURCE, lambda r: r.id == UUID(SID),
+         "POST", "/sources/", SOURCE, lambda r: r.id == UUID(SID),
          body={"name": "src", "type": "azure", "config": {"remote_url": "az://c", "sas_token": "sas-value"}},
          status=201),
     Case("create_source", ("conf", "confluence", {"url": "https://w", "token": "pat-value"}), {},
-         "POST", "/sources", SOURCE, lambda r: isinstance(r, SourceConnector),
+         "POST", "/sources/", SOURCE, lambda r: isinstance(r, SourceConnector),
          body={"name": "conf", "type": "confluence", "config": {
              "url": "https://w", "token": "pat-value", "max_num_of_spaces": 500,
              "max_num_of_docs_from_each_space": 150, "extract_images": False, "extract_files": False,
@@ -258,7 +258,7 @@ CASES = [
     Case("get_source_connection_check", (SID,), {}, "GET", f"/sources/{SID}/connection-check",
          {**CHECK, "status": "SUCCESS", "reported_at": NOW},
          lambda r: r.status is ConnectionCheckStatus.SUCCESS and r.status.is_terminal),
-    Case("list_destinations", (), {"destination_type": "astradb"}, "GET", "/destinations", [DESTINATION],
+    Case("list_destinations", (), {"destination_type": "astradb"}, "GET", "/destinations/", [DESTINATION],
          lambda r: isinstance(r[0], DestinationConnector), params={"destination_type": "astradb"}),
     Case("get_destination", (DID,), {}, "GET", f"/destinations/{DID}", DESTINATION,
          lambda r: r.id == UUID(DID)),
@@ -307,11 +307,11 @@ CASES = [
          lambda r: r is None),
     Case("run_workflow", (WID,), {}, "POST", f"/workflows/{WID}/run", {"job": {**JOB, "status": "scheduled"}},
          lambda r: r.id == JID and r.status is JobStatus.SCHEDULED),
-    Case("list_jobs", (), {"workflow_id": WID, "status": "in_progress"}, "GET", "/jobs",
+    Case("list_jobs", (), {"workflow_id": WID, "status": "in_progress"}, "GET", "/jobs/",
          [JOB, {**JOB, "id": "job-45", "status": "COMPLETED"}],
          lambda r: [j.status for j in r] == [JobStatus.IN_PROGRESS, JobStatus.COMPLETED],
          params={"workflow_id": WID, "status": "im progress"}),
-    Case("list_jobs", (), {"status": JobStatus.FAILED}, "GET", "/jobs", [], lambda r: r == [],
+    Case("list_jobs", (), {"status": JobStatus.FAILED}, "GET", "/jobs/", [], lambda r: r == [],
          params={"status": "failed"}),
     Case("get_job", (JID,), {}, "GET", f"/jobs/{JID}", JOB,
          lambda r: r.output_node_files[0].file_id == "f-1"),
@@ -383,7 +383,7 @@ async def test_endpoint(api: Api, mock: respx.MockRouter, case: Case) -> None:
 async def test_auth_headers_only_when_set(
     kind: str, mock: respx.MockRouter, token: str | None, api_key: str | None, expected: dict[str, str]
 ) -> None:
-    route = mock.get(u("/jobs")).mock(return_value=httpx.Response(200, json=[]))
+    route = mock.get(u("/jobs/")).mock(return_value=httpx.Response(200, json=[]))
     client = Api(kind, make_settings(token=token, api_key=api_key))
     await client("list_jobs")
     await client.close()
@@ -665,7 +665,7 @@ async def test_error_mapping(
 
 
 async def test_retry_after_recorded_on_error(kind: str, mock: respx.MockRouter) -> None:
-    mock.get(u("/jobs")).mock(return_value=httpx.Response(429, headers={"retry-after": "12"}))
+    mock.get(u("/jobs/")).mock(return_value=httpx.Response(429, headers={"retry-after": "12"}))
     client = api_with(kind, max_retries=0)
     with pytest.raises(WorkflowServiceRateLimitError) as info:
         await client("list_jobs")
@@ -684,17 +684,17 @@ async def test_retry_after_recorded_on_error(kind: str, mock: respx.MockRouter) 
     ],
 )
 async def test_unexpected_success_body(api: Api, mock: respx.MockRouter, content: bytes, reason: str) -> None:
-    mock.get(u("/jobs")).mock(return_value=httpx.Response(200, content=content))
+    mock.get(u("/jobs/")).mock(return_value=httpx.Response(200, content=content))
     with pytest.raises(WorkflowServiceResponseError) as info:
         await api("list_jobs")
     assert info.value.status_code == 200
-    assert info.value.method == "GET" and info.value.path == "/api/v1/jobs"
+    assert info.value.method == "GET" and info.value.path == "/api/v1/jobs/"
     assert reason in str(info.value)
-    assert str(info.value).startswith("GET /api/v1/jobs returned 200 with an unexpected body")
+    assert str(info.value).startswith("GET /api/v1/jobs/ returned 200 with an unexpected body")
 
 
 async def test_server_echoing_credentials_is_redacted(api: Api, mock: respx.MockRouter) -> None:
-    mock.get(u("/jobs")).mock(
+    mock.get(u("/jobs/")).mock(
         return_value=httpx.Response(401, json={"detail": f"token {TOKEN} with key {API_KEY} is not valid"})
     )
     with pytest.raises(WorkflowServiceAuthError) as info:
@@ -708,7 +708,7 @@ async def test_server_echoing_credentials_is_redacted(api: Api, mock: respx.Mock
 
 
 async def test_get_retries_429_honouring_retry_after(api: Api, mock: respx.MockRouter) -> None:
-    route = mock.get(u("/jobs")).mock(
+    route = mock.get(u("/jobs/")).mock(
         side_effect=[
             httpx.Response(429, headers={"retry-after": "7"}),
             httpx.Response(429, headers={"retry-after": "0"}),
@@ -723,7 +723,7 @@ async def test_get_retries_429_honouring_retry_after(api: Api, mock: respx.MockR
 
 async def test_retry_after_http_date_and_cap(kind: str, mock: respx.MockRouter) -> None:
     in_20s = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=20), usegmt=True)
-    mock.get(u("/jobs")).mock(
+    mock.get(u("/jobs/")).mock(
         side_effect=[
             httpx.Response(429, headers={"retry-after": in_20s}),
             httpx.Response(503, headers={"retry-after": "3600"}),
@@ -762,7 +762,7 @@ async def test_get_retries_gateway_errors_with_backoff(
 
 
 async def test_backoff_has_jitter(kind: str, mock: respx.MockRouter) -> None:
-    mock.get(u("/jobs")).mock(return_value=httpx.Response(503))
+    mock.get(u("/jobs/")).mock(return_value=httpx.Response(503))
     client = api_with(kind, retry_wait=1.0, retry_max_wait=100.0, max_retries=20)
     with pytest.raises(WorkflowServiceServerError):
         await client("list_jobs")
@@ -788,14 +788,14 @@ async def test_backoff_has_jitter(kind: str, mock: respx.MockRouter) -> None:
     ids=lambda e: type(e).__name__,
 )
 async def test_get_retries_transport_errors(api: Api, mock: respx.MockRouter, error: Exception) -> None:
-    route = mock.get(u("/jobs")).mock(side_effect=[error, error, httpx.Response(200, json=[])])
+    route = mock.get(u("/jobs/")).mock(side_effect=[error, error, httpx.Response(200, json=[])])
     assert await api("list_jobs") == []
     assert route.call_count == 3
     assert len(api.waits) == 2
 
 
 async def test_retries_are_bounded(kind: str, mock: respx.MockRouter) -> None:
-    route = mock.get(u("/jobs")).mock(return_value=httpx.Response(503, json={"detail": "down"}))
+    route = mock.get(u("/jobs/")).mock(return_value=httpx.Response(503, json={"detail": "down"}))
     client = api_with(kind, max_retries=2)
     with pytest.raises(WorkflowServiceServerError, match="503 Service Unavailable: down"):
         await client("list_jobs")
@@ -803,7 +803,7 @@ async def test_retries_are_bounded(kind: str, mock: respx.MockRouter) -> None:
     route.reset()
     route.side_effect = httpx.ConnectError("refused")
     with pytest.raises(
-        WorkflowServiceConnectionError, match="GET /api/v1/jobs failed: ConnectError: refused"
+        WorkflowServiceConnectionError, match="GET /api/v1/jobs/ failed: ConnectError: refused"
     ):
         await client("list_jobs")
     assert route.call_count == 3
@@ -833,7 +833,7 @@ async def test_get_not_retried_on_permanent_errors(
 
 
 CREATE_AND_RUN = [
-    ("create_source", ("s", "s3", {"remote_url": "s3://b"}), "/sources"),
+    ("create_source", ("s", "s3", {"remote_url": "s3://b"}), "/sources/"),
     ("create_destination", ("d", "s3", {"remote_url": "s3://b"}), "/destinations/"),
     ("create_workflow", ("w", "basic"), "/workflows/"),
     ("run_workflow", (WID,), f"/workflows/{WID}/run"),
@@ -924,13 +924,13 @@ async def test_retries_are_logged_without_secrets(
     api: Api, mock: respx.MockRouter, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    mock.get(u("/jobs")).mock(
+    mock.get(u("/jobs/")).mock(
         side_effect=[httpx.Response(503, json={"detail": "busy"}), httpx.Response(200, json=[])]
     )
     await api("list_jobs")
     retry_logs = [r for r in caplog.records if "retrying in" in r.getMessage()]
     assert len(retry_logs) == 1
-    assert "GET /api/v1/jobs → 503 Service Unavailable: busy; retrying in" in retry_logs[0].getMessage()
+    assert "GET /api/v1/jobs/ → 503 Service Unavailable: busy; retrying in" in retry_logs[0].getMessage()
     assert "(attempt 2 of 4)" in retry_logs[0].getMessage()
     assert_no_secrets(caplog.text)
 
@@ -987,14 +987,52 @@ async def test_multipart_run_redirect_keeps_files(
 
 
 async def test_get_redirect_keeps_query(api: Api, mock: respx.MockRouter) -> None:
-    old = mock.get(u("/sources")).mock(
-        return_value=httpx.Response(307, headers={"location": u("/sources/?source_type=s3")})
+    old = mock.get(u("/sources/")).mock(
+        return_value=httpx.Response(307, headers={"location": u("/sources?source_type=s3")})
     )
-    new = mock.get(u("/sources/")).mock(return_value=httpx.Response(200, json=[SOURCE]))
+    new = mock.get(u("/sources")).mock(return_value=httpx.Response(200, json=[SOURCE]))
     assert len(await api("list_sources", source_type="s3")) == 1
     assert dict(new.calls.last.request.url.params) == {"source_type": "s3"}
     await api("list_sources")
     assert (old.call_count, new.call_count) == (1, 2)
+
+
+async def test_get_redirect_to_another_resource_is_followed_but_not_remembered(
+    api: Api, mock: respx.MockRouter
+) -> None:
+    other = "55555555-5555-4555-8555-555555555555"
+    moved = mock.get(u(f"/sources/{SID}")).mock(
+        side_effect=[
+            httpx.Response(302, headers={"location": u(f"/sources/{other}")}),
+            httpx.Response(200, json=SOURCE),
+        ]
+    )
+    mock.get(u(f"/sources/{other}")).mock(return_value=httpx.Response(200, json={**SOURCE, "id": other}))
+    assert str((await api("get_source", SID)).id) == other
+    assert str((await api("get_source", SID)).id) == SID  # a 302 to another resource is not cached
+    assert moved.call_count == 2
+
+
+@pytest.mark.parametrize(
+    ("seen", "status", "sent"),
+    [
+        ("im progress", JobStatus.IN_PROGRESS, "im progress"),
+        ("IN_PROGRESS", JobStatus.IN_PROGRESS, "IN_PROGRESS"),
+        ("COMPLETED", "completed", "completed"),
+        ("COMPLETED", "in_progress", "IN_PROGRESS"),
+        ("completed", "in_progress", "im progress"),
+        ("COMPLETED", "im progress", "im progress"),
+        ("completed", "FAILED", "FAILED"),
+    ],
+)
+async def test_status_filter_follows_the_dialect_last_seen(
+    api: Api, mock: respx.MockRouter, seen: str, status: Any, sent: str
+) -> None:
+    mock.get(u(f"/jobs/{JID}")).mock(return_value=httpx.Response(200, json={**JOB, "status": seen}))
+    listing = mock.get(u("/jobs/")).mock(return_value=httpx.Response(200, json=[]))
+    await api("get_job", JID)
+    await api("list_jobs", status=status)
+    assert listing.calls.last.request.url.params["status"] == sent
 
 
 async def test_cross_origin_redirect_not_followed(api: Api, mock: respx.MockRouter) -> None:
@@ -1008,8 +1046,8 @@ async def test_cross_origin_redirect_not_followed(api: Api, mock: respx.MockRout
     assert elsewhere.call_count == 0
     assert info.value.status_code == 307
     assert "redirect to https://elsewhere.example/api/v1/workflows not followed" in str(info.value)
-    mock.get(u("/jobs")).mock(
-        return_value=httpx.Response(301, headers={"location": "http://wfsvc.example.test/api/v1/jobs"})
+    mock.get(u("/jobs/")).mock(
+        return_value=httpx.Response(301, headers={"location": "http://wfsvc.example.test/api/v1/jobs/"})
     )
     with pytest.raises(WorkflowServiceApiError, match="301 Moved Permanently"):
         await api("list_jobs")
@@ -1046,8 +1084,8 @@ async def test_303_after_run_is_followed_with_get_not_a_second_run(api: Api, moc
 
 
 async def test_redirect_loop_stops(api: Api, mock: respx.MockRouter) -> None:
-    a = mock.get(u("/jobs")).mock(return_value=httpx.Response(308, headers={"location": u("/jobs/")}))
-    b = mock.get(u("/jobs/")).mock(return_value=httpx.Response(308, headers={"location": u("/jobs")}))
+    a = mock.get(u("/jobs/")).mock(return_value=httpx.Response(308, headers={"location": u("/jobs")}))
+    b = mock.get(u("/jobs")).mock(return_value=httpx.Response(308, headers={"location": u("/jobs/")}))
     with pytest.raises(WorkflowServiceError, match="too many redirects"):
         await api("list_jobs")
     assert a.call_count + b.call_count == 4
@@ -1315,7 +1353,7 @@ def test_connection_forms(monkeypatch: pytest.MonkeyPatch, conn: Any, expected: 
 async def test_connection_from_env_used_by_both_hooks(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     set_conn(monkeypatch, f"workflowsvc://:{TOKEN}@svc.example:8443/api%2Fv1?api_key={API_KEY}&max_retries=0")
     with respx.mock(assert_all_mocked=True) as router:
-        route = router.get("https://svc.example:8443/api/v1/jobs").mock(
+        route = router.get("https://svc.example:8443/api/v1/jobs/").mock(
             return_value=httpx.Response(200, json=[])
         )
         client = Api(kind)
@@ -1502,7 +1540,7 @@ async def test_secrets_absent_from_reprs_messages_and_logs(
     client = api_with(kind, max_retries=1)
     texts: list[object] = [repr(client.hook), str(client.hook), repr(make_settings()), str(make_settings())]
     echo = {"detail": f"bad credentials {TOKEN} / {API_KEY}"}
-    mock.get(u("/jobs")).mock(side_effect=[httpx.Response(503, json=echo), httpx.Response(401, json=echo)])
+    mock.get(u("/jobs/")).mock(side_effect=[httpx.Response(503, json=echo), httpx.Response(401, json=echo)])
     mock.get(u(f"/jobs/{JID}")).mock(side_effect=httpx.ConnectError(f"refused for {TOKEN}"))
     mock.post(u("/workflows/")).mock(return_value=httpx.Response(307, headers={"location": u("/workflows")}))
     mock.post(u("/workflows")).mock(

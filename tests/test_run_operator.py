@@ -95,7 +95,7 @@ def route_job(
 
 
 def route_run(router: Any, *runs: Any, listings: Any = ([],)) -> tuple[Any, Any]:
-    listing = router.get("/jobs", params={"workflow_id": WF}).mock(side_effect=[ok(x) for x in listings])
+    listing = router.get("/jobs/", params={"workflow_id": WF}).mock(side_effect=[ok(x) for x in listings])
     run = router.post(RUN).mock(side_effect=list(runs))
     return run, listing
 

@@ -130,7 +130,7 @@ def test_workflow_mode_finds_the_latest_job_after_a_time(mock_service: Any) -> N
         job_json("j1", "in progress", created_at="2026-01-02T00:00:00Z"),
         job_json("j0", "completed", created_at="2026-01-01T12:00:00Z"),
     ]
-    mock_service.get("/jobs", params={"workflow_id": WF}).mock(return_value=ok(jobs))
+    mock_service.get("/jobs/", params={"workflow_id": WF}).mock(return_value=ok(jobs))
     route(mock_service, "in progress", "completed")
     task, context = sensor(workflow_id=WF, created_after="2026-01-01T06:00:00"), ctx()
     assert task.poke(context) is False
@@ -143,13 +143,13 @@ def test_workflow_mode_earliest(mock_service: Any) -> None:
         job_json("j2", "completed", created_at="2026-01-02T00:00:00Z"),
         job_json("j1", "completed", created_at="2026-01-01T12:00:00Z"),
     ]
-    mock_service.get("/jobs", params={"workflow_id": WF}).mock(return_value=ok(jobs))
+    mock_service.get("/jobs/", params={"workflow_id": WF}).mock(return_value=ok(jobs))
     route(mock_service, "completed")
     assert value(sensor(workflow_id=WF, pick="earliest").poke(ctx()))["job_id"] == "j1"
 
 
 def test_deferrable_workflow_mode_defers_to_find_the_job(mock_service: Any) -> None:
-    mock_service.get("/jobs", params={"workflow_id": WF}).mock(return_value=ok([]))
+    mock_service.get("/jobs/", params={"workflow_id": WF}).mock(return_value=ok([]))
     with pytest.raises(TaskDeferred) as deferred:
         sensor(workflow_id=WF, created_after="2026-01-01T06:00:00", deferrable=True).execute(ctx())
     _, kwargs = deferred.value.trigger.serialize()

@@ -191,7 +191,7 @@ async def test_a_missing_job_is_an_error_event(mock_service: Any) -> None:
 async def test_find_phase_waits_for_a_new_job(mock_service: Any) -> None:
     old = job_json("old", "completed", created_at="2025-12-31T23:00:00Z")
     new = job_json("j1", "scheduled", created_at="2026-01-01T01:00:00Z")
-    listing = mock_service.get("/jobs", params={"workflow_id": FAKE_WORKFLOW_ID})
+    listing = mock_service.get("/jobs/", params={"workflow_id": FAKE_WORKFLOW_ID})
     listing.mock(side_effect=[ok([old]), ok([old]), ok([old, new])])
     mock_service.get("/jobs/j1/details").mock(return_value=ok(details_json("j1", "completed")))
     route_finish(mock_service)
@@ -203,7 +203,7 @@ async def test_find_phase_waits_for_a_new_job(mock_service: Any) -> None:
 
 
 async def test_find_phase_times_out_without_a_job(mock_service: Any) -> None:
-    mock_service.get("/jobs").mock(return_value=ok([]))
+    mock_service.get("/jobs/").mock(return_value=ok([]))
     trigger = make(job_id=None, workflow_id=FAKE_WORKFLOW_ID, deadline=time.time() + 0.2, poll_interval=0.05)
     payload = await first_event(trigger)
     assert payload["status"] == "timeout"

@@ -49,6 +49,9 @@ from airflow_provider_workflowsvc.models import (
 
 T = TypeVar("T")
 
+STATUS_FILTER = "status_filter"
+"""``ApiCall.extra`` key: the :class:`JobStatus` whose wire spelling follows the service's dialect."""
+
 RetryPolicy = Literal["idempotent", "unsent-only"]
 """``idempotent``: retry on any transient failure. ``unsent-only``: only when the request never left."""
 
@@ -186,7 +189,7 @@ def list_sources(source_type: SourceType | str | None = None) -> ApiCall[list[So
     params = None
     if source_type is not None:
         params = {"source_type": _enum(SourceType, source_type, "source_type").value}
-    return ApiCall("GET", "/sources", _parser(list[SourceConnector]), params=params)
+    return ApiCall("GET", "/sources/", _parser(list[SourceConnector]), params=params)
 
 
 def get_source(source_id: str | UUID) -> ApiCall[SourceConnector]:
@@ -201,7 +204,9 @@ def create_source(
     body = validate_input(
         CreateSourceConnector, "source connector", {"name": name, "type": type, "config": config}
     )
-    return ApiCall("POST", "/sources", _parser(SourceConnector), json=request_json(body), retry="unsent-only")
+    return ApiCall(
+        "POST", "/sources/", _parser(SourceConnector), json=request_json(body), retry="unsent-only"
+    )
 
 
 def update_source(
@@ -248,7 +253,7 @@ def list_destinations(
     params = None
     if destination_type is not None:
         params = {"destination_type": _enum(DestinationType, destination_type, "destination_type").value}
-    return ApiCall("GET", "/destinations", _parser(list[DestinationConnector]), params=params)
+    return ApiCall("GET", "/destinations/", _parser(list[DestinationConnector]), params=params)
 
 
 def get_destination(destination_id: str | UUID) -> ApiCall[DestinationConnector]:
@@ -383,16 +388,28 @@ def run_workflow(
 def list_jobs(
     workflow_id: str | UUID | None = None, status: JobStatus | str | None = None
 ) -> ApiCall[list[Job]]:
-    """List jobs, optionally of one workflow and/or in one status (both filters combine)."""
+    """List jobs, optionally of one workflow and/or in one status (both filters combine).
+
+    ``status`` is sent in the spelling of the dialect the hook last saw in a job record (``im
+    progress`` in the spec's, ``IN_PROGRESS`` in the platform's), unless it is given as text in one
+    dialect's exact spelling: then it is sent as written.
+    """
     params: dict[str, str] = {}
+    extra: dict[str, Any] = {}
     if workflow_id is not None:
         params["workflow_id"] = _uuid(workflow_id, "workflow_id")
     if status is not None:
         parsed = _enum(JobStatus, status, "job status")
         if parsed is JobStatus.UNKNOWN:
             raise WorkflowServiceInputError(f"unknown job status {status!r}")
-        params["status"] = parsed.wire_value
-    return ApiCall("GET", "/jobs", _parser(list[Job]), params=params or None)
+        as_written = not isinstance(status, JobStatus) and status in (
+            parsed.wire_value,
+            parsed.platform_value,
+        )
+        params["status"] = str(status) if as_written else parsed.wire_value
+        if not as_written:
+            extra[STATUS_FILTER] = parsed
+    return ApiCall("GET", "/jobs/", _parser(list[Job]), params=params or None, extra=extra)
 
 
 def get_job(job_id: str) -> ApiCall[Job]:

@@ -17,7 +17,7 @@ import random
 import ssl
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -43,7 +43,7 @@ from airflow_provider_workflowsvc.exceptions import (
 )
 from airflow_provider_workflowsvc.hooks import _calls
 from airflow_provider_workflowsvc.hooks._calls import ApiCall, ResponseShapeError
-from airflow_provider_workflowsvc.models import Workflow
+from airflow_provider_workflowsvc.models import Job, Workflow
 
 if TYPE_CHECKING:
     from airflow.sdk import Connection
@@ -377,6 +377,8 @@ class _Transport:
     def __init__(self, settings: ConnectionSettings) -> None:
         self.settings = settings
         self._path_forms: dict[str, str] = {}
+        self.platform_spelling = False
+        """Job records last seen were spelled the platform's way (``IN_PROGRESS``): filters follow."""
         shortest = _min_masked_length()
         self._secrets = sorted((s for s in settings.secrets() if len(s) >= shortest), key=len, reverse=True)
 
@@ -422,11 +424,25 @@ class _Transport:
         return client.build_request(
             method,
             path.lstrip("/"),
-            params=call.params,
+            params=self._params(call),
             json=call.json if with_body else None,
             files=files,
             timeout=self.request_timeout(method, path),
         )
+
+    def _params(self, call: ApiCall[Any]) -> Mapping[str, str] | None:
+        """The call's query, with a job status filter spelled as the service spells statuses."""
+        status = call.extra.get(_calls.STATUS_FILTER)
+        if status is None or not self.platform_spelling or call.params is None:
+            return call.params
+        return {**call.params, "status": status.platform_value}
+
+    def observe_spelling(self, result: Any) -> None:
+        """Remember how the service spells job statuses, from the job records it just sent."""
+        jobs = result if isinstance(result, list) else [result]
+        raw = next((job.raw_status for job in jobs if isinstance(job, Job) and job.raw_status), None)
+        if raw is not None and any(c.isalpha() for c in raw):
+            self.platform_spelling = raw == raw.upper()
 
     def request_timeout(self, method: str, path: str) -> Any:
         """The client's timeouts, each cut to the time left before the :func:`deadline` (an
@@ -462,9 +478,10 @@ class _Transport:
         new_path = target.path[len(base.path) :] or "/"
         if response.status_code == 303:
             return "GET", new_path
-        if method not in ("GET", "HEAD") and new_path.rstrip("/") != path.rstrip("/"):
+        slash_form = new_path.rstrip("/") == path.rstrip("/")
+        if method not in ("GET", "HEAD") and not slash_form:
             return None
-        if method == call.method:
+        if method == call.method and slash_form:
             self._path_forms[call.path] = new_path
             log.debug("%s %s redirected to %s; using that form from now on", method, path, new_path)
         return method, new_path
@@ -501,7 +518,9 @@ class _Transport:
         full = self.full_path(path)
         if not response.is_success:
             raise self.api_error(method, full, response)
-        return _parse_body(call, full, response, self.redact)
+        result = _parse_body(call, full, response, self.redact)
+        self.observe_spelling(result)
+        return result
 
     def api_error(self, method: str, full_path: str, response: httpx.Response) -> WorkflowServiceApiError:
         if response.is_redirect:
