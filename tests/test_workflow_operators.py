@@ -113,7 +113,42 @@ def test_reuse_returns_the_existing_id_and_warns_about_differences(mock_service:
 
     assert methods(mock_service) == ["LIST"]
     warnings = [e["event"] for e in logs if e["log_level"] == "warning"]
-    assert any("differs from the task's settings in: source_id, schedule" in w for w in warnings)
+    assert len(warnings) == 1
+    assert "differs from the task's settings in 2 setting(s), NOT changed" in warnings[0]
+    assert f"source_id: the service has ['{OTHER_ID}'], the task sets ['{SRC_ID}']" in warnings[0]
+    assert "schedule: the service has ['0 0 * * *'], the task sets ['0 * * * *']" in warnings[0]
+
+
+def test_reuse_names_each_changed_node_setting_with_both_values(mock_service: Any) -> None:
+    served = [dict(n) for n in workflow()["workflow_nodes"]]
+    served[0]["settings"] = {"chunk_size": 500, "strategy": "fast"}
+    Listing(mock_service, [workflow(workflow_nodes=served)])
+    nodes = [dict(n) for n in NODES]
+    nodes[0]["settings"] = {"chunk_size": 1000, "strategy": "fast", "overlap": 20}
+
+    with capture_logs() as logs:
+        assert create_op(workflow_nodes=nodes).execute({}) == WF_ID
+
+    assert methods(mock_service) == ["LIST"]
+    (warning,) = [e["event"] for e in logs if e["log_level"] == "warning"]
+    assert "in 2 setting(s)" in warning
+    assert "workflow_nodes[partition].settings.chunk_size: the service has 500, the task sets 1000" in warning
+    assert "workflow_nodes[partition].settings.overlap: the service has (not set), the task sets 20" in warning
+    assert "sk-node-SECRET" not in warning  # secret settings are not compared, never logged
+
+
+def test_update_sends_the_changed_node_settings(mock_service: Any) -> None:
+    served = [dict(n) for n in workflow()["workflow_nodes"]]
+    served[0]["settings"] = {"chunk_size": 500}
+    Listing(mock_service, [workflow(workflow_nodes=served)])
+    put = mock_service.put(f"/workflows/{WF_ID}").respond(json=workflow())
+    nodes = [dict(n) for n in NODES]
+    nodes[0]["settings"] = {"chunk_size": 1000}
+
+    create_op(workflow_nodes=nodes, if_exists="update").execute({})
+
+    sent = json.loads(put.calls.last.request.content)
+    assert sent["workflow_nodes"][0]["settings"] == {"chunk_size": 1000}
 
 
 def test_reuse_of_an_identical_workflow_warns_nothing(mock_service: Any) -> None:

@@ -85,6 +85,9 @@ class Named(Protocol):
 
 R = TypeVar("R", bound=Named)
 
+Difference = tuple[str, Any, Any]
+"""A setting in which an existing resource differs from the request: (setting, current, wanted)."""
+
 
 @dataclass
 class UniqueName(Generic[R]):
@@ -97,7 +100,8 @@ class UniqueName(Generic[R]):
     :param create: send the create request.
     :param update: apply the requested settings to an existing resource.
     :param mismatch: why an existing resource cannot stand for the requested one (other type), or None.
-    :param drift: settings in which an existing resource differs from the request (warned on reuse).
+    :param drift: every setting in which an existing resource differs from the request, with both
+        values (warned on reuse, one line each; ``update`` sends them all).
     """
 
     what: str
@@ -108,7 +112,7 @@ class UniqueName(Generic[R]):
     update: Callable[[R], Any]
     mismatch: Callable[[R], str | None]
     log: logging.Logger | Any
-    drift: Callable[[R], list[str]] | None = None
+    drift: Callable[[R], list[Difference]] | None = None
 
     def ensure(self) -> str:
         """The id of the resource named ``name``, after creating it or applying ``if_exists``."""
@@ -156,10 +160,16 @@ class UniqueName(Generic[R]):
     def _warn_drift(self, existing: R, label: str) -> None:
         differences = self.drift(existing) if self.drift is not None else []
         if differences:
+            lines = "".join(
+                f"\n  {setting}: the service has {current!r}, the task sets {wanted!r}"
+                for setting, current, wanted in differences
+            )
             self.log.warning(
-                "%s differs from the task's settings in: %s (not changed; use if_exists='update' to apply)",
+                "%s differs from the task's settings in %d setting(s), NOT changed (if_exists='reuse'; "
+                "use if_exists='update' to apply them):%s",
                 label,
-                ", ".join(differences),
+                len(differences),
+                lines,
             )
 
     def _after_conflict(self, exc: WorkflowServiceConflictError) -> str:

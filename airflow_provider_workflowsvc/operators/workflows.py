@@ -25,7 +25,8 @@ from airflow_provider_workflowsvc.operators._base import (
 if TYPE_CHECKING:
     from airflow.sdk import Context, XComArg
 
-    from airflow_provider_workflowsvc.models import CreateWorkflow, Workflow
+    from airflow_provider_workflowsvc.models import CreateWorkflow, Workflow, WorkflowNode
+    from airflow_provider_workflowsvc.operators._execution import Difference
 
 __all__ = ["CreateWorkflowOperator", "DeleteWorkflowOperator", "UpdateWorkflowOperator"]
 
@@ -201,19 +202,54 @@ def _check_custom_has_nodes(workflow_type: Any, nodes: Any) -> None:
         raise input_error("workflow_nodes: a custom workflow needs at least one node")
 
 
-def _drift(existing: Workflow, body: CreateWorkflow) -> list[str]:
-    """The requested settings an existing workflow does not have."""
-    differences = []
-    if body.source_id is not None and body.source_id not in existing.sources:
-        differences.append("source_id")
-    if body.destination_id is not None and body.destination_id not in existing.destinations:
-        differences.append("destination_id")
-    if body.schedule is not None and _cron_expressions(existing) != [body.schedule.cron_expression]:
-        differences.append("schedule")
-    nodes = body.workflow_nodes
-    if nodes is not None and _node_keys(existing.workflow_nodes) != _node_keys(nodes):
-        differences.append("workflow_nodes")
+def _drift(existing: Workflow, body: CreateWorkflow) -> list[Difference]:
+    """Every setting the task would send that the existing workflow does not have, with both values."""
+    differences: list[Difference] = []
+
+    def compare(setting: str, current: Any, wanted: Any) -> None:
+        if current != wanted:
+            differences.append((setting, current, wanted))
+
+    if body.source_id is not None:
+        compare("source_id", [str(s) for s in existing.sources], [str(body.source_id)])
+    if body.destination_id is not None:
+        compare("destination_id", [str(d) for d in existing.destinations], [str(body.destination_id)])
+    if body.schedule is not None:
+        compare("schedule", _cron_expressions(existing), [body.schedule.cron_expression])
+    if body.reprocess_all is not None and existing.reprocess_all is not None:
+        compare("reprocess_all", existing.reprocess_all, body.reprocess_all)
+    if body.workflow_nodes is not None:
+        differences.extend(_node_drift(existing.workflow_nodes, body.workflow_nodes))
     return differences
+
+
+def _node_drift(current: Sequence[WorkflowNode], wanted: Sequence[WorkflowNode]) -> list[Difference]:
+    """Node list differences: the nodes themselves, then each requested setting of each node.
+
+    Secret settings (``api_key``, ...) are not compared: a service does not give them back.
+    """
+    from airflow_provider_workflowsvc.models import is_secret_field
+
+    if _node_keys(current) != _node_keys(wanted):
+        return [("workflow_nodes", _node_keys(current), _node_keys(wanted))]
+    differences: list[Difference] = []
+    for have, want in zip(current, wanted, strict=True):
+        have_settings = have.settings or {}
+        for key, value in (want.settings or {}).items():
+            if is_secret_field(key):
+                continue
+            if have_settings.get(key, _ABSENT) != value:
+                setting = f"workflow_nodes[{want.name}].settings.{key}"
+                differences.append((setting, have_settings.get(key, _ABSENT), value))
+    return differences
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "(not set)"
+
+
+_ABSENT: Any = _Absent()
 
 
 def _cron_expressions(workflow: Workflow) -> list[str]:
