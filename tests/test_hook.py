@@ -12,7 +12,9 @@ import email.policy
 import inspect
 import json
 import logging
+import os
 import resource
+import stat
 import threading
 import tracemalloc
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -569,6 +571,19 @@ async def test_download_streams_to_file(api: Api, mock: respx.MockRouter, tmp_pa
     assert target.read_bytes() == payload
     assert sorted(p.name for p in target.parent.iterdir()) == ["result.json"]
     assert dict(route.calls.last.request.url.params) == {"file_id": "f-1", "node_id": "n-1"}
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+async def test_downloaded_file_honours_the_umask(
+    api: Api, mock: respx.MockRouter, tmp_path: Path, umask: int, mode: int
+) -> None:
+    mock.get(u(f"/jobs/{JID}/download")).mock(return_value=httpx.Response(200, json=ELEMENTS))
+    previous = os.umask(umask)
+    try:
+        target = await api("download_job_output", JID, "f-1", "n-1", path=tmp_path / "result.json")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(target.stat().st_mode) == mode
 
 
 async def test_download_failure_leaves_no_partial_file(

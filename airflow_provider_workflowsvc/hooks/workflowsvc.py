@@ -14,8 +14,8 @@ import functools
 import logging
 import os
 import random
+import secrets
 import ssl
-import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
@@ -551,10 +551,14 @@ class _Transport:
 
 @contextlib.contextmanager
 def _atomic_file(target: Path) -> Iterator[BinaryIO]:
-    """A new file beside ``target`` to write into; renamed to ``target`` only when the block completes."""
+    """A new file beside ``target`` to write into; renamed to ``target`` only when the block completes.
+
+    The file is created with mode 0o666 less the process umask, like any file a program writes
+    (``mkstemp`` would make it 0o600 whatever the umask, unreadable to another user or container).
+    """
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-    partial = Path(name)
+    partial = target.parent / f".{target.name}.{secrets.token_hex(8)}.part"
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as fh:
             yield fh
