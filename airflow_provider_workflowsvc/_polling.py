@@ -60,6 +60,8 @@ def poll_once(hook: WorkflowServiceHook, watch: JobWatch) -> JobOutcome | None:
     if not watch.observe(details, job):
         return None
     job = job or hook.get_job(watch.job_id)
+    if not watch.confirmed_by(job):
+        return None
     return watch.outcome(job, hook.get_job_failed_files(watch.job_id).failed_files)
 
 
@@ -73,7 +75,7 @@ def wait_for_job(
     while (pause := schedule.next_pause()) is not None:
         sleep(pause)
         try:
-            with deadline(schedule.deadline):
+            with deadline(schedule.cutoff):
                 outcome = poll_once(hook, watch)
         except Exception as exc:
             survive_transient(exc, watch.log, f"Job {watch.job_id}: status check")
@@ -156,6 +158,8 @@ async def apoll_once(hook: WorkflowServiceAsyncHook, watch: JobWatch) -> JobOutc
     if not watch.observe(details, job):
         return None
     job = job or await hook.get_job(watch.job_id)
+    if not watch.confirmed_by(job):
+        return None
     failed = await hook.get_job_failed_files(watch.job_id)
     return watch.outcome(job, failed.failed_files)
 
@@ -165,7 +169,7 @@ async def await_job(hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: P
     while (pause := schedule.next_pause()) is not None:
         await asyncio.sleep(pause)
         try:
-            with deadline(schedule.deadline):
+            with deadline(schedule.cutoff):
                 outcome = await _bounded(apoll_once(hook, watch), schedule)
         except Exception as exc:
             survive_transient(exc, watch.log, f"Job {watch.job_id}: status check")
@@ -187,7 +191,7 @@ async def await_new_job(
     while (pause := schedule.next_pause()) is not None:
         await asyncio.sleep(pause)
         try:
-            with deadline(schedule.deadline):
+            with deadline(schedule.cutoff):
                 jobs = await _bounded(hook.list_jobs(workflow_id=workflow_id), schedule)
         except Exception as exc:
             survive_transient(exc, log, f"Listing the jobs of workflow {workflow_id}")
@@ -216,7 +220,7 @@ async def acancel_quietly(
 
 
 async def _bounded(awaitable: Any, schedule: PollSchedule) -> Any:
-    remaining = schedule.remaining()
+    remaining = schedule.time_left()
     if remaining <= 0:
         awaitable.close()
         raise asyncio.TimeoutError("the deadline has passed")
