@@ -24,6 +24,7 @@ from airflow_provider_workflowsvc._outcome import (
     JobOutcome,
     JobWatch,
     PollSchedule,
+    is_transient,
     pick_job,
     survive_transient,
 )
@@ -86,21 +87,53 @@ def wait_for_job(
 
 
 def cancel_quietly(hook: WorkflowServiceHook, job_id: str, log: Log, within: float | None = None) -> bool:
-    """Ask the service to stop a job; True when the cancel was accepted, False when it had ended.
+    """Ask the service to stop a job; True when it is stopped by now, False when it had ended.
 
-    ``within``: seconds the cancel may take, retries included (None: the hook's own limits).
+    ``within``: seconds the cancel may take, retries included (None: the hook's own limits). A 409,
+    or an ambiguous failure (5xx, dropped connection, unreadable answer: a cancel the service may have
+    performed, its answer lost), is verified by reading the job: stopped means the cancel took effect.
     """
     try:
         with deadline(_within(within)):
             hook.cancel_job(job_id)
-    except WorkflowServiceConflictError:
-        log.info("Job %s had already ended; nothing to cancel", job_id)
-        return False
     except WorkflowServiceNotFoundError:
         log.warning("Job %s was not found; nothing to cancel", job_id)
         return False
+    except Exception as exc:
+        if not _cancel_unclear(exc):
+            raise
+        try:
+            with deadline(_within(within)):
+                job = hook.get_job(job_id)
+        except Exception as read_exc:
+            return _unread_verdict(job_id, exc, read_exc, log)
+        return _cancel_verdict(job, exc, log)
     log.info("Asked the service to cancel job %s", job_id)
     return True
+
+
+def _cancel_unclear(exc: BaseException) -> bool:
+    """A cancel answer that does not say whether the job is stopped now (read the job to know)."""
+    return isinstance(exc, WorkflowServiceConflictError) or is_transient(exc)
+
+
+def _unread_verdict(job_id: str, exc: Exception, read_exc: Exception, log: Log) -> bool:
+    """The job could not be read after an unclear cancel: a 409 still says it had ended."""
+    if isinstance(exc, WorkflowServiceConflictError):
+        log.info("Job %s had already ended; nothing to cancel", job_id)
+        return False
+    raise exc from read_exc
+
+
+def _cancel_verdict(job: Job, exc: Exception, log: Log) -> bool:
+    """Whether the job is stopped (True), had ended otherwise (False), or is still going (re-raise)."""
+    if job.status is JobStatus.STOPPED:
+        log.info("Job %s is stopped (the cancel answered %s)", job.id, exc)
+        return True
+    if job.status.is_terminal:
+        log.info("Job %s had already ended (%s); nothing to cancel", job.id, job.status.value)
+        return False
+    raise exc
 
 
 def cancel_after_timeout(hook: WorkflowServiceHook, job_id: str, enabled: bool, log: Log) -> str:
@@ -209,12 +242,18 @@ async def acancel_quietly(
     try:
         with deadline(_within(within)):
             await hook.cancel_job(job_id)
-    except WorkflowServiceConflictError:
-        log.info("Job %s had already ended; nothing to cancel", job_id)
-        return False
     except WorkflowServiceNotFoundError:
         log.warning("Job %s was not found; nothing to cancel", job_id)
         return False
+    except Exception as exc:
+        if not _cancel_unclear(exc):
+            raise
+        try:
+            with deadline(_within(within)):
+                job = await hook.get_job(job_id)
+        except Exception as read_exc:
+            return _unread_verdict(job_id, exc, read_exc, log)
+        return _cancel_verdict(job, exc, log)
     log.info("Asked the service to cancel job %s", job_id)
     return True
 
