@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
+from airflow.sdk.exceptions import AirflowFailException
+
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceConnectionError,
     WorkflowServiceError,
@@ -62,8 +64,12 @@ REFUSED_STATUS = frozenset({429, 503})
 """Answers that prove the service did not process the request: the run may be sent again."""
 
 
-class AmbiguousRunError(WorkflowServiceError):
-    """Whether (or which) job a run created cannot be proven; nothing is run again."""
+class AmbiguousRunError(WorkflowServiceError, AirflowFailException):
+    """Whether (or which) job a run created cannot be proven; nothing is run again.
+
+    The task fails without retries: a retry could only guess, or (without durable execution) run the
+    workflow a second time.
+    """
 
 
 # --------------------------------------------------------------------------------------------------
@@ -194,14 +200,14 @@ def await_own_job(
 ) -> Job | None:
     """Re-read the workflow's jobs until this run's job is proven, or ``until`` (epoch seconds) passes.
 
-    One listing is always made. ``until`` is reached by adding up the pauses slept (so a test's fast
-    sleep shortens the wait without shortening the window of creation times looked at).
+    One listing is always made. ``until`` also ends the window of creation times a job of this run
+    can have. It is reached by adding up the pauses slept (a test's fast sleep shortens the wait).
     """
     now = now or _now
     waited, pauses = 0.0, list(GRACE_PAUSES)
     budget = max(until - now(), 0.0)
     while True:
-        job = own_job(hook.list_jobs(workflow_id=run.workflow_id), run, now())
+        job = own_job(hook.list_jobs(workflow_id=run.workflow_id), run, min(now(), until))
         if job is not None or waited >= budget:
             return job
         pause = min(pauses.pop(0) if len(pauses) > 1 else pauses[0], budget - waited)
