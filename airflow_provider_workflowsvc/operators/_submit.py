@@ -347,7 +347,7 @@ def submit_run(
                 continue
             log.warning(
                 "The run request failed (%s): it may or may not have created a job. Looking for this "
-                "run's job for up to %.0f s before anything is sent again",
+                "run's job for up to %g s before anything is sent again",
                 exc,
                 grace,
             )
@@ -364,7 +364,7 @@ def submit_run(
                     f"running workflow {workflow_id} failed {attempts} time(s) and no job was created "
                     f"(none appeared within {grace:.0f} s after the last failure): {exc}"
                 ) from exc
-            log.warning("No job appeared for the failed request within %.0f s; sending the run again", grace)
+            log.warning("No job appeared for the failed request within %g s; sending the run again", grace)
             continue
         if job is not None:
             return job
