@@ -65,3 +65,15 @@ def pending_record(workflow_id: str, files: list[str], age: float = 0.0) -> dict
     import time
 
     return {"workflow_id": workflow_id, "before": [], "sent_at": time.time() - age, "files": files}
+
+
+def documents_of(hook: Any, job_id: str) -> list[str]:
+    """The file names a (completed) job processed, as the service wrote them into its outputs: the
+    service's own record of which run a job belongs to, whatever its job records say."""
+    job = hook.get_job(job_id)
+    names = []
+    for output in job.output_node_files:
+        elements = hook.download_job_output(job_id, output.file_id, output.node_id)
+        assert isinstance(elements, list)
+        names.append(str(elements[0].metadata.filename))
+    return sorted(names)

@@ -30,7 +30,7 @@ from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, W
 from airflow_provider_workflowsvc.operators._submit import AmbiguousRunError, StoredRunJournal, submit_run
 from airflow_provider_workflowsvc.operators.jobs import PENDING_RUN_KEY
 
-from ._helpers import FakeStore, records_list_files
+from ._helpers import FakeStore, documents_of, records_list_files
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -105,17 +105,6 @@ class Task(threading.Thread):
                 else:
                     journal.clear()
                     self.results.append((path.name, job.id, None))
-
-
-def documents_of(hook: WorkflowServiceHook, job_id: str) -> list[str]:
-    """The file names a job processed, as the service wrote them into its outputs."""
-    job = hook.get_job(job_id)
-    names = []
-    for output in job.output_node_files:
-        elements = hook.download_job_output(job_id, output.file_id, output.node_id)
-        assert isinstance(elements, list)
-        names.append(str(elements[0].metadata.filename))
-    return sorted(names)
 
 
 @pytest.mark.parametrize(("tasks", "runs"), [(2, 50), (8, 13)], ids=["2-tasks", "8-tasks"])
