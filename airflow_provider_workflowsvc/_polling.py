@@ -126,12 +126,15 @@ def _unread_verdict(job_id: str, exc: Exception, read_exc: Exception, log: Log) 
 
 
 def _cancel_verdict(job: Job, exc: Exception, log: Log) -> bool:
-    """Whether the job is stopped (True), had ended otherwise (False), or is still going (re-raise)."""
+    """Stopped → True (the cancel took effect); ended otherwise, or a 409 (the service's word that it
+    had ended) → False; still going after an ambiguous failure → the failure is raised."""
     if job.status is JobStatus.STOPPED:
-        log.info("Job %s is stopped (the cancel answered %s)", job.id, exc)
+        log.info("Job %s is stopped (the cancel answered: %s)", job.id, exc)
         return True
-    if job.status.is_terminal:
-        log.info("Job %s had already ended (%s); nothing to cancel", job.id, job.status.value)
+    if job.status.is_terminal or isinstance(exc, WorkflowServiceConflictError):
+        log.info(
+            "Job %s had already ended (%s); nothing to cancel", job.id, job.raw_status or job.status.value
+        )
         return False
     raise exc
 

@@ -97,8 +97,10 @@ def may_retry_refused(exc: BaseException) -> bool:
 
 
 def _backoff(exc: BaseException, attempt: int, base: float) -> float:
+    """The pause before sending a refused run again: the server's ``Retry-After`` (429, 503), else
+    exponential; at most 60 s."""
     retry_after = getattr(exc, "retry_after", None)
-    if isinstance(exc, WorkflowServiceRateLimitError) and retry_after is not None:
+    if retry_after is not None:
         return min(float(retry_after), 60.0)
     return min(base * 2 ** (attempt - 1), 60.0)
 

@@ -50,7 +50,7 @@ FAULTS = [
     },
     {"path_regex": RUN_ROUTE, "method": "POST", "errors": [502, 504, "drop"], "rate": 0.09, "phase": "after"},
     {"path_regex": RUN_ROUTE, "method": "POST", "latency": LATE, "rate": 0.07},
-    {"method": "GET", "errors": [429, 502, 503, 504, "drop"], "rate": 0.22, "retry_after": 0.05},
+    {"method": "GET", "errors": [429, 502, 503, 504, "drop"], "rate": 0.25, "retry_after": 0.05},
 ]
 """About one run request in five, and one job listing in five, is disturbed."""
 log = logging.getLogger(__name__)
