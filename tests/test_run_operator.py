@@ -277,6 +277,40 @@ def test_a_job_whose_record_lists_no_files_is_never_adopted(
     assert run.call_count == 1
 
 
+def test_an_error_before_sending_leaves_no_pending_record(mock_service: Any, tmp_path: Any) -> None:
+    """A run that never left (its file vanished between the check and the send) removes the record
+    written for it: a retry must not look for (or adopt) a job of a run that never happened."""
+    path = tmp_path / "a.txt"
+    path.write_text("a")
+    route_listings(mock_service, [])
+    run = mock_service.post(RUN).mock(side_effect=[ok(new_job("j1"))])
+    store = FakeStore()
+    task = op(files=str(path))
+
+    def vanished(*args: Any, **kwargs: Any) -> Any:
+        raise WorkflowServiceInputError("input file 'a.txt' does not exist")
+
+    task.hook.run_workflow = vanished  # type: ignore[method-assign]
+    with pytest.raises(WorkflowServiceInputError):
+        task.execute(ctx(store))
+    assert store.values == {} and run.call_count == 0
+
+
+def test_success_needs_the_job_record_to_agree(mock_service: Any, a_file: str) -> None:
+    """The details say completed, but the job record read right after still says in progress: the
+    wait goes on until the record agrees (never success from the details alone)."""
+    route_listings(mock_service, [])
+    mock_service.post(RUN).mock(side_effect=[ok(new_job("j1"))])
+    mock_service.get("/jobs/j1/details").mock(return_value=ok(details_json("j1", "completed")))
+    record = mock_service.get("/jobs/j1").mock(
+        side_effect=[ok(job_json("j1", "in progress")), ok(job_json("j1", "completed", outputs=[("f", "n")]))]
+    )
+    mock_service.get("/jobs/j1/failed-files").mock(return_value=ok(failed_json()))
+    result = op(files=a_file).execute(ctx())
+    assert result["status"] == "completed" and result["output_files"] == [{"file_id": "f", "node_id": "n"}]
+    assert record.call_count == 2
+
+
 def test_a_refused_run_is_not_reconciled(mock_service: Any) -> None:
     run, listing = route_run(mock_service, httpx.Response(422, json={"detail": "bad workflow"}))
     with pytest.raises(WorkflowServiceValidationError, match="bad workflow"):
