@@ -224,6 +224,26 @@ async def test_on_kill_of_an_ended_job_is_quiet(mock_service: Any, capsys: Any) 
     assert "already ended" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(("status", "said"), [("stopped", "is stopped"), ("in progress", "Could not cancel")])
+async def test_a_cancel_whose_answer_is_lost_is_verified(
+    mock_service: Any, capsys: Any, status: str, said: str
+) -> None:
+    """The cancel fails ambiguously (502 after the hook's retry): the job is read; stopped means the
+    cancel took effect, still running means it did not (reported, as on_kill never raises)."""
+    mock_service.post("/jobs/j1/cancel").mock(return_value=httpx.Response(502))
+    read = mock_service.get("/jobs/j1").mock(return_value=ok(job_json("j1", status)))
+    await make().on_kill()
+    assert said in capsys.readouterr().out
+    assert read.call_count == 1
+
+
+async def test_a_trigger_started_past_its_deadline_polls_once(mock_service: Any) -> None:
+    details = mock_service.get("/jobs/j1/details").mock(return_value=ok(details_json("j1", "completed")))
+    route_finish(mock_service)
+    payload = await first_event(make(deadline=time.time() - 60))
+    assert payload["status"] == "success" and details.call_count == 1
+
+
 async def test_on_kill_respects_cancel_on_kill(mock_service: Any) -> None:
     cancel = mock_service.post("/jobs/j1/cancel").mock(return_value=httpx.Response(200))
     await make(cancel_on_kill=False).on_kill()
