@@ -269,12 +269,26 @@ def test_two_jobs_with_its_files_are_never_guessed(
 def test_a_job_whose_record_lists_no_files_is_never_adopted(
     mock_service: Any, no_backoff: list[float], a_file: str
 ) -> None:
-    """Spec dialect: a lone new job in the window is not proof (another client may have run it)."""
+    """Spec dialect: a lone new job in the window is not proof (another client may have run it). The
+    listing may leave fields out: the job's own record is read, and lists no files either."""
     route_listings(mock_service, [], [new_job("j1", None)])
+    record = mock_service.get("/jobs/j1").mock(return_value=ok(new_job("j1", None)))
     run = mock_service.post(RUN).mock(side_effect=[httpx.RemoteProtocolError("dropped")])
     with pytest.raises(AmbiguousRunError, match=r"j1.*no input_file_ids"):
         op(files=a_file).execute(ctx())
-    assert run.call_count == 1
+    assert run.call_count == 1 and record.call_count == 1
+
+
+def test_a_listing_without_file_ids_is_completed_from_the_job_record(
+    mock_service: Any, no_backoff: list[float], a_file: str
+) -> None:
+    """The listing leaves ``input_file_ids`` out but the job record has them: the record proves it."""
+    route_listings(mock_service, [], [new_job("j1", None)])
+    mock_service.post(RUN).mock(side_effect=[httpx.Response(504)])
+    route_job(mock_service, "j1")
+    record = {**new_job("j1"), "status": "completed"}
+    mock_service.get("/jobs/j1").mock(return_value=ok(record))
+    assert op(files=a_file).execute(ctx())["job_id"] == "j1"
 
 
 def test_an_error_before_sending_leaves_no_pending_record(mock_service: Any, tmp_path: Any) -> None:

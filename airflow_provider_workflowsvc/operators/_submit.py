@@ -209,13 +209,23 @@ def await_own_job(
     waited, pauses = 0.0, list(GRACE_PAUSES)
     budget = max(until - now(), 0.0)
     while True:
-        job = own_job(hook.list_jobs(workflow_id=run.workflow_id), run, min(now(), until))
+        seen = min(now(), until)
+        found = candidates(hook.list_jobs(workflow_id=run.workflow_id), run, seen)
+        job = own_job(_with_records(hook, found, run), run, seen)
         if job is not None or waited >= budget:
             return job
         pause = min(pauses.pop(0) if len(pauses) > 1 else pauses[0], budget - waited)
         log.info("No job of this run yet; looking again in %.1f s (%.0f s left)", pause, budget - waited)
         sleep(pause)
         waited += pause
+
+
+def _with_records(hook: WorkflowServiceHook, jobs: list[Job], run: SentRun) -> list[Job]:
+    """``jobs``, each read in full (``GET /jobs/{id}``) when the listing left out ``input_file_ids``
+    and the run sent files: a service may list only some fields of its job records."""
+    if not run.files:
+        return jobs
+    return [hook.get_job(job.id) if job.input_file_ids is None else job for job in jobs]
 
 
 # --------------------------------------------------------------------------------------------------
