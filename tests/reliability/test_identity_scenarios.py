@@ -10,6 +10,7 @@ never run the workflow twice.
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -22,7 +23,11 @@ import pytest
 from airflow.sdk import DAG
 from airflow.utils.state import TaskInstanceState
 
-from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
+from airflow_provider_workflowsvc.hooks.workflowsvc import (
+    ConnectionSettings,
+    WorkflowServiceAsyncHook,
+    WorkflowServiceHook,
+)
 from airflow_provider_workflowsvc.operators.jobs import CancelJobOperator, RunWorkflowOperator
 from airflow_provider_workflowsvc.operators.workflows import DeleteWorkflowOperator
 from airflow_provider_workflowsvc.sensors.job import WorkflowJobSensor
@@ -62,11 +67,17 @@ def runs_sent(emulator: Any, workflow: str) -> list[dict[str, Any]]:
 
 
 def post_run(emulator: Any, workflow: str, name: str, text: str = "Another client's document.") -> str:
-    """A run started by someone else (another DAG, a schedule, a person)."""
-    with emulator.api_client() as api:
-        answer = api.post(f"/workflows/{workflow}/run", files={"input_files": (name, text.encode())})
-        answer.raise_for_status()
-        return str(answer.json()["id"])
+    """A run started by someone else (another DAG, a schedule, a person): its job id."""
+    settings = ConnectionSettings(base_url=emulator.base_url, token=emulator.token, api_key=emulator.api_key)
+    with tempfile.TemporaryDirectory() as directory, WorkflowServiceHook(settings=settings) as hook:
+        path = Path(directory) / name
+        path.write_text(text)
+        before = {job.id for job in hook.list_jobs(workflow_id=workflow)}
+        job = hook.run_workflow(workflow, files=[str(path)])
+        if job is not None:
+            return job.id
+        (new,) = [job.id for job in hook.list_jobs(workflow_id=workflow) if job.id not in before]
+        return new
 
 
 def when(predicate: Callable[[], bool], then: Callable[[], Any], timeout: float = 60) -> threading.Thread:
