@@ -26,6 +26,7 @@ from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceConnectionError,
     WorkflowServiceError,
     WorkflowServiceRateLimitError,
+    WorkflowServiceResponseError,
     WorkflowServiceServerError,
     format_validation_errors,
 )
@@ -34,7 +35,8 @@ from airflow_provider_workflowsvc.models import JobStatus
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.models import FailedFile, Job, JobDetails, NodeStats
 
-OutcomeStatus = Literal["success", "failed", "stopped", "timeout", "error"]
+OutcomeStatus = Literal["success", "failed", "stopped", "timeout", "error", "found"]
+"""``found``: a trigger waiting for a workflow's job found it (the sensor pins it and waits for it)."""
 FAILED_FILES_IN_MESSAGE = 5
 FINAL_POLL_RESERVE = 5.0
 """Seconds kept free before the deadline for the last poll, so no request runs past the deadline."""
@@ -210,7 +212,13 @@ def log_outcome(outcome: JobOutcome, log: logging.Logger | Any) -> None:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether a failed status request is worth trying again later (the wait goes on)."""
+    """Whether a failed status request is worth trying again later (the wait goes on).
+
+    An unreadable or unexpected 2xx answer counts, like a 503: the job goes on whatever one answer
+    said, and failing the wait would leave it running, untracked.
+    """
+    if isinstance(exc, WorkflowServiceResponseError):
+        return 200 <= exc.status_code < 300
     transient = (
         WorkflowServiceConnectionError,
         WorkflowServiceRateLimitError,
@@ -279,6 +287,23 @@ class JobWatch:
         if details is not None and details.processing_status is not JobStatus.UNKNOWN:
             return details.processing_status, details.processing_status.value
         return JobStatus.UNKNOWN, (job.raw_status if job is not None else None) or "unknown"
+
+    def confirmed_by(self, job: Job) -> bool:
+        """Whether the job record, read after the details said terminal, agrees that the job has ended.
+
+        A record in a known non-terminal status means the details ran ahead (or disagree): the wait
+        goes on. A record whose status this provider does not know does not contradict the details.
+        """
+        if job.status is JobStatus.UNKNOWN or job.status.is_terminal:
+            return True
+        self.log.warning(
+            "Job %s: the details say %s but the job record says %s; not finished yet, the wait goes on",
+            self.job_id,
+            self.raw_status,
+            job.raw_status or job.status.value,
+        )
+        self.status, self.raw_status = job.status, job.status.value
+        return False
 
     def _log_progress(self, stats: list[NodeStats]) -> None:
         key = tuple((n.node_name, n.ready, n.in_progress, n.success, n.failure) for n in stats)
@@ -349,17 +374,33 @@ class PollSchedule:
 
     def __init__(self, deadline: float, interval: float) -> None:
         self.deadline = deadline
+        self.cutoff = deadline
+        """When the requests of a poll must end: the deadline, or a moment after a late first poll."""
         self.interval = max(float(interval), 0.0)
         self._reserve = min(FINAL_POLL_RESERVE, self.interval)
         self._final_done = False
+        self._polled = False
         self._first_pause = self.interval * random.uniform(1.0, 1.2)
 
     def remaining(self) -> float:
         return self.deadline - time.time()
 
+    def time_left(self) -> float:
+        """Seconds the current poll's requests may still take."""
+        return self.cutoff - time.time()
+
     def next_pause(self) -> float | None:
-        """Seconds to sleep before the next poll, or None when the deadline has come."""
+        """Seconds to sleep before the next poll, or None when the deadline has come.
+
+        A wait that starts at or past its deadline (a triggerer that picked the trigger up late) polls
+        once at once, with ``FINAL_POLL_RESERVE`` seconds for it, before it reports a timeout.
+        """
         remaining = self.remaining()
+        first, self._polled = not self._polled, True
+        if first and remaining <= 0:
+            self._final_done = True
+            self.cutoff = time.time() + FINAL_POLL_RESERVE
+            return 0.0
         if remaining <= 0 or self._final_done:
             return None
         if remaining > self.interval + self._reserve:

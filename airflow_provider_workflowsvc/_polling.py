@@ -24,6 +24,7 @@ from airflow_provider_workflowsvc._outcome import (
     JobOutcome,
     JobWatch,
     PollSchedule,
+    is_transient,
     pick_job,
     survive_transient,
 )
@@ -60,6 +61,8 @@ def poll_once(hook: WorkflowServiceHook, watch: JobWatch) -> JobOutcome | None:
     if not watch.observe(details, job):
         return None
     job = job or hook.get_job(watch.job_id)
+    if not watch.confirmed_by(job):
+        return None
     return watch.outcome(job, hook.get_job_failed_files(watch.job_id).failed_files)
 
 
@@ -73,7 +76,7 @@ def wait_for_job(
     while (pause := schedule.next_pause()) is not None:
         sleep(pause)
         try:
-            with deadline(schedule.deadline):
+            with deadline(schedule.cutoff):
                 outcome = poll_once(hook, watch)
         except Exception as exc:
             survive_transient(exc, watch.log, f"Job {watch.job_id}: status check")
@@ -84,21 +87,56 @@ def wait_for_job(
 
 
 def cancel_quietly(hook: WorkflowServiceHook, job_id: str, log: Log, within: float | None = None) -> bool:
-    """Ask the service to stop a job; True when the cancel was accepted, False when it had ended.
+    """Ask the service to stop a job; True when it is stopped by now, False when it had ended.
 
-    ``within``: seconds the cancel may take, retries included (None: the hook's own limits).
+    ``within``: seconds the cancel may take, retries included (None: the hook's own limits). A 409,
+    or an ambiguous failure (5xx, dropped connection, unreadable answer: a cancel the service may have
+    performed, its answer lost), is verified by reading the job: stopped means the cancel took effect.
     """
     try:
         with deadline(_within(within)):
             hook.cancel_job(job_id)
-    except WorkflowServiceConflictError:
-        log.info("Job %s had already ended; nothing to cancel", job_id)
-        return False
     except WorkflowServiceNotFoundError:
         log.warning("Job %s was not found; nothing to cancel", job_id)
         return False
+    except Exception as exc:
+        if not _cancel_unclear(exc):
+            raise
+        try:
+            with deadline(_within(within)):
+                job = hook.get_job(job_id)
+        except Exception as read_exc:
+            return _unread_verdict(job_id, exc, read_exc, log)
+        return _cancel_verdict(job, exc, log)
     log.info("Asked the service to cancel job %s", job_id)
     return True
+
+
+def _cancel_unclear(exc: BaseException) -> bool:
+    """A cancel answer that does not say whether the job is stopped now (read the job to know)."""
+    return isinstance(exc, WorkflowServiceConflictError) or is_transient(exc)
+
+
+def _unread_verdict(job_id: str, exc: Exception, read_exc: Exception, log: Log) -> bool:
+    """The job could not be read after an unclear cancel: a 409 still says it had ended."""
+    if isinstance(exc, WorkflowServiceConflictError):
+        log.info("Job %s had already ended; nothing to cancel", job_id)
+        return False
+    raise exc from read_exc
+
+
+def _cancel_verdict(job: Job, exc: Exception, log: Log) -> bool:
+    """Stopped → True (the cancel took effect); ended otherwise, or a 409 (the service's word that it
+    had ended) → False; still going after an ambiguous failure → the failure is raised."""
+    if job.status is JobStatus.STOPPED:
+        log.info("Job %s is stopped (the cancel answered: %s)", job.id, exc)
+        return True
+    if job.status.is_terminal or isinstance(exc, WorkflowServiceConflictError):
+        log.info(
+            "Job %s had already ended (%s); nothing to cancel", job.id, job.raw_status or job.status.value
+        )
+        return False
+    raise exc
 
 
 def cancel_after_timeout(hook: WorkflowServiceHook, job_id: str, enabled: bool, log: Log) -> str:
@@ -156,6 +194,8 @@ async def apoll_once(hook: WorkflowServiceAsyncHook, watch: JobWatch) -> JobOutc
     if not watch.observe(details, job):
         return None
     job = job or await hook.get_job(watch.job_id)
+    if not watch.confirmed_by(job):
+        return None
     failed = await hook.get_job_failed_files(watch.job_id)
     return watch.outcome(job, failed.failed_files)
 
@@ -165,7 +205,7 @@ async def await_job(hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: P
     while (pause := schedule.next_pause()) is not None:
         await asyncio.sleep(pause)
         try:
-            with deadline(schedule.deadline):
+            with deadline(schedule.cutoff):
                 outcome = await _bounded(apoll_once(hook, watch), schedule)
         except Exception as exc:
             survive_transient(exc, watch.log, f"Job {watch.job_id}: status check")
@@ -187,7 +227,7 @@ async def await_new_job(
     while (pause := schedule.next_pause()) is not None:
         await asyncio.sleep(pause)
         try:
-            with deadline(schedule.deadline):
+            with deadline(schedule.cutoff):
                 jobs = await _bounded(hook.list_jobs(workflow_id=workflow_id), schedule)
         except Exception as exc:
             survive_transient(exc, log, f"Listing the jobs of workflow {workflow_id}")
@@ -205,18 +245,24 @@ async def acancel_quietly(
     try:
         with deadline(_within(within)):
             await hook.cancel_job(job_id)
-    except WorkflowServiceConflictError:
-        log.info("Job %s had already ended; nothing to cancel", job_id)
-        return False
     except WorkflowServiceNotFoundError:
         log.warning("Job %s was not found; nothing to cancel", job_id)
         return False
+    except Exception as exc:
+        if not _cancel_unclear(exc):
+            raise
+        try:
+            with deadline(_within(within)):
+                job = await hook.get_job(job_id)
+        except Exception as read_exc:
+            return _unread_verdict(job_id, exc, read_exc, log)
+        return _cancel_verdict(job, exc, log)
     log.info("Asked the service to cancel job %s", job_id)
     return True
 
 
 async def _bounded(awaitable: Any, schedule: PollSchedule) -> Any:
-    remaining = schedule.remaining()
+    remaining = schedule.time_left()
     if remaining <= 0:
         awaitable.close()
         raise asyncio.TimeoutError("the deadline has passed")

@@ -362,6 +362,7 @@ def test_delete_of_a_missing_connector_succeeds_unless_missing_ok_is_false(mock_
         ops.DeleteSourceConnectorOperator(task_id="d", connector_id=SRC_ID).execute({})
     assert any("does not exist" in entry["event"] for entry in logs)
 
+    mock_service.get(f"/sources/{SRC_ID}").respond(404, json={"detail": "not found"})
     with pytest.raises(WorkflowServiceNotFoundError):
         ops.DeleteSourceConnectorOperator(task_id="d", connector_id=SRC_ID, missing_ok=False).execute({})
 

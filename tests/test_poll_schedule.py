@@ -23,3 +23,18 @@ def test_last_poll_comes_before_the_deadline_and_none_after() -> None:
     last = schedule.next_pause()
     assert last is not None and last <= 20 - FINAL_POLL_RESERVE + 0.1
     assert schedule.next_pause() is None
+
+
+def test_a_wait_that_starts_past_its_deadline_polls_once_at_once() -> None:
+    """A trigger picked up after its deadline (a triggerer backlog) polls once, with time for the
+    poll's requests, before it reports a timeout."""
+    schedule = PollSchedule(time.time() - 30, interval=10)
+    assert schedule.next_pause() == 0.0
+    assert FINAL_POLL_RESERVE - 0.5 < schedule.time_left() <= FINAL_POLL_RESERVE
+    assert schedule.next_pause() is None
+
+
+def test_a_wait_within_its_deadline_has_no_extra_poll() -> None:
+    schedule = PollSchedule(time.time() + 0.05, interval=10)
+    assert schedule.next_pause() is not None and schedule.cutoff == schedule.deadline
+    assert schedule.next_pause() is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import datetime, timezone
 from types import SimpleNamespace
 from typing import Any
 
@@ -158,59 +159,170 @@ def test_deferrable_run_defers_with_the_job_and_pushes_the_link_first(
     assert b'name="input_files"; filename="a.txt"' in body
 
 
-def test_run_response_without_a_job_finds_the_new_one(mock_service: Any, no_backoff: list[float]) -> None:
+def new_job(job_id: str, files: Any = ("a.txt",), *, age: float = 0.0) -> dict[str, Any]:
+    """A job record created ``age`` seconds ago that lists ``files`` (platform dialect; None: spec)."""
+    created = datetime.fromtimestamp(time.time() - age, tz=timezone.utc).isoformat()
+    data = job_json(job_id, "scheduled", created_at=created)
+    if files is not None:
+        data["input_file_ids"] = list(files)
+    return data
+
+
+def route_listings(router: Any, *listings: Any) -> Any:
+    """Job listings of the workflow, in turn; the last one repeats."""
+    answers = list(listings)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return ok(answers.pop(0) if len(answers) > 1 else answers[0])
+
+    return router.get("/jobs", params={"workflow_id": WF}).mock(side_effect=answer)
+
+
+@pytest.fixture
+def a_file(tmp_path: Any) -> str:
+    path = tmp_path / "a.txt"
+    path.write_text("a")
+    return str(path)
+
+
+def test_run_response_without_a_job_finds_its_own(
+    mock_service: Any, no_backoff: list[float], a_file: str
+) -> None:
     old = job_json("old", "completed")
-    run, _ = route_run(
-        mock_service,
-        httpx.Response(202, json={"ok": True}),
-        listings=([old], [old, job_json("j1", "scheduled")]),
-    )
+    listing = route_listings(mock_service, [old], [old], [old, new_job("j1")])
+    run = mock_service.post(RUN).mock(side_effect=[httpx.Response(202, json={"ok": True})])
     route_job(mock_service, "j1")
-    assert op().execute(ctx())["job_id"] == "j1"
-    assert run.call_count == 1
+    assert op(files=a_file).execute(ctx())["job_id"] == "j1"
+    assert run.call_count == 1 and listing.call_count == 3
 
 
 @pytest.mark.parametrize(
     "failure",
     [
         httpx.Response(502),
-        httpx.Response(429),
+        httpx.Response(504),
         httpx.RemoteProtocolError("dropped"),
         httpx.ReadTimeout("slow"),
     ],
-    ids=["502", "429", "dropped", "read-timeout"],
+    ids=["502", "504", "dropped", "read-timeout"],
 )
-def test_ambiguous_failure_adopts_the_job_it_created(
-    mock_service: Any, no_backoff: list[float], failure: Any
+def test_ambiguous_failure_adopts_only_a_job_with_its_files(
+    mock_service: Any, no_backoff: list[float], failure: Any, a_file: str
 ) -> None:
-    run, listing = route_run(mock_service, failure, listings=([], [job_json("j1", "scheduled")]))
+    """Another client's job (other files) appearing in the window is ignored; this run's is adopted."""
+    foreign = new_job("other", ["b.txt"])
+    route_listings(mock_service, [], [foreign], [foreign, new_job("j1")])
+    run = mock_service.post(RUN).mock(side_effect=[failure])
     route_job(mock_service, "j1")
-    assert op().execute(ctx())["job_id"] == "j1"
+    assert op(files=a_file).execute(ctx())["job_id"] == "j1"
     assert run.call_count == 1
-    assert listing.call_count == 2
 
 
-def test_ambiguous_failure_without_a_job_runs_again(mock_service: Any, no_backoff: list[float]) -> None:
-    run, _ = route_run(mock_service, httpx.Response(503), ok(job_json("j1", "scheduled")), listings=([], []))
+def test_a_job_created_before_the_request_left_is_not_a_candidate(
+    mock_service: Any, no_backoff: list[float], a_file: str
+) -> None:
+    """A job with this run's files created long before the send window (another task, same files,
+    listed late) is not this run's: none appears within the grace period, so the run is sent again."""
+    early = new_job("early", age=3600)
+    route_listings(mock_service, [], [early])
+    run = mock_service.post(RUN).mock(side_effect=[httpx.Response(502), ok(new_job("j1"))])
+    route_job(mock_service, "j1")
+    assert op(files=a_file, run_grace_period=3).execute(ctx())["job_id"] == "j1"
+    assert run.call_count == 2
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_refusals_are_sent_again_without_a_search(
+    mock_service: Any, no_backoff: list[float], status: int
+) -> None:
+    """429 and 503 prove the request was not processed: no job search, the run is sent after the pause."""
+    listing = route_listings(mock_service, [])
+    refusal = httpx.Response(status, headers={"retry-after": "3"})
+    run = mock_service.post(RUN).mock(side_effect=[refusal, ok(new_job("j1"))])
     route_job(mock_service, "j1")
     assert op().execute(ctx())["job_id"] == "j1"
-    assert run.call_count == 2
-    assert no_backoff == [2.0]
+    assert run.call_count == 2 and listing.call_count == 1
+    assert no_backoff == [3.0]  # the server's Retry-After
 
 
-def test_gives_up_after_the_submit_attempts(mock_service: Any, no_backoff: list[float]) -> None:
-    run, _ = route_run(mock_service, *[httpx.Response(500)] * 2, listings=([], [], []))
+def test_gives_up_after_the_submit_attempts(mock_service: Any, no_backoff: list[float], a_file: str) -> None:
+    route_listings(mock_service, [])
+    run = mock_service.post(RUN).mock(side_effect=[httpx.Response(500)] * 2)
+    store = FakeStore()
     with pytest.raises(WorkflowServiceError, match="failed 2 time"):
-        op(submit_attempts=2).execute(ctx())
+        op(files=a_file, submit_attempts=2, run_grace_period=1).execute(ctx(store))
     assert run.call_count == 2
+    assert store.values == {}, "the last attempt concluded no job was created: no record is left"
 
 
-def test_several_new_jobs_are_never_guessed(mock_service: Any, no_backoff: list[float]) -> None:
-    both = [job_json("j1", "scheduled"), job_json("j2", "scheduled")]
-    run, _ = route_run(mock_service, httpx.Response(502), listings=([], both))
-    with pytest.raises(AmbiguousRunError, match="j1, j2"):
-        op().execute(ctx())
+def test_two_jobs_with_its_files_are_never_guessed(
+    mock_service: Any, no_backoff: list[float], a_file: str
+) -> None:
+    route_listings(mock_service, [], [new_job("j1"), new_job("j2")])
+    run = mock_service.post(RUN).mock(side_effect=[httpx.Response(502)])
+    with pytest.raises(AmbiguousRunError, match="j1, j2") as error:
+        op(files=a_file).execute(ctx())
+    assert "workflowsvc_pending_run" in str(error.value) and "clear this task" in str(error.value)
     assert run.call_count == 1
+
+
+def test_a_job_whose_record_lists_no_files_is_never_adopted(
+    mock_service: Any, no_backoff: list[float], a_file: str
+) -> None:
+    """Spec dialect: a lone new job in the window is not proof (another client may have run it). The
+    listing may leave fields out: the job's own record is read, and lists no files either."""
+    route_listings(mock_service, [], [new_job("j1", None)])
+    record = mock_service.get("/jobs/j1").mock(return_value=ok(new_job("j1", None)))
+    run = mock_service.post(RUN).mock(side_effect=[httpx.RemoteProtocolError("dropped")])
+    with pytest.raises(AmbiguousRunError, match=r"j1.*no input_file_ids"):
+        op(files=a_file).execute(ctx())
+    assert run.call_count == 1 and record.call_count == 1
+
+
+def test_a_listing_without_file_ids_is_completed_from_the_job_record(
+    mock_service: Any, no_backoff: list[float], a_file: str
+) -> None:
+    """The listing leaves ``input_file_ids`` out but the job record has them: the record proves it."""
+    route_listings(mock_service, [], [new_job("j1", None)])
+    mock_service.post(RUN).mock(side_effect=[httpx.Response(504)])
+    route_job(mock_service, "j1")
+    record = {**new_job("j1"), "status": "completed"}
+    mock_service.get("/jobs/j1").mock(return_value=ok(record))
+    assert op(files=a_file).execute(ctx())["job_id"] == "j1"
+
+
+def test_an_error_before_sending_leaves_no_pending_record(mock_service: Any, tmp_path: Any) -> None:
+    """A run that never left (its file vanished between the check and the send) removes the record
+    written for it: a retry must not look for (or adopt) a job of a run that never happened."""
+    path = tmp_path / "a.txt"
+    path.write_text("a")
+    route_listings(mock_service, [])
+    run = mock_service.post(RUN).mock(side_effect=[ok(new_job("j1"))])
+    store = FakeStore()
+    task = op(files=str(path))
+
+    def vanished(*args: Any, **kwargs: Any) -> Any:
+        raise WorkflowServiceInputError("input file 'a.txt' does not exist")
+
+    task.hook.run_workflow = vanished  # type: ignore[method-assign]
+    with pytest.raises(WorkflowServiceInputError):
+        task.execute(ctx(store))
+    assert store.values == {} and run.call_count == 0
+
+
+def test_success_needs_the_job_record_to_agree(mock_service: Any, a_file: str) -> None:
+    """The details say completed, but the job record read right after still says in progress: the
+    wait goes on until the record agrees (never success from the details alone)."""
+    route_listings(mock_service, [])
+    mock_service.post(RUN).mock(side_effect=[ok(new_job("j1"))])
+    mock_service.get("/jobs/j1/details").mock(return_value=ok(details_json("j1", "completed")))
+    record = mock_service.get("/jobs/j1").mock(
+        side_effect=[ok(job_json("j1", "in progress")), ok(job_json("j1", "completed", outputs=[("f", "n")]))]
+    )
+    mock_service.get("/jobs/j1/failed-files").mock(return_value=ok(failed_json()))
+    result = op(files=a_file).execute(ctx())
+    assert result["status"] == "completed" and result["output_files"] == [{"file_id": "f", "node_id": "n"}]
+    assert record.call_count == 2
 
 
 def test_a_refused_run_is_not_reconciled(mock_service: Any) -> None:

@@ -29,9 +29,26 @@ class FakeTI:
     def xcom_push(self, key: str, value: Any) -> None:
         self.pushed[key] = value
 
+    def xcom_pull(self, task_ids: str, key: str = "return_value") -> Any:
+        return self.pushed.get(key)
 
-def ctx() -> Any:
-    return {"ti": FakeTI()}
+
+class FakeStore:
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        self.values[key] = value
+
+    def delete(self, key: str) -> None:
+        self.values.pop(key, None)
+
+
+def ctx(store: FakeStore | None = None) -> Any:
+    return {"ti": FakeTI(), **({"task_state_store": store} if store is not None else {})}
 
 
 def ok(data: Any) -> httpx.Response:
@@ -136,6 +153,43 @@ def test_workflow_mode_finds_the_latest_job_after_a_time(mock_service: Any) -> N
     assert task.poke(context) is False
     assert value(task.poke(context))["job_id"] == "j1"
     assert context["ti"].pushed["job_id"] == "j1"
+
+
+@pytest.mark.parametrize("durable", [True, False], ids=["task-state-store", "xcom"])
+def test_workflow_mode_follows_the_job_it_found_across_reschedules(mock_service: Any, durable: bool) -> None:
+    """Scenario: a reschedule-mode sensor finds j1; a newer job j2 appears before the next poke (a new
+    sensor instance, as after a reschedule). The sensor still follows j1, and j1 failing fails it."""
+    first = job_json("j1", "in progress", created_at="2026-01-02T00:00:00Z")
+    newer = job_json("j2", "completed", created_at="2026-01-03T00:00:00Z")
+    listing = mock_service.get("/jobs", params={"workflow_id": WF})
+    listing.mock(side_effect=[ok([first]), ok([first, newer])])
+    mock_service.get("/jobs/j1/details").mock(
+        side_effect=[ok(details_json("j1", "in progress")), ok(details_json("j1", "failed", "broken"))]
+    )
+    mock_service.get("/jobs/j1").mock(return_value=ok(job_json("j1", "failed")))
+    mock_service.get("/jobs/j1/failed-files").mock(return_value=ok(failed_json()))
+    store = FakeStore() if durable else None
+    context = ctx(store)
+    assert sensor(workflow_id=WF).poke(context) is False
+    if store is not None:
+        assert store.values == {"workflowsvc_sensor_job": {"workflow_id": WF, "job_id": "j1"}}
+    with pytest.raises(AirflowFailException, match="j1 failed: broken"):
+        sensor(workflow_id=WF).poke(context)
+    assert listing.call_count == 1, "the job was searched for again"
+    assert store is None or store.values == {}, "the pin outlived the job's wait"
+
+
+def test_a_found_event_pins_the_job_and_defers_for_it(mock_service: Any) -> None:
+    store = FakeStore()
+    context = ctx(store)
+    found = event(status="found", job_id="j1", job_status="scheduled", elapsed=5.0)
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor(workflow_id=WF, deferrable=True).execute_complete(context, found)
+    _, kwargs = deferred.value.trigger.serialize()
+    assert kwargs["job_id"] == "j1" and kwargs["workflow_id"] is None
+    assert kwargs["started_at"] == pytest.approx(time.time() - 5.0, abs=2)
+    assert kwargs["deadline"] == pytest.approx(kwargs["started_at"] + 5, abs=0.01)
+    assert store.values["workflowsvc_sensor_job"]["job_id"] == "j1"
 
 
 def test_workflow_mode_earliest(mock_service: Any) -> None:

@@ -188,18 +188,19 @@ async def test_a_missing_job_is_an_error_event(mock_service: Any) -> None:
     assert "no such job" in payload["message"]
 
 
-async def test_find_phase_waits_for_a_new_job(mock_service: Any) -> None:
+async def test_find_phase_ends_with_the_job_found(mock_service: Any) -> None:
+    """The trigger reports the job it found (the task pins it, then waits for it): it does not wait
+    for it itself, so a triggerer restart cannot make the wait switch to a newer job."""
     old = job_json("old", "completed", created_at="2025-12-31T23:00:00Z")
     new = job_json("j1", "scheduled", created_at="2026-01-01T01:00:00Z")
     listing = mock_service.get("/jobs/", params={"workflow_id": FAKE_WORKFLOW_ID})
     listing.mock(side_effect=[ok([old]), ok([old]), ok([old, new])])
-    mock_service.get("/jobs/j1/details").mock(return_value=ok(details_json("j1", "completed")))
-    route_finish(mock_service)
+    details = mock_service.get("/jobs/j1/details").mock(return_value=ok(details_json("j1", "completed")))
     trigger = make(job_id=None, workflow_id=FAKE_WORKFLOW_ID, created_after="2026-01-01T00:00:00Z")
     payload = await first_event(trigger)
-    assert payload["status"] == "success"
-    assert payload["job_id"] == "j1"
-    assert listing.call_count == 3
+    assert payload["status"] == "found" and payload["job_id"] == "j1"
+    assert payload["job_status"] == "scheduled" and payload["workflow_id"] == FAKE_WORKFLOW_ID
+    assert listing.call_count == 3 and details.call_count == 0
 
 
 async def test_find_phase_times_out_without_a_job(mock_service: Any) -> None:
@@ -221,6 +222,26 @@ async def test_on_kill_of_an_ended_job_is_quiet(mock_service: Any, capsys: Any) 
     mock_service.post("/jobs/j1/cancel").mock(return_value=httpx.Response(409, json={"detail": "job ended"}))
     await make().on_kill()
     assert "already ended" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("status", "said"), [("stopped", "is stopped"), ("in progress", "Could not cancel")])
+async def test_a_cancel_whose_answer_is_lost_is_verified(
+    mock_service: Any, capsys: Any, status: str, said: str
+) -> None:
+    """The cancel fails ambiguously (502 after the hook's retry): the job is read; stopped means the
+    cancel took effect, still running means it did not (reported, as on_kill never raises)."""
+    mock_service.post("/jobs/j1/cancel").mock(return_value=httpx.Response(502))
+    read = mock_service.get("/jobs/j1").mock(return_value=ok(job_json("j1", status)))
+    await make().on_kill()
+    assert said in capsys.readouterr().out
+    assert read.call_count == 1
+
+
+async def test_a_trigger_started_past_its_deadline_polls_once(mock_service: Any) -> None:
+    details = mock_service.get("/jobs/j1/details").mock(return_value=ok(details_json("j1", "completed")))
+    route_finish(mock_service)
+    payload = await first_event(make(deadline=time.time() - 60))
+    assert payload["status"] == "success" and details.call_count == 1
 
 
 async def test_on_kill_respects_cancel_on_kill(mock_service: Any) -> None:

@@ -339,9 +339,10 @@ def test_delete_and_missing_ok(mock_service: Any) -> None:
 
     route.respond(404, json={"detail": "no such workflow"})
     ops.DeleteWorkflowOperator(task_id="d", workflow_id=WF_ID).execute({})
-    with pytest.raises(WorkflowServiceNotFoundError):
+    mock_service.get(f"/workflows/{WF_ID}").respond(404, json={"detail": "no such workflow"})
+    with pytest.raises(WorkflowServiceNotFoundError, match="no such workflow"):
         ops.DeleteWorkflowOperator(task_id="d", workflow_id=WF_ID, missing_ok=False).execute({})
-    assert route.call_count == 3
+    assert route.call_count == 2, "missing_ok=False reads the workflow first: no DELETE of a missing one"
 
 
 # --------------------------------------------------------------------------------------------------

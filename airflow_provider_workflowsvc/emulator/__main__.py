@@ -67,11 +67,16 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="let jobs of remote-source, local-destination workflows be downloaded",
     )
+    parser.add_argument(
+        "--abandon-on-disconnect",
+        action="store_true",
+        help="drop a request held by injected latency when its client disconnects (default: process it)",
+    )
     parser.add_argument("--log-level", default="warning")
     parser.add_argument("--access-log", action="store_true")
     faults = parser.add_argument_group("fault injection (one rule; change later with PUT /_emulator/faults)")
     faults.add_argument("--fault-latency", type=float, default=0.0, help="seconds to wait before answering")
-    faults.add_argument("--fault-errors", default="", help="comma-separated: 429,500,502,503,drop")
+    faults.add_argument("--fault-errors", default="", help="comma-separated: 429,500,502,503,504,drop")
     faults.add_argument("--fault-rate", type=float, default=1.0, help="fraction of matching requests (0..1)")
     faults.add_argument("--fault-count", type=int, help="affect at most this many requests")
     faults.add_argument("--fault-method", default="*")
@@ -117,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             redirect_slashes=args.redirect_slashes,
             redirect_status=args.redirect_status,
             allow_remote_source_download=args.allow_remote_source_download,
+            abandon_on_disconnect=args.abandon_on_disconnect,
         )
         faults = _fault_spec(args)
     except ValidationError as exc:

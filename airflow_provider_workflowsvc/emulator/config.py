@@ -26,7 +26,7 @@ DEFAULT_PROCESSING_DELAY = 0.05
 DEFAULT_CONNECTION_CHECK_DELAY = 0.2
 
 RedirectMode = Literal["off", "spec", "add", "strip"]
-FaultKind = Literal[429, 500, 502, 503, "drop"]
+FaultKind = Literal[429, 500, 502, 503, 504, "drop"]
 FaultPhase = Literal["before", "after"]
 
 
@@ -56,6 +56,9 @@ class EmulatorConfig(BaseModel):
     spec's form; ``add``: every path without a trailing slash redirects to the slash form; ``strip``:
     every path with a trailing slash redirects to the form without."""
     redirect_status: Literal[301, 302, 307, 308] = 307
+    abandon_on_disconnect: bool = False
+    """A request held by injected latency (before processing) whose client disconnects meanwhile is
+    dropped unprocessed (the emulator's old behaviour). Default: it is processed all the same."""
     allow_remote_source_download: bool = False
     """Let jobs of remote-source, local-destination workflows be downloaded (the spec allows only
     local-to-local), so element permissions from a remote source can be inspected."""

@@ -1,7 +1,9 @@
 """What happens to every ``/api/v1`` request before it reaches a route.
 
 In order: the request is logged; injected faults (latency, error status, dropped connection) are
-applied (a fault in the ``after`` phase lets the request be processed first and replaces its answer);
+applied (a fault in the ``after`` phase lets the request be processed first and replaces its answer;
+a request held by latency before processing is read in full first and processed after the wait even
+if the client has gone, unless ``abandon_on_disconnect`` is set);
 in a redirect mode, the other slash form is redirected; the trailing slash is dropped so both
 forms reach the same route; the Bearer token and (when configured) the ``service-api-key`` are checked;
 due schedules fire.
@@ -46,6 +48,7 @@ _ERROR_DETAILS = {
     500: "Internal server error (injected by the emulator)",
     502: "Bad gateway (injected by the emulator)",
     503: "Service unavailable (injected by the emulator)",
+    504: "Gateway timeout (injected by the emulator)",
 }
 
 
@@ -69,6 +72,28 @@ async def send_json(send: Send, status: int, body: Any, headers: dict[str, str] 
     raw_headers += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw_headers})
     await send({"type": "http.response.body", "body": payload})
+
+
+async def buffered(receive: Receive) -> Receive:
+    """Read the whole request body now; the returned ``receive`` serves it, then defers to ``receive``.
+
+    A request held (injected latency) with its body read is processed after the wait whether or not
+    the client is still connected, as a real server does not undo work when the client gives up.
+    """
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return receive  # the client left before sending the whole body: nothing to keep
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    pending: list[Message] = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
 
 
 async def drain(receive: Receive) -> None:
@@ -134,6 +159,8 @@ class ApiMiddleware:
                     await send(message)
                 return
             if decision.latency:
+                if not self.state.service.config.abandon_on_disconnect:
+                    receive = await buffered(receive)
                 await self._wait(decision.latency)
             if decision.error is not None:
                 await drain(receive)

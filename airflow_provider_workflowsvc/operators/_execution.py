@@ -59,18 +59,67 @@ def invalid_input_fails() -> Iterator[None]:
 
 
 def delete_resource(
-    delete: Callable[[str], Any], resource_id: str, *, what: str, missing_ok: bool, log: logging.Logger | Any
+    delete: Callable[[str], Any],
+    resource_id: str,
+    *,
+    what: str,
+    missing_ok: bool,
+    log: logging.Logger | Any,
+    get: Callable[[str], Any] | None = None,
 ) -> None:
-    """Delete a resource; one that does not exist is success when ``missing_ok``."""
+    """Delete a resource; one that does not exist is success when ``missing_ok``.
+
+    With ``get``, the outcome is verified rather than assumed: after an ambiguous failure (5xx, dropped
+    connection, unreadable answer) the resource is read: gone means deleted. When a missing resource
+    fails the task (``missing_ok=False``) it is read first, so a 404 from the DELETE afterwards means
+    it is gone (a retried DELETE whose first answer was lost), not that it never existed.
+    """
+    if get is not None and not missing_ok:
+        missing = _not_found(get, resource_id)
+        if missing is not None:
+            _missing(missing, what, resource_id, missing_ok, log)
+            return
     try:
         with invalid_input_fails():
             delete(resource_id)
-    except WorkflowServiceNotFoundError:
-        if not missing_ok:
+    except WorkflowServiceNotFoundError as exc:
+        if get is None or missing_ok:
+            _missing(exc, what, resource_id, missing_ok, log)
+            return
+        log.info("%s %s is gone (a retried DELETE found it deleted)", what.capitalize(), resource_id)
+    except AMBIGUOUS_CREATE_ERRORS as exc:
+        if get is None or _not_found(get, resource_id, after=exc) is None:
             raise
-        log.info("%s %s does not exist (already deleted?); nothing to delete", what.capitalize(), resource_id)
-        return
+        log.warning("The DELETE of %s %s failed (%s), but it is gone: deleted", what, resource_id, exc)
     log.info("Deleted %s %s", what, resource_id)
+
+
+def _not_found(
+    get: Callable[[str], Any], resource_id: str, after: Exception | None = None
+) -> WorkflowServiceNotFoundError | None:
+    """The 404 reading the resource gives, None when it exists; ``after`` is re-raised if reading fails."""
+    try:
+        with invalid_input_fails():
+            get(resource_id)
+    except WorkflowServiceNotFoundError as exc:
+        return exc
+    except Exception as exc:
+        if after is not None:
+            raise after from exc
+        raise
+    return None
+
+
+def _missing(
+    exc: WorkflowServiceNotFoundError,
+    what: str,
+    resource_id: str,
+    missing_ok: bool,
+    log: logging.Logger | Any,
+) -> None:
+    if not missing_ok:
+        raise exc
+    log.info("%s %s does not exist (already deleted?); nothing to delete", what.capitalize(), resource_id)
 
 
 class Named(Protocol):

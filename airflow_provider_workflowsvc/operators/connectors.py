@@ -275,6 +275,7 @@ class _DeleteConnectorOperator(_ConnectorOperator):
                 what=self.what,
                 missing_ok=self.missing_ok,
                 log=self.log,
+                get=self.connectors.get,
             )
         finally:
             self.hook.close()

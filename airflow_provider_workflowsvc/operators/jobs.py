@@ -87,6 +87,8 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
     :param cancel_on_timeout: cancel the job when the wait times out.
     :param cancel_on_kill: cancel the job when the task is killed (or, deferred, marked/cleared).
     :param submit_attempts: run requests sent at most, when earlier ones provably created no job.
+    :param run_grace_period: seconds (or a timedelta) the workflow's job list is re-read after an
+        ambiguous run failure (timeout, dropped connection, 502, 504) before the run is sent again.
     """
 
     template_fields: Sequence[str] = ("workflow_id", "files", "workflowsvc_conn_id")
@@ -108,6 +110,7 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         cancel_on_timeout: bool = True,
         cancel_on_kill: bool = True,
         submit_attempts: int = 3,
+        run_grace_period: float | timedelta = 30.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -125,6 +128,7 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         if submit_attempts < 1:
             raise input_error(f"submit_attempts must be at least 1, got {submit_attempts}")
         self.submit_attempts = submit_attempts
+        self.run_grace_period = _seconds(run_grace_period, "run_grace_period")
         self._job_id: str | None = None
         self._result: dict[str, Any] | None = None
         self._files: list[str] | None = None
@@ -182,13 +186,15 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         store = self._state_store(context)
         journal = None
         if store is not None:
-            journal = StoredRunJournal(store, PENDING_RUN_KEY, known=store.get(self.external_id_key))
+            known = store.get(self.external_id_key)
+            journal = StoredRunJournal(store, PENDING_RUN_KEY, known=known, log=self.log)
         job = submit_run(
             self.hook,
             str(self.workflow_id),
             self._files,
             self.log,
             attempts=self.submit_attempts,
+            grace=self.run_grace_period,
             journal=journal,
         )
         self._job_id = job.id

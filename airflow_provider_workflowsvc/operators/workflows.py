@@ -342,6 +342,7 @@ class DeleteWorkflowOperator(WorkflowServiceBaseOperator):
                 what="workflow",
                 missing_ok=self.missing_ok,
                 log=self.log,
+                get=self.hook.get_workflow,
             )
         finally:
             self.hook.close()

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 
 DEFAULT_CONN_ID = "workflowsvc_default"
+PINNED_JOB_KEY = "workflowsvc_sensor_job"
+"""Task state key of the job a workflow-mode sensor found and follows (never rename it)."""
 
 
 class WorkflowJobSensor(BaseSensorOperator):
@@ -25,7 +27,9 @@ class WorkflowJobSensor(BaseSensorOperator):
 
     Give ``job_id``, or ``workflow_id`` (and usually ``created_after``) to wait for a job the service
     starts on its own schedule: the latest (or, with ``pick="earliest"``, the first) job of the workflow
-    created after ``created_after``. Until such a job exists the sensor keeps waiting.
+    created after ``created_after``. Until such a job exists the sensor keeps waiting. The job found is
+    pinned (task state store on Airflow 3.3+, and XCom ``job_id``): later pokes, reschedules, retries
+    and a triggerer restart follow that job, never a newer one, and its failure fails the sensor.
 
     The job failing, being stopped, or completing with failed files (``fail_on_failed_files``) fails the
     task without retries (``soft_fail`` skips it instead). Returns the job summary (XCom), which is
@@ -106,11 +110,11 @@ class WorkflowJobSensor(BaseSensorOperator):
                 raise AirflowSkipException(f"Skipping (soft_fail): {exc}") from exc
             raise
 
-    def _defer(self, started: float) -> None:
+    def _defer(self, started: float, job_id: str | None = None) -> None:
         from airflow_provider_workflowsvc._outcome import parse_created_after
         from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
 
-        job_id = self._watch.job_id if self._watch is not None else None
+        job_id = job_id or (self._watch.job_id if self._watch is not None else None)
         after = parse_created_after(self.created_after) if job_id is None else None
         trigger = WorkflowJobTrigger(
             job_id=job_id,
@@ -150,13 +154,18 @@ class WorkflowJobSensor(BaseSensorOperator):
 
         job_id = str(self.job_id).strip() if self.job_id is not None else ""
         if self.job_id is None:
-            after = parse_created_after(self.created_after)
-            job = find_job(self.hook, str(self.workflow_id), after, self.pick)
-            if job is None:
-                self.log.info("No job of workflow %s created after %s yet", self.workflow_id, after)
-                return None
-            job_id = job.id
-            self.log.info("Waiting for job %s of workflow %s", job_id, self.workflow_id)
+            job_id = self._pinned_job(context) or ""
+            if job_id:
+                self.log.info("Following job %s of workflow %s (found earlier)", job_id, self.workflow_id)
+            else:
+                after = parse_created_after(self.created_after)
+                job = find_job(self.hook, str(self.workflow_id), after, self.pick)
+                if job is None:
+                    self.log.info("No job of workflow %s created after %s yet", self.workflow_id, after)
+                    return None
+                job_id = job.id
+                self._pin(context, job_id)
+                self.log.info("Waiting for job %s of workflow %s", job_id, self.workflow_id)
         if not job_id:
             from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError
 
@@ -166,12 +175,45 @@ class WorkflowJobSensor(BaseSensorOperator):
         return self._watch
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        """Resume after the trigger: a job found is pinned and waited for; an outcome is applied."""
         from airflow_provider_workflowsvc._outcome import parse_event
 
         outcome = parse_event(event)
+        if outcome.status == "found" and outcome.job_id and self.job_id is None:
+            self._pin(context, outcome.job_id)
+            self.log.info("Found job %s of workflow %s; waiting for it", outcome.job_id, self.workflow_id)
+            self._defer(time.time() - (outcome.elapsed or 0.0), outcome.job_id)
         if outcome.job_id:
             context["ti"].xcom_push(key="job_id", value=outcome.job_id)
         return self._finish(context, outcome)
+
+    # -- the job a workflow-mode sensor follows ------------------------------------------------------
+
+    def _pin(self, context: Context, job_id: str) -> None:
+        """Remember the job found, so that later pokes, reschedules and retries follow it."""
+        context["ti"].xcom_push(key="job_id", value=job_id)
+        store = context.get("task_state_store")
+        if store is not None:
+            store.set(PINNED_JOB_KEY, {"workflow_id": str(self.workflow_id), "job_id": job_id})
+
+    def _pinned_job(self, context: Context) -> str | None:
+        """The job an earlier poke (or try) of this sensor found, if any."""
+        store = context.get("task_state_store")
+        if store is not None:
+            value = store.get(PINNED_JOB_KEY)
+            if isinstance(value, dict) and value.get("workflow_id") == str(self.workflow_id):
+                return str(value.get("job_id") or "") or None
+            return None
+        pushed = context["ti"].xcom_pull(task_ids=self.task_id, key="job_id")
+        return str(pushed) if pushed else None
+
+    def _unpin(self, context: Context) -> None:
+        store = context.get("task_state_store")
+        if store is not None and self.job_id is None:
+            try:
+                store.delete(PINNED_JOB_KEY)
+            except Exception as exc:
+                self.log.warning("Could not remove %s from the task state store: %s", PINNED_JOB_KEY, exc)
 
     def _finish(self, context: Context, outcome: JobOutcome) -> dict[str, Any]:
         """Return the summary, or push it and fail (no retry: the job's outcome will not change)."""
@@ -182,6 +224,8 @@ class WorkflowJobSensor(BaseSensorOperator):
         log_outcome(outcome, self.log)
         error = failure_for(outcome, fail_on_failed_files=self.fail_on_failed_files)
         summary = outcome.summary()
+        if outcome.job_id:
+            self._unpin(context)  # the job's wait has ended: clearing the task finds a new job
         if error is None:
             return summary
         if self.do_xcom_push:

@@ -22,6 +22,8 @@ class WorkflowJobTrigger(BaseTrigger):
     (``success`` = the job completed, ``failed``, ``stopped``, ``timeout`` or ``error``), ``job_id``,
     ``workflow_id``, ``job_status``, ``message``, ``node_stats``, ``failed_files``, ``output_files`` and
     ``elapsed``. Whether failed files fail the task is the operator's decision, not the trigger's.
+    Waiting for a workflow's job (``job_id=None``), the trigger ends with ``found`` as soon as it has
+    one: the task pins that job and defers again for it (a triggerer restart never switches jobs).
 
     One HTTP client serves the whole wait. Each poll is one request (``GET /jobs/{id}/details``);
     transient errors (429, 5xx, dropped connections, timeouts) are retried by the hook and then by the
@@ -63,7 +65,6 @@ class WorkflowJobTrigger(BaseTrigger):
         self.workflow_id = workflow_id
         self.created_after = created_after
         self.pick = pick
-        self._found_job_id: str | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -97,13 +98,18 @@ class WorkflowJobTrigger(BaseTrigger):
         except Exception as exc:  # the task must hear about it: never end without an event
             self.log.exception("Waiting for the job failed")
             outcome = unfound_outcome("error", f"{type(exc).__name__}: {exc}", time.time() - started)
-            outcome = outcome.model_copy(update={"job_id": self._found_job_id or self.job_id})
+            outcome = outcome.model_copy(update={"job_id": self.job_id})
         yield TriggerEvent(outcome.to_event())
 
     async def _wait(
         self, hook: WorkflowServiceAsyncHook, schedule: PollSchedule, started: float
     ) -> JobOutcome:
-        from airflow_provider_workflowsvc._outcome import JobWatch, parse_created_after, unfound_outcome
+        from airflow_provider_workflowsvc._outcome import (
+            JobOutcome,
+            JobWatch,
+            parse_created_after,
+            unfound_outcome,
+        )
         from airflow_provider_workflowsvc._polling import await_job, await_new_job
 
         job_id = self.job_id
@@ -120,8 +126,16 @@ class WorkflowJobTrigger(BaseTrigger):
                     f"no job of workflow {self.workflow_id} created after {self.created_after} appeared",
                     time.time() - started,
                 )
-            job_id = self._found_job_id = job.id
-            self.log.info("Found job %s (status %s)", job_id, job.raw_status or job.status)
+            # The task pins the job before waiting for it: a triggerer restart must not re-search and
+            # switch to a newer job.
+            self.log.info("Found job %s (status %s)", job.id, job.raw_status or job.status)
+            return JobOutcome(
+                status="found",
+                job_id=job.id,
+                workflow_id=self.workflow_id,
+                job_status=job.raw_status or job.status.value,
+                elapsed=time.time() - started,
+            )
         self.log.info("Waiting for job %s (polling every %.0f s)", job_id, self.poll_interval)
         return await await_job(hook, JobWatch(job_id, self.log, started), schedule)
 
@@ -130,7 +144,7 @@ class WorkflowJobTrigger(BaseTrigger):
 
         The cancel gets ``CANCEL_BUDGET`` seconds; a failure is logged, not raised.
         """
-        job_id = self._found_job_id or self.job_id
+        job_id = self.job_id
         if not (self.cancel_on_kill and job_id):
             return
         from airflow_provider_workflowsvc._polling import CANCEL_BUDGET, acancel_quietly

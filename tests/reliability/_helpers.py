@@ -52,3 +52,28 @@ def use_connection(monkeypatch: pytest.MonkeyPatch, emulator: Any, **extra: Any)
         "extra": {"api_key": emulator.api_key, **extra},
     }
     monkeypatch.setenv("AIRFLOW_CONN_WORKFLOWSVC_DEFAULT", json.dumps(conn))
+
+
+def records_list_files(job: Any) -> bool:
+    """Whether the service's job records list their input files (``input_file_ids``, platform dialect):
+    the evidence that lets a task adopt a job whose run answer it never received."""
+    return getattr(job, "input_file_ids", None) is not None
+
+
+def pending_record(workflow_id: str, files: list[str], age: float = 0.0) -> dict[str, Any]:
+    """A pending-run record, as a try that sent a run ``age`` seconds ago and died leaves it."""
+    import time
+
+    return {"workflow_id": workflow_id, "before": [], "sent_at": time.time() - age, "files": files}
+
+
+def documents_of(hook: Any, job_id: str) -> list[str]:
+    """The file names a (completed) job processed, as the service wrote them into its outputs: the
+    service's own record of which run a job belongs to, whatever its job records say."""
+    job = hook.get_job(job_id)
+    names = []
+    for output in job.output_node_files:
+        elements = hook.download_job_output(job_id, output.file_id, output.node_id)
+        assert isinstance(elements, list)
+        names.append(str(elements[0].metadata.filename))
+    return sorted(names)

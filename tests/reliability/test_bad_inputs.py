@@ -419,7 +419,7 @@ CASES = [
         lambda w: execute(
             conn_ops.DeleteSourceConnectorOperator(task_id="d", connector_id=UNKNOWN_ID, missing_ok=False)
         ),
-        rf"DELETE /api/v1/sources/{UNKNOWN_ID} → 404",
+        rf"GET /api/v1/sources/{UNKNOWN_ID} → 404",  # missing_ok=False reads it before deleting
         client_side=False,
     ),
     Case("409-connector-in-use", connector_in_use, r"DELETE /api/v1/sources/.* → 409", client_side=False),

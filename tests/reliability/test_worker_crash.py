@@ -8,10 +8,12 @@ same ``task_state_store``:
 * killed after the job id was stored, the job finishing while no worker runs: the retry returns the
   job's result without a new run;
 * killed after the service created the job but before the worker heard of it (the run's answer is
-  held back): the retry finds the run the dead try sent and adopts its job, then waits for it.
+  held back): the retry finds the run the dead try sent and adopts its job when the job record proves
+  it (it lists the run's files: platform dialect), then waits for it; without that proof (spec
+  dialect) the retry fails as ambiguous, naming the job, and never runs the workflow again.
 
-The remaining cases (a stale pending-run record, a record of another workflow) use the operator
-directly with an in-memory store.
+The remaining cases (a stale or expired pending-run record, a record of another workflow) use the
+operator directly with an in-memory store.
 """
 
 from __future__ import annotations
@@ -31,10 +33,11 @@ import pytest
 from airflow.utils.state import TaskInstanceState
 
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+from airflow_provider_workflowsvc.operators._submit import PENDING_RUN_TTL, AmbiguousRunError
 from airflow_provider_workflowsvc.operators.jobs import PENDING_RUN_KEY, RunWorkflowOperator
 
 from . import _task_process
-from ._helpers import FakeStore, task_context
+from ._helpers import FakeStore, pending_record, records_list_files, task_context
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -192,7 +195,8 @@ def test_killed_before_the_job_id_was_stored(
     figures: dict[str, Any], dag_runner: Any, emulator: Any, workflow: str, input_file: str, tmp_path: Path
 ) -> None:
     """The service created the job but its answer never reached the worker, which then died: the
-    retry adopts that job (it does not run the workflow again) and waits for it."""
+    retry adopts that job when its record lists the run's files, and waits for it; otherwise it fails
+    as ambiguous (no retry). Either way it never runs the workflow again."""
     emulator.configure(processing_delay=100)
     emulator.set_faults(method="POST", path="/api/v1/workflows/*/run", latency=3600, phase="after")
     spec = spec_for("reliability_crash_pending", workflow, input_file)
@@ -206,7 +210,12 @@ def test_killed_before_the_job_id_was_stored(
     emulator.clear_faults()  # the held answer goes nowhere: the worker is gone
     with WorkflowServiceHook(settings=_settings(emulator)) as hook:
         (created,) = hook.list_jobs(workflow_id=workflow)
-    assert pending == {"workflow_id": workflow, "before": []}
+    assert {k: pending[k] for k in ("workflow_id", "before", "files")} == {
+        "workflow_id": workflow,
+        "before": [],
+        "files": ["doc.txt"],
+    }
+    assert abs(pending["sent_at"] - time.time()) < 120
     assert JOB_KEY not in stored_state(spec["dag_id"])  # the dead try never learnt the job id
     scheduler_schedules_a_retry(spec["dag_id"])
     assert len(run_requests(emulator, workflow)) == 1
@@ -219,9 +228,19 @@ def test_killed_before_the_job_id_was_stored(
     with WorkflowServiceHook(settings=_settings(emulator)) as hook:
         jobs = hook.list_jobs(workflow_id=workflow)
     assert retry_runs == [] and [j.id for j in jobs] == [created.id]
-    assert ti.state == TaskInstanceState.SUCCESS, ti.state
-    assert ti.xcom_pull(task_ids="run", run_id=ti.run_id)["job_id"] == created.id
-    figures.update(crashes=1, run_requests=1 + len(retry_runs), jobs=len(jobs), duplicates=len(jobs) - 1)
+    if records_list_files(created):
+        assert ti.state == TaskInstanceState.SUCCESS, ti.state
+        assert ti.xcom_pull(task_ids="run", run_id=ti.run_id)["job_id"] == created.id
+    else:  # no proof: failed without retries, the record kept so that no later try runs it again
+        assert ti.state == TaskInstanceState.FAILED, ti.state
+        assert stored_state(spec["dag_id"])[PENDING_RUN_KEY]["files"] == ["doc.txt"]
+    figures.update(
+        crashes=1,
+        run_requests=1 + len(retry_runs),
+        jobs=len(jobs),
+        duplicates=len(jobs) - 1,
+        adopted=int(ti.state == TaskInstanceState.SUCCESS),
+    )
 
 
 def _finish_the_job_once_polled(emulator: Any) -> threading.Thread:
@@ -261,7 +280,14 @@ def test_a_pending_run_is_adopted_once(workflowsvc_conn: Any, workflow: str, inp
     emulator.configure(processing_delay=0.02)
     with emulator.api_client() as api:  # the run a dead try sent
         created = api.post(f"/workflows/{workflow}/run", files={"input_files": ("doc.txt", b"x")}).json()
-    store = FakeStore(**{PENDING_RUN_KEY: {"workflow_id": workflow, "before": []}})
+    store = FakeStore(**{PENDING_RUN_KEY: pending_record(workflow, ["doc.txt"], age=1)})
+    with WorkflowServiceHook(settings=_settings(emulator)) as hook:
+        proven = records_list_files(hook.get_job(created["id"]))
+    if not proven:  # spec dialect: the job cannot be proven to be the dead try's: never adopted
+        with pytest.raises(AmbiguousRunError, match=created["id"]):
+            run_op(workflow, input_file).execute(task_context(store))
+        assert len(run_requests(emulator, workflow)) == 1 and PENDING_RUN_KEY in store.values
+        return
     assert run_op(workflow, input_file).execute(task_context(store))["job_id"] == created["id"]
     assert len(run_requests(emulator, workflow)) == 1
     assert store.values == {}  # job id and pending run forgotten after success
@@ -270,22 +296,27 @@ def test_a_pending_run_is_adopted_once(workflowsvc_conn: Any, workflow: str, inp
     assert len(run_requests(emulator, workflow)) == 2
 
 
-@pytest.mark.parametrize("stale", ["stored-job", "other-workflow"])
+@pytest.mark.parametrize("stale", ["stored-job", "other-workflow", "expired", "old-format"])
 def test_a_stale_pending_run_is_not_adopted(
     workflowsvc_conn: Any, workflow: str, input_file: str, stale: str
 ) -> None:
-    """A record left by a try that did store its job (killed between the two writes), or one of
-    another workflow, never makes a retry adopt a job that is not a new run of its own."""
+    """Scenario: a record left by a try that did store its job (killed between the two writes), one
+    of another workflow, one older than the record's lifetime, or one an older version wrote never
+    makes a retry adopt a job (or fail as ambiguous): the retry runs the workflow and succeeds."""
     emulator = workflowsvc_conn
     emulator.configure(processing_delay=0.02)
     with emulator.api_client() as api:
         old = api.post(f"/workflows/{workflow}/run", files={"input_files": ("e.txt", b"")}).json()["id"]
     emulator.advance_clock(10)  # the old job failed (empty file): the retry must run again
-    if stale == "stored-job":
-        store = FakeStore(**{JOB_KEY: old, PENDING_RUN_KEY: {"workflow_id": workflow, "before": []}})
-    else:
+    if stale == "stored-job":  # sent long enough ago that its request can no longer be in flight
+        store = FakeStore(**{JOB_KEY: old, PENDING_RUN_KEY: pending_record(workflow, ["e.txt"], age=600)})
+    elif stale == "other-workflow":
         other = "0b7c6a9e-3f0e-4a51-9c7b-1d2e3f4a5b6c"
-        store = FakeStore(**{PENDING_RUN_KEY: {"workflow_id": other, "before": []}})
+        store = FakeStore(**{PENDING_RUN_KEY: pending_record(other, ["e.txt"])})
+    elif stale == "expired":
+        store = FakeStore(**{PENDING_RUN_KEY: pending_record(workflow, ["e.txt"], age=PENDING_RUN_TTL + 60)})
+    else:
+        store = FakeStore(**{PENDING_RUN_KEY: {"workflow_id": workflow, "before": []}})
     summary = run_op(workflow, input_file).execute(task_context(store))
     assert summary["job_id"] != old and summary["status"] == "completed"
     assert len(run_requests(emulator, workflow)) == 2
