@@ -175,7 +175,7 @@ def route_listings(router: Any, *listings: Any) -> Any:
     def answer(request: httpx.Request) -> httpx.Response:
         return ok(answers.pop(0) if len(answers) > 1 else answers[0])
 
-    return router.get("/jobs", params={"workflow_id": WF}).mock(side_effect=answer)
+    return router.get("/jobs/", params={"workflow_id": WF}).mock(side_effect=answer)
 
 
 @pytest.fixture

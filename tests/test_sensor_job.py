@@ -161,7 +161,7 @@ def test_workflow_mode_follows_the_job_it_found_across_reschedules(mock_service:
     sensor instance, as after a reschedule). The sensor still follows j1, and j1 failing fails it."""
     first = job_json("j1", "in progress", created_at="2026-01-02T00:00:00Z")
     newer = job_json("j2", "completed", created_at="2026-01-03T00:00:00Z")
-    listing = mock_service.get("/jobs", params={"workflow_id": WF})
+    listing = mock_service.get("/jobs/", params={"workflow_id": WF})
     listing.mock(side_effect=[ok([first]), ok([first, newer])])
     mock_service.get("/jobs/j1/details").mock(
         side_effect=[ok(details_json("j1", "in progress")), ok(details_json("j1", "failed", "broken"))]

@@ -133,7 +133,9 @@ def test_reuse_names_each_changed_node_setting_with_both_values(mock_service: An
     (warning,) = [e["event"] for e in logs if e["log_level"] == "warning"]
     assert "in 2 setting(s)" in warning
     assert "workflow_nodes[partition].settings.chunk_size: the service has 500, the task sets 1000" in warning
-    assert "workflow_nodes[partition].settings.overlap: the service has (not set), the task sets 20" in warning
+    assert (
+        "workflow_nodes[partition].settings.overlap: the service has (not set), the task sets 20" in warning
+    )
     assert "sk-node-SECRET" not in warning  # secret settings are not compared, never logged
 
 
