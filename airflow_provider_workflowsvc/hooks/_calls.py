@@ -160,7 +160,7 @@ def check_upload_name(path: Path) -> None:
     except UnicodeEncodeError:
         shown = os.fsencode(path).decode("ascii", "backslashreplace")
         raise WorkflowServiceInputError(
-            f"input file {shown!r}: its name is not valid UTF-8; rename the file"
+            f"input file '{shown}': its name is not valid UTF-8; rename the file"
         ) from None
 
 

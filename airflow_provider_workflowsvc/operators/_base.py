@@ -100,12 +100,12 @@ def min_poll_interval() -> float:
 def interval_seconds(value: float | timedelta, what: str) -> float:
     """``value`` in seconds; an input error when under :func:`min_poll_interval` (a poll loop must not
     hammer the service: ``0`` meant hundreds of requests a second)."""
-    seconds = positive_seconds(value, what)
+    seconds = value.total_seconds() if hasattr(value, "total_seconds") else float(value)
     floor = min_poll_interval()
-    if seconds < floor:
+    if seconds < floor or seconds <= 0:
         raise input_error(
-            f"{what} must be at least {floor:g} s (the [workflowsvc] min_poll_interval setting), "
-            f"got {value!r}"
+            f"{what} must be a positive number of seconds, at least {floor:g} s (the [workflowsvc] "
+            f"min_poll_interval setting), got {value!r}"
         )
     return seconds
 
