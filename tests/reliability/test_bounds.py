@@ -12,12 +12,10 @@ import json
 import re
 import subprocess
 import sys
-import threading
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -36,69 +34,19 @@ from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 from airflow_provider_workflowsvc.sensors.job import WorkflowJobSensor
 from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
 
+from ._helpers import Behaviour, LoopbackServer
+
 CONNECTOR_ID = "5f0c3a52-8d4e-4b7a-9a31-0c2f7e6d1b90"
 WORKFLOW_ID = "0b8f3c1e-2a4d-4e6f-8a9b-1c2d3e4f5a6b"
 MIB = 1024 * 1024
 
-Behaviour = Callable[[BaseHTTPRequestHandler], None]
-
-
-class _Server:
-    """A loopback HTTP server whose every request is answered by ``behaviour``; counts bytes it sent."""
-
-    def __init__(self, behaviour: Behaviour) -> None:
-        self.requests: list[str] = []
-        self.sent = 0
-        self.stop = threading.Event()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def handle_one_request(self) -> None:
-                try:
-                    super().handle_one_request()
-                except (BrokenPipeError, ConnectionResetError):
-                    self.close_connection = True
-
-            def do_GET(self) -> None:
-                self._serve()
-
-            def do_POST(self) -> None:
-                self._serve()
-
-            def _serve(self) -> None:
-                server.requests.append(f"{self.command} {self.path}")
-                length = int(self.headers.get("content-length") or 0)
-                if length:
-                    self.rfile.read(length)
-                behaviour(self)
-
-            def send(self, data: bytes) -> None:
-                self.wfile.write(data)
-                server.sent += len(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/api/v1"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
 
 @pytest.fixture
-def serve() -> Iterator[Callable[[Behaviour], _Server]]:
-    servers: list[_Server] = []
+def serve() -> Iterator[Callable[[Behaviour], LoopbackServer]]:
+    servers: list[LoopbackServer] = []
 
-    def start(behaviour: Behaviour) -> _Server:
-        servers.append(_Server(behaviour))
+    def start(behaviour: Behaviour) -> LoopbackServer:
+        servers.append(LoopbackServer(behaviour))
         return servers[-1]
 
     yield start
@@ -106,7 +54,7 @@ def serve() -> Iterator[Callable[[Behaviour], _Server]]:
         server.close()
 
 
-def connect(monkeypatch: pytest.MonkeyPatch, server: _Server, **extra: Any) -> None:
+def connect(monkeypatch: pytest.MonkeyPatch, server: LoopbackServer, **extra: Any) -> None:
     conn = {"conn_type": "workflowsvc", "host": server.url, "password": "bounds-token", "extra": extra}
     monkeypatch.setenv("AIRFLOW_CONN_WORKFLOWSVC_DEFAULT", json.dumps(conn))
 
@@ -179,7 +127,7 @@ def download_of(size: int) -> Behaviour:
 def test_connection_check_ends_by_its_timeout(
     figures: dict[str, Any],
     monkeypatch: pytest.MonkeyPatch,
-    serve: Callable[[Behaviour], _Server],
+    serve: Callable[[Behaviour], LoopbackServer],
     behaviour: Behaviour,
     expected: str,
     kind: str,
@@ -207,7 +155,7 @@ def test_connection_check_ends_by_its_timeout(
 
 
 def test_connection_check_failure_before_its_timeout_is_reported_as_is(
-    monkeypatch: pytest.MonkeyPatch, serve: Callable[[Behaviour], _Server]
+    monkeypatch: pytest.MonkeyPatch, serve: Callable[[Behaviour], LoopbackServer]
 ) -> None:
     """Only the deadline turns a failed request into "no result": an earlier failure keeps its error."""
 
@@ -311,7 +259,7 @@ def test_the_cap_is_a_connection_extra_with_a_generous_default(monkeypatch: pyte
 
 
 def test_an_endless_answer_is_cut_at_the_cap(
-    figures: dict[str, Any], serve: Callable[[Behaviour], _Server]
+    figures: dict[str, Any], serve: Callable[[Behaviour], LoopbackServer]
 ) -> None:
     """A 512 MiB answer added 1.5 GiB of memory: the body was read whole before anything looked at it.
     Now it is read chunk by chunk and reading stops at the cap, so even a body that never ends fails."""
@@ -338,7 +286,7 @@ def test_an_endless_answer_is_cut_at_the_cap(
     )
 
 
-def test_the_async_hook_cuts_an_endless_answer_too(serve: Callable[[Behaviour], _Server]) -> None:
+def test_the_async_hook_cuts_an_endless_answer_too(serve: Callable[[Behaviour], LoopbackServer]) -> None:
     server = serve(endless_json)
     settings = ConnectionSettings(base_url=server.url, token="bounds-token", max_response_bytes=MIB)
 
@@ -350,7 +298,9 @@ def test_the_async_hook_cuts_an_endless_answer_too(serve: Callable[[Behaviour], 
         asyncio.run(asyncio.wait_for(call(), timeout=10))
 
 
-def test_a_declared_length_over_the_cap_fails_before_reading(serve: Callable[[Behaviour], _Server]) -> None:
+def test_a_declared_length_over_the_cap_fails_before_reading(
+    serve: Callable[[Behaviour], LoopbackServer],
+) -> None:
     server = serve(declares_10_gib)
     settings = ConnectionSettings(base_url=server.url, token="bounds-token", max_response_bytes=MIB)
     started = time.monotonic()
@@ -365,7 +315,7 @@ def test_a_declared_length_over_the_cap_fails_before_reading(serve: Callable[[Be
 
 
 def test_downloads_to_a_file_stay_streamed_and_uncapped(
-    tmp_path: Path, serve: Callable[[Behaviour], _Server]
+    tmp_path: Path, serve: Callable[[Behaviour], LoopbackServer]
 ) -> None:
     server = serve(download_of(3 * MIB))
     settings = ConnectionSettings(base_url=server.url, token="bounds-token", max_response_bytes=MIB)
