@@ -46,7 +46,9 @@ def looping_tree(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize(
-    "spec", ["{docs}/**/*.txt", "{docs}", "{docs}/**", ["{docs}/a.txt", "{docs}", "{docs}/*"]]
+    "spec",
+    ["{docs}/**/*.txt", "{docs}", "{docs}/**", ["{docs}/a.txt", "{docs}", "{docs}/*"]],
+    ids=["double-star-glob", "directory", "double-star-only", "overlapping-list"],
 )
 def test_directory_symlinks_are_not_followed_and_each_document_is_sent_once(
     figures: dict[str, Any], looping_tree: Path, spec: Any
