@@ -92,7 +92,9 @@ class ConnectionSettings(BaseModel):
 
     ``verify`` is a boolean or the path of a CA bundle file (or directory); ``max_retries`` bounds the
     retries of one request, ``retry_wait`` is the first backoff (doubled each time, with jitter) and
-    ``retry_max_wait`` caps every wait, including one asked for by ``Retry-After``.
+    ``retry_max_wait`` caps every wait, including one asked for by ``Retry-After``;
+    ``max_response_bytes`` caps an answer read into memory (a download to a file is not capped).
+    The token and API key must be printable ASCII (a pasted line break is refused, never shown).
     """
 
     model_config = ConfigDict(frozen=True, hide_input_in_errors=True)
@@ -106,6 +108,7 @@ class ConnectionSettings(BaseModel):
     max_retries: int = Field(default=5, ge=0, le=20)
     retry_wait: float = Field(default=1.0, ge=0)
     retry_max_wait: float = Field(default=60.0, ge=0)
+    max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, ge=1024)
 
     @field_validator("base_url")
     @classmethod
@@ -126,9 +129,6 @@ class ConnectionSettings(BaseModel):
             raise ValueError("has an invalid port") from None
         path = parts.path.rstrip("/") or "/api/v1"
         return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
-
-    max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, ge=1024)
-    """The largest JSON answer read (downloads to a file are streamed and not capped)."""
 
     @field_validator("token", "api_key", mode="before")
     @classmethod

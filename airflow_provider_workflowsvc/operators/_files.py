@@ -112,21 +112,38 @@ class _Walk:
 
     def files(self, directory: Path, pattern: tuple[str, ...]) -> Iterator[Path]:
         """The files below ``directory`` whose relative path matches ``pattern`` (``**``: any dirs)."""
-        if not pattern:
+        entries = self._entries(directory)
+        if pattern[0] != "**":
+            yield from self._matches(directory, entries, pattern)
             return
+        yield from self._matches(directory, entries, pattern[1:] or ("*",))  # ``**`` as no directory
+        for entry in entries:
+            if _matches_name(entry.name, "*") and self._enters(entry):
+                yield from self.files(Path(entry.path), pattern)
+
+    def _matches(
+        self, directory: Path, entries: list[os.DirEntry[str]], pattern: tuple[str, ...]
+    ) -> Iterator[Path]:
         first, rest = pattern[0], pattern[1:]
         if first == "**":
-            yield from self.files(directory, rest or ("*",))
-            rest = pattern
-        for entry in self._entries(directory):
-            if not (entry.name == first or _matches_name(entry.name, "*" if first == "**" else first)):
+            yield from self.files(directory, pattern)
+            return
+        for entry in entries:
+            if not (entry.name == first or _matches_name(entry.name, first)):
                 continue
             if not rest and entry.is_file():
                 yield self._file(Path(entry.path), entry.is_symlink())
-            elif rest and entry.is_dir(follow_symlinks=False):
+            elif rest and self._enters(entry):
                 yield from self.files(Path(entry.path), rest)
-            elif rest and entry.is_symlink() and entry.is_dir():
-                log.info("files: not entering %s, a symbolic link to a directory", entry.path)
+
+    @staticmethod
+    def _enters(entry: os.DirEntry[str]) -> bool:
+        """Whether the walk goes into ``entry``: a directory, not a symbolic link to one."""
+        if entry.is_dir(follow_symlinks=False):
+            return True
+        if entry.is_symlink() and entry.is_dir():
+            log.info("files: not entering %s, a symbolic link to a directory", entry.path)
+        return False
 
     def _entries(self, directory: Path) -> list[os.DirEntry[str]]:
         try:
