@@ -101,6 +101,12 @@ def get_provider_info() -> dict[str, Any]:
                         "description": "Cap on any wait between retries, including one asked by Retry-After.",
                         "schema": {"type": ["number", "null"], "default": 60, "minimum": 0},
                     },
+                    "max_response_bytes": {
+                        "label": "Largest answer (bytes)",
+                        "description": "Cap on a JSON answer, read in chunks and refused past the cap. "
+                        "Downloads to a file are streamed and not capped.",
+                        "schema": {"type": ["integer", "null"], "default": 67108864, "minimum": 1024},
+                    },
                 },
             }
         ],

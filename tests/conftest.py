@@ -12,6 +12,9 @@ os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(Path(__file__).parent / "dags")
 os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "True"
 os.environ.pop("AIRFLOW_CONN_WORKFLOWSVC_DEFAULT", None)
+# Tests poll every 0.02-0.5 s to stay fast; the floor for real deployments is 1 s (tests of the floor
+# itself set it back). Subprocesses (local Airflow, task processes) inherit it.
+os.environ["AIRFLOW__WORKFLOWSVC__MIN_POLL_INTERVAL"] = "0.01"
 
 import json  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
@@ -21,6 +24,17 @@ import pytest  # noqa: E402
 
 TEST_TOKEN = "tok-test-9f3c1e"
 TEST_API_KEY = "key-test-47ab20"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_secrets_masker() -> None:
+    """Each test starts with no registered secrets, as each Airflow task process does (a connector
+    config of unknown type masks all its strings; that must not carry over into later tests)."""
+    try:
+        from airflow.sdk._shared.secrets_masker import reset_secrets_masker
+    except ImportError:  # pragma: no cover - older task SDK: nothing to reset between tests
+        return
+    reset_secrets_masker()
 
 
 @pytest.fixture(scope="session")

@@ -27,6 +27,7 @@ EXPECTED_FIELDS = {
     "max_retries",
     "retry_wait",
     "retry_max_wait",
+    "max_response_bytes",
 }
 
 
@@ -71,7 +72,8 @@ def test_provider_info_defaults_match_connection_settings() -> None:
     from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings
 
     fields = get_provider_info()["connection-types"][0]["conn-fields"]
-    for name in ("timeout", "connect_timeout", "verify", "max_retries", "retry_wait", "retry_max_wait"):
+    names = ("timeout", "connect_timeout", "verify", "max_retries", "retry_wait", "retry_max_wait")
+    for name in (*names, "max_response_bytes"):
         assert fields[name]["schema"]["default"] == ConnectionSettings.model_fields[name].default, name
 
 

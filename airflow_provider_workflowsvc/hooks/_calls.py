@@ -156,6 +156,17 @@ def _non_empty(value: str, what: str) -> str:
     return text
 
 
+def check_upload_name(path: Path) -> None:
+    """Refuse a file whose name is not valid UTF-8: an upload part cannot name it (shown escaped)."""
+    try:
+        path.name.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(path).decode("ascii", "backslashreplace")
+        raise WorkflowServiceInputError(
+            f"input file '{shown}': its name is not valid UTF-8; rename the file"
+        ) from None
+
+
 def upload_files(
     paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
 ) -> tuple[UploadFile, ...]:
@@ -168,6 +179,7 @@ def upload_files(
     files = []
     for raw in paths:
         path = Path(raw).expanduser()
+        check_upload_name(path)
         if not path.is_file():
             reason = "is a directory" if path.is_dir() else "does not exist"
             raise WorkflowServiceInputError(f"input file {str(path)!r} {reason}")

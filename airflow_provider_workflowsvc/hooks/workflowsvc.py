@@ -14,6 +14,7 @@ import functools
 import logging
 import os
 import random
+import re
 import secrets
 import ssl
 import time
@@ -27,7 +28,15 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
 from airflow.sdk import BaseHook
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity.stop import stop_base
 
@@ -60,6 +69,8 @@ CONN_TYPE = "workflowsvc"
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
 MAX_REDIRECTS = 3
 _UNSENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+"""The default cap on a JSON answer (extra ``max_response_bytes``): far above any real list or record."""
 KEEPALIVE_EXPIRY = 120.0
 """Seconds an idle connection is kept: longer than the default poll interval, so a wait reuses one."""
 _TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
@@ -81,10 +92,12 @@ class ConnectionSettings(BaseModel):
 
     ``verify`` is a boolean or the path of a CA bundle file (or directory); ``max_retries`` bounds the
     retries of one request, ``retry_wait`` is the first backoff (doubled each time, with jitter) and
-    ``retry_max_wait`` caps every wait, including one asked for by ``Retry-After``.
+    ``retry_max_wait`` caps every wait, including one asked for by ``Retry-After``;
+    ``max_response_bytes`` caps an answer read into memory (a download to a file is not capped).
+    The token and API key must be printable ASCII (a pasted line break is refused, never shown).
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, hide_input_in_errors=True)
 
     base_url: str
     token: SecretStr | None = None
@@ -95,6 +108,7 @@ class ConnectionSettings(BaseModel):
     max_retries: int = Field(default=5, ge=0, le=20)
     retry_wait: float = Field(default=1.0, ge=0)
     retry_max_wait: float = Field(default=60.0, ge=0)
+    max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, ge=1024)
 
     @field_validator("base_url")
     @classmethod
@@ -118,11 +132,12 @@ class ConnectionSettings(BaseModel):
 
     @field_validator("token", "api_key", mode="before")
     @classmethod
-    def _blank_is_none(cls, value: Any) -> Any:
+    def _blank_is_none(cls, value: Any, info: ValidationInfo) -> Any:
         if isinstance(value, SecretStr):
             value = value.get_secret_value()
         if isinstance(value, str):
             value = value.strip()
+            _check_header_safe(value, _CREDENTIAL_FIELDS[info.field_name or ""])
             return value or None
         return value
 
@@ -211,6 +226,28 @@ class ConnectionSettings(BaseModel):
         }
 
 
+_CREDENTIAL_FIELDS = {"token": "password (token)", "api_key": "api_key"}
+_UNSAFE_HEADER_CHARS = re.compile(r"[\x00-\x1f\x7f]|[^\x00-\x7f]")
+
+
+def _check_header_safe(value: str, where: str) -> None:
+    """Refuse a credential an HTTP header cannot carry, naming where it came from and never its value.
+
+    httpx would refuse it only when the request is sent, with an error that quotes the header.
+    """
+    found = _UNSAFE_HEADER_CHARS.search(value)
+    if found is None:
+        return
+    char = found.group()
+    kind = {"\r": "a carriage return (CR)", "\n": "a line feed (LF)", "\x00": "a NUL character"}.get(
+        char, "a control character" if char.isascii() else "a non-ASCII character"
+    )
+    raise ValueError(
+        f"the connection's {where} contains {kind}; a credential must be printable ASCII "
+        "(was a line break pasted with it?)"
+    )
+
+
 @functools.lru_cache(maxsize=16)
 def _ssl_context(verify: bool | str, ca_env: tuple[str | None, str | None]) -> ssl.SSLContext:
     if isinstance(verify, bool):
@@ -221,7 +258,10 @@ def _ssl_context(verify: bool | str, ca_env: tuple[str | None, str | None]) -> s
 
 
 _EXTRA_SETTINGS = frozenset(
-    {"timeout", "connect_timeout", "verify", "max_retries", "retry_wait", "retry_max_wait"}
+    {
+        *("timeout", "connect_timeout", "verify", "max_retries", "retry_wait", "retry_max_wait"),
+        "max_response_bytes",
+    }
 )
 _EXTRA_PREFIX = f"extra__{CONN_TYPE}__"
 
@@ -325,20 +365,27 @@ def _retry_after_seconds(response: httpx.Response) -> float | None:
         return None
 
 
-def _error_detail(response: httpx.Response) -> str:
-    """The server's explanation: FastAPI ``detail`` (string or list) or ``message``, else the raw text."""
+def _cut(text: str, limit: int) -> str:
+    return text[:limit] + ("…" if len(text) > limit else "")
+
+
+def _error_detail(response: httpx.Response, redact: Callable[[str], str]) -> str:
+    """The server's explanation: FastAPI ``detail`` (string or list) or ``message``, else the raw text.
+
+    Credentials are redacted before the text is cut to length, so none can leak in part across the cut.
+    """
     try:
         body = response.json()
     except ValueError:
-        text = response.text.strip()
-        return text[:300] + ("…" if len(text) > 300 else "")
+        return _cut(redact(response.text.strip()), 300)
     if isinstance(body, dict):
         detail = body.get("detail", body.get("message", body.get("error")))
         if isinstance(detail, list):
-            return format_validation_errors([d if isinstance(d, dict) else {"msg": str(d)} for d in detail])
+            items = [d if isinstance(d, dict) else {"msg": str(d)} for d in detail]
+            return redact(format_validation_errors(items))
         if detail is not None:
-            return str(detail)[:1000]
-    return str(body)[:300]
+            return _cut(redact(str(detail)), 1000)
+    return _cut(redact(str(body)), 300)
 
 
 def _parse_body(call: ApiCall[T], path: str, response: httpx.Response, redact: Callable[[str], str]) -> T:
@@ -347,7 +394,7 @@ def _parse_body(call: ApiCall[T], path: str, response: httpx.Response, redact: C
     try:
         data = response.json() if response.content else None
     except ValueError:
-        snippet = redact(response.text[:120].replace("\n", " "))
+        snippet = _cut(redact(response.text.replace("\n", " ")), 120)
         raise WorkflowServiceResponseError(
             call.method, path, response.status_code, f"not JSON ({len(response.content)} bytes): {snippet!r}"
         ) from None
@@ -355,6 +402,38 @@ def _parse_body(call: ApiCall[T], path: str, response: httpx.Response, redact: C
         return call.parse(data)
     except ResponseShapeError as exc:
         raise WorkflowServiceResponseError(call.method, path, response.status_code, str(exc)) from None
+
+
+class _BodyCap:
+    """Reads a response body chunk by chunk, failing as soon as it grows past ``max_response_bytes``.
+
+    The body is kept on the response (as ``Response.read()`` does), so it is parsed as usual.
+    """
+
+    def __init__(self, transport: _Transport, method: str, path: str, response: httpx.Response) -> None:
+        self._transport, self._method, self._path, self._response = transport, method, path, response
+        self._limit = transport.settings.max_response_bytes
+        self._body = bytearray()
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self._limit:
+            raise self._too_large(f"declares {int(declared)} bytes")
+
+    def add(self, chunk: bytes) -> None:
+        self._body += chunk
+        if len(self._body) > self._limit:
+            raise self._too_large(f"passed {self._limit} bytes and was not read further")
+
+    def done(self) -> None:
+        self._response._content = bytes(self._body)  # what Response.read() stores
+
+    def _too_large(self, how: str) -> WorkflowServiceResponseError:
+        return WorkflowServiceResponseError(
+            self._method,
+            self._transport.full_path(self._path),
+            self._response.status_code,
+            f"the answer {how}, more than max_response_bytes ({self._limit}); raise that connection "
+            "extra if such answers are expected",
+        )
 
 
 def is_retryable(call: ApiCall[Any], exc: BaseException) -> bool:
@@ -410,17 +489,12 @@ class _Transport:
     ) -> httpx.Request:
         """The request for ``call`` (its body is left out when a 303 turned it into a GET)."""
         with_body = method == call.method
-        files = None
+        files: Any = None  # httpx types file parts as IO[bytes]; a _PartFile has what it uses
         if call.files and with_body:
-            files = []
-            for f in call.files:
-                try:
-                    handle = stack.enter_context(f.path.open("rb"))
-                except OSError as exc:
-                    raise WorkflowServiceInputError(
-                        f"input file {str(f.path)!r} cannot be read: {exc.strerror or exc}"
-                    ) from None
-                files.append(("input_files", (f.filename, handle, f.media_type)))
+            files = [
+                ("input_files", (f.filename, stack.enter_context(_PartFile(f.path)), f.media_type))
+                for f in call.files
+            ]
         return client.build_request(
             method,
             path.lstrip("/"),
@@ -529,7 +603,7 @@ class _Transport:
                 f"redirect to {location} not followed (another origin, or not the same path for {method})"
             )
         else:
-            detail = self.redact(_error_detail(response))
+            detail = _error_detail(response, self.redact)
         cls = error_for_status(response.status_code)
         return cls(
             response.status_code,
@@ -565,6 +639,65 @@ def _atomic_file(target: Path) -> Iterator[BinaryIO]:
         partial.replace(target)
     finally:
         partial.unlink(missing_ok=True)
+
+
+class _PartFile:
+    """One upload part's file, open only while its part is being sent (so any number of files can go).
+
+    Its size is taken when the request is built (for ``Content-Length``); it is opened at its first
+    read and closed at its end, and reopened if the body is sent again.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        try:
+            self._size = path.stat().st_size
+        except OSError as exc:
+            raise self._unreadable(exc) from None
+        self._handle: BinaryIO | None = None
+        self._position = 0
+
+    def read(self, size: int = -1) -> bytes:
+        left = self._size - self._position
+        if left <= 0:
+            self.close()
+            return b""
+        if self._handle is None:
+            try:
+                self._handle = self._path.open("rb")
+                self._handle.seek(self._position)
+            except OSError as exc:
+                raise self._unreadable(exc) from None
+        chunk = self._handle.read(left if size is None or size < 0 else min(size, left))
+        self._position += len(chunk)
+        if not chunk:
+            self.close()
+        return chunk
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._position, os.SEEK_END: self._size}[whence]
+        self.close()
+        self._position = base + offset
+        return self._position
+
+    def tell(self) -> int:
+        return self._position
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    def __enter__(self) -> _PartFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _unreadable(self, exc: OSError) -> WorkflowServiceInputError:
+        return WorkflowServiceInputError(
+            f"input file {str(self._path)!r} cannot be read: {exc.strerror or exc}"
+        )
 
 
 class _ReplayFirstFailure:
@@ -783,7 +916,10 @@ class WorkflowServiceHook(_HookBase):
                     if hop is None:
                         if call.download_to is not None and response.is_success and method == call.method:
                             return self._save(call.download_to, response)  # type: ignore[return-value]
-                        response.read()
+                        cap = _BodyCap(transport, method, path, response)
+                        for chunk in response.iter_bytes():
+                            cap.add(chunk)
+                        cap.done()
                         return transport.finish(call, method, path, response)
                 method, path = hop
         except httpx.TransportError as exc:
@@ -902,7 +1038,10 @@ class WorkflowServiceAsyncHook(_HookBase):
                     if hop is None:
                         if call.download_to is not None and response.is_success and method == call.method:
                             return await self._save(call.download_to, response)  # type: ignore[return-value]
-                        await response.aread()
+                        cap = _BodyCap(transport, method, path, response)
+                        async for chunk in response.aiter_bytes():
+                            cap.add(chunk)
+                        cap.done()
                         return transport.finish(call, method, path, response)
                 method, path = hop
         except httpx.TransportError as exc:

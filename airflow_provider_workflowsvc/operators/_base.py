@@ -12,9 +12,11 @@ from collections.abc import Collection, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, conf
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from airflow.sdk import XComArg
 
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
@@ -28,8 +30,11 @@ __all__ = [
     "check_if_exists",
     "check_uuid",
     "input_error",
+    "interval_seconds",
     "is_deferred_value",
+    "min_poll_interval",
     "normalize_choice",
+    "positive_seconds",
     "rendered",
     "static_str",
 ]
@@ -73,6 +78,36 @@ def rendered(value: str | XComArg) -> str:
 def normalize_choice(value: str) -> str:
     """Lower case, with runs of spaces, ``_`` and ``-`` as one space (the models' tolerant spelling)."""
     return re.sub(r"[\s_\-]+", " ", value.strip().lower())
+
+
+def positive_seconds(value: float | timedelta, what: str) -> float:
+    """``value`` (seconds or a timedelta) in seconds; an input error unless positive."""
+    seconds = value.total_seconds() if hasattr(value, "total_seconds") else float(value)
+    if seconds <= 0:
+        raise input_error(f"{what} must be positive, got {value!r}")
+    return seconds
+
+
+MIN_POLL_INTERVAL = 1.0
+"""The default floor of every poll and poke interval, in seconds: ``[workflowsvc] min_poll_interval``."""
+
+
+def min_poll_interval() -> float:
+    """The smallest poll interval allowed here: ``[workflowsvc] min_poll_interval`` (default 1 s)."""
+    return conf.getfloat("workflowsvc", "min_poll_interval", fallback=MIN_POLL_INTERVAL)
+
+
+def interval_seconds(value: float | timedelta, what: str) -> float:
+    """``value`` in seconds; an input error when under :func:`min_poll_interval` (a poll loop must not
+    hammer the service: ``0`` meant hundreds of requests a second)."""
+    seconds = value.total_seconds() if hasattr(value, "total_seconds") else float(value)
+    floor = min_poll_interval()
+    if seconds < floor or seconds <= 0:
+        raise input_error(
+            f"{what} must be a positive number of seconds, at least {floor:g} s (the [workflowsvc] "
+            f"min_poll_interval setting), got {value!r}"
+        )
+    return seconds
 
 
 def input_error(message: str) -> Exception:

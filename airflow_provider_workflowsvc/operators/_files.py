@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import ast
-import glob
+import fnmatch
 import json
+import logging
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +17,20 @@ from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError
 _GLOB_CHARS = frozenset("*?[")
 _UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_NAME_LENGTH = 150
+MAX_WALK_ENTRIES = 200_000
+"""How many directory entries one directory or pattern of ``files`` may go through."""
+
+log = logging.getLogger(__name__)
 
 
 def resolve_files(spec: Any) -> list[str]:
-    """Expand ``files`` (a path, directory or glob, or a list of them) into a sorted, de-duplicated list.
+    """Expand ``files`` (a path, directory or glob, or a list of them) into a de-duplicated list.
 
-    Directories contribute every non-hidden file below them, sorted; globs (``**`` recurses) their
-    matching files, sorted. Anything that resolves to nothing, or a path that does not exist, is an
+    A path that exists is always taken literally (even with ``*``, ``?`` or ``[`` in it). Directories
+    contribute every non-hidden file below them, sorted; globs (``**`` recurses) their matching files,
+    sorted. Walks never enter symlinked directories; symlinked files are uploaded (their target is
+    logged). A file reached twice (two entries, or a link and its target) is sent once. Anything that
+    resolves to nothing, a path that does not exist, or a file name that is not valid UTF-8 is an
     error raised before any request is sent.
     """
     entries = _entries(spec)
@@ -31,18 +39,18 @@ def resolve_files(spec: Any) -> list[str]:
             "files rendered to nothing: give at least one file, directory or glob pattern, "
             "or files=None to run the workflow without files"
         )
-    resolved: dict[Path, None] = {}
+    resolved: dict[str, Path] = {}
     for entry in entries:
         for path in _expand(entry):
-            resolved.setdefault(Path(os.path.abspath(path)), None)
-    return [str(p) for p in resolved]
+            resolved.setdefault(os.path.realpath(path), Path(os.path.abspath(path)))
+    return [str(p) for p in resolved.values()]
 
 
 def _entries(spec: Any) -> list[str]:
     if isinstance(spec, (str, os.PathLike)):
         text = os.fspath(spec).strip()
-        if text.startswith("[") and text.endswith("]"):  # a list rendered to text by a template
-            try:
+        if text.startswith("[") and text.endswith("]") and not os.path.lexists(text):
+            try:  # a list rendered to text by a template
                 return _entries(ast.literal_eval(text))
             except (ValueError, SyntaxError):
                 pass
@@ -56,28 +64,122 @@ def _entries(spec: Any) -> list[str]:
 
 def _expand(entry: str) -> list[Path]:
     path = Path(entry).expanduser()
-    if _GLOB_CHARS & set(entry):
-        matches = sorted(Path(p) for p in glob.glob(str(path), recursive=True) if os.path.isfile(p))
-        if not matches:
-            raise WorkflowServiceInputError(f"files: the pattern {entry!r} matches no files")
-    elif path.is_dir():
-        matches = sorted(p for p in path.rglob("*") if p.is_file() and not _hidden(p.relative_to(path)))
+    if path.is_dir():
+        walk = _Walk(path)
+        matches = sorted(walk.files(path, ("**", "*")))
         if not matches:
             raise WorkflowServiceInputError(f"files: the directory {entry!r} contains no files")
     elif path.is_file():
         matches = [path]
-    elif path.exists():
+    elif os.path.lexists(path) and not path.is_symlink():
         raise WorkflowServiceInputError(f"files: {entry!r} is not a regular file or a directory")
+    elif _GLOB_CHARS & set(entry) and not os.path.lexists(path):
+        root, pattern = _split_pattern(path)
+        walk = _Walk(root)
+        matches = sorted(walk.files(root, pattern)) if root.is_dir() else []
+        if not matches:
+            raise WorkflowServiceInputError(f"files: the pattern {entry!r} matches no files")
+    elif path.is_symlink():
+        raise WorkflowServiceInputError(f"files: {entry!r} is a broken symbolic link")
     else:
         raise WorkflowServiceInputError(f"files: {entry!r} does not exist")
+    from airflow_provider_workflowsvc.hooks._calls import check_upload_name
+
     for match in matches:
+        check_upload_name(match)
         if not os.access(match, os.R_OK):
             raise WorkflowServiceInputError(f"files: {str(match)!r} is not readable")
     return matches
 
 
-def _hidden(relative: Path) -> bool:
-    return any(part.startswith(".") for part in relative.parts)
+def _split_pattern(path: Path) -> tuple[Path, tuple[str, ...]]:
+    """The directory a glob starts from (its leading parts without wildcards) and the rest of it."""
+    parts = path.parts
+    first = next(i for i, part in enumerate(parts) if _GLOB_CHARS & set(part))
+    root = Path(*parts[:first]) if first else Path(".")
+    return root, parts[first:]
+
+
+class _Walk:
+    """A bounded walk below ``root`` that never enters a symlinked directory.
+
+    Symlinked files are followed; their targets are logged (as a warning when outside ``root``).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self._root = os.path.realpath(root)
+        self._seen = 0
+
+    def files(self, directory: Path, pattern: tuple[str, ...]) -> Iterator[Path]:
+        """The files below ``directory`` whose relative path matches ``pattern`` (``**``: any dirs)."""
+        entries = self._entries(directory)
+        if pattern[0] != "**":
+            yield from self._matches(directory, entries, pattern)
+            return
+        yield from self._matches(directory, entries, pattern[1:] or ("*",))  # ``**`` as no directory
+        for entry in entries:
+            if _matches_name(entry.name, "*") and self._enters(entry):
+                yield from self.files(Path(entry.path), pattern)
+
+    def _matches(
+        self, directory: Path, entries: list[os.DirEntry[str]], pattern: tuple[str, ...]
+    ) -> Iterator[Path]:
+        first, rest = pattern[0], pattern[1:]
+        if first == "**":
+            yield from self.files(directory, pattern)
+            return
+        for entry in entries:
+            if not (entry.name == first or _matches_name(entry.name, first)):
+                continue
+            if not rest and entry.is_file():
+                yield self._file(Path(entry.path), entry.is_symlink())
+            elif rest and self._enters(entry):
+                yield from self.files(Path(entry.path), rest)
+
+    @staticmethod
+    def _enters(entry: os.DirEntry[str]) -> bool:
+        """Whether the walk goes into ``entry``: a directory, not a symbolic link to one."""
+        if entry.is_dir(follow_symlinks=False):
+            return True
+        if entry.is_symlink() and entry.is_dir():
+            log.info("files: not entering %s, a symbolic link to a directory", entry.path)
+        return False
+
+    def _entries(self, directory: Path) -> list[os.DirEntry[str]]:
+        try:
+            with os.scandir(directory) as scan:
+                entries = sorted(scan, key=lambda e: e.name)
+        except OSError as exc:
+            raise WorkflowServiceInputError(
+                f"files: the directory {str(directory)!r} cannot be read: {exc.strerror or exc}"
+            ) from None
+        self._seen += len(entries)
+        if self._seen > MAX_WALK_ENTRIES:
+            raise WorkflowServiceInputError(
+                f"files: looking for files below {self._root!r} went through more than "
+                f"{MAX_WALK_ENTRIES} entries; give a narrower directory or pattern"
+            )
+        return entries
+
+    def _file(self, path: Path, link: bool) -> Path:
+        if link:
+            target = os.path.realpath(path)
+            outside = os.path.commonpath([self._root, target]) != self._root
+            log.log(
+                logging.WARNING if outside else logging.INFO,
+                "files: %s is a symbolic link; uploading its target %s%s",
+                path,
+                target,
+                f" (outside {self._root})" if outside else "",
+            )
+        return path
+
+
+def _matches_name(name: str, pattern: str) -> bool:
+    """Whether a file name matches one glob part (``*`` and ``?`` skip hidden names, as in glob)."""
+    if name.startswith(".") and not pattern.startswith("."):
+        return False
+    return fnmatch.fnmatchcase(name, pattern)
 
 
 def output_directory(value: Any, *, create: bool = False) -> Path:

@@ -5,13 +5,10 @@ Imported when a DAG file is parsed: only the Task SDK, the standard library and 
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from airflow.sdk import conf
-
-from airflow_provider_workflowsvc.operators._base import input_error
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -28,13 +25,6 @@ def _default_deferrable(deferrable: bool | None) -> bool:
     if deferrable is not None:
         return deferrable
     return conf.getboolean("operators", "default_deferrable", fallback=False)
-
-
-def _seconds(value: float | timedelta, what: str) -> float:
-    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if seconds <= 0:
-        raise input_error(f"{what} must be positive, got {value!r}")
-    return seconds
 
 
 def job_url(base_url: str, ui_url: str | None, job_id: str) -> str:

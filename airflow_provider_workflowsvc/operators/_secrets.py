@@ -1,15 +1,47 @@
-"""Secret handling of operator fields: plain data for templating, registration with the log masker."""
+"""Secret handling of operator fields: plain data for templating, registration with the log masker.
+
+Two rules decide which strings are secret:
+
+* a connector ``config`` (:func:`mask_config_secrets`): every string is secret unless its top-level
+  key is a known non-secret setting of the connector's type (:data:`NON_SECRET_CONFIG_KEYS`); a type
+  not listed there has every string masked. No name is guessed, so a credential under any key
+  (``client_cred``, ``box_app_config``, ...) is masked;
+* other fields (workflow node settings, :func:`mask_secret_values`): strings under a secret-looking
+  key (``token``, ``password``, ``api_key``, ...) and ``SecretStr`` values.
+
+In both, the password of any URI (``mongodb://user:pass@host``) is a secret too.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, SecretStr
 
 from airflow_provider_workflowsvc.models import is_secret_field
 
-__all__ = ["mask_secret_values", "plain_data"]
+__all__ = [
+    "NON_SECRET_CONFIG_KEYS",
+    "config_secrets",
+    "mask_config_secrets",
+    "mask_secret_values",
+    "plain_data",
+]
+
+NON_SECRET_CONFIG_KEYS: dict[str, frozenset[str]] = {
+    "azure": frozenset({"remote_url", "account_name", "recursive"}),
+    "confluence": frozenset(
+        {
+            *("url", "spaces", "max_num_of_spaces", "max_num_of_docs_from_each_space"),
+            *("extract_images", "extract_files", "cloud", "username"),
+        }
+    ),
+    "astradb": frozenset({"collection_name", "keyspace", "api_endpoint", "batch_size", "flatten_metadata"}),
+    "s3": frozenset({"remote_url", "recursive", "endpoint_url", "anonymous"}),
+}
+"""Per connector type, the config keys known to hold no secret (shown in logs and rendered fields)."""
 
 
 def _masker() -> Callable[[Any], None]:
@@ -37,6 +69,48 @@ def plain_data(value: Any) -> Any:
     return value
 
 
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in ``value`` (nested mappings and lists included; ``SecretStr`` revealed)."""
+    if isinstance(value, SecretStr):
+        yield value.get_secret_value()
+    elif isinstance(value, str):
+        yield value
+    elif isinstance(value, BaseModel):
+        yield from _strings(plain_data(value))
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+
+
+def uri_password(text: str) -> str | None:
+    """The password in a URI's ``user:password@`` part, or None."""
+    if "://" not in text or "@" not in text:
+        return None
+    try:
+        password = urlsplit(text.strip()).password
+    except ValueError:
+        return None
+    return password or None
+
+
+def _with_uri_passwords(secrets: list[str], values: Any) -> list[str]:
+    passwords = [p for s in _strings(values) if (p := uri_password(s)) is not None]
+    return secrets + passwords + [unquote(p) for p in passwords if unquote(p) != p]
+
+
+def config_secrets(config: Any, connector_type: str | None) -> list[str]:
+    """The secret strings of a connector ``config`` of ``connector_type`` (None: type not known yet)."""
+    config = plain_data(config)
+    if not isinstance(config, Mapping):
+        return _with_uri_passwords(list(_strings(config)), config)
+    known = NON_SECRET_CONFIG_KEYS.get(str(connector_type or "").strip().lower(), frozenset())
+    secrets = [s for key, value in config.items() if str(key) not in known for s in _strings(value)]
+    return _with_uri_passwords(secrets, config)
+
+
 def _secret_strings(value: Any, secret: bool) -> list[str]:
     """The strings of ``value`` that are secret: under a secret-looking key, or ``SecretStr``."""
     if isinstance(value, SecretStr):
@@ -52,9 +126,19 @@ def _secret_strings(value: Any, secret: bool) -> list[str]:
     return []
 
 
-def mask_secret_values(value: Any) -> None:
-    """Register each secret string of ``value`` with Airflow's secret masker (logs, rendered fields)."""
+def _register(secrets: list[str]) -> None:
     mask = _masker()
-    for secret in _secret_strings(value, secret=False):
-        if secret:
+    for secret in dict.fromkeys(secrets):
+        if secret.strip():
             mask(secret)
+
+
+def mask_secret_values(value: Any) -> None:
+    """Register each secret string of ``value`` (secret-looking keys, URI passwords) with the masker."""
+    _register(_with_uri_passwords(_secret_strings(value, secret=False), value))
+
+
+def mask_config_secrets(config: Any, connector_type: str | None) -> None:
+    """Register each secret string of a connector config with Airflow's secret masker (logs, rendered
+    fields): every string but those under the type's known non-secret keys, and URI passwords."""
+    _register(config_secrets(config, connector_type))

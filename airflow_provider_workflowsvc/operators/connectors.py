@@ -21,6 +21,7 @@ from airflow_provider_workflowsvc.operators._base import (
     check_if_exists,
     check_uuid,
     input_error,
+    interval_seconds,
     is_deferred_value,
     normalize_choice,
     rendered,
@@ -138,6 +139,13 @@ class _ConfigOperator(_ConnectorOperator):
 
     secret_fields: ClassVar[Sequence[str]] = ("config",)
     template_fields_renderers: ClassVar[dict[str, str]] = {"config": "json"}
+
+    def mask_secret_fields(self) -> None:
+        """Register every string of the config but known non-secret settings of its type with the
+        masker (see :mod:`._secrets`): it shows as ``***`` in logs and rendered fields."""
+        from airflow_provider_workflowsvc.operators._secrets import mask_config_secrets
+
+        mask_config_secrets(getattr(self, "config", None), getattr(self, "connector_type", None))
 
 
 class _CreateConnectorOperator(_ConfigOperator):
@@ -286,9 +294,11 @@ class _ConnectionCheckOperator(_ConnectorOperator):
 
     The task fails with the service's reason when the check reports failure, and when no result
     arrives within ``timeout``; a status the provider does not know never counts as success.
+    ``timeout`` bounds the whole task: every request and retry ends by then.
 
     :param connector_id: the connector's id.
-    :param poll_interval: seconds between two reads of the check's status.
+    :param poll_interval: seconds between two reads of the check's status (at least
+        ``[workflowsvc] min_poll_interval``, 1 s by default).
     :param timeout: seconds to wait for a result.
     :return: the connector id (XCom), so downstream tasks can depend on a checked connector.
     """
@@ -304,43 +314,62 @@ class _ConnectionCheckOperator(_ConnectorOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if poll_interval <= 0 or timeout <= 0:
-            raise input_error("poll_interval and timeout must be positive numbers of seconds")
-        self.connector_id, self.poll_interval, self.timeout = rendered(connector_id), poll_interval, timeout
+        if timeout <= 0:
+            raise input_error(f"timeout must be a positive number of seconds, got {timeout!r}")
+        self.poll_interval = interval_seconds(poll_interval, "poll_interval")
+        self.connector_id, self.timeout = rendered(connector_id), timeout
         check_uuid(connector_id, "connector_id")
 
     def execute(self, context: Context) -> str:
+        from airflow_provider_workflowsvc.exceptions import WorkflowServiceConnectionError
+        from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
         from airflow_provider_workflowsvc.operators._execution import invalid_input_fails
 
+        at = time.time() + self.timeout
         try:
-            with invalid_input_fails():
-                started = self.connectors.start_check(self.connector_id)
-            self.log.info("Started a connection check of %s %s", self.what, self.connector_id)
-            check = self._wait(started)
+            with deadline(at):
+                try:
+                    with invalid_input_fails():
+                        started = self.connectors.start_check(self.connector_id)
+                except WorkflowServiceConnectionError as exc:
+                    raise self._no_result_after(exc, at, "the start request did not finish") from exc
+                self.log.info("Started a connection check of %s %s", self.what, self.connector_id)
+                check = self._wait(started, at)
         finally:
             self.hook.close()
         return self._result(check)
 
-    def _wait(self, check: ConnectionCheck) -> ConnectionCheck:
-        """Poll until the check started as ``check`` reports success or failure, or time runs out."""
-        deadline = time.monotonic() + self.timeout
+    def _wait(self, check: ConnectionCheck, at: float) -> ConnectionCheck:
+        """Poll until the check started as ``check`` reports success or failure, or ``at`` passes."""
+        from airflow_provider_workflowsvc.exceptions import WorkflowServiceConnectionError
+
         started_id = check.id
         while not (check.status.is_terminal and _same_check(started_id, check)):
-            remaining = deadline - time.monotonic()
+            remaining = at - time.time()
             if remaining <= 0:
-                raise ConnectionCheckFailedError(
-                    f"connection check of {self.what} {self.connector_id} gave no result within "
-                    f"{self.timeout:g} s (last status: {check.status.value})",
-                    connector_id=str(self.connector_id),
-                )
+                raise self._no_result(f"last status: {check.status.value}")
             self.log.info(
                 "Connection check status: %s; next poll in %g s",
                 check.status.value,
                 min(self.poll_interval, remaining),
             )
             time.sleep(min(self.poll_interval, remaining))
-            check = self.connectors.get_check(self.connector_id)
+            try:
+                check = self.connectors.get_check(self.connector_id)
+            except WorkflowServiceConnectionError as exc:
+                raise self._no_result_after(exc, at, f"last status: {check.status.value}") from exc
         return check
+
+    def _no_result(self, why: str) -> ConnectionCheckFailedError:
+        return ConnectionCheckFailedError(
+            f"connection check of {self.what} {self.connector_id} gave no result within "
+            f"{self.timeout:g} s ({why})",
+            connector_id=str(self.connector_id),
+        )
+
+    def _no_result_after(self, exc: Exception, at: float, why: str) -> Exception:
+        """``exc`` itself when it failed before ``at``; else the timeout it stands for."""
+        return exc if time.time() < at else self._no_result(why)
 
     def _result(self, check: ConnectionCheck) -> str:
         from airflow_provider_workflowsvc.models import ConnectionCheckStatus

@@ -14,13 +14,17 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, BaseOperatorLink
 
-from airflow_provider_workflowsvc.operators._base import check_uuid, input_error
+from airflow_provider_workflowsvc.operators._base import (
+    check_uuid,
+    input_error,
+    interval_seconds,
+    positive_seconds,
+)
 from airflow_provider_workflowsvc.operators._jobbase import (
     DEFAULT_CONN_ID,
     _default_deferrable,
     _job_id_of,
     _JobTask,
-    _seconds,
     job_url,
 )
 from airflow_provider_workflowsvc.operators._resumable import ResumableJobMixin
@@ -119,8 +123,8 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         self.files = files
         self.workflowsvc_conn_id = workflowsvc_conn_id
         self.wait_for_completion = wait_for_completion
-        self.poll_interval = _seconds(poll_interval, "poll_interval")
-        self.timeout = _seconds(timeout, "timeout")
+        self.poll_interval = interval_seconds(poll_interval, "poll_interval")
+        self.timeout = positive_seconds(timeout, "timeout")
         self.deferrable = _default_deferrable(deferrable)
         self.fail_on_failed_files = fail_on_failed_files
         self.cancel_on_timeout = cancel_on_timeout
@@ -128,7 +132,7 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         if submit_attempts < 1:
             raise input_error(f"submit_attempts must be at least 1, got {submit_attempts}")
         self.submit_attempts = submit_attempts
-        self.run_grace_period = _seconds(run_grace_period, "run_grace_period")
+        self.run_grace_period = positive_seconds(run_grace_period, "run_grace_period")
         self._job_id: str | None = None
         self._result: dict[str, Any] | None = None
         self._files: list[str] | None = None

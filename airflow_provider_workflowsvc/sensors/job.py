@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 
-from airflow_provider_workflowsvc.operators._base import input_error
+from airflow_provider_workflowsvc.operators._base import input_error, interval_seconds
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -61,6 +61,7 @@ class WorkflowJobSensor(BaseSensorOperator):
         poke_interval: float | timedelta = 30.0,
         **kwargs: Any,
     ) -> None:
+        interval_seconds(poke_interval, "poke_interval")
         super().__init__(poke_interval=poke_interval, **kwargs)
         if (job_id is None) == (workflow_id is None):
             raise input_error("give exactly one of job_id and workflow_id")

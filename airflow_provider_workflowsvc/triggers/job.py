@@ -53,12 +53,14 @@ class WorkflowJobTrigger(BaseTrigger):
         created_after: str | None = None,
         pick: str = "latest",
     ) -> None:
+        from airflow_provider_workflowsvc.operators._base import interval_seconds
+
         super().__init__()
         if job_id is None and workflow_id is None:
             raise ValueError("WorkflowJobTrigger needs a job_id, or a workflow_id to find the job of")
         self.job_id = job_id
         self.deadline = float(deadline)
-        self.poll_interval = float(poll_interval)
+        self.poll_interval = interval_seconds(poll_interval, "poll_interval")
         self.workflowsvc_conn_id = workflowsvc_conn_id
         self.started_at = float(started_at) if started_at is not None else None
         self.cancel_on_kill = cancel_on_kill

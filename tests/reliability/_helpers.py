@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -77,3 +80,62 @@ def documents_of(hook: Any, job_id: str) -> list[str]:
         assert isinstance(elements, list)
         names.append(str(elements[0].metadata.filename))
     return sorted(names)
+
+
+Behaviour = Callable[[BaseHTTPRequestHandler], None]
+
+
+class LoopbackServer:
+    """A loopback HTTP server (a thread of this process) whose every request is answered by
+    ``behaviour``, after its body is read; counts the bytes it sent."""
+
+    def __init__(self, behaviour: Behaviour) -> None:
+        self.requests: list[str] = []
+        self.sent = 0
+        self.stop = threading.Event()
+        self.on_body: Callable[[bytes], None] | None = None
+        """Called with each chunk of a request body as it is read."""
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def handle_one_request(self) -> None:
+                try:
+                    super().handle_one_request()
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True
+
+            def do_GET(self) -> None:
+                self._serve()
+
+            def do_POST(self) -> None:
+                self._serve()
+
+            def _serve(self) -> None:
+                server.requests.append(f"{self.command} {self.path}")
+                left = int(self.headers.get("content-length") or 0)
+                while left:
+                    chunk = self.rfile.read(min(left, 65536))
+                    left -= len(chunk)
+                    if server.on_body is not None:
+                        server.on_body(chunk)
+                behaviour(self)
+
+            def send(self, data: bytes) -> None:
+                self.wfile.write(data)
+                server.sent += len(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/api/v1"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -114,6 +114,19 @@ def fifo(world: World) -> str:
     return str(path)
 
 
+def not_utf8_name(world: World) -> str:
+    raw = os.fsencode(world.tmp) + b"/caf\xe9.txt"  # Latin-1, as an old archive may name files
+    with open(raw, "wb") as fh:
+        fh.write(b"text")
+    return os.fsdecode(raw)
+
+
+def broken_link(world: World) -> str:
+    link = world.tmp / "dangling.txt"
+    link.symlink_to(world.tmp / "gone.txt")
+    return str(link)
+
+
 def empty_dir(world: World) -> str:
     (world.tmp / "nothing" / ".hidden").mkdir(parents=True)
     (world.tmp / "nothing" / ".hidden" / "x.txt").write_text("hidden files do not count")
@@ -343,6 +356,16 @@ CASES = [
         r"files: '.*pipe' is not a regular file",
     ),
     Case(
+        "file-name-not-utf8",
+        lambda w: execute(run_op(w.local_workflow, files=not_utf8_name(w))),
+        r"input file '.*caf\\xe9\.txt': its name is not valid UTF-8",
+    ),
+    Case(
+        "file-broken-symlink",
+        lambda w: execute(run_op(w.local_workflow, files=broken_link(w))),
+        r"files: '.*dangling\.txt' is a broken symbolic link",
+    ),
+    Case(
         "empty-file-list", lambda w: execute(run_op(w.local_workflow, files=[])), r"files rendered to nothing"
     ),
     Case(
@@ -367,7 +390,9 @@ CASES = [
     ),
     # -- waiting -----------------------------------------------------------------------------------
     Case(
-        "poll-interval-zero", lambda w: run_op(UNKNOWN_ID, poll_interval=0), r"poll_interval must be positive"
+        "poll-interval-zero",
+        lambda w: run_op(UNKNOWN_ID, poll_interval=0),
+        r"poll_interval must be a positive number of seconds, at least",
     ),
     Case("timeout-negative", lambda w: run_op(UNKNOWN_ID, timeout=-5), r"timeout must be positive"),
     Case(
@@ -397,6 +422,27 @@ CASES = [
         "connection-ca-bundle-missing",
         lambda w: hook_with(w, host="https://svc.test/api/v1", extra={"verify": "/no/such/ca.pem"}),
         r"connection 'broken' is misconfigured: verify",
+    ),
+    Case(
+        "connection-token-with-line-feed",
+        lambda w: hook_with(w, host=w.emulator.base_url, password="tok-8c1e\nX-Injected: yes"),
+        r"connection 'broken' is misconfigured: token: the connection's password \(token\) contains a "
+        r"line feed \(LF\)",
+    ),
+    Case(
+        "connection-token-with-carriage-return",
+        lambda w: hook_with(w, host=w.emulator.base_url, password="tok-8c1e\r\nX: y"),
+        r"password \(token\) contains a carriage return \(CR\)",
+    ),
+    Case(
+        "connection-api-key-with-nul",
+        lambda w: hook_with(w, host=w.emulator.base_url, extra={"api_key": "key-51f0\x00tail"}),
+        r"api_key: the connection's api_key contains a NUL character",
+    ),
+    Case(
+        "connection-response-cap-too-small",
+        lambda w: hook_with(w, host=w.emulator.base_url, extra={"max_response_bytes": 100}),
+        r"max_response_bytes: .*1024",
     ),
     # -- the server refuses ------------------------------------------------------------------------
     Case("401-wrong-token", wrong_token, r"GET /api/v1/jobs → 401 .*bearer token", client_side=False),

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from airflow.sdk import DAG
 from airflow.utils.state import TaskInstanceState
+from conftest import MOCK_BASE_URL
 
 from airflow_provider_workflowsvc.emulator.testing import running_emulator
 from airflow_provider_workflowsvc.models import ConfluenceSourceConfig
@@ -302,3 +303,212 @@ def test_a_placeholder_credential_does_not_garble_messages() -> None:
     assert short.redact("ReadTimeout: timed out") == "ReadTimeout: timed out"
     real = _Transport(ConnectionSettings(base_url="https://svc.test", token=SECRETS["token"]))
     assert real.redact(f"bad token {SECRETS['token']}!") == "bad token ***!"
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue #12: credentials a header cannot carry, secrets under any name, redaction before the cut
+
+
+@pytest.mark.parametrize(
+    ("field", "bad"),
+    [("password", "\r\nX-Injected: 1"), ("password", "\n"), ("api_key", "\x00"), ("api_key", "\r")],
+    ids=["token-crlf", "token-lf", "api-key-nul", "api-key-cr"],
+)
+def test_a_credential_with_cr_lf_or_nul_is_refused_without_showing_it(
+    monkeypatch: pytest.MonkeyPatch,
+    workflowsvc_conn: Any,
+    caplog: pytest.LogCaptureFixture,
+    field: str,
+    bad: str,
+) -> None:
+    """httpx refused such a header when the request was sent, with an error quoting the whole value
+    (printed in the task log). Now the connection is refused when read: the field is named, the value
+    appears nowhere (message, repr, exception chain, logs) and no request is sent."""
+    from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError
+    from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
+
+    head, tail = f"cred-{_SUFFIX}-head", f"tail-{_SUFFIX}"
+    value = head + bad + tail
+    conn = {"conn_type": "workflowsvc", "host": workflowsvc_conn.base_url, "password": workflowsvc_conn.token}
+    conn["extra"] = {"api_key": workflowsvc_conn.api_key}
+    if field == "password":
+        conn["password"] = value
+    else:
+        conn["extra"] = {"api_key": value}
+    monkeypatch.setenv("AIRFLOW_CONN_PASTED", json.dumps(conn))
+    workflowsvc_conn.clear_requests()
+
+    with pytest.raises(WorkflowServiceInputError) as caught, WorkflowServiceHook("pasted") as hook:
+        hook.list_jobs()
+    shown = "".join(traceback.format_exception(caught.value)) + repr(caught.value) + caplog.text
+    chain = [caught.value.__cause__, caught.value.__context__]
+    assert ("password (token)" if field == "password" else "api_key") in str(caught.value)
+    assert head not in shown and tail not in shown
+    assert all(link is None or head not in "".join(traceback.format_exception(link)) for link in chain)
+    assert workflowsvc_conn.requests() == []
+
+    with pytest.raises(Exception) as direct:  # built in code, not from a connection: same rule
+        ConnectionSettings(
+            base_url="https://svc.test", **{"token" if field == "password" else "api_key": value}
+        )
+    assert head not in "".join(traceback.format_exception(direct.value))
+
+
+CONFIG_CASES = [
+    pytest.param(
+        "box",
+        {
+            "client_cred": "box-cred-{s}",
+            "box_app_config": {"boxAppSettings": {"appAuth": {"pk": "box-pk-{s}"}}},
+        },
+        ["box-cred-{s}", "box-pk-{s}"],
+        [],
+        id="box-unlisted-names",
+    ),
+    pytest.param(
+        "mongodb",
+        {"uri": "mongodb://reader:mongo-pw-{s}@db.example.com:27017/app", "database": "app-db-{s}"},
+        ["mongo-pw-{s}", "mongodb://reader:mongo-pw-{s}@db.example.com:27017/app", "app-db-{s}"],
+        [],
+        id="mongodb-uri",
+    ),
+    pytest.param(
+        "s3",
+        {
+            "remote_url": "s3://docs-{s}/in",
+            "endpoint_url": "https://ak:s3-pw-{s}@minio.example.com",
+            "aws_key": "s3-key-{s}",
+            "recursive": True,
+        },
+        ["s3-pw-{s}", "s3-key-{s}"],
+        ["s3://docs-{s}/in"],
+        id="s3-allow-list-and-uri-password",
+    ),
+    pytest.param(
+        "confluence",
+        {
+            "url": "https://wiki-{s}.example.com",
+            "username": "bot-{s}",
+            "token": "cfl-{s}",
+            "spaces": ["ENG-{s}"],
+        },
+        ["cfl-{s}"],
+        ["https://wiki-{s}.example.com", "bot-{s}", "ENG-{s}"],
+        id="confluence-typed",
+    ),
+    pytest.param(
+        None,
+        {"url": "https://wiki-{s}.example.com", "token": "cfl-{s}"},
+        ["cfl-{s}", "https://wiki-{s}.example.com"],
+        [],
+        id="type-unknown-masks-every-string",
+    ),
+]
+
+
+@pytest.mark.parametrize(("connector_type", "config", "secret", "clear"), CONFIG_CASES)
+def test_config_secrets_do_not_depend_on_field_names(
+    connector_type: str | None, config: dict[str, Any], secret: list[str], clear: list[str]
+) -> None:
+    """Every string of a connector config is a secret unless its key is a known non-secret setting of
+    the connector's type; URI passwords always are."""
+    from airflow_provider_workflowsvc.operators._secrets import config_secrets
+
+    def fill(value: Any) -> Any:
+        return json.loads(json.dumps(value).replace("{s}", _SUFFIX))
+
+    found = config_secrets(fill(config), connector_type)
+    assert set(fill(secret)) <= set(found)
+    assert not set(fill(clear)) & set(found)
+
+
+def test_connector_secrets_under_any_name_never_reach_logs_or_rendered_fields(
+    figures: dict[str, Any],
+    dag_runner: Any,
+    workflowsvc_conn: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """``client_cred``, ``box_app_config`` and a password inside a ``uri`` were stored in clear in the
+    rendered template fields (metadata DB, UI). Templates bring them from innocently named variables."""
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields
+
+    values = {"box_cred": f"boxc-{_SUFFIX}", "box_pk": f"boxk-{_SUFFIX}", "mongo_pw": f"mpw-{_SUFFIX}"}
+    for name, value in values.items():
+        monkeypatch.setenv(f"AIRFLOW_VAR_{name.upper()}", value)
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    with DAG("reliability_secret_names", schedule=None, start_date=start, catchup=False) as dag:
+        box = conn_ops.CreateSourceConnectorOperator(
+            task_id="box",
+            name="box",
+            connector_type="box",
+            config={
+                "remote_url": "box://folder",
+                "client_cred": "{{ var.value.box_cred }}",
+                "box_app_config": {"boxAppSettings": {"appAuth": {"privateKey": "{{ var.value.box_pk }}"}}},
+            },
+        )
+        mongo = conn_ops.CreateDestinationConnectorOperator(
+            task_id="mongo",
+            name="mongo",
+            connector_type="mongodb",
+            config={
+                "uri": "mongodb://reader:{{ var.value.mongo_pw }}@db.example.com/app",
+                "collection": "docs",
+            },
+        )
+        s3 = conn_ops.CreateSourceConnectorOperator(
+            task_id="s3",
+            name="bucket",
+            connector_type="s3",
+            config={"remote_url": f"s3://visible-{_SUFFIX}/docs", "key": "{{ var.value.box_cred }}"},
+        )
+        for source in (box, s3):
+            source >> conn_ops.DeleteSourceConnectorOperator(  # type: ignore[operator]
+                task_id=f"delete_{source.task_id}", connector_id=source.output
+            )
+        mongo >> conn_ops.DeleteDestinationConnectorOperator(  # type: ignore[operator]
+            task_id="delete_mongo", connector_id=mongo.output
+        )
+    dr = dag_runner(dag)
+    output = capfd.readouterr()
+    assert {ti.state for ti in dr.get_task_instances()} == {TaskInstanceState.SUCCESS}
+    rendered = json.dumps([r.rendered_fields for r in table_rows(RenderedTaskInstanceFields, dag.dag_id)])
+    path = database_file()
+    files = [
+        p
+        for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-journal"))
+        if p.exists()
+    ]
+    db = "".join(p.read_bytes().decode("latin-1") for p in files)
+    places = {"rendered": rendered, "stdout": output.out, "stderr": output.err, "database": db}
+    for where, text in places.items():
+        assert not [n for n, v in values.items() if v in text], where
+    assert f"s3://visible-{_SUFFIX}/docs" in rendered  # a known non-secret setting stays readable
+    assert '"client_cred": "***"' in rendered and '"uri": "***"' in rendered
+    figures.update(secrets=len(values), places_scanned=len(places), database_bytes_scanned=len(db), leaks=0)
+
+
+@pytest.mark.parametrize("kind", ["json-detail", "plain-text", "not-json-success"])
+def test_error_bodies_are_redacted_before_they_are_cut(mock_service: Any, kind: str) -> None:
+    """A credential crossing the cut used to leak in part (30 of its 67 characters): the text was
+    cut first and redacted after, when the cut copy no longer held the whole credential."""
+    from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
+    from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
+
+    token = f"tok-{_SUFFIX}-" + "x" * 50  # 67 characters
+    limit = {"json-detail": 1000, "plain-text": 300, "not-json-success": 120}[kind]
+    text = "e" * (limit - 30) + f" token {token} was refused"
+    route = mock_service.get("/jobs")
+    if kind == "json-detail":
+        route.respond(400, json={"detail": text})
+    elif kind == "plain-text":
+        route.respond(400, text=text)
+    else:
+        route.respond(200, text=text)
+    settings = ConnectionSettings(base_url=MOCK_BASE_URL, token=token, max_retries=0)
+    with WorkflowServiceHook(settings=settings) as hook, pytest.raises(WorkflowServiceError) as caught:
+        hook.list_jobs()
+    message = str(caught.value)
+    assert "***" in message
+    assert token[:8] not in message and token[-8:] not in message
