@@ -188,7 +188,7 @@ def answer_not_json(world: World) -> Any:
 
 
 def answer_truncated(world: World) -> Any:
-    mocked(world.router, "/api/v1/jobs", httpx.Response(200, content=b'[{"id": "j1", "status": "comp'))
+    mocked(world.router, "/api/v1/jobs/", httpx.Response(200, content=b'[{"id": "j1", "status": "comp'))
     return execute(run_op(UNKNOWN_ID))
 
 
@@ -198,15 +198,15 @@ def answer_wrong_shape(world: World) -> Any:
 
 
 def answer_500_on_create(world: World) -> Any:
-    mocked(world.router, "/api/v1/sources", httpx.Response(200, json=[]))
-    mocked(world.router, "/api/v1/sources", httpx.Response(500, json={"detail": "boom"}), "POST")
+    mocked(world.router, "/api/v1/sources/", httpx.Response(200, json=[]))
+    mocked(world.router, "/api/v1/sources/", httpx.Response(500, json={"detail": "boom"}), "POST")
     config = {"url": "https://wiki.example", "token": "tok-3e5d9", "cloud": False}
     return execute(create_source(config=config))
 
 
 def unknown_status(world: World) -> Any:
     job = {"id": "j1", "status": "exploded", "workflow_id": UNKNOWN_ID, "output_node_files": []}
-    mocked(world.router, "/api/v1/jobs", httpx.Response(200, json=[]))
+    mocked(world.router, "/api/v1/jobs/", httpx.Response(200, json=[]))
     mocked(world.router, f"/api/v1/workflows/{UNKNOWN_ID}/run", httpx.Response(200, json=job), "POST")
     details = {"id": "j1", "processing_status": "EXPLODED", "message": "", "node_stats": []}
     mocked(world.router, "/api/v1/jobs/j1/details", httpx.Response(200, json=details))
@@ -445,7 +445,7 @@ CASES = [
         r"max_response_bytes: .*1024",
     ),
     # -- the server refuses ------------------------------------------------------------------------
-    Case("401-wrong-token", wrong_token, r"GET /api/v1/jobs → 401 .*bearer token", client_side=False),
+    Case("401-wrong-token", wrong_token, r"GET /api/v1/jobs/ → 401 .*bearer token", client_side=False),
     Case("401-wrong-api-key", wrong_api_key, r"/api/v1/jobs/.* → 401 .*service-api-key", client_side=False),
     Case("403-forbidden", answer_403, r"GET /api/v1/jobs/j1 → 403 .*workspace not allowed", False, True),
     Case(
@@ -484,10 +484,10 @@ CASES = [
         r"/run → 422 .*body\.input_files",
         client_side=False,
     ),
-    Case("500-on-create", answer_500_on_create, r"POST /api/v1/sources → 500 .*boom", False, True),
+    Case("500-on-create", answer_500_on_create, r"POST /api/v1/sources/ → 500 .*boom", False, True),
     # -- the server answers badly -------------------------------------------------------------------
     Case("body-not-json", answer_not_json, r"GET /api/v1/jobs/j1 returned 200 .*not JSON", False, True),
-    Case("body-truncated", answer_truncated, r"GET /api/v1/jobs returned 200 .*not JSON", False, True),
+    Case("body-truncated", answer_truncated, r"GET /api/v1/jobs/ returned 200 .*not JSON", False, True),
     Case(
         "body-wrong-shape",
         answer_wrong_shape,

@@ -499,7 +499,7 @@ def test_error_bodies_are_redacted_before_they_are_cut(mock_service: Any, kind: 
     token = f"tok-{_SUFFIX}-" + "x" * 50  # 67 characters
     limit = {"json-detail": 1000, "plain-text": 300, "not-json-success": 120}[kind]
     text = "e" * (limit - 30) + f" token {token} was refused"
-    route = mock_service.get("/jobs")
+    route = mock_service.get("/jobs/")
     if kind == "json-detail":
         route.respond(400, json={"detail": text})
     elif kind == "plain-text":
