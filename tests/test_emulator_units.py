@@ -15,8 +15,9 @@ from airflow_provider_workflowsvc.emulator.middleware import redirect_target
 from airflow_provider_workflowsvc.emulator.partition import PartitionError, partition
 from airflow_provider_workflowsvc.emulator.remote import remote_documents
 from airflow_provider_workflowsvc.emulator.samples import simple_pdf
+from airflow_provider_workflowsvc.emulator.schema import JobState
 from airflow_provider_workflowsvc.emulator.service import check_failure
-from airflow_provider_workflowsvc.models import Element, JobStatus
+from airflow_provider_workflowsvc.models import Element
 
 
 def kinds(elements: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -237,43 +238,43 @@ def stats(job: JobRecord, at: float) -> list[tuple[int, int, int, int]]:
 
 def test_pipeline_timeline() -> None:
     job = make_job([None, "bad", None])
-    assert job.status(1000.0) is JobStatus.SCHEDULED
+    assert job.status(1000.0) is JobState.SCHEDULED
     assert stats(job, 1000.0) == [(3, 0, 0, 0)] * 3
-    assert job.status(1010.0) is JobStatus.IN_PROGRESS
+    assert job.status(1010.0) is JobState.IN_PROGRESS
     assert stats(job, 1010.0) == [(2, 1, 0, 0), (3, 0, 0, 0), (3, 0, 0, 0)]
     assert stats(job, 1020.0) == [(1, 1, 1, 0), (2, 1, 0, 0), (3, 0, 0, 0)]
     assert job.failed_files(1020.0) == []
     assert stats(job, 1030.0) == [(0, 1, 1, 1), (1, 0, 1, 0), (1, 1, 0, 0)]
     assert [f.name for f in job.failed_files(1030.0)] == ["f1"]
-    assert job.status(1059.0) is JobStatus.IN_PROGRESS
-    assert job.status(1060.0) is JobStatus.COMPLETED
+    assert job.status(1059.0) is JobState.IN_PROGRESS
+    assert job.status(1060.0) is JobState.COMPLETED
     assert stats(job, 1060.0) == [(0, 0, 2, 1), (0, 0, 2, 0), (0, 0, 2, 0)]
-    assert job.outputs(1060.0) == [("id0", "n2"), ("id2", "n2")]
+    assert [(f, node.id) for f, node in job.outputs(1060.0)] == [("id0", "n2"), ("id2", "n2")]
     assert "Processed 2 of 3" in job.message(1060.0)
 
 
 def test_all_failed_and_empty_jobs() -> None:
     failed = make_job(["bad", "worse"])
-    assert failed.status(2000.0) is JobStatus.FAILED
+    assert failed.status(2000.0) is JobState.FAILED
     assert failed.message(2000.0).startswith("All 2 file(s) failed; first error: f0: bad")
     assert failed.outputs(2000.0) == []
     empty = make_job([])
-    assert empty.status(1010.0) is JobStatus.COMPLETED
+    assert empty.status(1010.0) is JobState.COMPLETED
     empty.empty_message = "no input"
-    assert empty.status(1010.0) is JobStatus.FAILED
+    assert empty.status(1010.0) is JobState.FAILED
     assert empty.message(1010.0) == "no input"
 
 
 def test_stopped_job_freezes() -> None:
     job = make_job([None, None])
     job.stopped_at = 1025.0
-    assert job.status(5000.0) is JobStatus.STOPPED
+    assert job.status(5000.0) is JobState.STOPPED
     assert stats(job, 5000.0) == stats(job, 1025.0)
     assert job.outputs(5000.0) == []
 
 
 def test_zero_delay_completes_at_once() -> None:
-    assert make_job([None], delay=0).status(1000.0) is JobStatus.COMPLETED
+    assert make_job([None], delay=0).status(1000.0) is JobState.COMPLETED
 
 
 def test_round_trip_through_dict() -> None:

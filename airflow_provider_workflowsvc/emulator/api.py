@@ -16,6 +16,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from airflow_provider_workflowsvc.emulator.config import API_PREFIX
+from airflow_provider_workflowsvc.emulator.dialect import accepted_status_code
 from airflow_provider_workflowsvc.emulator.errors import InvalidRequest
 from airflow_provider_workflowsvc.emulator.service import Kind, Service, Upload
 
@@ -116,7 +117,9 @@ def _connector_routes(kind: Kind, collection: str) -> list[Route]:
         return json_response(_service(request).delete_connector(kind, path_uuid(request, id_name)))
 
     async def start_check(request: Request) -> Response:
-        return json_response(_service(request).start_connection_check(kind, path_uuid(request, id_name)))
+        service = _service(request)
+        check = service.start_connection_check(kind, path_uuid(request, id_name))
+        return json_response(check, accepted_status_code(service.dialect))
 
     async def get_check(request: Request) -> Response:
         return json_response(_service(request).get_connection_check(kind, path_uuid(request, id_name)))
@@ -155,8 +158,9 @@ async def delete_workflow(request: Request) -> Response:
 
 
 async def run_workflow(request: Request) -> Response:
-    workflow_id = path_uuid(request, "workflow_id")
-    return json_response(_service(request).run_workflow(workflow_id, await uploads(request)))
+    workflow_id, service = path_uuid(request, "workflow_id"), _service(request)
+    job = service.run_workflow(workflow_id, await uploads(request))
+    return json_response(job, accepted_status_code(service.dialect))
 
 
 async def list_jobs(request: Request) -> Response:
@@ -181,9 +185,12 @@ async def cancel_job(request: Request) -> Response:
 
 
 async def download(request: Request) -> Response:
-    job_id = path_uuid(request, "job_id")
-    file_id, node_id = required_query(request, "file_id"), required_query(request, "node_id")
-    text = _service(request).download(job_id, file_id, node_id)
+    job_id, service = path_uuid(request, "job_id"), _service(request)
+    file_id = required_query(request, "file_id")
+    node_id = request.query_params.get("node_id", "").strip() or None
+    if node_id is None and service.dialect == "spec":  # the platform serves the last node's output
+        node_id = required_query(request, "node_id")
+    text = service.download(job_id, file_id, node_id)
     return Response(text, media_type="application/json")
 
 

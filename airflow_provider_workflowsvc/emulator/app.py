@@ -36,7 +36,7 @@ class EmulatorState:
         self.settings, self.defaults = settings, config
         store = Store(settings.db)
         clock = Clock(float(store.get_meta("clock_offset", "0") or 0))
-        self.service = Service(store, clock, config.model_copy())
+        self.service = Service(store, clock, config.model_copy(), settings.dialect)
         self.faults = FaultInjector()
         if faults is not None:
             self.faults.set(faults)
