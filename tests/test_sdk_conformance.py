@@ -36,7 +36,7 @@ SDK_RESOURCE_CLASSES = (
     sdk_jobs.Jobs,
 )
 NOT_IN_SPEC = {
-    "create_job": "POST /api/v1/jobs/ makes a job from a template or a custom DAG; the spec has no such endpoint"
+    "create_job": "POST /api/v1/jobs/ (a job from a template or a custom DAG) is not in the spec",
 }
 SPEC_DIALECT_REJECTED = {
     # 200 where the SDK requires 202 ("Unexpected response received")
