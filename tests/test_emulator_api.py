@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+from conftest import check_spelling
 
 SECRET = "s3cr3t-value-never-echoed"
 CONFLUENCE = {"url": "https://wiki.example.com", "username": "me@example.com", "token": SECRET}
@@ -67,10 +68,11 @@ def test_unauthenticated_requests_get_401(emulator: Any, headers: dict[str, str]
     assert emulator.token not in response.text and emulator.api_key not in response.text
 
 
-def test_bearer_scheme_is_case_insensitive_and_control_needs_no_auth(emulator: Any) -> None:
+def test_bearer_scheme_is_case_insensitive_and_control_needs_no_api_key(emulator: Any) -> None:
     headers = {"authorization": f"bearer {emulator.token}", "service-api-key": emulator.api_key}
     assert httpx.get(emulator.base_url + "/sources", headers=headers).status_code == 200
-    assert httpx.get(emulator.root_url + "/_emulator/health").json()["status"] == "ok"
+    control = {"authorization": f"bearer {emulator.token}"}
+    assert httpx.get(emulator.root_url + "/_emulator/health", headers=control).json()["status"] == "ok"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -366,14 +368,16 @@ def test_connection_check_lifecycle(emulator: Any, api: httpx.Client, collection
     bad = create(api, f"/{collection}", {"name": "bad", "type": "s3", "config": bad_config})
     assert api.get(f"/{collection}/{good['id']}/connection-check").status_code == 404
     started = api.post(f"/{collection}/{good['id']}/connection-check").json()
-    assert started["status"] == "scheduled" and started["reason"] is None and uuid.UUID(started["id"])
-    assert api.get(f"/{collection}/{good['id']}/connection-check").json()["status"] == "scheduled"
+    scheduled = check_spelling(emulator.dialect, "scheduled")
+    assert started["status"] == scheduled and started["reason"] is None and uuid.UUID(started["id"])
+    assert api.get(f"/{collection}/{good['id']}/connection-check").json()["status"] == scheduled
     api.post(f"/{collection}/{bad['id']}/connection-check")
     emulator.advance_clock(30)
     result = api.get(f"/{collection}/{good['id']}/connection-check").json()
-    assert result["status"] == "success" and result["id"] == started["id"] and result["reported_at"]
+    success = check_spelling(emulator.dialect, "success")
+    assert result["status"] == success and result["id"] == started["id"] and result["reported_at"]
     failure = api.get(f"/{collection}/{bad['id']}/connection-check")
-    assert failure.json()["status"] == "failure"
+    assert failure.json()["status"] == check_spelling(emulator.dialect, "failure")
     assert "secret_access_key" in failure.json()["reason"] and SECRET not in failure.text
 
 
@@ -387,7 +391,7 @@ def test_fixing_the_config_fixes_the_next_check(emulator: Any, api: httpx.Client
     api.put(path, json={"config": {**config, "url": "https://wiki.example.com"}})
     api.post(f"{path}/connection-check")
     emulator.advance_clock(1)
-    assert api.get(f"{path}/connection-check").json()["status"] == "success"
+    assert api.get(f"{path}/connection-check").json()["status"] == check_spelling(emulator.dialect, "success")
 
 
 def test_unknown_routes_and_methods(api: httpx.Client) -> None:

@@ -54,9 +54,9 @@ def test_cli_options_reach_the_emulator() -> None:
     proc, url = start(emulator_command(extra_args=extra))
     try:
         root = url.removesuffix("/api/v1")
-        config = httpx.get(root + "/_emulator/config").json()
-        assert (config["redirect_slashes"], config["processing_delay"]) == ("spec", 2.0)
         headers = {"authorization": "Bearer emulator-token"}
+        config = httpx.get(root + "/_emulator/config", headers=headers).json()
+        assert (config["redirect_slashes"], config["processing_delay"]) == ("spec", 2.0)
         assert httpx.get(url + "/sources", headers=headers).status_code == 503
         assert httpx.get(url + "/sources/", headers=headers).status_code == 307
     finally:

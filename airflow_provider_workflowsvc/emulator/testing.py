@@ -52,13 +52,19 @@ class EmulatorHandle:
         self.root_url = root_url
         self.base_url = root_url + API_PREFIX
         self.token, self.api_key, self.pid, self.dialect = token, api_key, pid, dialect
-        self._client = httpx.Client(base_url=root_url + CONTROL_PREFIX, timeout=30.0)
+        self._client = httpx.Client(
+            base_url=root_url + CONTROL_PREFIX, headers={"authorization": f"Bearer {token}"}, timeout=30.0
+        )
 
     def __repr__(self) -> str:
         return f"EmulatorHandle(base_url={self.base_url!r}, pid={self.pid}, dialect={self.dialect!r})"
 
     def close(self) -> None:
         self._client.close()
+
+    def control_headers(self) -> dict[str, str]:
+        """The headers a request to the control API (``/_emulator/...``) needs."""
+        return {"authorization": f"Bearer {self.token}"}
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self._client.request(method, path, **kwargs)
