@@ -306,3 +306,45 @@ def test_reset_and_clock(emulator: Any, api: httpx.Client) -> None:
     assert api.get("/workflows/").json() == []
     assert abs((emulator.now() - before).total_seconds()) < 60
     assert emulator.config()["processing_delay"] == 0.05
+
+
+def _peak_rss_mib(pid: int) -> float:
+    """The peak resident memory of a process (Linux ``VmHWM``), in MiB."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM in /proc status")
+
+
+def test_a_large_upload_is_streamed_to_disk_not_memory(tmp_path: Any) -> None:
+    import time
+
+    from airflow_provider_workflowsvc.emulator.service import MAX_PROCESSED_FILE_BYTES
+    from airflow_provider_workflowsvc.emulator.testing import running_emulator
+
+    big = tmp_path / "big.txt"
+    line = b"A line of text that fills the large upload with something to read.\n"
+    with big.open("wb") as out:
+        for _ in range(160):  # 160 MiB
+            out.write(line * (1024 * 1024 // len(line) + 1))
+    size = big.stat().st_size
+    assert size > 2 * MAX_PROCESSED_FILE_BYTES
+    with running_emulator(subprocess=True, processing_delay=0) as emu, emu.api_client(timeout=120) as api:
+        flow = create(api, "/workflows/", {"name": "big", "workflow_type": "basic"})
+        before = _peak_rss_mib(emu.pid or 0)
+        started = time.monotonic()
+        with big.open("rb") as handle:
+            parts = [
+                ("input_files", ("big.txt", handle, "text/plain")),
+                ("input_files", ("small.txt", TEXT, "text/plain")),
+            ]
+            response = api.post(f"/workflows/{flow['id']}/run", files=parts)
+        elapsed = time.monotonic() - started
+        assert response.status_code == 200, response.text
+        growth = _peak_rss_mib(emu.pid or 0) - before
+        failed = api.get(f"/jobs/{response.json()['id']}/failed-files").json()["failed_files"]
+    assert [f["document"] for f in failed] == ["big.txt"] and "file too large" in failed[0]["error"]
+    print(f"\n{size / 2**20:.0f} MiB upload: peak RSS +{growth:.1f} MiB, {elapsed:.1f} s")
+    assert growth < 48, f"the emulator's peak memory grew by {growth:.0f} MiB for a {size >> 20} MiB upload"
+    assert elapsed < 60

@@ -7,8 +7,11 @@ without a trailing slash; the middleware makes the slash form reach them too.
 from __future__ import annotations
 
 import json
+import os
 import uuid
-from typing import Any
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, BinaryIO
 
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
@@ -74,11 +77,17 @@ async def json_body(request: Request) -> dict[str, Any]:
     return body
 
 
-async def uploads(request: Request) -> list[Upload]:
-    """The ``input_files`` / ``input_files[]`` parts of a multipart run request (none for other bodies)."""
+@asynccontextmanager
+async def uploads(request: Request) -> AsyncIterator[list[Upload]]:
+    """The ``input_files`` / ``input_files[]`` parts of a multipart run request (none for other bodies).
+
+    Parts are streamed to spooled temporary files (on disk beyond 1 MiB), never read whole into
+    memory here; they are deleted when the block ends.
+    """
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         await request.body()
-        return []
+        yield []
+        return
     async with request.form(max_files=MAX_FORM_PARTS, max_fields=MAX_FORM_PARTS) as form:
         files = []
         for index, (key, value) in enumerate(form.multi_items()):
@@ -90,8 +99,13 @@ async def uploads(request: Request) -> list[Upload]:
                     "each input_files part must be a file with a file name",
                     "value_error",
                 )
-            files.append(Upload(value.filename, value.content_type, await value.read()))
-        return files
+            files.append(Upload(value.filename, value.content_type, value.file, _size(value.file)))
+        yield files
+
+
+def _size(file: BinaryIO) -> int:
+    file.seek(0, os.SEEK_END)
+    return file.tell()
 
 
 def _connector_routes(kind: Kind, collection: str) -> list[Route]:
@@ -159,7 +173,8 @@ async def delete_workflow(request: Request) -> Response:
 
 async def run_workflow(request: Request) -> Response:
     workflow_id, service = path_uuid(request, "workflow_id"), _service(request)
-    job = service.run_workflow(workflow_id, await uploads(request))
+    async with uploads(request) as files:
+        job = service.run_workflow(workflow_id, files)
     return json_response(job, accepted_status_code(service.dialect))
 
 

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Literal, get_args
+from typing import Any, BinaryIO, Literal, get_args
 
 from croniter import croniter
 from pydantic import ValidationError
@@ -67,6 +67,8 @@ _CONNECTOR_FIELDS = frozenset({"name", "type", "config"})
 _SORT_FIELDS = frozenset({"id", "name", "created_at", "updated_at", "status", "workflow_type"})
 MAX_SCHEDULED_JOBS_PER_CHECK = 50
 JOB_CACHE_SIZE = 20_000
+MAX_PROCESSED_FILE_BYTES = 64 * 1024 * 1024
+"""Larger uploads fail (as files of the job) without being read into memory."""
 _DEFAULT_NODES: dict[str, tuple[tuple[str, str, str], ...]] = {
     kind: (
         ("Partitioner", "partition", strategy),
@@ -90,11 +92,22 @@ _NO_SCHEDULED_INPUT = (
 
 @dataclass(frozen=True)
 class Upload:
-    """One ``input_files`` part of a run request."""
+    """One ``input_files`` part of a run request; its content stays in a (disk-spooled) file until read."""
 
     filename: str
     media_type: str | None
-    data: bytes
+    file: BinaryIO
+    size: int
+
+    def content(self) -> bytes:
+        """The whole content, read only when it is small enough to process."""
+        if self.size > MAX_PROCESSED_FILE_BYTES:
+            raise PartitionError(
+                f"file too large for the emulator: {self.size / 2**20:.1f} MiB, at most "
+                f"{MAX_PROCESSED_FILE_BYTES // 2**20} MiB are processed per file"
+            )
+        self.file.seek(0)
+        return self.file.read(MAX_PROCESSED_FILE_BYTES + 1)
 
 
 def _label(kind: Kind) -> str:
@@ -586,7 +599,7 @@ class Service:
         for index, upload in enumerate(uploads):
             file_id = self._file_id(job_id, index, upload.filename)
             try:
-                elements = partition(upload.filename, upload.media_type, upload.data)
+                elements = partition(upload.filename, upload.media_type, upload.content())
             except PartitionError as exc:
                 files.append(JobFile(upload.filename, file_id, str(exc)))
                 continue
