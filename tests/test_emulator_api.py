@@ -96,6 +96,88 @@ def test_connector_shape_masks_secrets(api: httpx.Client) -> None:
     assert "flatten_metadata" not in dest["config"]
 
 
+MASK = "**********"
+
+
+@pytest.mark.parametrize(
+    ("collection", "connector_type", "config", "shown"),
+    [
+        (
+            "sources",
+            "s3",
+            {
+                "remote_url": f"s3://AKIAUSER:{SECRET}@bucket/docs",
+                "endpoint_url": "https://minio.example.com",
+                "anonymous": False,
+                "recursive": True,
+                "key": "AKIAUSER",
+                "secret": SECRET,
+                "region": "eu-west-1",
+            },
+            {
+                "remote_url": f"s3://{MASK}@bucket/docs",
+                "endpoint_url": "https://minio.example.com",
+                "anonymous": False,
+                "recursive": True,
+                "key": MASK,
+                "secret": MASK,
+                "region": MASK,
+            },
+        ),
+        (
+            "sources",
+            "azure",
+            {
+                "remote_url": "az://container/x",
+                "account_name": "acct",
+                "account_key": SECRET,
+                "recursive": False,
+            },
+            {
+                "remote_url": "az://container/x",
+                "account_name": "acct",
+                "account_key": MASK,
+                "recursive": False,
+            },
+        ),
+        (
+            "sources",
+            "box",
+            {"remote_url": "box://folder", "box_app_config": {"client": SECRET, "n": 3}, "ids": [SECRET, 7]},
+            {"remote_url": MASK, "box_app_config": {"client": MASK, "n": 3}, "ids": [MASK, 7]},
+        ),
+        (
+            "destinations",
+            "astradb",
+            {
+                "collection_name": "c",
+                "keyspace": "k",
+                "api_endpoint": "https://a.example.com",
+                "token": SECRET,
+            },
+            {"collection_name": "c", "keyspace": "k", "api_endpoint": "https://a.example.com", "token": MASK},
+        ),
+        (
+            "destinations",
+            "postgres",
+            {"uri": f"postgresql://admin:{SECRET}@db.example.com/app", "batch_size": 100},
+            {"uri": MASK, "batch_size": 100},
+        ),
+    ],
+    ids=["s3", "azure", "box", "astradb", "postgres"],
+)
+def test_connector_configs_show_only_known_settings(
+    api: httpx.Client, collection: str, connector_type: str, config: dict[str, Any], shown: dict[str, Any]
+) -> None:
+    created = create(api, f"/{collection}/", {"name": "c1", "type": connector_type, "config": config})
+    assert created["config"] == shown
+    updated = api.put(f"/{collection}/{created['id']}", json={"config": config})
+    assert updated.json()["config"] == shown
+    for answer in (created, updated.json(), *api.get(f"/{collection}/").json()):
+        assert SECRET not in str(answer)
+    assert SECRET not in api.get(f"/{collection}/{created['id']}").text
+
+
 @pytest.mark.parametrize(
     ("body", "loc", "message"),
     [

@@ -435,3 +435,36 @@ def test_the_content_budget_spans_streams(monkeypatch: pytest.MonkeyPatch) -> No
     assert len(pdf_pages(_pdf_with_streams([page, page]))) == 2
     with pytest.raises(PdfError, match="PDF content too large"):
         pdf_pages(_pdf_with_streams([page, page, page]))
+
+
+# --------------------------------------------------------------------------------------------------
+# Connector config masking
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("s3://user:pass@bucket/key", "s3://**********@bucket/key"),
+        ("https://token@git.example.com/repo", "https://**********@git.example.com/repo"),
+        (
+            "see mongodb://a:b@h1,h2/db and redis://:pw@cache:6379",
+            "see mongodb://**********@h1,h2/db and redis://**********@cache:6379",
+        ),
+        ("https://example.com/path@v2", "https://example.com/path@v2"),
+        ("plain text", "plain text"),
+    ],
+)
+def test_uri_credentials_are_masked(text: str, masked: str) -> None:
+    from airflow_provider_workflowsvc.emulator.masking import mask_uri_credentials
+
+    assert mask_uri_credentials(text) == masked
+
+
+def test_the_masking_rule_depends_on_the_connector_type() -> None:
+    from airflow_provider_workflowsvc.emulator.masking import MASK, mask_config
+
+    config = {"remote_url": "s3://bucket", "account_name": "acct", "recursive": True, "count": 3}
+    assert mask_config("source", "azure", config) == config
+    assert mask_config("source", "s3", config) == {**config, "account_name": MASK}
+    assert mask_config("source", "dropbox", config) == {**config, "remote_url": MASK, "account_name": MASK}
+    assert mask_config("destination", "azure", config)["account_name"] == MASK  # no azure destination list
