@@ -153,6 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="./dev demo", description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="keep Airflow running until Ctrl-C")
     parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for the DAG run")
+    parser.add_argument(
+        "--dialect",
+        choices=("spec", "platform"),
+        default="spec",
+        help="how the emulator answers: the spec's examples or the live service (default %(default)s)",
+    )
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)  # stop cleanly when killed, too
 
@@ -162,7 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with local_stack(
             REPO_ROOT / "example_dags",
-            emulator_options={"token": secrets.token_urlsafe(16), "api_key": secrets.token_urlsafe(16)},
+            emulator_options={
+                "token": secrets.token_urlsafe(16),
+                "api_key": secrets.token_urlsafe(16),
+                "dialect": args.dialect,
+            },
             env=EMULATOR_VARIABLES,
             home=DEMO_DIR / "airflow",
             db_template=DEMO_DIR / "cache" / f"airflow-{version('apache-airflow')}.db",

@@ -37,12 +37,19 @@ def _fresh_secrets_masker() -> None:
     reset_secrets_masker()
 
 
-@pytest.fixture(scope="session")
-def emulator_server() -> Iterator[Any]:
-    """One emulator (real uvicorn on a loopback port) for the whole session."""
+EMULATOR_DIALECTS = ("spec", "platform")
+
+
+@pytest.fixture(scope="session", params=EMULATOR_DIALECTS)
+def emulator_server(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """One emulator (real uvicorn on a loopback port) per dialect for the whole session.
+
+    Every test that uses it runs against both dialects: ``spec`` (the spec's own examples) and
+    ``platform`` (what the live service sends); the dialect is in the test id.
+    """
     from airflow_provider_workflowsvc.emulator.testing import running_emulator
 
-    with running_emulator(token=TEST_TOKEN, api_key=TEST_API_KEY) as emu:
+    with running_emulator(token=TEST_TOKEN, api_key=TEST_API_KEY, dialect=request.param) as emu:
         yield emu
 
 
@@ -162,3 +169,29 @@ def details_json(job_id: str, status: str, message: str = "", nodes: Any = ()) -
 def failed_json(*files: tuple[str, str]) -> dict[str, Any]:
     """The failed-files answer for ``(document, error)`` pairs."""
     return {"failed_files": [{"document": d, "error": e} for d, e in files]}
+
+
+# --------------------------------------------------------------------------------------------------
+# What each emulator dialect sends (docs/emulator.md, "Dialects"), for tests that check raw answers.
+
+
+def job_spelling(dialect: str, state: str, *, some_failed: bool = False) -> tuple[str, str, str]:
+    """``(listing, record, details)`` spellings of a job ``state`` (``scheduled``, ``in progress``, ...)."""
+    if dialect == "spec":
+        listing = "im progress" if state == "in progress" else state
+        return listing, state, state.upper().replace(" ", "_")
+    upper = state.upper().replace(" ", "_")
+    details = upper
+    if state == "completed":
+        details = "COMPLETED_WITH_ERRORS" if some_failed else "SUCCESS"
+    return upper, upper, details
+
+
+def check_spelling(dialect: str, status: str) -> str:
+    """A connection-check status (``scheduled``, ``success``, ``failure``) as the dialect spells it."""
+    return status.upper() if dialect == "platform" else status
+
+
+def accepted_code(dialect: str) -> int:
+    """The status code of a run or a connection-check start."""
+    return 202 if dialect == "platform" else 200

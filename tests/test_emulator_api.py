@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+from conftest import check_spelling
 
 SECRET = "s3cr3t-value-never-echoed"
 CONFLUENCE = {"url": "https://wiki.example.com", "username": "me@example.com", "token": SECRET}
@@ -67,10 +68,11 @@ def test_unauthenticated_requests_get_401(emulator: Any, headers: dict[str, str]
     assert emulator.token not in response.text and emulator.api_key not in response.text
 
 
-def test_bearer_scheme_is_case_insensitive_and_control_needs_no_auth(emulator: Any) -> None:
+def test_bearer_scheme_is_case_insensitive_and_control_needs_no_api_key(emulator: Any) -> None:
     headers = {"authorization": f"bearer {emulator.token}", "service-api-key": emulator.api_key}
     assert httpx.get(emulator.base_url + "/sources", headers=headers).status_code == 200
-    assert httpx.get(emulator.root_url + "/_emulator/health").json()["status"] == "ok"
+    control = {"authorization": f"bearer {emulator.token}"}
+    assert httpx.get(emulator.root_url + "/_emulator/health", headers=control).json()["status"] == "ok"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -92,6 +94,88 @@ def test_connector_shape_masks_secrets(api: httpx.Client) -> None:
     }
     dest = create(api, "/destinations/", {"name": "astra", "type": "astradb", "config": astra})
     assert "flatten_metadata" not in dest["config"]
+
+
+MASK = "**********"
+
+
+@pytest.mark.parametrize(
+    ("collection", "connector_type", "config", "shown"),
+    [
+        (
+            "sources",
+            "s3",
+            {
+                "remote_url": f"s3://AKIAUSER:{SECRET}@bucket/docs",
+                "endpoint_url": "https://minio.example.com",
+                "anonymous": False,
+                "recursive": True,
+                "key": "AKIAUSER",
+                "secret": SECRET,
+                "region": "eu-west-1",
+            },
+            {
+                "remote_url": f"s3://{MASK}@bucket/docs",
+                "endpoint_url": "https://minio.example.com",
+                "anonymous": False,
+                "recursive": True,
+                "key": MASK,
+                "secret": MASK,
+                "region": MASK,
+            },
+        ),
+        (
+            "sources",
+            "azure",
+            {
+                "remote_url": "az://container/x",
+                "account_name": "acct",
+                "account_key": SECRET,
+                "recursive": False,
+            },
+            {
+                "remote_url": "az://container/x",
+                "account_name": "acct",
+                "account_key": MASK,
+                "recursive": False,
+            },
+        ),
+        (
+            "sources",
+            "box",
+            {"remote_url": "box://folder", "box_app_config": {"client": SECRET, "n": 3}, "ids": [SECRET, 7]},
+            {"remote_url": MASK, "box_app_config": {"client": MASK, "n": 3}, "ids": [MASK, 7]},
+        ),
+        (
+            "destinations",
+            "astradb",
+            {
+                "collection_name": "c",
+                "keyspace": "k",
+                "api_endpoint": "https://a.example.com",
+                "token": SECRET,
+            },
+            {"collection_name": "c", "keyspace": "k", "api_endpoint": "https://a.example.com", "token": MASK},
+        ),
+        (
+            "destinations",
+            "postgres",
+            {"uri": f"postgresql://admin:{SECRET}@db.example.com/app", "batch_size": 100},
+            {"uri": MASK, "batch_size": 100},
+        ),
+    ],
+    ids=["s3", "azure", "box", "astradb", "postgres"],
+)
+def test_connector_configs_show_only_known_settings(
+    api: httpx.Client, collection: str, connector_type: str, config: dict[str, Any], shown: dict[str, Any]
+) -> None:
+    created = create(api, f"/{collection}/", {"name": "c1", "type": connector_type, "config": config})
+    assert created["config"] == shown
+    updated = api.put(f"/{collection}/{created['id']}", json={"config": config})
+    assert updated.json()["config"] == shown
+    for answer in (created, updated.json(), *api.get(f"/{collection}/").json()):
+        assert SECRET not in str(answer)
+    assert SECRET not in api.get(f"/{collection}/{created['id']}").text
 
 
 @pytest.mark.parametrize(
@@ -366,14 +450,16 @@ def test_connection_check_lifecycle(emulator: Any, api: httpx.Client, collection
     bad = create(api, f"/{collection}", {"name": "bad", "type": "s3", "config": bad_config})
     assert api.get(f"/{collection}/{good['id']}/connection-check").status_code == 404
     started = api.post(f"/{collection}/{good['id']}/connection-check").json()
-    assert started["status"] == "scheduled" and started["reason"] is None and uuid.UUID(started["id"])
-    assert api.get(f"/{collection}/{good['id']}/connection-check").json()["status"] == "scheduled"
+    scheduled = check_spelling(emulator.dialect, "scheduled")
+    assert started["status"] == scheduled and started["reason"] is None and uuid.UUID(started["id"])
+    assert api.get(f"/{collection}/{good['id']}/connection-check").json()["status"] == scheduled
     api.post(f"/{collection}/{bad['id']}/connection-check")
     emulator.advance_clock(30)
     result = api.get(f"/{collection}/{good['id']}/connection-check").json()
-    assert result["status"] == "success" and result["id"] == started["id"] and result["reported_at"]
+    success = check_spelling(emulator.dialect, "success")
+    assert result["status"] == success and result["id"] == started["id"] and result["reported_at"]
     failure = api.get(f"/{collection}/{bad['id']}/connection-check")
-    assert failure.json()["status"] == "failure"
+    assert failure.json()["status"] == check_spelling(emulator.dialect, "failure")
     assert "secret_access_key" in failure.json()["reason"] and SECRET not in failure.text
 
 
@@ -387,7 +473,7 @@ def test_fixing_the_config_fixes_the_next_check(emulator: Any, api: httpx.Client
     api.put(path, json={"config": {**config, "url": "https://wiki.example.com"}})
     api.post(f"{path}/connection-check")
     emulator.advance_clock(1)
-    assert api.get(f"{path}/connection-check").json()["status"] == "success"
+    assert api.get(f"{path}/connection-check").json()["status"] == check_spelling(emulator.dialect, "success")
 
 
 def test_unknown_routes_and_methods(api: httpx.Client) -> None:

@@ -54,9 +54,9 @@ def test_cli_options_reach_the_emulator() -> None:
     proc, url = start(emulator_command(extra_args=extra))
     try:
         root = url.removesuffix("/api/v1")
-        config = httpx.get(root + "/_emulator/config").json()
-        assert (config["redirect_slashes"], config["processing_delay"]) == ("spec", 2.0)
         headers = {"authorization": "Bearer emulator-token"}
+        config = httpx.get(root + "/_emulator/config", headers=headers).json()
+        assert (config["redirect_slashes"], config["processing_delay"]) == ("spec", 2.0)
         assert httpx.get(url + "/sources", headers=headers).status_code == 503
         assert httpx.get(url + "/sources/", headers=headers).status_code == 307
     finally:
@@ -100,3 +100,52 @@ def test_state_survives_a_restart_with_db(tmp_path: Path) -> None:
         emu.reset()
     with running_emulator(db=db) as emu, emu.api_client() as api:  # in process, same file
         assert api.get("/workflows/").json() == []
+
+
+def _run_status(url: str) -> tuple[int, str]:
+    """The status code and job status of a run of a new local workflow."""
+    headers = {"authorization": "Bearer emulator-token"}
+    with httpx.Client(base_url=url, headers=headers) as api:
+        flow = api.post("/workflows/", json={"name": "w", "workflow_type": "basic"}).json()
+        run = api.post(
+            f"/workflows/{flow['id']}/run", files=[("input_files[]", ("a.txt", b"Text.", "text/plain"))]
+        )
+        return run.status_code, run.json()["status"]
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "expected"),
+    [
+        ([], {}, (200, "scheduled")),
+        (["--dialect", "platform"], {}, (202, "SCHEDULED")),
+        ([], {"WORKFLOWSVC_EMULATOR_DIALECT": "platform"}, (202, "SCHEDULED")),
+        (["--dialect", "spec"], {"WORKFLOWSVC_EMULATOR_DIALECT": "platform"}, (200, "scheduled")),
+    ],
+    ids=["default", "flag", "environment", "flag-over-environment"],
+)
+def test_the_dialect_comes_from_the_flag_or_the_environment(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], env: dict[str, str], expected: tuple[int, str]
+) -> None:
+    monkeypatch.delenv("WORKFLOWSVC_EMULATOR_DIALECT", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    proc, url = start([*emulator_command(), *args])
+    try:
+        assert _run_status(url) == expected
+    finally:
+        stop_process(proc)
+
+
+def test_an_unknown_dialect_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("WORKFLOWSVC_EMULATOR_DIALECT", "legacy")
+    with pytest.raises(SystemExit) as info:
+        main([])
+    assert info.value.code == 2
+    assert "WORKFLOWSVC_EMULATOR_DIALECT must be one of: spec, platform" in capsys.readouterr().err
+    with (
+        pytest.raises(ValueError, match="unknown emulator dialect 'legacy'"),
+        running_emulator(dialect="legacy"),
+    ):  # type: ignore[arg-type]
+        pass

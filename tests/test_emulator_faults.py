@@ -105,10 +105,13 @@ def test_several_rules_and_described_state(emulator: Any, api: httpx.Client) -> 
     assert [r["remaining"] for r in spec["rules"]] == [None, 2]
     assert api.get("/sources").status_code == 429
     assert api.get("/destinations").status_code == 200
-    described = httpx.get(emulator.root_url + "/_emulator/faults").json()
+    control = emulator.control_headers()
+    described = httpx.get(emulator.root_url + "/_emulator/faults", headers=control).json()
     assert [r["remaining"] for r in described["rules"]] == [None, 1]
-    assert httpx.get(emulator.root_url + "/_emulator/health").status_code == 200  # never faulted
-    bad = httpx.put(emulator.root_url + "/_emulator/faults", json={"errors": [418]})
+    assert (
+        httpx.get(emulator.root_url + "/_emulator/health", headers=control).status_code == 200
+    )  # never faulted
+    bad = httpx.put(emulator.root_url + "/_emulator/faults", json={"errors": [418]}, headers=control)
     assert bad.status_code == 422
 
 

@@ -15,8 +15,9 @@ from airflow_provider_workflowsvc.emulator.middleware import redirect_target
 from airflow_provider_workflowsvc.emulator.partition import PartitionError, partition
 from airflow_provider_workflowsvc.emulator.remote import remote_documents
 from airflow_provider_workflowsvc.emulator.samples import simple_pdf
+from airflow_provider_workflowsvc.emulator.schema import JobState
 from airflow_provider_workflowsvc.emulator.service import check_failure
-from airflow_provider_workflowsvc.models import Element, JobStatus
+from airflow_provider_workflowsvc.models import Element
 
 
 def kinds(elements: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -237,43 +238,43 @@ def stats(job: JobRecord, at: float) -> list[tuple[int, int, int, int]]:
 
 def test_pipeline_timeline() -> None:
     job = make_job([None, "bad", None])
-    assert job.status(1000.0) is JobStatus.SCHEDULED
+    assert job.status(1000.0) is JobState.SCHEDULED
     assert stats(job, 1000.0) == [(3, 0, 0, 0)] * 3
-    assert job.status(1010.0) is JobStatus.IN_PROGRESS
+    assert job.status(1010.0) is JobState.IN_PROGRESS
     assert stats(job, 1010.0) == [(2, 1, 0, 0), (3, 0, 0, 0), (3, 0, 0, 0)]
     assert stats(job, 1020.0) == [(1, 1, 1, 0), (2, 1, 0, 0), (3, 0, 0, 0)]
     assert job.failed_files(1020.0) == []
     assert stats(job, 1030.0) == [(0, 1, 1, 1), (1, 0, 1, 0), (1, 1, 0, 0)]
     assert [f.name for f in job.failed_files(1030.0)] == ["f1"]
-    assert job.status(1059.0) is JobStatus.IN_PROGRESS
-    assert job.status(1060.0) is JobStatus.COMPLETED
+    assert job.status(1059.0) is JobState.IN_PROGRESS
+    assert job.status(1060.0) is JobState.COMPLETED
     assert stats(job, 1060.0) == [(0, 0, 2, 1), (0, 0, 2, 0), (0, 0, 2, 0)]
-    assert job.outputs(1060.0) == [("id0", "n2"), ("id2", "n2")]
+    assert [(f, node.id) for f, node in job.outputs(1060.0)] == [("id0", "n2"), ("id2", "n2")]
     assert "Processed 2 of 3" in job.message(1060.0)
 
 
 def test_all_failed_and_empty_jobs() -> None:
     failed = make_job(["bad", "worse"])
-    assert failed.status(2000.0) is JobStatus.FAILED
+    assert failed.status(2000.0) is JobState.FAILED
     assert failed.message(2000.0).startswith("All 2 file(s) failed; first error: f0: bad")
     assert failed.outputs(2000.0) == []
     empty = make_job([])
-    assert empty.status(1010.0) is JobStatus.COMPLETED
+    assert empty.status(1010.0) is JobState.COMPLETED
     empty.empty_message = "no input"
-    assert empty.status(1010.0) is JobStatus.FAILED
+    assert empty.status(1010.0) is JobState.FAILED
     assert empty.message(1010.0) == "no input"
 
 
 def test_stopped_job_freezes() -> None:
     job = make_job([None, None])
     job.stopped_at = 1025.0
-    assert job.status(5000.0) is JobStatus.STOPPED
+    assert job.status(5000.0) is JobState.STOPPED
     assert stats(job, 5000.0) == stats(job, 1025.0)
     assert job.outputs(5000.0) == []
 
 
 def test_zero_delay_completes_at_once() -> None:
-    assert make_job([None], delay=0).status(1000.0) is JobStatus.COMPLETED
+    assert make_job([None], delay=0).status(1000.0) is JobState.COMPLETED
 
 
 def test_round_trip_through_dict() -> None:
@@ -357,3 +358,113 @@ def test_rendered_errors_never_echo_input() -> None:
         {"loc": ["body", "x"], "msg": "Invalid value", "type": "value_error"},
         {"loc": ["body", "name"], "msg": "Field required", "type": "missing"},
     ]
+
+
+# --------------------------------------------------------------------------------------------------
+# Hostile PDFs
+
+
+def _pdf_with_streams(streams: list[bytes]) -> bytes:
+    body = b"%PDF-1.4\n"
+    for number, stream in enumerate(streams, start=1):
+        body += b"%d 0 obj << /Length %d /Filter /FlateDecode >> stream\n" % (number, len(stream))
+        body += stream + b"\nendstream endobj\n"
+    return body + b"%%EOF\n"
+
+
+def flate_bomb(segments: int) -> bytes:
+    """A zlib stream of ``segments`` times 4 MiB of zeros, built without ever holding them (about 4 KiB each).
+
+    Each segment is a raw deflate run ending byte-aligned (sync flush) that only refers one byte back,
+    so repeating it is a valid stream; a final empty block and the Adler-32 of all those zeros close it.
+    """
+    import zlib
+
+    chunk = 4 * 1024 * 1024
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+    segment = deflate.compress(bytes(chunk)) + deflate.flush(zlib.Z_SYNC_FLUSH)
+    adler = ((segments * chunk) % 65521) << 16 | 1  # Adler-32 of zeros: a = 1, b = length
+    return b"\x78\xda" + segment * segments + b"\x03\x00" + adler.to_bytes(4, "big")
+
+
+def test_the_flate_bomb_is_what_it_claims() -> None:
+    import zlib
+
+    assert zlib.decompress(flate_bomb(3)) == bytes(3 * 4 * 1024 * 1024)
+
+
+def test_a_flate_bomb_fails_fast_without_inflating() -> None:
+    import time
+    import tracemalloc
+
+    from airflow_provider_workflowsvc.emulator._pdf import MAX_STREAM_BYTES
+
+    data = _pdf_with_streams([flate_bomb(512)])  # 2 MiB that would inflate to 2 GiB
+    assert 1.9 * 1024 * 1024 < len(data) < 2.1 * 1024 * 1024
+    tracemalloc.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(PartitionError, match="PDF content too large"):
+            partition("bomb.pdf", "application/pdf", data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert time.monotonic() - started < 5
+    assert peak < 3 * MAX_STREAM_BYTES + 2 * len(data)  # the capped output and its buffer, not 2 GiB
+
+
+def test_too_many_pages_fail_with_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import zlib
+
+    from airflow_provider_workflowsvc.emulator import _pdf
+
+    monkeypatch.setattr(_pdf, "MAX_PAGES", 3)
+    page = zlib.compress(b"BT (Hello) Tj ET")
+    assert len(pdf_pages(_pdf_with_streams([page] * 3))) == 3
+    with pytest.raises(PdfError, match="too many pages: the emulator reads at most 3"):
+        pdf_pages(_pdf_with_streams([page] * 4))
+
+
+def test_the_content_budget_spans_streams(monkeypatch: pytest.MonkeyPatch) -> None:
+    import zlib
+
+    from airflow_provider_workflowsvc.emulator import _pdf
+
+    monkeypatch.setattr(_pdf, "MAX_CONTENT_BYTES", 110)  # two 51-byte pages fit, three do not
+    page = zlib.compress(b"BT (" + b"x" * 40 + b") Tj ET")
+    assert len(pdf_pages(_pdf_with_streams([page, page]))) == 2
+    with pytest.raises(PdfError, match="PDF content too large"):
+        pdf_pages(_pdf_with_streams([page, page, page]))
+
+
+# --------------------------------------------------------------------------------------------------
+# Connector config masking
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("s3://user:pass@bucket/key", "s3://**********@bucket/key"),
+        ("https://token@git.example.com/repo", "https://**********@git.example.com/repo"),
+        (
+            "see mongodb://a:b@h1,h2/db and redis://:pw@cache:6379",
+            "see mongodb://**********@h1,h2/db and redis://**********@cache:6379",
+        ),
+        ("https://example.com/path@v2", "https://example.com/path@v2"),
+        ("plain text", "plain text"),
+    ],
+)
+def test_uri_credentials_are_masked(text: str, masked: str) -> None:
+    from airflow_provider_workflowsvc.emulator.masking import mask_uri_credentials
+
+    assert mask_uri_credentials(text) == masked
+
+
+def test_the_masking_rule_depends_on_the_connector_type() -> None:
+    from airflow_provider_workflowsvc.emulator.masking import MASK, mask_config
+
+    config = {"remote_url": "s3://bucket", "account_name": "acct", "recursive": True, "count": 3}
+    assert mask_config("source", "azure", config) == config
+    assert mask_config("source", "s3", config) == {**config, "account_name": MASK}
+    assert mask_config("source", "dropbox", config) == {**config, "remote_url": MASK, "account_name": MASK}
+    assert mask_config("destination", "azure", config)["account_name"] == MASK  # no azure destination list

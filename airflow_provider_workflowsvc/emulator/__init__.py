@@ -8,7 +8,11 @@ API: every endpoint of the spec under ``/api/v1``. Requests need ``Authorization
 (default token ``emulator-token``) and, when the emulator was given an API key, a matching
 ``service-api-key`` header; otherwise the answer is 401.
 
-Control endpoints (no authentication), under ``/_emulator``:
+When bound to loopback, every request's ``Host`` must be a loopback name or address with the bound
+port (421 otherwise, against DNS rebinding). ``--dialect platform`` answers as the live service does
+(see ``dialect.py``).
+
+Control endpoints under ``/_emulator`` need the same ``Authorization: Bearer <token>`` (no API key):
 
 * ``GET /health`` - liveness, emulator time, whether state is persistent.
 * ``POST /reset`` - drop every connector, workflow, job and check; clear faults and the request log;

@@ -23,6 +23,7 @@ from airflow_provider_workflowsvc.emulator.config import (
     FaultSpec,
     ServerSettings,
 )
+from airflow_provider_workflowsvc.emulator.dialect import DIALECTS
 from airflow_provider_workflowsvc.emulator.errors import describe_errors, render_errors
 from airflow_provider_workflowsvc.emulator.server import EmulatorServer, bind_socket, root_url, uvicorn_config
 
@@ -30,6 +31,7 @@ __all__ = ["build_parser", "main"]
 
 TOKEN_ENV = "WORKFLOWSVC_EMULATOR_TOKEN"
 API_KEY_ENV = "WORKFLOWSVC_EMULATOR_API_KEY"
+DIALECT_ENV = "WORKFLOWSVC_EMULATOR_DIALECT"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,6 +43,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--db", help="SQLite file that keeps state across restarts (default: in memory)")
     parser.add_argument("--token", help=f"Bearer token to accept (default ${TOKEN_ENV} or {DEFAULT_TOKEN!r})")
     parser.add_argument("--api-key", help=f"require this service-api-key (default ${API_KEY_ENV}; none)")
+    parser.add_argument(
+        "--dialect",
+        choices=DIALECTS,
+        default=os.environ.get(DIALECT_ENV) or "spec",
+        help=f"spec: answer as the spec's examples; platform: as the live service (default ${DIALECT_ENV} "
+        "or spec)",
+    )
     parser.add_argument(
         "--processing-delay",
         type=float,
@@ -115,6 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the emulator until SIGTERM/SIGINT; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.dialect not in DIALECTS:
+        parser.error(f"${DIALECT_ENV} must be one of: {', '.join(DIALECTS)}")
     try:
         config = EmulatorConfig(
             processing_delay=args.processing_delay,
@@ -131,6 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         token=args.token or os.environ.get(TOKEN_ENV) or DEFAULT_TOKEN,
         api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,
         db=args.db,
+        dialect=args.dialect,
     )
     sock = bind_socket(args.host, args.port)
     url = root_url(sock) + "/api/v1"

@@ -10,7 +10,14 @@ from __future__ import annotations
 import re
 import zlib
 
-__all__ = ["PdfError", "pdf_pages"]
+__all__ = ["MAX_CONTENT_BYTES", "MAX_PAGES", "MAX_STREAM_BYTES", "PdfError", "pdf_pages"]
+
+MAX_STREAM_BYTES = 16 * 1024 * 1024
+"""The most one content stream may decompress to (a Flate bomb stops here, not at gigabytes)."""
+MAX_CONTENT_BYTES = 64 * 1024 * 1024
+"""The most all content streams of one PDF may decompress to together."""
+MAX_PAGES = 2_000
+"""The most content streams (pages) read from one PDF."""
 
 _HEADER_WINDOW = 1024
 _STREAM = re.compile(rb"obj\s*<<(.*?)>>\s*stream\r?\n", re.S)
@@ -41,7 +48,8 @@ def pdf_pages(data: bytes) -> list[list[str]]:
 
 
 def _content_streams(data: bytes) -> list[bytes]:
-    streams = []
+    streams: list[bytes] = []
+    budget = MAX_CONTENT_BYTES
     for match in _STREAM.finditer(data):
         dictionary, start = match.group(1), match.end()
         if b"/Subtype" in dictionary and b"/Image" in dictionary:
@@ -52,13 +60,31 @@ def _content_streams(data: bytes) -> list[bytes]:
             raise PdfError("corrupt PDF: a stream has no end")
         raw = data[start:end]
         if b"/Filter" not in dictionary:
-            streams.append(raw)
+            content = raw
         elif b"/FlateDecode" in dictionary:
-            try:
-                streams.append(zlib.decompress(raw))
-            except zlib.error:
-                raise PdfError("corrupt PDF: a compressed content stream cannot be decompressed") from None
+            content = _inflate(raw, min(MAX_STREAM_BYTES, budget))
+        else:
+            continue
+        if len(streams) == MAX_PAGES:
+            raise PdfError(f"PDF has too many pages: the emulator reads at most {MAX_PAGES}")
+        budget -= len(content)
+        streams.append(content)
     return streams
+
+
+def _inflate(raw: bytes, limit: int) -> bytes:
+    """``raw`` decompressed, refusing to produce more than ``limit`` bytes."""
+    try:
+        content = zlib.decompressobj().decompress(raw, max(limit, 0) + 1)  # one byte more shows excess
+    except zlib.error:
+        raise PdfError("corrupt PDF: a compressed content stream cannot be decompressed") from None
+    if len(content) > limit:
+        raise PdfError(
+            "PDF content too large: its compressed streams expand beyond the emulator's limits "
+            f"({MAX_STREAM_BYTES // (1024 * 1024)} MiB per stream, {MAX_CONTENT_BYTES // (1024 * 1024)} MiB "
+            "per file)"
+        )
+    return content
 
 
 def _text_lines(content: bytes) -> list[str] | None:

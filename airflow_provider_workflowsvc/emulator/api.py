@@ -7,8 +7,11 @@ without a trailing slash; the middleware makes the slash form reach them too.
 from __future__ import annotations
 
 import json
+import os
 import uuid
-from typing import Any
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, BinaryIO
 
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
@@ -16,6 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from airflow_provider_workflowsvc.emulator.config import API_PREFIX
+from airflow_provider_workflowsvc.emulator.dialect import accepted_status_code
 from airflow_provider_workflowsvc.emulator.errors import InvalidRequest
 from airflow_provider_workflowsvc.emulator.service import Kind, Service, Upload
 
@@ -73,11 +77,17 @@ async def json_body(request: Request) -> dict[str, Any]:
     return body
 
 
-async def uploads(request: Request) -> list[Upload]:
-    """The ``input_files`` / ``input_files[]`` parts of a multipart run request (none for other bodies)."""
+@asynccontextmanager
+async def uploads(request: Request) -> AsyncIterator[list[Upload]]:
+    """The ``input_files`` / ``input_files[]`` parts of a multipart run request (none for other bodies).
+
+    Parts are streamed to spooled temporary files (on disk beyond 1 MiB), never read whole into
+    memory here; they are deleted when the block ends.
+    """
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         await request.body()
-        return []
+        yield []
+        return
     async with request.form(max_files=MAX_FORM_PARTS, max_fields=MAX_FORM_PARTS) as form:
         files = []
         for index, (key, value) in enumerate(form.multi_items()):
@@ -89,8 +99,13 @@ async def uploads(request: Request) -> list[Upload]:
                     "each input_files part must be a file with a file name",
                     "value_error",
                 )
-            files.append(Upload(value.filename, value.content_type, await value.read()))
-        return files
+            files.append(Upload(value.filename, value.content_type, value.file, _size(value.file)))
+        yield files
+
+
+def _size(file: BinaryIO) -> int:
+    file.seek(0, os.SEEK_END)
+    return file.tell()
 
 
 def _connector_routes(kind: Kind, collection: str) -> list[Route]:
@@ -116,7 +131,9 @@ def _connector_routes(kind: Kind, collection: str) -> list[Route]:
         return json_response(_service(request).delete_connector(kind, path_uuid(request, id_name)))
 
     async def start_check(request: Request) -> Response:
-        return json_response(_service(request).start_connection_check(kind, path_uuid(request, id_name)))
+        service = _service(request)
+        check = service.start_connection_check(kind, path_uuid(request, id_name))
+        return json_response(check, accepted_status_code(service.dialect))
 
     async def get_check(request: Request) -> Response:
         return json_response(_service(request).get_connection_check(kind, path_uuid(request, id_name)))
@@ -155,8 +172,10 @@ async def delete_workflow(request: Request) -> Response:
 
 
 async def run_workflow(request: Request) -> Response:
-    workflow_id = path_uuid(request, "workflow_id")
-    return json_response(_service(request).run_workflow(workflow_id, await uploads(request)))
+    workflow_id, service = path_uuid(request, "workflow_id"), _service(request)
+    async with uploads(request) as files:
+        job = service.run_workflow(workflow_id, files)
+    return json_response(job, accepted_status_code(service.dialect))
 
 
 async def list_jobs(request: Request) -> Response:
@@ -181,9 +200,12 @@ async def cancel_job(request: Request) -> Response:
 
 
 async def download(request: Request) -> Response:
-    job_id = path_uuid(request, "job_id")
-    file_id, node_id = required_query(request, "file_id"), required_query(request, "node_id")
-    text = _service(request).download(job_id, file_id, node_id)
+    job_id, service = path_uuid(request, "job_id"), _service(request)
+    file_id = required_query(request, "file_id")
+    node_id = request.query_params.get("node_id", "").strip() or None
+    if node_id is None and service.dialect == "spec":  # the platform serves the last node's output
+        node_id = required_query(request, "node_id")
+    text = service.download(job_id, file_id, node_id)
     return Response(text, media_type="application/json")
 
 

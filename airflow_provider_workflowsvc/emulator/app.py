@@ -20,6 +20,7 @@ from airflow_provider_workflowsvc.emulator.config import (
 from airflow_provider_workflowsvc.emulator.control import router as control_router
 from airflow_provider_workflowsvc.emulator.errors import ApiError, InvalidRequest, render_errors
 from airflow_provider_workflowsvc.emulator.faults import FaultInjector, RequestLog
+from airflow_provider_workflowsvc.emulator.guard import AccessGuard
 from airflow_provider_workflowsvc.emulator.middleware import ApiMiddleware
 from airflow_provider_workflowsvc.emulator.service import Service
 from airflow_provider_workflowsvc.emulator.store import Store
@@ -36,7 +37,7 @@ class EmulatorState:
         self.settings, self.defaults = settings, config
         store = Store(settings.db)
         clock = Clock(float(store.get_meta("clock_offset", "0") or 0))
-        self.service = Service(store, clock, config.model_copy())
+        self.service = Service(store, clock, config.model_copy(), settings.dialect)
         self.faults = FaultInjector()
         if faults is not None:
             self.faults.set(faults)
@@ -95,4 +96,5 @@ def create_app(
     app.add_exception_handler(InvalidRequest, _invalid_request)
     app.add_exception_handler(RequestValidationError, _fastapi_validation)
     app.add_middleware(ApiMiddleware, state=state)
+    app.add_middleware(AccessGuard, token=state.settings.token)  # added last: runs first
     return app

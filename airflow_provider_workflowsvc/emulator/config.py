@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from airflow_provider_workflowsvc.emulator.dialect import Dialect
+
 __all__ = [
     "API_PREFIX",
     "CONTROL_PREFIX",
@@ -37,9 +39,12 @@ class ServerSettings:
     token: str = DEFAULT_TOKEN
     api_key: str | None = None
     db: str | None = None
+    dialect: Dialect = "spec"
+    """How answers are spelled: ``spec`` (the spec's examples) or ``platform`` (the live service)."""
 
     def __repr__(self) -> str:
-        return f"ServerSettings(token='***', api_key={'***' if self.api_key else None}, db={self.db!r})"
+        api_key = "***" if self.api_key else None
+        return f"ServerSettings(token='***', api_key={api_key}, db={self.db!r}, dialect={self.dialect!r})"
 
 
 class EmulatorConfig(BaseModel):

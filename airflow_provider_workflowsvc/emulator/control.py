@@ -1,4 +1,4 @@
-"""The ``/_emulator`` control endpoints tests use (no authentication): see the package docstring."""
+"""The ``/_emulator`` control endpoints tests use (bearer token required): see the package docstring."""
 
 from __future__ import annotations
 

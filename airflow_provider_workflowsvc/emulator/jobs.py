@@ -13,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from airflow_provider_workflowsvc.models import JobStatus
+from airflow_provider_workflowsvc.emulator.schema import JobState
 
 __all__ = ["JobFile", "JobNode", "JobRecord"]
 
@@ -94,15 +94,15 @@ class JobRecord:
             return -1
         return _DONE if elapsed - 1 >= self.finish_slot else elapsed - 1
 
-    def status(self, at: float) -> JobStatus:
+    def status(self, at: float) -> JobState:
         if self.stopped_at is not None:
-            return JobStatus.STOPPED
+            return JobState.STOPPED
         slot = self._slot(at)
         if slot < 0:
-            return JobStatus.SCHEDULED
+            return JobState.SCHEDULED
         if slot != _DONE:
-            return JobStatus.IN_PROGRESS
-        return JobStatus.COMPLETED if self._succeeded() else JobStatus.FAILED
+            return JobState.IN_PROGRESS
+        return JobState.COMPLETED if self._succeeded() else JobState.FAILED
 
     def _succeeded(self) -> bool:
         if not self.files:
@@ -137,24 +137,24 @@ class JobRecord:
         slot = self._slot(at)
         return [f for i, f in enumerate(self.files) if f.error is not None and i < slot]
 
-    def outputs(self, at: float) -> list[tuple[str, str]]:
-        """``(file_id, node_id)`` of each downloadable output, once the job has completed."""
-        if not self.local_destination or not self.nodes or self.status(at) is not JobStatus.COMPLETED:
+    def outputs(self, at: float) -> list[tuple[str, JobNode]]:
+        """``(file_id, node)`` of each downloadable output (the last node's), once the job has completed."""
+        if not self.local_destination or not self.nodes or self.status(at) is not JobState.COMPLETED:
             return []
-        last = self.nodes[-1].id
+        last = self.nodes[-1]
         return [(f.file_id, last) for f in self.files if f.error is None]
 
     def message(self, at: float) -> str:
         status = self.status(at)
         total, failed = len(self.files), len(self.failed_files(at))
-        if status is JobStatus.SCHEDULED:
+        if status is JobState.SCHEDULED:
             return "Job is scheduled and will start shortly."
-        if status is JobStatus.STOPPED:
+        if status is JobState.STOPPED:
             done = self._through(at)
             return f"Job was cancelled; it had finished {done} of {total} file(s) ({failed} failed)."
-        if status is JobStatus.IN_PROGRESS:
+        if status is JobState.IN_PROGRESS:
             return f"Processing {total} file(s): {self._through(at)} done, {failed} failed."
-        if status is JobStatus.FAILED:
+        if status is JobState.FAILED:
             if not self.files:
                 return self.empty_message or "Job failed."
             first = next(f for f in self.files if f.error is not None)

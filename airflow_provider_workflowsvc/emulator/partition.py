@@ -21,7 +21,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from airflow_provider_workflowsvc.emulator._pdf import PdfError, pdf_pages
-from airflow_provider_workflowsvc.models import DataSource, Element, ElementMetadata
+from airflow_provider_workflowsvc.emulator.schema import Element, ElementMetadata
 
 __all__ = ["Block", "PartitionError", "element_id", "file_format", "make_elements", "partition"]
 
@@ -104,7 +104,6 @@ def make_elements(
     filename: str, filetype: str, blocks: list[Block], data_source: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:
     """Elements (ids, metadata) for the blocks of one document."""
-    source = DataSource.model_validate(data_source) if data_source else None
     return [
         Element(
             type=block.type,
@@ -114,7 +113,7 @@ def make_elements(
                 filename=filename,
                 filetype=filetype,
                 page_number=block.page_number,
-                data_source=source,
+                data_source=data_source or None,
                 **block.extra,
             ),
         ).model_dump(mode="json", exclude_none=True)

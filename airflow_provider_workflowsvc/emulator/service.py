@@ -1,7 +1,8 @@
 """The emulated Workflow Service: connectors, workflows, jobs, connection checks and schedules.
 
 Every method takes already-parsed arguments, reads and writes the :class:`Store`, and returns JSON-ready
-data built with the provider's own models, or raises :class:`ApiError` / :class:`InvalidRequest`.
+data shaped by the emulator's own models (``schema.py``) and spelled as its dialect says, or raises
+:class:`ApiError` / :class:`InvalidRequest`.
 """
 
 from __future__ import annotations
@@ -12,59 +13,62 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal, get_args
 
 from croniter import croniter
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from airflow_provider_workflowsvc.emulator.clock import Clock, to_datetime
 from airflow_provider_workflowsvc.emulator.config import EmulatorConfig
+from airflow_provider_workflowsvc.emulator.dialect import (
+    DIALECTS,
+    Dialect,
+    JobSpelling,
+    check_status,
+    details_status,
+    job_status,
+)
 from airflow_provider_workflowsvc.emulator.errors import ApiError, InvalidRequest
 from airflow_provider_workflowsvc.emulator.jobs import JobFile, JobNode, JobRecord
+from airflow_provider_workflowsvc.emulator.masking import looks_like_credential, mask_config
 from airflow_provider_workflowsvc.emulator.partition import PartitionError, make_elements, partition
 from airflow_provider_workflowsvc.emulator.remote import remote_documents
-from airflow_provider_workflowsvc.emulator.store import Store
-from airflow_provider_workflowsvc.models import (
+from airflow_provider_workflowsvc.emulator.schema import (
+    DESTINATION_TYPES,
+    SCHEDULE_CRON,
+    SOURCE_TYPES,
     ConnectionCheck,
-    ConnectionCheckStatus,
-    CreateDestinationConnector,
-    CreateSourceConnector,
+    Connector,
     CreateWorkflow,
     CronTabEntry,
-    DestinationConnector,
-    DestinationType,
     FailedFile,
     Job,
     JobDetails,
     JobFailedFiles,
-    JobStatus,
+    JobState,
     ListWorkflowsParams,
     NodeStats,
     OutputNodeFile,
-    Schedule,
-    SourceConnector,
-    SourceType,
     UpdateWorkflow,
     Workflow,
     WorkflowNode,
     WorkflowSchedule,
-    WorkflowStatus,
-    WorkflowType,
-    config_model_for,
-    is_secret_field,
-    request_json,
+    canonical,
+    typed_config_model,
 )
+from airflow_provider_workflowsvc.emulator.store import Store
 
 __all__ = ["Kind", "Service", "Upload"]
 
 Kind = Literal["source", "destination"]
-Spelling = Literal["listing", "record", "details"]
 
 _NAMESPACE = uuid.UUID("0d3f8c7e-5b1a-4f7e-9c51-6f2d8a9e4b10")
 _CONNECTOR_FIELDS = frozenset({"name", "type", "config"})
 _SORT_FIELDS = frozenset({"id", "name", "created_at", "updated_at", "status", "workflow_type"})
 MAX_SCHEDULED_JOBS_PER_CHECK = 50
 JOB_CACHE_SIZE = 20_000
+MAX_PROCESSED_FILE_BYTES = 64 * 1024 * 1024
+"""Larger uploads fail (as files of the job) without being read into memory."""
 _DEFAULT_NODES: dict[str, tuple[tuple[str, str, str], ...]] = {
     kind: (
         ("Partitioner", "partition", strategy),
@@ -72,6 +76,13 @@ _DEFAULT_NODES: dict[str, tuple[tuple[str, str, str], ...]] = {
         ("Embedder", "embed", "text-embedding-3-small"),
     )
     for kind, strategy in (("basic", "fast"), ("advanced", "hi_res"), ("platinum", "vlm"))
+}
+_STATUS_FILTER_ALIASES = {
+    "running": JobState.IN_PROGRESS,
+    "cancelled": JobState.STOPPED,
+    "canceled": JobState.STOPPED,
+    "succeeded": JobState.COMPLETED,
+    "success": JobState.COMPLETED,
 }
 _NO_SCHEDULED_INPUT = (
     "No input files: this workflow has a local source, which takes its files from an on-demand run "
@@ -81,11 +92,22 @@ _NO_SCHEDULED_INPUT = (
 
 @dataclass(frozen=True)
 class Upload:
-    """One ``input_files`` part of a run request."""
+    """One ``input_files`` part of a run request; its content stays in a (disk-spooled) file until read."""
 
     filename: str
     media_type: str | None
-    data: bytes
+    file: BinaryIO
+    size: int
+
+    def content(self) -> bytes:
+        """The whole content, read only when it is small enough to process."""
+        if self.size > MAX_PROCESSED_FILE_BYTES:
+            raise PartitionError(
+                f"file too large for the emulator: {self.size / 2**20:.1f} MiB, at most "
+                f"{MAX_PROCESSED_FILE_BYTES // 2**20} MiB are processed per file"
+            )
+        self.file.seek(0)
+        return self.file.read(MAX_PROCESSED_FILE_BYTES + 1)
 
 
 def _label(kind: Kind) -> str:
@@ -100,15 +122,6 @@ def _timestamp(value: datetime) -> float:
     return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
 
 
-def spelled(status: JobStatus, spelling: Spelling) -> str:
-    """A job status as the listing (``im progress``), the job record or the details spell it."""
-    if spelling == "listing":
-        return status.wire_value
-    if spelling == "details":
-        return status.value.upper().replace(" ", "_")
-    return status.value
-
-
 def check_failure(config: Mapping[str, Any]) -> str | None:
     """Why a connection check of this (revealed) config fails, or None when it succeeds.
 
@@ -119,7 +132,7 @@ def check_failure(config: Mapping[str, Any]) -> str | None:
         if not isinstance(value, str):
             continue
         if "fail-check" in value.lower():
-            if is_secret_field(key.rsplit(".", 1)[-1]):
+            if looks_like_credential(key.rsplit(".", 1)[-1]):
                 return f"authentication failed: the credentials in config field '{key}' were rejected"
             return f"connection failed: the resource in config field '{key}' could not be reached"
         host = value.split("://", 1)[1].split("/", 1)[0].split(":", 1)[0].lower() if "://" in value else ""
@@ -142,8 +155,8 @@ def _leaves(value: Any, path: str) -> Iterator[tuple[str, Any]]:
 class Service:
     """The state and rules of the emulated service."""
 
-    def __init__(self, store: Store, clock: Clock, config: EmulatorConfig) -> None:
-        self.store, self.clock, self.config = store, clock, config
+    def __init__(self, store: Store, clock: Clock, config: EmulatorConfig, dialect: Dialect = "spec") -> None:
+        self.store, self.clock, self.config, self.dialect = store, clock, config, dialect
         self._next_due: float | None = None
         self._jobs: dict[str, JobRecord] = {}
 
@@ -173,17 +186,17 @@ class Service:
         return self._connector_json(kind, self._connector(kind, connector_id))
 
     def create_connector(self, kind: Kind, body: dict[str, Any]) -> dict[str, Any]:
-        request = self._create_connector_request(kind, body)
-        self._unique_connector_name(kind, request.name)
+        name, connector_type, config = self._create_connector_request(kind, body)
+        self._unique_connector_name(kind, name)
         now, connector_id = self.clock.time(), str(uuid.uuid4())
         row = {
             "id": connector_id,
             "kind": kind,
-            "name": request.name,
-            "type": request.type.value,
+            "name": name,
+            "type": connector_type,
             "created_at": now,
             "updated_at": None,
-            **self._stored_config(request.type.value, request.config),
+            **self._stored_config(kind, connector_type, config),
         }
         self.store.put("connectors", connector_id, row, kind=kind)
         return self._connector_json(kind, row)
@@ -199,7 +212,7 @@ class Service:
         config = self._validated_config(kind, row["type"], body, errors)
         if errors or config is None:
             raise InvalidRequest(errors)
-        row.update(self._stored_config(row["type"], config), updated_at=self.clock.time())
+        row.update(self._stored_config(kind, row["type"], config), updated_at=self.clock.time())
         self.store.put("connectors", connector_id, row, kind=kind)
         return self._connector_json(kind, row)
 
@@ -242,42 +255,36 @@ class Service:
         return row
 
     def _connector_json(self, kind: Kind, row: dict[str, Any]) -> dict[str, Any]:
-        model = SourceConnector if kind == "source" else DestinationConnector
-        return model(
+        return Connector(
             id=row["id"],
             name=row["name"],
             type=row["type"],
             config=row["config"],
-            created_at=_iso(row["created_at"]),
+            created_at=to_datetime(row["created_at"]),
             updated_at=_iso(row["updated_at"]),
         ).model_dump(mode="json")
 
     def _check_json(self, check: dict[str, Any]) -> dict[str, Any]:
         resolved = self.clock.time() >= check["resolve_at"]
-        status = ConnectionCheckStatus.SCHEDULED
-        if resolved:
-            status = ConnectionCheckStatus.FAILURE if check["failure"] else ConnectionCheckStatus.SUCCESS
         return ConnectionCheck(
             id=check["id"],
-            status=status,
+            status=check_status(resolved, check["failure"], self.dialect),
             reason=check["failure"] if resolved else None,
-            created_at=_iso(check["created_at"]),
+            created_at=to_datetime(check["created_at"]),
             reported_at=_iso(check["resolve_at"]) if resolved else None,
         ).model_dump(mode="json")
 
-    def _connector_type(self, kind: Kind, value: Any, loc: tuple[str, ...]) -> str:
-        enum_cls: type[SourceType | DestinationType] = SourceType if kind == "source" else DestinationType
+    @staticmethod
+    def _connector_type(kind: Kind, value: Any, loc: tuple[str, ...]) -> str:
         try:
-            return str(enum_cls(value).value)
-        except ValueError:
-            allowed = ", ".join(m.value for m in enum_cls)
-            raise InvalidRequest.one(
-                loc, f"unknown {_label(kind)} type; expected one of: {allowed}", "enum"
-            ) from None
+            return canonical(
+                value, SOURCE_TYPES if kind == "source" else DESTINATION_TYPES, f"{_label(kind)} type"
+            )
+        except ValueError as exc:
+            raise InvalidRequest.one(loc, str(exc), "enum") from None
 
-    def _create_connector_request(
-        self, kind: Kind, body: dict[str, Any]
-    ) -> CreateSourceConnector | CreateDestinationConnector:
+    def _create_connector_request(self, kind: Kind, body: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
+        """The name, type and validated config of a create request."""
         errors = self._unknown_fields(body, _CONNECTOR_FIELDS)
         name = body.get("name")
         if not isinstance(name, str) or not name.strip():
@@ -291,13 +298,9 @@ class Service:
             except InvalidRequest as exc:
                 errors += exc.errors
         config = self._validated_config(kind, connector_type, body, errors) if connector_type else None
-        if errors or config is None or connector_type is None:
+        if errors or config is None or connector_type is None or not isinstance(name, str):
             raise InvalidRequest(errors)
-        model = CreateSourceConnector if kind == "source" else CreateDestinationConnector
-        try:
-            return model.model_validate({"name": name, "type": connector_type, "config": config})
-        except ValidationError as exc:
-            raise InvalidRequest.from_pydantic(exc, ("body",)) from None
+        return name.strip(), connector_type, config
 
     @staticmethod
     def _unknown_fields(body: Mapping[str, Any], allowed: Iterable[str]) -> list[dict[str, Any]]:
@@ -310,29 +313,39 @@ class Service:
     @staticmethod
     def _validated_config(
         kind: Kind, connector_type: str, body: Mapping[str, Any], errors: list[dict[str, Any]]
-    ) -> BaseModel | None:
+    ) -> dict[str, Any] | None:
+        """The config of a request, checked against its type's schema; None (and ``errors``) when invalid."""
+        config = body.get("config")
         if "config" not in body:
             errors.append({"loc": ["body", "config"], "msg": "Field required", "type": "missing"})
             return None
-        if not isinstance(body["config"], Mapping):
+        if not isinstance(config, Mapping):
             errors.append({"loc": ["body", "config"], "msg": "config must be an object", "type": "dict_type"})
             return None
+        model = typed_config_model(kind, connector_type)
+        if model is None:
+            if not config:
+                errors.append(
+                    {"loc": ["body", "config"], "msg": "config must not be empty", "type": "value_error"}
+                )
+                return None
+            return dict(config)
         try:
-            return config_model_for(kind, connector_type).model_validate(body["config"])
+            return model.model_validate(config).model_dump(mode="json", exclude_none=True)
         except ValidationError as exc:
             errors += InvalidRequest.from_pydantic(exc, ("body", "config")).errors
             return None
 
     @staticmethod
-    def _stored_config(connector_type: str, config: BaseModel) -> dict[str, Any]:
+    def _stored_config(kind: Kind, connector_type: str, config: dict[str, Any]) -> dict[str, Any]:
         """The config as responses show it (secrets masked) and the outcome of future checks.
 
         Secret values are never stored: only their check outcome is kept.
         """
-        shown = config.model_dump(mode="json", exclude_none=True)
+        shown = mask_config(kind, connector_type, config)
         if connector_type == "astradb":
             shown.pop("flatten_metadata", None)
-        return {"config": shown, "check_failure": check_failure(request_json(config))}
+        return {"config": shown, "check_failure": check_failure(config)}
 
     def _unique_connector_name(self, kind: Kind, name: str) -> None:
         for row in self.store.all("connectors", kind=kind):
@@ -361,13 +374,13 @@ class Service:
         row = {
             "id": workflow_id,
             "name": request.name,
-            "workflow_type": request.workflow_type.value,
+            "workflow_type": request.workflow_type,
             "source_id": str(request.source_id) if request.source_id else None,
             "destination_id": str(request.destination_id) if request.destination_id else None,
-            "nodes": self._nodes(workflow_id, request.workflow_type.value, request.workflow_nodes),
-            "schedule": request.schedule.value if request.schedule else None,
+            "nodes": self._nodes(workflow_id, request.workflow_type, request.workflow_nodes),
+            "schedule": request.schedule,
             "schedule_anchor": now,
-            "status": WorkflowStatus.ACTIVE.value,
+            "status": "active",
             "reprocess_all": bool(request.reprocess_all),
             "created_at": now,
             "updated_at": None,
@@ -420,16 +433,16 @@ class Service:
                 row[field] = str(value) if value else None
         self._check_references(row["source_id"], row["destination_id"])
         if "workflow_type" in given and request.workflow_type is not None:
-            row["workflow_type"] = request.workflow_type.value
+            row["workflow_type"] = request.workflow_type
         if "workflow_nodes" in given or "workflow_type" in given:
             nodes = request.workflow_nodes if "workflow_nodes" in given else self._kept_nodes(row)
-            if row["workflow_type"] == WorkflowType.CUSTOM.value and not nodes:
+            if row["workflow_type"] == "custom" and not nodes:
                 raise InvalidRequest.one(
                     ["body", "workflow_nodes"], "a custom workflow needs at least one node", "value_error"
                 )
             row["nodes"] = self._nodes(row["id"], row["workflow_type"], nodes)
         if "schedule" in given:
-            row["schedule"] = request.schedule.value if request.schedule else None
+            row["schedule"] = request.schedule
             row["schedule_anchor"] = self.clock.time()
         if "reprocess_all" in given:
             row["reprocess_all"] = bool(request.reprocess_all)
@@ -437,7 +450,7 @@ class Service:
     @staticmethod
     def _kept_nodes(row: dict[str, Any]) -> list[WorkflowNode] | None:
         """The nodes a workflow keeps when its type changes: its own if it is now custom, else defaults."""
-        if row["workflow_type"] != WorkflowType.CUSTOM.value:
+        if row["workflow_type"] != "custom":
             return None
         return [WorkflowNode.model_validate(n) for n in row["nodes"]] or None
 
@@ -449,19 +462,19 @@ class Service:
         return {"detail": f"workflow {workflow_id} deleted"}
 
     def list_workflows(self, query: Mapping[str, str]) -> list[dict[str, Any]]:
-        known = {k: v for k, v in query.items() if k in ListWorkflowsParams.model_fields}
+        known = {k: v for k, v in query.items() if k in ListWorkflowsParams.model_fields and v != ""}
         try:
             params = ListWorkflowsParams.model_validate(known)
         except ValidationError as exc:
             raise InvalidRequest.from_pydantic(exc, ("query",)) from None
-        sort_by = params.sort_by or "id"
+        sort_by = params.sort_by
         if sort_by not in _SORT_FIELDS:
             raise InvalidRequest.one(
                 ["query", "sort_by"], f"sort_by must be one of: {', '.join(sorted(_SORT_FIELDS))}", "enum"
             )
         rows = [w for w in self._workflows(bool(params.show_only_soft_deleted)) if _matches(w, params)]
         rows.sort(key=lambda w: _sort_key(w, sort_by), reverse=params.sort_direction == "desc")
-        page, size = params.page or 1, params.page_size or 20
+        page, size = params.page, params.page_size
         return [self._workflow_json(w) for w in rows[(page - 1) * size : page * size]]
 
     def _check_references(self, source_id: Any, destination_id: Any) -> None:
@@ -510,7 +523,7 @@ class Service:
     def _workflow_json(row: dict[str, Any]) -> dict[str, Any]:
         schedule = None
         if row["schedule"]:
-            entry = CronTabEntry(cron_expression=Schedule(row["schedule"]).cron_expression)
+            entry = CronTabEntry(cron_expression=SCHEDULE_CRON[row["schedule"]])
             schedule = WorkflowSchedule(crontab_entries=[entry])
         return Workflow(
             id=row["id"],
@@ -518,10 +531,10 @@ class Service:
             sources=[row["source_id"]] if row["source_id"] else [],
             destinations=[row["destination_id"]] if row["destination_id"] else [],
             workflow_type=row["workflow_type"],
-            workflow_nodes=[WorkflowNode.model_validate(n) for n in row["nodes"]],
+            workflow_nodes=row["nodes"],
             schedule=schedule,
-            status=WorkflowStatus(row["status"]),
-            created_at=_iso(row["created_at"]),
+            status=row["status"],
+            created_at=to_datetime(row["created_at"]),
             updated_at=_iso(row["updated_at"]),
             reprocess_all=row["reprocess_all"],
         ).model_dump(mode="json")
@@ -586,7 +599,7 @@ class Service:
         for index, upload in enumerate(uploads):
             file_id = self._file_id(job_id, index, upload.filename)
             try:
-                elements = partition(upload.filename, upload.media_type, upload.data)
+                elements = partition(upload.filename, upload.media_type, upload.content())
             except PartitionError as exc:
                 files.append(JobFile(upload.filename, file_id, str(exc)))
                 continue
@@ -626,48 +639,67 @@ class Service:
         self.store.put("jobs", job.id, job.to_dict(), workflow_id=job.workflow_id, created=job.created_at)
         self._cache_job(job)
 
-    def _job_json(self, job: JobRecord, spelling: Spelling) -> dict[str, Any]:
+    def _job_json(self, job: JobRecord, spelling: JobSpelling) -> dict[str, Any]:
         now = self.clock.time()
-        status = job.status(now)
         data = Job(
             id=job.id,
-            status=status,
             workflow_id=job.workflow_id,
             workflow_name=job.workflow_name,
-            created_at=_iso(job.created_at),
-            output_node_files=[OutputNodeFile(file_id=f, node_id=n) for f, n in job.outputs(now)],
+            status=job_status(job.status(now), self.dialect, spelling),
+            created_at=to_datetime(job.created_at),
+            job_type="scheduled" if job.scheduled else "ephemeral",
+            input_file_ids=[f.name for f in job.files],
+            output_node_files=[
+                OutputNodeFile(
+                    file_id=file_id, node_id=node.id, node_type=node.type, node_subtype=node.subtype
+                )
+                for file_id, node in job.outputs(now)
+            ],
         ).model_dump(mode="json")
-        data["status"] = spelled(status, spelling)
+        if self.dialect == "spec":  # the spec shows no more than these
+            del data["job_type"], data["input_file_ids"]
+            data["output_node_files"] = [
+                {"file_id": f["file_id"], "node_id": f["node_id"]} for f in data["output_node_files"]
+            ]
         return data
 
     def list_jobs(self, workflow_id: str | None, status: str | None) -> list[dict[str, Any]]:
-        wanted = None
-        if status is not None:
-            wanted = JobStatus(status)
-            if wanted is JobStatus.UNKNOWN:
-                allowed = ", ".join(s.wire_value for s in JobStatus if s is not JobStatus.UNKNOWN)
-                raise InvalidRequest.one(
-                    ["query", "status"], f"unknown job status; expected one of: {allowed}", "enum"
-                )
+        wanted = None if status is None else self._status_filter(status)
         rows = self.store.all("jobs", workflow_id=workflow_id) if workflow_id else self.store.all("jobs")
         now = self.clock.time()
         jobs = [self._jobs.get(r["id"]) or self._cache_job(JobRecord.from_dict(r)) for r in reversed(rows)]
         return [self._job_json(j, "listing") for j in jobs if wanted is None or j.status(now) is wanted]
+
+    def _status_filter(self, value: str) -> JobState:
+        """The job state a ``status`` filter names, in any dialect's spelling."""
+        spellings = {
+            **_STATUS_FILTER_ALIASES,
+            **{
+                job_status(state, dialect, spelling): state
+                for state in JobState
+                for dialect in DIALECTS
+                for spelling in get_args(JobSpelling)
+            },
+        }
+        try:
+            return spellings[canonical(value, tuple(spellings), "job status")]
+        except ValueError:
+            allowed = ", ".join(job_status(s, self.dialect, "listing") for s in JobState)
+            raise InvalidRequest.one(
+                ["query", "status"], f"unknown job status; expected one of: {allowed}", "enum"
+            ) from None
 
     def get_job(self, job_id: str) -> dict[str, Any]:
         return self._job_json(self._job(job_id), "record")
 
     def job_details(self, job_id: str) -> dict[str, Any]:
         job, now = self._job(job_id), self.clock.time()
-        status = job.status(now)
-        data = JobDetails(
+        return JobDetails(
             id=job.id,
-            processing_status=status,
+            processing_status=details_status(job.status(now), bool(job.failed_files(now)), self.dialect),
             message=job.message(now),
             node_stats=[NodeStats(**s) for s in job.node_stats(now)],
         ).model_dump(mode="json")
-        data["processing_status"] = spelled(status, "details")
-        return data
 
     def job_failed_files(self, job_id: str) -> dict[str, Any]:
         job = self._job(job_id)
@@ -680,12 +712,16 @@ class Service:
         job, now = self._job(job_id), self.clock.time()
         status = job.status(now)
         if not status.is_active:
-            raise ApiError(409, f"job already completed: its status is {spelled(status, 'listing')}")
+            raise ApiError(409, f"job already completed: its status is {self._listed(status)}")
         job.stopped_at = now
         self._save_job(job)
-        return {"id": job.id, "status": spelled(JobStatus.STOPPED, "listing"), "message": "Job cancelled."}
+        return {"id": job.id, "status": self._listed(JobState.STOPPED), "message": "Job cancelled."}
 
-    def download(self, job_id: str, file_id: str, node_id: str) -> str:
+    def _listed(self, state: JobState) -> str:
+        return job_status(state, self.dialect, "listing")
+
+    def download(self, job_id: str, file_id: str, node_id: str | None) -> str:
+        """One output file's elements; without ``node_id`` (platform dialect) the last node's output."""
         job, now = self._job(job_id), self.clock.time()
         if not job.local_destination or not (job.local_source or self.config.allow_remote_source_download):
             raise ApiError(
@@ -694,9 +730,10 @@ class Service:
                 "destination (no source and no destination connector)",
             )
         status = job.status(now)
-        if status is not JobStatus.COMPLETED:
-            raise ApiError(409, f"job has no downloadable output: its status is {spelled(status, 'listing')}")
-        if (file_id, node_id) not in job.outputs(now):
+        if status is not JobState.COMPLETED:
+            raise ApiError(409, f"job has no downloadable output: its status is {self._listed(status)}")
+        outputs = {(f, node.id) for f, node in job.outputs(now)}
+        if (file_id, node_id or (job.nodes[-1].id if job.nodes else "")) not in outputs:
             raise ApiError(404, f"job {job_id} has no output with this file_id and node_id")
         text = self.store.output(job_id, file_id)
         if text is None:
@@ -716,7 +753,7 @@ class Service:
             return 0
         created, next_due = 0, math.inf
         for row in self._workflows():
-            if not row["schedule"] or row["status"] != WorkflowStatus.ACTIVE.value:
+            if not row["schedule"] or row["status"] != "active":
                 continue
             created += self._fire_workflow(row, now)
             next_due = min(next_due, _cron_next(row["schedule"], row["schedule_anchor"]))
@@ -737,7 +774,7 @@ class Service:
 
 
 def _cron_next(schedule: str, after: float) -> float:
-    return float(croniter(Schedule(schedule).cron_expression, to_datetime(after)).get_next(float))
+    return float(croniter(SCHEDULE_CRON[schedule], to_datetime(after)).get_next(float))
 
 
 def _matches(row: dict[str, Any], params: ListWorkflowsParams) -> bool:

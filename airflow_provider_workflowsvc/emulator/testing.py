@@ -29,6 +29,7 @@ from airflow_provider_workflowsvc.emulator.config import (
     EmulatorConfig,
     ServerSettings,
 )
+from airflow_provider_workflowsvc.emulator.dialect import DIALECTS, Dialect
 
 __all__ = ["EmulatorHandle", "running_emulator"]
 
@@ -40,17 +41,30 @@ _URL_MARKER = "listening on "
 class EmulatorHandle:
     """A running emulator: where it is, its credentials, and its control API."""
 
-    def __init__(self, root_url: str, token: str, api_key: str | None, pid: int | None = None) -> None:
+    def __init__(
+        self,
+        root_url: str,
+        token: str,
+        api_key: str | None,
+        pid: int | None = None,
+        dialect: Dialect = "spec",
+    ) -> None:
         self.root_url = root_url
         self.base_url = root_url + API_PREFIX
-        self.token, self.api_key, self.pid = token, api_key, pid
-        self._client = httpx.Client(base_url=root_url + CONTROL_PREFIX, timeout=30.0)
+        self.token, self.api_key, self.pid, self.dialect = token, api_key, pid, dialect
+        self._client = httpx.Client(
+            base_url=root_url + CONTROL_PREFIX, headers={"authorization": f"Bearer {token}"}, timeout=30.0
+        )
 
     def __repr__(self) -> str:
-        return f"EmulatorHandle(base_url={self.base_url!r}, pid={self.pid})"
+        return f"EmulatorHandle(base_url={self.base_url!r}, pid={self.pid}, dialect={self.dialect!r})"
 
     def close(self) -> None:
         self._client.close()
+
+    def control_headers(self) -> dict[str, str]:
+        """The headers a request to the control API (``/_emulator/...``) needs."""
+        return {"authorization": f"Bearer {self.token}"}
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self._client.request(method, path, **kwargs)
@@ -176,7 +190,11 @@ def stop_process(proc: sp.Popen[Any], timeout: float = STOP_TIMEOUT) -> int:
 
 
 def emulator_command(
-    *, db: str | None = None, processing_delay: float | None = None, extra_args: list[str] | None = None
+    *,
+    db: str | None = None,
+    processing_delay: float | None = None,
+    dialect: Dialect | None = None,
+    extra_args: list[str] | None = None,
 ) -> list[str]:
     """The command line of an emulator subprocess on a free loopback port."""
     command = [
@@ -192,22 +210,25 @@ def emulator_command(
         command += ["--db", db]
     if processing_delay is not None:
         command += ["--processing-delay", repr(processing_delay)]
+    if dialect is not None:
+        command += ["--dialect", dialect]
     return command + list(extra_args or [])
 
 
 @contextlib.contextmanager
 def _subprocess_emulator(
-    token: str, api_key: str | None, db: str | None, processing_delay: float
+    token: str, api_key: str | None, db: str | None, processing_delay: float, dialect: Dialect
 ) -> Iterator[EmulatorHandle]:
     env = {**os.environ, "WORKFLOWSVC_EMULATOR_TOKEN": token, "PYTHONUNBUFFERED": "1"}
     env.pop("WORKFLOWSVC_EMULATOR_API_KEY", None)
     if api_key:
         env["WORKFLOWSVC_EMULATOR_API_KEY"] = api_key
-    command = emulator_command(db=db, processing_delay=processing_delay)
+    command = emulator_command(db=db, processing_delay=processing_delay, dialect=dialect)
     with sp.Popen(command, stdout=sp.PIPE, text=True, env=env) as proc:
         try:
             base_url = _read_url(proc, START_TIMEOUT)
-            handle = EmulatorHandle(base_url.removesuffix(API_PREFIX), token, api_key, pid=proc.pid)
+            root = base_url.removesuffix(API_PREFIX)
+            handle = EmulatorHandle(root, token, api_key, pid=proc.pid, dialect=dialect)
             try:
                 yield handle
             finally:
@@ -224,26 +245,31 @@ def running_emulator(
     db: str | None = None,
     processing_delay: float = 0.05,
     subprocess: bool = False,
+    dialect: Dialect = "spec",
     **fault_options: Any,
 ) -> Iterator[EmulatorHandle]:
     """An emulator for the duration of the block (in this process, or as a subprocess).
 
+    ``dialect`` is how it answers: ``spec`` (the spec's examples) or ``platform`` (the live service).
+
     ``fault_options`` are the fields of one fault rule (``latency``, ``errors``, ``rate``, ``count``,
     ``method``, ``path``, ``seed``, ...) or ``rules=[...]``; they are set once it is up.
     """
+    if dialect not in DIALECTS:
+        raise ValueError(f"unknown emulator dialect {dialect!r}; expected one of: {', '.join(DIALECTS)}")
     if subprocess:
-        with _subprocess_emulator(token, api_key, db, processing_delay) as handle:
+        with _subprocess_emulator(token, api_key, db, processing_delay, dialect) as handle:
             if fault_options:
                 handle.set_faults(**fault_options)
             yield handle
         return
     server = _ThreadedServer(
-        ServerSettings(token, api_key, db), EmulatorConfig(processing_delay=processing_delay)
+        ServerSettings(token, api_key, db, dialect), EmulatorConfig(processing_delay=processing_delay)
     )
     server.start()
     from airflow_provider_workflowsvc.emulator.server import root_url
 
-    handle = EmulatorHandle(root_url(server.sock), token, api_key)
+    handle = EmulatorHandle(root_url(server.sock), token, api_key, dialect=dialect)
     try:
         if fault_options:
             handle.set_faults(**fault_options)

@@ -518,7 +518,11 @@ def outcomes() -> dict[str, Any]:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_input(
-    case: Case, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    case: Case,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    emulator_server: Any,  # named so each case runs on both dialects (mocked ones too: they are cheap)
 ) -> None:
     world = World(emulator=None, tmp=tmp_path, monkeypatch=monkeypatch)
     if case.mocked:

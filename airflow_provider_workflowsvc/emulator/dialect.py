@@ -1,0 +1,61 @@
+"""How each dialect spells what the emulated service answers (see docs/emulator.md, "Dialects").
+
+``spec``: the spec's own examples (lower-case job statuses, ``im progress`` in the job listing, 200 for
+every answer). ``platform``: what the live service sends where the spec is silent, as its public SDK
+expects (upper-case statuses, 202 for runs and connection checks, richer job records).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from airflow_provider_workflowsvc.emulator.schema import JobState
+
+__all__ = [
+    "DIALECTS",
+    "Dialect",
+    "JobSpelling",
+    "accepted_status_code",
+    "check_status",
+    "details_status",
+    "job_status",
+]
+
+Dialect = Literal["spec", "platform"]
+DIALECTS: tuple[Dialect, ...] = get_args(Dialect)
+JobSpelling = Literal["listing", "record"]
+
+_PLATFORM_JOB = {
+    JobState.SCHEDULED: "SCHEDULED",
+    JobState.IN_PROGRESS: "IN_PROGRESS",
+    JobState.COMPLETED: "COMPLETED",
+    JobState.STOPPED: "STOPPED",
+    JobState.FAILED: "FAILED",
+}
+
+
+def job_status(state: JobState, dialect: Dialect, spelling: JobSpelling) -> str:
+    """A job's ``status`` in a job record (``record``) or in the job listing and run answer (``listing``)."""
+    if dialect == "platform":
+        return _PLATFORM_JOB[state]
+    if spelling == "listing" and state is JobState.IN_PROGRESS:
+        return "im progress"
+    return state.value
+
+
+def details_status(state: JobState, some_files_failed: bool, dialect: Dialect) -> str:
+    """The ``processing_status`` of job details (platform: a finished job is SUCCESS, never COMPLETED)."""
+    if dialect == "platform" and state is JobState.COMPLETED:
+        return "COMPLETED_WITH_ERRORS" if some_files_failed else "SUCCESS"
+    return state.value.upper().replace(" ", "_")
+
+
+def check_status(resolved: bool, failure: str | None, dialect: Dialect) -> str:
+    """A connection check's ``status``: scheduled until it resolves, then success or failure."""
+    status = "scheduled" if not resolved else "failure" if failure else "success"
+    return status.upper() if dialect == "platform" else status
+
+
+def accepted_status_code(dialect: Dialect) -> int:
+    """The code of an answer that starts work (a run, a connection check): 202 on the platform."""
+    return 202 if dialect == "platform" else 200

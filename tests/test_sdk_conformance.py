@@ -1,0 +1,377 @@
+"""The emulator checked by a client nobody here wrote: the service's public SDK (``unstructured-client``).
+
+The SDK is generated from the live service's OpenAPI document, so it validates every answer against
+the live service's shapes and status codes. In the ``platform`` dialect every operation of the spec must
+be accepted; in the ``spec`` dialect the SDK must reject exactly the answers that differ from the live
+service (lower-case statuses, 200 instead of 202), so a change in either dialect shows up here.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+from unstructured_client import UnstructuredClient
+from unstructured_client import destinations as sdk_destinations
+from unstructured_client import jobs as sdk_jobs
+from unstructured_client import sources as sdk_sources
+from unstructured_client import workflows as sdk_workflows
+from unstructured_client.models import errors, shared
+from unstructured_client.utils import BackoffStrategy, RetryConfig
+
+from airflow_provider_workflowsvc.emulator.testing import EmulatorHandle, running_emulator
+
+# The SDK's open enums keep a connector type as a plain string, which its own serializer then warns about.
+pytestmark = pytest.mark.filterwarnings("ignore:Pydantic serializer warnings:UserWarning")
+
+TOKEN = "tok-sdk-5c2e19"
+API_KEY = "key-sdk-83d0f4"
+NO_RETRIES = RetryConfig("none", BackoffStrategy(1, 1, 1.0, 1), False)
+SDK_RESOURCE_CLASSES = (
+    sdk_sources.Sources,
+    sdk_destinations.Destinations,
+    sdk_workflows.Workflows,
+    sdk_jobs.Jobs,
+)
+NOT_IN_SPEC = {
+    "create_job": "POST /api/v1/jobs/ (a job from a template or a custom DAG) is not in the spec",
+}
+SPEC_DIALECT_REJECTED = {
+    # 200 where the SDK requires 202 ("Unexpected response received")
+    "create_connection_check_sources": "SDKError",
+    "create_connection_check_destinations": "SDKError",
+    "run_workflow": "SDKError",
+    # lower-case statuses (and, for jobs, no job_type) where the SDK requires the live service's values
+    "get_connection_check_sources": "ResponseValidationError",
+    "get_connection_check_destinations": "ResponseValidationError",
+    "list_jobs": "ResponseValidationError",
+    "get_job": "ResponseValidationError",
+    "get_job_details": "ResponseValidationError",
+}
+
+
+def sdk_operations() -> dict[str, tuple[str, str]]:
+    """Every operation of the SDK's source, destination, workflow and job resources: name → (method, path)."""
+    found = {}
+    for cls in SDK_RESOURCE_CLASSES:
+        for name, function in vars(cls).items():  # its own operations, not the base class's helpers
+            if not inspect.isfunction(function) or name.startswith("_") or name.endswith("_async"):
+                continue
+            source = inspect.getsource(function)
+            method = re.search(r'method="(\w+)"', source)
+            path = re.search(r'path="([^"]+)"', source)
+            assert method and path, f"cannot read the request of SDK operation {name}"
+            found[name] = (method.group(1), path.group(1))
+    return found
+
+
+# --------------------------------------------------------------------------------------------------
+# What each operation is called with
+
+
+@dataclass
+class World:
+    """Resources made beforehand with plain HTTP, so each SDK call stands alone."""
+
+    sdk: UnstructuredClient
+    headers: dict[str, str]
+    source_id: str
+    destination_id: str
+    workflow_id: str
+    completed_job: dict[str, Any]
+    running_job_id: str
+    deletable: dict[str, str] = field(default_factory=dict)
+
+    def call(self, operation: Callable[..., Any], **request: Any) -> Any:
+        return operation(request=request, http_headers=self.headers)
+
+
+def _post(api: httpx.Client, path: str, body: Any = None, **kwargs: Any) -> dict[str, Any]:
+    response = api.post(path, json=body, **kwargs) if body is not None else api.post(path, **kwargs)
+    assert response.is_success, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def build_world(emulator: EmulatorHandle) -> World:
+    emulator.reset()
+    with emulator.api_client() as api:
+
+        def connector(kind: str, name: str) -> str:
+            config = {"remote_url": f"s3://bucket/{name}", "key": "AKIA-sdk-test", "secret": "s3-secret-sdk"}
+            return str(_post(api, f"/{kind}/", {"name": name, "type": "s3", "config": config})["id"])
+
+        def workflow(name: str) -> str:
+            return str(_post(api, "/workflows/", {"name": name, "workflow_type": "basic"})["id"])
+
+        def run(workflow_id: str) -> dict[str, Any]:
+            files = [("input_files", ("report.txt", b"Title\n\nSome text to partition.", "text/plain"))]
+            return _post(api, f"/workflows/{workflow_id}/run", files=files)
+
+        source_id, destination_id = connector("sources", "sdk-source"), connector("destinations", "sdk-dest")
+        for kind, connector_id in (("sources", source_id), ("destinations", destination_id)):
+            _post(api, f"/{kind}/{connector_id}/connection-check")
+        workflow_id = workflow("sdk-local")
+        completed = run(workflow_id)
+        emulator.advance_clock(60)
+        completed_job = api.get(f"/jobs/{completed['id']}").json()
+        emulator.configure(processing_delay=3600)
+        running = run(workflow_id)
+        deletable = {
+            "source": connector("sources", "sdk-source-gone"),
+            "destination": connector("destinations", "sdk-dest-gone"),
+            "workflow": workflow("sdk-gone"),
+        }
+    sdk = UnstructuredClient(server_url=emulator.root_url, retry_config=NO_RETRIES)
+    headers = {"Authorization": f"Bearer {emulator.token}", "service-api-key": str(emulator.api_key)}
+    return World(
+        sdk, headers, source_id, destination_id, workflow_id, completed_job, running["id"], deletable
+    )
+
+
+def _connector_body(name: str, connector_type: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "type": connector_type,
+        "config": {"remote_url": "s3://bucket/new", "anonymous": True},
+    }
+
+
+def _upload() -> dict[str, Any]:
+    return {
+        "input_files": [
+            {"file_name": "notes.md", "content": b"# Notes\n\nText.", "content_type": "text/markdown"}
+        ]
+    }
+
+
+OPERATIONS: dict[str, Callable[[World], Any]] = {
+    "create_source": lambda w: w.call(
+        w.sdk.sources.create_source,
+        create_source_connector=_connector_body("new-src", shared.SourceConnectorType.S3),
+    ),
+    "list_sources": lambda w: w.call(w.sdk.sources.list_sources, source_type=shared.SourceConnectorType.S3),
+    "get_source": lambda w: w.call(w.sdk.sources.get_source, source_id=w.source_id),
+    "update_source": lambda w: w.call(
+        w.sdk.sources.update_source,
+        source_id=w.source_id,
+        update_source_connector={"config": {"remote_url": "s3://bucket/other", "anonymous": True}},
+    ),
+    "create_connection_check_sources": lambda w: w.call(
+        w.sdk.sources.create_connection_check_sources, source_id=w.source_id
+    ),
+    "get_connection_check_sources": lambda w: w.call(
+        w.sdk.sources.get_connection_check_sources, source_id=w.source_id
+    ),
+    "delete_source": lambda w: w.call(w.sdk.sources.delete_source, source_id=w.deletable["source"]),
+    "create_destination": lambda w: w.call(
+        w.sdk.destinations.create_destination,
+        create_destination_connector=_connector_body("new-dest", shared.DestinationConnectorType.S3),
+    ),
+    "list_destinations": lambda w: w.call(
+        w.sdk.destinations.list_destinations, destination_type=shared.DestinationConnectorType.S3
+    ),
+    "get_destination": lambda w: w.call(w.sdk.destinations.get_destination, destination_id=w.destination_id),
+    "update_destination": lambda w: w.call(
+        w.sdk.destinations.update_destination,
+        destination_id=w.destination_id,
+        update_destination_connector={"config": {"remote_url": "s3://bucket/out", "anonymous": True}},
+    ),
+    "create_connection_check_destinations": lambda w: w.call(
+        w.sdk.destinations.create_connection_check_destinations, destination_id=w.destination_id
+    ),
+    "get_connection_check_destinations": lambda w: w.call(
+        w.sdk.destinations.get_connection_check_destinations, destination_id=w.destination_id
+    ),
+    "delete_destination": lambda w: w.call(
+        w.sdk.destinations.delete_destination, destination_id=w.deletable["destination"]
+    ),
+    "create_workflow": lambda w: w.call(
+        w.sdk.workflows.create_workflow,
+        create_workflow={"name": "sdk-new", "workflow_type": "advanced", "schedule": "daily"},
+    ),
+    "list_workflows": lambda w: w.call(w.sdk.workflows.list_workflows, page=1, page_size=10),
+    "get_workflow": lambda w: w.call(w.sdk.workflows.get_workflow, workflow_id=w.workflow_id),
+    "update_workflow": lambda w: w.call(
+        w.sdk.workflows.update_workflow, workflow_id=w.workflow_id, update_workflow={"reprocess_all": True}
+    ),
+    "run_workflow": lambda w: w.call(
+        w.sdk.workflows.run_workflow, workflow_id=w.workflow_id, body_run_workflow=_upload()
+    ),
+    "delete_workflow": lambda w: w.call(w.sdk.workflows.delete_workflow, workflow_id=w.deletable["workflow"]),
+    "list_jobs": lambda w: w.call(w.sdk.jobs.list_jobs, workflow_id=w.workflow_id),
+    "get_job": lambda w: w.call(w.sdk.jobs.get_job, job_id=w.completed_job["id"]),
+    "get_job_details": lambda w: w.call(w.sdk.jobs.get_job_details, job_id=w.completed_job["id"]),
+    "get_job_failed_files": lambda w: w.call(w.sdk.jobs.get_job_failed_files, job_id=w.completed_job["id"]),
+    "download_job_output": lambda w: w.call(
+        w.sdk.jobs.download_job_output,
+        job_id=w.completed_job["id"],
+        file_id=w.completed_job["output_node_files"][0]["file_id"],
+        node_id=w.completed_job["output_node_files"][0]["node_id"],
+    ),
+    "cancel_job": lambda w: w.call(w.sdk.jobs.cancel_job, job_id=w.running_job_id),
+}
+
+
+def exercise(world: World) -> dict[str, str]:
+    """Call every operation once; the ones the SDK rejects, with the error class it raised."""
+    rejected = {}
+    for name, operation in OPERATIONS.items():
+        try:
+            response = operation(world)
+        except (errors.SDKError, errors.ResponseValidationError) as exc:
+            rejected[name] = type(exc).__name__
+            continue
+        assert 200 <= response.status_code < 300, name
+    return rejected
+
+
+# --------------------------------------------------------------------------------------------------
+# Fixtures
+
+
+@pytest.fixture(scope="module", params=["spec", "platform"])
+def sdk_emulator(request: pytest.FixtureRequest) -> Iterator[EmulatorHandle]:
+    with running_emulator(token=TOKEN, api_key=API_KEY, dialect=request.param) as emulator:
+        yield emulator
+
+
+@pytest.fixture(scope="module")
+def platform_emulator() -> Iterator[EmulatorHandle]:
+    with running_emulator(token=TOKEN, api_key=API_KEY, dialect="platform") as emulator:
+        yield emulator
+
+
+# --------------------------------------------------------------------------------------------------
+# Tests
+
+
+def test_the_table_covers_every_sdk_operation_of_the_spec() -> None:
+    discovered = sdk_operations()
+    assert set(NOT_IN_SPEC) <= set(discovered)
+    assert set(OPERATIONS) == set(discovered) - set(NOT_IN_SPEC)
+    assert len(OPERATIONS) == len(discovered) - len(NOT_IN_SPEC) == 26
+    assert all(path.startswith("/api/v1/") for _, path in discovered.values())
+
+
+def test_every_operation_in_the_dialects_verdict(sdk_emulator: EmulatorHandle) -> None:
+    rejected = exercise(build_world(sdk_emulator))
+    if sdk_emulator.dialect == "platform":
+        assert rejected == {}, "the SDK rejects platform answers"
+    else:
+        assert rejected == SPEC_DIALECT_REJECTED
+    accepted = len(OPERATIONS) - len(rejected)
+    print(f"\n{sdk_emulator.dialect} dialect: the SDK accepts {accepted}/{len(OPERATIONS)} operations")
+
+
+def test_the_operation_left_out_of_the_spec_is_not_served(platform_emulator: EmulatorHandle) -> None:
+    world = build_world(platform_emulator)
+    body = {"request_data": "{}"}
+    with pytest.raises(errors.SDKError) as raised:
+        world.call(world.sdk.jobs.create_job, body_create_job=body)
+    assert raised.value.status_code == 405
+
+
+def _follow(
+    read: Callable[[], Any], emulator: EmulatorHandle, *, step: float, done: Callable[[Any], bool]
+) -> list[Any]:
+    """Distinct values of ``read()`` while advancing the emulator clock by ``step``, until ``done``."""
+    seen = [read()]
+    for _ in range(100):
+        if done(seen[-1]):
+            return seen
+        emulator.advance_clock(step)
+        value = read()
+        if value != seen[-1]:
+            seen.append(value)
+    raise AssertionError(f"never finished: {seen}")
+
+
+def _run_files(world: World, files: list[tuple[str, bytes]]) -> str:
+    body = {
+        "input_files": [
+            {"file_name": name, "content": data, "content_type": "text/plain"} for name, data in files
+        ]
+    }
+    response = world.call(
+        world.sdk.workflows.run_workflow, workflow_id=world.workflow_id, body_run_workflow=body
+    )
+    assert response.status_code == 202
+    job = response.job_information
+    assert job.status == shared.JobStatus.SCHEDULED and job.job_type == shared.WorkflowJobType.EPHEMERAL
+    assert job.input_file_ids == [name for name, _ in files]
+    return str(job.id)
+
+
+@pytest.mark.parametrize(
+    ("files", "final_details"),
+    [
+        ([("a.txt", b"First file."), ("b.txt", b"Second file.")], shared.JobProcessingStatus.SUCCESS),
+        ([("a.txt", b"Good file."), ("empty.txt", b"")], shared.JobProcessingStatus.COMPLETED_WITH_ERRORS),
+    ],
+    ids=["all-files-succeed", "one-file-fails"],
+)
+def test_a_job_followed_through_the_sdk(
+    platform_emulator: EmulatorHandle, files: list[tuple[str, bytes]], final_details: Any
+) -> None:
+    world = build_world(platform_emulator)
+    platform_emulator.configure(processing_delay=1)
+    job_id = _run_files(world, files)
+
+    def status() -> Any:
+        return world.call(world.sdk.jobs.get_job, job_id=job_id).job_information.status
+
+    def details() -> Any:
+        return world.call(world.sdk.jobs.get_job_details, job_id=job_id).job_details.processing_status
+
+    statuses = _follow(status, platform_emulator, step=0.5, done=lambda s: s == shared.JobStatus.COMPLETED)
+    assert statuses == [shared.JobStatus.SCHEDULED, shared.JobStatus.IN_PROGRESS, shared.JobStatus.COMPLETED]
+    assert details() == final_details
+
+    job = world.call(world.sdk.jobs.get_job, job_id=job_id).job_information
+    good = [name for name, data in files if data]
+    assert len(job.output_node_files) == len(good)
+    last = job.output_node_files[-1]
+    assert last.node_type == "embed" and last.node_subtype
+    output = world.call(world.sdk.jobs.download_job_output, job_id=job_id, file_id=last.file_id)
+    assert output.any[0]["metadata"]["filename"] == good[-1]  # no node_id: the last node's output
+
+
+def test_a_job_details_pass_through_scheduled_and_in_progress(platform_emulator: EmulatorHandle) -> None:
+    world = build_world(platform_emulator)
+    platform_emulator.configure(processing_delay=1)
+    job_id = _run_files(world, [("a.txt", b"Some text.")])
+
+    def details() -> Any:
+        return world.call(world.sdk.jobs.get_job_details, job_id=job_id).job_details.processing_status
+
+    seen = _follow(
+        details, platform_emulator, step=0.5, done=lambda s: s == shared.JobProcessingStatus.SUCCESS
+    )
+    assert seen == [
+        shared.JobProcessingStatus.SCHEDULED,
+        shared.JobProcessingStatus.IN_PROGRESS,
+        shared.JobProcessingStatus.SUCCESS,
+    ]
+
+
+def test_a_connection_check_followed_through_the_sdk(platform_emulator: EmulatorHandle) -> None:
+    world = build_world(platform_emulator)
+    started = world.call(world.sdk.sources.create_connection_check_sources, source_id=world.source_id)
+    assert started.status_code == 202
+    check = started.dag_node_connection_check
+    assert check.status == shared.ConnectionCheckStatus.SCHEDULED and check.reported_at is None
+
+    def status() -> Any:
+        response = world.call(world.sdk.sources.get_connection_check_sources, source_id=world.source_id)
+        return response.dag_node_connection_check.status
+
+    seen = _follow(
+        status, platform_emulator, step=0.1, done=lambda s: s != shared.ConnectionCheckStatus.SCHEDULED
+    )
+    assert seen == [shared.ConnectionCheckStatus.SCHEDULED, shared.ConnectionCheckStatus.SUCCESS]
