@@ -17,7 +17,6 @@ from airflow.utils.state import DagRunState, TaskInstanceState
 from conftest import TEST_API_KEY, TEST_TOKEN
 
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
-from airflow_provider_workflowsvc.models import JobStatus
 from airflow_provider_workflowsvc.operators.jobs import (
     CancelJobOperator,
     DownloadJobOutputOperator,
@@ -203,8 +202,8 @@ def test_cancel_operator(
     assert dr.state == DagRunState.SUCCESS
     assert xcom(dr, "cancel")["cancelled"] is True
     again = xcom(dr, "cancel_again")
-    assert again == {"job_id": xcom(dr, "run", "job_id"), "cancelled": False, "status": again["status"]}
-    assert JobStatus(again["status"]) is JobStatus.STOPPED  # spelled as the service's dialect spells it
+    # one spelling in XCom whatever the service's dialect (STOPPED on the platform)
+    assert again == {"job_id": xcom(dr, "run", "job_id"), "cancelled": False, "status": "stopped"}
     assert len(emulator.requests(method="POST", path_contains="/cancel")) == 1
 
 

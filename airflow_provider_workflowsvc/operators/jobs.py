@@ -429,11 +429,14 @@ class CancelJobOperator(_JobTask, BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_provider_workflowsvc._polling import cancel_quietly
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
+        from airflow_provider_workflowsvc.models import JobStatus
 
         job_id = _job_id_of(self.job_id, None, context)
         try:
             job = self.hook.get_job(job_id)
-            status = job.raw_status or job.status.value
+            status = (
+                job.status.value if job.status is not JobStatus.UNKNOWN else (job.raw_status or "unknown")
+            )
             cancelled = not job.status.is_terminal and cancel_quietly(self.hook, job_id, self.log)
         finally:
             self._close_hook()
