@@ -9,8 +9,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from airflow.sdk import conf
-
+from airflow_provider_workflowsvc._compat import conf
 from airflow_provider_workflowsvc.operators._base import input_error
 
 if TYPE_CHECKING:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, BaseOperatorLink
 
+from airflow_provider_workflowsvc._compat import ResumableJobMixin
 from airflow_provider_workflowsvc.operators._base import check_uuid, input_error
 from airflow_provider_workflowsvc.operators._jobbase import (
     DEFAULT_CONN_ID,
@@ -23,7 +24,6 @@ from airflow_provider_workflowsvc.operators._jobbase import (
     _seconds,
     job_url,
 )
-from airflow_provider_workflowsvc.operators._resumable import ResumableJobMixin
 
 __all__ = [
     "CancelJobOperator",
