@@ -127,7 +127,9 @@ def sync_dags_to_db(bag: Any) -> None:
         from airflow.dag_processing.dagbag import sync_bag_to_db
     elif AIRFLOW_V_3_1_PLUS:
         from airflow.models.dagbag import sync_bag_to_db
-    else:  # Airflow 3.0
+    else:  # Airflow 3.0: only a DagBag that parsed the file sets relative_fileloc, which the DB needs
+        for dag in bag.dags.values():
+            dag.relative_fileloc = dag.relative_fileloc or dag.fileloc
         bag.sync_to_db("dags-folder", None)
         return
     sync_bag_to_db(bag, "dags-folder", None)
