@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from airflow.sdk.exceptions import AirflowException
 from pydantic import BaseModel, ValidationError
+
+from airflow_provider_workflowsvc._compat import AirflowException
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -22,6 +22,38 @@ from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
 
+# --------------------------------------------------------------------------------------------------
+# Airflow-version markers: @pytest.mark.airflow_min("3.3", reason=...) runs a test only on Airflow >= 3.3,
+# @pytest.mark.airflow_below("3.3", reason=...) only on older Airflow (a fallback's own test). Elsewhere
+# the test is skipped, the reason printed in pytest's skip summary.
+
+
+def _version_gate(item: pytest.Item, running: tuple[int, int], shown: str) -> str | None:
+    """Why ``item`` cannot run on Airflow ``running`` (None: it can)."""
+    from airflow_provider_workflowsvc._compat import _minor
+
+    for mark in item.iter_markers("airflow_min"):
+        if running < _minor(mark.args[0]):
+            why = mark.kwargs.get("reason", "a feature of that release")
+            return f"needs Airflow >= {mark.args[0]} ({why}); this is Airflow {shown}"
+    for mark in item.iter_markers("airflow_below"):
+        if running >= _minor(mark.args[0]):
+            why = mark.kwargs.get("reason", "a fallback for older releases")
+            return f"only on Airflow < {mark.args[0]} ({why}); this is Airflow {shown}"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    import airflow
+
+    from airflow_provider_workflowsvc._compat import AIRFLOW_VERSION
+
+    for item in items:
+        reason = _version_gate(item, AIRFLOW_VERSION, airflow.__version__)
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
 TEST_TOKEN = "tok-test-9f3c1e"
 TEST_API_KEY = "key-test-47ab20"
 
@@ -91,18 +123,44 @@ def workflowsvc_conn(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     return emulator
 
 
-def run_dag(dag: Any, **kwargs: Any) -> Any:
-    """Serialize a DAG defined in a test to the DB, then ``dag.test()`` it; returns the DagRun.
+def dag_bag(folder: str | os.PathLike[str] = os.devnull, *, collect_dags: bool = False) -> Any:
+    """A ``DagBag`` of ``folder`` (from its home on the running Airflow: it moved in 3.2)."""
+    from airflow_provider_workflowsvc._compat import AIRFLOW_V_3_2_PLUS
 
-    On Airflow 3.3 the ``dags-folder`` bundle row must exist before a DAG of that bundle is written.
+    if AIRFLOW_V_3_2_PLUS:
+        from airflow.dag_processing.dagbag import DagBag
+    else:
+        from airflow.models.dagbag import DagBag
+    return DagBag(dag_folder=str(folder), collect_dags=collect_dags)
+
+
+def sync_dags_to_db(bag: Any) -> None:
+    """Write a DagBag's DAGs to the DB as the ``dags-folder`` bundle, so that ``dag.test()`` can run them.
+
+    The ``dags-folder`` bundle row must exist before a DAG of that bundle is written.
     """
     from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+
+    from airflow_provider_workflowsvc._compat import AIRFLOW_V_3_1_PLUS, AIRFLOW_V_3_2_PLUS
 
     DagBundlesManager().sync_bundles_to_db()
-    bag = DagBag(dag_folder=os.devnull, collect_dags=False)
-    bag.bag_dag(dag)
+    if AIRFLOW_V_3_2_PLUS:
+        from airflow.dag_processing.dagbag import sync_bag_to_db
+    elif AIRFLOW_V_3_1_PLUS:
+        from airflow.models.dagbag import sync_bag_to_db
+    else:  # Airflow 3.0: only a DagBag that parsed the file sets relative_fileloc, which the DB needs
+        for dag in bag.dags.values():
+            dag.relative_fileloc = dag.relative_fileloc or dag.fileloc
+        bag.sync_to_db("dags-folder", None)
+        return
     sync_bag_to_db(bag, "dags-folder", None)
+
+
+def run_dag(dag: Any, **kwargs: Any) -> Any:
+    """Serialize a DAG defined in a test to the DB, then ``dag.test()`` it; returns the DagRun."""
+    bag = dag_bag()
+    bag.bag_dag(dag)
+    sync_dags_to_db(bag)
     return dag.test(**kwargs)
 
 

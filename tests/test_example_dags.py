@@ -7,6 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import dag_bag, sync_dags_to_db
+
+pytestmark = pytest.mark.compat  # the matrix's smoke check on every Airflow: the examples parse and run
 
 EXAMPLE_DAGS = Path(__file__).resolve().parent.parent / "example_dags"
 EXPECTED_DAG_IDS = {
@@ -18,9 +21,7 @@ EXPECTED_DAG_IDS = {
 
 @pytest.fixture(scope="module")
 def example_bag() -> Any:
-    from airflow.dag_processing.dagbag import DagBag
-
-    return DagBag(dag_folder=str(EXAMPLE_DAGS), collect_dags=True)
+    return dag_bag(EXAMPLE_DAGS, collect_dags=True)
 
 
 def test_example_dags_import_without_errors(example_bag: Any) -> None:
@@ -50,12 +51,8 @@ def test_sample_docs_include_a_failing_document() -> None:
 def test_local_files_example_runs_against_the_emulator(
     example_bag: Any, airflow_db: None, workflowsvc_conn: Any, tmp_path: Path
 ) -> None:
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.dagbag import sync_bag_to_db
-
     dag = example_bag.dags["workflowsvc_example_local_files"]
-    DagBundlesManager().sync_bundles_to_db()  # the "dags-folder" bundle row the DAG rows refer to
-    sync_bag_to_db(example_bag, "dags-folder", None)
+    sync_dags_to_db(example_bag)
 
     dr = dag.test(run_conf={"output_dir": str(tmp_path)})
 

@@ -122,6 +122,7 @@ def test_providers_manager_discovers_hook_and_connection_type(providers_manager:
     assert hook.connection_testable is True
 
 
+@pytest.mark.airflow_min("3.2", reason="conn-fields in the provider info")
 def test_providers_manager_field_behaviours_and_widgets(providers_manager: Any) -> None:
     behaviour = providers_manager.field_behaviours["workflowsvc"]
     assert set(behaviour["hidden_fields"]) == {"schema", "login", "port"}

@@ -506,6 +506,7 @@ def test_on_kill_without_a_job_sends_nothing(mock_service: Any) -> None:
 # -- durable execution ------------------------------------------------------------------------------
 
 
+@pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
 def test_retry_reconnects_to_the_running_job(mock_service: Any) -> None:
     run, _ = route_run(mock_service, ok(job_json("new", "scheduled")))
     mock_service.get("/jobs/j0").mock(
@@ -519,6 +520,7 @@ def test_retry_reconnects_to_the_running_job(mock_service: Any) -> None:
     assert store.values == {}
 
 
+@pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
 def test_retry_returns_a_job_that_finished_meanwhile(mock_service: Any) -> None:
     run, _ = route_run(mock_service, ok(job_json("new", "scheduled")))
     mock_service.get("/jobs/j0").mock(return_value=ok(job_json("j0", "completed")))
@@ -530,6 +532,7 @@ def test_retry_returns_a_job_that_finished_meanwhile(mock_service: Any) -> None:
 
 
 @pytest.mark.parametrize("previous", ["failed", "stopped", "completed-with-failed-files", "gone"])
+@pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
 def test_retry_after_a_failed_job_runs_again(mock_service: Any, previous: str) -> None:
     run, _ = route_run(mock_service, ok(job_json("j1", "scheduled")))
     route_job(mock_service, "j1")
@@ -551,6 +554,7 @@ def test_retry_after_a_failed_job_runs_again(mock_service: Any, previous: str) -
     assert run.call_count == 1 and [v for k, v in seen if k == "workflowsvc_job_id"] == ["j1"]
 
 
+@pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
 def test_deferrable_retry_defers_on_the_stored_job(mock_service: Any) -> None:
     run, _ = route_run(mock_service, ok(job_json("new", "scheduled")))
     mock_service.get("/jobs/j0").mock(return_value=ok(job_json("j0", "scheduled")))
@@ -587,37 +591,3 @@ def test_operator_validates_its_arguments() -> None:
         op(timeout=-1)
     with pytest.raises(ValueError, match="submit_attempts"):
         op(submit_attempts=0)
-
-
-def test_without_durable_execution_every_try_runs_anew(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Airflow < 3.3 has no ResumableJobMixin: the stand-in submits, waits and returns the result."""
-    import importlib
-    import sys
-    import types
-
-    import airflow_provider_workflowsvc.operators._resumable as resumable
-
-    monkeypatch.setitem(sys.modules, "airflow.sdk", types.ModuleType("airflow.sdk"))
-    reloaded = importlib.reload(resumable)
-    stand_in, durable = reloaded.ResumableJobMixin, reloaded.HAS_DURABLE_EXECUTION
-    monkeypatch.undo()
-    importlib.reload(resumable)
-    assert not durable and resumable.HAS_DURABLE_EXECUTION
-
-    class Base:
-        def __init__(self, **kwargs: Any) -> None:
-            self.kwargs = kwargs
-
-    class Job(stand_in, Base):  # type: ignore[misc,valid-type]
-        def submit_job(self, context: Any) -> str:
-            return "j1"
-
-        def poll_until_complete(self, external_id: Any, context: Any) -> None:
-            self.polled = external_id
-
-        def get_job_result(self, external_id: Any, context: Any) -> Any:
-            return {"job_id": external_id}
-
-    job = Job(durable=True, task_id="t")
-    assert job.durable is False and job.kwargs == {"task_id": "t"}
-    assert job.execute_resumable({}) == {"job_id": "j1"} and job.polled == "j1"

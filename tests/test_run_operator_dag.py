@@ -216,6 +216,7 @@ class CrashingRun(RunWorkflowOperator):
         return super().poll_until_complete(external_id, context)
 
 
+@pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
 def test_durable_retry_reconnects_instead_of_running_again(
     dag_runner: Any, emulator: Any, workflow: str, tmp_path: Path
 ) -> None:

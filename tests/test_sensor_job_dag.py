@@ -9,12 +9,15 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import pytest
 from airflow.sdk import DAG
 from airflow.utils.state import DagRunState, TaskInstanceState
 
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 from airflow_provider_workflowsvc.sensors.job import WorkflowJobSensor
+
+pytestmark = pytest.mark.compat  # the sensor (poke, deferrable, soft_fail) on every Airflow of the matrix
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 JOB_ID = "{{ ti.xcom_pull(task_ids='run', key='job_id') }}"

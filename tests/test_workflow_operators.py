@@ -373,7 +373,8 @@ def test_template_fields() -> None:
 
 PARSE_TIME_IMPORTS = {"__future__", "collections.abc", "functools", "re", "time", "typing", "uuid",
                       "dataclasses", "airflow.sdk", "airflow.sdk.exceptions",
-                      "airflow_provider_workflowsvc.operators._base"}  # fmt: skip
+                      "airflow_provider_workflowsvc.operators._base",
+                      "airflow_provider_workflowsvc._compat"}  # fmt: skip
 
 
 @pytest.mark.parametrize("module", ["_base", "connectors", "workflows"])

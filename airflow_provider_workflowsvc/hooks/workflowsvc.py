@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Generic, ParamSpec, TypeVar, ov
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
-from airflow.sdk import BaseHook
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -40,6 +39,7 @@ from pydantic import (
 from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity.stop import stop_base
 
+from airflow_provider_workflowsvc._compat import CONN_FIELDS_READ, BaseHook
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceApiError,
     WorkflowServiceConnectionError,
@@ -298,7 +298,7 @@ def _base_url_of(conn: Connection, extra: dict[str, Any]) -> str:
 
 def _min_masked_length() -> int:
     try:
-        from airflow.sdk import conf
+        from airflow_provider_workflowsvc._compat import conf
 
         return max(1, conf.getint("logging", "min_length_masked_secret", fallback=5))
     except Exception:  # pragma: no cover - no configuration available
@@ -864,6 +864,22 @@ class WorkflowServiceHook(_HookBase):
     ) -> None:
         super().__init__(workflowsvc_conn_id, settings=settings)
         self._client: httpx.Client | None = None
+
+    if not CONN_FIELDS_READ:  # Airflow < 3.2 builds the connection form from these (deprecated in 3.2)
+
+        @classmethod
+        def get_connection_form_widgets(cls) -> dict[str, Any]:
+            """The provider info's ``conn-fields`` as WTForms fields."""
+            from airflow_provider_workflowsvc.hooks._connection_form import form_widgets
+
+            return form_widgets()
+
+        @classmethod
+        def get_ui_field_behaviour(cls) -> dict[str, Any]:
+            """The provider info's ``ui-field-behaviour``."""
+            from airflow_provider_workflowsvc.hooks._connection_form import ui_field_behaviour
+
+            return ui_field_behaviour()
 
     @property
     def settings(self) -> ConnectionSettings:

@@ -12,7 +12,9 @@ from collections.abc import Collection, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
-from airflow.sdk import BaseOperator, conf
+from airflow.sdk import BaseOperator
+
+from airflow_provider_workflowsvc._compat import conf
 
 if TYPE_CHECKING:
     from datetime import timedelta

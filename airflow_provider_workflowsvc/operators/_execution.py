@@ -11,8 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from airflow.sdk.exceptions import AirflowFailException
-
+from airflow_provider_workflowsvc._compat import AirflowFailException
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceConflictError,
     WorkflowServiceConnectionError,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from airflow.sdk import conf
+from airflow_provider_workflowsvc._compat import conf
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -32,8 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
-from airflow.sdk.exceptions import AirflowFailException
-
+from airflow_provider_workflowsvc._compat import AirflowFailException
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceConnectionError,
     WorkflowServiceError,

@@ -13,8 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from airflow.sdk.exceptions import AirflowException
-
+from airflow_provider_workflowsvc._compat import AirflowException
 from airflow_provider_workflowsvc.operators._base import (
     WorkflowServiceBaseOperator,
     check_choice,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, BaseOperatorLink
 
+from airflow_provider_workflowsvc._compat import ResumableJobMixin
 from airflow_provider_workflowsvc.operators._base import (
     check_uuid,
     input_error,
@@ -27,7 +28,6 @@ from airflow_provider_workflowsvc.operators._jobbase import (
     _JobTask,
     job_url,
 )
-from airflow_provider_workflowsvc.operators._resumable import ResumableJobMixin
 
 __all__ = [
     "CancelJobOperator",

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
+from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
+from airflow_provider_workflowsvc._compat import conf
 from airflow_provider_workflowsvc.operators._base import input_error, interval_seconds
 
 if TYPE_CHECKING:
@@ -102,7 +103,11 @@ class WorkflowJobSensor(BaseSensorOperator):
 
     def _first_poke(self, context: Context) -> bool | PokeReturnValue:
         """One poke before deferring (a finished job needs no trigger), with soft_fail applied."""
-        from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
+        from airflow_provider_workflowsvc._compat import (
+            AirflowFailException,
+            AirflowSensorTimeout,
+            AirflowSkipException,
+        )
 
         try:
             return self.poke(context)
@@ -218,8 +223,7 @@ class WorkflowJobSensor(BaseSensorOperator):
 
     def _finish(self, context: Context, outcome: JobOutcome) -> dict[str, Any]:
         """Return the summary, or push it and fail (no retry: the job's outcome will not change)."""
-        from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
-
+        from airflow_provider_workflowsvc._compat import AirflowFailException, AirflowSensorTimeout
         from airflow_provider_workflowsvc._outcome import failure_for, log_outcome
 
         log_outcome(outcome, self.log)

@@ -152,6 +152,7 @@ def spec_for(dag_id: str, workflow: str, input_file: str) -> dict[str, Any]:
     }
 
 
+@pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
 def test_killed_after_the_job_id_was_stored(
     figures: dict[str, Any], dag_runner: Any, emulator: Any, workflow: str, input_file: str, tmp_path: Path
 ) -> None:
@@ -191,6 +192,7 @@ def test_killed_after_the_job_id_was_stored(
     )
 
 
+@pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
 def test_killed_before_the_job_id_was_stored(
     figures: dict[str, Any], dag_runner: Any, emulator: Any, workflow: str, input_file: str, tmp_path: Path
 ) -> None:
@@ -275,6 +277,7 @@ def run_op(workflow: str, input_file: str) -> RunWorkflowOperator:
     )
 
 
+@pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
 def test_a_pending_run_is_adopted_once(workflowsvc_conn: Any, workflow: str, input_file: str) -> None:
     emulator = workflowsvc_conn
     emulator.configure(processing_delay=0.02)

@@ -1,0 +1,61 @@
+"""The connection form for Airflow 3.0 and 3.1, built from the provider info's declarative fields.
+
+Airflow >= 3.2 reads ``conn-fields`` and ``ui-field-behaviour`` from the provider info. Older Airflow asks
+the hook's ``get_connection_form_widgets`` / ``get_ui_field_behaviour`` instead: these functions answer
+for it from the same declarations, so the form is described in one place (``get_provider_info``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_provider_workflowsvc.get_provider_info import get_provider_info
+
+__all__ = ["form_widgets", "ui_field_behaviour"]
+
+
+def _connection_type() -> dict[str, Any]:
+    (connection_type,) = get_provider_info()["connection-types"]
+    return connection_type
+
+
+def ui_field_behaviour() -> dict[str, Any]:
+    """``ui-field-behaviour`` in the form ``get_ui_field_behaviour`` returns (underscored keys)."""
+    declared = _connection_type()["ui-field-behaviour"]
+    return {key.replace("-", "_"): value for key, value in declared.items()}
+
+
+def _field_class(schema: dict[str, Any]) -> str:
+    """The WTForms field class Airflow < 3.2 accepts for a ``conn-fields`` schema (no float field there)."""
+    types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+    if schema.get("format") == "password":
+        return "PasswordField"
+    if "boolean" in types:
+        return "BooleanField"
+    if "integer" in types:
+        return "IntegerField"
+    return "StringField"  # strings and numbers: the hook's settings parse "60" or "0.5" as numbers
+
+
+def form_widgets() -> dict[str, Any]:
+    """``conn-fields`` as the WTForms fields ``get_connection_form_widgets`` returns.
+
+    Empty where WTForms is not installed: Airflow then shows no extra fields for any provider, and an
+    ImportError here would also drop the field behaviour (Airflow reads both in one ``try``).
+    """
+    try:
+        import wtforms
+        from wtforms.validators import Optional
+    except ImportError:
+        return {}
+    widgets = {}
+    for name, field in _connection_type()["conn-fields"].items():
+        schema = field["schema"]
+        class_name = _field_class(schema)
+        default = schema.get("default")
+        if class_name == "StringField" and default is not None:
+            default = str(default)  # a number shown in a text field
+        widgets[name] = getattr(wtforms, class_name)(
+            field["label"], validators=[Optional()], description=field.get("description", ""), default=default
+        )
+    return widgets
