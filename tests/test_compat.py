@@ -145,7 +145,7 @@ def _route_one_job(router: Any, job_ids: list[str]) -> Any:
     run = router.post(f"/workflows/{FAKE_WORKFLOW_ID}/run").mock(
         side_effect=[httpx.Response(200, json=job_json(job_id, "scheduled")) for job_id in job_ids]
     )
-    router.get("/jobs", params={"workflow_id": FAKE_WORKFLOW_ID}).mock(
+    router.get("/jobs/", params={"workflow_id": FAKE_WORKFLOW_ID}).mock(
         return_value=httpx.Response(200, json=[])
     )
     for job_id in job_ids:
@@ -225,6 +225,7 @@ def test_connection_form_from_the_hook_methods_as_the_ui_gets_it() -> None:
         "max_retries",
         "retry_wait",
         "retry_max_wait",
+        "max_response_bytes",
     }
     assert fields["api_key"]["format"] == "password" and fields["api_key"]["title"] == "API key"
     assert [name for name, field in fields.items() if field.get("format") == "password"] == ["api_key"]

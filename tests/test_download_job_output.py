@@ -151,7 +151,7 @@ def test_cancel_a_running_job(mock_service: Any) -> None:
     mock_service.get("/jobs/j1").mock(return_value=ok(job_json("j1", "im progress")))
     cancel = mock_service.post("/jobs/j1/cancel").mock(return_value=ok({"status": "stopped"}))
     result = CancelJobOperator(task_id="c", job_id="j1").execute(ctx())
-    assert result == {"job_id": "j1", "cancelled": True, "status": "im progress"}
+    assert result == {"job_id": "j1", "cancelled": True, "status": "in progress"}
     assert cancel.call_count == 1
 
 

@@ -79,13 +79,20 @@ def wait_for(
 
 def stored_state(dag_id: str) -> dict[str, Any]:
     """The task state store of the run task in ``dag_id`` (key → JSON value), read from the DB."""
+    from airflow import settings
     from airflow.models.task_state_store import TaskStateStoreModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
+    from sqlalchemy import create_engine, select
+    from sqlalchemy.orm import Session
 
-    with create_session() as session:
-        rows = session.scalars(select(TaskStateStoreModel).where(TaskStateStoreModel.dag_id == dag_id))
-        return {row.key: json.loads(row.value) for row in rows}
+    # A connection of its own: the test process's shared session may still hold the snapshot of a
+    # transaction an earlier test opened, and would not see what the worker process wrote since.
+    engine = create_engine(settings.SQL_ALCHEMY_CONN)
+    try:
+        with Session(engine) as session:
+            query = select(TaskStateStoreModel).where(TaskStateStoreModel.dag_id == dag_id)
+            return {row.key: json.loads(row.value) for row in session.scalars(query)}
+    finally:
+        engine.dispose()
 
 
 def start_worker(spec: dict[str, Any], log_path: Path) -> subprocess.Popen[bytes]:
@@ -158,7 +165,7 @@ def test_killed_after_the_job_id_was_stored(
 ) -> None:
     """The job finishes while no worker runs: the retry returns its result, with no new run."""
     emulator.configure(processing_delay=100)  # the job waits for the emulator clock
-    spec = spec_for("reliability_crash_stored", workflow, input_file)
+    spec = spec_for(f"reliability_crash_stored_{emulator.dialect}", workflow, input_file)
     proc = start_worker(spec, tmp_path / "worker.log")
     try:
         job_id = wait_for(
@@ -201,7 +208,7 @@ def test_killed_before_the_job_id_was_stored(
     as ambiguous (no retry). Either way it never runs the workflow again."""
     emulator.configure(processing_delay=100)
     emulator.set_faults(method="POST", path="/api/v1/workflows/*/run", latency=3600, phase="after")
-    spec = spec_for("reliability_crash_pending", workflow, input_file)
+    spec = spec_for(f"reliability_crash_pending_{emulator.dialect}", workflow, input_file)
     proc = start_worker(spec, tmp_path / "worker.log")
     try:
         wait_for(lambda: run_requests(emulator, workflow), 90, "the run request", proc)
