@@ -52,6 +52,8 @@ from benchmarks._common import (
     run_child,
 )
 
+WARM_UP_ENV = {"AIRFLOW__WORKFLOWSVC__MIN_POLL_INTERVAL": "0.01"}
+"""The warm-up trigger polls every 0.01 s, under the provider's default 1 s floor of poll intervals."""
 HTTPX_DEFAULT_KEEPALIVE_EXPIRY = 5.0
 """httpx's default ``Limits(keepalive_expiry=...)``; the provider sets its own, longer one."""
 
@@ -300,7 +302,7 @@ def _one_run(emu: Any, name: str, setup: Setup, profile: str | None = None) -> d
                 json.dump(jobs, fh)
             return jobs_file
 
-        env = child_env({CONN_ENV: conn_json(emu.base_url, emu.token, emu.api_key)})
+        env = child_env({CONN_ENV: conn_json(emu.base_url, emu.token, emu.api_key), **WARM_UP_ENV})
         args = ["-m", "benchmarks.bench_triggerer", "--child", "--variant", name, "--warm-job", warm]
         args += ["--interval", repr(setup.interval), "--deadline", repr(deadline)]
         args += ["--profile", profile] if profile else []

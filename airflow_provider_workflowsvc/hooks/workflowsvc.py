@@ -1,9 +1,11 @@
 """Hooks for the Workflow Service: authentication and one method per endpoint, sync and async.
 
 Both hooks get their methods from one table of endpoint descriptions (:mod:`._calls`); they differ only
-in how a request is sent (``httpx.Client`` or ``httpx.AsyncClient``). A hook keeps one HTTP client (one
-connection pool) for its whole life; close it with ``close()`` / ``aclose()`` or use it as a context
-manager.
+in how a request is sent (``httpx.Client`` or ``httpx.AsyncClient``). A sync hook keeps one HTTP client
+(one connection pool) for its whole life. Async hooks in one event loop with the same connection settings
+share one ``httpx.AsyncClient`` (one bounded pool: a triggerer's waiting triggers do not open a
+connection each); it is closed when its last hook is. Close a hook with ``close()`` / ``aclose()`` or use
+it as a context manager.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ import re
 import secrets
 import ssl
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from types import TracebackType
@@ -71,6 +75,8 @@ MAX_REDIRECTS = 3
 _UNSENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 """The default cap on a JSON answer (extra ``max_response_bytes``): far above any real list or record."""
+DEFAULT_MAX_CONNECTIONS = 20
+"""The default cap on the connections of one pool (extra ``max_connections``); async hooks share a pool."""
 KEEPALIVE_EXPIRY = 120.0
 """Seconds an idle connection is kept: longer than the default poll interval, so a wait reuses one."""
 _TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
@@ -93,7 +99,9 @@ class ConnectionSettings(BaseModel):
     ``verify`` is a boolean or the path of a CA bundle file (or directory); ``max_retries`` bounds the
     retries of one request, ``retry_wait`` is the first backoff (doubled each time, with jitter) and
     ``retry_max_wait`` caps every wait, including one asked for by ``Retry-After``;
-    ``max_response_bytes`` caps an answer read into memory (a download to a file is not capped).
+    ``max_response_bytes`` caps an answer read into memory (a download to a file is not capped);
+    ``max_connections`` caps the open connections of one client, shared by the async hooks that use the
+    same settings in one event loop (a request waits for a free one, within its timeout).
     The token and API key must be printable ASCII (a pasted line break is refused, never shown).
     """
 
@@ -109,6 +117,7 @@ class ConnectionSettings(BaseModel):
     retry_wait: float = Field(default=1.0, ge=0)
     retry_max_wait: float = Field(default=60.0, ge=0)
     max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, ge=1024)
+    max_connections: int = Field(default=DEFAULT_MAX_CONNECTIONS, ge=1, le=1000)
 
     @field_validator("base_url")
     @classmethod
@@ -221,7 +230,9 @@ class ConnectionSettings(BaseModel):
             "verify": self.ssl_verify(),
             "follow_redirects": False,
             "limits": httpx.Limits(
-                max_connections=100, max_keepalive_connections=20, keepalive_expiry=KEEPALIVE_EXPIRY
+                max_connections=self.max_connections,
+                max_keepalive_connections=self.max_connections,
+                keepalive_expiry=KEEPALIVE_EXPIRY,
             ),
         }
 
@@ -260,7 +271,7 @@ def _ssl_context(verify: bool | str, ca_env: tuple[str | None, str | None]) -> s
 _EXTRA_SETTINGS = frozenset(
     {
         *("timeout", "connect_timeout", "verify", "max_retries", "retry_wait", "retry_max_wait"),
-        "max_response_bytes",
+        *("max_response_bytes", "max_connections"),
     }
 )
 _EXTRA_PREFIX = f"extra__{CONN_TYPE}__"
@@ -313,6 +324,82 @@ def _mask_secrets(settings: ConnectionSettings) -> None:
         return
     for secret in settings.secrets():
         mask_secret(secret)
+
+
+# --------------------------------------------------------------------------------------------------
+# Async clients shared by the hooks of one event loop
+
+
+_CLIENT_ENV = ("SSL_CERT_FILE", "SSL_CERT_DIR")
+"""Environment variables (besides ``*_proxy``) an ``httpx.AsyncClient`` reads when it is created."""
+
+
+@dataclass(frozen=True, repr=False)
+class _ClientKey:
+    """Everything that makes two hooks' requests differ: the settings (credentials included, compared
+    by value) and the environment a client reads when created (proxies, CA files).
+
+    Its repr names the base URL only: the credentials and a proxy URL's password never show.
+    """
+
+    settings: ConnectionSettings
+    env: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, settings: ConnectionSettings) -> _ClientKey:
+        env = tuple(
+            sorted((k, v) for k, v in os.environ.items() if k.lower().endswith("_proxy") or k in _CLIENT_ENV)
+        )
+        return cls(settings, env)
+
+    def __repr__(self) -> str:
+        return f"_ClientKey(base_url={self.settings.base_url!r})"
+
+
+@dataclass
+class _SharedClient:
+    client: httpx.AsyncClient
+    users: int = 0
+
+
+_SHARED_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[_ClientKey, _SharedClient]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _acquire_client(key: _ClientKey) -> httpx.AsyncClient:
+    """The running loop's client for ``key`` (created if there is none), with one more user."""
+    clients = _SHARED_CLIENTS.setdefault(asyncio.get_running_loop(), {})
+    shared = clients.get(key)
+    if shared is None or shared.client.is_closed:
+        shared = clients[key] = _SharedClient(httpx.AsyncClient(**key.settings.httpx_options()))
+    shared.users += 1
+    return shared.client
+
+
+async def _release_client(
+    loop: asyncio.AbstractEventLoop, key: _ClientKey, client: httpx.AsyncClient
+) -> None:
+    """One user fewer; the last one closes the client.
+
+    The count drops before anything is awaited, so a hook cancelled while releasing is still counted out.
+    """
+    clients = _SHARED_CLIENTS.get(loop, {})
+    shared = clients.get(key)
+    if shared is None or shared.client is not client:  # not shared (any more): it is this hook's alone
+        await client.aclose()
+        return
+    shared.users -= 1
+    if shared.users > 0:
+        return
+    del clients[key]
+    await client.aclose()
+
+
+def shared_client_users() -> list[tuple[str, int]]:
+    """The running loop's shared clients, each as (base URL, number of hooks using it)."""
+    clients = _SHARED_CLIENTS.get(asyncio.get_running_loop(), {})
+    return [(key.settings.base_url, shared.users) for key, shared in clients.items()]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -450,11 +537,18 @@ def is_retryable(call: ApiCall[Any], exc: BaseException) -> bool:
     return False
 
 
+_MAX_CACHED_URLS = 64
+"""Parsed URLs a transport keeps (a hook listing many jobs' paths does not grow without bound)."""
+
+
 class _Transport:
     """What both hooks share: settings, request building, redirects between path forms, retries."""
 
     def __init__(self, settings: ConnectionSettings) -> None:
         self.settings = settings
+        self._base_path = urlsplit(settings.base_url).path
+        self._urls: dict[str, httpx.URL] = {}
+        self._client_timeout = httpx.Timeout(settings.timeout, connect=settings.connect_timeout)
         self._path_forms: dict[str, str] = {}
         self.platform_spelling = False
         """Job records last seen were spelled the platform's way (``IN_PROGRESS``): filters follow."""
@@ -477,7 +571,7 @@ class _Transport:
         return self._path_forms.get(call.path, call.path)
 
     def full_path(self, path: str) -> str:
-        return urlsplit(self.settings.base_url).path + path
+        return self._base_path + path
 
     def build(
         self,
@@ -497,12 +591,22 @@ class _Transport:
             ]
         return client.build_request(
             method,
-            path.lstrip("/"),
+            self._url(path),
             params=self._params(call),
             json=call.json if with_body else None,
             files=files,
             timeout=self.request_timeout(method, path),
         )
+
+    def _url(self, path: str) -> httpx.URL:
+        """The absolute URL of ``path``, parsed once: a wait polls the same few paths again and again,
+        and parsing a URL is a large part of building a request."""
+        url = self._urls.get(path)
+        if url is None:
+            url = httpx.URL(self.settings.base_url + "/" + path.lstrip("/"))
+            if len(self._urls) < _MAX_CACHED_URLS:
+                self._urls[path] = url
+        return url
 
     def _params(self, call: ApiCall[Any]) -> Mapping[str, str] | None:
         """The call's query, with a job status filter spelled as the service spells statuses."""
@@ -528,6 +632,8 @@ class _Transport:
         if left <= 0:
             reason = "not sent: the deadline for this wait has passed"
             raise WorkflowServiceConnectionError(method, self.full_path(path), reason, sent=False)
+        if left >= self.settings.timeout and left >= self.settings.connect_timeout:
+            return self._client_timeout
         read = min(self.settings.timeout, left)
         return httpx.Timeout(read, connect=min(self.settings.connect_timeout, left))
 
@@ -759,6 +865,10 @@ class _Endpoint(Generic[P, T]):
     def __init__(self, build: Callable[P, ApiCall[T]]) -> None:
         self._build = build
         self.__doc__ = build.__doc__
+        self._name = build.__name__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
 
     @overload
     def __get__(self, obj: None, owner: type) -> _Endpoint[P, T]: ...
@@ -775,6 +885,8 @@ class _Endpoint(Generic[P, T]):
         def method(*args: P.args, **kwargs: P.kwargs) -> Any:
             return send(build(*args, **kwargs))
 
+        # Made once per hook: the instance attribute now shadows this (non-data) descriptor.
+        obj.__dict__[self._name] = method
         return method
 
 
@@ -994,6 +1106,7 @@ class WorkflowServiceAsyncHook(_HookBase):
     ) -> None:
         super().__init__(workflowsvc_conn_id, settings=settings)
         self._client: httpx.AsyncClient | None = None
+        self._client_of: tuple[asyncio.AbstractEventLoop, _ClientKey] | None = None
 
     async def _atransport(self) -> _Transport:
         if self._transport_obj is None:
@@ -1010,16 +1123,21 @@ class WorkflowServiceAsyncHook(_HookBase):
         return await sync_to_async(self.get_connection)(self.workflowsvc_conn_id)
 
     async def get_async_conn(self) -> httpx.AsyncClient:
-        """The hook's HTTP client (created on first use)."""
+        """The hook's HTTP client: the one the running event loop's hooks with the same settings share
+        (created on first use, closed when the last of them is closed)."""
         if self._client is None:
             transport = await self._atransport()
-            self._client = httpx.AsyncClient(**transport.settings.httpx_options())
+            key = _ClientKey.of(transport.settings)
+            self._client = _acquire_client(key)
+            self._client_of = (asyncio.get_running_loop(), key)
         return self._client
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        """Let go of the shared client (closing it if this hook was its last user)."""
+        client, owner = self._client, self._client_of
+        self._client = self._client_of = None
+        if client is not None and owner is not None:
+            await _release_client(*owner, client)
 
     async def __aenter__(self) -> WorkflowServiceAsyncHook:
         return self
