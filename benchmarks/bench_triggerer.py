@@ -173,6 +173,8 @@ def _shared_ssl_context() -> Any:
 
 
 def _trigger_class(variant: Variant) -> type[Any]:
+    import httpx
+
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
     from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
 
@@ -181,6 +183,16 @@ def _trigger_class(variant: Variant) -> type[Any]:
 
     class FreshClientHook(WorkflowServiceAsyncHook):
         """A new ``httpx.AsyncClient`` (same options) for every request, closed right after it."""
+
+        async def get_async_conn(self) -> Any:
+            if self._client is None:
+                self._client = httpx.AsyncClient(**(await self._atransport()).settings.httpx_options())
+            return self._client
+
+        async def aclose(self) -> None:
+            if self._client is not None:
+                await self._client.aclose()
+                self._client = None
 
         async def _send_once(self, call: Any) -> Any:
             await self.aclose()

@@ -10,12 +10,13 @@ from typing import Any
 import httpx
 import pytest
 
-from airflow_provider_workflowsvc.exceptions import WorkflowServiceApiError
+from airflow_provider_workflowsvc.exceptions import WorkflowServiceApiError, WorkflowServiceConnectionError
 from airflow_provider_workflowsvc.hooks.workflowsvc import (
     ConnectionSettings,
     WorkflowServiceAsyncHook,
     WorkflowServiceHook,
     _ClientKey,
+    deadline,
     shared_client_users,
 )
 from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
@@ -72,8 +73,9 @@ async def test_the_pool_is_bounded_by_max_connections() -> None:
         WorkflowServiceAsyncHook(settings=_settings()) as default,
         WorkflowServiceAsyncHook(settings=_settings(max_connections=3)) as three,
     ):
-        pools = [(await h.get_async_conn())._transport._pool for h in (default, three)]  # type: ignore[attr-defined]
-    assert [p._max_connections for p in pools] == [20, 3]
+        lanes = [(await h.get_async_conn())._transport._lanes for h in (default, three)]  # type: ignore[attr-defined]
+    assert [len(each) for each in lanes] == [20, 3]
+    assert all(lane._pool._max_connections == 1 for each in lanes for lane in each)
 
 
 @pytest.mark.parametrize(
@@ -227,3 +229,24 @@ async def test_a_trigger_cancelled_mid_request_lets_go_of_the_client(
         await task
     assert shared_client_users() == []
     assert [c.is_closed for c in created_clients] == [True]
+
+
+async def test_a_request_waits_for_a_free_connection_no_longer_than_its_deadline(
+    emulator: Any, settings: ConnectionSettings
+) -> None:
+    """Scenario: a pool of one connection, held by a hung request; another request of the same pool
+    waits for it until its deadline, then fails as never sent (so it is safe to retry)."""
+    one = ConnectionSettings(**{**dict(settings), "max_connections": 1, "max_retries": 0})
+    emulator.set_faults(method="GET", path="*/workflows*", latency=2.0)
+    async with WorkflowServiceAsyncHook(settings=one) as hung, WorkflowServiceAsyncHook(settings=one) as hook:
+        task = asyncio.create_task(hung.list_workflows())
+        await _until(lambda: emulator.requests(path_contains="/workflows"))
+        started = time.monotonic()
+        with deadline(time.time() + 0.3), pytest.raises(WorkflowServiceConnectionError) as info:
+            await hook.get_job_details("job-1")
+        assert time.monotonic() - started < 1.5
+        assert info.value.sent is False
+        assert not emulator.requests(path_contains="/jobs/")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task

@@ -11,6 +11,7 @@ it as a context manager.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import logging
@@ -356,6 +357,98 @@ class _ClientKey:
         return f"_ClientKey(base_url={self.settings.base_url!r})"
 
 
+class _Lanes(httpx.AsyncBaseTransport):
+    """A pool of ``size`` connections made of single-connection transports ("lanes").
+
+    A request takes a free lane, or waits for one (first come, first served) up to its pool timeout
+    (``httpx.PoolTimeout``), and gives it back when its response is closed. httpx's own pool, at each
+    request's start and end, re-examines every connection it holds (a system call each) and every
+    request queued in it: shared by a thousand triggers, that was most of the CPU of a poll. Taking and
+    giving back a lane costs the same whatever the number of connections and waiters.
+    """
+
+    def __init__(self, size: int, **options: Any) -> None:
+        limits = httpx.Limits(
+            max_connections=1, max_keepalive_connections=1, keepalive_expiry=KEEPALIVE_EXPIRY
+        )
+        self._lanes = [httpx.AsyncHTTPTransport(limits=limits, **options) for _ in range(size)]
+        self._free = list(reversed(self._lanes))
+        self._waiters: collections.deque[asyncio.Future[httpx.AsyncHTTPTransport]] = collections.deque()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        lane = await self._take(request.extensions.get("timeout", {}).get("pool"))
+        try:
+            response = await lane.handle_async_request(request)
+        except BaseException:
+            self._give_back(lane)
+            raise
+        response.stream = _GiveBackOnClose(response.stream, functools.partial(self._give_back, lane))
+        return response
+
+    async def _take(self, timeout: float | None) -> httpx.AsyncHTTPTransport:
+        if self._free:
+            return self._free.pop()  # the most recently used: idle connections stay few
+        waiter: asyncio.Future[httpx.AsyncHTTPTransport] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            return await _within_seconds(waiter, timeout)
+        except BaseException as exc:
+            if waiter.done() and not waiter.cancelled():
+                self._give_back(waiter.result())  # handed over just as the wait ended
+            else:
+                waiter.cancel()
+            if isinstance(exc, TimeoutError):
+                raise httpx.PoolTimeout(f"no free connection within {timeout:g} s") from None
+            raise
+
+    def _give_back(self, lane: httpx.AsyncHTTPTransport) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(lane)
+                return
+        self._free.append(lane)
+
+    async def aclose(self) -> None:
+        for lane in self._lanes:
+            await lane.aclose()
+
+
+class _GiveBackOnClose(httpx.AsyncByteStream):
+    """A response body that gives its lane back when it is closed (once)."""
+
+    def __init__(self, stream: Any, give_back: Callable[[], None]) -> None:
+        self._stream, self._give_back = stream, give_back
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._stream:
+            yield chunk
+
+    async def aclose(self) -> None:
+        try:
+            await self._stream.aclose()
+        finally:
+            give_back, self._give_back = self._give_back, _nothing
+            give_back()
+
+
+def _nothing() -> None:
+    return None
+
+
+async def _within_seconds(future: asyncio.Future[T], timeout: float | None) -> T:
+    """``await future``, for at most ``timeout`` seconds (None: no limit); ``TimeoutError`` after."""
+    if timeout is None:
+        return await future
+    if _async_timeout is None:  # Python 3.10
+        return await asyncio.wait_for(future, timeout)
+    async with _async_timeout(timeout):
+        return await future
+
+
+_async_timeout: Any = getattr(asyncio, "timeout", None)
+
+
 @dataclass
 class _SharedClient:
     client: httpx.AsyncClient
@@ -367,14 +460,16 @@ _SHARED_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[_Clie
 )
 
 
-def _acquire_client(key: _ClientKey) -> httpx.AsyncClient:
+def _acquire_client(key: _ClientKey) -> _SharedClient:
     """The running loop's client for ``key`` (created if there is none), with one more user."""
     clients = _SHARED_CLIENTS.setdefault(asyncio.get_running_loop(), {})
     shared = clients.get(key)
     if shared is None or shared.client.is_closed:
-        shared = clients[key] = _SharedClient(httpx.AsyncClient(**key.settings.httpx_options()))
+        settings = key.settings
+        lanes = _Lanes(settings.max_connections, verify=settings.ssl_verify())
+        shared = clients[key] = _SharedClient(httpx.AsyncClient(**settings.httpx_options(), transport=lanes))
     shared.users += 1
-    return shared.client
+    return shared
 
 
 async def _release_client(
@@ -625,17 +720,24 @@ class _Transport:
     def request_timeout(self, method: str, path: str) -> Any:
         """The client's timeouts, each cut to the time left before the :func:`deadline` (an
         ``httpx.Timeout``), or ``httpx.USE_CLIENT_DEFAULT`` outside a deadline."""
-        at = _DEADLINE.get()
-        if at is None:
+        left = self._time_left(method, path)
+        if left is None:
             return httpx.USE_CLIENT_DEFAULT
-        left = at - time.time()
-        if left <= 0:
-            reason = "not sent: the deadline for this wait has passed"
-            raise WorkflowServiceConnectionError(method, self.full_path(path), reason, sent=False)
         if left >= self.settings.timeout and left >= self.settings.connect_timeout:
             return self._client_timeout
         read = min(self.settings.timeout, left)
         return httpx.Timeout(read, connect=min(self.settings.connect_timeout, left))
+
+    def _time_left(self, method: str, path: str) -> float | None:
+        """Seconds before the :func:`deadline` (None: no deadline); an unsent-request error once past it."""
+        at = _DEADLINE.get()
+        if at is None:
+            return None
+        left = at - time.time()
+        if left <= 0:
+            reason = "not sent: the deadline for this wait has passed"
+            raise WorkflowServiceConnectionError(method, self.full_path(path), reason, sent=False)
+        return left
 
     def redirect_target(
         self, call: ApiCall[Any], method: str, path: str, response: httpx.Response
@@ -1128,7 +1230,7 @@ class WorkflowServiceAsyncHook(_HookBase):
         if self._client is None:
             transport = await self._atransport()
             key = _ClientKey.of(transport.settings)
-            self._client = _acquire_client(key)
+            self._client = _acquire_client(key).client
             self._client_of = (asyncio.get_running_loop(), key)
         return self._client
 
