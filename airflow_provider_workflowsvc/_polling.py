@@ -266,4 +266,10 @@ async def _bounded(awaitable: Any, schedule: PollSchedule) -> Any:
     if remaining <= 0:
         awaitable.close()
         raise asyncio.TimeoutError("the deadline has passed")
-    return await asyncio.wait_for(awaitable, timeout=remaining)
+    if _timeout is None:  # Python 3.10
+        return await asyncio.wait_for(awaitable, timeout=remaining)
+    async with _timeout(remaining):  # unlike wait_for before 3.12, no task per poll
+        return await awaitable
+
+
+_timeout: Any = getattr(asyncio, "timeout", None)

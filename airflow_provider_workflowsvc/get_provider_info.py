@@ -107,6 +107,12 @@ def get_provider_info() -> dict[str, Any]:
                         "Downloads to a file are streamed and not capped.",
                         "schema": {"type": ["integer", "null"], "default": 67108864, "minimum": 1024},
                     },
+                    "max_connections": {
+                        "label": "Connections per pool",
+                        "description": "Cap on the open connections to the service of one client. In a "
+                        "triggerer, every waiting trigger with the same connection settings shares one.",
+                        "schema": {"type": ["integer", "null"], "default": 20, "minimum": 1, "maximum": 1000},
+                    },
                 },
             }
         ],

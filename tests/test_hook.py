@@ -1585,8 +1585,8 @@ async def test_clients_keep_idle_connections_longer_than_the_default_poll_interv
     with WorkflowServiceHook(settings=settings) as hook:
         sync_pool = hook.get_conn()._transport._pool  # type: ignore[attr-defined]
     async with WorkflowServiceAsyncHook(settings=settings) as ahook:
-        async_pool = (await ahook.get_async_conn())._transport._pool  # type: ignore[attr-defined]
-    for pool in (sync_pool, async_pool):
+        lanes = (await ahook.get_async_conn())._transport._lanes  # type: ignore[attr-defined]
+    for pool in (sync_pool, *(lane._pool for lane in lanes)):
         assert pool._keepalive_expiry > 30.0
 
 

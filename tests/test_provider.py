@@ -28,6 +28,7 @@ EXPECTED_FIELDS = {
     "retry_wait",
     "retry_max_wait",
     "max_response_bytes",
+    "max_connections",
 }
 
 
@@ -73,7 +74,7 @@ def test_provider_info_defaults_match_connection_settings() -> None:
 
     fields = get_provider_info()["connection-types"][0]["conn-fields"]
     names = ("timeout", "connect_timeout", "verify", "max_retries", "retry_wait", "retry_max_wait")
-    for name in (*names, "max_response_bytes"):
+    for name in (*names, "max_response_bytes", "max_connections"):
         assert fields[name]["schema"]["default"] == ConnectionSettings.model_fields[name].default, name
 
 

@@ -94,6 +94,7 @@ def _adapter(tp: Any) -> TypeAdapter[Any]:
     return TypeAdapter(tp)
 
 
+@cache
 def _parser(tp: Any) -> Callable[[Any], Any]:
     def parse(data: Any) -> Any:
         try:

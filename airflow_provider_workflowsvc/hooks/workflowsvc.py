@@ -1,14 +1,17 @@
 """Hooks for the Workflow Service: authentication and one method per endpoint, sync and async.
 
 Both hooks get their methods from one table of endpoint descriptions (:mod:`._calls`); they differ only
-in how a request is sent (``httpx.Client`` or ``httpx.AsyncClient``). A hook keeps one HTTP client (one
-connection pool) for its whole life; close it with ``close()`` / ``aclose()`` or use it as a context
-manager.
+in how a request is sent (``httpx.Client`` or ``httpx.AsyncClient``). A sync hook keeps one HTTP client
+(one connection pool) for its whole life. Async hooks in one event loop with the same connection settings
+share one ``httpx.AsyncClient`` (one bounded pool: a triggerer's waiting triggers do not open a
+connection each); it is closed when its last hook is. Close a hook with ``close()`` / ``aclose()`` or use
+it as a context manager.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import logging
@@ -18,8 +21,10 @@ import re
 import secrets
 import ssl
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from types import TracebackType
@@ -71,6 +76,8 @@ MAX_REDIRECTS = 3
 _UNSENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 """The default cap on a JSON answer (extra ``max_response_bytes``): far above any real list or record."""
+DEFAULT_MAX_CONNECTIONS = 20
+"""The default cap on the connections of one pool (extra ``max_connections``); async hooks share a pool."""
 KEEPALIVE_EXPIRY = 120.0
 """Seconds an idle connection is kept: longer than the default poll interval, so a wait reuses one."""
 _TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
@@ -93,7 +100,9 @@ class ConnectionSettings(BaseModel):
     ``verify`` is a boolean or the path of a CA bundle file (or directory); ``max_retries`` bounds the
     retries of one request, ``retry_wait`` is the first backoff (doubled each time, with jitter) and
     ``retry_max_wait`` caps every wait, including one asked for by ``Retry-After``;
-    ``max_response_bytes`` caps an answer read into memory (a download to a file is not capped).
+    ``max_response_bytes`` caps an answer read into memory (a download to a file is not capped);
+    ``max_connections`` caps the open connections of one client, shared by the async hooks that use the
+    same settings in one event loop (a request waits for a free one, within its timeout).
     The token and API key must be printable ASCII (a pasted line break is refused, never shown).
     """
 
@@ -109,6 +118,7 @@ class ConnectionSettings(BaseModel):
     retry_wait: float = Field(default=1.0, ge=0)
     retry_max_wait: float = Field(default=60.0, ge=0)
     max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, ge=1024)
+    max_connections: int = Field(default=DEFAULT_MAX_CONNECTIONS, ge=1, le=1000)
 
     @field_validator("base_url")
     @classmethod
@@ -221,7 +231,9 @@ class ConnectionSettings(BaseModel):
             "verify": self.ssl_verify(),
             "follow_redirects": False,
             "limits": httpx.Limits(
-                max_connections=100, max_keepalive_connections=20, keepalive_expiry=KEEPALIVE_EXPIRY
+                max_connections=self.max_connections,
+                max_keepalive_connections=self.max_connections,
+                keepalive_expiry=KEEPALIVE_EXPIRY,
             ),
         }
 
@@ -260,7 +272,7 @@ def _ssl_context(verify: bool | str, ca_env: tuple[str | None, str | None]) -> s
 _EXTRA_SETTINGS = frozenset(
     {
         *("timeout", "connect_timeout", "verify", "max_retries", "retry_wait", "retry_max_wait"),
-        "max_response_bytes",
+        *("max_response_bytes", "max_connections"),
     }
 )
 _EXTRA_PREFIX = f"extra__{CONN_TYPE}__"
@@ -313,6 +325,176 @@ def _mask_secrets(settings: ConnectionSettings) -> None:
         return
     for secret in settings.secrets():
         mask_secret(secret)
+
+
+# --------------------------------------------------------------------------------------------------
+# Async clients shared by the hooks of one event loop
+
+
+_CLIENT_ENV = ("SSL_CERT_FILE", "SSL_CERT_DIR")
+"""Environment variables (besides ``*_proxy``) an ``httpx.AsyncClient`` reads when it is created."""
+
+
+@dataclass(frozen=True, repr=False)
+class _ClientKey:
+    """Everything that makes two hooks' requests differ: the settings (credentials included, compared
+    by value) and the environment a client reads when created (proxies, CA files).
+
+    Its repr names the base URL only: the credentials and a proxy URL's password never show.
+    """
+
+    settings: ConnectionSettings
+    env: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, settings: ConnectionSettings) -> _ClientKey:
+        env = tuple(
+            sorted((k, v) for k, v in os.environ.items() if k.lower().endswith("_proxy") or k in _CLIENT_ENV)
+        )
+        return cls(settings, env)
+
+    def __repr__(self) -> str:
+        return f"_ClientKey(base_url={self.settings.base_url!r})"
+
+
+class _Lanes(httpx.AsyncBaseTransport):
+    """A pool of ``size`` connections made of single-connection transports ("lanes").
+
+    A request takes a free lane, or waits for one (first come, first served) up to its pool timeout
+    (``httpx.PoolTimeout``), and gives it back when its response is closed. httpx's own pool, at each
+    request's start and end, re-examines every connection it holds (a system call each) and every
+    request queued in it: shared by a thousand triggers, that was most of the CPU of a poll. Taking and
+    giving back a lane costs the same whatever the number of connections and waiters.
+    """
+
+    def __init__(self, size: int, **options: Any) -> None:
+        limits = httpx.Limits(
+            max_connections=1, max_keepalive_connections=1, keepalive_expiry=KEEPALIVE_EXPIRY
+        )
+        self._lanes = [httpx.AsyncHTTPTransport(limits=limits, **options) for _ in range(size)]
+        self._free = list(reversed(self._lanes))
+        self._waiters: collections.deque[asyncio.Future[httpx.AsyncHTTPTransport]] = collections.deque()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        lane = await self._take(request.extensions.get("timeout", {}).get("pool"))
+        try:
+            response = await lane.handle_async_request(request)
+        except BaseException:
+            self._give_back(lane)
+            raise
+        response.stream = _GiveBackOnClose(response.stream, functools.partial(self._give_back, lane))
+        return response
+
+    async def _take(self, timeout: float | None) -> httpx.AsyncHTTPTransport:
+        if self._free:
+            return self._free.pop()  # the most recently used: idle connections stay few
+        waiter: asyncio.Future[httpx.AsyncHTTPTransport] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            return await _within_seconds(waiter, timeout)
+        except BaseException as exc:
+            if waiter.done() and not waiter.cancelled():
+                self._give_back(waiter.result())  # handed over just as the wait ended
+            else:
+                waiter.cancel()
+            if isinstance(exc, TimeoutError):
+                raise httpx.PoolTimeout(f"no free connection within {timeout:g} s") from None
+            raise
+
+    def _give_back(self, lane: httpx.AsyncHTTPTransport) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(lane)
+                return
+        self._free.append(lane)
+
+    async def aclose(self) -> None:
+        for lane in self._lanes:
+            await lane.aclose()
+
+
+class _GiveBackOnClose(httpx.AsyncByteStream):
+    """A response body that gives its lane back when it is closed (once)."""
+
+    def __init__(self, stream: Any, give_back: Callable[[], None]) -> None:
+        self._stream, self._give_back = stream, give_back
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._stream:
+            yield chunk
+
+    async def aclose(self) -> None:
+        try:
+            await self._stream.aclose()
+        finally:
+            give_back, self._give_back = self._give_back, _nothing
+            give_back()
+
+
+def _nothing() -> None:
+    return None
+
+
+async def _within_seconds(future: asyncio.Future[T], timeout: float | None) -> T:
+    """``await future``, for at most ``timeout`` seconds (None: no limit); ``TimeoutError`` after."""
+    if timeout is None:
+        return await future
+    if _async_timeout is None:  # Python 3.10
+        return await asyncio.wait_for(future, timeout)
+    async with _async_timeout(timeout):
+        return await future
+
+
+_async_timeout: Any = getattr(asyncio, "timeout", None)
+
+
+@dataclass
+class _SharedClient:
+    client: httpx.AsyncClient
+    users: int = 0
+
+
+_SHARED_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[_ClientKey, _SharedClient]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _acquire_client(key: _ClientKey) -> _SharedClient:
+    """The running loop's client for ``key`` (created if there is none), with one more user."""
+    clients = _SHARED_CLIENTS.setdefault(asyncio.get_running_loop(), {})
+    shared = clients.get(key)
+    if shared is None or shared.client.is_closed:
+        settings = key.settings
+        lanes = _Lanes(settings.max_connections, verify=settings.ssl_verify())
+        shared = clients[key] = _SharedClient(httpx.AsyncClient(**settings.httpx_options(), transport=lanes))
+    shared.users += 1
+    return shared
+
+
+async def _release_client(
+    loop: asyncio.AbstractEventLoop, key: _ClientKey, client: httpx.AsyncClient
+) -> None:
+    """One user fewer; the last one closes the client.
+
+    The count drops before anything is awaited, so a hook cancelled while releasing is still counted out.
+    """
+    clients = _SHARED_CLIENTS.get(loop, {})
+    shared = clients.get(key)
+    if shared is None or shared.client is not client:  # not shared (any more): it is this hook's alone
+        await client.aclose()
+        return
+    shared.users -= 1
+    if shared.users > 0:
+        return
+    del clients[key]
+    await client.aclose()
+
+
+def shared_client_users() -> list[tuple[str, int]]:
+    """The running loop's shared clients, each as (base URL, number of hooks using it)."""
+    clients = _SHARED_CLIENTS.get(asyncio.get_running_loop(), {})
+    return [(key.settings.base_url, shared.users) for key, shared in clients.items()]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -450,11 +632,18 @@ def is_retryable(call: ApiCall[Any], exc: BaseException) -> bool:
     return False
 
 
+_MAX_CACHED_URLS = 64
+"""Parsed URLs a transport keeps (a hook listing many jobs' paths does not grow without bound)."""
+
+
 class _Transport:
     """What both hooks share: settings, request building, redirects between path forms, retries."""
 
     def __init__(self, settings: ConnectionSettings) -> None:
         self.settings = settings
+        self._base_path = urlsplit(settings.base_url).path
+        self._urls: dict[str, httpx.URL] = {}
+        self._client_timeout = httpx.Timeout(settings.timeout, connect=settings.connect_timeout)
         self._path_forms: dict[str, str] = {}
         self.platform_spelling = False
         """Job records last seen were spelled the platform's way (``IN_PROGRESS``): filters follow."""
@@ -477,7 +666,7 @@ class _Transport:
         return self._path_forms.get(call.path, call.path)
 
     def full_path(self, path: str) -> str:
-        return urlsplit(self.settings.base_url).path + path
+        return self._base_path + path
 
     def build(
         self,
@@ -497,12 +686,22 @@ class _Transport:
             ]
         return client.build_request(
             method,
-            path.lstrip("/"),
+            self._url(path),
             params=self._params(call),
             json=call.json if with_body else None,
             files=files,
             timeout=self.request_timeout(method, path),
         )
+
+    def _url(self, path: str) -> httpx.URL:
+        """The absolute URL of ``path``, parsed once: a wait polls the same few paths again and again,
+        and parsing a URL is a large part of building a request."""
+        url = self._urls.get(path)
+        if url is None:
+            url = httpx.URL(self.settings.base_url + "/" + path.lstrip("/"))
+            if len(self._urls) < _MAX_CACHED_URLS:
+                self._urls[path] = url
+        return url
 
     def _params(self, call: ApiCall[Any]) -> Mapping[str, str] | None:
         """The call's query, with a job status filter spelled as the service spells statuses."""
@@ -521,15 +720,24 @@ class _Transport:
     def request_timeout(self, method: str, path: str) -> Any:
         """The client's timeouts, each cut to the time left before the :func:`deadline` (an
         ``httpx.Timeout``), or ``httpx.USE_CLIENT_DEFAULT`` outside a deadline."""
+        left = self._time_left(method, path)
+        if left is None:
+            return httpx.USE_CLIENT_DEFAULT
+        if left >= self.settings.timeout and left >= self.settings.connect_timeout:
+            return self._client_timeout
+        read = min(self.settings.timeout, left)
+        return httpx.Timeout(read, connect=min(self.settings.connect_timeout, left))
+
+    def _time_left(self, method: str, path: str) -> float | None:
+        """Seconds before the :func:`deadline` (None: no deadline); an unsent-request error once past it."""
         at = _DEADLINE.get()
         if at is None:
-            return httpx.USE_CLIENT_DEFAULT
+            return None
         left = at - time.time()
         if left <= 0:
             reason = "not sent: the deadline for this wait has passed"
             raise WorkflowServiceConnectionError(method, self.full_path(path), reason, sent=False)
-        read = min(self.settings.timeout, left)
-        return httpx.Timeout(read, connect=min(self.settings.connect_timeout, left))
+        return left
 
     def redirect_target(
         self, call: ApiCall[Any], method: str, path: str, response: httpx.Response
@@ -759,6 +967,10 @@ class _Endpoint(Generic[P, T]):
     def __init__(self, build: Callable[P, ApiCall[T]]) -> None:
         self._build = build
         self.__doc__ = build.__doc__
+        self._name = build.__name__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
 
     @overload
     def __get__(self, obj: None, owner: type) -> _Endpoint[P, T]: ...
@@ -775,6 +987,8 @@ class _Endpoint(Generic[P, T]):
         def method(*args: P.args, **kwargs: P.kwargs) -> Any:
             return send(build(*args, **kwargs))
 
+        # Made once per hook: the instance attribute now shadows this (non-data) descriptor.
+        obj.__dict__[self._name] = method
         return method
 
 
@@ -994,6 +1208,7 @@ class WorkflowServiceAsyncHook(_HookBase):
     ) -> None:
         super().__init__(workflowsvc_conn_id, settings=settings)
         self._client: httpx.AsyncClient | None = None
+        self._client_of: tuple[asyncio.AbstractEventLoop, _ClientKey] | None = None
 
     async def _atransport(self) -> _Transport:
         if self._transport_obj is None:
@@ -1010,16 +1225,21 @@ class WorkflowServiceAsyncHook(_HookBase):
         return await sync_to_async(self.get_connection)(self.workflowsvc_conn_id)
 
     async def get_async_conn(self) -> httpx.AsyncClient:
-        """The hook's HTTP client (created on first use)."""
+        """The hook's HTTP client: the one the running event loop's hooks with the same settings share
+        (created on first use, closed when the last of them is closed)."""
         if self._client is None:
             transport = await self._atransport()
-            self._client = httpx.AsyncClient(**transport.settings.httpx_options())
+            key = _ClientKey.of(transport.settings)
+            self._client = _acquire_client(key).client
+            self._client_of = (asyncio.get_running_loop(), key)
         return self._client
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        """Let go of the shared client (closing it if this hook was its last user)."""
+        client, owner = self._client, self._client_of
+        self._client = self._client_of = None
+        if client is not None and owner is not None:
+            await _release_client(*owner, client)
 
     async def __aenter__(self) -> WorkflowServiceAsyncHook:
         return self

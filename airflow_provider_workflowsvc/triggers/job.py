@@ -25,9 +25,11 @@ class WorkflowJobTrigger(BaseTrigger):
     Waiting for a workflow's job (``job_id=None``), the trigger ends with ``found`` as soon as it has
     one: the task pins that job and defers again for it (a triggerer restart never switches jobs).
 
-    One HTTP client serves the whole wait. Each poll is one request (``GET /jobs/{id}/details``);
-    transient errors (429, 5xx, dropped connections, timeouts) are retried by the hook and then by the
-    next poll, until the deadline. No request outlives the deadline.
+    One HTTP client serves the whole wait: the one every trigger of the same connection settings in
+    this triggerer shares (one bounded pool, extra ``max_connections``). Each poll is one request
+    (``GET /jobs/{id}/details``); transient errors (429, 5xx, dropped connections, timeouts) are
+    retried by the hook and then by the next poll, until the deadline. No request outlives the
+    deadline.
 
     :param job_id: the job to wait for; ``None`` to first wait for a job of ``workflow_id``.
     :param deadline: absolute deadline, epoch seconds (a triggerer restart does not reset it).
