@@ -5,8 +5,8 @@
 * :func:`failure_for` turns an outcome into the exception that fails the task (or ``None``).
 * :class:`JobWatch` remembers what was seen of one job and logs only what changed (status transitions,
   per-node progress, an unknown status once).
-* :class:`PollSchedule` decides when to poll: every ``interval`` seconds, with one last poll shortly
-  before the deadline and none after it.
+* :class:`PollSchedule` decides when to poll: every ``interval`` seconds, with one last poll at the
+  deadline and none after it.
 
 This module is imported lazily (inside methods), never at DAG-parse time.
 """
@@ -39,7 +39,7 @@ OutcomeStatus = Literal["success", "failed", "stopped", "timeout", "error", "fou
 """``found``: a trigger waiting for a workflow's job found it (the sensor pins it and waits for it)."""
 FAILED_FILES_IN_MESSAGE = 5
 FINAL_POLL_RESERVE = 5.0
-"""Seconds kept free before the deadline for the last poll, so no request runs past the deadline."""
+"""Seconds the last poll (at the deadline) may take: its requests end by deadline + this."""
 
 _STATUS_OUTCOME: dict[JobStatus, OutcomeStatus] = {
     JobStatus.COMPLETED: "success",
@@ -94,13 +94,23 @@ class JobOutcome(_Strict):
         """The JSON-serializable trigger event payload."""
         return self.model_dump(mode="json")
 
-    def summary(self) -> dict[str, Any]:
-        """The task's XCom return value: JSON-serializable, no secrets."""
+    def verdict(self, *, fail_on_failed_files: bool) -> str:
+        """The task's verdict: ``status``, or ``failed_files`` when failed files fail a completed job."""
+        if self.status == "success" and self.failed_files and fail_on_failed_files:
+            return "failed_files"
+        return self.status
+
+    def summary(self, *, fail_on_failed_files: bool, workflow_id: str | None = None) -> dict[str, Any]:
+        """The task's XCom return value: JSON-serializable, no secrets.
+
+        ``outcome`` is the task's :meth:`verdict` (the job's own status is ``status``);
+        ``workflow_id`` fills in the workflow when the wait ended before the job record was read.
+        """
         return {
             "job_id": self.job_id,
-            "workflow_id": self.workflow_id,
+            "workflow_id": self.workflow_id or workflow_id,
             "status": self.job_status,
-            "outcome": self.status,
+            "outcome": self.verdict(fail_on_failed_files=fail_on_failed_files),
             "message": self.message,
             "node_stats": [n.model_dump() for n in self.node_stats],
             "failed_file_count": len(self.failed_files),
@@ -215,10 +225,13 @@ def is_transient(exc: BaseException) -> bool:
     """Whether a failed status request is worth trying again later (the wait goes on).
 
     An unreadable or unexpected 2xx answer counts, like a 503: the job goes on whatever one answer
-    said, and failing the wait would leave it running, untracked.
+    said, and failing the wait would leave it running, untracked. A refused connection counts (the
+    service may be restarting); a TLS mismatch or an unknown host name does not.
     """
     if isinstance(exc, WorkflowServiceResponseError):
         return 200 <= exc.status_code < 300
+    if isinstance(exc, WorkflowServiceConnectionError) and exc.permanent:
+        return False  # a TLS or certificate mismatch, an unknown host: polling again will not help
     transient = (
         WorkflowServiceConnectionError,
         WorkflowServiceRateLimitError,
@@ -365,7 +378,8 @@ def unfound_outcome(status: OutcomeStatus, message: str, elapsed: float) -> JobO
 
 
 class PollSchedule:
-    """Poll every ``interval`` s; one last poll ``FINAL_POLL_RESERVE`` s before the deadline, none after.
+    """Poll every ``interval`` s; the last poll at the deadline (``FINAL_POLL_RESERVE`` s for its
+    requests), none after: a wait gives up when the timeout the user set has passed, not before.
 
     The first pause is lengthened by a random part of up to a fifth of the interval, so that many waits
     deferred together (a backfill, a mapped task) do not poll the service in lockstep; lengthening, not
@@ -377,7 +391,6 @@ class PollSchedule:
         self.cutoff = deadline
         """When the requests of a poll must end: the deadline, or a moment after a late first poll."""
         self.interval = max(float(interval), 0.0)
-        self._reserve = min(FINAL_POLL_RESERVE, self.interval)
         self._final_done = False
         self._polled = False
         self._first_pause = self.interval * random.uniform(1.0, 1.2)
@@ -392,22 +405,20 @@ class PollSchedule:
     def next_pause(self) -> float | None:
         """Seconds to sleep before the next poll, or None when the deadline has come.
 
-        A wait that starts at or past its deadline (a triggerer that picked the trigger up late) polls
-        once at once, with ``FINAL_POLL_RESERVE`` seconds for it, before it reports a timeout.
+        The pause that would reach the deadline is cut to it, and that poll is the last one, with
+        ``FINAL_POLL_RESERVE`` seconds for its requests. A wait that starts at or past its deadline (a
+        triggerer that picked the trigger up late) likewise polls once at once.
         """
         remaining = self.remaining()
         first, self._polled = not self._polled, True
-        if first and remaining <= 0:
-            self._final_done = True
-            self.cutoff = time.time() + FINAL_POLL_RESERVE
-            return 0.0
-        if remaining <= 0 or self._final_done:
+        if self._final_done or (remaining <= 0 and not first):
             return None
-        if remaining > self.interval + self._reserve:
-            pause, self._first_pause = self._first_pause, self.interval
+        pause, self._first_pause = self._first_pause, self.interval
+        if pause < remaining:
             return pause
         self._final_done = True
-        return max(remaining - self._reserve, 0.0)
+        self.cutoff = max(self.deadline, time.time()) + FINAL_POLL_RESERVE
+        return max(remaining, 0.0)
 
 
 # --------------------------------------------------------------------------------------------------

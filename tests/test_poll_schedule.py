@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from airflow_provider_workflowsvc._outcome import FINAL_POLL_RESERVE, PollSchedule
 
 
@@ -18,11 +20,31 @@ def test_first_pause_is_jittered_then_the_interval_is_kept() -> None:
     assert len(firsts) > 1, "many waits started together must not poll in lockstep"
 
 
-def test_last_poll_comes_before_the_deadline_and_none_after() -> None:
+def test_last_poll_is_at_the_deadline_and_none_after() -> None:
     schedule = PollSchedule(time.time() + 20, 30.0)
     last = schedule.next_pause()
-    assert last is not None and last <= 20 - FINAL_POLL_RESERVE + 0.1
+    assert last is not None and 19.9 <= last <= 20
+    assert (
+        schedule.deadline + FINAL_POLL_RESERVE - 0.1
+        <= schedule.cutoff
+        <= schedule.deadline + FINAL_POLL_RESERVE
+    )
     assert schedule.next_pause() is None
+
+
+@pytest.mark.parametrize(("timeout", "interval"), [(4, 1), (4, 30), (10, 3), (2.5, 0.5)])
+def test_the_pauses_add_up_to_the_timeout(timeout: float, interval: float) -> None:
+    """``timeout=4`` waits 4 s (issue #15: it gave up after 3.0 s), whatever the interval."""
+    clock = [1000.0]
+    schedule = PollSchedule(clock[0] + timeout, interval)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(time, "time", lambda: clock[0])
+        pauses = []
+        while (pause := schedule.next_pause()) is not None:
+            pauses.append(pause)
+            clock[0] += pause
+    assert sum(pauses) == pytest.approx(timeout)
+    assert all(p <= interval * 1.2 + 1e-9 for p in pauses)
 
 
 def test_a_wait_that_starts_past_its_deadline_polls_once_at_once() -> None:
@@ -36,5 +58,5 @@ def test_a_wait_that_starts_past_its_deadline_polls_once_at_once() -> None:
 
 def test_a_wait_within_its_deadline_has_no_extra_poll() -> None:
     schedule = PollSchedule(time.time() + 0.05, interval=10)
-    assert schedule.next_pause() is not None and schedule.cutoff == schedule.deadline
+    assert schedule.next_pause() is not None
     assert schedule.next_pause() is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from datetime import datetime, timezone
 from types import SimpleNamespace
@@ -10,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
-from conftest import FAKE_WORKFLOW_ID, MOCK_BASE_URL, details_json, failed_json, job_json
+from conftest import FAKE_WORKFLOW_ID, details_json, failed_json, job_json
 
 from airflow_provider_workflowsvc._outcome import (
     InvalidJobEventError,
@@ -153,7 +155,7 @@ def test_deferrable_run_defers_with_the_job_and_pushes_the_link_first(
     assert kwargs["job_id"] == "j1" and kwargs["poll_interval"] == 7 and kwargs["cancel_on_kill"] is False
     assert kwargs["workflowsvc_conn_id"] == "workflowsvc_default"
     assert started + 600 <= kwargs["deadline"] <= time.time() + 600
-    assert context["ti"].pushed == {"job_id": "j1", LINK_KEY: f"{MOCK_BASE_URL}/jobs/j1"}
+    assert context["ti"].pushed == {"job_id": "j1"}, "no ui_url: no link to the API record"
     assert run.call_count == 1
     body = run.calls[0].request.content
     assert b'name="input_files"; filename="a.txt"' in body
@@ -575,13 +577,24 @@ def test_unknown_stored_status_reconnects_rather_than_duplicating() -> None:
 
 
 def test_job_url_forms() -> None:
-    assert job_url("https://h/api/v1", None, "a/b") == "https://h/api/v1/jobs/a%2Fb"
-    assert job_url("https://h/api/v1", "https://ui.h/", "j1") == "https://ui.h/jobs/j1"
-    assert (
-        job_url("https://h/api/v1", "https://ui.h/#/runs/{job_id}/view", "j1")
-        == "https://ui.h/#/runs/j1/view"
-    )
-    assert job_url("https://u:secret@h/api/v1", None, "j1") == "https://h/api/v1/jobs/j1"
+    assert job_url("https://ui.h/", "a/b") == "https://ui.h/jobs/a%2Fb"
+    assert job_url("https://ui.h/#/runs/{job_id}/view", "j1") == "https://ui.h/#/runs/j1/view"
+    assert job_url("https://u:secret@ui.h", "j1") == "https://ui.h/jobs/j1"
+    assert job_url(None, "j1") == job_url("  ", "j1") == "", "no UI known: no link (never the API record)"
+
+
+def test_link_pushed_only_with_ui_url(mock_service: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    conn = json.loads(os.environ["AIRFLOW_CONN_WORKFLOWSVC_DEFAULT"])
+    task = op()
+    context = ctx()
+    task._announce(context, "j1")
+    assert context["ti"].pushed == {"job_id": "j1"}
+    conn["extra"]["ui_url"] = "https://ui.example.com/runs/{job_id}"
+    monkeypatch.setenv("AIRFLOW_CONN_WORKFLOWSVC_DEFAULT", json.dumps(conn))
+    task = op()
+    context = ctx()
+    task._announce(context, "j1")
+    assert context["ti"].pushed == {"job_id": "j1", LINK_KEY: "https://ui.example.com/runs/j1"}
 
 
 def test_operator_validates_its_arguments() -> None:

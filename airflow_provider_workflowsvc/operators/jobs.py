@@ -69,7 +69,9 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
 
     Pushes XCom ``job_id`` and the job link before waiting; returns a summary (``job_id``,
     ``workflow_id``, ``status``, ``outcome``, ``message``, ``node_stats``, ``failed_file_count``,
-    ``failed_files``, ``output_files``, ``elapsed_seconds``). On failure the same summary is pushed as
+    ``failed_files``, ``output_files``, ``elapsed_seconds``). ``outcome`` is the task's verdict
+    (``success``, ``failed_files`` when failed files failed the task, ``failed``, ``stopped``,
+    ``timeout``, ``error``); ``status`` is the job's own. On failure the same summary is pushed as
     the return value before the task fails.
 
     Durable execution (Airflow 3.3+, ``durable=True`` by default): the job id is kept in the task state
@@ -293,7 +295,9 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
 
             note = cancel_after_timeout(self.hook, outcome.job_id, self.cancel_on_timeout, self.log)
         error = failure_for(outcome, fail_on_failed_files=self.fail_on_failed_files, timeout_note=note)
-        summary = outcome.summary()
+        summary = outcome.summary(
+            fail_on_failed_files=self.fail_on_failed_files, workflow_id=str(self.workflow_id)
+        )
         if error is not None:
             if self.do_xcom_push:
                 context["ti"].xcom_push(key="return_value", value=summary)

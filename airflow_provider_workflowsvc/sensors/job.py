@@ -228,7 +228,9 @@ class WorkflowJobSensor(BaseSensorOperator):
 
         log_outcome(outcome, self.log)
         error = failure_for(outcome, fail_on_failed_files=self.fail_on_failed_files)
-        summary = outcome.summary()
+        summary = outcome.summary(
+            fail_on_failed_files=self.fail_on_failed_files, workflow_id=self.workflow_id or None
+        )
         if outcome.job_id:
             self._unpin(context)  # the job's wait has ended: clearing the task finds a new job
         if error is None:
