@@ -200,12 +200,13 @@ def _seconds(value: float | None) -> str:
     return f"{value:.1f}" if value < 10 else f"{value:.0f}"
 
 
-def log_outcome(outcome: JobOutcome, log: logging.Logger | Any) -> None:
-    """The final summary line, and the full failed-file list (the exception only shows the first few)."""
+def log_outcome(outcome: JobOutcome, log: logging.Logger | Any, *, fail_on_failed_files: bool) -> None:
+    """The final summary line (with the task's verdict), and the full failed-file list (the exception
+    only shows the first few)."""
     log.info(
-        "Job %s finished waiting: %s (job status %s) after %.0f s; %d output file(s), %d failed file(s)%s",
+        "Job %s finished waiting: %s (job status %s) after %.1f s; %d output file(s), %d failed file(s)%s",
         outcome.job_id,
-        outcome.status,
+        outcome.verdict(fail_on_failed_files=fail_on_failed_files),
         outcome.job_status,
         outcome.elapsed or 0,
         len(outcome.output_files),

@@ -382,8 +382,20 @@ def test_failed_files_fail_the_task_listing_documents(mock_service: Any, capsys:
     text = str(err.value)
     assert "7 file(s) failed" in text and "doc0.pdf: error 0" in text and "doc4.pdf" in text
     assert "doc5.pdf" not in text and "and 2 more" in text
-    assert len(context["ti"].pushed["return_value"]["failed_files"]) == 7
+    summary = context["ti"].pushed["return_value"]
+    assert len(summary["failed_files"]) == 7
+    assert (summary["outcome"], summary["status"]) == ("failed_files", "completed"), (
+        "outcome is the task's verdict (an all_done branch reads it); status stays the job's"
+    )
     assert "doc6.pdf: error 6" in capsys.readouterr().out
+
+
+def test_deferred_failed_files_summary_says_failed_files(mock_service: Any) -> None:
+    context = ctx()
+    failed = [{"document": "2024/report.txt", "error": "file is empty"}]
+    with pytest.raises(WorkflowJobFailedError, match=r"2024/report\.txt: file is empty"):
+        op().execute_complete(context, event(job_status="completed with failed files", failed_files=failed))
+    assert context["ti"].pushed["return_value"]["outcome"] == "failed_files"
 
 
 def test_failed_files_can_be_tolerated(mock_service: Any) -> None:
@@ -391,6 +403,23 @@ def test_failed_files_can_be_tolerated(mock_service: Any) -> None:
     route_job(mock_service, "j1", failed=[("x.bin", "unsupported")])
     summary = op(fail_on_failed_files=False).execute(ctx())
     assert summary["failed_file_count"] == 1 and summary["outcome"] == "success"
+
+
+def test_timeout_is_the_one_set_and_the_summary_names_the_workflow(mock_service: Any, capsys: Any) -> None:
+    """``timeout=4`` waits 4 s (± one poll), not 3.0 (issue #15); the workflow id is known."""
+    route_run(mock_service, ok(job_json("j1", "scheduled")))
+    mock_service.get("/jobs/j1/details").mock(return_value=ok(details_json("j1", "in progress")))
+    mock_service.post("/jobs/j1/cancel").mock(return_value=httpx.Response(200))
+    context = ctx()
+    with pytest.raises(WorkflowJobTimeoutError) as err:
+        op(timeout=4, poll_interval=1).execute(context)
+    summary = context["ti"].pushed["return_value"]
+    assert 4.0 <= summary["elapsed_seconds"] <= 5.0
+    assert str(err.value).startswith(
+        f"Workflow Service job j1 did not finish in time: {summary['elapsed_seconds']:.1f} s elapsed, "
+        "last status in progress"
+    )
+    assert (summary["outcome"], summary["workflow_id"], summary["status"]) == ("timeout", WF, "in progress")
 
 
 @pytest.mark.parametrize(("cancel", "note"), [(True, "the job was cancelled"), (False, "left running")])

@@ -288,7 +288,7 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         """Log the outcome; return the summary, or push it and raise the task's failure."""
         from airflow_provider_workflowsvc._outcome import failure_for, log_outcome
 
-        log_outcome(outcome, self.log)
+        log_outcome(outcome, self.log, fail_on_failed_files=self.fail_on_failed_files)
         note = ""
         if outcome.status == "timeout" and outcome.job_id:
             from airflow_provider_workflowsvc._polling import cancel_after_timeout
