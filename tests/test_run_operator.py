@@ -633,3 +633,42 @@ def test_operator_validates_its_arguments() -> None:
         op(timeout=-1)
     with pytest.raises(ValueError, match="submit_attempts"):
         op(submit_attempts=0)
+
+
+# -- input that a retry would not change (issue #15) -------------------------------------------------
+
+
+def test_missing_file_and_empty_job_id_fail_without_retries(mock_service: Any, tmp_path: Any) -> None:
+    from airflow_provider_workflowsvc._compat import AirflowFailException
+    from airflow_provider_workflowsvc.operators.jobs import CancelJobOperator
+
+    with pytest.raises(AirflowFailException, match=r"files: '.*nope\.txt' does not exist"):
+        op(files=str(tmp_path / "nope.txt")).execute(ctx())
+    with pytest.raises(AirflowFailException, match=r"files: the pattern '.*\*\.pdf' matches no files"):
+        op(files=str(tmp_path / "*.pdf")).execute(ctx())
+    with pytest.raises(AirflowFailException, match=r"^job_id is empty$"):
+        CancelJobOperator(task_id="cancel", job_id="").execute(ctx())
+    assert not mock_service.calls
+
+
+def test_skip_if_no_files_skips_only_when_nothing_matches(mock_service: Any, tmp_path: Any) -> None:
+    from airflow_provider_workflowsvc._compat import AirflowSkipException
+
+    (tmp_path / "in").mkdir()
+    with pytest.raises(
+        AirflowSkipException, match=r"match no files: nothing to run \(skip_if_no_files=True\)"
+    ):
+        op(files=[str(tmp_path / "in" / "*.pdf"), str(tmp_path / "in")], skip_if_no_files=True).execute(ctx())
+    with pytest.raises(WorkflowServiceInputError, match="does not exist"):  # a wrong path is no empty inbox
+        op(files=str(tmp_path / "missing" / "a.pdf"), skip_if_no_files=True).execute(ctx())
+    (tmp_path / "in" / "a.pdf").write_bytes(b"%PDF-1.4")
+    run, _ = route_run(mock_service, ok(job_json("j1", "scheduled")))
+    task = op(
+        files=[str(tmp_path / "in" / "*.txt"), str(tmp_path / "in" / "*.pdf")],
+        skip_if_no_files=True,
+        wait_for_completion=False,
+    )
+    assert task.execute(ctx())["job_id"] == "j1", (
+        "a pattern matching nothing is tolerated beside one that matches"
+    )
+    assert b'filename="a.pdf"' in run.calls.last.request.content

@@ -284,3 +284,41 @@ def test_execution_timeout_kills_the_task_and_cancels_the_job(
     assert state(dr, "run") == FAILED
     with WorkflowServiceHook(settings=settings) as hook:
         assert hook.get_job(xcom(dr, "run", "job_id")).status.value == "stopped"
+
+
+def test_bad_input_fails_without_retries_and_an_empty_inbox_can_skip(
+    dag_runner: Any, emulator: Any, workflow: str, tmp_path: Path
+) -> None:
+    """Issue #15: a missing input file and an empty job_id XCom fail at once (retries would see the
+    same input); ``skip_if_no_files=True`` skips when the inbox glob matches nothing."""
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    retry = {"retries": 3, "retry_delay": timedelta(seconds=0)}
+    with DAG("wfsvc_bad_input", schedule=None, start_date=START, catchup=False) as dag:
+        RunWorkflowOperator(
+            task_id="missing", workflow_id=workflow, files=str(tmp_path / "nope.txt"), **retry
+        )
+        RunWorkflowOperator(task_id="empty_inbox", workflow_id=workflow, files=str(inbox / "*.pdf"), **retry)
+        RunWorkflowOperator(
+            task_id="skip_inbox",
+            workflow_id=workflow,
+            files=[str(inbox / "*.pdf"), str(inbox)],
+            skip_if_no_files=True,
+            **retry,
+        )
+        DownloadJobOutputOperator(
+            task_id="no_job",
+            run_task_id="skip_inbox",
+            output_dir=str(tmp_path / "out"),
+            trigger_rule="all_done",
+            **retry,
+        )
+    dr = dag_runner(dag)
+    tis = {ti.task_id: ti for ti in dr.get_task_instances()}
+    assert {t: (ti.state, ti.try_number) for t, ti in tis.items()} == {
+        "missing": (FAILED, 1),
+        "empty_inbox": (FAILED, 1),
+        "skip_inbox": (TaskInstanceState.SKIPPED, 1),
+        "no_job": (FAILED, 1),  # runs on its own: the skipped task pushed no job_id
+    }
+    assert not runs(emulator)

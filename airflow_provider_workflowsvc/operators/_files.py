@@ -23,7 +23,11 @@ MAX_WALK_ENTRIES = 200_000
 log = logging.getLogger(__name__)
 
 
-def resolve_files(spec: Any) -> list[str]:
+class NoFilesMatchedError(WorkflowServiceInputError):
+    """A directory or glob pattern of ``files`` matches no file."""
+
+
+def resolve_files(spec: Any, *, empty_ok: bool = False) -> list[str]:
     """Expand ``files`` (a path, directory or glob, or a list of them) into a de-duplicated list.
 
     A path that exists is always taken literally (even with ``*``, ``?`` or ``[`` in it). Directories
@@ -31,7 +35,8 @@ def resolve_files(spec: Any) -> list[str]:
     sorted. Walks never enter symlinked directories; symlinked files are uploaded (their target is
     logged). A file reached twice (two entries, or a link and its target) is sent once. Anything that
     resolves to nothing, a path that does not exist, or a file name that is not valid UTF-8 is an
-    error raised before any request is sent.
+    error raised before any request is sent. With ``empty_ok``, a directory or pattern matching
+    nothing adds nothing, and :class:`NoFilesMatchedError` is raised only when no entry matched.
     """
     entries = _entries(spec)
     if not entries:
@@ -41,8 +46,16 @@ def resolve_files(spec: Any) -> list[str]:
         )
     resolved: dict[str, Path] = {}
     for entry in entries:
-        for path in _expand(entry):
+        try:
+            paths = _expand(entry)
+        except NoFilesMatchedError:
+            if not empty_ok:
+                raise
+            continue
+        for path in paths:
             resolved.setdefault(os.path.realpath(path), Path(os.path.abspath(path)))
+    if not resolved:
+        raise NoFilesMatchedError(f"files: {', '.join(map(repr, entries))} match no files")
     return [str(p) for p in resolved.values()]
 
 
@@ -68,7 +81,7 @@ def _expand(entry: str) -> list[Path]:
         walk = _Walk(path)
         matches = sorted(walk.files(path, ("**", "*")))
         if not matches:
-            raise WorkflowServiceInputError(f"files: the directory {entry!r} contains no files")
+            raise NoFilesMatchedError(f"files: the directory {entry!r} contains no files")
     elif path.is_file():
         matches = [path]
     elif os.path.lexists(path) and not path.is_symlink():
@@ -78,7 +91,7 @@ def _expand(entry: str) -> list[Path]:
         walk = _Walk(root)
         matches = sorted(walk.files(root, pattern)) if root.is_dir() else []
         if not matches:
-            raise WorkflowServiceInputError(f"files: the pattern {entry!r} matches no files")
+            raise NoFilesMatchedError(f"files: the pattern {entry!r} matches no files")
     elif path.is_symlink():
         raise WorkflowServiceInputError(f"files: {entry!r} is a broken symbolic link")
     else:

@@ -83,12 +83,13 @@ class _JobTask:
 
 
 def _job_id_of(job_id: Any, run_task_id: str | None, context: Context) -> str:
-    from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError
+    """The job id given or pulled from XCom; an empty one fails the task without retries."""
+    from airflow_provider_workflowsvc.operators._execution import InvalidTaskInputError
 
     if (job_id is None or str(job_id).strip() in ("", "None")) and run_task_id:
         job_id = context["ti"].xcom_pull(task_ids=run_task_id, key=XCOM_JOB_ID)
     text = "" if job_id is None else str(job_id).strip()
     if not text or text == "None":
         where = f" (XCom {XCOM_JOB_ID!r} of task {run_task_id!r} is empty)" if run_task_id else ""
-        raise WorkflowServiceInputError(f"job_id is empty{where}")
+        raise InvalidTaskInputError(f"job_id is empty{where}")
     return text

@@ -92,6 +92,9 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
     :param fail_on_failed_files: fail the task when the job completed but some files failed.
     :param cancel_on_timeout: cancel the job when the wait times out.
     :param cancel_on_kill: cancel the job when the task is killed (or, deferred, marked/cleared).
+    :param skip_if_no_files: skip the task (instead of failing it) when the directories and glob
+        patterns of ``files`` match no file at all; a directory or pattern matching nothing then adds
+        nothing. Paths that do not exist still fail the task.
     :param submit_attempts: run requests sent at most, when earlier ones provably created no job.
     :param run_grace_period: seconds (or a timedelta) the workflow's job list is re-read after an
         ambiguous run failure (timeout, dropped connection, 502, 504) before the run is sent again.
@@ -117,10 +120,12 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         cancel_on_kill: bool = True,
         submit_attempts: int = 3,
         run_grace_period: float | timedelta = 30.0,
+        skip_if_no_files: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         check_uuid(workflow_id, "workflow_id")
+        self.skip_if_no_files = skip_if_no_files
         self.workflow_id = workflow_id
         self.files = files
         self.workflowsvc_conn_id = workflowsvc_conn_id
@@ -142,10 +147,8 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
     # -- execution ---------------------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
-        from airflow_provider_workflowsvc.operators._files import resolve_files
-
         self._job_id, self._result = None, None
-        self._files = None if self.files is None else resolve_files(self.files)
+        self._files = None if self.files is None else self._resolve_files()
         try:
             if not self.wait_for_completion:
                 job_id = self.submit_job(context)
@@ -155,6 +158,20 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
             return self.execute_resumable(context)
         finally:
             self._close_hook()
+
+    def _resolve_files(self) -> list[str]:
+        """The input files; bad ``files`` fail the task without retries, no match skips it if asked."""
+        from airflow_provider_workflowsvc._compat import AirflowSkipException
+        from airflow_provider_workflowsvc.operators._execution import invalid_input_fails
+        from airflow_provider_workflowsvc.operators._files import NoFilesMatchedError, resolve_files
+
+        with invalid_input_fails():
+            try:
+                return resolve_files(self.files, empty_ok=self.skip_if_no_files)
+            except NoFilesMatchedError as exc:
+                if not self.skip_if_no_files:
+                    raise
+                raise AirflowSkipException(f"{exc}: nothing to run (skip_if_no_files=True)") from None
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Resume after the trigger: validate its event (failing closed) and apply the job's outcome."""
