@@ -14,7 +14,7 @@ def get_provider_info() -> dict[str, Any]:
         "package-name": "airflow-provider-workflowsvc",
         "name": "Workflow Service",
         "description": (
-            "Run Workflow Service jobs (source connector → processing nodes → destination) from Airflow."
+            "Run Workflow Service jobs (source connector, processing nodes, destination) from Airflow."
         ),
         "versions": [__version__],
         "integrations": [
