@@ -672,3 +672,29 @@ def test_skip_if_no_files_skips_only_when_nothing_matches(mock_service: Any, tmp
         "a pattern matching nothing is tolerated beside one that matches"
     )
     assert b'filename="a.pdf"' in run.calls.last.request.content
+
+
+def test_run_identity_uses_the_relative_names_sent(tmp_path: Any) -> None:
+    """The names sent are the paths relative to the folder; a service that keeps only base names
+    still proves the job is this run's, one that lists other files does not."""
+    from airflow_provider_workflowsvc.models import Job
+    from airflow_provider_workflowsvc.operators._files import resolve_named_files
+    from airflow_provider_workflowsvc.operators._submit import SentRun, carries_files_of, sent_file_names
+
+    for year in ("2024", "2025"):
+        (tmp_path / year).mkdir()
+        (tmp_path / year / "report.txt").write_text(year)
+    files = resolve_named_files(str(tmp_path))
+    names = sent_file_names(files)
+    assert names == ("2024/report.txt", "2025/report.txt")
+    assert sent_file_names(resolve_named_files(str(tmp_path / "*" / "report.txt"))) == names
+    assert sent_file_names(resolve_named_files(str(tmp_path / "2024" / "report.txt"))) == ("report.txt",)
+    run = SentRun(WF, frozenset(), 0.0, names)
+
+    def job(*ids: str) -> Job:
+        return Job.model_validate({"id": "j", "input_file_ids": list(ids)})
+
+    assert carries_files_of(job("2025/report.txt", "2024/report.txt"), run) is True
+    assert carries_files_of(job("report.txt", "report.txt"), run) is True, "base names only"
+    assert carries_files_of(job("report.txt"), run) is False
+    assert carries_files_of(job("2024/report.txt", "report.txt"), run) is False

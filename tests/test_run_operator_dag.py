@@ -322,3 +322,35 @@ def test_bad_input_fails_without_retries_and_an_empty_inbox_can_skip(
         "no_job": (FAILED, 1),  # runs on its own: the skipped task pushed no job_id
     }
     assert not runs(emulator)
+
+
+def test_relative_paths_name_failed_files_outputs_and_the_summary(
+    dag_runner: Any, emulator: Any, settings: Any, workflow: str, tmp_path: Path
+) -> None:
+    """Issue #15: ``2024/report.txt`` and ``2025/report.txt`` stay apart in the failed-file message,
+    the summary, the names the service records and the downloaded outputs."""
+    inbox = tmp_path / "in"
+    write(inbox / "2024", report_txt="")  # empty: the service fails it
+    write(inbox / "2025", report_txt="hello 2025", notes_md="# 2025")
+    out = tmp_path / "out"
+    with DAG("wfsvc_relative_names", schedule=None, start_date=START, catchup=False) as dag:
+        run = RunWorkflowOperator(
+            task_id="run", workflow_id=workflow, files=str(inbox / "**" / "*"), poll_interval=0.1
+        )
+        download = DownloadJobOutputOperator(
+            task_id="download", run_task_id="run", output_dir=str(out), trigger_rule="all_done"
+        )
+        run >> download
+    dr = dag_runner(dag)
+    assert [state(dr, t) for t in ("run", "download")] == [FAILED, SUCCESS]
+    summary = xcom(dr, "run")
+    assert summary["outcome"] == "failed_files"
+    assert [f["document"] for f in summary["failed_files"]] == ["2024/report.txt"]
+    with WorkflowServiceHook(settings=settings) as hook:
+        record = hook.get_job(summary["job_id"])
+    if record.input_file_ids is not None:  # the platform dialect lists the names it recorded
+        assert sorted(record.input_file_ids) == ["2024/report.txt", "2025/notes.md", "2025/report.txt"]
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*.json")) == [
+        "2025/notes.md.json",
+        "2025/report.txt.json",
+    ]

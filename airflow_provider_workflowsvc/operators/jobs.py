@@ -142,7 +142,7 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         self.run_grace_period = positive_seconds(run_grace_period, "run_grace_period")
         self._job_id: str | None = None
         self._result: dict[str, Any] | None = None
-        self._files: list[str] | None = None
+        self._files: list[tuple[str, str]] | None = None
 
     # -- execution ---------------------------------------------------------------------------------
 
@@ -159,15 +159,16 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         finally:
             self._close_hook()
 
-    def _resolve_files(self) -> list[str]:
-        """The input files; bad ``files`` fail the task without retries, no match skips it if asked."""
+    def _resolve_files(self) -> list[tuple[str, str]]:
+        """The input files (path, name sent); bad ``files`` fail the task without retries, no match
+        skips it if asked."""
         from airflow_provider_workflowsvc._compat import AirflowSkipException
         from airflow_provider_workflowsvc.operators._execution import invalid_input_fails
-        from airflow_provider_workflowsvc.operators._files import NoFilesMatchedError, resolve_files
+        from airflow_provider_workflowsvc.operators._files import NoFilesMatchedError, resolve_named_files
 
         with invalid_input_fails():
             try:
-                return resolve_files(self.files, empty_ok=self.skip_if_no_files)
+                return resolve_named_files(self.files, empty_ok=self.skip_if_no_files)
             except NoFilesMatchedError as exc:
                 if not self.skip_if_no_files:
                     raise
@@ -415,6 +416,7 @@ class DownloadJobOutputOperator(_JobTask, BaseOperator):
         try:
             self.hook.download_job_output(job_id, file_id, node_id, path=staging)
             target = inside(directory, names.allocate(file_id, node_id, document_name(staging)))
+            target.parent.mkdir(parents=True, exist_ok=True)
             staging.replace(target)
         finally:
             staging.unlink(missing_ok=True)
