@@ -155,7 +155,7 @@ def test_deferrable_run_defers_with_the_job_and_pushes_the_link_first(
     assert kwargs["job_id"] == "j1" and kwargs["poll_interval"] == 7 and kwargs["cancel_on_kill"] is False
     assert kwargs["workflowsvc_conn_id"] == "workflowsvc_default"
     assert started + 600 <= kwargs["deadline"] <= time.time() + 600
-    assert context["ti"].pushed == {"job_id": "j1"}, "no ui_url: no link to the API record"
+    assert context["ti"].pushed == {"job_id": "j1", LINK_KEY: ""}, "no ui_url: no link to the API record"
     assert run.call_count == 1
     body = run.calls[0].request.content
     assert b'name="input_files"; filename="a.txt"' in body
@@ -617,7 +617,7 @@ def test_link_pushed_only_with_ui_url(mock_service: Any, monkeypatch: pytest.Mon
     task = op()
     context = ctx()
     task._announce(context, "j1")
-    assert context["ti"].pushed == {"job_id": "j1"}
+    assert context["ti"].pushed == {"job_id": "j1", LINK_KEY: ""}
     conn["extra"]["ui_url"] = "https://ui.example.com/runs/{job_id}"
     monkeypatch.setenv("AIRFLOW_CONN_WORKFLOWSVC_DEFAULT", json.dumps(conn))
     task = op()

@@ -70,13 +70,15 @@ class _JobTask:
             self._hook.close()
 
     def _announce(self, context: Context, job_id: str) -> None:
-        """Push the job id and its link (XCom, when ``ui_url`` is set) before any waiting, so the UI
+        """Push the job id and its link (XCom; "" without ``ui_url``) before any waiting, so the UI
         shows them at once."""
         ui_url = (self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}).get("ui_url")
         url = job_url(ui_url, job_id)
         context["ti"].xcom_push(key=XCOM_JOB_ID, value=job_id)
+        # Pushed even when empty: the task runner reads every extra link when the task ends, and a
+        # missing XCom is logged there as an error.
+        context["ti"].xcom_push(key=LINK_XCOM_KEY, value=url)
         if url:
-            context["ti"].xcom_push(key=LINK_XCOM_KEY, value=url)
             self.log.info("Job %s: %s", job_id, url)
         else:
             self.log.info("Job %s (set the connection extra ui_url to get a link to it)", job_id)
