@@ -5,8 +5,8 @@
 * :func:`failure_for` turns an outcome into the exception that fails the task (or ``None``).
 * :class:`JobWatch` remembers what was seen of one job and logs only what changed (status transitions,
   per-node progress, an unknown status once).
-* :class:`PollSchedule` decides when to poll: every ``interval`` seconds, with one last poll at the
-  deadline and none after it.
+* :class:`PollSchedule` decides when to poll: every ``interval`` seconds, with one last poll just
+  before the deadline, none after it, and the wait ending at the deadline.
 
 This module is imported lazily (inside methods), never at DAG-parse time.
 """
@@ -39,7 +39,10 @@ OutcomeStatus = Literal["success", "failed", "stopped", "timeout", "error", "fou
 """``found``: a trigger waiting for a workflow's job found it (the sensor pins it and waits for it)."""
 FAILED_FILES_IN_MESSAGE = 5
 FINAL_POLL_RESERVE = 5.0
-"""Seconds the last poll (at the deadline) may take: its requests end by deadline + this."""
+"""Seconds a wait that starts past its deadline gives its one poll."""
+FINAL_POLL_LEAD = 1.0
+"""Seconds before the deadline the last poll starts (at most one interval); its requests are cut at
+the deadline, and the wait ends at the deadline."""
 
 _STATUS_OUTCOME: dict[JobStatus, OutcomeStatus] = {
     JobStatus.COMPLETED: "success",
@@ -379,8 +382,9 @@ def unfound_outcome(status: OutcomeStatus, message: str, elapsed: float) -> JobO
 
 
 class PollSchedule:
-    """Poll every ``interval`` s; the last poll at the deadline (``FINAL_POLL_RESERVE`` s for its
-    requests), none after: a wait gives up when the timeout the user set has passed, not before.
+    """Poll every ``interval`` s; the last poll ``FINAL_POLL_LEAD`` s (at most one interval) before the
+    deadline, none after; the wait then ends at the deadline (:meth:`rest`), so it lasts the timeout
+    the user set, and no request outlives it.
 
     The first pause is lengthened by a random part of up to a fifth of the interval, so that many waits
     deferred together (a backfill, a mapped task) do not poll the service in lockstep; lengthening, not
@@ -392,6 +396,7 @@ class PollSchedule:
         self.cutoff = deadline
         """When the requests of a poll must end: the deadline, or a moment after a late first poll."""
         self.interval = max(float(interval), 0.0)
+        self._lead = min(FINAL_POLL_LEAD, self.interval)
         self._final_done = False
         self._polled = False
         self._first_pause = self.interval * random.uniform(1.0, 1.2)
@@ -404,22 +409,29 @@ class PollSchedule:
         return self.cutoff - time.time()
 
     def next_pause(self) -> float | None:
-        """Seconds to sleep before the next poll, or None when the deadline has come.
+        """Seconds to sleep before the next poll, or None when the polls are over.
 
-        The pause that would reach the deadline is cut to it, and that poll is the last one, with
-        ``FINAL_POLL_RESERVE`` seconds for its requests. A wait that starts at or past its deadline (a
-        triggerer that picked the trigger up late) likewise polls once at once.
+        A wait that starts at or past its deadline (a triggerer that picked the trigger up late) polls
+        once at once, with ``FINAL_POLL_RESERVE`` seconds for it, before it reports a timeout.
         """
         remaining = self.remaining()
         first, self._polled = not self._polled, True
-        if self._final_done or (remaining <= 0 and not first):
+        if first and remaining <= 0:
+            self._final_done = True
+            self.cutoff = time.time() + FINAL_POLL_RESERVE
+            return 0.0
+        if remaining <= 0 or self._final_done:
             return None
         pause, self._first_pause = self._first_pause, self.interval
-        if pause < remaining:
+        if pause < remaining - self._lead:
             return pause
         self._final_done = True
-        self.cutoff = max(self.deadline, time.time()) + FINAL_POLL_RESERVE
-        return max(remaining, 0.0)
+        return max(remaining - self._lead, 0.0)
+
+    def rest(self) -> float:
+        """Seconds from now to the deadline, slept after the last poll: a wait that did not see its job
+        end lasts its whole timeout (a last poll that answered early does not end it early)."""
+        return max(self.remaining(), 0.0)
 
 
 # --------------------------------------------------------------------------------------------------
