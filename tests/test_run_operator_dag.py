@@ -80,12 +80,11 @@ def test_local_files_run_and_download(dag_runner: Any, emulator: Any, workflow: 
     assert len(summary["output_files"]) == 2
     assert [n["success"] for n in summary["node_stats"]] == [2, 2, 2]
     assert xcom(dr, "run", "job_id") == summary["job_id"]
-    assert xcom(dr, "run", "_link_WorkflowJobLink") == f"{emulator.base_url}/jobs/{summary['job_id']}"
+    assert xcom(dr, "run", "_link_WorkflowJobLink") == "", "no ui_url extra: no link (never the API record)"
     deferred_summary = xcom(dr, "run_deferred")
     assert deferred_summary["status"] == "completed" and len(deferred_summary["output_files"]) == 1
     assert xcom(dr, "run_deferred", "job_id") == deferred_summary["job_id"]  # pushed before deferring
-    link = xcom(dr, "run_deferred", "_link_WorkflowJobLink")
-    assert link == f"{emulator.base_url}/jobs/{deferred_summary['job_id']}"
+    assert xcom(dr, "run_deferred", "_link_WorkflowJobLink") == ""
     assert sorted(p.name for p in out.iterdir()) == ["a.txt.json", "b.md.json"]
     assert xcom(dr, "download") == [str(out / "a.txt.json"), str(out / "b.md.json")]
     elements = json.loads((out / "a.txt.json").read_text())
