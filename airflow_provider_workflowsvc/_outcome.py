@@ -5,8 +5,8 @@
 * :func:`failure_for` turns an outcome into the exception that fails the task (or ``None``).
 * :class:`JobWatch` remembers what was seen of one job and logs only what changed (status transitions,
   per-node progress, an unknown status once).
-* :class:`PollSchedule` decides when to poll: every ``interval`` seconds, with one last poll shortly
-  before the deadline and none after it.
+* :class:`PollSchedule` decides when to poll: every ``interval`` seconds, with one last poll just
+  before the deadline, none after it, and the wait ending at the deadline.
 
 This module is imported lazily (inside methods), never at DAG-parse time.
 """
@@ -39,7 +39,10 @@ OutcomeStatus = Literal["success", "failed", "stopped", "timeout", "error", "fou
 """``found``: a trigger waiting for a workflow's job found it (the sensor pins it and waits for it)."""
 FAILED_FILES_IN_MESSAGE = 5
 FINAL_POLL_RESERVE = 5.0
-"""Seconds kept free before the deadline for the last poll, so no request runs past the deadline."""
+"""Seconds a wait that starts past its deadline gives its one poll."""
+FINAL_POLL_LEAD = 1.0
+"""Seconds before the deadline the last poll starts (at most one interval); its requests are cut at
+the deadline, and the wait ends at the deadline."""
 
 _STATUS_OUTCOME: dict[JobStatus, OutcomeStatus] = {
     JobStatus.COMPLETED: "success",
@@ -94,13 +97,23 @@ class JobOutcome(_Strict):
         """The JSON-serializable trigger event payload."""
         return self.model_dump(mode="json")
 
-    def summary(self) -> dict[str, Any]:
-        """The task's XCom return value: JSON-serializable, no secrets."""
+    def verdict(self, *, fail_on_failed_files: bool) -> str:
+        """The task's verdict: ``status``, or ``failed_files`` when failed files fail a completed job."""
+        if self.status == "success" and self.failed_files and fail_on_failed_files:
+            return "failed_files"
+        return self.status
+
+    def summary(self, *, fail_on_failed_files: bool, workflow_id: str | None = None) -> dict[str, Any]:
+        """The task's XCom return value: JSON-serializable, no secrets.
+
+        ``outcome`` is the task's :meth:`verdict` (the job's own status is ``status``);
+        ``workflow_id`` fills in the workflow when the wait ended before the job record was read.
+        """
         return {
             "job_id": self.job_id,
-            "workflow_id": self.workflow_id,
+            "workflow_id": self.workflow_id or workflow_id,
             "status": self.job_status,
-            "outcome": self.status,
+            "outcome": self.verdict(fail_on_failed_files=fail_on_failed_files),
             "message": self.message,
             "node_stats": [n.model_dump() for n in self.node_stats],
             "failed_file_count": len(self.failed_files),
@@ -190,12 +203,13 @@ def _seconds(value: float | None) -> str:
     return f"{value:.1f}" if value < 10 else f"{value:.0f}"
 
 
-def log_outcome(outcome: JobOutcome, log: logging.Logger | Any) -> None:
-    """The final summary line, and the full failed-file list (the exception only shows the first few)."""
+def log_outcome(outcome: JobOutcome, log: logging.Logger | Any, *, fail_on_failed_files: bool) -> None:
+    """The final summary line (with the task's verdict), and the full failed-file list (the exception
+    only shows the first few)."""
     log.info(
-        "Job %s finished waiting: %s (job status %s) after %.0f s; %d output file(s), %d failed file(s)%s",
+        "Job %s finished waiting: %s (job status %s) after %.1f s; %d output file(s), %d failed file(s)%s",
         outcome.job_id,
-        outcome.status,
+        outcome.verdict(fail_on_failed_files=fail_on_failed_files),
         outcome.job_status,
         outcome.elapsed or 0,
         len(outcome.output_files),
@@ -215,10 +229,13 @@ def is_transient(exc: BaseException) -> bool:
     """Whether a failed status request is worth trying again later (the wait goes on).
 
     An unreadable or unexpected 2xx answer counts, like a 503: the job goes on whatever one answer
-    said, and failing the wait would leave it running, untracked.
+    said, and failing the wait would leave it running, untracked. A refused connection counts (the
+    service may be restarting); a TLS mismatch or an unknown host name does not.
     """
     if isinstance(exc, WorkflowServiceResponseError):
         return 200 <= exc.status_code < 300
+    if isinstance(exc, WorkflowServiceConnectionError) and exc.permanent:
+        return False  # a TLS or certificate mismatch, an unknown host: polling again will not help
     transient = (
         WorkflowServiceConnectionError,
         WorkflowServiceRateLimitError,
@@ -365,7 +382,9 @@ def unfound_outcome(status: OutcomeStatus, message: str, elapsed: float) -> JobO
 
 
 class PollSchedule:
-    """Poll every ``interval`` s; one last poll ``FINAL_POLL_RESERVE`` s before the deadline, none after.
+    """Poll every ``interval`` s; the last poll ``FINAL_POLL_LEAD`` s (at most one interval) before the
+    deadline, none after; the wait then ends at the deadline (:meth:`rest`), so it lasts the timeout
+    the user set, and no request outlives it.
 
     The first pause is lengthened by a random part of up to a fifth of the interval, so that many waits
     deferred together (a backfill, a mapped task) do not poll the service in lockstep; lengthening, not
@@ -377,7 +396,7 @@ class PollSchedule:
         self.cutoff = deadline
         """When the requests of a poll must end: the deadline, or a moment after a late first poll."""
         self.interval = max(float(interval), 0.0)
-        self._reserve = min(FINAL_POLL_RESERVE, self.interval)
+        self._lead = min(FINAL_POLL_LEAD, self.interval)
         self._final_done = False
         self._polled = False
         self._first_pause = self.interval * random.uniform(1.0, 1.2)
@@ -390,7 +409,7 @@ class PollSchedule:
         return self.cutoff - time.time()
 
     def next_pause(self) -> float | None:
-        """Seconds to sleep before the next poll, or None when the deadline has come.
+        """Seconds to sleep before the next poll, or None when the polls are over.
 
         A wait that starts at or past its deadline (a triggerer that picked the trigger up late) polls
         once at once, with ``FINAL_POLL_RESERVE`` seconds for it, before it reports a timeout.
@@ -403,11 +422,16 @@ class PollSchedule:
             return 0.0
         if remaining <= 0 or self._final_done:
             return None
-        if remaining > self.interval + self._reserve:
-            pause, self._first_pause = self._first_pause, self.interval
+        pause, self._first_pause = self._first_pause, self.interval
+        if pause < remaining - self._lead:
             return pause
         self._final_done = True
-        return max(remaining - self._reserve, 0.0)
+        return max(remaining - self._lead, 0.0)
+
+    def rest(self) -> float:
+        """Seconds from now to the deadline, slept after the last poll: a wait that did not see its job
+        end lasts its whole timeout (a last poll that answered early does not end it early)."""
+        return max(self.remaining(), 0.0)
 
 
 # --------------------------------------------------------------------------------------------------

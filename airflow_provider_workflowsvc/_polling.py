@@ -83,6 +83,7 @@ def wait_for_job(
             continue
         if outcome is not None:
             return outcome
+    sleep(schedule.rest())
     return watch.timed_out()
 
 
@@ -212,6 +213,7 @@ async def await_job(hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: P
             continue
         if outcome is not None:
             return outcome
+    await asyncio.sleep(schedule.rest())
     return watch.timed_out()
 
 
@@ -235,6 +237,7 @@ async def await_new_job(
         job = pick_job(jobs, created_after, pick)
         if job is not None:
             return job
+    await asyncio.sleep(schedule.rest())
     return None
 
 

@@ -81,15 +81,35 @@ def validate_input(model: type[M], what: str, data: Any) -> M:
 
 
 class WorkflowServiceConnectionError(WorkflowServiceError):
-    """The request did not get an HTTP response (connection refused or dropped, timeout).
+    """The request did not get an HTTP response (connection refused or dropped, timeout, TLS, DNS).
 
     ``sent`` is False only when the request provably never reached the server (the connection was
-    never established), which is the one case where a run or create may be sent again.
+    never established), which is the one case where a run or create may be sent again. ``url`` is the
+    full URL (no credentials, no query), ``conn_id`` the Airflow connection, ``kind`` what failed
+    (``tls_version``, ``certificate``, ``dns``, ``dns_temporary``, ``refused``, ``connect_timeout``,
+    ``connect``, ``read_timeout``, ``dropped``, ``deadline``) and ``hint`` what to check ("" when
+    nothing in the connection is to blame). ``permanent``: the same request would fail the same way
+    again (a TLS or certificate mismatch, a host name that does not exist), so it is not retried.
     """
 
-    def __init__(self, method: str, path: str, reason: str, *, sent: bool = True) -> None:
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        reason: str,
+        *,
+        sent: bool = True,
+        url: str = "",
+        conn_id: str = "",
+        kind: str = "other",
+        hint: str = "",
+        permanent: bool = False,
+    ) -> None:
         self.method, self.path, self.reason, self.sent = method, path, reason, sent
-        super().__init__(f"{method} {path} failed: {reason}")
+        self.url, self.conn_id, self.kind, self.hint, self.permanent = url, conn_id, kind, hint, permanent
+        where = f" (connection {conn_id!r})" if conn_id else ""
+        text = f"{method} {url or path} failed{where}: {reason}"
+        super().__init__(f"{text}. {hint}" if hint else text)
 
 
 class WorkflowServiceResponseError(WorkflowServiceError):

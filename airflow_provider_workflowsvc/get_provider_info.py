@@ -14,7 +14,7 @@ def get_provider_info() -> dict[str, Any]:
         "package-name": "airflow-provider-workflowsvc",
         "name": "Workflow Service",
         "description": (
-            "Run Workflow Service jobs (source connector → processing nodes → destination) from Airflow."
+            "Run Workflow Service jobs (source connector, processing nodes, destination) from Airflow."
         ),
         "versions": [__version__],
         "integrations": [
@@ -82,7 +82,7 @@ def get_provider_info() -> dict[str, Any]:
                     "ui_url": {
                         "label": "Web UI URL",
                         "description": "Base address of the service's web interface, used for the job link "
-                        "(a {job_id} placeholder is filled in). Defaults to the API base URL.",
+                        "(a {job_id} placeholder is filled in). Without it the task shows no job link.",
                         "schema": {"type": ["string", "null"]},
                     },
                     "max_retries": {

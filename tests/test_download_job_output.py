@@ -69,12 +69,17 @@ def test_output_names_are_unique_and_safe() -> None:
     assert names.allocate("f1", "n1", "report.pdf") == "report.pdf.json"
     assert names.allocate("f2", "n1", "REPORT.pdf") == "REPORT.pdf-2.json"
     assert names.allocate("f3", "n1", None) == "f3.n1.json"
-    assert names.allocate("f3", "n2", "../../../etc/x") == "x.n2.json"
+    assert names.allocate("f3", "n2", "../../../etc/x") == "etc/x.n2.json"
+    names = OutputNames([("a", "n1"), ("b", "n1"), ("c", "n1")])
+    assert names.allocate("a", "n1", "2024/report.txt") == "2024/report.txt.json", "issue #15: path kept"
+    assert names.allocate("b", "n1", "2025/report.txt") == "2025/report.txt.json"
+    assert names.allocate("c", "n1", "2025/./x?.txt") == "2025/x_.txt.json"
 
 
 def test_inside_refuses_escapes(tmp_path: Path) -> None:
     assert inside(tmp_path, "a.json") == tmp_path.resolve() / "a.json"
-    for bad in ("../a.json", "/etc/passwd", "sub/a.json"):
+    assert inside(tmp_path, "sub/a.json") == tmp_path.resolve() / "sub" / "a.json"
+    for bad in ("../a.json", "/etc/passwd", "sub/../../a.json"):
         with pytest.raises(WorkflowServiceInputError):
             inside(tmp_path, bad)
 
@@ -103,11 +108,11 @@ def test_downloads_every_output_under_safe_names(mock_service: Any, tmp_path: Pa
         )
     paths = download_op(tmp_path).execute(ctx())
     out = (tmp_path / "out").resolve()
-    assert paths == [str(out / "evil.txt.json"), str(out / "a.txt.json"), str(out / "a.txt-2.json")]
-    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == [
-        "a.txt-2.json",
-        "a.txt.json",
-        "evil.txt.json",
+    assert paths == [str(out / "evil.txt.json"), str(out / "a.txt.json"), str(out / "abs" / "a.txt.json")]
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()) == [
+        "out/a.txt.json",
+        "out/abs/a.txt.json",
+        "out/evil.txt.json",
     ]
     assert json.loads((out / "a.txt.json").read_text())[0]["metadata"]["filename"] == "a.txt"
 

@@ -597,7 +597,7 @@ async def test_download_failure_leaves_no_partial_file(
     )
     target = tmp_path / "result.json"
     with pytest.raises(
-        WorkflowServiceConnectionError, match=f"GET /api/v1/jobs/{JID}/download failed: ReadError"
+        WorkflowServiceConnectionError, match=f"GET {BASE}/jobs/{JID}/download failed: ReadError"
     ):
         await client("download_job_output", JID, "f-1", "n-1", path=str(target))
     assert route.call_count == 2  # a GET is retried
@@ -818,7 +818,7 @@ async def test_retries_are_bounded(kind: str, mock: respx.MockRouter) -> None:
     route.reset()
     route.side_effect = httpx.ConnectError("refused")
     with pytest.raises(
-        WorkflowServiceConnectionError, match="GET /api/v1/jobs/ failed: ConnectError: refused"
+        WorkflowServiceConnectionError, match=f"GET {BASE}/jobs/ failed: ConnectError: refused"
     ):
         await client("list_jobs")
     assert route.call_count == 3
@@ -1519,7 +1519,8 @@ def test_test_connection_success(mock: respx.MockRouter) -> None:
         ),
         (
             httpx.ConnectError("[Errno 111] Connection refused"),
-            "Connection failed: GET /api/v1/workflows/ failed: ConnectError: [Errno 111] Connection refused",
+            f"Connection failed: GET {BASE}/workflows/ failed: ConnectError: [Errno 111] Connection refused. "
+            "Is the service listening on wfsvc.example.test:443? Check the port",
         ),
     ],
 )

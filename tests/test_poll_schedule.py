@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import time
 
-from airflow_provider_workflowsvc._outcome import FINAL_POLL_RESERVE, PollSchedule
+import pytest
+
+from airflow_provider_workflowsvc._outcome import FINAL_POLL_LEAD, FINAL_POLL_RESERVE, PollSchedule
 
 
 def test_first_pause_is_jittered_then_the_interval_is_kept() -> None:
@@ -18,11 +20,33 @@ def test_first_pause_is_jittered_then_the_interval_is_kept() -> None:
     assert len(firsts) > 1, "many waits started together must not poll in lockstep"
 
 
-def test_last_poll_comes_before_the_deadline_and_none_after() -> None:
+def test_last_poll_comes_just_before_the_deadline_and_none_after() -> None:
     schedule = PollSchedule(time.time() + 20, 30.0)
     last = schedule.next_pause()
-    assert last is not None and last <= 20 - FINAL_POLL_RESERVE + 0.1
+    assert last is not None and 20 - FINAL_POLL_LEAD - 0.1 <= last <= 20 - FINAL_POLL_LEAD
+    assert schedule.cutoff == schedule.deadline, "no request outlives the deadline"
     assert schedule.next_pause() is None
+    assert FINAL_POLL_LEAD - 0.1 <= schedule.rest() - last <= FINAL_POLL_LEAD + 0.1, "then waits to the end"
+
+
+@pytest.mark.parametrize(("timeout", "interval"), [(4, 1), (4, 30), (10, 3), (2.5, 0.5), (3, 0.1)])
+def test_the_wait_lasts_the_timeout(timeout: float, interval: float) -> None:
+    """``timeout=4`` waits 4 s (issue #15: it gave up after 3.0 s), whatever the interval: the pauses
+    and the rest after the last poll add up to the timeout, and the last poll is at most one interval
+    (or ``FINAL_POLL_LEAD``) before the deadline."""
+    clock = [1000.0]
+    schedule = PollSchedule(clock[0] + timeout, interval)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(time, "time", lambda: clock[0])
+        pauses = []
+        while (pause := schedule.next_pause()) is not None:
+            pauses.append(pause)
+            clock[0] += pause
+        last_poll_at = clock[0] - 1000.0
+        rest = schedule.rest()
+    assert sum(pauses) + rest == pytest.approx(timeout)
+    assert timeout - min(interval, FINAL_POLL_LEAD) - 1e-9 <= last_poll_at
+    assert all(p <= interval * 1.2 + 1e-9 for p in pauses)
 
 
 def test_a_wait_that_starts_past_its_deadline_polls_once_at_once() -> None:

@@ -6,8 +6,12 @@ point exists.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import warnings
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -183,3 +187,33 @@ def test_connection_form_test_button_path(monkeypatch: pytest.MonkeyPatch) -> No
     request = route.calls.last.request
     assert request.headers["authorization"] == f"Bearer {token}"
     assert request.headers["service-api-key"] == api_key
+
+
+def test_readme_lists_every_schedule_and_the_full_providers_get() -> None:
+    """Issue #15: the README shows the full schedule list, and the command that shows everything."""
+    from airflow_provider_workflowsvc.operators.workflows import SCHEDULES
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    assert [s for s in SCHEDULES if f"`{s}`" not in readme] == []
+    assert "airflow providers get airflow-provider-workflowsvc --full -o yaml" in readme
+
+
+def test_providers_get_full_shows_hooks_operators_and_the_connection_type(tmp_path: Path) -> None:
+    """What ``airflow providers get ... --full -o yaml`` prints (the README describes it)."""
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path)}
+    command = [sys.executable, "-m", "airflow", "providers", "get", "airflow-provider-workflowsvc"]
+    done = subprocess.run(
+        [*command, "--full", "-o", "yaml"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    for expected in (
+        "connection-type: workflowsvc",
+        "hook-class-name: airflow_provider_workflowsvc.hooks.workflowsvc.WorkflowServiceHook",
+        "- airflow_provider_workflowsvc.operators.jobs",
+        "- airflow_provider_workflowsvc.sensors.job",
+        "- airflow_provider_workflowsvc.triggers.job",
+        "- airflow_provider_workflowsvc.operators.jobs.WorkflowJobLink",
+        "description: Run Workflow Service jobs (source connector, processing nodes, destination)",
+    ):
+        assert expected in out, expected

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from datetime import datetime, timezone
 from types import SimpleNamespace
@@ -10,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
-from conftest import FAKE_WORKFLOW_ID, MOCK_BASE_URL, details_json, failed_json, job_json
+from conftest import FAKE_WORKFLOW_ID, details_json, failed_json, job_json
 
 from airflow_provider_workflowsvc._outcome import (
     InvalidJobEventError,
@@ -153,7 +155,7 @@ def test_deferrable_run_defers_with_the_job_and_pushes_the_link_first(
     assert kwargs["job_id"] == "j1" and kwargs["poll_interval"] == 7 and kwargs["cancel_on_kill"] is False
     assert kwargs["workflowsvc_conn_id"] == "workflowsvc_default"
     assert started + 600 <= kwargs["deadline"] <= time.time() + 600
-    assert context["ti"].pushed == {"job_id": "j1", LINK_KEY: f"{MOCK_BASE_URL}/jobs/j1"}
+    assert context["ti"].pushed == {"job_id": "j1", LINK_KEY: ""}, "no ui_url: no link to the API record"
     assert run.call_count == 1
     body = run.calls[0].request.content
     assert b'name="input_files"; filename="a.txt"' in body
@@ -380,8 +382,20 @@ def test_failed_files_fail_the_task_listing_documents(mock_service: Any, capsys:
     text = str(err.value)
     assert "7 file(s) failed" in text and "doc0.pdf: error 0" in text and "doc4.pdf" in text
     assert "doc5.pdf" not in text and "and 2 more" in text
-    assert len(context["ti"].pushed["return_value"]["failed_files"]) == 7
+    summary = context["ti"].pushed["return_value"]
+    assert len(summary["failed_files"]) == 7
+    assert (summary["outcome"], summary["status"]) == ("failed_files", "completed"), (
+        "outcome is the task's verdict (an all_done branch reads it); status stays the job's"
+    )
     assert "doc6.pdf: error 6" in capsys.readouterr().out
+
+
+def test_deferred_failed_files_summary_says_failed_files(mock_service: Any) -> None:
+    context = ctx()
+    failed = [{"document": "2024/report.txt", "error": "file is empty"}]
+    with pytest.raises(WorkflowJobFailedError, match=r"2024/report\.txt: file is empty"):
+        op().execute_complete(context, event(job_status="completed with failed files", failed_files=failed))
+    assert context["ti"].pushed["return_value"]["outcome"] == "failed_files"
 
 
 def test_failed_files_can_be_tolerated(mock_service: Any) -> None:
@@ -389,6 +403,23 @@ def test_failed_files_can_be_tolerated(mock_service: Any) -> None:
     route_job(mock_service, "j1", failed=[("x.bin", "unsupported")])
     summary = op(fail_on_failed_files=False).execute(ctx())
     assert summary["failed_file_count"] == 1 and summary["outcome"] == "success"
+
+
+def test_timeout_is_the_one_set_and_the_summary_names_the_workflow(mock_service: Any, capsys: Any) -> None:
+    """``timeout=4`` waits 4 s (± one poll), not 3.0 (issue #15); the workflow id is known."""
+    route_run(mock_service, ok(job_json("j1", "scheduled")))
+    mock_service.get("/jobs/j1/details").mock(return_value=ok(details_json("j1", "in progress")))
+    mock_service.post("/jobs/j1/cancel").mock(return_value=httpx.Response(200))
+    context = ctx()
+    with pytest.raises(WorkflowJobTimeoutError) as err:
+        op(timeout=4, poll_interval=1).execute(context)
+    summary = context["ti"].pushed["return_value"]
+    assert 4.0 <= summary["elapsed_seconds"] <= 5.0
+    assert str(err.value).startswith(
+        f"Workflow Service job j1 did not finish in time: {summary['elapsed_seconds']:.1f} s elapsed, "
+        "last status in progress"
+    )
+    assert (summary["outcome"], summary["workflow_id"], summary["status"]) == ("timeout", WF, "in progress")
 
 
 @pytest.mark.parametrize(("cancel", "note"), [(True, "the job was cancelled"), (False, "left running")])
@@ -575,13 +606,24 @@ def test_unknown_stored_status_reconnects_rather_than_duplicating() -> None:
 
 
 def test_job_url_forms() -> None:
-    assert job_url("https://h/api/v1", None, "a/b") == "https://h/api/v1/jobs/a%2Fb"
-    assert job_url("https://h/api/v1", "https://ui.h/", "j1") == "https://ui.h/jobs/j1"
-    assert (
-        job_url("https://h/api/v1", "https://ui.h/#/runs/{job_id}/view", "j1")
-        == "https://ui.h/#/runs/j1/view"
-    )
-    assert job_url("https://u:secret@h/api/v1", None, "j1") == "https://h/api/v1/jobs/j1"
+    assert job_url("https://ui.h/", "a/b") == "https://ui.h/jobs/a%2Fb"
+    assert job_url("https://ui.h/#/runs/{job_id}/view", "j1") == "https://ui.h/#/runs/j1/view"
+    assert job_url("https://u:secret@ui.h", "j1") == "https://ui.h/jobs/j1"
+    assert job_url(None, "j1") == job_url("  ", "j1") == "", "no UI known: no link (never the API record)"
+
+
+def test_link_pushed_only_with_ui_url(mock_service: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    conn = json.loads(os.environ["AIRFLOW_CONN_WORKFLOWSVC_DEFAULT"])
+    task = op()
+    context = ctx()
+    task._announce(context, "j1")
+    assert context["ti"].pushed == {"job_id": "j1", LINK_KEY: ""}
+    conn["extra"]["ui_url"] = "https://ui.example.com/runs/{job_id}"
+    monkeypatch.setenv("AIRFLOW_CONN_WORKFLOWSVC_DEFAULT", json.dumps(conn))
+    task = op()
+    context = ctx()
+    task._announce(context, "j1")
+    assert context["ti"].pushed == {"job_id": "j1", LINK_KEY: "https://ui.example.com/runs/j1"}
 
 
 def test_operator_validates_its_arguments() -> None:
@@ -591,3 +633,68 @@ def test_operator_validates_its_arguments() -> None:
         op(timeout=-1)
     with pytest.raises(ValueError, match="submit_attempts"):
         op(submit_attempts=0)
+
+
+# -- input that a retry would not change (issue #15) -------------------------------------------------
+
+
+def test_missing_file_and_empty_job_id_fail_without_retries(mock_service: Any, tmp_path: Any) -> None:
+    from airflow_provider_workflowsvc._compat import AirflowFailException
+    from airflow_provider_workflowsvc.operators.jobs import CancelJobOperator
+
+    with pytest.raises(AirflowFailException, match=r"files: '.*nope\.txt' does not exist"):
+        op(files=str(tmp_path / "nope.txt")).execute(ctx())
+    with pytest.raises(AirflowFailException, match=r"files: the pattern '.*\*\.pdf' matches no files"):
+        op(files=str(tmp_path / "*.pdf")).execute(ctx())
+    with pytest.raises(AirflowFailException, match=r"^job_id is empty$"):
+        CancelJobOperator(task_id="cancel", job_id="").execute(ctx())
+    assert not mock_service.calls
+
+
+def test_skip_if_no_files_skips_only_when_nothing_matches(mock_service: Any, tmp_path: Any) -> None:
+    from airflow_provider_workflowsvc._compat import AirflowSkipException
+
+    (tmp_path / "in").mkdir()
+    with pytest.raises(
+        AirflowSkipException, match=r"match no files: nothing to run \(skip_if_no_files=True\)"
+    ):
+        op(files=[str(tmp_path / "in" / "*.pdf"), str(tmp_path / "in")], skip_if_no_files=True).execute(ctx())
+    with pytest.raises(WorkflowServiceInputError, match="does not exist"):  # a wrong path is no empty inbox
+        op(files=str(tmp_path / "missing" / "a.pdf"), skip_if_no_files=True).execute(ctx())
+    (tmp_path / "in" / "a.pdf").write_bytes(b"%PDF-1.4")
+    run, _ = route_run(mock_service, ok(job_json("j1", "scheduled")))
+    task = op(
+        files=[str(tmp_path / "in" / "*.txt"), str(tmp_path / "in" / "*.pdf")],
+        skip_if_no_files=True,
+        wait_for_completion=False,
+    )
+    assert task.execute(ctx())["job_id"] == "j1", (
+        "a pattern matching nothing is tolerated beside one that matches"
+    )
+    assert b'filename="a.pdf"' in run.calls.last.request.content
+
+
+def test_run_identity_uses_the_relative_names_sent(tmp_path: Any) -> None:
+    """The names sent are the paths relative to the folder; a service that keeps only base names
+    still proves the job is this run's, one that lists other files does not."""
+    from airflow_provider_workflowsvc.models import Job
+    from airflow_provider_workflowsvc.operators._files import resolve_named_files
+    from airflow_provider_workflowsvc.operators._submit import SentRun, carries_files_of, sent_file_names
+
+    for year in ("2024", "2025"):
+        (tmp_path / year).mkdir()
+        (tmp_path / year / "report.txt").write_text(year)
+    files = resolve_named_files(str(tmp_path))
+    names = sent_file_names(files)
+    assert names == ("2024/report.txt", "2025/report.txt")
+    assert sent_file_names(resolve_named_files(str(tmp_path / "*" / "report.txt"))) == names
+    assert sent_file_names(resolve_named_files(str(tmp_path / "2024" / "report.txt"))) == ("report.txt",)
+    run = SentRun(WF, frozenset(), 0.0, names)
+
+    def job(*ids: str) -> Job:
+        return Job.model_validate({"id": "j", "input_file_ids": list(ids)})
+
+    assert carries_files_of(job("2025/report.txt", "2024/report.txt"), run) is True
+    assert carries_files_of(job("report.txt", "report.txt"), run) is True, "base names only"
+    assert carries_files_of(job("report.txt"), run) is False
+    assert carries_files_of(job("2024/report.txt", "report.txt"), run) is False

@@ -80,12 +80,11 @@ def test_local_files_run_and_download(dag_runner: Any, emulator: Any, workflow: 
     assert len(summary["output_files"]) == 2
     assert [n["success"] for n in summary["node_stats"]] == [2, 2, 2]
     assert xcom(dr, "run", "job_id") == summary["job_id"]
-    assert xcom(dr, "run", "_link_WorkflowJobLink") == f"{emulator.base_url}/jobs/{summary['job_id']}"
+    assert xcom(dr, "run", "_link_WorkflowJobLink") == "", "no ui_url extra: no link (never the API record)"
     deferred_summary = xcom(dr, "run_deferred")
     assert deferred_summary["status"] == "completed" and len(deferred_summary["output_files"]) == 1
     assert xcom(dr, "run_deferred", "job_id") == deferred_summary["job_id"]  # pushed before deferring
-    link = xcom(dr, "run_deferred", "_link_WorkflowJobLink")
-    assert link == f"{emulator.base_url}/jobs/{deferred_summary['job_id']}"
+    assert xcom(dr, "run_deferred", "_link_WorkflowJobLink") == ""
     assert sorted(p.name for p in out.iterdir()) == ["a.txt.json", "b.md.json"]
     assert xcom(dr, "download") == [str(out / "a.txt.json"), str(out / "b.md.json")]
     elements = json.loads((out / "a.txt.json").read_text())
@@ -284,3 +283,73 @@ def test_execution_timeout_kills_the_task_and_cancels_the_job(
     assert state(dr, "run") == FAILED
     with WorkflowServiceHook(settings=settings) as hook:
         assert hook.get_job(xcom(dr, "run", "job_id")).status.value == "stopped"
+
+
+def test_bad_input_fails_without_retries_and_an_empty_inbox_can_skip(
+    dag_runner: Any, emulator: Any, workflow: str, tmp_path: Path
+) -> None:
+    """Issue #15: a missing input file and an empty job_id XCom fail at once (retries would see the
+    same input); ``skip_if_no_files=True`` skips when the inbox glob matches nothing."""
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    retry = {"retries": 3, "retry_delay": timedelta(seconds=0)}
+    with DAG("wfsvc_bad_input", schedule=None, start_date=START, catchup=False) as dag:
+        RunWorkflowOperator(
+            task_id="missing", workflow_id=workflow, files=str(tmp_path / "nope.txt"), **retry
+        )
+        RunWorkflowOperator(task_id="empty_inbox", workflow_id=workflow, files=str(inbox / "*.pdf"), **retry)
+        RunWorkflowOperator(
+            task_id="skip_inbox",
+            workflow_id=workflow,
+            files=[str(inbox / "*.pdf"), str(inbox)],
+            skip_if_no_files=True,
+            **retry,
+        )
+        DownloadJobOutputOperator(
+            task_id="no_job",
+            run_task_id="skip_inbox",
+            output_dir=str(tmp_path / "out"),
+            trigger_rule="all_done",
+            **retry,
+        )
+    dr = dag_runner(dag)
+    tis = {ti.task_id: ti for ti in dr.get_task_instances()}
+    assert {t: (ti.state, ti.try_number) for t, ti in tis.items()} == {
+        "missing": (FAILED, 1),
+        "empty_inbox": (FAILED, 1),
+        "skip_inbox": (TaskInstanceState.SKIPPED, 1),
+        "no_job": (FAILED, 1),  # runs on its own: the skipped task pushed no job_id
+    }
+    assert not runs(emulator)
+
+
+def test_relative_paths_name_failed_files_outputs_and_the_summary(
+    dag_runner: Any, emulator: Any, settings: Any, workflow: str, tmp_path: Path
+) -> None:
+    """Issue #15: ``2024/report.txt`` and ``2025/report.txt`` stay apart in the failed-file message,
+    the summary, the names the service records and the downloaded outputs."""
+    inbox = tmp_path / "in"
+    write(inbox / "2024", report_txt="")  # empty: the service fails it
+    write(inbox / "2025", report_txt="hello 2025", notes_md="# 2025")
+    out = tmp_path / "out"
+    with DAG("wfsvc_relative_names", schedule=None, start_date=START, catchup=False) as dag:
+        run = RunWorkflowOperator(
+            task_id="run", workflow_id=workflow, files=str(inbox / "**" / "*"), poll_interval=0.1
+        )
+        download = DownloadJobOutputOperator(
+            task_id="download", run_task_id="run", output_dir=str(out), trigger_rule="all_done"
+        )
+        run >> download
+    dr = dag_runner(dag)
+    assert [state(dr, t) for t in ("run", "download")] == [FAILED, SUCCESS]
+    summary = xcom(dr, "run")
+    assert summary["outcome"] == "failed_files"
+    assert [f["document"] for f in summary["failed_files"]] == ["2024/report.txt"]
+    with WorkflowServiceHook(settings=settings) as hook:
+        record = hook.get_job(summary["job_id"])
+    if record.input_file_ids is not None:  # the platform dialect lists the names it recorded
+        assert sorted(record.input_file_ids) == ["2024/report.txt", "2025/notes.md", "2025/report.txt"]
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*.json")) == [
+        "2025/notes.md.json",
+        "2025/report.txt.json",
+    ]

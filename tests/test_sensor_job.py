@@ -102,9 +102,12 @@ def test_a_failed_job_fails_without_retry(mock_service: Any) -> None:
 
 def test_failed_files_fail_or_pass(mock_service: Any) -> None:
     route(mock_service, "completed", "completed", failed=[("a.pdf", "bad")])
+    context = ctx()
     with pytest.raises(AirflowFailException, match=r"a\.pdf: bad"):
-        sensor().execute(ctx())
-    assert sensor(fail_on_failed_files=False).execute(ctx())["failed_file_count"] == 1
+        sensor().execute(context)
+    assert context["ti"].pushed["return_value"]["outcome"] == "failed_files", "the task's verdict"
+    passed = sensor(fail_on_failed_files=False).execute(ctx())
+    assert (passed["failed_file_count"], passed["outcome"]) == (1, "success")
 
 
 def test_soft_fail_skips(mock_service: Any) -> None:

@@ -168,17 +168,22 @@ def check_upload_name(path: Path) -> None:
         ) from None
 
 
-def upload_files(
-    paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
-) -> tuple[UploadFile, ...]:
-    """Check local files exist and are readable; name each with its base name and guessed media type.
+LocalFile = str | os.PathLike[str] | tuple[str | os.PathLike[str], str]
+"""A local file to upload: its path (sent under its base name), or ``(path, name to send)``."""
 
-    A single path (not in a list) is one file, not a sequence of one-letter names.
+
+def upload_files(paths: Iterable[LocalFile] | str | os.PathLike[str]) -> tuple[UploadFile, ...]:
+    """Check local files exist and are readable; name each (its base name, or the name given with it)
+    and guess its media type.
+
+    A single path (not in a list) is one file, not a sequence of one-letter names. A given name may
+    hold ``/`` (a path relative to the folder the files came from): the service records that name.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     files = []
-    for raw in paths:
+    for item in paths:
+        raw, name = item if isinstance(item, tuple) else (item, None)
         path = Path(raw).expanduser()
         check_upload_name(path)
         if not path.is_file():
@@ -187,7 +192,7 @@ def upload_files(
         if not os.access(path, os.R_OK):
             raise WorkflowServiceInputError(f"input file {str(path)!r} is not readable")
         media_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-        files.append(UploadFile(path=path, filename=path.name, media_type=media_type))
+        files.append(UploadFile(path=path, filename=name or path.name, media_type=media_type))
     if not files:
         raise WorkflowServiceInputError("files is empty: give at least one file, or files=None for no body")
     return tuple(files)
@@ -382,9 +387,10 @@ def delete_workflow(workflow_id: str | UUID) -> ApiCall[None]:
 
 
 def run_workflow(
-    workflow_id: str | UUID, files: Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None = None
+    workflow_id: str | UUID, files: Iterable[LocalFile] | str | os.PathLike[str] | None = None
 ) -> ApiCall[Job | None]:
-    """Run a workflow once: no body, or one streamed ``input_files`` part per local file.
+    """Run a workflow once: no body, or one streamed ``input_files`` part per local file (a path, or
+    ``(path, name)`` to send it under another name).
 
     Returns the created job when the server answers with one. Never retried once it may have reached
     the server, so a run is never duplicated by a retry.

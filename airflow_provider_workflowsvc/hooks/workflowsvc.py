@@ -19,6 +19,7 @@ import os
 import random
 import re
 import secrets
+import socket
 import ssl
 import time
 import weakref
@@ -621,11 +622,15 @@ class _BodyCap:
 def is_retryable(call: ApiCall[Any], exc: BaseException) -> bool:
     """Whether ``call`` may be sent again after ``exc`` without risk of doing its work twice.
 
-    Idempotent calls retry on any transport failure and on 429/502/503/504. Create and run calls
+    Idempotent calls retry on a transport failure and on 429/502/503/504; a failure that would
+    happen again the same way (TLS version or certificate mismatch, unknown host name) is never
+    retried. Create and run calls
     (``unsent-only``) retry only when the connection was never established, so the server never saw
     them: a read timeout, a dropped connection, a 429 or a 5xx may mean the work was done.
     """
     if isinstance(exc, WorkflowServiceConnectionError):
+        if exc.permanent:
+            return False
         return call.retry == "idempotent" or not exc.sent
     if isinstance(exc, WorkflowServiceApiError):
         return call.retry == "idempotent" and exc.status_code in RETRYABLE_STATUS
@@ -639,11 +644,13 @@ _MAX_CACHED_URLS = 64
 class _Transport:
     """What both hooks share: settings, request building, redirects between path forms, retries."""
 
-    def __init__(self, settings: ConnectionSettings) -> None:
+    def __init__(self, settings: ConnectionSettings, conn_id: str = "") -> None:
         self.settings = settings
         self._base_path = urlsplit(settings.base_url).path
         self._urls: dict[str, httpx.URL] = {}
         self._client_timeout = httpx.Timeout(settings.timeout, connect=settings.connect_timeout)
+        self.conn_id = conn_id
+        """The Airflow connection the settings came from ("" when given directly): named in errors."""
         self._path_forms: dict[str, str] = {}
         self.platform_spelling = False
         """Job records last seen were spelled the platform's way (``IN_PROGRESS``): filters follow."""
@@ -736,7 +743,7 @@ class _Transport:
         left = at - time.time()
         if left <= 0:
             reason = "not sent: the deadline for this wait has passed"
-            raise WorkflowServiceConnectionError(method, self.full_path(path), reason, sent=False)
+            raise self.connection_error(method, path, reason, sent=False, kind="deadline")
         return left
 
     def redirect_target(
@@ -825,10 +832,96 @@ class _Transport:
     def transport_error(
         self, method: str, path: str, exc: httpx.TransportError
     ) -> WorkflowServiceConnectionError:
+        """The error for a request that got no answer: method, full URL, connection id, and what to
+        check for this kind of failure."""
         reason = self.redact(f"{type(exc).__name__}: {exc}".rstrip(": "))
-        return WorkflowServiceConnectionError(
-            method, self.full_path(path), reason, sent=not isinstance(exc, _UNSENT_ERRORS)
+        kind = _failure_kind(exc)
+        return self.connection_error(
+            method, path, reason, sent=not isinstance(exc, _UNSENT_ERRORS), kind=kind
         )
+
+    def connection_error(
+        self, method: str, path: str, reason: str, *, sent: bool, kind: str
+    ) -> WorkflowServiceConnectionError:
+        base = urlsplit(self.settings.base_url)
+        return WorkflowServiceConnectionError(
+            method,
+            self.full_path(path),
+            reason,
+            sent=sent,
+            url=urlunsplit((base.scheme, base.netloc, self.full_path(path), "", "")),
+            conn_id=self.conn_id,
+            kind=kind,
+            hint=_hint(kind, base),
+            permanent=kind in _PERMANENT_KINDS,
+        )
+
+
+_PLAIN_HTTP_REASONS = frozenset(
+    {"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG", "HTTP_REQUEST"}
+)
+_HOST_NOT_FOUND = frozenset(
+    code for code in (getattr(socket, "EAI_NONAME", None), getattr(socket, "EAI_NODATA", None)) if code
+)
+_PERMANENT_KINDS = frozenset({"tls_version", "certificate", "dns"})
+_KIND_BY_TEXT = (
+    ("CERTIFICATE_VERIFY_FAILED", "certificate"),
+    *((reason, "tls_version") for reason in sorted(_PLAIN_HTTP_REASONS)),
+    ("Name or service not known", "dns"),
+    ("nodename nor servname provided", "dns"),
+    ("Connection refused", "refused"),
+)
+
+
+def _failure_kind(exc: httpx.TransportError) -> str:
+    """What kind of failure ``exc`` is, from the OS or TLS error behind it (else from its text)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return "certificate"
+        if isinstance(cause, ssl.SSLError) and cause.reason in _PLAIN_HTTP_REASONS:
+            return "tls_version"
+        if isinstance(cause, socket.gaierror):
+            return "dns" if cause.errno in _HOST_NOT_FOUND else "dns_temporary"
+        if isinstance(cause, ConnectionRefusedError):
+            return "refused"
+        cause = cause.__cause__ or cause.__context__
+    text = str(exc)
+    kind = next((kind for marker, kind in _KIND_BY_TEXT if marker in text), None)
+    if kind is not None:
+        return kind
+    if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+        return "connect_timeout"
+    if isinstance(exc, httpx.TimeoutException):
+        return "read_timeout"
+    return "connect" if isinstance(exc, httpx.ConnectError | httpx.ProxyError) else "dropped"
+
+
+def _hint(kind: str, base: Any) -> str:
+    """What to check for a failure of ``kind`` reaching ``base`` (a split base URL)."""
+    host = base.hostname or ""
+    address = f"{host}:{base.port or (443 if base.scheme == 'https' else 80)}"
+    hints = {
+        "tls_version": (
+            "The server speaks plain HTTP? Use http:// in the connection's host, or the extra protocol=http"
+        ),
+        "certificate": (
+            "The server's TLS certificate was not accepted: check the CA bundle (extra ca_bundle) "
+            "or the extra verify"
+        ),
+        "dns": f"Host name {host!r} not found: check the connection's host (and any proxy)",
+        "dns_temporary": f"Host name {host!r} could not be resolved just now: check DNS and any proxy",
+        "refused": (
+            f"Is the service listening on {address}? Check the port, the scheme (http/https) and any proxy"
+        ),
+        "connect_timeout": (
+            f"No connection to {address} in time: check the host, port, proxy and firewall, or "
+            "raise the extra connect_timeout"
+        ),
+        "read_timeout": "The service did not answer in time: raise the extra timeout if it is busy",
+        "connect": "Check the scheme (http/https), host, port, proxy and CA bundle",
+    }
+    return hints.get(kind, "")  # dropped after connecting, or past the deadline: nothing to check
 
 
 @contextlib.contextmanager
@@ -1055,8 +1148,9 @@ class _HookBase(BaseHook, _Endpoints):
         return settings
 
     def _make_transport(self, settings: ConnectionSettings) -> _Transport:
+        conn_id = "" if self._settings is not None else self.workflowsvc_conn_id
         self._settings = settings
-        self._transport_obj = _Transport(settings)
+        self._transport_obj = _Transport(settings, conn_id)
         return self._transport_obj
 
     def __repr__(self) -> str:

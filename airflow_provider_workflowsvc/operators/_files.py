@@ -23,7 +23,16 @@ MAX_WALK_ENTRIES = 200_000
 log = logging.getLogger(__name__)
 
 
-def resolve_files(spec: Any) -> list[str]:
+class NoFilesMatchedError(WorkflowServiceInputError):
+    """A directory or glob pattern of ``files`` matches no file."""
+
+
+def resolve_files(spec: Any, *, empty_ok: bool = False) -> list[str]:
+    """The paths of :func:`resolve_named_files`."""
+    return [path for path, _ in resolve_named_files(spec, empty_ok=empty_ok)]
+
+
+def resolve_named_files(spec: Any, *, empty_ok: bool = False) -> list[tuple[str, str]]:
     """Expand ``files`` (a path, directory or glob, or a list of them) into a de-duplicated list.
 
     A path that exists is always taken literally (even with ``*``, ``?`` or ``[`` in it). Directories
@@ -31,7 +40,12 @@ def resolve_files(spec: Any) -> list[str]:
     sorted. Walks never enter symlinked directories; symlinked files are uploaded (their target is
     logged). A file reached twice (two entries, or a link and its target) is sent once. Anything that
     resolves to nothing, a path that does not exist, or a file name that is not valid UTF-8 is an
-    error raised before any request is sent.
+    error raised before any request is sent. With ``empty_ok``, a directory or pattern matching
+    nothing adds nothing, and :class:`NoFilesMatchedError` is raised only when no entry matched.
+
+    Returns ``(absolute path, name)`` pairs; the name is the one the service sees (the multipart
+    file name): the path relative to the directory or to the glob's root, with ``/`` (``2024/a.txt``),
+    or the base name for a file given by its path.
     """
     entries = _entries(spec)
     if not entries:
@@ -39,11 +53,19 @@ def resolve_files(spec: Any) -> list[str]:
             "files rendered to nothing: give at least one file, directory or glob pattern, "
             "or files=None to run the workflow without files"
         )
-    resolved: dict[str, Path] = {}
+    resolved: dict[str, tuple[Path, str]] = {}
     for entry in entries:
-        for path in _expand(entry):
-            resolved.setdefault(os.path.realpath(path), Path(os.path.abspath(path)))
-    return [str(p) for p in resolved.values()]
+        try:
+            paths = _expand(entry)
+        except NoFilesMatchedError:
+            if not empty_ok:
+                raise
+            continue
+        for path, name in paths:
+            resolved.setdefault(os.path.realpath(path), (Path(os.path.abspath(path)), name))
+    if not resolved:
+        raise NoFilesMatchedError(f"files: {', '.join(map(repr, entries))} match no files")
+    return [(str(path), name) for path, name in resolved.values()]
 
 
 def _entries(spec: Any) -> list[str]:
@@ -62,15 +84,17 @@ def _entries(spec: Any) -> list[str]:
     )
 
 
-def _expand(entry: str) -> list[Path]:
+def _expand(entry: str) -> list[tuple[Path, str]]:
+    """The files of one entry, each with its name relative to the directory or glob root."""
     path = Path(entry).expanduser()
+    root = path
     if path.is_dir():
         walk = _Walk(path)
         matches = sorted(walk.files(path, ("**", "*")))
         if not matches:
-            raise WorkflowServiceInputError(f"files: the directory {entry!r} contains no files")
+            raise NoFilesMatchedError(f"files: the directory {entry!r} contains no files")
     elif path.is_file():
-        matches = [path]
+        matches, root = [path], path.parent
     elif os.path.lexists(path) and not path.is_symlink():
         raise WorkflowServiceInputError(f"files: {entry!r} is not a regular file or a directory")
     elif _GLOB_CHARS & set(entry) and not os.path.lexists(path):
@@ -78,7 +102,7 @@ def _expand(entry: str) -> list[Path]:
         walk = _Walk(root)
         matches = sorted(walk.files(root, pattern)) if root.is_dir() else []
         if not matches:
-            raise WorkflowServiceInputError(f"files: the pattern {entry!r} matches no files")
+            raise NoFilesMatchedError(f"files: the pattern {entry!r} matches no files")
     elif path.is_symlink():
         raise WorkflowServiceInputError(f"files: {entry!r} is a broken symbolic link")
     else:
@@ -89,7 +113,7 @@ def _expand(entry: str) -> list[Path]:
         check_upload_name(match)
         if not os.access(match, os.R_OK):
             raise WorkflowServiceInputError(f"files: {str(match)!r} is not readable")
-    return matches
+    return [(match, match.relative_to(root).as_posix()) for match in matches]
 
 
 def _split_pattern(path: Path) -> tuple[Path, tuple[str, ...]]:
@@ -207,10 +231,18 @@ def safe_name(raw: str, fallback: str = "output") -> str:
     return name or fallback
 
 
+def safe_relative_name(raw: str, fallback: str = "output") -> str:
+    """A relative path made from a server-given document name: each part made safe by
+    :func:`safe_name`, with no empty, ``.`` or ``..`` parts (``2024/report.txt`` stays as it is)."""
+    parts = [p for p in str(raw).replace("\\", "/").split("/") if p not in ("", ".", "..")]
+    return "/".join(safe_name(part, "_") for part in parts) or fallback
+
+
 class OutputNames:
     """Unique, safe ``.json`` file names for a job's outputs, allocated one by one.
 
-    A name comes from the original document name when known (``report.pdf`` → ``report.pdf.json``),
+    A name comes from the original document name when known (``report.pdf`` → ``report.pdf.json``,
+    ``2024/report.txt`` → ``2024/report.txt.json``: the path relative to the input folder is kept),
     else from the file id. When one file has outputs from several nodes the node id is added; remaining
     clashes (after sanitising, case-insensitive) get ``-2``, ``-3``, ...
     """
@@ -222,7 +254,7 @@ class OutputNames:
         self._taken: set[str] = set()
 
     def allocate(self, file_id: str, node_id: str, document: str | None = None) -> str:
-        stem = safe_name(document or file_id).removesuffix(".json")
+        stem = (safe_relative_name(document) if document else safe_name(file_id)).removesuffix(".json")
         if self._per_file.get(file_id, 1) > 1:
             stem = f"{stem}.{safe_name(node_id, 'node')[:36]}"
         name, n = f"{stem}.json", 1
@@ -251,9 +283,10 @@ def document_name(path: Path, limit: int = 65536) -> str | None:
 
 
 def inside(directory: Path, name: str) -> Path:
-    """``directory / name``, refusing anything that would land outside ``directory``."""
+    """``directory / name`` (``name`` may hold subfolders), refusing anything that would land outside
+    ``directory``."""
     root = directory.resolve()
     target = (root / name).resolve()
-    if target.parent != root:
+    if root not in target.parents:
         raise WorkflowServiceInputError(f"refusing to write {name!r} outside {str(root)!r}")
     return target

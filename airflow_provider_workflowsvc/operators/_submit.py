@@ -42,6 +42,7 @@ from airflow_provider_workflowsvc.exceptions import (
 )
 
 if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.hooks._calls import LocalFile
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
     from airflow_provider_workflowsvc.models import Job
 
@@ -156,7 +157,16 @@ def carries_files_of(job: Job, run: SentRun) -> bool | None:
     has no ``input_file_ids``, or the run sent no files)."""
     if job.input_file_ids is None or not run.files:
         return None
-    return sorted(job.input_file_ids) == sorted(run.files)
+    if sorted(job.input_file_ids) == sorted(run.files):
+        return True
+    # A service that keeps only the base name of a part's file name (``2024/a.txt`` → ``a.txt``)
+    # records the same files under shorter names.
+    recorded_base_names = not any("/" in name for name in job.input_file_ids)
+    return recorded_base_names and sorted(job.input_file_ids) == sorted(_base_name(n) for n in run.files)
+
+
+def _base_name(name: str) -> str:
+    return name.rsplit("/", 1)[-1]
 
 
 def own_job(jobs: Sequence[Job], run: SentRun, until: float) -> Job | None:
@@ -302,7 +312,7 @@ class StoredRunJournal:
 # Sending the run
 
 
-def sent_file_names(files: Sequence[str] | None) -> tuple[str, ...] | None:
+def sent_file_names(files: Sequence[LocalFile] | None) -> tuple[str, ...] | None:
     """The names the service will record for ``files`` (checked: every file exists and is readable)."""
     if files is None:
         return None
@@ -314,7 +324,7 @@ def sent_file_names(files: Sequence[str] | None) -> tuple[str, ...] | None:
 def submit_run(
     hook: WorkflowServiceHook,
     workflow_id: str,
-    files: Sequence[str] | None,
+    files: Sequence[LocalFile] | None,
     log: Log,
     *,
     attempts: int = 3,

@@ -69,7 +69,9 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
 
     Pushes XCom ``job_id`` and the job link before waiting; returns a summary (``job_id``,
     ``workflow_id``, ``status``, ``outcome``, ``message``, ``node_stats``, ``failed_file_count``,
-    ``failed_files``, ``output_files``, ``elapsed_seconds``). On failure the same summary is pushed as
+    ``failed_files``, ``output_files``, ``elapsed_seconds``). ``outcome`` is the task's verdict
+    (``success``, ``failed_files`` when failed files failed the task, ``failed``, ``stopped``,
+    ``timeout``, ``error``); ``status`` is the job's own. On failure the same summary is pushed as
     the return value before the task fails.
 
     Durable execution (Airflow 3.3+, ``durable=True`` by default): the job id is kept in the task state
@@ -90,6 +92,9 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
     :param fail_on_failed_files: fail the task when the job completed but some files failed.
     :param cancel_on_timeout: cancel the job when the wait times out.
     :param cancel_on_kill: cancel the job when the task is killed (or, deferred, marked/cleared).
+    :param skip_if_no_files: skip the task (instead of failing it) when the directories and glob
+        patterns of ``files`` match no file at all; a directory or pattern matching nothing then adds
+        nothing. Paths that do not exist still fail the task.
     :param submit_attempts: run requests sent at most, when earlier ones provably created no job.
     :param run_grace_period: seconds (or a timedelta) the workflow's job list is re-read after an
         ambiguous run failure (timeout, dropped connection, 502, 504) before the run is sent again.
@@ -115,10 +120,12 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         cancel_on_kill: bool = True,
         submit_attempts: int = 3,
         run_grace_period: float | timedelta = 30.0,
+        skip_if_no_files: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         check_uuid(workflow_id, "workflow_id")
+        self.skip_if_no_files = skip_if_no_files
         self.workflow_id = workflow_id
         self.files = files
         self.workflowsvc_conn_id = workflowsvc_conn_id
@@ -135,15 +142,13 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         self.run_grace_period = positive_seconds(run_grace_period, "run_grace_period")
         self._job_id: str | None = None
         self._result: dict[str, Any] | None = None
-        self._files: list[str] | None = None
+        self._files: list[tuple[str, str]] | None = None
 
     # -- execution ---------------------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
-        from airflow_provider_workflowsvc.operators._files import resolve_files
-
         self._job_id, self._result = None, None
-        self._files = None if self.files is None else resolve_files(self.files)
+        self._files = None if self.files is None else self._resolve_files()
         try:
             if not self.wait_for_completion:
                 job_id = self.submit_job(context)
@@ -153,6 +158,21 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
             return self.execute_resumable(context)
         finally:
             self._close_hook()
+
+    def _resolve_files(self) -> list[tuple[str, str]]:
+        """The input files (path, name sent); bad ``files`` fail the task without retries, no match
+        skips it if asked."""
+        from airflow_provider_workflowsvc._compat import AirflowSkipException
+        from airflow_provider_workflowsvc.operators._execution import invalid_input_fails
+        from airflow_provider_workflowsvc.operators._files import NoFilesMatchedError, resolve_named_files
+
+        with invalid_input_fails():
+            try:
+                return resolve_named_files(self.files, empty_ok=self.skip_if_no_files)
+            except NoFilesMatchedError as exc:
+                if not self.skip_if_no_files:
+                    raise
+                raise AirflowSkipException(f"{exc}: nothing to run (skip_if_no_files=True)") from None
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Resume after the trigger: validate its event (failing closed) and apply the job's outcome."""
@@ -286,14 +306,16 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         """Log the outcome; return the summary, or push it and raise the task's failure."""
         from airflow_provider_workflowsvc._outcome import failure_for, log_outcome
 
-        log_outcome(outcome, self.log)
+        log_outcome(outcome, self.log, fail_on_failed_files=self.fail_on_failed_files)
         note = ""
         if outcome.status == "timeout" and outcome.job_id:
             from airflow_provider_workflowsvc._polling import cancel_after_timeout
 
             note = cancel_after_timeout(self.hook, outcome.job_id, self.cancel_on_timeout, self.log)
         error = failure_for(outcome, fail_on_failed_files=self.fail_on_failed_files, timeout_note=note)
-        summary = outcome.summary()
+        summary = outcome.summary(
+            fail_on_failed_files=self.fail_on_failed_files, workflow_id=str(self.workflow_id)
+        )
         if error is not None:
             if self.do_xcom_push:
                 context["ti"].xcom_push(key="return_value", value=summary)
@@ -394,6 +416,7 @@ class DownloadJobOutputOperator(_JobTask, BaseOperator):
         try:
             self.hook.download_job_output(job_id, file_id, node_id, path=staging)
             target = inside(directory, names.allocate(file_id, node_id, document_name(staging)))
+            target.parent.mkdir(parents=True, exist_ok=True)
             staging.replace(target)
         finally:
             staging.unlink(missing_ok=True)

@@ -226,9 +226,11 @@ class WorkflowJobSensor(BaseSensorOperator):
         from airflow_provider_workflowsvc._compat import AirflowFailException, AirflowSensorTimeout
         from airflow_provider_workflowsvc._outcome import failure_for, log_outcome
 
-        log_outcome(outcome, self.log)
+        log_outcome(outcome, self.log, fail_on_failed_files=self.fail_on_failed_files)
         error = failure_for(outcome, fail_on_failed_files=self.fail_on_failed_files)
-        summary = outcome.summary()
+        summary = outcome.summary(
+            fail_on_failed_files=self.fail_on_failed_files, workflow_id=self.workflow_id or None
+        )
         if outcome.job_id:
             self._unpin(context)  # the job's wait has ended: clearing the task finds a new job
         if error is None:

@@ -41,6 +41,7 @@ HOSTILE_NAMES = [
     "report.txt",
 ]
 SAFE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*\.json$")
+SAFE_FOLDER = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$")
 
 
 def run_with_names(emulator: Any, settings: Any, names: list[str]) -> str:
@@ -78,10 +79,19 @@ def test_server_given_names_cannot_escape_the_directory(
 
     root = out.resolve()
     assert len(paths) == len(HOSTILE_NAMES)
-    assert all(p.parent == root for p in paths), [str(p) for p in paths if p.parent != root]
-    assert len({p.name.lower() for p in paths}) == len(paths), "two outputs share a name"
-    bad = [p.name for p in paths if not SAFE.match(p.name) or len(p.name) > 160]
+    # A document's folders are kept (issue #15: ``2024/report.txt``), always inside the directory.
+    assert all(root in p.parents for p in paths), [str(p) for p in paths if root not in p.parents]
+    relative = [p.relative_to(root) for p in paths]
+    assert len({str(r).lower() for r in relative}) == len(paths), "two outputs share a name"
+    bad = [
+        str(r)
+        for r in relative
+        if not SAFE.match(r.name)
+        or not all(SAFE_FOLDER.match(part) for part in r.parts[:-1])
+        or any(len(part) > 160 for part in r.parts)
+    ]
     assert not bad, bad
+    assert root / "sub" / "a.txt.json" in paths and root / "escape.txt.json" in paths
     assert files_under(tmp_path) == sorted(paths), "a file was written elsewhere, or a partial one left"
     numbers = {int(n) for p in paths for n in re.findall(r"document number (\d+)", p.read_text())}
     assert numbers == set(range(len(HOSTILE_NAMES)))  # each file holds its own document, complete
@@ -91,6 +101,7 @@ def test_server_given_names_cannot_escape_the_directory(
         outside_the_directory=0,
         collisions_renamed=sum(1 for p in paths if re.search(r"-\d+\.json$", p.name)),
         longest_name=max(len(p.name) for p in paths),
+        in_subfolders=sum(1 for r in relative if len(r.parts) > 1),
     )
 
 
