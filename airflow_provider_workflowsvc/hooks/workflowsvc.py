@@ -876,7 +876,9 @@ _KIND_BY_TEXT = (
 def _failure_kind(exc: httpx.TransportError) -> str:
     """What kind of failure ``exc`` is, from the OS or TLS error behind it (else from its text)."""
     cause: BaseException | None = exc
-    while cause is not None:
+    seen: set[int] = set()
+    while cause is not None and id(cause) not in seen:  # a chain can loop back on itself
+        seen.add(id(cause))
         if isinstance(cause, ssl.SSLCertVerificationError):
             return "certificate"
         if isinstance(cause, ssl.SSLError) and cause.reason in _PLAIN_HTTP_REASONS:
