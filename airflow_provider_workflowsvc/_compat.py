@@ -1,4 +1,5 @@
-"""Airflow names whose home differs between Airflow 3.0 and 3.3, imported from this one place.
+"""
+Airflow names whose home differs between Airflow 3.0 and 3.3, imported from this one place.
 
 Every other module of the provider imports these names from here. Each name comes from its newest home
 (the Task SDK) on the Airflow that has it there; each fallback says which Airflow needs it. The choice
@@ -47,7 +48,8 @@ else:  # Airflow 3.0 and 3.1: configuration and these exceptions are still in co
 
 
 class ResumableJobStandIn:
-    """Durable execution's mixin for Airflow < 3.3: submit, wait, return the result.
+    """
+    Durable execution's mixin for Airflow < 3.3: submit, wait, return the result.
 
     Airflow < 3.3 has no ``task_state_store`` to resume from, so nothing survives a worker crash: every
     try submits a new job, as an operator without durable execution does. ``durable`` is accepted (a

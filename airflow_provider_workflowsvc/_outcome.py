@@ -1,4 +1,5 @@
-"""What a finished (or abandoned) wait for a job means: one place for operator, sensor and trigger.
+"""
+What a finished (or abandoned) wait for a job means: one place for operator, sensor and trigger.
 
 * :class:`JobOutcome` is the trigger event payload and the source of the task's XCom summary. It is
   validated strictly when it comes back from the triggerer: anything unexpected fails the task.
@@ -104,7 +105,8 @@ class JobOutcome(_Strict):
         return self.status
 
     def summary(self, *, fail_on_failed_files: bool, workflow_id: str | None = None) -> dict[str, Any]:
-        """The task's XCom return value: JSON-serializable, no secrets.
+        """
+        The task's XCom return value: JSON-serializable, no secrets.
 
         ``outcome`` is the task's :meth:`verdict` (the job's own status is ``status``);
         ``workflow_id`` fills in the workflow when the wait ended before the job record was read.
@@ -204,8 +206,10 @@ def _seconds(value: float | None) -> str:
 
 
 def log_outcome(outcome: JobOutcome, log: logging.Logger | Any, *, fail_on_failed_files: bool) -> None:
-    """The final summary line (with the task's verdict), and the full failed-file list (the exception
-    only shows the first few)."""
+    """
+    The final summary line (with the task's verdict), and the full failed-file list (the exception
+    only shows the first few).
+    """
     log.info(
         "Job %s finished waiting: %s (job status %s) after %.1f s; %d output file(s), %d failed file(s)%s",
         outcome.job_id,
@@ -226,7 +230,8 @@ def log_outcome(outcome: JobOutcome, log: logging.Logger | Any, *, fail_on_faile
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether a failed status request is worth trying again later (the wait goes on).
+    """
+    Whether a failed status request is worth trying again later (the wait goes on).
 
     An unreadable or unexpected 2xx answer counts, like a 503: the job goes on whatever one answer
     said, and failing the wait would leave it running, untracked. A refused connection counts (the
@@ -247,8 +252,10 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def survive_transient(exc: Exception, log: logging.Logger | Any, what: str, retry: str = "next poll") -> None:
-    """Log that ``what`` failed transiently and will be tried again at the ``retry``; re-raise any
-    other error (the one place deciding which failures a wait survives)."""
+    """
+    Log that ``what`` failed transiently and will be tried again at the ``retry``; re-raise any
+    other error (the one place deciding which failures a wait survives).
+    """
     if not is_transient(exc):
         raise exc
     log.warning("%s failed (%s); trying again at the %s", what, exc, retry)
@@ -306,7 +313,8 @@ class JobWatch:
         return JobStatus.UNKNOWN, (job.raw_status if job is not None else None) or "unknown"
 
     def confirmed_by(self, job: Job) -> bool:
-        """Whether the job record, read after the details said terminal, agrees that the job has ended.
+        """
+        Whether the job record, read after the details said terminal, agrees that the job has ended.
 
         A record in a known non-terminal status means the details ran ahead (or disagree): the wait
         goes on. A record whose status this provider does not know does not contradict the details.
@@ -382,7 +390,8 @@ def unfound_outcome(status: OutcomeStatus, message: str, elapsed: float) -> JobO
 
 
 class PollSchedule:
-    """Poll every ``interval`` s; the last poll ``FINAL_POLL_LEAD`` s (at most one interval) before the
+    """
+    Poll every ``interval`` s; the last poll ``FINAL_POLL_LEAD`` s (at most one interval) before the
     deadline, none after; the wait then ends at the deadline (:meth:`rest`), so it lasts the timeout
     the user set, and no request outlives it.
 
@@ -409,7 +418,8 @@ class PollSchedule:
         return self.cutoff - time.time()
 
     def next_pause(self) -> float | None:
-        """Seconds to sleep before the next poll, or None when the polls are over.
+        """
+        Seconds to sleep before the next poll, or None when the polls are over.
 
         A wait that starts at or past its deadline (a triggerer that picked the trigger up late) polls
         once at once, with ``FINAL_POLL_RESERVE`` seconds for it, before it reports a timeout.
@@ -429,8 +439,10 @@ class PollSchedule:
         return max(remaining - self._lead, 0.0)
 
     def rest(self) -> float:
-        """Seconds from now to the deadline, slept after the last poll: a wait that did not see its job
-        end lasts its whole timeout (a last poll that answered early does not end it early)."""
+        """
+        Seconds from now to the deadline, slept after the last poll: a wait that did not see its job
+        end lasts its whole timeout (a last poll that answered early does not end it early).
+        """
         return max(self.remaining(), 0.0)
 
 

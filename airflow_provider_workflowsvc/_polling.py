@@ -1,4 +1,5 @@
-"""The requests behind a wait, sync (operator, sensor) and async (trigger); the meaning is in ``_outcome``.
+"""
+The requests behind a wait, sync (operator, sensor) and async (trigger); the meaning is in ``_outcome``.
 
 Every request of a wait ends by the wait's deadline (:func:`~.hooks.workflowsvc.deadline`: timeouts cut
 to the time left, no retry past it), and a cancel sent when a task ends gets ``CANCEL_BUDGET`` seconds.
@@ -88,7 +89,8 @@ def wait_for_job(
 
 
 def cancel_quietly(hook: WorkflowServiceHook, job_id: str, log: Log, within: float | None = None) -> bool:
-    """Ask the service to stop a job; True when it is stopped by now, False when it had ended.
+    """
+    Ask the service to stop a job; True when it is stopped by now, False when it had ended.
 
     ``within``: seconds the cancel may take, retries included (None: the hook's own limits). A 409,
     or an ambiguous failure (5xx, dropped connection, unreadable answer: a cancel the service may have
@@ -127,8 +129,10 @@ def _unread_verdict(job_id: str, exc: Exception, read_exc: Exception, log: Log) 
 
 
 def _cancel_verdict(job: Job, exc: Exception, log: Log) -> bool:
-    """Stopped → True (the cancel took effect); ended otherwise, or a 409 (the service's word that it
-    had ended) → False; still going after an ambiguous failure → the failure is raised."""
+    """
+    Stopped → True (the cancel took effect); ended otherwise, or a 409 (the service's word that it
+    had ended) → False; still going after an ambiguous failure → the failure is raised.
+    """
     if job.status is JobStatus.STOPPED:
         log.info("Job %s is stopped (the cancel answered: %s)", job.id, exc)
         return True
@@ -156,8 +160,10 @@ COMPLETED_WITH_FAILED_FILES = "completed with failed files"
 
 
 def resumed_status(hook: WorkflowServiceHook, job_id: str, fail_on_failed_files: bool) -> str:
-    """The status of a job a retried task stored; ``not found`` and ``completed with failed files``
-    (when those fail the task) mean: run the workflow again."""
+    """
+    The status of a job a retried task stored; ``not found`` and ``completed with failed files``
+    (when those fail the task) mean: run the workflow again.
+    """
     try:
         job = hook.get_job(job_id)
     except WorkflowServiceNotFoundError:
@@ -169,8 +175,10 @@ def resumed_status(hook: WorkflowServiceHook, job_id: str, fail_on_failed_files:
 
 
 def is_resumable(status: str) -> bool:
-    """Reconnect to a stored job that is scheduled, in progress, or in a status nobody knows (never
-    risk a duplicate run)."""
+    """
+    Reconnect to a stored job that is scheduled, in progress, or in a status nobody knows (never
+    risk a duplicate run).
+    """
     if status in (NOT_FOUND, COMPLETED_WITH_FAILED_FILES):
         return False
     parsed = JobStatus(status)

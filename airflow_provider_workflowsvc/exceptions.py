@@ -1,4 +1,5 @@
-"""Errors raised by the Workflow Service provider.
+"""
+Errors raised by the Workflow Service provider.
 
 Every message names what went wrong and where; none carries a token, API key or secret config value
 (pydantic's own messages echo input values, so validation errors are re-rendered without them).
@@ -81,7 +82,8 @@ def validate_input(model: type[M], what: str, data: Any) -> M:
 
 
 class WorkflowServiceConnectionError(WorkflowServiceError):
-    """The request did not get an HTTP response (connection refused or dropped, timeout, TLS, DNS).
+    """
+    The request did not get an HTTP response (connection refused or dropped, timeout, TLS, DNS).
 
     ``sent`` is False only when the request provably never reached the server (the connection was
     never established), which is the one case where a run or create may be sent again. ``url`` is the
@@ -123,7 +125,8 @@ class WorkflowServiceResponseError(WorkflowServiceError):
 
 
 class WorkflowServiceApiError(WorkflowServiceError):
-    """The server answered with an error status.
+    """
+    The server answered with an error status.
 
     ``status_code``, ``method``, ``path`` (full URL path), ``detail`` (the server's explanation, a 422
     detail list rendered as ``field: message`` lines), ``reason`` (the HTTP reason phrase) and

@@ -1,4 +1,5 @@
-"""Typed resources and request bodies of the Workflow Service API.
+"""
+Typed resources and request bodies of the Workflow Service API.
 
 Responses tolerate unknown fields and unknown enum values (a newer server must not break an older
 provider); requests forbid unknown fields and send exactly the spec's field names. Secret values are
@@ -99,7 +100,8 @@ def is_secret_field(name: str) -> bool:
 
 
 def _wrap_secrets(value: Any) -> Any:
-    """Turn values under secret-looking keys into ``SecretStr``, recursively.
+    """
+    Turn values under secret-looking keys into ``SecretStr``, recursively.
 
     Every string below a secret-looking key is wrapped, also inside a list or object held by that key
     (a service-account key given as an object, a list of tokens).
@@ -373,7 +375,8 @@ class ConnectionCheckStatus(_TolerantEnum):
 
 
 class _Response(BaseModel):
-    """A response shape: extra fields are kept, never an error.
+    """
+    A response shape: extra fields are kept, never an error.
 
     Validation errors never echo input values (they may be secrets), also where pydantic's own
     message reaches the user (a config model built in a DAG file or a task).
@@ -406,7 +409,8 @@ class AzureSourceConfig(_Request):
 
 
 class ConfluenceSourceConfig(_Request):
-    """Confluence source settings; exactly one authentication variant must be complete.
+    """
+    Confluence source settings; exactly one authentication variant must be complete.
 
     1. API token: ``username`` + ``token`` (``cloud`` true for a cloud instance).
     2. Personal access token: ``token`` alone, with ``cloud`` false.
@@ -836,8 +840,10 @@ PermissionAction = Literal["read", "update", "delete"]
 
 
 class DataSource(_Response):
-    """``metadata.data_source``: ``permissions_data`` is a list of single-key objects
-    (``read``/``update``/``delete`` → users and groups). Other keys a newer server adds are kept."""
+    """
+    ``metadata.data_source``: ``permissions_data`` is a list of single-key objects
+    (``read``/``update``/``delete`` → users and groups). Other keys a newer server adds are kept.
+    """
 
     permissions_data: list[dict[str, PermissionGrant]] | None = None
 

@@ -1,4 +1,5 @@
-"""What every benchmark shares: result rows and the table, child processes, memory readings, machine info.
+"""
+What every benchmark shares: result rows and the table, child processes, memory readings, machine info.
 
 Benchmarks that measure a process (import time, RSS, CPU time) run it as a fresh child:
 ``python -m benchmarks.<module> --child ...``, which prints one ``BENCH-RESULT {json}`` line.
@@ -155,7 +156,8 @@ def run_child(
     sample_every: float | None = None,
     on_ready: Callable[[], str] | None = None,
 ) -> dict[str, Any]:
-    """Run ``python args...`` to the end; its ``BENCH-RESULT`` JSON (an error names its stderr tail).
+    """
+    Run ``python args...`` to the end; its ``BENCH-RESULT`` JSON (an error names its stderr tail).
 
     With ``sample_every``, the child's RSS and open sockets are also read from ``/proc`` that often
     (by this process, so the child's CPU time is not disturbed): ``result["sampled"]`` has the maxima.

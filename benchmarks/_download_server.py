@@ -1,4 +1,5 @@
-"""A benchmark-only server of one route: ``GET /api/v1/jobs/{job_id}/download`` streaming a big JSON output.
+"""
+A benchmark-only server of one route: ``GET /api/v1/jobs/{job_id}/download`` streaming a big JSON output.
 
 The emulator keeps each output as one JSON text in SQLite and answers it in one piece, and would have to
 partition a 1 GiB document to make one that large, so the download benchmark uses this instead: a plain

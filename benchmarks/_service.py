@@ -1,4 +1,5 @@
-"""The emulator side of the benchmarks: start it as a subprocess, make workflows and jobs of a set length.
+"""
+The emulator side of the benchmarks: start it as a subprocess, make workflows and jobs of a set length.
 
 A job of a local-source workflow with one small text file goes through ``1 + nodes`` processing slots
 of ``processing_delay`` emulator seconds each (see ``emulator/jobs.py``): with the default three nodes
@@ -53,7 +54,8 @@ def local_workflow(hook: WorkflowServiceHook, prefix: str = "bench") -> str:
 
 
 def make_jobs(emu: EmulatorHandle, count: int, job_seconds: float, *, concurrency: int = 8) -> list[str]:
-    """Start ``count`` one-file jobs that each take ``job_seconds`` (emulator time); their ids, in order.
+    """
+    Start ``count`` one-file jobs that each take ``job_seconds`` (emulator time); their ids, in order.
 
     The run requests are sent concurrently (raw httpx, ``concurrency`` at a time) so the jobs start
     close together.

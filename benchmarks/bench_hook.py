@@ -1,4 +1,5 @@
-"""Hook overhead: ``get_job`` through the sync hook against raw ``httpx.Client`` on the same emulator route.
+"""
+Hook overhead: ``get_job`` through the sync hook against raw ``httpx.Client`` on the same emulator route.
 
 Both send ``GET /api/v1/jobs/{id}`` one after the other over one keep-alive connection, to the emulator
 in its own process. Raw means ``client.get(...)``, ``raise_for_status()`` and ``.json()``: the least

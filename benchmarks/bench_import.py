@@ -1,4 +1,5 @@
-"""DAG-parse cost: extra import time of the provider's DAG-facing modules over ``import airflow.sdk``.
+"""
+DAG-parse cost: extra import time of the provider's DAG-facing modules over ``import airflow.sdk``.
 
 Each sample is a fresh interpreter that imports ``airflow.sdk`` and then the modules under test, timing
 both with ``time.perf_counter`` (wall) and ``time.process_time`` (CPU). The figure is the second

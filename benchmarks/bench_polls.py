@@ -1,4 +1,5 @@
-"""Poll economy: API requests per job wait, for jobs of 10 s, 60 s and 600 s, at the default poll interval.
+"""
+Poll economy: API requests per job wait, for jobs of 10 s, 60 s and 600 s, at the default poll interval.
 
 Time is emulated: the wait's sleeps do not sleep, they advance the emulator's clock (jobs progress by
 that clock) and the waiting code's own clock (deadline, elapsed) by the same amount. Patched for the

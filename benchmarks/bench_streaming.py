@@ -1,4 +1,5 @@
-"""Streaming: upload 1 GiB of local files through ``run_workflow`` and download an output of 1 GiB.
+"""
+Streaming: upload 1 GiB of local files through ``run_workflow`` and download an output of 1 GiB.
 
 Each transfer runs in a fresh child process whose peak RSS (``ru_maxrss``) is the figure: the client
 must stream, never hold a file in memory. Beside each hook transfer, the same transfer with raw httpx
@@ -120,8 +121,10 @@ def _write_inputs(directory: Path, total: int, count: int) -> list[str]:
 
 
 def _order(index: int) -> tuple[str, ...]:
-    """Hook and raw alternate, hook first in even runs and raw first in odd ones (ABBA), so a slow
-    moment of a noisy machine, or disk writeback after the uploads, does not always hit the same one."""
+    """
+    Hook and raw alternate, hook first in even runs and raw first in odd ones (ABBA), so a slow
+    moment of a noisy machine, or disk writeback after the uploads, does not always hit the same one.
+    """
     if index % 2 == 0:
         return KINDS
     return ("raw-upload", "hook-upload", "raw-download", "hook-download")

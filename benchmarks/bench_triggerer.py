@@ -1,4 +1,5 @@
-"""Triggerer fan-in: many ``WorkflowJobTrigger``s waiting at once in one event loop, against the emulator.
+"""
+Triggerer fan-in: many ``WorkflowJobTrigger``s waiting at once in one event loop, against the emulator.
 
 The emulator runs in its own process (its CPU is not ours). The triggers run in a fresh child process
 that does only that, like a triggerer: after one warm-up trigger it records its RSS, then starts all

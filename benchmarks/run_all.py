@@ -1,4 +1,5 @@
-"""Run every benchmark and print one table: ``./dev bench`` (or ``python -m benchmarks.run_all``).
+"""
+Run every benchmark and print one table: ``./dev bench`` (or ``python -m benchmarks.run_all``).
 
 Sections: 1 DAG-parse cost (import time), 2 triggerer fan-in, 3 hook overhead, 4 streaming memory, 5 poll
 economy. Every figure is measured beside its reference in the same run; the table shows the median of

@@ -1,4 +1,5 @@
-"""A Confluence → custom workflow → Astra DB pipeline, built and run from Airflow.
+"""
+A Confluence → custom workflow → Astra DB pipeline, built and run from Airflow.
 
 1. Create (or reuse, by name) a Confluence source connector and an Astra DB destination connector.
 2. Check both connections (the task fails with the service's reason when a check fails).

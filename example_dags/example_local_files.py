@@ -1,4 +1,5 @@
-"""Process local files with the Workflow Service, waiting in the triggerer (deferrable).
+"""
+Process local files with the Workflow Service, waiting in the triggerer (deferrable).
 
 1. ``create_workflow``: create a workflow with no connectors (a local source and a local destination:
    files are sent with the run, output is downloaded), or reuse the one of the same name.

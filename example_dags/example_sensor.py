@@ -1,4 +1,5 @@
-"""Wait for the job a workflow's own schedule starts in the service, then use its result.
+"""
+Wait for the job a workflow's own schedule starts in the service, then use its result.
 
 A workflow with a ``schedule`` (``daily``, ``every hour``, ...) creates its jobs inside the service,
 not from Airflow. This DAG runs daily and waits, in the triggerer (deferrable), for the first job of

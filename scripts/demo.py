@@ -1,4 +1,5 @@
-"""The one-command demo (``./dev demo [--keep]``): the local-files example on a real, local Airflow.
+"""
+The one-command demo (``./dev demo [--keep]``): the local-files example on a real, local Airflow.
 
 Starts the Workflow Service emulator and Airflow (api-server, scheduler, dag-processor, triggerer),
 runs ``example_dags/example_local_files.py`` through the scheduler, the worker and the triggerer,

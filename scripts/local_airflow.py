@@ -1,4 +1,5 @@
-"""A real Airflow deployment on this machine, for the demo and the end-to-end test.
+"""
+A real Airflow deployment on this machine, for the demo and the end-to-end test.
 
 ``LocalAirflow`` creates an Airflow home, runs ``airflow db migrate`` and starts the four components
 (api-server, scheduler, dag-processor, triggerer) as background processes, each in its own process
@@ -147,7 +148,8 @@ def _sigint_ignored() -> Iterator[None]:
 
 @dataclass
 class LocalAirflow:
-    """Airflow (api-server, scheduler, dag-processor, triggerer) on this machine; see the module doc.
+    """
+    Airflow (api-server, scheduler, dag-processor, triggerer) on this machine; see the module doc.
 
     ``env`` is added to the components' environment (e.g. ``AIRFLOW_CONN_WORKFLOWSVC_DEFAULT``); the
     caller's own ``AIRFLOW*`` variables are not inherited. ``home`` defaults to a new temp directory
@@ -280,8 +282,10 @@ class LocalAirflow:
         return time.monotonic() - started
 
     def _migrate(self, timeout: float) -> None:
-        """``airflow db migrate``; with ``db_template``, copy a DB migrated earlier instead (and keep a
-        copy of a fresh one there): saves ~10 s. Only schema and default rows are copied."""
+        """
+        ``airflow db migrate``; with ``db_template``, copy a DB migrated earlier instead (and keep a
+        copy of a fresh one there): saves ~10 s. Only schema and default rows are copied.
+        """
         database = self.airflow_home / "airflow.db"
         template = self.db_template
         if template is not None and template.is_file():
@@ -295,9 +299,11 @@ class LocalAirflow:
             partial.replace(template)
 
     def stop(self, timeout: float = 60) -> None:
-        """SIGTERM every component's process group, wait up to ``timeout`` s, SIGKILL what is left.
+        """
+        SIGTERM every component's process group, wait up to ``timeout`` s, SIGKILL what is left.
 
-        A second Ctrl-C while stopping is ignored, so it cannot leave components behind."""
+        A second Ctrl-C while stopping is ignored, so it cannot leave components behind.
+        """
         atexit.unregister(self.stop)
         with _sigint_ignored():
             self._stop(timeout)
@@ -412,8 +418,10 @@ class LocalAirflow:
         return {"authorization": f"Bearer {token}"} if token else {}
 
     def token(self) -> str | None:
-        """A JWT for the REST API. With ``simple_auth_manager_all_admins`` the api-server adds one to
-        every request itself; ``GET /auth/token`` hands one out without credentials all the same."""
+        """
+        A JWT for the REST API. With ``simple_auth_manager_all_admins`` the api-server adds one to
+        every request itself; ``GET /auth/token`` hands one out without credentials all the same.
+        """
         response = httpx.get(f"{self.base_url}/auth/token", timeout=10)
         if response.status_code in (200, 201):
             token = response.json().get("access_token")
@@ -498,8 +506,10 @@ class LocalAirflow:
         on_poll: Callable[[dict[str, Any]], None] | None = None,
         interval: float = 1.0,
     ) -> dict[str, Any]:
-        """Poll until the run is success/failed; ``on_poll`` sees each run JSON. Fails on timeout or when
-        a component dies meanwhile."""
+        """
+        Poll until the run is success/failed; ``on_poll`` sees each run JSON. Fails on timeout or when
+        a component dies meanwhile.
+        """
         deadline = time.monotonic() + timeout
         while True:
             run = self.dag_run(dag_id, run_id)
@@ -599,7 +609,8 @@ def local_stack(
     start_timeout: float = 180,
     stop_timeout: float = 60,
 ) -> Iterator[tuple[LocalAirflow, Any]]:
-    """The emulator (subprocess) plus a LocalAirflow whose ``workflowsvc_default`` points at it.
+    """
+    The emulator (subprocess) plus a LocalAirflow whose ``workflowsvc_default`` points at it.
 
     Yields ``(airflow, emulator)``; ``emulator`` is the handle of ``running_emulator`` (base_url,
     requests(), configure(), ...). Both are stopped on exit, also after an error or Ctrl-C.

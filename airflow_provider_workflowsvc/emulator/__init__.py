@@ -1,4 +1,5 @@
-"""A local emulator of the whole Workflow Service API (FastAPI + uvicorn, state in SQLite).
+"""
+A local emulator of the whole Workflow Service API (FastAPI + uvicorn, state in SQLite).
 
 Run it with ``workflowsvc-emulator --port 8765`` (or ``python -m airflow_provider_workflowsvc.emulator``);
 in tests use :func:`airflow_provider_workflowsvc.emulator.testing.running_emulator`. The provider never

@@ -1,4 +1,5 @@
-"""Command line: ``python -m airflow_provider_workflowsvc.emulator`` / ``workflowsvc-emulator``.
+"""
+Command line: ``python -m airflow_provider_workflowsvc.emulator`` / ``workflowsvc-emulator``.
 
 Prints ``Workflow Service emulator listening on http://HOST:PORT/api/v1`` once it accepts connections,
 and stops cleanly on SIGTERM or SIGINT. The token and API key can also come from the environment

@@ -1,4 +1,5 @@
-"""Text of simple PDFs: each content stream (uncompressed or FlateDecode) in file order is a page.
+"""
+Text of simple PDFs: each content stream (uncompressed or FlateDecode) in file order is a page.
 
 Enough for PDFs written by ordinary generators with standard fonts: text shown with ``Tj``, ``TJ``,
 ``'`` and ``"`` inside ``BT``/``ET``. Encrypted PDFs, other stream filters and CID-keyed fonts are not

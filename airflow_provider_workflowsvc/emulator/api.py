@@ -1,4 +1,5 @@
-"""Routes of the emulated ``/api/v1``: parse the request, call the :class:`Service`, answer JSON.
+"""
+Routes of the emulated ``/api/v1``: parse the request, call the :class:`Service`, answer JSON.
 
 Plain Starlette routes (no dependency injection) keep request handling lean. Paths are registered
 without a trailing slash; the middleware makes the slash form reach them too.
@@ -79,7 +80,8 @@ async def json_body(request: Request) -> dict[str, Any]:
 
 @asynccontextmanager
 async def uploads(request: Request) -> AsyncIterator[list[Upload]]:
-    """The ``input_files`` / ``input_files[]`` parts of a multipart run request (none for other bodies).
+    """
+    The ``input_files`` / ``input_files[]`` parts of a multipart run request (none for other bodies).
 
     Parts are streamed to spooled temporary files (on disk beyond 1 MiB), never read whole into
     memory here; they are deleted when the block ends.

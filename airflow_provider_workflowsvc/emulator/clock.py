@@ -14,7 +14,8 @@ def to_datetime(timestamp: float) -> datetime:
 
 
 class Clock:
-    """Emulator time in epoch seconds: ``time.time() + offset``, to the microsecond.
+    """
+    Emulator time in epoch seconds: ``time.time() + offset``, to the microsecond.
 
     Microseconds are what ISO-8601 timestamps carry, so a time read back from a response compares
     equal to the stored one.

@@ -70,7 +70,8 @@ class EmulatorConfig(BaseModel):
 
 
 class FaultRule(BaseModel):
-    """Which requests to disturb and how.
+    """
+    Which requests to disturb and how.
 
     A rule matches requests by method and path (a glob on the full path, or a regex). Of the matching
     requests it affects a ``rate`` fraction, at most ``count`` of them: each affected request waits

@@ -1,4 +1,5 @@
-"""How each dialect spells what the emulated service answers (see docs/emulator.md, "Dialects").
+"""
+How each dialect spells what the emulated service answers (see docs/emulator.md, "Dialects").
 
 ``spec``: the spec's own examples (lower-case job statuses, ``im progress`` in the job listing, 200 for
 every answer). ``platform``: what the live service sends where the spec is silent, as its public SDK

@@ -1,4 +1,5 @@
-"""Error answers of the emulated API: ``{"detail": "..."}`` and FastAPI-style validation lists.
+"""
+Error answers of the emulated API: ``{"detail": "..."}`` and FastAPI-style validation lists.
 
 Validation messages never carry input values (they may be secrets): pydantic's ``input`` and ``ctx`` are
 dropped and any message that would quote the input is replaced by a generic one.

@@ -1,4 +1,5 @@
-"""Who may talk to the emulator at all: the control API needs the bearer token, and on loopback the
+"""
+Who may talk to the emulator at all: the control API needs the bearer token, and on loopback the
 ``Host`` header must name loopback.
 
 A web page the user visits can make the browser POST to ``http://127.0.0.1:<port>/_emulator/reset``

@@ -1,4 +1,5 @@
-"""A job's record and its state at any instant, computed from the emulator clock.
+"""
+A job's record and its state at any instant, computed from the emulator clock.
 
 A job is ``scheduled`` for one processing slot (``delay`` seconds), then its files flow through the
 workflow's nodes like a pipeline: file *i* is in node *j* during slot *i + j*. A file that cannot be

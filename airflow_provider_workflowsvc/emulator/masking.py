@@ -1,4 +1,5 @@
-"""What the emulator keeps and shows of a connector's config: secrets never, known settings as given.
+"""
+What the emulator keeps and shows of a connector's config: secrets never, known settings as given.
 
 The rule (one place): every string of a connector ``config`` is replaced by :data:`MASK` unless its
 top-level key is a known non-secret setting of that connector type (:data:`NON_SECRET_FIELDS`); even

@@ -1,4 +1,5 @@
-"""What happens to every ``/api/v1`` request before it reaches a route.
+"""
+What happens to every ``/api/v1`` request before it reaches a route.
 
 In order: the request is logged; injected faults (latency, error status, dropped connection) are
 applied (a fault in the ``after`` phase lets the request be processed first and replaces its answer;
@@ -75,7 +76,8 @@ async def send_json(send: Send, status: int, body: Any, headers: dict[str, str] 
 
 
 async def buffered(receive: Receive) -> Receive:
-    """Read the whole request body now; the returned ``receive`` serves it, then defers to ``receive``.
+    """
+    Read the whole request body now; the returned ``receive`` serves it, then defers to ``receive``.
 
     A request held (injected latency) with its body read is processed after the wait whether or not
     the client is still connected, as a real server does not undo work when the client gives up.

@@ -1,4 +1,5 @@
-"""Turn an uploaded file into document elements, or say precisely why it cannot be processed.
+"""
+Turn an uploaded file into document elements, or say precisely why it cannot be processed.
 
 Supported: plain text (``.txt``; form feeds separate pages), Markdown, HTML, CSV/TSV, JSON, XML and
 simple PDFs (see :mod:`._pdf`). The format comes from the file name's extension, else from the part's

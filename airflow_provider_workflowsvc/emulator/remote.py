@@ -1,4 +1,5 @@
-"""Stand-ins for the documents a remote source connector would read: deterministic, derived from config.
+"""
+Stand-ins for the documents a remote source connector would read: deterministic, derived from config.
 
 * confluence: the configured ``spaces`` (or ``ENG`` and ``SALES`` when none are given), at most
   ``max_num_of_spaces`` of them, each with ``min(5, max_num_of_docs_from_each_space)`` pages; every

@@ -1,4 +1,5 @@
-"""The Workflow Service as its spec describes it: the emulator's own request and response models.
+"""
+The Workflow Service as its spec describes it: the emulator's own request and response models.
 
 Written from ``workflow-service-api.md`` (and, for what the spec leaves out, the platform dialect
 notes), never imported from the provider, so a mistake in the provider's models cannot hide behind

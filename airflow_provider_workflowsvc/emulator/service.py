@@ -1,4 +1,5 @@
-"""The emulated Workflow Service: connectors, workflows, jobs, connection checks and schedules.
+"""
+The emulated Workflow Service: connectors, workflows, jobs, connection checks and schedules.
 
 Every method takes already-parsed arguments, reads and writes the :class:`Store`, and returns JSON-ready
 data shaped by the emulator's own models (``schema.py``) and spelled as its dialect says, or raises
@@ -123,7 +124,8 @@ def _timestamp(value: datetime) -> float:
 
 
 def check_failure(config: Mapping[str, Any]) -> str | None:
-    """Why a connection check of this (revealed) config fails, or None when it succeeds.
+    """
+    Why a connection check of this (revealed) config fails, or None when it succeeds.
 
     A check fails when any config value contains ``fail-check``, or names a URL whose host is in the
     reserved ``.invalid`` domain. The reason names the field, never its value.
@@ -338,7 +340,8 @@ class Service:
 
     @staticmethod
     def _stored_config(kind: Kind, connector_type: str, config: dict[str, Any]) -> dict[str, Any]:
-        """The config as responses show it (secrets masked) and the outcome of future checks.
+        """
+        The config as responses show it (secrets masked) and the outcome of future checks.
 
         Secret values are never stored: only their check outcome is kept.
         """
@@ -743,7 +746,8 @@ class Service:
     # -- schedules -------------------------------------------------------------------------------
 
     def fire_due_schedules(self) -> int:
-        """Create a job for each schedule occurrence due by now; the number of jobs created.
+        """
+        Create a job for each schedule occurrence due by now; the number of jobs created.
 
         At most :data:`MAX_SCHEDULED_JOBS_PER_CHECK` per workflow per call: older occurrences beyond
         that are skipped.

@@ -1,4 +1,5 @@
-"""SQLite state of the emulator: one JSON document per row, plus the columns used to select rows.
+"""
+SQLite state of the emulator: one JSON document per row, plus the columns used to select rows.
 
 In memory by default; with a file path the state survives a restart (WAL journal). All access goes
 through one connection guarded by a lock.

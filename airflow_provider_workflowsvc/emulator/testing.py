@@ -1,4 +1,5 @@
-"""Run an emulator for tests: ``with running_emulator() as emu: ...``.
+"""
+Run an emulator for tests: ``with running_emulator() as emu: ...``.
 
 In-process mode serves a real uvicorn server on a free loopback port from a background thread;
 ``subprocess=True`` runs ``python -m airflow_provider_workflowsvc.emulator`` instead (for restarts and
@@ -248,7 +249,8 @@ def running_emulator(
     dialect: Dialect = "spec",
     **fault_options: Any,
 ) -> Iterator[EmulatorHandle]:
-    """An emulator for the duration of the block (in this process, or as a subprocess).
+    """
+    An emulator for the duration of the block (in this process, or as a subprocess).
 
     ``dialect`` is how it answers: ``spec`` (the spec's examples) or ``platform`` (the live service).
 

@@ -1,4 +1,5 @@
-"""One description of every Workflow Service request, shared by the sync and async hooks.
+"""
+One description of every Workflow Service request, shared by the sync and async hooks.
 
 Each function validates its arguments (raising :class:`WorkflowServiceInputError` before anything is
 sent) and returns an :class:`ApiCall`: method, path, query, body, how to parse the answer and whether
@@ -173,7 +174,8 @@ LocalFile = str | os.PathLike[str] | tuple[str | os.PathLike[str], str]
 
 
 def upload_files(paths: Iterable[LocalFile] | str | os.PathLike[str]) -> tuple[UploadFile, ...]:
-    """Check local files exist and are readable; name each (its base name, or the name given with it)
+    """
+    Check local files exist and are readable; name each (its base name, or the name given with it)
     and guess its media type.
 
     A single path (not in a list) is one file, not a sequence of one-letter names. A given name may
@@ -389,7 +391,8 @@ def delete_workflow(workflow_id: str | UUID) -> ApiCall[None]:
 def run_workflow(
     workflow_id: str | UUID, files: Iterable[LocalFile] | str | os.PathLike[str] | None = None
 ) -> ApiCall[Job | None]:
-    """Run a workflow once: no body, or one streamed ``input_files`` part per local file (a path, or
+    """
+    Run a workflow once: no body, or one streamed ``input_files`` part per local file (a path, or
     ``(path, name)`` to send it under another name).
 
     Returns the created job when the server answers with one. Never retried once it may have reached
@@ -407,7 +410,8 @@ def run_workflow(
 def list_jobs(
     workflow_id: str | UUID | None = None, status: JobStatus | str | None = None
 ) -> ApiCall[list[Job]]:
-    """List jobs, optionally of one workflow and/or in one status (both filters combine).
+    """
+    List jobs, optionally of one workflow and/or in one status (both filters combine).
 
     ``status`` is sent in the spelling of the dialect the hook last saw in a job record (``im
     progress`` in the spec's, ``IN_PROGRESS`` in the platform's), unless it is given as text in one
@@ -454,7 +458,8 @@ def cancel_job(job_id: str) -> ApiCall[None]:
 def download_job_output(
     job_id: str, file_id: str, node_id: str, path: str | os.PathLike[str] | None = None
 ) -> ApiCall[list[Element] | Path]:
-    """One output of a local-to-local job: parsed elements, or streamed to ``path`` when given.
+    """
+    One output of a local-to-local job: parsed elements, or streamed to ``path`` when given.
 
     A file written to ``path`` appears only once complete (written beside it, then renamed).
     """

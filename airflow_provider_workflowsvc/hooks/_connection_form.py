@@ -1,4 +1,5 @@
-"""The connection form for Airflow 3.0 and 3.1, built from the provider info's declarative fields.
+"""
+The connection form for Airflow 3.0 and 3.1, built from the provider info's declarative fields.
 
 Airflow >= 3.2 reads ``conn-fields`` and ``ui-field-behaviour`` from the provider info. Older Airflow asks
 the hook's ``get_connection_form_widgets`` / ``get_ui_field_behaviour`` instead: these functions answer
@@ -38,7 +39,8 @@ def _field_class(schema: dict[str, Any]) -> str:
 
 
 def form_widgets() -> dict[str, Any]:
-    """``conn-fields`` as the WTForms fields ``get_connection_form_widgets`` returns.
+    """
+    ``conn-fields`` as the WTForms fields ``get_connection_form_widgets`` returns.
 
     Empty where WTForms is not installed: Airflow then shows no extra fields for any provider, and an
     ImportError here would also drop the field behaviour (Airflow reads both in one ``try``).

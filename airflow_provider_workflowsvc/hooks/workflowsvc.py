@@ -1,4 +1,5 @@
-"""Hooks for the Workflow Service: authentication and one method per endpoint, sync and async.
+"""
+Hooks for the Workflow Service: authentication and one method per endpoint, sync and async.
 
 Both hooks get their methods from one table of endpoint descriptions (:mod:`._calls`); they differ only
 in how a request is sent (``httpx.Client`` or ``httpx.AsyncClient``). A sync hook keeps one HTTP client
@@ -96,7 +97,8 @@ def _version() -> str:
 
 
 class ConnectionSettings(BaseModel):
-    """Where the service is and how to talk to it; built from an Airflow connection or directly.
+    """
+    Where the service is and how to talk to it; built from an Airflow connection or directly.
 
     ``verify`` is a boolean or the path of a CA bundle file (or directory); ``max_retries`` bounds the
     retries of one request, ``retry_wait`` is the first backoff (doubled each time, with jitter) and
@@ -170,7 +172,8 @@ class ConnectionSettings(BaseModel):
 
     @classmethod
     def from_connection(cls, conn: Connection) -> ConnectionSettings:
-        """Read host (base URL), password (token) and extras (api_key, timeouts, TLS, retries).
+        """
+        Read host (base URL), password (token) and extras (api_key, timeouts, TLS, retries).
 
         ``ca_bundle`` (a CA file or directory) is used for ``verify`` unless verify is false. Extras
         may also carry the ``extra__workflowsvc__`` prefix older connection forms wrote.
@@ -209,7 +212,8 @@ class ConnectionSettings(BaseModel):
         return tuple(s.get_secret_value() for s in (self.token, self.api_key) if s is not None)
 
     def ssl_verify(self) -> ssl.SSLContext:
-        """``verify`` as an SSL context, shared by every client with the same setting.
+        """
+        ``verify`` as an SSL context, shared by every client with the same setting.
 
         Building a context loads the CA bundle (~50 ms); hooks are created often (one per task, one
         per trigger poll), so contexts are cached per setting. A CA bundle path becomes a context
@@ -244,7 +248,8 @@ _UNSAFE_HEADER_CHARS = re.compile(r"[\x00-\x1f\x7f]|[^\x00-\x7f]")
 
 
 def _check_header_safe(value: str, where: str) -> None:
-    """Refuse a credential an HTTP header cannot carry, naming where it came from and never its value.
+    """
+    Refuse a credential an HTTP header cannot carry, naming where it came from and never its value.
 
     httpx would refuse it only when the request is sent, with an error that quotes the header.
     """
@@ -338,7 +343,8 @@ _CLIENT_ENV = ("SSL_CERT_FILE", "SSL_CERT_DIR")
 
 @dataclass(frozen=True, repr=False)
 class _ClientKey:
-    """Everything that makes two hooks' requests differ: the settings (credentials included, compared
+    """
+    Everything that makes two hooks' requests differ: the settings (credentials included, compared
     by value) and the environment a client reads when created (proxies, CA files).
 
     Its repr names the base URL only: the credentials and a proxy URL's password never show.
@@ -359,7 +365,8 @@ class _ClientKey:
 
 
 class _Lanes(httpx.AsyncBaseTransport):
-    """A pool of ``size`` connections made of single-connection transports ("lanes").
+    """
+    A pool of ``size`` connections made of single-connection transports ("lanes").
 
     A request takes a free lane, or waits for one (first come, first served) up to its pool timeout
     (``httpx.PoolTimeout``), and gives it back when its response is closed. httpx's own pool, at each
@@ -476,7 +483,8 @@ def _acquire_client(key: _ClientKey) -> _SharedClient:
 async def _release_client(
     loop: asyncio.AbstractEventLoop, key: _ClientKey, client: httpx.AsyncClient
 ) -> None:
-    """One user fewer; the last one closes the client.
+    """
+    One user fewer; the last one closes the client.
 
     The count drops before anything is awaited, so a hook cancelled while releasing is still counted out.
     """
@@ -507,7 +515,8 @@ _DEADLINE: ContextVar[float | None] = ContextVar("workflowsvc_deadline", default
 
 @contextlib.contextmanager
 def deadline(at: float | None) -> Iterator[None]:
-    """Every hook request made in this block ends by ``at`` (epoch seconds; None: no deadline).
+    """
+    Every hook request made in this block ends by ``at`` (epoch seconds; None: no deadline).
 
     Each request's connect, read, write and pool timeouts are cut to the time left; a retry is not
     waited for when it could not start before ``at``; a request due after ``at`` is not sent (a
@@ -553,7 +562,8 @@ def _cut(text: str, limit: int) -> str:
 
 
 def _error_detail(response: httpx.Response, redact: Callable[[str], str]) -> str:
-    """The server's explanation: FastAPI ``detail`` (string or list) or ``message``, else the raw text.
+    """
+    The server's explanation: FastAPI ``detail`` (string or list) or ``message``, else the raw text.
 
     Credentials are redacted before the text is cut to length, so none can leak in part across the cut.
     """
@@ -588,7 +598,8 @@ def _parse_body(call: ApiCall[T], path: str, response: httpx.Response, redact: C
 
 
 class _BodyCap:
-    """Reads a response body chunk by chunk, failing as soon as it grows past ``max_response_bytes``.
+    """
+    Reads a response body chunk by chunk, failing as soon as it grows past ``max_response_bytes``.
 
     The body is kept on the response (as ``Response.read()`` does), so it is parsed as usual.
     """
@@ -620,7 +631,8 @@ class _BodyCap:
 
 
 def is_retryable(call: ApiCall[Any], exc: BaseException) -> bool:
-    """Whether ``call`` may be sent again after ``exc`` without risk of doing its work twice.
+    """
+    Whether ``call`` may be sent again after ``exc`` without risk of doing its work twice.
 
     Idempotent calls retry on a transport failure and on 429/502/503/504; a failure that would
     happen again the same way (TLS version or certificate mismatch, unknown host name) is never
@@ -658,7 +670,8 @@ class _Transport:
         self._secrets = sorted((s for s in settings.secrets() if len(s) >= shortest), key=len, reverse=True)
 
     def redact(self, text: str) -> str:
-        """``text`` with the token and API key replaced (a server may echo them in an error).
+        """
+        ``text`` with the token and API key replaced (a server may echo them in an error).
 
         Like Airflow's log masker, values shorter than ``[logging] min_length_masked_secret`` (5) are
         left alone: replacing a one-letter placeholder token everywhere would make every message
@@ -701,8 +714,10 @@ class _Transport:
         )
 
     def _url(self, path: str) -> httpx.URL:
-        """The absolute URL of ``path``, parsed once: a wait polls the same few paths again and again,
-        and parsing a URL is a large part of building a request."""
+        """
+        The absolute URL of ``path``, parsed once: a wait polls the same few paths again and again,
+        and parsing a URL is a large part of building a request.
+        """
         url = self._urls.get(path)
         if url is None:
             url = httpx.URL(self.settings.base_url + "/" + path.lstrip("/"))
@@ -725,8 +740,10 @@ class _Transport:
             self.platform_spelling = raw == raw.upper()
 
     def request_timeout(self, method: str, path: str) -> Any:
-        """The client's timeouts, each cut to the time left before the :func:`deadline` (an
-        ``httpx.Timeout``), or ``httpx.USE_CLIENT_DEFAULT`` outside a deadline."""
+        """
+        The client's timeouts, each cut to the time left before the :func:`deadline` (an
+        ``httpx.Timeout``), or ``httpx.USE_CLIENT_DEFAULT`` outside a deadline.
+        """
         left = self._time_left(method, path)
         if left is None:
             return httpx.USE_CLIENT_DEFAULT
@@ -749,7 +766,8 @@ class _Transport:
     def redirect_target(
         self, call: ApiCall[Any], method: str, path: str, response: httpx.Response
     ) -> tuple[str, str] | None:
-        """``(method, path)`` to send next after a redirect we may follow, else None.
+        """
+        ``(method, path)`` to send next after a redirect we may follow, else None.
 
         Followed: same-origin redirects under the base URL. 301/302/307/308 keep method and body (a
         POST never turns into a bodiless GET); a non-GET request only follows its own path with or
@@ -832,8 +850,10 @@ class _Transport:
     def transport_error(
         self, method: str, path: str, exc: httpx.TransportError
     ) -> WorkflowServiceConnectionError:
-        """The error for a request that got no answer: method, full URL, connection id, and what to
-        check for this kind of failure."""
+        """
+        The error for a request that got no answer: method, full URL, connection id, and what to
+        check for this kind of failure.
+        """
         reason = self.redact(f"{type(exc).__name__}: {exc}".rstrip(": "))
         kind = _failure_kind(exc)
         return self.connection_error(
@@ -928,7 +948,8 @@ def _hint(kind: str, base: Any) -> str:
 
 @contextlib.contextmanager
 def _atomic_file(target: Path) -> Iterator[BinaryIO]:
-    """A new file beside ``target`` to write into; renamed to ``target`` only when the block completes.
+    """
+    A new file beside ``target`` to write into; renamed to ``target`` only when the block completes.
 
     The file is created with mode 0o666 less the process umask, like any file a program writes
     (``mkstemp`` would make it 0o600 whatever the umask, unreadable to another user or container).
@@ -945,7 +966,8 @@ def _atomic_file(target: Path) -> Iterator[BinaryIO]:
 
 
 class _PartFile:
-    """One upload part's file, open only while its part is being sent (so any number of files can go).
+    """
+    One upload part's file, open only while its part is being sent (so any number of files can go).
 
     Its size is taken when the request is built (for ``Content-Length``); it is opened at its first
     read and closed at its end, and reopened if the body is sent again.
@@ -1004,7 +1026,8 @@ class _PartFile:
 
 
 class _ReplayFirstFailure:
-    """An attempt function for tenacity that first re-raises the failure of an attempt already made.
+    """
+    An attempt function for tenacity that first re-raises the failure of an attempt already made.
 
     The first attempt of every request runs without tenacity (its set-up costs more than a loopback
     round trip); only a retryable failure enters the retry loop, which still owns waits, stops and logs.
@@ -1053,7 +1076,8 @@ def _connection_failed(exc: BaseException, transport: _Transport | None) -> str:
 
 
 class _Endpoint(Generic[P, T]):
-    """A hook method made from an endpoint description: returns ``T`` on the sync hook, awaitable on async.
+    """
+    A hook method made from an endpoint description: returns ``T`` on the sync hook, awaitable on async.
 
     The arguments are checked when the method is called (a :class:`WorkflowServiceInputError` before
     any request), on both hooks.
@@ -1160,7 +1184,8 @@ class _HookBase(BaseHook, _Endpoints):
 
 
 class WorkflowServiceHook(_HookBase):
-    """Synchronous hook: one ``httpx.Client`` for the hook's life, one method per endpoint.
+    """
+    Synchronous hook: one ``httpx.Client`` for the hook's life, one method per endpoint.
 
     :param workflowsvc_conn_id: Airflow connection of type ``workflowsvc``.
     :param settings: connection settings to use instead of reading the Airflow connection.
@@ -1261,7 +1286,8 @@ class WorkflowServiceHook(_HookBase):
         return target
 
     def iter_workflows(self, **params: Any) -> Iterator[Workflow]:
-        """Every workflow matching ``params`` (any list_workflows filter), fetching page after page.
+        """
+        Every workflow matching ``params`` (any list_workflows filter), fetching page after page.
 
         Stops at the first page that is empty or brings no workflow not seen before (a server that
         caps ``page_size`` or ignores ``page`` cannot make it stop early or loop forever).
@@ -1291,7 +1317,8 @@ class WorkflowServiceHook(_HookBase):
 
 
 class WorkflowServiceAsyncHook(_HookBase):
-    """Asynchronous hook: one ``httpx.AsyncClient`` for the hook's life, one awaitable method per endpoint.
+    """
+    Asynchronous hook: one ``httpx.AsyncClient`` for the hook's life, one awaitable method per endpoint.
 
     Use ``async with WorkflowServiceAsyncHook(...) as hook:`` so the client is closed at the end.
     """
@@ -1321,8 +1348,10 @@ class WorkflowServiceAsyncHook(_HookBase):
         return await sync_to_async(self.get_connection)(self.workflowsvc_conn_id)
 
     async def get_async_conn(self) -> httpx.AsyncClient:
-        """The hook's HTTP client: the one the running event loop's hooks with the same settings share
-        (created on first use, closed when the last of them is closed)."""
+        """
+        The hook's HTTP client: the one the running event loop's hooks with the same settings share
+        (created on first use, closed when the last of them is closed).
+        """
         if self._client is None:
             transport = await self._atransport()
             key = _ClientKey.of(transport.settings)
@@ -1389,7 +1418,8 @@ class WorkflowServiceAsyncHook(_HookBase):
         return target
 
     async def iter_workflows(self, **params: Any) -> AsyncIterator[Workflow]:
-        """Every workflow matching ``params`` (any list_workflows filter), fetching page after page.
+        """
+        Every workflow matching ``params`` (any list_workflows filter), fetching page after page.
 
         Stops at the first page that is empty or brings no workflow not seen before.
         """

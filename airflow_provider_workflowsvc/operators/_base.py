@@ -1,4 +1,5 @@
-"""What every Workflow Service operator shares: connection id, hook, template checks, secret masking.
+"""
+What every Workflow Service operator shares: connection id, hook, template checks, secret masking.
 
 Imported when a DAG file is parsed, so it imports only ``airflow.sdk``, the standard library and typing;
 the hook and models are imported when a task runs.
@@ -52,7 +53,8 @@ _PLAIN_SCALARS = (str, int, float, bool, type(None))
 
 
 def is_deferred_value(value: Any) -> bool:
-    """Whether ``value`` is only known when the task runs: a Jinja template, an XComArg or similar.
+    """
+    Whether ``value`` is only known when the task runs: a Jinja template, an XComArg or similar.
 
     Containers count when any item does; pydantic models count as known values.
     """
@@ -100,8 +102,10 @@ def min_poll_interval() -> float:
 
 
 def interval_seconds(value: float | timedelta, what: str) -> float:
-    """``value`` in seconds; an input error when under :func:`min_poll_interval` (a poll loop must not
-    hammer the service: ``0`` meant hundreds of requests a second)."""
+    """
+    ``value`` in seconds; an input error when under :func:`min_poll_interval` (a poll loop must not
+    hammer the service: ``0`` meant hundreds of requests a second).
+    """
     seconds = value.total_seconds() if hasattr(value, "total_seconds") else float(value)
     floor = min_poll_interval()
     if seconds < floor or seconds <= 0:
@@ -148,7 +152,8 @@ def check_if_exists(value: str) -> IfExists:
 
 
 class WorkflowServiceBaseOperator(BaseOperator):
-    """Base of the Workflow Service operators: the connection to use and a hook made on first use.
+    """
+    Base of the Workflow Service operators: the connection to use and a hook made on first use.
 
     Fields named in ``secret_fields`` may hold secrets (connector configs, node settings): after
     their templates are rendered, and before Airflow stores the rendered values, every value under a

@@ -1,4 +1,5 @@
-"""Task-time helpers of the operators: input errors that do not retry, create-or-reuse by unique name.
+"""
+Task-time helpers of the operators: input errors that do not retry, create-or-reuse by unique name.
 
 Imported only when a task runs (it imports the hook's exceptions and models).
 """
@@ -66,7 +67,8 @@ def delete_resource(
     log: logging.Logger | Any,
     get: Callable[[str], Any] | None = None,
 ) -> None:
-    """Delete a resource; one that does not exist is success when ``missing_ok``.
+    """
+    Delete a resource; one that does not exist is success when ``missing_ok``.
 
     With ``get``, the outcome is verified rather than assumed: after an ambiguous failure (5xx, dropped
     connection, unreadable answer) the resource is read: gone means deleted. When a missing resource
@@ -139,7 +141,8 @@ Difference = tuple[str, Any, Any]
 
 @dataclass
 class UniqueName(Generic[R]):
-    """Create a resource whose name is unique, or apply ``if_exists`` to the one that has the name.
+    """
+    Create a resource whose name is unique, or apply ``if_exists`` to the one that has the name.
 
     :param what: the resource in messages (``source connector``, ``workflow``).
     :param name: the unique name.

@@ -33,7 +33,8 @@ def resolve_files(spec: Any, *, empty_ok: bool = False) -> list[str]:
 
 
 def resolve_named_files(spec: Any, *, empty_ok: bool = False) -> list[tuple[str, str]]:
-    """Expand ``files`` (a path, directory or glob, or a list of them) into a de-duplicated list.
+    """
+    Expand ``files`` (a path, directory or glob, or a list of them) into a de-duplicated list.
 
     A path that exists is always taken literally (even with ``*``, ``?`` or ``[`` in it). Directories
     contribute every non-hidden file below them, sorted; globs (``**`` recurses) their matching files,
@@ -125,7 +126,8 @@ def _split_pattern(path: Path) -> tuple[Path, tuple[str, ...]]:
 
 
 class _Walk:
-    """A bounded walk below ``root`` that never enters a symlinked directory.
+    """
+    A bounded walk below ``root`` that never enters a symlinked directory.
 
     Symlinked files are followed; their targets are logged (as a warning when outside ``root``).
     """
@@ -232,14 +234,17 @@ def safe_name(raw: str, fallback: str = "output") -> str:
 
 
 def safe_relative_name(raw: str, fallback: str = "output") -> str:
-    """A relative path made from a server-given document name: each part made safe by
-    :func:`safe_name`, with no empty, ``.`` or ``..`` parts (``2024/report.txt`` stays as it is)."""
+    """
+    A relative path made from a server-given document name: each part made safe by
+    :func:`safe_name`, with no empty, ``.`` or ``..`` parts (``2024/report.txt`` stays as it is).
+    """
     parts = [p for p in str(raw).replace("\\", "/").split("/") if p not in ("", ".", "..")]
     return "/".join(safe_name(part, "_") for part in parts) or fallback
 
 
 class OutputNames:
-    """Unique, safe ``.json`` file names for a job's outputs, allocated one by one.
+    """
+    Unique, safe ``.json`` file names for a job's outputs, allocated one by one.
 
     A name comes from the original document name when known (``report.pdf`` → ``report.pdf.json``,
     ``2024/report.txt`` → ``2024/report.txt.json``: the path relative to the input folder is kept),
@@ -283,8 +288,10 @@ def document_name(path: Path, limit: int = 65536) -> str | None:
 
 
 def inside(directory: Path, name: str) -> Path:
-    """``directory / name`` (``name`` may hold subfolders), refusing anything that would land outside
-    ``directory``."""
+    """
+    ``directory / name`` (``name`` may hold subfolders), refusing anything that would land outside
+    ``directory``.
+    """
     root = directory.resolve()
     target = (root / name).resolve()
     if root not in target.parents:

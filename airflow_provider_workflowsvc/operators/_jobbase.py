@@ -1,4 +1,5 @@
-"""What the job operators share: the hook, the job id and link in XCom, argument checks.
+"""
+What the job operators share: the hook, the job id and link in XCom, argument checks.
 
 Imported when a DAG file is parsed: only the Task SDK, the standard library and typing at module level.
 """
@@ -28,7 +29,8 @@ def _default_deferrable(deferrable: bool | None) -> bool:
 
 
 def job_url(ui_url: str | None, job_id: str) -> str:
-    """``ui_url`` with ``{job_id}`` filled in, else ``{ui_url}/jobs/{job_id}``; "" without ``ui_url``.
+    """
+    ``ui_url`` with ``{job_id}`` filled in, else ``{ui_url}/jobs/{job_id}``; "" without ``ui_url``.
 
     The spec says nothing of a web interface, so none is guessed from the API's address (the API's
     job record answers 401 in a browser): without the ``ui_url`` extra there is no link.
@@ -70,8 +72,10 @@ class _JobTask:
             self._hook.close()
 
     def _announce(self, context: Context, job_id: str) -> None:
-        """Push the job id and its link (XCom; "" without ``ui_url``) before any waiting, so the UI
-        shows them at once."""
+        """
+        Push the job id and its link (XCom; "" without ``ui_url``) before any waiting, so the UI
+        shows them at once.
+        """
         ui_url = (self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}).get("ui_url")
         url = job_url(ui_url, job_id)
         context["ti"].xcom_push(key=XCOM_JOB_ID, value=job_id)

@@ -1,4 +1,5 @@
-"""Secret handling of operator fields: plain data for templating, registration with the log masker.
+"""
+Secret handling of operator fields: plain data for templating, registration with the log masker.
 
 Two rules decide which strings are secret:
 
@@ -56,7 +57,8 @@ def _masker() -> Callable[[Any], None]:
 
 
 def plain_data(value: Any) -> Any:
-    """``value`` with pydantic models turned into JSON-like dicts (secrets revealed), recursively.
+    """
+    ``value`` with pydantic models turned into JSON-like dicts (secrets revealed), recursively.
 
     Settings the user did not set are left out, so the dict validates to the same model again.
     """
@@ -139,6 +141,8 @@ def mask_secret_values(value: Any) -> None:
 
 
 def mask_config_secrets(config: Any, connector_type: str | None) -> None:
-    """Register each secret string of a connector config with Airflow's secret masker (logs, rendered
-    fields): every string but those under the type's known non-secret keys, and URI passwords."""
+    """
+    Register each secret string of a connector config with Airflow's secret masker (logs, rendered
+    fields): every string but those under the type's known non-secret keys, and URI passwords.
+    """
     _register(config_secrets(config, connector_type))

@@ -1,4 +1,5 @@
-"""Run a workflow once, and report only a job this task can prove it created.
+"""
+Run a workflow once, and report only a job this task can prove it created.
 
 The hook never retries the run POST once it may have reached the server. What the answer proves
 decides what happens next:
@@ -65,7 +66,8 @@ REFUSED_STATUS = frozenset({429, 503})
 
 
 class AmbiguousRunError(WorkflowServiceError, AirflowFailException):
-    """Whether (or which) job a run created cannot be proven; nothing is run again.
+    """
+    Whether (or which) job a run created cannot be proven; nothing is run again.
 
     The task fails without retries: a retry could only guess, or (without durable execution) run the
     workflow a second time.
@@ -97,8 +99,10 @@ def may_retry_refused(exc: BaseException) -> bool:
 
 
 def _backoff(exc: BaseException, attempt: int, base: float) -> float:
-    """The pause before sending a refused run again: the server's ``Retry-After`` (429, 503), else
-    exponential; at most 60 s."""
+    """
+    The pause before sending a refused run again: the server's ``Retry-After`` (429, 503), else
+    exponential; at most 60 s.
+    """
     retry_after = getattr(exc, "retry_after", None)
     if retry_after is not None:
         return min(float(retry_after), 60.0)
@@ -138,7 +142,8 @@ def _created(job: Job) -> datetime | None:
 
 
 def candidates(jobs: Sequence[Job], run: SentRun, until: float) -> list[Job]:
-    """New jobs of the workflow that this run could have created (new, and inside the send window).
+    """
+    New jobs of the workflow that this run could have created (new, and inside the send window).
 
     A job without ``created_at`` cannot be placed outside the window, so it stays a candidate.
     """
@@ -153,8 +158,10 @@ def candidates(jobs: Sequence[Job], run: SentRun, until: float) -> list[Job]:
 
 
 def carries_files_of(job: Job, run: SentRun) -> bool | None:
-    """Whether the job's record lists exactly this run's files; None when it cannot tell (the record
-    has no ``input_file_ids``, or the run sent no files)."""
+    """
+    Whether the job's record lists exactly this run's files; None when it cannot tell (the record
+    has no ``input_file_ids``, or the run sent no files).
+    """
     if job.input_file_ids is None or not run.files:
         return None
     if sorted(job.input_file_ids) == sorted(run.files):
@@ -170,8 +177,10 @@ def _base_name(name: str) -> str:
 
 
 def own_job(jobs: Sequence[Job], run: SentRun, until: float) -> Job | None:
-    """This run's job among ``jobs``, None when there is none yet; AmbiguousRunError when one cannot
-    be proven (several runs with the same files, or candidates whose records do not list files)."""
+    """
+    This run's job among ``jobs``, None when there is none yet; AmbiguousRunError when one cannot
+    be proven (several runs with the same files, or candidates whose records do not list files).
+    """
     found = candidates(jobs, run, until)
     mine = [job for job in found if carries_files_of(job, run)]
     unproven = [job for job in found if carries_files_of(job, run) is None]
@@ -209,7 +218,8 @@ def await_own_job(
     sleep: Callable[[float], None],
     now: Callable[[], float] | None = None,
 ) -> Job | None:
-    """Re-read the workflow's jobs until this run's job is proven, or ``until`` (epoch seconds) passes.
+    """
+    Re-read the workflow's jobs until this run's job is proven, or ``until`` (epoch seconds) passes.
 
     One listing is always made. ``until`` also ends the window of creation times a job of this run
     can have. It is reached by adding up the pauses slept (a test's fast sleep shortens the wait).
@@ -230,8 +240,10 @@ def await_own_job(
 
 
 def _with_records(hook: WorkflowServiceHook, jobs: list[Job], run: SentRun) -> list[Job]:
-    """``jobs``, each read in full (``GET /jobs/{id}``) when the listing left out ``input_file_ids``
-    and the run sent files: a service may list only some fields of its job records."""
+    """
+    ``jobs``, each read in full (``GET /jobs/{id}``) when the listing left out ``input_file_ids``
+    and the run sent files: a service may list only some fields of its job records.
+    """
     if not run.files:
         return jobs
     return [hook.get_job(job.id) if job.input_file_ids is None else job for job in jobs]
@@ -255,7 +267,8 @@ class RunJournal(Protocol):
 
 
 class StoredRunJournal:
-    """A :class:`RunJournal` in the task state store, under ``key``.
+    """
+    A :class:`RunJournal` in the task state store, under ``key``.
 
     ``known`` is the job id the store already holds for the task (a job an earlier try recorded): it
     is never taken for the pending run's job. A record older than ``PENDING_RUN_TTL``, or in a format
@@ -333,7 +346,8 @@ def submit_run(
     sleep: Callable[[float], None] | None = None,
     journal: RunJournal | None = None,
 ) -> Job:
-    """Run ``workflow_id`` once (with ``files``, or no body) and return the job it created.
+    """
+    Run ``workflow_id`` once (with ``files``, or no body) and return the job it created.
 
     With a ``journal``, the job of a run an earlier try sent (and never recorded) is looked for
     first, and adopted with the same evidence, instead of running the workflow again.
@@ -401,7 +415,8 @@ def submit_run(
 def _job_of_earlier_try(
     hook: WorkflowServiceHook, earlier: SentRun, grace: float, log: Log, sleep: Callable[[float], None]
 ) -> Job | None:
-    """The job of the run an earlier try sent, when it can be proven; None when it created none.
+    """
+    The job of the run an earlier try sent, when it can be proven; None when it created none.
 
     The earlier request may still be in flight (or held by the service): its job is looked for until
     the request would have timed out and the grace period after it has passed.

@@ -1,4 +1,5 @@
-"""Operators that create, update, delete and check source and destination connectors.
+"""
+Operators that create, update, delete and check source and destination connectors.
 
 Each operator exists for both kinds (``CreateSourceConnectorOperator``,
 ``CreateDestinationConnectorOperator``, ...); one implementation serves both, parametrized by
@@ -140,15 +141,18 @@ class _ConfigOperator(_ConnectorOperator):
     template_fields_renderers: ClassVar[dict[str, str]] = {"config": "json"}
 
     def mask_secret_fields(self) -> None:
-        """Register every string of the config but known non-secret settings of its type with the
-        masker (see :mod:`._secrets`): it shows as ``***`` in logs and rendered fields."""
+        """
+        Register every string of the config but known non-secret settings of its type with the
+        masker (see :mod:`._secrets`): it shows as ``***`` in logs and rendered fields.
+        """
         from airflow_provider_workflowsvc.operators._secrets import mask_config_secrets
 
         mask_config_secrets(getattr(self, "config", None), getattr(self, "connector_type", None))
 
 
 class _CreateConnectorOperator(_ConfigOperator):
-    """Create a connector, or reuse / update / refuse the one that already has its name.
+    """
+    Create a connector, or reuse / update / refuse the one that already has its name.
 
     :param name: the connector's unique name.
     :param connector_type: the connector type (``confluence``, ``azure``, ``astradb``, ...).
@@ -218,7 +222,8 @@ def _type_mismatch(existing_type: str, wanted_type: str) -> str | None:
 
 
 class _UpdateConnectorOperator(_ConfigOperator):
-    """Replace a connector's config (every setting is sent; name and type cannot change).
+    """
+    Replace a connector's config (every setting is sent; name and type cannot change).
 
     :param connector_id: the connector's id.
     :param config: the full new config: a config model or a dict (templates rendered inside).
@@ -258,7 +263,8 @@ class _UpdateConnectorOperator(_ConfigOperator):
 
 
 class _DeleteConnectorOperator(_ConnectorOperator):
-    """Delete a connector.
+    """
+    Delete a connector.
 
     :param connector_id: the connector's id.
     :param missing_ok: succeed when the connector does not exist (already deleted); default True, so
@@ -289,7 +295,8 @@ class _DeleteConnectorOperator(_ConnectorOperator):
 
 
 class _ConnectionCheckOperator(_ConnectorOperator):
-    """Start a connection check of a connector and wait for its result.
+    """
+    Start a connection check of a connector and wait for its result.
 
     The task fails with the service's reason when the check reports failure, and when no result
     arrives within ``timeout``; a status the provider does not know never counts as success.

@@ -1,4 +1,5 @@
-"""Run a workflow and wait for its job; download a job's output; cancel a job.
+"""
+Run a workflow and wait for its job; download a job's output; cancel a job.
 
 Module-level imports are limited to the Task SDK and the standard library (DAG parsing stays fast):
 hooks, models and pydantic are imported when a task runs.
@@ -62,7 +63,8 @@ class WorkflowJobLink(BaseOperatorLink):
 
 
 class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
-    """Run a workflow (no body, or local files) and, by default, wait for its job to finish.
+    """
+    Run a workflow (no body, or local files) and, by default, wait for its job to finish.
 
     The run is never duplicated: an ambiguous failure of the run request (5xx, 429, dropped
     connection) is reconciled against the workflow's job list before anything is sent again.
@@ -160,8 +162,10 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
             self._close_hook()
 
     def _resolve_files(self) -> list[tuple[str, str]]:
-        """The input files (path, name sent); bad ``files`` fail the task without retries, no match
-        skips it if asked."""
+        """
+        The input files (path, name sent); bad ``files`` fail the task without retries, no match
+        skips it if asked.
+        """
         from airflow_provider_workflowsvc._compat import AirflowSkipException
         from airflow_provider_workflowsvc.operators._execution import invalid_input_fails
         from airflow_provider_workflowsvc.operators._files import NoFilesMatchedError, resolve_named_files
@@ -347,7 +351,8 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
 
 
 class DownloadJobOutputOperator(_JobTask, BaseOperator):
-    """Download every output of a completed local-to-local job into a directory; returns the paths.
+    """
+    Download every output of a completed local-to-local job into a directory; returns the paths.
 
     Each output is named after its original document (``report.pdf`` → ``report.pdf.json``, read
     from the output's first element), else its file id; names are sanitised (no directories, no
@@ -425,7 +430,8 @@ class DownloadJobOutputOperator(_JobTask, BaseOperator):
 
 
 class CancelJobOperator(_JobTask, BaseOperator):
-    """Cancel a job. A job that has already ended is logged and the task succeeds (or fails, if asked).
+    """
+    Cancel a job. A job that has already ended is logged and the task succeeds (or fails, if asked).
 
     Returns ``{"job_id", "cancelled", "status"}`` (the status before the cancel).
 

@@ -1,4 +1,5 @@
-"""Operators that create, update and delete workflows (source → processing nodes → destination).
+"""
+Operators that create, update and delete workflows (source → processing nodes → destination).
 
 Values known when the DAG is parsed (schedule, workflow type, node list, ids) are checked when the
 operator is built, so a typo fails the DAG import; templated values are checked when the task runs,
@@ -118,7 +119,8 @@ class _WorkflowOperator(WorkflowServiceBaseOperator):
 
 
 class CreateWorkflowOperator(_WorkflowOperator):
-    """Create a workflow, or reuse / update / refuse the one that already has its name.
+    """
+    Create a workflow, or reuse / update / refuse the one that already has its name.
 
     :param name: the workflow's name (unique: the service is asked for workflows of this name first).
     :param workflow_type: ``basic``, ``advanced``, ``platinum`` or ``custom``.
@@ -224,7 +226,8 @@ def _drift(existing: Workflow, body: CreateWorkflow) -> list[Difference]:
 
 
 def _node_drift(current: Sequence[WorkflowNode], wanted: Sequence[WorkflowNode]) -> list[Difference]:
-    """Node list differences: the nodes themselves, then each requested setting of each node.
+    """
+    Node list differences: the nodes themselves, then each requested setting of each node.
 
     Secret settings (``api_key``, ...) are not compared: a service does not give them back.
     """
@@ -261,7 +264,8 @@ def _node_keys(nodes: Sequence[Any]) -> list[tuple[str, str, str]]:
 
 
 class UpdateWorkflowOperator(_WorkflowOperator):
-    """Change a workflow's settings; only the settings given (not None) are sent.
+    """
+    Change a workflow's settings; only the settings given (not None) are sent.
 
     :param workflow_id: the workflow's id.
     :param name: a new name.
@@ -318,7 +322,8 @@ class UpdateWorkflowOperator(_WorkflowOperator):
 
 
 class DeleteWorkflowOperator(WorkflowServiceBaseOperator):
-    """Delete a workflow.
+    """
+    Delete a workflow.
 
     :param workflow_id: the workflow's id.
     :param missing_ok: succeed when the workflow does not exist (already deleted); default True, so a

@@ -24,7 +24,8 @@ PINNED_JOB_KEY = "workflowsvc_sensor_job"
 
 
 class WorkflowJobSensor(BaseSensorOperator):
-    """Wait for a job to finish, with the same failure rules as ``RunWorkflowOperator``.
+    """
+    Wait for a job to finish, with the same failure rules as ``RunWorkflowOperator``.
 
     Give ``job_id``, or ``workflow_id`` (and usually ``created_after``) to wait for a job the service
     starts on its own schedule: the latest (or, with ``pick="earliest"``, the first) job of the workflow

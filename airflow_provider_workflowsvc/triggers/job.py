@@ -16,7 +16,8 @@ DEFAULT_CONN_ID = "workflowsvc_default"
 
 
 class WorkflowJobTrigger(BaseTrigger):
-    """Poll a job until it reaches a final status or the deadline passes; yield exactly one event.
+    """
+    Poll a job until it reaches a final status or the deadline passes; yield exactly one event.
 
     The event payload is a :class:`~airflow_provider_workflowsvc._outcome.JobOutcome`: ``status``
     (``success`` = the job completed, ``failed``, ``stopped``, ``timeout`` or ``error``), ``job_id``,
@@ -144,7 +145,8 @@ class WorkflowJobTrigger(BaseTrigger):
         return await await_job(hook, JobWatch(job_id, self.log, started), schedule)
 
     async def on_kill(self) -> None:
-        """Cancel the job when a user ends the deferred task (mark failed/success, clear).
+        """
+        Cancel the job when a user ends the deferred task (mark failed/success, clear).
 
         The cancel gets ``CANCEL_BUDGET`` seconds; a failure is logged, not raised.
         """
