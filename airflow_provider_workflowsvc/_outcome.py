@@ -23,7 +23,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from airflow_provider_workflowsvc.exceptions import (
+from airflow_provider_workflowsvc.exceptions import (  # re-exported: raised here
+    InvalidJobEventError,
+    WorkflowJobError,
+    WorkflowJobFailedError,
+    WorkflowJobTimeoutError,
     WorkflowServiceConnectionError,
     WorkflowServiceError,
     WorkflowServiceRateLimitError,
@@ -125,10 +129,6 @@ class JobOutcome(_Strict):
         }
 
 
-class InvalidJobEventError(WorkflowServiceError):
-    """The trigger's event is missing or not what the trigger sends: the task fails (closed)."""
-
-
 def parse_event(event: Any) -> JobOutcome:
     """Validate a trigger event; any surprise (missing, unknown status, wrong types) is an error."""
     if not isinstance(event, dict):
@@ -142,22 +142,6 @@ def parse_event(event: Any) -> JobOutcome:
 
 # --------------------------------------------------------------------------------------------------
 # Failure semantics
-
-
-class WorkflowJobError(WorkflowServiceError):
-    """A job did not end the way the task needs; ``outcome`` holds everything known about it."""
-
-    def __init__(self, message: str, outcome: JobOutcome | None = None) -> None:
-        super().__init__(message)
-        self.outcome = outcome
-
-
-class WorkflowJobFailedError(WorkflowJobError):
-    """The job failed, was stopped, or completed with failed files (when those count as failure)."""
-
-
-class WorkflowJobTimeoutError(WorkflowJobError):
-    """The job did not finish before the task's timeout."""
 
 
 def describe_failed_files(files: list[FailedDocument], limit: int = FAILED_FILES_IN_MESSAGE) -> str:

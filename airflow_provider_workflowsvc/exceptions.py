@@ -8,15 +8,27 @@ Every message names what went wrong and where; none carries a token, API key or 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from airflow_provider_workflowsvc._compat import AirflowException, AirflowFailException
 
-from airflow_provider_workflowsvc._compat import AirflowException
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
-M = TypeVar("M", bound=BaseModel)
+    from airflow_provider_workflowsvc._outcome import JobOutcome
+
+M = TypeVar("M", bound="BaseModel")
 
 __all__ = [
+    "AmbiguousRunError",
+    "ConnectionCheckFailedError",
+    "ExistingResourceError",
+    "InvalidJobEventError",
+    "InvalidTaskInputError",
+    "NoFilesMatchedError",
+    "WorkflowJobError",
+    "WorkflowJobFailedError",
+    "WorkflowJobTimeoutError",
     "WorkflowServiceApiError",
     "WorkflowServiceAuthError",
     "WorkflowServiceConflictError",
@@ -72,6 +84,8 @@ def _is_union_tag(part: Any) -> bool:
 
 def validate_input(model: type[M], what: str, data: Any) -> M:
     """Validate ``data`` as ``model``; raise :class:`WorkflowServiceInputError` naming ``what``."""
+    from pydantic import ValidationError
+
     if isinstance(data, model):
         return data
     try:
@@ -191,3 +205,56 @@ def error_for_status(status_code: int) -> type[WorkflowServiceApiError]:
     if status_code >= 500:
         return WorkflowServiceServerError
     return _STATUS_CLASSES.get(status_code, WorkflowServiceApiError)
+
+
+# --------------------------------------------------------------------------------------------------
+# Errors of tasks: bad task input, runs, waits and connection checks
+
+
+class InvalidTaskInputError(WorkflowServiceInputError, AirflowFailException):
+    """The task's input is invalid: the task fails without retries (a retry would render the same input)."""
+
+
+class NoFilesMatchedError(WorkflowServiceInputError):
+    """A directory or glob pattern of ``files`` matches no file."""
+
+
+class ExistingResourceError(WorkflowServiceError, AirflowFailException):
+    """A resource with the requested name exists and cannot be used (``if_exists='fail'``, other type)."""
+
+
+class AmbiguousRunError(WorkflowServiceError, AirflowFailException):
+    """
+    Whether (or which) job a run created cannot be proven; nothing is run again.
+
+    The task fails without retries: a retry could only guess, or (without durable execution) run the
+    workflow a second time.
+    """
+
+
+class InvalidJobEventError(WorkflowServiceError):
+    """The trigger's event is missing or not what the trigger sends: the task fails (closed)."""
+
+
+class WorkflowJobError(WorkflowServiceError):
+    """A job did not end the way the task needs; ``outcome`` holds everything known about it."""
+
+    def __init__(self, message: str, outcome: JobOutcome | None = None) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+
+
+class WorkflowJobFailedError(WorkflowJobError):
+    """The job failed, was stopped, or completed with failed files (when those count as failure)."""
+
+
+class WorkflowJobTimeoutError(WorkflowJobError):
+    """The job did not finish before the task's timeout."""
+
+
+class ConnectionCheckFailedError(WorkflowServiceError):
+    """A connector's connection check ended in failure, or did not end in time."""
+
+    def __init__(self, message: str, *, connector_id: str = "", reason: str | None = None) -> None:
+        super().__init__(message)
+        self.connector_id, self.reason = connector_id, reason

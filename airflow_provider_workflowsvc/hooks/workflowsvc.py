@@ -57,7 +57,7 @@ from airflow_provider_workflowsvc.exceptions import (
     error_for_status,
     format_validation_errors,
 )
-from airflow_provider_workflowsvc.hooks import _calls
+from airflow_provider_workflowsvc.hooks import CONN_TYPE, DEFAULT_CONN_ID, _calls
 from airflow_provider_workflowsvc.hooks._calls import ApiCall, ResponseShapeError
 from airflow_provider_workflowsvc.models import Job, Workflow
 
@@ -71,8 +71,6 @@ log = logging.getLogger(__name__)
 P = ParamSpec("P")
 T = TypeVar("T")
 
-DEFAULT_CONN_ID = "workflowsvc_default"
-CONN_TYPE = "workflowsvc"
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
 MAX_REDIRECTS = 3
 _UNSENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)

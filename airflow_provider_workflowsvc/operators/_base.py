@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 from airflow.sdk import BaseOperator
 
 from airflow_provider_workflowsvc._compat import conf
+from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
 
 if TYPE_CHECKING:
     from datetime import timedelta
@@ -42,7 +43,6 @@ __all__ = [
     "static_str",
 ]
 
-DEFAULT_CONN_ID = "workflowsvc_default"
 """Default Airflow connection id (the same as the hook's)."""
 
 IfExists = Literal["reuse", "update", "fail"]

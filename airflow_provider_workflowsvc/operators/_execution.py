@@ -12,8 +12,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from airflow_provider_workflowsvc._compat import AirflowFailException
-from airflow_provider_workflowsvc.exceptions import (
+from airflow_provider_workflowsvc.exceptions import (  # re-exported: raised here
+    ExistingResourceError,
+    InvalidTaskInputError,
     WorkflowServiceConflictError,
     WorkflowServiceConnectionError,
     WorkflowServiceInputError,
@@ -37,14 +38,6 @@ AMBIGUOUS_CREATE_ERRORS = (
     WorkflowServiceResponseError,
 )
 """Create failures after which the resource may exist all the same."""
-
-
-class InvalidTaskInputError(WorkflowServiceInputError, AirflowFailException):
-    """The task's input is invalid: the task fails without retries (a retry would render the same input)."""
-
-
-class ExistingResourceError(AirflowFailException):
-    """A resource with the requested name exists and cannot be used (``if_exists='fail'``, other type)."""
 
 
 @contextmanager

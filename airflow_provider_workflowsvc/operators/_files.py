@@ -12,7 +12,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError
+from airflow_provider_workflowsvc.exceptions import (
+    NoFilesMatchedError,  # re-exported: raised here
+    WorkflowServiceInputError,
+)
 
 _GLOB_CHARS = frozenset("*?[")
 _UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
@@ -21,10 +24,6 @@ MAX_WALK_ENTRIES = 200_000
 """How many directory entries one directory or pattern of ``files`` may go through."""
 
 log = logging.getLogger(__name__)
-
-
-class NoFilesMatchedError(WorkflowServiceInputError):
-    """A directory or glob pattern of ``files`` matches no file."""
 
 
 def resolve_files(spec: Any, *, empty_ok: bool = False) -> list[str]:

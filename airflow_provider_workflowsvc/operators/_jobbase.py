@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 
-DEFAULT_CONN_ID = "workflowsvc_default"
 XCOM_JOB_ID = "job_id"
 LINK_XCOM_KEY = "_link_WorkflowJobLink"
 """Where the job link is pushed: ``WorkflowJobLink.xcom_key`` (the default for that class name)."""

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
-from airflow_provider_workflowsvc._compat import AirflowFailException
 from airflow_provider_workflowsvc.exceptions import (
+    AmbiguousRunError,  # re-exported: raised here
     WorkflowServiceConnectionError,
     WorkflowServiceError,
     WorkflowServiceRateLimitError,
@@ -63,15 +63,6 @@ _now = time.time
 """This worker's clock (tests replace the module's ``time.sleep``, never the clock)."""
 REFUSED_STATUS = frozenset({429, 503})
 """Answers that prove the service did not process the request: the run may be sent again."""
-
-
-class AmbiguousRunError(WorkflowServiceError, AirflowFailException):
-    """
-    Whether (or which) job a run created cannot be proven; nothing is run again.
-
-    The task fails without retries: a retry could only guess, or (without durable execution) run the
-    workflow a second time.
-    """
 
 
 # --------------------------------------------------------------------------------------------------

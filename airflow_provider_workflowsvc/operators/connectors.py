@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from airflow_provider_workflowsvc._compat import AirflowException
+from airflow_provider_workflowsvc.exceptions import ConnectionCheckFailedError  # re-exported: raised here
 from airflow_provider_workflowsvc.operators._base import (
     WorkflowServiceBaseOperator,
     check_choice,
@@ -64,14 +64,6 @@ DESTINATION_TYPES = (
 """Destination connector types (the spec's list; kept equal to ``models.DestinationType`` by a test)."""
 
 _TYPES: dict[Kind, tuple[str, ...]] = {"source": SOURCE_TYPES, "destination": DESTINATION_TYPES}
-
-
-class ConnectionCheckFailedError(AirflowException):
-    """A connector's connection check ended in failure, or did not end in time."""
-
-    def __init__(self, message: str, *, connector_id: str = "", reason: str | None = None) -> None:
-        super().__init__(message)  # keywords have defaults, so the error pickles and unpickles
-        self.connector_id, self.reason = connector_id, reason
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator, BaseOperatorLink
 
 from airflow_provider_workflowsvc._compat import ResumableJobMixin
+from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
 from airflow_provider_workflowsvc.operators._base import (
     check_uuid,
     input_error,
@@ -23,7 +24,6 @@ from airflow_provider_workflowsvc.operators._base import (
     positive_seconds,
 )
 from airflow_provider_workflowsvc.operators._jobbase import (
-    DEFAULT_CONN_ID,
     _default_deferrable,
     _job_id_of,
     _JobTask,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
 from airflow_provider_workflowsvc._compat import conf
+from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
 from airflow_provider_workflowsvc.operators._base import input_error, interval_seconds
 
 if TYPE_CHECKING:
@@ -18,7 +19,6 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc._outcome import JobOutcome, JobWatch
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 
-DEFAULT_CONN_ID = "workflowsvc_default"
 PINNED_JOB_KEY = "workflowsvc_sensor_job"
 """Task state key of the job a workflow-mode sensor found and follows (never rename it)."""
 

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
+
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc._outcome import JobOutcome, PollSchedule
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
-
-DEFAULT_CONN_ID = "workflowsvc_default"
 
 
 class WorkflowJobTrigger(BaseTrigger):
