@@ -1,6 +1,6 @@
 """Contract tests: every hook method against the emulator over real loopback sockets.
 
-The sync hook is driven through all 26 endpoint methods (plus ``iter_workflows`` and
+The sync hook is driven through every endpoint method (plus ``iter_workflows`` and
 ``test_connection``); the async hook through the methods a trigger or deferrable operator uses.
 """
 
@@ -25,10 +25,10 @@ from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceValidationError,
 )
 from airflow_provider_workflowsvc.hooks.workflowsvc import (
+    ENDPOINT_NAMES,
     ConnectionSettings,
     WorkflowServiceAsyncHook,
     WorkflowServiceHook,
-    _Endpoints,
 )
 from airflow_provider_workflowsvc.models import (
     ConfluenceSourceConfig,
@@ -42,7 +42,6 @@ from airflow_provider_workflowsvc.models import (
 
 CONFLUENCE = {"url": "https://wiki.example.com", "username": "me@example.com", "token": "tok-confluence-1"}
 ASTRA = {"collection_name": "docs", "api_endpoint": "https://db.example.com", "token": "astra-tok-2"}
-ENDPOINT_METHODS = sorted(name for name in vars(_Endpoints) if not name.startswith("_"))
 
 
 @pytest.fixture

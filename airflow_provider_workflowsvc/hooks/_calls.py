@@ -113,7 +113,7 @@ def _ignore_body(_: Any) -> None:
 
 
 def _parse_run_result(data: Any) -> Job | None:
-    """The run response is not shown in the spec: a job record when it looks like one, else None."""
+    """Read the run answer (not shown in the spec): a job record when it looks like one, else None."""
     if isinstance(data, Mapping) and "id" in data and ("status" in data or "workflow_id" in data):
         return _adapter(Job).validate_python(data)
     if isinstance(data, Mapping) and isinstance(data.get("job"), Mapping):
@@ -244,20 +244,24 @@ def delete_source(source_id: str | UUID) -> ApiCall[None]:
 
 
 def _parse_check_started(data: Any) -> ConnectionCheck:
-    """The start answer is not shown in the spec: a check record, or (empty body) one not yet known."""
+    """Read the start answer (not shown in the spec): a check record, or (empty body) one not yet known."""
     if data is None or data == "":
         return ConnectionCheck()
     return _parser(ConnectionCheck)(data)
 
 
 def start_source_connection_check(source_id: str | UUID) -> ApiCall[ConnectionCheck]:
-    """Start a connectivity test of a source connector (read the outcome with the GET)."""
+    """
+    Start a connectivity test of a source connector.
+
+    Read its outcome with ``get_source_connection_check``.
+    """
     path = f"/sources/{_uuid(source_id, 'source_id')}/connection-check"
     return ApiCall("POST", path, _parse_check_started)
 
 
 def get_source_connection_check(source_id: str | UUID) -> ApiCall[ConnectionCheck]:
-    """The most recent connectivity test of a source connector."""
+    """Fetch the most recent connectivity test of a source connector."""
     path = f"/sources/{_uuid(source_id, 'source_id')}/connection-check"
     return ApiCall("GET", path, _parser(ConnectionCheck))
 
@@ -312,13 +316,17 @@ def delete_destination(destination_id: str | UUID) -> ApiCall[None]:
 
 
 def start_destination_connection_check(destination_id: str | UUID) -> ApiCall[ConnectionCheck]:
-    """Start a connectivity test of a destination connector (read the outcome with the GET)."""
+    """
+    Start a connectivity test of a destination connector.
+
+    Read its outcome with ``get_destination_connection_check``.
+    """
     path = f"/destinations/{_uuid(destination_id, 'destination_id')}/connection-check"
     return ApiCall("POST", path, _parse_check_started)
 
 
 def get_destination_connection_check(destination_id: str | UUID) -> ApiCall[ConnectionCheck]:
-    """The most recent connectivity test of a destination connector."""
+    """Fetch the most recent connectivity test of a destination connector."""
     path = f"/destinations/{_uuid(destination_id, 'destination_id')}/connection-check"
     return ApiCall("GET", path, _parser(ConnectionCheck))
 
@@ -441,12 +449,12 @@ def get_job(job_id: str) -> ApiCall[Job]:
 
 
 def get_job_details(job_id: str) -> ApiCall[JobDetails]:
-    """A job's processing status, message and per-node file counts."""
+    """Fetch a job's processing status, message and per-node file counts."""
     return ApiCall("GET", f"/jobs/{_job_id(job_id)}/details", _parser(JobDetails))
 
 
 def get_job_failed_files(job_id: str) -> ApiCall[JobFailedFiles]:
-    """The files a job failed to process, each with its error."""
+    """Fetch the files a job failed to process, each with its error."""
     return ApiCall("GET", f"/jobs/{_job_id(job_id)}/failed-files", _parser(JobFailedFiles))
 
 
@@ -459,7 +467,7 @@ def download_job_output(
     job_id: str, file_id: str, node_id: str, path: str | os.PathLike[str] | None = None
 ) -> ApiCall[list[Element] | Path]:
     """
-    One output of a local-to-local job: parsed elements, or streamed to ``path`` when given.
+    Download one output of a local-to-local job: parsed elements, or streamed to ``path`` when given.
 
     A file written to ``path`` appears only once complete (written beside it, then renamed).
     """
@@ -470,3 +478,34 @@ def download_job_output(
     return ApiCall(
         "GET", f"/jobs/{_job_id(job_id)}/download", _parser(list[Element]), params=params, download_to=target
     )
+
+
+ENDPOINTS: tuple[Callable[..., ApiCall[Any]], ...] = (
+    list_sources,
+    get_source,
+    create_source,
+    update_source,
+    delete_source,
+    start_source_connection_check,
+    get_source_connection_check,
+    list_destinations,
+    get_destination,
+    create_destination,
+    update_destination,
+    delete_destination,
+    start_destination_connection_check,
+    get_destination_connection_check,
+    create_workflow,
+    list_workflows,
+    get_workflow,
+    update_workflow,
+    delete_workflow,
+    run_workflow,
+    list_jobs,
+    get_job,
+    get_job_details,
+    get_job_failed_files,
+    cancel_job,
+    download_job_output,
+)
+"""Every endpoint of the spec, once: each hook has one method of the same name and signature per builder."""

@@ -27,7 +27,7 @@ def ui_field_behaviour() -> dict[str, Any]:
 
 
 def _field_class(schema: dict[str, Any]) -> str:
-    """The WTForms field class Airflow < 3.2 accepts for a ``conn-fields`` schema (no float field there)."""
+    """Return the WTForms field class Airflow < 3.2 accepts for a ``conn-fields`` schema (no float field)."""
     types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
     if schema.get("format") == "password":
         return "PasswordField"

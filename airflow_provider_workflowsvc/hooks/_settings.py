@@ -1,0 +1,279 @@
+"""
+Connection settings: where the service is and how to reach it (Airflow connection, extras, TLS).
+
+Also the checks that keep a credential out of an HTTP header it cannot travel in, and the registration of
+the credentials with Airflow's log masker.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import ssl
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+
+from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError, format_validation_errors
+from airflow_provider_workflowsvc.hooks import CONN_TYPE
+
+if TYPE_CHECKING:
+    from airflow.sdk import Connection
+
+DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+"""The default cap on a JSON answer (extra ``max_response_bytes``): far above any real list or record."""
+DEFAULT_MAX_CONNECTIONS = 20
+"""The default cap on the connections of one pool (extra ``max_connections``); async hooks share a pool."""
+KEEPALIVE_EXPIRY = 120.0
+"""Seconds an idle connection is kept: longer than the default poll interval, so a wait reuses one."""
+_TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
+_FALSE_WORDS = frozenset({"false", "0", "no", "off"})
+
+
+@functools.cache
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("airflow-provider-workflowsvc")
+    except Exception:
+        return "unknown"
+
+
+class ConnectionSettings(BaseModel):
+    """
+    Where the service is and how to talk to it; built from an Airflow connection or directly.
+
+    ``verify`` is a boolean or the path of a CA bundle file (or directory); ``max_retries`` bounds the
+    retries of one request, ``retry_wait`` is the first backoff (doubled each time, with jitter) and
+    ``retry_max_wait`` caps every wait, including one asked for by ``Retry-After``;
+    ``max_response_bytes`` caps an answer read into memory (a download to a file is not capped);
+    ``max_connections`` caps the open connections of one client, shared by the async hooks that use the
+    same settings in one event loop (a request waits for a free one, within its timeout).
+    The token and API key must be printable ASCII (a pasted line break is refused, never shown).
+    """
+
+    model_config = ConfigDict(frozen=True, hide_input_in_errors=True)
+
+    base_url: str
+    token: SecretStr | None = None
+    api_key: SecretStr | None = None
+    timeout: float = Field(default=60.0, gt=0)
+    connect_timeout: float = Field(default=10.0, gt=0)
+    verify: bool | str = True
+    max_retries: int = Field(default=5, ge=0, le=20)
+    retry_wait: float = Field(default=1.0, ge=0)
+    retry_max_wait: float = Field(default=60.0, ge=0)
+    max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, ge=1024)
+    max_connections: int = Field(default=DEFAULT_MAX_CONNECTIONS, ge=1, le=1000)
+
+    @field_validator("base_url")
+    @classmethod
+    def _normalize_base_url(cls, value: str) -> str:
+        value = value.strip()
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http(s) URL such as https://host/api/v1")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError(
+                "must not carry credentials (user:password@): put the token in the password field"
+            )
+        if parts.query or parts.fragment:
+            raise ValueError("must not have a query string or fragment")
+        try:
+            parts.port  # noqa: B018 - raises ValueError on a bad port
+        except ValueError:
+            raise ValueError("has an invalid port") from None
+        path = parts.path.rstrip("/") or "/api/v1"
+        return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+    @field_validator("token", "api_key", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        if isinstance(value, str):
+            value = value.strip()
+            _check_header_safe(value, _CREDENTIAL_FIELDS[info.field_name or ""])
+            return value or None
+        return value
+
+    @field_validator("verify", mode="before")
+    @classmethod
+    def _parse_verify(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            word = value.strip().lower()
+            if word in _TRUE_WORDS:
+                return True
+            if word in _FALSE_WORDS:
+                return False
+            if not os.path.exists(os.path.expanduser(value.strip())):
+                raise ValueError(
+                    "must be true, false, or the path of an existing CA bundle file or directory"
+                )
+            return os.path.expanduser(value.strip())
+        return value
+
+    @classmethod
+    def from_connection(cls, conn: Connection) -> ConnectionSettings:
+        """
+        Read host (base URL), password (token) and extras (api_key, timeouts, TLS, retries).
+
+        ``ca_bundle`` (a CA file or directory) is used for ``verify`` unless verify is false. Extras
+        may also carry the ``extra__workflowsvc__`` prefix older connection forms wrote.
+        """
+        try:
+            extra = _extras_of(conn)
+            values = {k: v for k, v in extra.items() if k in _EXTRA_SETTINGS and v not in (None, "")}
+            ca_bundle = extra.get("ca_bundle")
+            if ca_bundle and cls._parse_verify(values.get("verify", True)) is not False:
+                values["verify"] = str(ca_bundle)
+            return cls(
+                base_url=_base_url_of(conn, extra),
+                token=conn.password or None,
+                api_key=extra.get("api_key") or None,
+                **values,
+            )
+        except ValidationError as exc:
+            details = format_validation_errors(exc.errors(include_input=False, include_url=False))
+            raise WorkflowServiceInputError(
+                f"connection {conn.conn_id!r} is misconfigured: {details}"
+            ) from None
+        except ValueError as exc:
+            raise WorkflowServiceInputError(f"connection {conn.conn_id!r} is misconfigured: {exc}") from None
+
+    def headers(self) -> dict[str, str]:
+        """Return the authentication headers: Bearer token and/or ``service-api-key``, whichever are set."""
+        headers = {"accept": "application/json", "user-agent": f"airflow-provider-workflowsvc/{_version()}"}
+        if self.token is not None:
+            headers["authorization"] = f"Bearer {self.token.get_secret_value()}"
+        if self.api_key is not None:
+            headers["service-api-key"] = self.api_key.get_secret_value()
+        return headers
+
+    def secrets(self) -> tuple[str, ...]:
+        """Return the credential values, to scrub from any text that leaves the hook."""
+        return tuple(s.get_secret_value() for s in (self.token, self.api_key) if s is not None)
+
+    def ssl_verify(self) -> ssl.SSLContext:
+        """
+        ``verify`` as an SSL context, shared by every client with the same setting.
+
+        Building a context loads the CA bundle (~50 ms); hooks are created often (one per task, one
+        per trigger poll), so contexts are cached per setting. A CA bundle path becomes a context
+        (httpx deprecates ``verify=<path>``).
+        """
+        ca_env = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+        try:
+            return _ssl_context(self.verify, ca_env)
+        except (ssl.SSLError, OSError) as exc:
+            raise WorkflowServiceInputError(
+                f"cannot load the CA certificates for TLS verification ({self.verify!r}): {exc}"
+            ) from None
+
+    def httpx_options(self) -> dict[str, Any]:
+        """Keyword arguments shared by ``httpx.Client`` and ``httpx.AsyncClient``."""
+        return {
+            "base_url": self.base_url + "/",
+            "headers": self.headers(),
+            "timeout": httpx.Timeout(self.timeout, connect=self.connect_timeout),
+            "verify": self.ssl_verify(),
+            "follow_redirects": False,
+            "limits": httpx.Limits(
+                max_connections=self.max_connections,
+                max_keepalive_connections=self.max_connections,
+                keepalive_expiry=KEEPALIVE_EXPIRY,
+            ),
+        }
+
+
+_CREDENTIAL_FIELDS = {"token": "password (token)", "api_key": "api_key"}
+_UNSAFE_HEADER_CHARS = re.compile(r"[\x00-\x1f\x7f]|[^\x00-\x7f]")
+
+
+def _check_header_safe(value: str, where: str) -> None:
+    """
+    Refuse a credential an HTTP header cannot carry, naming where it came from and never its value.
+
+    httpx would refuse it only when the request is sent, with an error that quotes the header.
+    """
+    found = _UNSAFE_HEADER_CHARS.search(value)
+    if found is None:
+        return
+    char = found.group()
+    kind = {"\r": "a carriage return (CR)", "\n": "a line feed (LF)", "\x00": "a NUL character"}.get(
+        char, "a control character" if char.isascii() else "a non-ASCII character"
+    )
+    raise ValueError(
+        f"the connection's {where} contains {kind}; a credential must be printable ASCII "
+        "(was a line break pasted with it?)"
+    )
+
+
+@functools.lru_cache(maxsize=16)
+def _ssl_context(verify: bool | str, ca_env: tuple[str | None, str | None]) -> ssl.SSLContext:
+    if isinstance(verify, bool):
+        return httpx.create_ssl_context(verify=verify)
+    if os.path.isdir(verify):
+        return ssl.create_default_context(capath=verify)
+    return ssl.create_default_context(cafile=verify)
+
+
+_EXTRA_SETTINGS = frozenset(
+    {
+        *("timeout", "connect_timeout", "verify", "max_retries", "retry_wait", "retry_max_wait"),
+        *("max_response_bytes", "max_connections"),
+    }
+)
+_EXTRA_PREFIX = f"extra__{CONN_TYPE}__"
+
+
+def _extras_of(conn: Connection) -> dict[str, Any]:
+    extra = conn.extra_dejson or {}
+    if not isinstance(extra, dict):
+        raise ValueError("extra must be a JSON object")
+    plain = {k: v for k, v in extra.items() if not k.startswith(_EXTRA_PREFIX)}
+    prefixed = {k[len(_EXTRA_PREFIX) :]: v for k, v in extra.items() if k.startswith(_EXTRA_PREFIX)}
+    # A plain key wins over the prefixed spelling of the same setting, unless it is empty.
+    return {**prefixed, **{k: v for k, v in plain.items() if v not in (None, "") or k not in prefixed}}
+
+
+def _base_url_of(conn: Connection, extra: dict[str, Any]) -> str:
+    """Return the base URL from host (with or without scheme), port, schema and the ``protocol`` extra."""
+    host = (conn.host or "").strip()
+    if not host:
+        raise ValueError("host is empty: set it to the service's base URL, e.g. https://host/api/v1")
+    if "://" not in host:
+        scheme = str(extra.get("protocol") or "https").strip().lower()
+        if scheme not in ("http", "https"):
+            raise ValueError(f"protocol must be http or https, got {scheme!r}")
+        host = f"{scheme}://{host}"
+    parts = urlsplit(host)
+    netloc = parts.netloc
+    if conn.port and ":" not in netloc.rsplit("]", 1)[-1]:
+        netloc = f"{netloc}:{conn.port}"
+    path = parts.path
+    if path in ("", "/"):
+        path = "/" + ((conn.schema or "").strip("/") or "api/v1")
+    return urlunsplit((parts.scheme, netloc, path, parts.query, parts.fragment))
+
+
+def _mask_secrets(settings: ConnectionSettings) -> None:
+    """Register the credentials with Airflow's log masker (a no-op outside a task process)."""
+    try:
+        from airflow.sdk.log import mask_secret
+    except ImportError:  # pragma: no cover - older task SDK
+        return
+    for secret in settings.secrets():
+        mask_secret(secret)
