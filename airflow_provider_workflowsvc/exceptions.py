@@ -201,7 +201,7 @@ _STATUS_CLASSES: dict[int, type[WorkflowServiceApiError]] = {
 
 
 def error_for_status(status_code: int) -> type[WorkflowServiceApiError]:
-    """The exception class for an HTTP error status."""
+    """Return the exception class for an HTTP error status."""
     if status_code >= 500:
         return WorkflowServiceServerError
     return _STATUS_CLASSES.get(status_code, WorkflowServiceApiError)

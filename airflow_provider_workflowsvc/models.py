@@ -134,7 +134,7 @@ def _unwrap_secrets(value: Any, reveal: bool) -> Any:
 
 
 def request_json(model: BaseModel) -> dict[str, Any]:
-    """The JSON body for a request: spec field names, secrets revealed, unset optional fields left out."""
+    """Return a request's JSON body: spec field names, secrets revealed, unset optional fields left out."""
     return model.model_dump(mode="json", exclude_unset=True, context={"reveal_secrets": True})
 
 
@@ -197,6 +197,8 @@ def parse_enum(enum_cls: type[E], value: Any, what: str) -> E:
 
 
 class SourceType(_StrictEnum):
+    """The source connector types of the spec."""
+
     AZURE = "azure"
     BOX = "box"
     CONFLUENCE = "confluence"
@@ -221,6 +223,8 @@ class SourceType(_StrictEnum):
 
 
 class DestinationType(_StrictEnum):
+    """The destination connector types of the spec."""
+
     ASTRADB = "astradb"
     AZURE_AI_SEARCH = "azure_ai_search"
     COUCHBASE = "couchbase"
@@ -246,6 +250,8 @@ class DestinationType(_StrictEnum):
 
 
 class WorkflowType(_StrictEnum):
+    """The workflow types of the spec."""
+
     BASIC = "basic"
     ADVANCED = "advanced"
     PLATINUM = "platinum"
@@ -253,6 +259,8 @@ class WorkflowType(_StrictEnum):
 
 
 class WorkflowStatus(_TolerantEnum):
+    """A workflow's status (``unknown``: one this provider does not know)."""
+
     ACTIVE = "active"
     INACTIVE = "inactive"
     UNKNOWN = "unknown"
@@ -348,6 +356,8 @@ _TERMINAL_JOB_STATUSES = frozenset(
 
 
 class ConnectionCheckStatus(_TolerantEnum):
+    """The outcome of a connector's connectivity test (``unknown``: not known yet, or new)."""
+
     SCHEDULED = "scheduled"
     SUCCESS = "success"
     FAILURE = "failure"
@@ -400,6 +410,8 @@ NonEmptyStr = Annotated[str, Field(min_length=1)]
 
 
 class AzureSourceConfig(_Request):
+    """Settings of an ``azure`` source: its remote URL and credentials."""
+
     remote_url: NonEmptyStr
     account_name: str | None = None
     account_key: Secret | None = None
@@ -479,6 +491,8 @@ def confluence_auth_variant(config: ConfluenceSourceConfig) -> str:
 
 
 class AstraDBDestinationConfig(_Request):
+    """Settings of an ``astradb`` destination: the collection, its endpoint and token."""
+
     collection_name: NonEmptyStr
     keyspace: str | None = None
     batch_size: int | None = Field(default=None, ge=1)
@@ -537,7 +551,7 @@ _TYPED_CONFIGS: dict[str, type[_Request]] = {
 
 
 def config_model_for(kind: Literal["source", "destination"], connector_type: str) -> type[_Request]:
-    """The request config model for a connector type (the generic one where the spec gives no schema)."""
+    """Return the request config model of a connector type (the generic one where the spec gives none)."""
     return _TYPED_CONFIGS.get(f"{kind}:{connector_type}", GenericConfig)
 
 
@@ -552,6 +566,8 @@ def _coerce_config(kind: Literal["source", "destination"], connector_type: Any, 
 
 
 class CreateSourceConnector(_Request):
+    """The body that creates a source connector."""
+
     name: NonEmptyStr
     type: SourceType
     config: SourceConfig
@@ -563,6 +579,8 @@ class CreateSourceConnector(_Request):
 
 
 class CreateDestinationConnector(_Request):
+    """The body that creates a destination connector."""
+
     name: NonEmptyStr
     type: DestinationType
     config: DestinationConfig
@@ -630,6 +648,8 @@ class DestinationConnector(_Connector):
 
 
 class ConnectionCheck(_Response):
+    """A connector's connectivity test: its status, and the reason when it failed."""
+
     id: str | None = None
     status: ConnectionCheckStatus = ConnectionCheckStatus.UNKNOWN
     reason: str | None = None
@@ -642,6 +662,8 @@ class ConnectionCheck(_Response):
 
 
 class WorkflowNode(_Response):
+    """One processing step of a workflow (partitioner, chunker, embedder, ...)."""
+
     id: UUID | None = None
     name: NonEmptyStr
     type: NonEmptyStr
@@ -650,10 +672,14 @@ class WorkflowNode(_Response):
 
 
 class CronTabEntry(_Response):
+    """One cron expression of a workflow's schedule."""
+
     cron_expression: str
 
 
 class WorkflowSchedule(_Response):
+    """When a workflow runs on its own: its cron entries."""
+
     crontab_entries: list[CronTabEntry] = Field(default_factory=list)
 
 
@@ -675,6 +701,8 @@ def _check_nodes(nodes: list[WorkflowNode] | None) -> None:
 
 
 class CreateWorkflow(_Request):
+    """The body that creates a workflow."""
+
     name: NonEmptyStr
     workflow_type: WorkflowType
     source_id: UUID | None = None
@@ -711,6 +739,8 @@ class UpdateWorkflow(_Request):
 
 
 class Workflow(_Response):
+    """A workflow: its connectors, nodes, schedule and status."""
+
     id: UUID
     name: str
     sources: list[UUID] = Field(default_factory=list)
@@ -747,7 +777,7 @@ class ListWorkflowsParams(_Request):
     show_recommender_workflows: bool | None = None
 
     def query(self) -> dict[str, str]:
-        """The query string values, with booleans spelled as JSON does."""
+        """Return the query string values, with booleans spelled as JSON does."""
         data = self.model_dump(mode="json", exclude_none=True)
         return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in data.items()}
 
@@ -757,6 +787,8 @@ class ListWorkflowsParams(_Request):
 
 
 class OutputNodeFile(_Response):
+    """One output file of a job, named by file id and node id (what a download asks for)."""
+
     file_id: str
     node_id: str
     node_type: str | None = None
@@ -764,6 +796,8 @@ class OutputNodeFile(_Response):
 
 
 class Job(_Response):
+    """One run of a workflow: its status and the output files of a local-to-local run."""
+
     id: str
     status: JobStatus = JobStatus.UNKNOWN
     workflow_id: str | None = None
@@ -792,6 +826,8 @@ class Job(_Response):
 
 
 class NodeStats(_Response):
+    """How many files one node of a job has ready, in progress, done and failed."""
+
     node_name: str | None = None
     node_type: str | None = None
     node_subtype: str | None = None
@@ -802,6 +838,8 @@ class NodeStats(_Response):
 
 
 class JobDetails(_Response):
+    """A job's processing status and message, with per-node file counts."""
+
     id: str
     processing_status: JobStatus = JobStatus.UNKNOWN
     message: str | None = None
@@ -814,11 +852,15 @@ class JobDetails(_Response):
 
 
 class FailedFile(_Response):
+    """A file a job failed to process, with the error."""
+
     document: str
     error: str = ""
 
 
 class JobFailedFiles(_Response):
+    """The files a job failed to process."""
+
     failed_files: list[FailedFile] = Field(default_factory=list)
 
 
@@ -827,6 +869,8 @@ class JobFailedFiles(_Response):
 
 
 class PermissionGrant(_Response):
+    """The users and groups granted one action on a document."""
+
     users: list[str] = Field(default_factory=list)
     groups: list[str] = Field(default_factory=list)
 
@@ -860,6 +904,8 @@ class DataSource(_Response):
 
 
 class ElementMetadata(_Response):
+    """Where an element came from: file name and type, page, data source and permissions."""
+
     filename: str | None = None
     filetype: str | None = None
     page_number: int | None = None
@@ -867,6 +913,8 @@ class ElementMetadata(_Response):
 
 
 class Element(_Response):
+    """One element of a processed document (title, paragraph, table, ...) with its metadata."""
+
     type: str
     element_id: str
     text: str = ""
