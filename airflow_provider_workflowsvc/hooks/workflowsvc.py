@@ -84,11 +84,30 @@ ENDPOINT_NAMES: tuple[str, ...] = tuple(build.__name__ for build in _calls.ENDPO
 """The names of the endpoint methods both hooks have, in the order of :data:`._calls.ENDPOINTS`."""
 
 
-def _page_params(params: dict[str, Any]) -> tuple[dict[str, Any], int, int]:
-    params = dict(params)
-    page = int(params.pop("page", None) or 1)
-    size = int(params.pop("page_size", None) or 100)
-    return params, page, size
+class _Pages:
+    """
+    The pages ``iter_workflows`` asks for, and which workflows of each are new.
+
+    It ends at the first page that is empty or brings no workflow not seen before (a server that caps
+    ``page_size`` or ignores ``page`` cannot make it stop early or loop forever).
+    """
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self._params = dict(params)
+        self._page = int(self._params.pop("page", None) or 1)
+        self._size = int(self._params.pop("page_size", None) or 100)
+        self._seen: set[Any] = set()
+
+    def query(self) -> dict[str, Any]:
+        """Return the ``list_workflows`` arguments of the next page."""
+        return {**self._params, "page": self._page, "page_size": self._size}
+
+    def new(self, batch: list[Workflow]) -> list[Workflow]:
+        """Return the workflows of ``batch`` not seen before (none: the last page was reached)."""
+        new = [w for w in batch if w.id not in self._seen]
+        self._seen.update(w.id for w in new)
+        self._page += 1
+        return new
 
 
 class _HookBase(BaseHook):
@@ -395,21 +414,14 @@ class WorkflowServiceHook(_HookBase):
 
     def iter_workflows(self, **params: Any) -> Iterator[Workflow]:
         """
-        Every workflow matching ``params`` (any list_workflows filter), fetching page after page.
+        Yield every workflow matching ``params`` (any list_workflows filter), fetching page after page.
 
         Stops at the first page that is empty or brings no workflow not seen before (a server that
         caps ``page_size`` or ignores ``page`` cannot make it stop early or loop forever).
         """
-        params, page, size = _page_params(params)
-        seen: set[Any] = set()
-        while True:
-            batch = self.list_workflows(**params, page=page, page_size=size)
-            new = [w for w in batch if w.id not in seen]
-            if not new:
-                return
-            seen.update(w.id for w in new)
+        pages = _Pages(params)
+        while new := pages.new(self.list_workflows(**pages.query())):
             yield from new
-            page += 1
 
     def test_connection(self) -> tuple[bool, str]:
         """Make one cheap authenticated call (no retries) and say, in words, whether it worked."""
@@ -695,18 +707,11 @@ class WorkflowServiceAsyncHook(_HookBase):
 
     async def iter_workflows(self, **params: Any) -> AsyncIterator[Workflow]:
         """
-        Every workflow matching ``params`` (any list_workflows filter), fetching page after page.
+        Yield every workflow matching ``params`` (any list_workflows filter), fetching page after page.
 
         Stops at the first page that is empty or brings no workflow not seen before.
         """
-        params, page, size = _page_params(params)
-        seen: set[Any] = set()
-        while True:
-            batch = await self.list_workflows(**params, page=page, page_size=size)
-            new = [w for w in batch if w.id not in seen]
-            if not new:
-                return
-            seen.update(w.id for w in new)
+        pages = _Pages(params)
+        while new := pages.new(await self.list_workflows(**pages.query())):
             for workflow in new:
                 yield workflow
-            page += 1
