@@ -59,6 +59,22 @@ def test_every_operator_and_the_sensor_get_their_hook_from_the_one_mixin() -> No
     assert all(issubclass(t, WorkflowServiceBaseOperator) for t in operators)
 
 
+def test_a_dag_default_connection_reaches_every_operator_and_the_sensor() -> None:
+    from airflow.sdk import DAG
+
+    with DAG("defaults", default_args={"workflowsvc_conn_id": "from_defaults"}):
+        tasks = [
+            connectors.DeleteSourceConnectorOperator(task_id="connector", connector_id=WF),
+            workflows.DeleteWorkflowOperator(task_id="workflow", workflow_id=WF),
+            jobs.RunWorkflowOperator(task_id="run", workflow_id=WF),
+            jobs.CancelJobOperator(task_id="cancel", job_id="j"),
+            WorkflowJobSensor(task_id="sensor", job_id="j"),
+        ]
+    assert {t.task_id: t.workflowsvc_conn_id for t in tasks} == dict.fromkeys(
+        ("connector", "workflow", "run", "cancel", "sensor"), "from_defaults"
+    )
+
+
 @pytest.mark.parametrize(
     "make",
     [

@@ -309,3 +309,8 @@ class WorkflowServiceBaseOperator(WorkflowServiceTaskMixin, BaseOperator):
 
     :param workflowsvc_conn_id: Airflow connection of type ``workflowsvc``.
     """
+
+    # Declared here, not only on the mixin: Airflow fills a DAG's ``default_args`` into the parameters
+    # of the ``__init__`` methods of operator classes, and the mixin is not one.
+    def __init__(self, *, workflowsvc_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
+        super().__init__(workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)
