@@ -11,7 +11,7 @@ from airflow_provider_workflowsvc.emulator.config import API_PREFIX, CONTROL_PRE
 from airflow_provider_workflowsvc.emulator.errors import InvalidRequest
 
 if TYPE_CHECKING:
-    from airflow_provider_workflowsvc.emulator.app import EmulatorState
+    from airflow_provider_workflowsvc.emulator.state import EmulatorState
 
 __all__ = ["router"]
 
