@@ -1,7 +1,7 @@
 """Provider registration: the provider info, and Airflow's ProvidersManager discovering it.
 
-Needs the package installed (``uv pip install -e '.[test]'``) so the ``apache_airflow_provider`` entry
-point exists.
+Needs the package installed (``uv pip install -e .``, as ``./dev`` does) so the
+``apache_airflow_provider`` entry point exists.
 """
 
 from __future__ import annotations
