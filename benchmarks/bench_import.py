@@ -80,6 +80,8 @@ print("BENCH-RESULT " + json.dumps({
 
 @dataclass
 class Target:
+    """What one sample imports, labelled, and with which interpreter."""
+
     label: str
     modules: tuple[str, ...]
     python: str

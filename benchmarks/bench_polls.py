@@ -65,7 +65,7 @@ class EmulatedTime:
 
     @contextlib.contextmanager
     def patched(self) -> Iterator[None]:
-        """The provider's polling code on this clock (see the module docstring for what is patched)."""
+        """Run the provider's polling code on this clock (see the module docstring for what is patched)."""
         from airflow_provider_workflowsvc import _outcome, _polling
         from airflow_provider_workflowsvc.triggers import job as trigger_module
 

@@ -45,7 +45,7 @@ def create_app(
     config: EmulatorConfig | None = None,
     faults: FaultSpec | None = None,
 ) -> FastAPI:
-    """A new emulator application with its own state (in memory unless ``settings.db`` names a file)."""
+    """Create an emulator application with its own state (in memory unless ``settings.db`` names a file)."""
     state = EmulatorState(settings or ServerSettings(), config or EmulatorConfig(), faults)
 
     @asynccontextmanager

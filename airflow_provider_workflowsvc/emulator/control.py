@@ -90,7 +90,7 @@ async def delete_faults(request: Request) -> dict[str, Any]:
 async def get_requests(
     request: Request, method: str | None = None, path_contains: str | None = None
 ) -> list[dict[str, Any]]:
-    """The logged API requests, oldest first, optionally filtered."""
+    """Return the logged API requests, oldest first, optionally filtered."""
     return _state(request).log.query(method, path_contains)
 
 
