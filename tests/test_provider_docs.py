@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -157,3 +159,10 @@ def test_the_index_links_every_page() -> None:
     text = (DOCS / "index.rst").read_text()
     for page in ("connections/workflowsvc", "operators", "changelog"):
         assert f"<{page}>" in text, page
+
+
+def test_the_docs_build_without_warnings(tmp_path: Path) -> None:
+    """Sphinx reads every page (includes, labels, references) and treats any warning as an error."""
+    command = [sys.executable, "-m", "sphinx", "-W", "-q", "-b", "dummy", str(DOCS), str(tmp_path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
