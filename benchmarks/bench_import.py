@@ -206,7 +206,8 @@ def _root_rows(root: list[dict[str, Any]]) -> list[Row]:
             "ms",
             target=f"≤ {TARGET_MS:.0f} ms",
             met=statistics.median(s["extra_ms"] for s in root) <= TARGET_MS,
-            note=f"heavy modules loaded: {', '.join(heavy) or 'none'}",
+            note=f"CPU {statistics.median(s['extra_cpu_ms'] for s in root):.1f} ms; heavy modules loaded: "
+            f"{', '.join(heavy) or 'none'}",
         ),
     ]
 
