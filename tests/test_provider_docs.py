@@ -155,6 +155,21 @@ def test_the_changelog_page_includes_the_changelog() -> None:
     assert (DOCS / target).resolve() == REPO / "CHANGELOG.md"
 
 
+def test_the_index_documents_every_published_extra() -> None:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: pytest brings tomli there
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    text = (DOCS / "index.rst").read_text()
+    for extra, requirements in extras.items():
+        assert f"``{extra}``" in text, f"index.rst: no row for the extra {extra}"
+        for requirement in requirements:
+            name = re.split(r"[\[<>=!~; ]", requirement, maxsplit=1)[0]
+            assert f"``{name}``" in text, f"index.rst: the extra {extra} does not name {name}"
+
+
 def test_the_index_links_every_page() -> None:
     text = (DOCS / "index.rst").read_text()
     for page in ("connections/workflowsvc", "operators", "changelog"):
