@@ -205,6 +205,26 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         except Exception as exc:
             self.log.warning("Could not cancel job %s: %s", job_id, exc)
 
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Return the job's lineage (``[openlineage]`` extra): sources or files in, destination out."""
+        from airflow_provider_workflowsvc.lineage import input_paths, run_lineage
+
+        job_id = self._job_id or (self._result or {}).get("job_id")
+        if not job_id:
+            return None
+        try:
+            files = input_paths(self.files, self._files)
+            return run_lineage(
+                self.hook,
+                workflow_id=str(self.workflow_id),
+                job_id=job_id,
+                summary=self._result,
+                files=files,
+                log=self.log,
+            )
+        finally:
+            self._close_hook()
+
     # -- ResumableJobMixin contract ----------------------------------------------------------------
 
     def submit_job(self, context: Context) -> str:
@@ -317,7 +337,7 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
 
             note = cancel_after_timeout(self.hook, outcome.job_id, self.cancel_on_timeout, self.log)
         error = failure_for(outcome, fail_on_failed_files=self.fail_on_failed_files, timeout_note=note)
-        summary = outcome.summary(
+        summary = self._result = outcome.summary(
             fail_on_failed_files=self.fail_on_failed_files, workflow_id=str(self.workflow_id)
         )
         if error is not None:
@@ -325,6 +345,9 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
                 context["ti"].xcom_push(key="return_value", value=summary)
             raise error
         self._forget_job(context)
+        from airflow_provider_workflowsvc.assets import record_outlet_events
+
+        record_outlet_events(context, self.outlets, summary)
         return summary
 
     def _state_store(self, context: Context) -> Any:
