@@ -407,6 +407,7 @@ class DownloadJobOutputOperator(_JobTask, BaseOperator):
         self.job_id = job_id
         self.run_task_id = run_task_id
         self.workflowsvc_conn_id = workflowsvc_conn_id
+        self._downloaded: tuple[str, str] | None = None
 
     def execute(self, context: Context) -> list[str]:
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
@@ -434,7 +435,16 @@ class DownloadJobOutputOperator(_JobTask, BaseOperator):
         finally:
             self._close_hook()
         self.log.info("Downloaded %d output file(s) of job %s into %s", len(paths), job_id, directory)
+        self._downloaded = (job_id, str(directory))
         return paths
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Return the download's lineage (``[openlineage]`` extra): the job's output into ``output_dir``."""
+        from airflow_provider_workflowsvc.lineage import download_lineage
+
+        if self._downloaded is None:
+            return None
+        return download_lineage(self.hook.settings.base_url, *self._downloaded)
 
     def _download(self, job_id: str, file_id: str, node_id: str, directory: Path, names: Any) -> str:
         """Stream one output to a hidden name, then give it its final name (never a partial file)."""
