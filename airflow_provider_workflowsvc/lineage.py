@@ -266,7 +266,10 @@ def run_lineage(
 
     workflow = _workflow_of(hook, workflow_id, log)
     inputs = workflow.inputs or (file_datasets(files) if files else [])
-    outputs = workflow.outputs or [job_output_dataset(hook.settings.base_url, job_id)]
+    if workflow.outputs is None:  # the workflow could not be read: its destination is unknown
+        outputs = []
+    else:
+        outputs = workflow.outputs or [job_output_dataset(hook.settings.base_url, job_id)]
     summary = summary or {}
     run_facets: dict[str, Any] = {
         "workflowsvc_job": job_facet(job_id, workflow_id, workflow.name, summary),

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import FAKE_WORKFLOW_ID
 
 from airflow_provider_workflowsvc.assets import asset_event_extra, destination_asset
 from airflow_provider_workflowsvc.emulator.testing import running_emulator
@@ -141,6 +142,51 @@ def test_job_output_dataset_is_on_the_service_without_credentials() -> None:
         "workflowsvc://svc.example.com:8443",
         "api/v1/jobs/j-1/output",
     )
+
+
+def test_an_unreadable_workflow_leaves_connectors_out_but_keeps_files_and_facets(
+    mock_service: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    import httpx
+
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+    from airflow_provider_workflowsvc.lineage import run_lineage
+
+    mock_service.get(f"/workflows/{FAKE_WORKFLOW_ID}").mock(
+        return_value=httpx.Response(404, json={"detail": "gone"})
+    )
+    paths = [str(tmp_path / "a.txt")]
+    summary = {
+        "status": "completed",
+        "failed_files": [{"document": "a.txt", "error": "bad"}],
+        "failed_file_count": 1,
+    }
+    with WorkflowServiceHook() as hook:
+        lineage = run_lineage(
+            hook,
+            workflow_id=FAKE_WORKFLOW_ID,
+            job_id="j-1",
+            summary=summary,
+            files=paths,
+            log=logging.getLogger("lineage-test"),
+        )
+    assert [(d.namespace, d.name) for d in lineage.inputs] == [("file", paths[0])]
+    assert lineage.outputs == []  # a local destination cannot be told from a connector one
+    assert lineage.run_facets["workflowsvc_job"].jobId == "j-1"
+    assert lineage.run_facets["workflowsvc_job"].workflowName is None
+    assert lineage.run_facets["workflowsvc_failedFiles"].failedCount == 1
+    assert f"could not read workflow {FAKE_WORKFLOW_ID}" in caplog.text
+
+
+def test_no_lineage_before_a_job_exists() -> None:
+    from airflow_provider_workflowsvc.operators.jobs import DownloadJobOutputOperator, RunWorkflowOperator
+
+    run = RunWorkflowOperator(task_id="run", workflow_id=FAKE_WORKFLOW_ID)
+    download = DownloadJobOutputOperator(task_id="download", job_id="j", output_dir="/tmp/x")
+    assert run.get_openlineage_facets_on_complete(None) is None
+    assert download.get_openlineage_facets_on_complete(None) is None
 
 
 # -- assets ------------------------------------------------------------------------------------------
