@@ -201,6 +201,26 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
         except Exception as exc:
             self.log.warning("Could not cancel job %s: %s", job_id, exc)
 
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Return the job's lineage (``[openlineage]`` extra): sources or files in, destination out."""
+        from airflow_provider_workflowsvc.lineage import input_paths, run_lineage
+
+        job_id = self._job_id or (self._result or {}).get("job_id")
+        if not job_id:
+            return None
+        try:
+            files = input_paths(self.files, self._files)
+            return run_lineage(
+                self.hook,
+                workflow_id=str(self.workflow_id),
+                job_id=job_id,
+                summary=self._result,
+                files=files,
+                log=self.log,
+            )
+        finally:
+            self._close_hook()
+
     # -- ResumableJobMixin contract ----------------------------------------------------------------
 
     def submit_job(self, context: Context) -> str:
@@ -329,7 +349,7 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
 
             note = cancel_after_timeout(self.hook, outcome.job_id, self.cancel_on_timeout, self.log)
         error = failure_for(outcome, fail_on_failed_files=self.fail_on_failed_files, timeout_note=note)
-        summary = outcome.summary(
+        summary = self._result = outcome.summary(
             fail_on_failed_files=self.fail_on_failed_files, workflow_id=str(self.workflow_id)
         )
         if error is not None:
@@ -337,6 +357,9 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
                 context["ti"].xcom_push(key="return_value", value=summary)
             raise error
         self._forget_job(context)
+        from airflow_provider_workflowsvc.assets import record_outlet_events
+
+        record_outlet_events(context, self.outlets, summary)
         return summary
 
     def _state_store(self, context: Context) -> Any:
@@ -395,6 +418,7 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
         self.output_dir = output_dir
         self.job_id = job_id
         self.run_task_id = run_task_id
+        self._downloaded: tuple[str, str] | None = None
 
     def execute(self, context: Context) -> list[str]:
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
@@ -422,7 +446,16 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
         finally:
             self.close_hook()
         self.log.info("Downloaded %d output file(s) of job %s into %s", len(paths), job_id, directory)
+        self._downloaded = (job_id, str(directory))
         return paths
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Return the download's lineage (``[openlineage]`` extra): the job's output into ``output_dir``."""
+        from airflow_provider_workflowsvc.lineage import download_lineage
+
+        if self._downloaded is None:
+            return None
+        return download_lineage(self.hook.settings.base_url, *self._downloaded)
 
     def _download(self, job_id: str, file_id: str, node_id: str, directory: Path, names: Any) -> str:
         """Stream one output to a hidden name, then give it its final name (never a partial file)."""
