@@ -15,7 +15,17 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.assets import destination_asset
     from airflow_provider_workflowsvc.exceptions import (
+        AmbiguousRunError,
+        ConnectionCheckFailedError,
+        ExistingResourceError,
+        InvalidJobEventError,
+        InvalidTaskInputError,
+        NoFilesMatchedError,
+        WorkflowJobError,
+        WorkflowJobFailedError,
+        WorkflowJobTimeoutError,
         WorkflowServiceApiError,
         WorkflowServiceAuthError,
         WorkflowServiceConflictError,
@@ -30,7 +40,6 @@ if TYPE_CHECKING:
     )
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
     from airflow_provider_workflowsvc.operators.connectors import (
-        ConnectionCheckFailedError,
         CreateDestinationConnectorOperator,
         CreateSourceConnectorOperator,
         DeleteDestinationConnectorOperator,
@@ -57,8 +66,9 @@ if TYPE_CHECKING:
 # Each public name and the module (under this package) that defines it; the TYPE_CHECKING imports above
 # name the same, for type checkers and IDEs (a test keeps the three lists equal).
 _EXPORTS: dict[str, str] = {
+    "AmbiguousRunError": "exceptions",
     "CancelJobOperator": "operators.jobs",
-    "ConnectionCheckFailedError": "operators.connectors",
+    "ConnectionCheckFailedError": "exceptions",
     "CreateDestinationConnectorOperator": "operators.connectors",
     "CreateSourceConnectorOperator": "operators.connectors",
     "CreateWorkflowOperator": "operators.workflows",
@@ -67,13 +77,20 @@ _EXPORTS: dict[str, str] = {
     "DeleteWorkflowOperator": "operators.workflows",
     "DestinationConnectionCheckOperator": "operators.connectors",
     "DownloadJobOutputOperator": "operators.jobs",
+    "ExistingResourceError": "exceptions",
+    "InvalidJobEventError": "exceptions",
+    "InvalidTaskInputError": "exceptions",
+    "NoFilesMatchedError": "exceptions",
     "RunWorkflowOperator": "operators.jobs",
     "SourceConnectionCheckOperator": "operators.connectors",
     "UpdateDestinationConnectorOperator": "operators.connectors",
     "UpdateSourceConnectorOperator": "operators.connectors",
     "UpdateWorkflowOperator": "operators.workflows",
+    "WorkflowJobError": "exceptions",
+    "WorkflowJobFailedError": "exceptions",
     "WorkflowJobLink": "operators.jobs",
     "WorkflowJobSensor": "sensors.job",
+    "WorkflowJobTimeoutError": "exceptions",
     "WorkflowJobTrigger": "triggers.job",
     "WorkflowServiceApiError": "exceptions",
     "WorkflowServiceAsyncHook": "hooks.workflowsvc",
@@ -88,9 +105,11 @@ _EXPORTS: dict[str, str] = {
     "WorkflowServiceResponseError": "exceptions",
     "WorkflowServiceServerError": "exceptions",
     "WorkflowServiceValidationError": "exceptions",
+    "destination_asset": "assets",
 }
 
 __all__ = [
+    "AmbiguousRunError",
     "CancelJobOperator",
     "ConnectionCheckFailedError",
     "CreateDestinationConnectorOperator",
@@ -101,13 +120,20 @@ __all__ = [
     "DeleteWorkflowOperator",
     "DestinationConnectionCheckOperator",
     "DownloadJobOutputOperator",
+    "ExistingResourceError",
+    "InvalidJobEventError",
+    "InvalidTaskInputError",
+    "NoFilesMatchedError",
     "RunWorkflowOperator",
     "SourceConnectionCheckOperator",
     "UpdateDestinationConnectorOperator",
     "UpdateSourceConnectorOperator",
     "UpdateWorkflowOperator",
+    "WorkflowJobError",
+    "WorkflowJobFailedError",
     "WorkflowJobLink",
     "WorkflowJobSensor",
+    "WorkflowJobTimeoutError",
     "WorkflowJobTrigger",
     "WorkflowServiceApiError",
     "WorkflowServiceAsyncHook",
@@ -122,6 +148,7 @@ __all__ = [
     "WorkflowServiceResponseError",
     "WorkflowServiceServerError",
     "WorkflowServiceValidationError",
+    "destination_asset",
     "__version__",
 ]
 

@@ -12,7 +12,6 @@ from typing import Any
 from attrs import define, field
 from openlineage.client.facet_v2 import RunFacet
 
-from airflow_provider_workflowsvc.lineage import documents_written
 
 FAILED_FILES_IN_FACET = 100
 """Failed files listed in the facet (``failedCount`` counts them all)."""
@@ -47,15 +46,15 @@ class WorkflowServiceFailedFilesRunFacet(RunFacet):
 
 
 def job_facet(
-    job_id: str, workflow_id: str, workflow_name: str | None, summary: Mapping[str, Any]
+    job_id: str, workflow_id: str, workflow_name: str | None, summary: Mapping[str, Any], documents: int
 ) -> WorkflowServiceJobRunFacet:
-    """Return the job facet of a job summary."""
+    """Return the job facet of a job summary (``documents``: how many it wrote)."""
     return WorkflowServiceJobRunFacet(
         jobId=job_id,
         workflowId=workflow_id,
         workflowName=workflow_name,
         status=summary.get("status"),
-        documentsWritten=documents_written(summary),
+        documentsWritten=documents,
         failedCount=int(summary.get("failed_file_count") or len(summary.get("failed_files") or [])),
     )
 

@@ -272,7 +272,7 @@ def run_lineage(
         outputs = workflow.outputs or [job_output_dataset(hook.settings.base_url, job_id)]
     summary = summary or {}
     run_facets: dict[str, Any] = {
-        "workflowsvc_job": job_facet(job_id, workflow_id, workflow.name, summary),
+        "workflowsvc_job": job_facet(job_id, workflow_id, workflow.name, summary, documents_written(summary)),
     }
     if summary.get("failed_files"):
         run_facets["workflowsvc_failedFiles"] = failed_files_facet(summary["failed_files"])

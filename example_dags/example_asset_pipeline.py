@@ -32,9 +32,11 @@ from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 from airflow_provider_workflowsvc.operators.workflows import CreateWorkflowOperator
 
 SAMPLE_DOCS = Path(__file__).resolve().parent / "sample_docs"
+# [START howto_asset_workflowsvc_destination]
 S3_DESTINATION = {"remote_url": "s3://example-bucket/processed/"}
 """The identifying settings of the destination: the connector's config and the asset share them."""
 PROCESSED_DOCS = destination_asset("s3", S3_DESTINATION)
+# [END howto_asset_workflowsvc_destination]
 
 
 @dag(
@@ -65,6 +67,7 @@ def workflowsvc_example_asset_producer() -> None:
         destination_id=destination.output,
         if_exists="update",
     ).output
+    # [START howto_operator_workflowsvc_run_workflow_outlets]
     RunWorkflowOperator(
         task_id="run_workflow",
         workflow_id=workflow_id,
@@ -75,6 +78,7 @@ def workflowsvc_example_asset_producer() -> None:
         fail_on_failed_files=False,  # empty.txt fails; the other documents are still written
         outlets=[PROCESSED_DOCS],  # an asset event (with the job in its extra) when the job succeeds
     )
+    # [END howto_operator_workflowsvc_run_workflow_outlets]
 
 
 @dag(
@@ -86,6 +90,7 @@ def workflowsvc_example_asset_producer() -> None:
     doc_md=__doc__,
 )
 def workflowsvc_example_asset_consumer() -> None:
+    # [START howto_asset_workflowsvc_consumer]
     @task
     def report_new_documents(*, triggering_asset_events: Any = None) -> list[dict[str, Any]]:
         """Log the jobs whose asset events started this run; the return value (XCom) lists them."""
@@ -99,6 +104,7 @@ def workflowsvc_example_asset_consumer() -> None:
         return jobs
 
     report_new_documents()
+    # [END howto_asset_workflowsvc_consumer]
 
 
 workflowsvc_example_asset_producer()

@@ -219,7 +219,7 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
                 log=self.log,
             )
         finally:
-            self._close_hook()
+            self.close_hook()
 
     # -- ResumableJobMixin contract ----------------------------------------------------------------
 
