@@ -148,8 +148,8 @@ __all__ = [
     "WorkflowServiceResponseError",
     "WorkflowServiceServerError",
     "WorkflowServiceValidationError",
-    "destination_asset",
     "__version__",
+    "destination_asset",
 ]
 
 

@@ -12,7 +12,6 @@ from typing import Any
 from attrs import define, field
 from openlineage.client.facet_v2 import RunFacet
 
-
 FAILED_FILES_IN_FACET = 100
 """Failed files listed in the facet (``failedCount`` counts them all)."""
 
