@@ -669,6 +669,7 @@ DEBIAN_PACKAGES = {"initdb": "postgresql", "redis-server": "redis-server"}
 """The program each Debian package brings that the distributed shape runs."""
 PG_USER = "airflow"
 CELERY_WORKER = "celery-worker"
+WORKER_ARGS = ("celery", "worker", "--skip-serve-logs", "--without-mingle", "--without-gossip")
 
 
 def postgres_bindir() -> Path | None:
@@ -785,7 +786,7 @@ class DistributedAirflow(LocalAirflow):
         specs += [
             (f"triggerer-{n}", ("triggerer", "--skip-serve-logs")) for n in range(1, self.triggerers + 1)
         ]
-        return specs
+        return [*specs, (f"{CELERY_WORKER}-1", WORKER_ARGS)]
 
     def start(self, timeout: float = 240) -> float:
         """Install what is missing, start PostgreSQL, Redis, Airflow and a Celery worker; return seconds."""
@@ -795,33 +796,45 @@ class DistributedAirflow(LocalAirflow):
             self._start_postgres(deadline=started + timeout)
             self._start_redis(deadline=started + timeout)
             super().start(timeout=max(timeout - (time.monotonic() - started), 30))
-            self.start_worker()
+            self._workers_started = 1
+            self._wait_worker_ready(self.component(f"{CELERY_WORKER}-1"), deadline=started + timeout)
+            # the health endpoint is content with one triggerer: wait for every one's heartbeat
+            triggerers = self.component(f"triggerer-{self.triggerers}")
+            self._wait_for(
+                lambda: len(self.alive_triggerers()) == self.triggerers,
+                started + timeout,
+                triggerers,
+                f"{self.triggerers} triggerers",
+            )
         except BaseException:
             self.stop()
             raise
         return time.monotonic() - started
 
     def _migrate(self, timeout: float) -> None:
+        started = time.monotonic()
         self.airflow_cli("db", "migrate", timeout=timeout)
+        self._say(f"airflow db migrate (PostgreSQL) took {time.monotonic() - started:.0f} s")
 
     # -- Celery workers ----------------------------------------------------------------------------
 
     def start_worker(self, timeout: float = 90) -> Component:
         """Start a Celery worker (``celery-worker-N``) and wait until it takes tasks."""
         self._workers_started += 1
-        name = f"{CELERY_WORKER}-{self._workers_started}"
-        args = ("celery", "worker", "--skip-serve-logs", "--without-mingle", "--without-gossip")
-        worker = self.start_component(name, args)
-        deadline = time.monotonic() + timeout
+        worker = self.start_component(f"{CELERY_WORKER}-{self._workers_started}", WORKER_ARGS)
+        self._wait_worker_ready(worker, deadline=time.monotonic() + timeout)
+        return worker
+
+    def _wait_worker_ready(self, worker: Component, deadline: float) -> None:
+        """Wait for Celery's ``ready.`` line in the worker's log; fail when it exits first."""
         while " ready." not in tail(worker.log_path, 200):
             if not worker.alive():
                 raise self._failure(
-                    f"{name} exited with code {worker.process.returncode} while starting", worker
+                    f"{worker.name} exited with code {worker.process.returncode} while starting", worker
                 )
             if time.monotonic() > deadline:
-                raise self._failure(f"{name} was not ready within {timeout:.0f} s", worker)
+                raise self._failure(f"{worker.name} was not ready in time", worker)
             time.sleep(0.3)
-        return worker
 
     def workers(self) -> list[Component]:
         return [c for c in self.components if c.name.startswith(CELERY_WORKER)]
@@ -1057,7 +1070,7 @@ def local_stack(
         )
         components = ", ".join(name for name, _ in airflow.component_specs())
         if distributed:
-            components = f"PostgreSQL, Redis, {components}, a Celery worker"
+            components = f"PostgreSQL, Redis, {components}"
         say(f"starting Airflow ({components})…")
         try:
             seconds = airflow.start(timeout=start_timeout)
