@@ -17,6 +17,14 @@ SIGTERM to every process group it created, waits, then SIGKILLs stragglers. Use 
 
 Settings are the ones in /work/shared/AIRFLOW-NOTES.md ("A real deployment on one machine"): SQLite,
 LocalExecutor, the simple auth manager with every user an admin. A throwaway box: never expose it.
+
+Two shapes share this harness. ``LocalAirflow`` above is the local one; ``DistributedAirflow`` (or
+``local_stack(..., distributed=True)``) is a multi-machine deployment on this machine: PostgreSQL and
+Redis on loopback ports (their Debian packages installed with ``apt-get`` when missing), the
+CeleryExecutor with a Celery worker, two triggerers, and failover thresholds of seconds. It can kill a
+triggerer or the worker (SIGKILL to the process group) and start another worker, and reads the
+metadata database (which triggerer holds which trigger). Each component reports its name as its
+hostname, so task instances and triggerer jobs say where they ran.
 """
 
 from __future__ import annotations
