@@ -174,7 +174,8 @@ def run_child(
             env=env or child_env(),
             cwd=REPO_ROOT,
         )
-        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdin is not None
+        assert proc.stdout is not None
         killer = threading.Timer(timeout, proc.kill)
         killer.start()
         sampler = ProcSampler(proc.pid, sample_every) if sample_every else None

@@ -23,16 +23,17 @@ def main() -> int:
     os.environ["AIRFLOW__OPENLINEAGE__NAMESPACE"] = "workflowsvc-tests"
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     connection = os.environ.get("AIRFLOW_CONN_WORKFLOWSVC_DEFAULT", "")
-    import conftest  # sets AIRFLOW_HOME (a temp dir) and the test settings before Airflow is imported
+    import conftest  # noqa: F401  (sets AIRFLOW_HOME, a temp dir, and the test settings before Airflow is imported)
+    import helpers
 
     os.environ["AIRFLOW_CONN_WORKFLOWSVC_DEFAULT"] = connection  # conftest drops it
 
     from airflow.utils import db
 
     db.resetdb()
-    bag = conftest.dag_bag(folder, collect_dags=True)
+    bag = helpers.dag_bag(folder, collect_dags=True)
     assert not bag.import_errors, bag.import_errors
-    conftest.sync_dags_to_db(bag)
+    helpers.sync_dags_to_db(bag)
     for run in runs:
         dag_id, _, conf = run.partition("=")
         dr = bag.dags[dag_id].test(run_conf=json.loads(conf) if conf else None)

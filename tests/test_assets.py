@@ -114,7 +114,8 @@ def test_failed_files_are_counted_and_a_failed_task_records_no_event(dag_runner:
     assert dr.get_task_instance("run_tolerant").state == "success"
     assert dr.get_task_instance("run_strict").state == "failed"  # empty.txt fails it
     (event,) = asset_events(kept.uri, dr.run_id)
-    assert event.extra["documents_written"] == 1 and event.extra["failed_count"] == 1
+    assert event.extra["documents_written"] == 1
+    assert event.extra["failed_count"] == 1
     assert event.extra["job_id"] == dr.get_task_instance("run_tolerant").xcom_pull(
         task_ids="run_tolerant", key="job_id"
     )

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import FAKE_WORKFLOW_ID, details_json, failed_json, job_json
+from helpers import FAKE_WORKFLOW_ID, details_json, failed_json, job_json
 
 import airflow_provider_workflowsvc
 from airflow_provider_workflowsvc import _compat
@@ -214,16 +214,20 @@ def test_connection_form_from_the_hook_methods_as_the_ui_gets_it() -> None:
     assert meta.hook_class_name == HOOK_CLASS
     assert meta.standard_fields.host.title == "Base URL"
     assert meta.standard_fields.password.title == "Access token"
-    assert meta.standard_fields.login.hidden and meta.standard_fields.port.hidden
+    assert meta.standard_fields.login.hidden
+    assert meta.standard_fields.port.hidden
     assert meta.standard_fields.host.placeholder == "https://platform.example.com/api/v1"
     fields = {name: param["schema"] | {"value": param["value"]} for name, param in meta.extra_fields.items()}
     (declared,) = [c["conn-fields"] for c in get_provider_info()["connection-types"]]
     assert set(fields) == set(declared)  # every declared field, as the 3.2+ form shows them
     assert {"api_key", "ui_url", "timeout", "verify", "max_retries"} <= set(fields)
-    assert fields["api_key"]["format"] == "password" and fields["api_key"]["title"] == "API key"
+    assert fields["api_key"]["format"] == "password"
+    assert fields["api_key"]["title"] == "API key"
     assert [name for name, field in fields.items() if field.get("format") == "password"] == ["api_key"]
-    assert fields["verify"]["type"] == ["boolean", "null"] and fields["verify"]["value"] is True
-    assert fields["max_retries"]["type"] == ["integer", "null"] and fields["max_retries"]["value"] == 5
+    assert fields["verify"]["type"] == ["boolean", "null"]
+    assert fields["verify"]["value"] is True
+    assert fields["max_retries"]["type"] == ["integer", "null"]
+    assert fields["max_retries"]["value"] == 5
     assert fields["timeout"] == {"title": "Read timeout (s)", "type": ["string", "null"], "value": "60"}
 
 

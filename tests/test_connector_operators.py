@@ -63,7 +63,8 @@ def test_create_looks_the_name_up_then_creates(mock_service: Any) -> None:
 
     assert calls(mock_service) == [("GET", "/api/v1/sources/"), ("POST", "/api/v1/sources/")]
     sent = body(mock_service)
-    assert sent["name"] == "wiki" and sent["type"] == "confluence"
+    assert sent["name"] == "wiki"
+    assert sent["type"] == "confluence"
     assert sent["config"]["token"] == SECRET  # the service gets the real value
     assert sent["config"]["max_num_of_spaces"] == 500  # typed defaults are sent
 
@@ -239,7 +240,8 @@ def test_invalid_input_at_run_time_fails_before_any_request_without_retry(
 
     with pytest.raises(InvalidTaskInputError, match=message) as info:
         op.execute({})
-    assert isinstance(info.value, AirflowFailException) and isinstance(info.value, WorkflowServiceInputError)
+    assert isinstance(info.value, AirflowFailException)
+    assert isinstance(info.value, WorkflowServiceInputError)
     assert SECRET not in str(info.value)
     assert not mock_service.calls
 
@@ -283,7 +285,8 @@ def test_templates_inside_a_typed_config_render_and_stay_secret(mock_service: An
 
     model = ConfluenceSourceConfig(url="https://wiki.example.com", token="{{ params.tok }}")
     op = _rendered(lambda: create_source(config=model), tok="pat-from-connection-1234")
-    assert isinstance(op.config, dict) and op.config["token"] == "pat-from-connection-1234"
+    assert isinstance(op.config, dict)
+    assert op.config["token"] == "pat-from-connection-1234"
     assert "pat-from-connection-1234" not in redact(json.dumps(op.config))
 
     mock_service.get("/sources/").respond(json=[])

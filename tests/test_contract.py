@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from conftest import accepted_code, job_spelling
+from helpers import accepted_code, job_spelling
 
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceAuthError,
@@ -121,13 +121,15 @@ def test_every_endpoint_method_has_a_contract_test() -> None:
 @exercises("list_sources", "get_source", "create_source", "update_source", "delete_source")
 def test_source_connector_round_trip(emulator: Any, hook: WorkflowServiceHook) -> None:
     created = hook.create_source("wiki", "confluence", ConfluenceSourceConfig(**CONFLUENCE))
-    assert created.type == "confluence" and created.config["token"].get_secret_value() == "**********"
+    assert created.type == "confluence"
+    assert created.config["token"].get_secret_value() == "**********"
     other = hook.create_source("bucket", "s3", {"remote_url": "s3://b", "aws_secret_key": "k"})
     assert [s.name for s in hook.list_sources()] == ["wiki", "bucket"]
     assert [s.id for s in hook.list_sources(source_type="s3")] == [other.id]
     assert hook.get_source(created.id) == created
     updated = hook.update_source(created.id, {**CONFLUENCE, "spaces": ["ENG"]}, source_type="confluence")
-    assert updated.config["spaces"] == ["ENG"] and updated.updated_at is not None
+    assert updated.config["spaces"] == ["ENG"]
+    assert updated.updated_at is not None
     hook.delete_source(other.id)
     with pytest.raises(WorkflowServiceNotFoundError):
         hook.get_source(other.id)
@@ -161,13 +163,17 @@ def test_connection_checks(emulator: Any, hook: WorkflowServiceHook) -> None:
     with pytest.raises(WorkflowServiceNotFoundError, match="no connection check"):
         hook.get_source_connection_check(source.id)
     started = hook.start_source_connection_check(source.id)
-    assert started.status is ConnectionCheckStatus.SCHEDULED and started.reason is None
+    assert started.status is ConnectionCheckStatus.SCHEDULED
+    assert started.reason is None
     assert hook.start_destination_connection_check(broken.id).status is ConnectionCheckStatus.SCHEDULED
     emulator.advance_clock(5)
     done = hook.get_source_connection_check(source.id)
-    assert done.status is ConnectionCheckStatus.SUCCESS and done.id == started.id and done.reported_at
+    assert done.status is ConnectionCheckStatus.SUCCESS
+    assert done.id == started.id
+    assert done.reported_at
     failed = hook.get_destination_connection_check(broken.id)
-    assert failed.status is ConnectionCheckStatus.FAILURE and "config field 'token'" in (failed.reason or "")
+    assert failed.status is ConnectionCheckStatus.FAILURE
+    assert "config field 'token'" in (failed.reason or "")
 
 
 def test_connector_errors_map_to_exceptions(hook: WorkflowServiceHook) -> None:
@@ -192,17 +198,18 @@ def test_workflow_round_trip(hook: WorkflowServiceHook) -> None:
     workflow = hook.create_workflow(
         "wf", "custom", source_id=source.id, workflow_nodes=nodes, schedule="daily"
     )
-    assert workflow.sources == [source.id] and workflow.status is WorkflowStatus.ACTIVE
-    assert (
-        workflow.schedule is not None and workflow.schedule.crontab_entries[0].cron_expression == "0 0 * * *"
-    )
-    assert [n.name for n in workflow.workflow_nodes] == ["Parse"] and workflow.workflow_nodes[0].id
+    assert workflow.sources == [source.id]
+    assert workflow.status is WorkflowStatus.ACTIVE
+    assert workflow.schedule is not None
+    assert workflow.schedule.crontab_entries[0].cron_expression == "0 0 * * *"
+    assert [n.name for n in workflow.workflow_nodes] == ["Parse"]
+    assert workflow.workflow_nodes[0].id
     assert hook.get_workflow(workflow.id) == workflow
     updated = hook.update_workflow(workflow.id, name="renamed", schedule="every 2 hours", reprocess_all=True)
-    assert updated.name == "renamed" and updated.reprocess_all is True
-    assert (
-        updated.schedule is not None and updated.schedule.crontab_entries[0].cron_expression == "0 */2 * * *"
-    )
+    assert updated.name == "renamed"
+    assert updated.reprocess_all is True
+    assert updated.schedule is not None
+    assert updated.schedule.crontab_entries[0].cron_expression == "0 */2 * * *"
     assert [w.id for w in hook.list_workflows(source_id=source.id)] == [workflow.id]
     hook.delete_workflow(workflow.id)
     assert hook.list_workflows() == []
@@ -219,15 +226,19 @@ def test_iter_workflows_pages(emulator: Any, hook: WorkflowServiceHook) -> None:
     assert [w.name for w in hook.iter_workflows(page_size=3, sort_by="name")] == names
     queries = [r["query"] for r in emulator.requests(method="GET", path_contains="/workflows")]
     pages = [q.split("page=")[1].split("&")[0] for q in queries]
-    assert pages[:3] == ["1", "2", "3"] and len(pages) <= 4 and all("page_size=3" in q for q in queries)
+    assert pages[:3] == ["1", "2", "3"]
+    assert len(pages) <= 4
+    assert all("page_size=3" in q for q in queries)
 
 
 def test_test_connection(emulator: Any, settings: ConnectionSettings) -> None:
     ok, message = WorkflowServiceHook(settings=settings).test_connection()
-    assert ok and emulator.base_url in message
+    assert ok
+    assert emulator.base_url in message
     wrong = settings.model_copy(update={"token": None})
     ok, message = WorkflowServiceHook(settings=wrong).test_connection()
-    assert not ok and "401" in message
+    assert not ok
+    assert "401" in message
 
 
 def test_wrong_credentials_raise_auth_error(settings: ConnectionSettings) -> None:
@@ -247,10 +258,12 @@ def test_local_run_poll_and_download(
     emulator: Any, hook: WorkflowServiceHook, inputs: list[Path], tmp_path: Path
 ) -> None:
     job = local_job(hook, inputs)
-    assert job.status is JobStatus.SCHEDULED and job.output_node_files == []
+    assert job.status is JobStatus.SCHEDULED
+    assert job.output_node_files == []
     assert [j.id for j in hook.list_jobs(workflow_id=job.workflow_id)] == [job.id]
     done = finish(emulator, hook, job.id)
-    assert done.status is JobStatus.COMPLETED and len(done.output_node_files) == 2
+    assert done.status is JobStatus.COMPLETED
+    assert len(done.output_node_files) == 2
     details = hook.get_job_details(job.id)
     assert details.processing_status is JobStatus.COMPLETED
     assert [(n.node_name, n.success, n.failure) for n in details.node_stats] == [
@@ -261,12 +274,14 @@ def test_local_run_poll_and_download(
     assert hook.get_job_failed_files(job.id).failed_files == []
     first, second = done.output_node_files
     elements = hook.download_job_output(job.id, first.file_id, first.node_id)
-    assert isinstance(elements, list) and all(isinstance(e, Element) for e in elements)
+    assert isinstance(elements, list)
+    assert all(isinstance(e, Element) for e in elements)
     assert [(e.type, e.text) for e in elements][:2] == [
         ("Title", "Project Plan"),
         ("NarrativeText", "We build it, then ship it."),
     ]
-    assert elements[0].metadata.filename == "plan.txt" and elements[0].metadata.page_number == 1
+    assert elements[0].metadata.filename == "plan.txt"
+    assert elements[0].metadata.page_number == 1
     target = tmp_path / "out" / "page.json"
     saved = hook.download_job_output(job.id, second.file_id, second.node_id, path=target)
     assert saved == target
@@ -280,15 +295,17 @@ def test_failed_files_and_failed_jobs(emulator: Any, hook: WorkflowServiceHook, 
     binary.write_bytes(b"\x00\x01\x02\x03")
     empty.write_bytes(b"")
     partial = finish(emulator, hook, local_job(hook, [good, binary], "partial").id)
-    assert partial.status is JobStatus.COMPLETED and len(partial.output_node_files) == 1
+    assert partial.status is JobStatus.COMPLETED
+    assert len(partial.output_node_files) == 1
     (failed_file,) = hook.get_job_failed_files(partial.id).failed_files
-    assert failed_file.document == "blob.txt" and "NUL bytes" in failed_file.error
+    assert failed_file.document == "blob.txt"
+    assert "NUL bytes" in failed_file.error
     failed = finish(emulator, hook, local_job(hook, [binary, empty], "all-bad").id)
-    assert failed.status is JobStatus.FAILED and failed.output_node_files == []
+    assert failed.status is JobStatus.FAILED
+    assert failed.output_node_files == []
     details = hook.get_job_details(failed.id)
-    assert details.processing_status is JobStatus.FAILED and (details.message or "").startswith(
-        "All 2 file(s) failed"
-    )
+    assert details.processing_status is JobStatus.FAILED
+    assert (details.message or "").startswith("All 2 file(s) failed")
     assert [j.id for j in hook.list_jobs(status=JobStatus.FAILED)] == [failed.id]
     with pytest.raises(
         WorkflowServiceConflictError, match=f"status is {job_spelling(emulator.dialect, 'failed')[0]}"
@@ -329,9 +346,11 @@ def test_remote_run_without_files(emulator: Any, hook: WorkflowServiceHook) -> N
     destination = hook.create_destination("astra", "astradb", ASTRA)
     workflow = hook.create_workflow("remote", "advanced", source_id=source.id, destination_id=destination.id)
     job = hook.run_workflow(workflow.id)
-    assert job is not None and job.workflow_name == "remote"
+    assert job is not None
+    assert job.workflow_name == "remote"
     done = finish(emulator, hook, job.id)
-    assert done.status is JobStatus.COMPLETED and done.output_node_files == []
+    assert done.status is JobStatus.COMPLETED
+    assert done.output_node_files == []
     with pytest.raises(WorkflowServiceValidationError, match="input_files"):
         hook.run_workflow(hook.create_workflow("local", "basic").id)
 
@@ -352,7 +371,8 @@ def test_rate_limit_retry_after_is_honoured(emulator: Any, hook: WorkflowService
     emulator.set_faults(errors=[429], count=1, retry_after=0.2)
     assert hook.list_workflows() == []
     first, second = emulator.requests()
-    assert first["status"] == 429 and second["status"] == 200
+    assert first["status"] == 429
+    assert second["status"] == 200
 
 
 def test_creates_are_not_retried_once_sent(emulator: Any, hook: WorkflowServiceHook) -> None:
@@ -400,7 +420,8 @@ def test_strip_slash_redirects(emulator: Any, hook: WorkflowServiceHook, status:
     assert [w.id for w in hook.list_workflows()] == [workflow.id]
     assert [d.id for d in hook.list_destinations()] == [destination.id]
     statuses = [(r["method"], r["status"]) for r in emulator.requests()]
-    assert statuses.count(("POST", status)) == 2 and ("POST", 200) in statuses
+    assert statuses.count(("POST", status)) == 2
+    assert ("POST", 200) in statuses
 
 
 def test_spec_redirect_mode_costs_one_redirect_per_collection(
@@ -430,7 +451,8 @@ async def test_async_hook_run_poll_download(
     async with WorkflowServiceAsyncHook(settings=settings) as hook:
         workflow = await hook.create_workflow("async-wf", "basic")
         job = await hook.run_workflow(workflow.id, files=inputs)
-        assert job is not None and job.status is JobStatus.SCHEDULED
+        assert job is not None
+        assert job.status is JobStatus.SCHEDULED
         emulator.advance_clock(60)
         done = await hook.get_job(job.id)
         assert done.status is JobStatus.COMPLETED
@@ -440,11 +462,13 @@ async def test_async_hook_run_poll_download(
         assert (await hook.get_job_failed_files(job.id)).failed_files == []
         output = done.output_node_files[0]
         elements = await hook.download_job_output(job.id, output.file_id, output.node_id)
-        assert isinstance(elements, list) and elements[0].text == "Project Plan"
+        assert isinstance(elements, list)
+        assert elements[0].text == "Project Plan"
         saved = await hook.download_job_output(
             job.id, output.file_id, output.node_id, path=tmp_path / "o.json"
         )
-        assert isinstance(saved, Path) and json.loads(saved.read_text())[0]["text"] == "Project Plan"
+        assert isinstance(saved, Path)
+        assert json.loads(saved.read_text())[0]["text"] == "Project Plan"
         assert [w.name async for w in hook.iter_workflows(page_size=1)] == ["async-wf"]
 
 

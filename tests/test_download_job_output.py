@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import job_json
+from helpers import job_json
 
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceError, WorkflowServiceInputError
 from airflow_provider_workflowsvc.operators._files import OutputNames, document_name, inside, safe_name

@@ -141,7 +141,8 @@ def test_marking_the_deferred_task_failed_cancels_the_job(stack: tuple[LocalAirf
     )
     assert emulator_job_status(emulator, job_id) == "stopped"
     cancels = emulator.requests(method="POST", path_contains=f"/jobs/{job_id}/cancel")
-    assert len(cancels) == 1 and cancels[0]["status"] < 300
+    assert len(cancels) == 1
+    assert cancels[0]["status"] < 300
     _wait_for(
         lambda: f"Asked the service to cancel job {job_id}" in _trigger_log_text(airflow, LONG_DAG, run_id),
         timeout=30,

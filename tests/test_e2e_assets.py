@@ -69,7 +69,8 @@ def test_the_job_asset_event_triggers_the_consumer_dag(stack: tuple[LocalAirflow
     producer = airflow.wait_for_run(PRODUCER, run_id, timeout=150)
     assert producer["state"] == "success", airflow.task_instances(PRODUCER, run_id)
     result = airflow.xcom(PRODUCER, run_id, "run_workflow")
-    assert result["status"] == "completed" and result["failed_file_count"] == 1
+    assert result["status"] == "completed"
+    assert result["failed_file_count"] == 1
     assert airflow.trigger_log_files(PRODUCER, run_id, "run_workflow"), "the run task did not defer"
 
     # Airflow's asset event, with the job in its extra

@@ -198,10 +198,12 @@ def test_a_killed_triggerers_waits_finish_on_the_other_one(stack: tuple[Distribu
         jobs_per_task[task_id] = len(jobs)
         summary = airflow.xcom(FANOUT_DAG, run_id, task_id)
         assert jobs == [before[task_id]["kwargs"]["job_id"]], task_id  # exactly one job: the trigger's
-        assert summary["job_id"] == jobs[0] and summary["status"] == "completed", task_id
+        assert summary["job_id"] == jobs[0], task_id
+        assert summary["status"] == "completed", task_id
         assert airflow.xcom(FANOUT_DAG, run_id, task_id, key="job_id") == jobs[0], task_id
         assert _run_requests(emulator, workflow_id) == 1, task_id
-        assert tis[task_id]["state"] == "success" and tis[task_id]["try_number"] == 1, task_id
+        assert tis[task_id]["state"] == "success", task_id
+        assert tis[task_id]["try_number"] == 1, task_id
         fired[task_id] = _fired_events(airflow, FANOUT_DAG, run_id, task_id)
     assert set(fired.values()) == {1}, f"fired events per task: {fired}"
     assert set(jobs_per_task.values()) == {1}
@@ -227,7 +229,8 @@ def test_a_killed_workers_durable_task_reattaches_on_retry(stack: tuple[Distribu
     # Waiting in the worker (not deferred): it polls the job itself.
     _wait_for(lambda: _polls(emulator, job_id) >= 2, timeout=60, what="the worker to poll the job")
     first = airflow.task_instance(DURABLE_DAG, run_id, DURABLE_TASK)
-    assert first["state"] == "running" and first["try_number"] == 1
+    assert first["state"] == "running"
+    assert first["try_number"] == 1
     assert first["hostname"] == "celery-worker-1"
 
     killed = airflow.kill_worker()
@@ -253,12 +256,14 @@ def test_a_killed_workers_durable_task_reattaches_on_retry(stack: tuple[Distribu
     run = airflow.wait_for_run(DURABLE_DAG, run_id, timeout=120)
     assert run["state"] == "success"
     summary = airflow.xcom(DURABLE_DAG, run_id, DURABLE_TASK)
-    assert summary["job_id"] == job_id and summary["status"] == "completed"
+    assert summary["job_id"] == job_id
+    assert summary["status"] == "completed"
     jobs = _jobs_of(emulator, workflow_id)
     assert jobs == [job_id]  # the retry reattached: no second job
     assert _run_requests(emulator, workflow_id) == 1
     ti = airflow.task_instance(DURABLE_DAG, run_id, DURABLE_TASK)
-    assert ti["state"] == "success" and ti["try_number"] == 2
+    assert ti["state"] == "success"
+    assert ti["try_number"] == 2
     assert "Submitted job" not in airflow.task_log(DURABLE_DAG, run_id, DURABLE_TASK, try_number=2)
     _say(
         f"worker kill: retry running on celery-worker-2 {retry_s:.0f} s after the kill; jobs for the task: "

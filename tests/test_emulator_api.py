@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import check_spelling
+from helpers import check_spelling
 
 SECRET = "s3cr3t-value-never-echoed"
 CONFLUENCE = {"url": "https://wiki.example.com", "username": "me@example.com", "token": SECRET}
@@ -65,7 +65,8 @@ def test_unauthenticated_requests_get_401(emulator: Any, headers: dict[str, str]
     response = httpx.get(emulator.base_url + "/sources", headers=headers)
     assert response.status_code == 401
     assert "Not authenticated" in response.json()["detail"]
-    assert emulator.token not in response.text and emulator.api_key not in response.text
+    assert emulator.token not in response.text
+    assert emulator.api_key not in response.text
 
 
 def test_bearer_scheme_is_case_insensitive_and_control_needs_no_api_key(emulator: Any) -> None:
@@ -82,7 +83,8 @@ def test_bearer_scheme_is_case_insensitive_and_control_needs_no_api_key(emulator
 def test_connector_shape_masks_secrets(api: httpx.Client) -> None:
     created = create(api, "/sources", {"name": "wiki", "type": "confluence", "config": CONFLUENCE})
     assert uuid.UUID(created["id"])
-    assert created["type"] == "confluence" and created["updated_at"] is None
+    assert created["type"] == "confluence"
+    assert created["updated_at"] is None
     assert created["config"]["token"] == "**********"
     assert created["config"]["max_num_of_docs_from_each_space"] == 150
     assert SECRET not in api.get(f"/sources/{created['id']}").text
@@ -244,9 +246,11 @@ def test_update_connector_rules(api: httpx.Client) -> None:
     retyped = errors_of(api.put(path, json={"type": "s3", "config": CONFLUENCE}))
     assert retyped[0]["msg"] == "type cannot be changed"
     bad = api.put(path, json={"config": {**CONFLUENCE, "password": SECRET}})
-    assert "mixes" in errors_of(bad)[0]["msg"] and SECRET not in bad.text
+    assert "mixes" in errors_of(bad)[0]["msg"]
+    assert SECRET not in bad.text
     updated = api.put(path, json={"name": "wiki", "config": {**CONFLUENCE, "spaces": ["ENG"]}}).json()
-    assert updated["config"]["spaces"] == ["ENG"] and updated["updated_at"] is not None
+    assert updated["config"]["spaces"] == ["ENG"]
+    assert updated["updated_at"] is not None
     assert updated["name"] == "wiki"
 
 
@@ -259,7 +263,8 @@ def test_not_found_and_bad_ids(api: httpx.Client) -> None:
         f"/jobs/{missing}",
     ):
         response = api.get(path)
-        assert response.status_code == 404 and missing in response.json()["detail"]
+        assert response.status_code == 404
+        assert missing in response.json()["detail"]
     assert errors_of(api.get("/sources/not-a-uuid")) == [
         {"loc": ["path", "source_id"], "msg": "Input should be a valid UUID", "type": "uuid_parsing"}
     ]
@@ -271,7 +276,8 @@ def test_not_found_and_bad_ids(api: httpx.Client) -> None:
 def test_duplicate_names_conflict_per_kind(api: httpx.Client) -> None:
     first = source(api, "same")
     response = api.post("/sources", json={"name": "same", "type": "gcs", "config": {"bucket": "b"}})
-    assert response.status_code == 409 and first["id"] in response.json()["detail"]
+    assert response.status_code == 409
+    assert first["id"] in response.json()["detail"]
     destination(api, "same")
     workflow(api, "flow")
     assert api.post("/workflows/", json={"name": "flow", "workflow_type": "basic"}).status_code == 409
@@ -305,13 +311,17 @@ def test_workflow_shape_and_schedule(api: httpx.Client) -> None:
     flow = workflow(
         api, source_id=src["id"], destination_id=dst["id"], schedule="every hour", reprocess_all=True
     )
-    assert flow["sources"] == [src["id"]] and flow["destinations"] == [dst["id"]]
+    assert flow["sources"] == [src["id"]]
+    assert flow["destinations"] == [dst["id"]]
     assert flow["schedule"] == {"crontab_entries": [{"cron_expression": "0 * * * *"}]}
-    assert flow["status"] == "active" and flow["reprocess_all"] is True
+    assert flow["status"] == "active"
+    assert flow["reprocess_all"] is True
     assert [n["name"] for n in flow["workflow_nodes"]] == ["Partitioner", "Chunker", "Embedder"]
     assert all(uuid.UUID(n["id"]) for n in flow["workflow_nodes"])
     updated = api.put(f"/workflows/{flow['id']}", json={"schedule": None, "name": "renamed"}).json()
-    assert updated["schedule"] is None and updated["name"] == "renamed" and updated["updated_at"]
+    assert updated["schedule"] is None
+    assert updated["name"] == "renamed"
+    assert updated["updated_at"]
 
 
 @pytest.mark.parametrize(
@@ -409,7 +419,8 @@ COLLECTIONS = ["/sources", "/destinations", "/workflows", "/jobs"]
 def test_both_slash_forms_without_redirects(api: httpx.Client, collection: str) -> None:
     for path in (collection, collection + "/"):
         response = api.get(path)
-        assert response.status_code == 200 and response.json() == []
+        assert response.status_code == 200
+        assert response.json() == []
 
 
 @pytest.mark.parametrize("status", [301, 307, 308])
@@ -422,7 +433,8 @@ def test_spec_redirect_mode(emulator: Any, api: httpx.Client, status: int) -> No
     assert api.get("/workflows").headers["location"] == "/api/v1/workflows/"
     assert api.get("/jobs/").headers["location"] == "/api/v1/jobs"
     response = api.post("/destinations", json={"name": "d", "type": "s3", "config": {"a": 1}})
-    assert response.status_code == status and response.headers["location"] == "/api/v1/destinations/"
+    assert response.status_code == status
+    assert response.headers["location"] == "/api/v1/destinations/"
     assert api.get("/destinations").json() == []  # nothing was created by the redirected POST
     assert api.get("/destinations/").headers["location"] == "/api/v1/destinations"
     followed = httpx.get(emulator.base_url + "/workflows", headers=dict(api.headers), follow_redirects=True)
@@ -451,16 +463,21 @@ def test_connection_check_lifecycle(emulator: Any, api: httpx.Client, collection
     assert api.get(f"/{collection}/{good['id']}/connection-check").status_code == 404
     started = api.post(f"/{collection}/{good['id']}/connection-check").json()
     scheduled = check_spelling(emulator.dialect, "scheduled")
-    assert started["status"] == scheduled and started["reason"] is None and uuid.UUID(started["id"])
+    assert started["status"] == scheduled
+    assert started["reason"] is None
+    assert uuid.UUID(started["id"])
     assert api.get(f"/{collection}/{good['id']}/connection-check").json()["status"] == scheduled
     api.post(f"/{collection}/{bad['id']}/connection-check")
     emulator.advance_clock(30)
     result = api.get(f"/{collection}/{good['id']}/connection-check").json()
     success = check_spelling(emulator.dialect, "success")
-    assert result["status"] == success and result["id"] == started["id"] and result["reported_at"]
+    assert result["status"] == success
+    assert result["id"] == started["id"]
+    assert result["reported_at"]
     failure = api.get(f"/{collection}/{bad['id']}/connection-check")
     assert failure.json()["status"] == check_spelling(emulator.dialect, "failure")
-    assert "secret_access_key" in failure.json()["reason"] and SECRET not in failure.text
+    assert "secret_access_key" in failure.json()["reason"]
+    assert SECRET not in failure.text
 
 
 def test_fixing_the_config_fixes_the_next_check(emulator: Any, api: httpx.Client) -> None:

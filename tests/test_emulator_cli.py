@@ -46,7 +46,8 @@ def test_cli_prints_url_and_stops_cleanly(sig: signal.Signals) -> None:
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=10)
     assert proc.returncode == 0
-    assert "cli-token-123" not in out + err and "cli-key-456" not in out + err
+    assert "cli-token-123" not in out + err
+    assert "cli-key-456" not in out + err
     assert out == ""  # nothing but the URL line is printed
 
 

@@ -24,7 +24,8 @@ def api(emulator: Any) -> Iterator[httpx.Client]:
 def test_error_statuses_are_injected_before_processing(emulator: Any, api: httpx.Client, status: int) -> None:
     emulator.set_faults(errors=[status], count=1, retry_after=3)
     response = api.post("/sources", json=SOURCE)
-    assert response.status_code == status and "injected" in response.json()["detail"]
+    assert response.status_code == status
+    assert "injected" in response.json()["detail"]
     assert (response.headers.get("retry-after") == "3") is (status == 429)
     assert api.get("/sources").json() == []  # nothing was created
     assert api.post("/sources", json=SOURCE).status_code == 200
@@ -121,7 +122,8 @@ def test_request_log_records_no_headers_or_bodies(emulator: Any, api: httpx.Clie
     log = emulator.requests()
     assert set(log[0]) == {"time", "method", "path", "query", "status", "fault", "duration_ms"}
     assert log[1]["query"] == "source_type=s3"
-    assert "do-not-log-me" not in str(log) and emulator.token not in str(log)
+    assert "do-not-log-me" not in str(log)
+    assert emulator.token not in str(log)
     assert [r["method"] for r in emulator.requests(path_contains="/sources")] == ["POST", "GET"]
     assert emulator.requests(method="delete") == []
     emulator.clear_requests()

@@ -76,7 +76,8 @@ def test_a_foreign_host_header_is_refused_on_loopback(emulator: Any, prefix: str
         "service-api-key": str(emulator.api_key),
     }
     response = httpx.get(emulator.root_url + prefix, headers=headers)
-    assert response.status_code == 421 and "Host header" in response.json()["detail"]
+    assert response.status_code == 421
+    assert "Host header" in response.json()["detail"]
 
 
 @pytest.mark.parametrize(

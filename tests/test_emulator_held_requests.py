@@ -67,4 +67,5 @@ def test_a_held_request_of_a_patient_client_is_answered(emulator: Any, settings:
         data = tmp_path / "patient.txt"
         data.write_text("Patient.")
         job = hook.run_workflow(workflow_id, files=[str(data)])
-        assert job is not None and [j.id for j in hook.list_jobs(workflow_id=workflow_id)] == [job.id]
+        assert job is not None
+        assert [j.id for j in hook.list_jobs(workflow_id=workflow_id)] == [job.id]

@@ -108,5 +108,6 @@ def test_importing_and_creating_the_emulator_loads_no_provider_module() -> None:
         [sys.executable, "-c", _LOADED], capture_output=True, text=True, timeout=120, check=True
     )
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
-    assert f"{EMULATOR}.service" in loaded and f"{EMULATOR}.schema" in loaded
+    assert f"{EMULATOR}.service" in loaded
+    assert f"{EMULATOR}.schema" in loaded
     assert [m for m in loaded if not _is_emulator_or_root(m)] == []

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import accepted_code, job_spelling
+from helpers import accepted_code, job_spelling
 
 from airflow_provider_workflowsvc.emulator.samples import simple_pdf
 
@@ -59,7 +59,8 @@ def test_local_job_lifecycle(emulator: Any, api: httpx.Client) -> None:
     assert set(job) >= {"id", "status", "workflow_id", "workflow_name", "created_at", "output_node_files"}
     scheduled = job_spelling(emulator.dialect, "scheduled")
     assert (job["status"], job["workflow_id"], job["workflow_name"]) == (scheduled[0], flow["id"], "local")
-    assert job["output_node_files"] == [] and uuid.UUID(job["id"])
+    assert job["output_node_files"] == []
+    assert uuid.UUID(job["id"])
     job_id = job["id"]
     assert job_state(api, job_id) == (*scheduled, [(3, 0, 0, 0)] * 3)
     emulator.advance_clock(STEP)
@@ -84,7 +85,8 @@ def test_local_job_lifecycle(emulator: Any, api: httpx.Client) -> None:
     assert details["message"] == "Processed 2 of 3 file(s); 1 failed (see failed-files)."
     outputs = api.get(f"/jobs/{job_id}").json()["output_node_files"]
     last_node = flow["workflow_nodes"][-1]["id"]
-    assert len(outputs) == 2 and {o["node_id"] for o in outputs} == {last_node}
+    assert len(outputs) == 2
+    assert {o["node_id"] for o in outputs} == {last_node}
     elements = api.get(f"/jobs/{job_id}/download", params=outputs[0]).json()
     assert [(e["type"], e["text"]) for e in elements] == [
         ("Title", "Project Plan"),
@@ -108,7 +110,8 @@ def test_run_accepts_bracketed_part_names_and_media_types(emulator: Any, api: ht
     job = api.post(f"/workflows/{flow['id']}/run", files=parts).json()
     record = api.get(f"/jobs/{job['id']}").json()
     completed = job_spelling(emulator.dialect, "completed")[1]
-    assert record["status"] == completed and len(record["output_node_files"]) == 2
+    assert record["status"] == completed
+    assert len(record["output_node_files"]) == 2
     pdf = api.get(f"/jobs/{job['id']}/download", params=record["output_node_files"][0]).json()
     assert pdf[0]["metadata"] == {"filename": "doc.pdf", "filetype": "application/pdf", "page_number": 1}
     html = api.get(f"/jobs/{job['id']}/download", params=record["output_node_files"][1]).json()
@@ -140,13 +143,15 @@ def test_all_files_failing_fails_the_job(emulator: Any, api: httpx.Client) -> No
 def test_run_validation(api: httpx.Client) -> None:
     flow = local_workflow(api)
     no_files = api.post(f"/workflows/{flow['id']}/run")
-    assert no_files.status_code == 422 and no_files.json()["detail"][0]["loc"] == ["body", "input_files"]
+    assert no_files.status_code == 422
+    assert no_files.json()["detail"][0]["loc"] == ["body", "input_files"]
     unnamed = api.post(f"/workflows/{flow['id']}/run", files=[("input_files", (None, "text"))])
     assert unnamed.status_code == 422
     src = create(api, "/sources", {"name": "s", "type": "s3", "config": {"remote_url": "s3://b"}})
     remote = local_workflow(api, "remote", source_id=src["id"])
     with_files = run(api, remote["id"], [("a.txt", TEXT)])
-    assert with_files.status_code == 422 and "local source" in with_files.json()["detail"][0]["msg"]
+    assert with_files.status_code == 422
+    assert "local source" in with_files.json()["detail"][0]["msg"]
     assert api.post(f"/workflows/{uuid.uuid4()}/run").status_code == 404
     assert api.get("/jobs", params={"workflow_id": "nope"}).status_code == 422
 
@@ -171,7 +176,8 @@ def test_job_listing_filters_and_status_spellings(emulator: Any, api: httpx.Clie
     assert ids(status="completed") == [done["id"]]
     assert ids(workflow_id=second["id"], status="completed") == []
     bad = api.get("/jobs", params={"status": "sleeping"})
-    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "status"]
+    assert bad.status_code == 422
+    assert bad.json()["detail"][0]["loc"] == ["query", "status"]
 
 
 def test_cancel(emulator: Any, api: httpx.Client) -> None:
@@ -190,7 +196,8 @@ def test_cancel(emulator: Any, api: httpx.Client) -> None:
     assert api.get(f"/jobs/{job['id']}").json()["output_node_files"] == []
     assert "cancelled" in api.get(f"/jobs/{job['id']}/details").json()["message"]
     again = api.post(f"/jobs/{job['id']}/cancel")
-    assert again.status_code == 409 and again.json()["detail"].startswith("job already completed")
+    assert again.status_code == 409
+    assert again.json()["detail"].startswith("job already completed")
     finished = run(api, flow["id"], [("a.txt", TEXT)]).json()
     emulator.advance_clock(10 * STEP)
     late = api.post(f"/jobs/{finished['id']}/cancel")
@@ -206,26 +213,28 @@ def test_download_errors(emulator: Any, api: httpx.Client) -> None:
     job = run(api, flow["id"], [("a.txt", TEXT)]).json()
     node = flow["workflow_nodes"][-1]["id"]
     early = api.get(f"/jobs/{job['id']}/download", params={"file_id": "x", "node_id": node})
-    assert (
-        early.status_code == 409 and job_spelling(emulator.dialect, "scheduled")[0] in early.json()["detail"]
-    )
+    assert early.status_code == 409
+    assert job_spelling(emulator.dialect, "scheduled")[0] in early.json()["detail"]
     emulator.advance_clock(10 * STEP)
     output = api.get(f"/jobs/{job['id']}").json()["output_node_files"][0]
     assert api.get(f"/jobs/{job['id']}/download", params={**output, "node_id": "other"}).status_code == 404
     assert api.get(f"/jobs/{job['id']}/download", params={**output, "file_id": "other"}).status_code == 404
     missing = api.get(f"/jobs/{job['id']}/download", params={"file_id": output["file_id"]})
     if emulator.dialect == "spec":
-        assert missing.status_code == 422 and missing.json()["detail"][0]["loc"] == ["query", "node_id"]
+        assert missing.status_code == 422
+        assert missing.json()["detail"][0]["loc"] == ["query", "node_id"]
     else:  # node_id is optional: the last node's output
         with_node = api.get(f"/jobs/{job['id']}/download", params=output)
-        assert missing.status_code == 200 and missing.json() == with_node.json()
+        assert missing.status_code == 200
+        assert missing.json() == with_node.json()
     dst = create(api, "/destinations/", {"name": "d", "type": "s3", "config": {"remote_url": "s3://o"}})
     remote_out = local_workflow(api, "to-s3", destination_id=dst["id"])
     remote_job = run(api, remote_out["id"], [("a.txt", TEXT)]).json()
     emulator.advance_clock(10 * STEP)
     assert api.get(f"/jobs/{remote_job['id']}").json()["output_node_files"] == []
     refused = api.get(f"/jobs/{remote_job['id']}/download", params=output)
-    assert refused.status_code == 409 and "local source and a local destination" in refused.json()["detail"]
+    assert refused.status_code == 409
+    assert "local source and a local destination" in refused.json()["detail"]
 
 
 def test_remote_source_jobs(emulator: Any, api: httpx.Client) -> None:
@@ -243,7 +252,8 @@ def test_remote_source_jobs(emulator: Any, api: httpx.Client) -> None:
     emulator.advance_clock(20 * STEP)
     details = api.get(f"/jobs/{job['id']}/details").json()
     finished = job_spelling(emulator.dialect, "completed")[2]
-    assert details["processing_status"] == finished and details["node_stats"][0]["success"] == 4
+    assert details["processing_status"] == finished
+    assert details["node_stats"][0]["success"] == 4
     output = api.get(f"/jobs/{job['id']}").json()["output_node_files"][0]
     assert api.get(f"/jobs/{job['id']}/download", params=output).status_code == 409
     emulator.configure(allow_remote_source_download=True)
@@ -344,7 +354,8 @@ def test_a_large_upload_is_streamed_to_disk_not_memory(tmp_path: Any) -> None:
         assert response.status_code == 200, response.text
         growth = _peak_rss_mib(emu.pid or 0) - before
         failed = api.get(f"/jobs/{response.json()['id']}/failed-files").json()["failed_files"]
-    assert [f["document"] for f in failed] == ["big.txt"] and "file too large" in failed[0]["error"]
+    assert [f["document"] for f in failed] == ["big.txt"]
+    assert "file too large" in failed[0]["error"]
     print(f"\n{size / 2**20:.0f} MiB upload: peak RSS +{growth:.1f} MiB, {elapsed:.1f} s")
     assert growth < 48, f"the emulator's peak memory grew by {growth:.0f} MiB for a {size >> 20} MiB upload"
     assert elapsed < 60

@@ -218,7 +218,8 @@ def test_connection_check_outcome(config: dict[str, Any], reason: str | None) ->
     if reason is None:
         assert outcome is None
     else:
-        assert outcome is not None and reason in outcome
+        assert outcome is not None
+        assert reason in outcome
         assert "fail-check" not in outcome.lower()
 
 
@@ -303,14 +304,17 @@ def test_fault_rules_match_count_and_seed() -> None:
         injector.set(spec)
         runs.append([str(injector.decide("GET", "/api/v1/x")) for _ in range(30)])
     assert runs[0] == runs[1]
-    assert any(d == "None" for d in runs[0]) and any(d != "None" for d in runs[0])
+    assert any(d == "None" for d in runs[0])
+    assert any(d != "None" for d in runs[0])
 
 
 def test_regex_rules_and_latency_only() -> None:
     injector = FaultInjector()
     injector.set(FaultSpec(rules=[{"path_regex": r"/details$", "latency": 0.5}]))  # type: ignore[list-item]
     decision = injector.decide("GET", "/api/v1/jobs/1/details")
-    assert decision is not None and decision.latency == 0.5 and decision.error is None
+    assert decision is not None
+    assert decision.latency == 0.5
+    assert decision.error is None
     assert injector.decide("GET", "/api/v1/jobs/1") is None
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import dag_bag, sync_dags_to_db
+from helpers import dag_bag, sync_dags_to_db
 
 pytestmark = pytest.mark.compat  # the matrix's smoke check on every Airflow: the examples parse and run
 

@@ -432,7 +432,8 @@ async def test_run_workflow_multipart_parts(
 ) -> None:
     route = mock.post(u(f"/workflows/{WID}/run")).mock(return_value=httpx.Response(200, json=JOB))
     job = await api("run_workflow", WID, files=[str(input_files[0]), *input_files[1:]])
-    assert isinstance(job, Job) and job.id == JID
+    assert isinstance(job, Job)
+    assert job.id == JID
     request = route.calls.last.request
     assert request.headers["content-type"].startswith("multipart/form-data; boundary=")
     assert request.headers["authorization"] == f"Bearer {TOKEN}"
@@ -702,7 +703,8 @@ async def test_unexpected_success_body(api: Api, mock: respx.MockRouter, content
     with pytest.raises(WorkflowServiceResponseError) as info:
         await api("list_jobs")
     assert info.value.status_code == 200
-    assert info.value.method == "GET" and info.value.path == "/api/v1/jobs/"
+    assert info.value.method == "GET"
+    assert info.value.path == "/api/v1/jobs/"
     assert reason in str(info.value)
     assert str(info.value).startswith("GET /api/v1/jobs/ returned 200 with an unexpected body")
 
@@ -782,7 +784,8 @@ async def test_backoff_has_jitter(kind: str, mock: respx.MockRouter) -> None:
         await client("list_jobs")
     assert len(client.waits) == 20
     firsts = {round(w, 6) for w in client.waits[:1]}
-    assert firsts and all(0.5 <= w <= 1.0 for w in firsts)
+    assert firsts
+    assert all(0.5 <= w <= 1.0 for w in firsts)
     # the same attempt number does not always wait the same: run again and compare
     again = api_with(kind, retry_wait=1.0, retry_max_wait=100.0, max_retries=20)
     with pytest.raises(WorkflowServiceServerError):
@@ -1090,7 +1093,8 @@ async def test_303_after_run_is_followed_with_get_not_a_second_run(api: Api, moc
     )
     job = mock.get(u(f"/jobs/{JID}")).mock(return_value=httpx.Response(200, json=JOB))
     result = await api("run_workflow", WID)
-    assert isinstance(result, Job) and result.id == JID
+    assert isinstance(result, Job)
+    assert result.id == JID
     assert (run.call_count, job.call_count) == (1, 1)
     assert job.calls.last.request.content == b""
     await api("run_workflow", WID)
@@ -1359,8 +1363,10 @@ def test_connection_forms(monkeypatch: pytest.MonkeyPatch, conn: Any, expected: 
     settings = hook.settings
     for key, value in expected.items():
         assert getattr(settings, key) == value, key
-    assert settings.token is not None and settings.token.get_secret_value() == TOKEN
-    assert settings.api_key is not None and settings.api_key.get_secret_value() == API_KEY
+    assert settings.token is not None
+    assert settings.token.get_secret_value() == TOKEN
+    assert settings.api_key is not None
+    assert settings.api_key.get_secret_value() == API_KEY
     assert_no_secrets(repr(hook), str(hook), repr(settings), str(settings), settings.model_dump_json())
 
 
@@ -1381,8 +1387,10 @@ async def test_connection_from_env_used_by_both_hooks(kind: str, monkeypatch: py
 def test_connection_without_credentials_is_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
     set_conn(monkeypatch, {"conn_type": "workflowsvc", "host": "http://self-hosted.local:8000/api/v1"})
     settings = WorkflowServiceHook().settings
-    assert settings.token is None and settings.api_key is None
-    assert "authorization" not in settings.headers() and "service-api-key" not in settings.headers()
+    assert settings.token is None
+    assert settings.api_key is None
+    assert "authorization" not in settings.headers()
+    assert "service-api-key" not in settings.headers()
 
 
 def test_ca_bundle_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -1541,7 +1549,8 @@ def test_test_connection_misconfigured_or_missing(monkeypatch: pytest.MonkeyPatc
     )
     ok, message = WorkflowServiceHook("no_such_conn").test_connection()
     assert ok is False
-    assert "no_such_conn" in message and message.startswith("Connection failed: ")
+    assert "no_such_conn" in message
+    assert message.startswith("Connection failed: ")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1599,5 +1608,6 @@ async def test_first_attempt_failure_is_retried_once_through_the_retry_loop(
         side_effect=[httpx.Response(503), httpx.Response(503), httpx.Response(200, json={"id": JID})]
     )
     job = await client("get_job", JID)
-    assert job.id == JID and route.call_count == 3
+    assert job.id == JID
+    assert route.call_count == 3
     await client.close()

@@ -67,7 +67,8 @@ def _text(annotation: Any) -> str:
 def _answer_type(build: Callable[..., Any]) -> str:
     """The ``T`` of the builder's ``ApiCall[T]`` return annotation, as text."""
     returned = _text(inspect.signature(build).return_annotation)
-    assert returned.startswith("ApiCall[") and returned.endswith("]"), returned
+    assert returned.startswith("ApiCall["), returned
+    assert returned.endswith("]"), returned
     return returned[len("ApiCall[") : -1]
 
 

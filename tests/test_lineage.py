@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FAKE_WORKFLOW_ID
+from helpers import FAKE_WORKFLOW_ID
 
 from airflow_provider_workflowsvc.assets import asset_event_extra, destination_asset
 from airflow_provider_workflowsvc.emulator.testing import running_emulator
@@ -301,7 +301,8 @@ def lineage_events(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
         )
     output = process.stdout + process.stderr
     states = [json.loads(line) for line in process.stdout.splitlines() if line.startswith('{"dag_id"')]
-    assert process.returncode == 0 and len(states) == len(runs), output[-4000:]
+    assert process.returncode == 0, output[-4000:]
+    assert len(states) == len(runs), output[-4000:]
     assert all(s["state"] == "success" for s in states), states
     events = [json.loads(line) for line in events_file.read_text().splitlines()]
     yield {
@@ -332,12 +333,14 @@ def test_local_files_example_lineage(lineage_events: dict[str, Any]) -> None:
     job = run["run"]["facets"]["workflowsvc_job"]
     assert job["workflowName"] == "airflow-example-local-files"
     assert (job["status"], job["documentsWritten"], job["failedCount"]) == ("completed", 4, 1)
-    assert re.fullmatch(r"[0-9a-f-]{36}", job["jobId"]) and re.fullmatch(r"[0-9a-f-]{36}", job["workflowId"])
+    assert re.fullmatch(r"[0-9a-f-]{36}", job["jobId"])
+    assert re.fullmatch(r"[0-9a-f-]{36}", job["workflowId"])
     (output,) = dataset_ids(run, "outputs")
     assert output[1].endswith(f"/jobs/{job['jobId']}/output")
     failed = run["run"]["facets"]["workflowsvc_failedFiles"]
     assert failed["failedCount"] == 1
-    assert [f["document"] for f in failed["files"]] == ["empty.txt"] and failed["files"][0]["error"]
+    assert [f["document"] for f in failed["files"]] == ["empty.txt"]
+    assert failed["files"][0]["error"]
     # the download continues the graph: the job's output in the service → the local directory
     download = complete_event(events, "workflowsvc_example_local_files.download_output")
     assert dataset_ids(download, "inputs") == [output]
@@ -356,7 +359,9 @@ def test_connectors_example_lineage(lineage_events: dict[str, Any]) -> None:
     ]
     job = run["run"]["facets"]["workflowsvc_job"]
     assert job["workflowName"] == "airflow-example-confluence-to-astradb"
-    assert job["status"] == "completed" and job["failedCount"] == 0 and job["documentsWritten"] > 0
+    assert job["status"] == "completed"
+    assert job["failedCount"] == 0
+    assert job["documentsWritten"] > 0
     assert "workflowsvc_failedFiles" not in run["run"]["facets"]
 
 
@@ -370,7 +375,8 @@ def test_connector_driven_lineage_reads_only_identifying_settings(lineage_events
     assert s3_to_astra["run"]["facets"]["workflowsvc_job"]["documentsWritten"] == 3
     box_to_s3 = complete_event(events, "lineage_box_to_s3.run_workflow")
     ((namespace, name),) = dataset_ids(box_to_s3, "inputs")
-    assert namespace == "workflowsvc://box" and re.fullmatch(r"[0-9a-f-]{36}", name)
+    assert namespace == "workflowsvc://box"
+    assert re.fullmatch(r"[0-9a-f-]{36}", name)
     assert dataset_ids(box_to_s3, "outputs") == [("s3://lineage-out", "processed")]
 
 

@@ -143,7 +143,8 @@ def test_the_distributed_shape_runs_celery_on_postgres_with_two_triggerers(tmp_p
     assert env["AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC"] == "1"
     assert env["AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT"] == "15"
     assert env["AIRFLOW__CORE__HOSTNAME_CALLABLE"] == "scripts.local_airflow.component_hostname"
-    assert env["AIRFLOW__CORE__FERNET_KEY"] and env["EXTRA"] == "1"
+    assert env["AIRFLOW__CORE__FERNET_KEY"]
+    assert env["EXTRA"] == "1"
     assert len({airflow.port, airflow.pg_port, airflow.redis_port}) == 3
 
 
@@ -165,7 +166,8 @@ def test_kill_component_sigkills_the_whole_group_and_forgets_it(tmp_path: Path) 
         killed = airflow.kill_component("triggerer-1")
     finally:
         airflow.stop(timeout=1)
-    assert killed is component and component.process.returncode == -9
+    assert killed is component
+    assert component.process.returncode == -9
     assert _group_members(component.pid) == []  # the child too
     with pytest.raises(LocalAirflowError, match="no component 'triggerer-1'"):
         airflow.component("triggerer-1")

@@ -370,7 +370,8 @@ def test_confluence_valid_variants(fields: dict[str, object], variant: str) -> N
     # every setting is sent, defaults included (the PUT rule), secrets revealed only here
     assert body["max_num_of_spaces"] == 500
     assert body["max_num_of_docs_from_each_space"] == 150
-    assert body["extract_images"] is False and body["extract_files"] is False
+    assert body["extract_images"] is False
+    assert body["extract_files"] is False
     assert body["cloud"] is fields.get("cloud", False)
     assert SECRET in body.values()
     assert_no_secret(repr(config), str(config), config.model_dump(), config.model_dump_json())
@@ -679,7 +680,8 @@ def test_job_response_tolerates_extra_fields() -> None:
             "shard": "eu-1",
         }
     )
-    assert job.output_node_files[0].file_id == "f1" and job.output_node_files[0].node_id == "n1"
+    assert job.output_node_files[0].file_id == "f1"
+    assert job.output_node_files[0].node_id == "n1"
     assert job.model_extra == {"shard": "eu-1"}
     assert job.runtime == 12.5
     assert "raw_status" not in job.model_dump()
@@ -868,7 +870,8 @@ def test_element_permissions_data() -> None:
         }
     )
     source = element.metadata.data_source
-    assert source is not None and source.permissions_data is not None
+    assert source is not None
+    assert source.permissions_data is not None
     assert source.permissions_data[0]["read"].users == ["acct-1", "acct-2"]
     assert source.permissions_data[2]["delete"].groups == []
     read = source.permissions("read")

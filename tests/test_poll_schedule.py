@@ -14,7 +14,8 @@ def test_first_pause_is_jittered_then_the_interval_is_kept() -> None:
     for _ in range(50):
         schedule = PollSchedule(time.time() + 3600, 30.0)
         first = schedule.next_pause()
-        assert first is not None and 30.0 <= first <= 36.0
+        assert first is not None
+        assert 30.0 <= first <= 36.0
         firsts.add(round(first, 3))
         assert schedule.next_pause() == 30.0
     assert len(firsts) > 1, "many waits started together must not poll in lockstep"
@@ -23,7 +24,8 @@ def test_first_pause_is_jittered_then_the_interval_is_kept() -> None:
 def test_last_poll_comes_just_before_the_deadline_and_none_after() -> None:
     schedule = PollSchedule(time.time() + 20, 30.0)
     last = schedule.next_pause()
-    assert last is not None and 20 - FINAL_POLL_LEAD - 0.1 <= last <= 20 - FINAL_POLL_LEAD
+    assert last is not None
+    assert 20 - FINAL_POLL_LEAD - 0.1 <= last <= 20 - FINAL_POLL_LEAD
     assert schedule.cutoff == schedule.deadline, "no request outlives the deadline"
     assert schedule.next_pause() is None
     assert FINAL_POLL_LEAD - 0.1 <= schedule.rest() - last <= FINAL_POLL_LEAD + 0.1, "then waits to the end"
@@ -60,5 +62,6 @@ def test_a_wait_that_starts_past_its_deadline_polls_once_at_once() -> None:
 
 def test_a_wait_within_its_deadline_has_no_extra_poll() -> None:
     schedule = PollSchedule(time.time() + 0.05, interval=10)
-    assert schedule.next_pause() is not None and schedule.cutoff == schedule.deadline
+    assert schedule.next_pause() is not None
+    assert schedule.cutoff == schedule.deadline
     assert schedule.next_pause() is None

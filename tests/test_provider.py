@@ -43,7 +43,8 @@ def _modules(info: dict[str, Any], key: str) -> list[str]:
 def test_provider_info_shape() -> None:
     info = get_provider_info()
     assert info["package-name"] == PACKAGE
-    assert info["name"] and info["description"]
+    assert info["name"]
+    assert info["description"]
     assert info["versions"] == [__version__]
     assert _modules(info, "hooks") == ["airflow_provider_workflowsvc.hooks.workflowsvc"]
     assert _modules(info, "operators") == [
@@ -146,7 +147,8 @@ def test_providers_manager_field_behaviours_and_widgets(providers_manager: Any) 
     assert api_key.field["schema"]["title"] == "API key"
     assert [w.field_name for w in widgets.values() if w.is_sensitive] == ["api_key"]
     verify = widgets["extra__workflowsvc__verify"].field
-    assert verify["value"] is True and verify["schema"]["type"] == ["boolean", "null"]
+    assert verify["value"] is True
+    assert verify["schema"]["type"] == ["boolean", "null"]
     assert widgets["extra__workflowsvc__timeout"].field["value"] == 60
     assert widgets["extra__workflowsvc__max_retries"].field["schema"]["type"] == ["integer", "null"]
 
@@ -181,7 +183,8 @@ def test_connection_form_test_button_path(monkeypatch: pytest.MonkeyPatch) -> No
         assert message.startswith(
             "Connection failed: 401 Unauthorized from GET /api/v1/workflows/: Invalid token"
         )
-        assert token not in message and api_key not in message
+        assert token not in message
+        assert api_key not in message
         ok, message = conn.test_connection()
         assert ok is True, message
     request = route.calls.last.request

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
-from conftest import FAKE_WORKFLOW_ID, details_json, failed_json, job_json
+from helpers import FAKE_WORKFLOW_ID, details_json, failed_json, job_json
 
 from airflow_provider_workflowsvc.exceptions import (
     InvalidJobEventError,
@@ -150,7 +150,9 @@ def test_deferrable_run_defers_with_the_job_and_pushes_the_link_first(
     assert isinstance(trigger, WorkflowJobTrigger)
     assert deferred.value.method_name == "execute_complete"
     _, kwargs = trigger.serialize()
-    assert kwargs["job_id"] == "j1" and kwargs["poll_interval"] == 7 and kwargs["cancel_on_kill"] is False
+    assert kwargs["job_id"] == "j1"
+    assert kwargs["poll_interval"] == 7
+    assert kwargs["cancel_on_kill"] is False
     assert kwargs["workflowsvc_conn_id"] == "workflowsvc_default"
     assert started + 600 <= kwargs["deadline"] <= time.time() + 600
     assert context["ti"].pushed == {"job_id": "j1", LINK_KEY: ""}, "no ui_url: no link to the API record"
@@ -193,7 +195,8 @@ def test_run_response_without_a_job_finds_its_own(
     run = mock_service.post(RUN).mock(side_effect=[httpx.Response(202, json={"ok": True})])
     route_job(mock_service, "j1")
     assert op(files=a_file).execute(ctx())["job_id"] == "j1"
-    assert run.call_count == 1 and listing.call_count == 3
+    assert run.call_count == 1
+    assert listing.call_count == 3
 
 
 @pytest.mark.parametrize(
@@ -241,7 +244,8 @@ def test_refusals_are_sent_again_without_a_search(
     run = mock_service.post(RUN).mock(side_effect=[refusal, ok(new_job("j1"))])
     route_job(mock_service, "j1")
     assert op().execute(ctx())["job_id"] == "j1"
-    assert run.call_count == 2 and listing.call_count == 1
+    assert run.call_count == 2
+    assert listing.call_count == 1
     assert no_backoff == [3.0]  # the server's Retry-After
 
 
@@ -262,7 +266,8 @@ def test_two_jobs_with_its_files_are_never_guessed(
     run = mock_service.post(RUN).mock(side_effect=[httpx.Response(502)])
     with pytest.raises(AmbiguousRunError, match="j1, j2") as error:
         op(files=a_file).execute(ctx())
-    assert "workflowsvc_pending_run" in str(error.value) and "clear this task" in str(error.value)
+    assert "workflowsvc_pending_run" in str(error.value)
+    assert "clear this task" in str(error.value)
     assert run.call_count == 1
 
 
@@ -276,7 +281,8 @@ def test_a_job_whose_record_lists_no_files_is_never_adopted(
     run = mock_service.post(RUN).mock(side_effect=[httpx.RemoteProtocolError("dropped")])
     with pytest.raises(AmbiguousRunError, match=r"j1.*no input_file_ids"):
         op(files=a_file).execute(ctx())
-    assert run.call_count == 1 and record.call_count == 1
+    assert run.call_count == 1
+    assert record.call_count == 1
 
 
 def test_a_listing_without_file_ids_is_completed_from_the_job_record(
@@ -307,7 +313,8 @@ def test_an_error_before_sending_leaves_no_pending_record(mock_service: Any, tmp
     task.hook.run_workflow = vanished  # type: ignore[method-assign]
     with pytest.raises(WorkflowServiceInputError):
         task.execute(ctx(store))
-    assert store.values == {} and run.call_count == 0
+    assert store.values == {}
+    assert run.call_count == 0
 
 
 def test_success_needs_the_job_record_to_agree(mock_service: Any, a_file: str) -> None:
@@ -321,7 +328,8 @@ def test_success_needs_the_job_record_to_agree(mock_service: Any, a_file: str) -
     )
     mock_service.get("/jobs/j1/failed-files").mock(return_value=ok(failed_json()))
     result = op(files=a_file).execute(ctx())
-    assert result["status"] == "completed" and result["output_files"] == [{"file_id": "f", "node_id": "n"}]
+    assert result["status"] == "completed"
+    assert result["output_files"] == [{"file_id": "f", "node_id": "n"}]
     assert record.call_count == 2
 
 
@@ -329,7 +337,8 @@ def test_a_refused_run_is_not_reconciled(mock_service: Any) -> None:
     run, listing = route_run(mock_service, httpx.Response(422, json={"detail": "bad workflow"}))
     with pytest.raises(WorkflowServiceValidationError, match="bad workflow"):
         op().execute(ctx())
-    assert run.call_count == 1 and listing.call_count == 1
+    assert run.call_count == 1
+    assert listing.call_count == 1
 
 
 # -- waiting and outcomes ---------------------------------------------------------------------------
@@ -356,7 +365,9 @@ def test_success_returns_the_summary_and_forgets_the_job(mock_service: Any, caps
     assert context["ti"].pushed["job_id"] == "j1"
     assert store.values == {}  # stored during the wait, dropped after success
     out = capsys.readouterr().out
-    assert "Submitted job j1" in out and "tok-unit" not in out and "key-unit" not in out
+    assert "Submitted job j1" in out
+    assert "tok-unit" not in out
+    assert "key-unit" not in out
 
 
 @pytest.mark.parametrize("status", ["failed", "stopped"])
@@ -378,8 +389,11 @@ def test_failed_files_fail_the_task_listing_documents(mock_service: Any, capsys:
     with pytest.raises(WorkflowJobFailedError) as err:
         op().execute(context)
     text = str(err.value)
-    assert "7 file(s) failed" in text and "doc0.pdf: error 0" in text and "doc4.pdf" in text
-    assert "doc5.pdf" not in text and "and 2 more" in text
+    assert "7 file(s) failed" in text
+    assert "doc0.pdf: error 0" in text
+    assert "doc4.pdf" in text
+    assert "doc5.pdf" not in text
+    assert "and 2 more" in text
     summary = context["ti"].pushed["return_value"]
     assert len(summary["failed_files"]) == 7
     assert (summary["outcome"], summary["status"]) == ("failed_files", "completed"), (
@@ -400,7 +414,8 @@ def test_failed_files_can_be_tolerated(mock_service: Any) -> None:
     route_run(mock_service, ok(job_json("j1", "scheduled")))
     route_job(mock_service, "j1", failed=[("x.bin", "unsupported")])
     summary = op(fail_on_failed_files=False).execute(ctx())
-    assert summary["failed_file_count"] == 1 and summary["outcome"] == "success"
+    assert summary["failed_file_count"] == 1
+    assert summary["outcome"] == "success"
 
 
 def test_timeout_is_the_one_set_and_the_summary_names_the_workflow(mock_service: Any, capsys: Any) -> None:
@@ -428,7 +443,10 @@ def test_timeout_fails_and_cancels(mock_service: Any, cancel: bool, note: str) -
     with pytest.raises(WorkflowJobTimeoutError) as err:
         op(timeout=0.3, poll_interval=0.05, cancel_on_timeout=cancel).execute(ctx())
     text = str(err.value)
-    assert "j1" in text and "in progress" in text and "s elapsed" in text and note in text
+    assert "j1" in text
+    assert "in progress" in text
+    assert "s elapsed" in text
+    assert note in text
     assert cancelled.call_count == int(cancel)
 
 
@@ -458,7 +476,8 @@ def test_execute_complete_accepts_a_good_event(mock_service: Any) -> None:
         node_stats=[{"node_name": "p", "success": 1}],
     )
     summary = op().execute_complete(ctx(), good)
-    assert summary["output_files"] == [{"file_id": "f", "node_id": "n"}] and summary["elapsed_seconds"] == 3
+    assert summary["output_files"] == [{"file_id": "f", "node_id": "n"}]
+    assert summary["elapsed_seconds"] == 3
 
 
 @pytest.mark.parametrize(
@@ -556,7 +575,8 @@ def test_retry_returns_a_job_that_finished_meanwhile(mock_service: Any) -> None:
     mock_service.get("/jobs/j0/details").mock(return_value=ok(details_json("j0", "completed")))
     mock_service.get("/jobs/j0/failed-files").mock(return_value=ok(failed_json()))
     summary = op().execute(ctx(FakeStore(workflowsvc_job_id="j0")))
-    assert summary["job_id"] == "j0" and summary["status"] == "completed"
+    assert summary["job_id"] == "j0"
+    assert summary["status"] == "completed"
     assert run.call_count == 0
 
 
@@ -580,7 +600,8 @@ def test_retry_after_a_failed_job_runs_again(mock_service: Any, previous: str) -
 
     store = RecordingStore(workflowsvc_job_id="j0")
     assert op().execute(ctx(store))["job_id"] == "j1"
-    assert run.call_count == 1 and [v for k, v in seen if k == "workflowsvc_job_id"] == ["j1"]
+    assert run.call_count == 1
+    assert [v for k, v in seen if k == "workflowsvc_job_id"] == ["j1"]
 
 
 @pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
@@ -595,9 +616,12 @@ def test_deferrable_retry_defers_on_the_stored_job(mock_service: Any) -> None:
 
 def test_unknown_stored_status_reconnects_rather_than_duplicating() -> None:
     task = op()
-    assert task.is_job_active("archived-ish") and task.is_job_active("im progress")
-    assert not task.is_job_active("completed") and not task.is_job_active("completed with failed files")
-    assert task.is_job_succeeded("completed") and not task.is_job_succeeded("failed")
+    assert task.is_job_active("archived-ish")
+    assert task.is_job_active("im progress")
+    assert not task.is_job_active("completed")
+    assert not task.is_job_active("completed with failed files")
+    assert task.is_job_succeeded("completed")
+    assert not task.is_job_succeeded("failed")
 
 
 # -- link -------------------------------------------------------------------------------------------

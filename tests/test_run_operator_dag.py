@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from airflow.sdk import DAG
 from airflow.utils.state import DagRunState, TaskInstanceState
-from conftest import TEST_API_KEY, TEST_TOKEN
+from helpers import TEST_API_KEY, TEST_TOKEN
 
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 from airflow_provider_workflowsvc.operators.jobs import (
@@ -76,19 +76,22 @@ def test_local_files_run_and_download(dag_runner: Any, emulator: Any, workflow: 
     assert dr.state == DagRunState.SUCCESS
     assert [state(dr, t) for t in ("run", "run_deferred", "download")] == [SUCCESS] * 3
     summary = xcom(dr, "run")
-    assert summary["status"] == "completed" and summary["failed_file_count"] == 0
+    assert summary["status"] == "completed"
+    assert summary["failed_file_count"] == 0
     assert len(summary["output_files"]) == 2
     assert [n["success"] for n in summary["node_stats"]] == [2, 2, 2]
     assert xcom(dr, "run", "job_id") == summary["job_id"]
     assert xcom(dr, "run", "_link_WorkflowJobLink") == "", "no ui_url extra: no link (never the API record)"
     deferred_summary = xcom(dr, "run_deferred")
-    assert deferred_summary["status"] == "completed" and len(deferred_summary["output_files"]) == 1
+    assert deferred_summary["status"] == "completed"
+    assert len(deferred_summary["output_files"]) == 1
     assert xcom(dr, "run_deferred", "job_id") == deferred_summary["job_id"]  # pushed before deferring
     assert xcom(dr, "run_deferred", "_link_WorkflowJobLink") == ""
     assert sorted(p.name for p in out.iterdir()) == ["a.txt.json", "b.md.json"]
     assert xcom(dr, "download") == [str(out / "a.txt.json"), str(out / "b.md.json")]
     elements = json.loads((out / "a.txt.json").read_text())
-    assert elements[0]["metadata"]["filename"] == "a.txt" and "hello world" in elements[0]["text"]
+    assert elements[0]["metadata"]["filename"] == "a.txt"
+    assert "hello world" in elements[0]["text"]
     assert len(runs(emulator)) == 2
 
 
@@ -102,13 +105,17 @@ def test_failed_files_fail_the_task(
             task_id="run", workflow_id=workflow, files=str(inputs), poll_interval=0.1, deferrable=deferrable
         )
     dr = dag_runner(dag)
-    assert dr.state == DagRunState.FAILED and state(dr, "run") == FAILED
+    assert dr.state == DagRunState.FAILED
+    assert state(dr, "run") == FAILED
     summary = xcom(dr, "run")
-    assert summary["status"] == "completed" and summary["failed_file_count"] == 2
+    assert summary["status"] == "completed"
+    assert summary["failed_file_count"] == 2
     assert sorted(f["document"] for f in summary["failed_files"]) == ["blob.json", "empty.txt"]
     out = capsys.readouterr().out
-    assert "2 file(s) failed" in out and "empty.txt: file is empty" in out
-    assert TEST_TOKEN not in out and TEST_API_KEY not in out
+    assert "2 file(s) failed" in out
+    assert "empty.txt: file is empty" in out
+    assert TEST_TOKEN not in out
+    assert TEST_API_KEY not in out
 
 
 def test_a_failed_job_fails_the_task(dag_runner: Any, emulator: Any, workflow: str, tmp_path: Path) -> None:
@@ -118,7 +125,8 @@ def test_a_failed_job_fails_the_task(dag_runner: Any, emulator: Any, workflow: s
     dr = dag_runner(dag)
     assert state(dr, "run") == FAILED
     summary = xcom(dr, "run")
-    assert summary["status"] == "failed" and summary["outcome"] == "failed"
+    assert summary["status"] == "failed"
+    assert summary["outcome"] == "failed"
     assert "All 2 file(s) failed" in summary["message"]
 
 
@@ -151,7 +159,8 @@ def test_a_job_cancelled_while_running_fails_the_task(
     thread.join(5)
     assert state(dr, "run") == FAILED
     summary = xcom(dr, "run")
-    assert summary["status"] == "stopped" and "cancelled" in summary["message"]
+    assert summary["status"] == "stopped"
+    assert "cancelled" in summary["message"]
 
 
 def test_timeout_fails_and_cancels_the_job(
@@ -175,7 +184,8 @@ def test_timeout_fails_and_cancels_the_job(
     started = time.monotonic()
     dr = dag_runner(dag)
     assert time.monotonic() - started < 25  # the job alone would take 90 s: the timeouts ended it
-    assert state(dr, "run") == FAILED and state(dr, "run_deferred") == FAILED
+    assert state(dr, "run") == FAILED
+    assert state(dr, "run_deferred") == FAILED
     ids = {t: xcom(dr, t, "job_id") for t in ("run", "run_deferred")}
     with WorkflowServiceHook(settings=settings) as hook:
         assert hook.get_job(ids["run"]).status.value == "stopped"
@@ -233,7 +243,8 @@ def test_durable_retry_reconnects_instead_of_running_again(
     dr = dag_runner(dag)
     assert dr.state == DagRunState.SUCCESS
     ti = dr.get_task_instance("run")
-    assert ti.state == SUCCESS and ti.try_number == 2
+    assert ti.state == SUCCESS
+    assert ti.try_number == 2
     assert len(runs(emulator)) == 1
     assert xcom(dr, "run")["status"] == "completed"
 

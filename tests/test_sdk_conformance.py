@@ -66,7 +66,8 @@ def sdk_operations() -> dict[str, tuple[str, str]]:
             source = inspect.getsource(function)
             method = re.search(r'method="(\w+)"', source)
             path = re.search(r'path="([^"]+)"', source)
-            assert method and path, f"cannot read the request of SDK operation {name}"
+            assert method, f"cannot read the request of SDK operation {name}"
+            assert path, f"cannot read the request of SDK operation {name}"
             found[name] = (method.group(1), path.group(1))
     return found
 
@@ -304,7 +305,8 @@ def _run_files(world: World, files: list[tuple[str, bytes]]) -> str:
     )
     assert response.status_code == 202
     job = response.job_information
-    assert job.status == shared.JobStatus.SCHEDULED and job.job_type == shared.WorkflowJobType.EPHEMERAL
+    assert job.status == shared.JobStatus.SCHEDULED
+    assert job.job_type == shared.WorkflowJobType.EPHEMERAL
     assert job.input_file_ids == [name for name, _ in files]
     return str(job.id)
 
@@ -338,7 +340,8 @@ def test_a_job_followed_through_the_sdk(
     good = [name for name, data in files if data]
     assert len(job.output_node_files) == len(good)
     last = job.output_node_files[-1]
-    assert last.node_type == "embed" and last.node_subtype
+    assert last.node_type == "embed"
+    assert last.node_subtype
     output = world.call(world.sdk.jobs.download_job_output, job_id=job_id, file_id=last.file_id)
     assert output.any[0]["metadata"]["filename"] == good[-1]  # no node_id: the last node's output
 
@@ -366,7 +369,8 @@ def test_a_connection_check_followed_through_the_sdk(platform_emulator: Emulator
     started = world.call(world.sdk.sources.create_connection_check_sources, source_id=world.source_id)
     assert started.status_code == 202
     check = started.dag_node_connection_check
-    assert check.status == shared.ConnectionCheckStatus.SCHEDULED and check.reported_at is None
+    assert check.status == shared.ConnectionCheckStatus.SCHEDULED
+    assert check.reported_at is None
 
     def status() -> Any:
         response = world.call(world.sdk.sources.get_connection_check_sources, source_id=world.source_id)

@@ -14,7 +14,7 @@ from airflow.sdk.exceptions import (
     AirflowSkipException,
     TaskDeferred,
 )
-from conftest import FAKE_WORKFLOW_ID, details_json, failed_json, job_json
+from helpers import FAKE_WORKFLOW_ID, details_json, failed_json, job_json
 
 from airflow_provider_workflowsvc.exceptions import InvalidJobEventError
 from airflow_provider_workflowsvc.sensors.job import WorkflowJobSensor
@@ -64,7 +64,8 @@ def sensor(**kwargs: Any) -> WorkflowJobSensor:
 
 def value(result: Any) -> Any:
     """The XCom value of a successful poke."""
-    assert isinstance(result, PokeReturnValue) and result.is_done
+    assert isinstance(result, PokeReturnValue)
+    assert result.is_done
     return result.xcom_value
 
 
@@ -83,7 +84,8 @@ def test_poke_until_the_job_completes(mock_service: Any) -> None:
     assert task.poke(context) is False
     assert task.poke(context) is False
     summary = value(task.poke(context))
-    assert summary["status"] == "completed" and summary["output_files"] == [{"file_id": "f", "node_id": "n"}]
+    assert summary["status"] == "completed"
+    assert summary["output_files"] == [{"file_id": "f", "node_id": "n"}]
     assert context["ti"].pushed["job_id"] == "j1"
 
 
@@ -135,7 +137,9 @@ def test_deferrable_defers_with_the_job(mock_service: Any) -> None:
     with pytest.raises(TaskDeferred) as deferred:
         sensor(deferrable=True, timeout=100, poke_interval=9).execute(ctx())
     _, kwargs = deferred.value.trigger.serialize()
-    assert kwargs["job_id"] == "j1" and kwargs["cancel_on_kill"] is False and kwargs["poll_interval"] == 9
+    assert kwargs["job_id"] == "j1"
+    assert kwargs["cancel_on_kill"] is False
+    assert kwargs["poll_interval"] == 9
     assert started + 100 <= kwargs["deadline"] <= time.time() + 100
 
 
@@ -189,7 +193,8 @@ def test_a_found_event_pins_the_job_and_defers_for_it(mock_service: Any) -> None
     with pytest.raises(TaskDeferred) as deferred:
         sensor(workflow_id=WF, deferrable=True).execute_complete(context, found)
     _, kwargs = deferred.value.trigger.serialize()
-    assert kwargs["job_id"] == "j1" and kwargs["workflow_id"] is None
+    assert kwargs["job_id"] == "j1"
+    assert kwargs["workflow_id"] is None
     assert kwargs["started_at"] == pytest.approx(time.time() - 5.0, abs=2)
     assert kwargs["deadline"] == pytest.approx(kwargs["started_at"] + 5, abs=0.01)
     assert store.values["workflowsvc_sensor_job"]["job_id"] == "j1"
@@ -210,7 +215,8 @@ def test_deferrable_workflow_mode_defers_to_find_the_job(mock_service: Any) -> N
     with pytest.raises(TaskDeferred) as deferred:
         sensor(workflow_id=WF, created_after="2026-01-01T06:00:00", deferrable=True).execute(ctx())
     _, kwargs = deferred.value.trigger.serialize()
-    assert kwargs["job_id"] is None and kwargs["workflow_id"] == WF
+    assert kwargs["job_id"] is None
+    assert kwargs["workflow_id"] == WF
     assert kwargs["created_after"] == "2026-01-01T06:00:00+00:00"
 
 

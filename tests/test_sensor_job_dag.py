@@ -96,5 +96,6 @@ def test_deferrable_sensor_waits_for_a_scheduled_job(dag_runner: Any, emulator: 
     thread.join(5)
     assert dr.state == DagRunState.SUCCESS
     summary = xcom(dr, "wait")
-    assert summary["status"] == "completed" and summary["workflow_id"] == str(workflow.id)
+    assert summary["status"] == "completed"
+    assert summary["workflow_id"] == str(workflow.id)
     assert xcom(dr, "wait", "job_id") == summary["job_id"]

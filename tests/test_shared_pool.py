@@ -153,8 +153,10 @@ async def test_each_request_carries_its_own_token(emulator: Any, settings: Conne
             results = await asyncio.gather(
                 good.list_workflows(), bad.list_workflows(), good.list_workflows(), return_exceptions=True
             )
-            assert isinstance(results[0], list) and isinstance(results[2], list), results
-            assert isinstance(results[1], WorkflowServiceApiError) and results[1].status_code == 401
+            assert isinstance(results[0], list), results
+            assert isinstance(results[2], list), results
+            assert isinstance(results[1], WorkflowServiceApiError)
+            assert results[1].status_code == 401
         assert len(shared_client_users()) == 2
     assert [r["status"] for r in emulator.requests(path_contains="/workflows")].count(401) == 2
 

@@ -167,7 +167,8 @@ async def test_https_against_plain_http_names_the_url_and_is_not_retried(
         True,
         f"https://127.0.0.1:{port}/api/v1/workflows/",
     )
-    assert waits == [] and plain_server.accepted == 1, "a TLS mismatch is not transient"
+    assert waits == [], "a TLS mismatch is not transient"
+    assert plain_server.accepted == 1, "a TLS mismatch is not transient"
     assert not is_transient(error), "a wait does not poll on through a TLS mismatch"
 
 
@@ -185,8 +186,10 @@ async def test_untrusted_certificate_points_at_the_ca_bundle(
         ". The server's TLS certificate was not accepted: check the CA bundle (extra ca_bundle) or "
         "the extra verify"
     )
-    assert waits == [] and tls_server.accepted == 1
-    assert error.kind == "certificate" and not is_transient(error)
+    assert waits == []
+    assert tls_server.accepted == 1
+    assert error.kind == "certificate"
+    assert not is_transient(error)
 
 
 async def test_refused_names_host_and_port_and_is_retried(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -202,7 +205,9 @@ async def test_refused_names_host_and_port_and_is_retried(kind: str, monkeypatch
         "any proxy"
     )
     assert len(waits) == RETRIES, "a refused connection may be a restarting service: retried"
-    assert error.kind == "refused" and not error.permanent and is_transient(error)
+    assert error.kind == "refused"
+    assert not error.permanent
+    assert is_transient(error)
 
 
 async def test_unknown_host_name_is_not_retried(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -215,7 +220,9 @@ async def test_unknown_host_name_is_not_retried(kind: str, monkeypatch: pytest.M
     assert str(error).endswith(
         ". Host name 'workflows.example.invalid' not found: check the connection's host (and any proxy)"
     )
-    assert waits == [] and error.kind == "dns" and not is_transient(error)
+    assert waits == []
+    assert error.kind == "dns"
+    assert not is_transient(error)
 
 
 def test_connection_shows_the_same_message_after_one_attempt(
@@ -238,7 +245,8 @@ def test_connection_refused_answers_at_once(monkeypatch: pytest.MonkeyPatch) -> 
     _connect(monkeypatch, f"127.0.0.1:{port}", protocol="http", retry_wait=30)
     started = datetime.datetime.now()
     ok, message = WorkflowServiceHook(CONN_ID).test_connection()
-    assert not ok and (datetime.datetime.now() - started).total_seconds() < 5, "no retry waits"
+    assert not ok, "no retry waits"
+    assert (datetime.datetime.now() - started).total_seconds() < 5, "no retry waits"
     assert message == (
         f"Connection failed: GET http://127.0.0.1:{port}/api/v1/workflows/ failed "
         f"(connection 'workflowsvc_default'): ConnectError: [Errno 111] Connection refused. "

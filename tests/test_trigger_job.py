@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 from airflow.sdk._shared.module_loading import import_string
-from conftest import FAKE_WORKFLOW_ID, details_json, failed_json, job_json
+from helpers import FAKE_WORKFLOW_ID, details_json, failed_json, job_json
 
 from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
 
@@ -90,7 +90,8 @@ async def test_success_reports_outputs_and_node_stats(mock_service: Any, capsys:
     assert payload["failed_files"] == []
     assert details.call_count == 3
     out = capsys.readouterr().out
-    assert "scheduled → in progress" in out and "in progress → completed" in out
+    assert "scheduled → in progress" in out
+    assert "in progress → completed" in out
 
 
 @pytest.mark.parametrize("status", ["failed", "stopped"])
@@ -165,7 +166,8 @@ async def test_unknown_status_is_never_success(mock_service: Any, capsys: Any) -
     assert payload["job_status"] == "archived-ish"
     assert job.call_count > 2
     out = capsys.readouterr().out
-    assert out.count("does not know") == 1 and "archived-ish" in out
+    assert out.count("does not know") == 1
+    assert "archived-ish" in out
 
 
 async def test_node_progress_is_logged_only_when_it_changes(mock_service: Any, capsys: Any) -> None:
@@ -198,9 +200,12 @@ async def test_find_phase_ends_with_the_job_found(mock_service: Any) -> None:
     details = mock_service.get("/jobs/j1/details").mock(return_value=ok(details_json("j1", "completed")))
     trigger = make(job_id=None, workflow_id=FAKE_WORKFLOW_ID, created_after="2026-01-01T00:00:00Z")
     payload = await first_event(trigger)
-    assert payload["status"] == "found" and payload["job_id"] == "j1"
-    assert payload["job_status"] == "scheduled" and payload["workflow_id"] == FAKE_WORKFLOW_ID
-    assert listing.call_count == 3 and details.call_count == 0
+    assert payload["status"] == "found"
+    assert payload["job_id"] == "j1"
+    assert payload["job_status"] == "scheduled"
+    assert payload["workflow_id"] == FAKE_WORKFLOW_ID
+    assert listing.call_count == 3
+    assert details.call_count == 0
 
 
 async def test_find_phase_times_out_without_a_job(mock_service: Any) -> None:
@@ -241,7 +246,8 @@ async def test_a_trigger_started_past_its_deadline_polls_once(mock_service: Any)
     details = mock_service.get("/jobs/j1/details").mock(return_value=ok(details_json("j1", "completed")))
     route_finish(mock_service)
     payload = await first_event(make(deadline=time.time() - 60))
-    assert payload["status"] == "success" and details.call_count == 1
+    assert payload["status"] == "success"
+    assert details.call_count == 1
 
 
 async def test_on_kill_respects_cancel_on_kill(mock_service: Any) -> None:

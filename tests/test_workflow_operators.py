@@ -254,17 +254,21 @@ def test_invalid_values_known_at_parse_time_fail_the_constructor(
 
 @pytest.mark.parametrize("schedule", ["Every Hour", "every_hour", "EVERY-15-MINUTES", Schedule.DAILY])
 def test_schedule_spellings_the_service_models_accept_pass(schedule: Any) -> None:
-    create_op(schedule=schedule)
+    assert create_op(schedule=schedule).schedule == schedule  # kept as given: normalised when sent
 
 
 def test_templated_values_are_not_checked_at_parse_time() -> None:
-    create_op(
-        schedule="{{ params.schedule }}",
-        workflow_type="{{ params.type }}",
-        workflow_nodes="{{ params.nodes }}",
-        source_id="{{ ti.xcom_pull('src') }}",
-    )
-    create_op(workflow_nodes=[NODES[0], {"name": "{{ params.n }}", "type": "t", "subtype": "s"}])
+    templated = {
+        "schedule": "{{ params.schedule }}",
+        "workflow_type": "{{ params.type }}",
+        "workflow_nodes": "{{ params.nodes }}",
+        "source_id": "{{ ti.xcom_pull('src') }}",
+    }
+    op = create_op(**templated)
+    assert {field: getattr(op, field) for field in templated} == templated
+    assert set(templated) <= set(op.template_fields)  # rendered (then checked) when the task runs
+    node = {"name": "{{ params.n }}", "type": "t", "subtype": "s"}
+    assert create_op(workflow_nodes=[NODES[0], node]).workflow_nodes[1] == node
 
 
 @pytest.mark.parametrize(

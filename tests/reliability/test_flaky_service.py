@@ -102,18 +102,23 @@ def check_result(kind: str, result: Any, error: BaseException | None) -> str:
         return f"ambiguous:{named}"
     if kind == "completed":
         assert error is None, f"{kind}: {error!r}"
-        assert result["status"] == "completed" and result["outcome"] == "success", result
-        assert result["failed_file_count"] == 0 and len(result["output_files"]) == 1, result
+        assert result["status"] == "completed", result
+        assert result["outcome"] == "success", result
+        assert result["failed_file_count"] == 0, result
+        assert len(result["output_files"]) == 1, result
         return str(result["job_id"])
     assert isinstance(error, WorkflowJobFailedError), f"{kind}: {error!r}"
     outcome = error.outcome
-    assert outcome is not None and outcome.job_id
+    assert outcome is not None
+    assert outcome.job_id
     if kind == "failed_files":
-        assert outcome.status == "success" and outcome.job_status == "completed", outcome
+        assert outcome.status == "success", outcome
+        assert outcome.job_status == "completed", outcome
         assert [f.document for f in outcome.failed_files] == ["empty.txt"]
         assert "completed, but 1 file(s) failed" in str(error)
     else:
-        assert outcome.status == "failed" and outcome.job_status == "failed", outcome
+        assert outcome.status == "failed", outcome
+        assert outcome.job_status == "failed", outcome
         assert "failed: All 1 file(s) failed" in str(error)
     return outcome.job_id
 
@@ -207,7 +212,8 @@ def test_200_cycles_through_a_flaky_service(
     reported = [job_id.removeprefix("ambiguous:") for job_id in job_ids]
     assert [jobs[0] for jobs in jobs_per_cycle] == reported, "a cycle reported another job than its own"
     assert not (proven and ambiguous), "a job whose record lists the task's files was not adopted"
-    assert set(runs.values()) == {1} and len(runs) == CYCLES
+    assert set(runs.values()) == {1}
+    assert len(runs) == CYCLES
     assert sum(fault_counts(log).values()) >= 0.15 * len(log), "the faults were not injected"
     assert lost_run_answers > 0, "no run answer was lost: the reconciliation was not exercised"
     assert elapsed < 120
@@ -256,7 +262,8 @@ def test_dag_runs_through_a_flaky_service(
             summary = ti.xcom_pull(task_ids=ti.task_id)
             (job,) = hook.list_jobs(workflow_id=workflow_id)
             if summary is None:  # failed as ambiguous: only where job records cannot prove their run
-                assert ti.state == TaskInstanceState.FAILED and not records_list_files(job), ti.task_id
+                assert ti.state == TaskInstanceState.FAILED, ti.task_id
+                assert not records_list_files(job), ti.task_id
                 ambiguous += 1
                 continue
             assert ti.state == expected.get(kind, TaskInstanceState.FAILED), (ti.task_id, ti.state)

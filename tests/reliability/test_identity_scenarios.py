@@ -143,9 +143,12 @@ def test_a_try_that_sent_no_run_leaves_no_record_to_adopt(
     jobs = finished_jobs(emulator, settings, workflow)
     reported = ti.xcom_pull(task_ids="run", key="job_id")
     figures.update(tries=ti.try_number, jobs=len(jobs), foreign_adoptions=int(reported in foreign))
-    assert ti.state == SUCCESS and ti.try_number == 2, (ti.state, ti.try_number)
-    assert len(foreign) == 1 and reported != foreign[0]
-    assert jobs[reported] == ["own.txt"] and len(jobs) == 2
+    assert ti.state == SUCCESS, (ti.state, ti.try_number)
+    assert ti.try_number == 2, (ti.state, ti.try_number)
+    assert len(foreign) == 1
+    assert reported != foreign[0]
+    assert jobs[reported] == ["own.txt"]
+    assert len(jobs) == 2
 
 
 def test_two_candidates_fail_as_ambiguous_without_retries(
@@ -190,9 +193,12 @@ def test_two_candidates_fail_as_ambiguous_without_retries(
     out = capsys.readouterr().out
     jobs = finished_jobs(emulator, settings, workflow)
     figures.update(tries=ti.try_number, jobs=len(jobs), run_requests=len(runs_sent(emulator, workflow)))
-    assert ti.state == FAILED and ti.try_number == 1, (ti.state, ti.try_number)
-    assert len(jobs) == 2 and all(names == ["same.txt"] for names in jobs.values())
-    assert "AmbiguousRunError" in out and all(job_id in out for job_id in jobs)
+    assert ti.state == FAILED, (ti.state, ti.try_number)
+    assert ti.try_number == 1, (ti.state, ti.try_number)
+    assert len(jobs) == 2
+    assert all(names == ["same.txt"] for names in jobs.values())
+    assert "AmbiguousRunError" in out
+    assert all(job_id in out for job_id in jobs)
     assert "clear this task" in out
     assert ti.xcom_pull(task_ids="run", key="job_id") is None
 
@@ -234,11 +240,14 @@ def test_a_run_processed_after_the_client_timeout_is_not_sent_again(
     with WorkflowServiceHook(settings=settings) as hook:
         proven = records_list_files(hook.get_job(job_id))
     figures.update(run_requests=len(sent), jobs=len(jobs), adopted=int(ti.state == SUCCESS))
-    assert len(sent) == 1 and jobs[job_id] == ["late.txt"]
+    assert len(sent) == 1
+    assert jobs[job_id] == ["late.txt"]
     if proven:
-        assert ti.state == SUCCESS and ti.xcom_pull(task_ids="run", key="job_id") == job_id
+        assert ti.state == SUCCESS
+        assert ti.xcom_pull(task_ids="run", key="job_id") == job_id
     else:
-        assert ti.state == FAILED and ti.try_number == 1
+        assert ti.state == FAILED
+        assert ti.try_number == 1
 
 
 class _GarbledOnce:
@@ -319,7 +328,8 @@ def test_an_unreadable_2xx_during_the_wait_is_survived(
     )
     ti = dr.get_task_instance("run")
     assert len(garbled) == 1, "the non-JSON answer was not served"
-    assert ti.state == SUCCESS and ti.try_number == 1, (ti.state, ti.try_number)
+    assert ti.state == SUCCESS, (ti.state, ti.try_number)
+    assert ti.try_number == 1, (ti.state, ti.try_number)
     assert ti.xcom_pull(task_ids="run")["status"] == "completed"
     assert len(runs_sent(emulator, workflow)) == 1
 
@@ -438,7 +448,8 @@ def test_lost_answers_of_a_delete_and_a_cancel_are_verified(
     assert faults == ["drop after processing"] * 2, faults
     assert dr.get_task_instance("delete").state == SUCCESS
     cancel = dr.get_task_instance("cancel")
-    assert cancel.state == SUCCESS and cancel.xcom_pull(task_ids="cancel")["cancelled"] is True
+    assert cancel.state == SUCCESS
+    assert cancel.xcom_pull(task_ids="cancel")["cancelled"] is True
     with WorkflowServiceHook(settings=settings) as hook:
         assert doomed not in {str(w.id) for w in hook.list_workflows()}
         assert hook.get_job(job_id).status.value == "stopped"

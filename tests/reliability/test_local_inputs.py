@@ -95,8 +95,10 @@ def test_a_file_symlink_is_uploaded_and_its_target_logged(
         resolved = resolve_files(str(docs))
     assert names(resolved, docs) == ["inside.txt", "linked.txt"]  # twin.txt is inside.txt: sent once
     outside = [r for r in caplog.records if "linked.txt" in r.getMessage()]
-    assert outside and outside[0].levelno == logging.WARNING
-    assert str(elsewhere / "shared.txt") in outside[0].getMessage() and "outside" in outside[0].getMessage()
+    assert outside
+    assert outside[0].levelno == logging.WARNING
+    assert str(elsewhere / "shared.txt") in outside[0].getMessage()
+    assert "outside" in outside[0].getMessage()
 
 
 def test_an_existing_path_is_taken_literally_even_with_glob_characters(tmp_path: Path) -> None:
@@ -189,7 +191,8 @@ def test_thousands_of_files_go_in_one_run_with_few_open_files(
             job = hook.run_workflow(WORKFLOW_ID, files=files)
     finally:
         server.close()
-    assert job is not None and job.id == "job-1"
+    assert job is not None
+    assert job.id == "job-1"
     assert received.count(b'name="input_files"') == count
     assert all(f'filename="doc-{i:04d}.txt"'.encode() in received for i in (0, 749, 1499))
     assert received.count(b"document number 1499\n") == 20

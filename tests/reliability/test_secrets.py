@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from airflow.sdk import DAG
 from airflow.utils.state import TaskInstanceState
-from conftest import MOCK_BASE_URL
+from helpers import MOCK_BASE_URL
 
 from airflow_provider_workflowsvc.emulator.testing import running_emulator
 from airflow_provider_workflowsvc.models import ConfluenceSourceConfig
@@ -204,7 +204,8 @@ def leaks(text: str) -> list[str]:
 def database_file() -> Path:
     from airflow import settings
 
-    assert settings.engine is not None and settings.engine.url.get_backend_name() == "sqlite"
+    assert settings.engine is not None
+    assert settings.engine.url.get_backend_name() == "sqlite"
     return Path(str(settings.engine.url.database))
 
 
@@ -240,7 +241,8 @@ def test_no_secret_anywhere_after_every_operator_ran(
     states = {ti.task_id: ti.state for ti in dr.get_task_instances()}
     expected_failures = {"run_failing", "bad_config"}
     assert {t for t, s in states.items() if s != TaskInstanceState.SUCCESS} == expected_failures, states
-    assert "Workflow Service job" in output.out and "All 1 file(s) failed" in output.out
+    assert "Workflow Service job" in output.out
+    assert "All 1 file(s) failed" in output.out
     assert "config.recursive" in output.out  # the bad config's error is shown, without its values
     rendered = table_rows(RenderedTaskInstanceFields, dag.dag_id)
     assert '"token": "***"' in json.dumps([r.rendered_fields for r in rendered])
@@ -259,6 +261,15 @@ def test_no_secret_anywhere_after_every_operator_ran(
     places["emulator request log"] = json.dumps(private_emulator.requests())
     found = {where: leaks(text) for where, text in places.items() if leaks(text)}
     assert not found, f"secrets found in: {found}"
+    # The scan had something to look at, and would have seen a secret there: the scanner finds each
+    # one in text; the tasks' logs (stdout), the DB, the XComs, the service's request log were scanned;
+    # and each templated secret was rendered (its masked form is in the rendered fields).
+    assert leaks(" ".join(SECRETS.values())) == list(SECRETS)
+    assert len(output.out) > 20_000, "the tasks' logs were not captured"
+    assert len(places[f"database {db.name}"]) > 100_000
+    assert xcoms
+    assert private_emulator.requests()
+    assert places["rendered fields"].count('"***"') >= 3, "the templated secrets were never rendered"
     files = [p for p in places if p.startswith("file ")]
     figures.update(
         tasks=len(states),
@@ -266,7 +277,7 @@ def test_no_secret_anywhere_after_every_operator_ran(
         secrets=len(SECRETS),
         places_scanned=len(places),
         airflow_home_files_scanned=len(files),
-        log_files_scanned=len([p for p in files if ".log" in p]),
+        log_files_scanned=len([p for p in files if ".log" in p]),  # dag.test() logs to stdout
         xcoms_scanned=len(xcoms),
         rendered_field_rows_scanned=len(rendered),
         database_bytes_scanned=db.stat().st_size,
@@ -343,7 +354,8 @@ def test_a_credential_with_cr_lf_or_nul_is_refused_without_showing_it(
     shown = "".join(traceback.format_exception(caught.value)) + repr(caught.value) + caplog.text
     chain = [caught.value.__cause__, caught.value.__context__]
     assert ("password (token)" if field == "password" else "api_key") in str(caught.value)
-    assert head not in shown and tail not in shown
+    assert head not in shown
+    assert tail not in shown
     assert all(link is None or head not in "".join(traceback.format_exception(link)) for link in chain)
     assert workflowsvc_conn.requests() == []
 
@@ -485,7 +497,8 @@ def test_connector_secrets_under_any_name_never_reach_logs_or_rendered_fields(
     for where, text in places.items():
         assert not [n for n, v in values.items() if v in text], where
     assert f"s3://visible-{_SUFFIX}/docs" in rendered  # a known non-secret setting stays readable
-    assert '"client_cred": "***"' in rendered and '"uri": "***"' in rendered
+    assert '"client_cred": "***"' in rendered
+    assert '"uri": "***"' in rendered
     figures.update(secrets=len(values), places_scanned=len(places), database_bytes_scanned=len(db), leaks=0)
 
 
@@ -511,4 +524,5 @@ def test_error_bodies_are_redacted_before_they_are_cut(mock_service: Any, kind: 
         hook.list_jobs()
     message = str(caught.value)
     assert "***" in message
-    assert token[:8] not in message and token[-8:] not in message
+    assert token[:8] not in message
+    assert token[-8:] not in message

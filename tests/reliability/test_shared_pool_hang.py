@@ -74,7 +74,8 @@ async def test_a_hung_request_does_not_hold_up_the_other_triggers(
     assert all(len(times) >= 2 for times in polls.values()), polls
     assert max(gaps) <= INTERVAL + LATE, sorted(gaps)[-5:]
     hung_requests = emulator.requests(path_contains=f"/jobs/{hung}/details")
-    assert hung_requests and all(r["fault"] for r in hung_requests)
+    assert hung_requests
+    assert all(r["fault"] for r in hung_requests)
     figures.update(
         triggers=len(others) + 1,
         pool_connections=2,

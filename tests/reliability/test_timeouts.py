@@ -49,7 +49,8 @@ async def test_every_client_has_connect_read_write_and_pool_timeouts() -> None:
     async with WorkflowServiceAsyncHook(settings=settings) as ahook:
         async_timeout = (await ahook.get_async_conn()).timeout
     for timeout in (sync_timeout, async_timeout):
-        assert timeout.connect == 10.0 and timeout.read == timeout.write == timeout.pool == 60.0
+        assert timeout.connect == 10.0
+        assert timeout.read == timeout.write == timeout.pool == 60.0
 
 
 def test_the_provider_makes_http_clients_only_from_the_connection_settings() -> None:
@@ -66,7 +67,8 @@ def test_the_provider_makes_http_clients_only_from_the_connection_settings() -> 
             if isinstance(owner, ast.Name) and owner.id == "httpx":
                 found.append((path.name, node.func.attr, ast.unparse(node)))
     clients = [f for f in found if f[1] in ("Client", "AsyncClient")]
-    assert clients and all("httpx_options()" in call for _, _, call in clients), clients
+    assert clients, clients
+    assert all("httpx_options()" in call for _, _, call in clients), clients
     # URL parses; AsyncHTTPTransport is one connection of the shared pool (each request brings its
     # timeouts); PoolTimeout is the error of a request that found no free connection in time
     allowed = (
@@ -147,7 +149,8 @@ def test_a_deadline_cuts_every_timeout_and_retry(black_hole: dict[str, int]) -> 
         assert time.monotonic() - started < 0.7 + MARGIN
         with deadline(time.time() - 1), pytest.raises(WorkflowServiceConnectionError) as caught:
             hook.get_job("j1")  # past the deadline: not even sent
-        assert not caught.value.sent and "deadline" in str(caught.value)
+        assert not caught.value.sent
+        assert "deadline" in str(caught.value)
 
 
 @pytest.fixture
@@ -251,7 +254,8 @@ def test_the_deadline_is_context_local() -> None:
         thread.start()
         thread.join()
         assert workflowsvc._DEADLINE.get() == 123.0
-    assert seen == [None] and workflowsvc._DEADLINE.get() is None
+    assert seen == [None]
+    assert workflowsvc._DEADLINE.get() is None
 
 
 def test_httpx_timeouts_are_per_request_when_a_deadline_is_set(black_hole: dict[str, int]) -> None:
@@ -262,4 +266,6 @@ def test_httpx_timeouts_are_per_request_when_a_deadline_is_set(black_hole: dict[
         assert transport.request_timeout("GET", "/jobs") is httpx.USE_CLIENT_DEFAULT
         with deadline(time.time() + 2.0):
             cut = transport.request_timeout("GET", "/jobs")
-        assert isinstance(cut, httpx.Timeout) and 1.5 < cut.read <= 2.0 and 1.5 < cut.connect <= 2.0
+        assert isinstance(cut, httpx.Timeout)
+        assert 1.5 < cut.read <= 2.0
+        assert 1.5 < cut.connect <= 2.0

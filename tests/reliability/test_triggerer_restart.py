@@ -97,7 +97,8 @@ async def test_a_rebuilt_trigger_finishes_the_same_wait(
 
     payload = await first_event(trigger, 15)
     summary = task.execute_complete(context, payload)
-    assert summary["status"] == "completed" and summary["job_id"] == original["job_id"]
+    assert summary["status"] == "completed"
+    assert summary["job_id"] == original["job_id"]
     assert [n["success"] for n in summary["node_stats"]] == [2, 2, 2]
     assert payload["elapsed"] >= 0.8  # measured from the original start, not from the restart
     assert posts(emulator) == [f"/api/v1/workflows/{workflow}/run"]  # one run, no cancel

@@ -181,13 +181,16 @@ def test_killed_after_the_job_id_was_stored(
     emulator.advance_clock(1000)  # the job completes while no worker runs
 
     ti = retry_in_the_same_run(spec)
-    assert ti.state == TaskInstanceState.SUCCESS and ti.try_number == try_number == 2
+    assert ti.state == TaskInstanceState.SUCCESS
+    assert ti.try_number == try_number == 2
     summary = ti.xcom_pull(task_ids="run", run_id=ti.run_id)
-    assert summary["job_id"] == job_id and summary["status"] == "completed"
+    assert summary["job_id"] == job_id
+    assert summary["status"] == "completed"
     runs = run_requests(emulator, workflow)
     with WorkflowServiceHook(settings=_settings(emulator)) as hook:
         jobs = hook.list_jobs(workflow_id=workflow)
-    assert len(runs) == 1 and [j.id for j in jobs] == [job_id]
+    assert len(runs) == 1
+    assert [j.id for j in jobs] == [job_id]
     assert stored_state(spec["dag_id"]) == {}  # forgotten after success
     figures.update(
         crashes=1,
@@ -236,7 +239,8 @@ def test_killed_before_the_job_id_was_stored(
     retry_runs = run_requests(emulator, workflow)
     with WorkflowServiceHook(settings=_settings(emulator)) as hook:
         jobs = hook.list_jobs(workflow_id=workflow)
-    assert retry_runs == [] and [j.id for j in jobs] == [created.id]
+    assert retry_runs == []
+    assert [j.id for j in jobs] == [created.id]
     if records_list_files(created):
         assert ti.state == TaskInstanceState.SUCCESS, ti.state
         assert ti.xcom_pull(task_ids="run", run_id=ti.run_id)["job_id"] == created.id
@@ -296,7 +300,8 @@ def test_a_pending_run_is_adopted_once(workflowsvc_conn: Any, workflow: str, inp
     if not proven:  # spec dialect: the job cannot be proven to be the dead try's: never adopted
         with pytest.raises(AmbiguousRunError, match=created["id"]):
             run_op(workflow, input_file).execute(task_context(store))
-        assert len(run_requests(emulator, workflow)) == 1 and PENDING_RUN_KEY in store.values
+        assert len(run_requests(emulator, workflow)) == 1
+        assert PENDING_RUN_KEY in store.values
         return
     assert run_op(workflow, input_file).execute(task_context(store))["job_id"] == created["id"]
     assert len(run_requests(emulator, workflow)) == 1
@@ -328,5 +333,6 @@ def test_a_stale_pending_run_is_not_adopted(
     else:
         store = FakeStore(**{PENDING_RUN_KEY: {"workflow_id": workflow, "before": []}})
     summary = run_op(workflow, input_file).execute(task_context(store))
-    assert summary["job_id"] != old and summary["status"] == "completed"
+    assert summary["job_id"] != old
+    assert summary["status"] == "completed"
     assert len(run_requests(emulator, workflow)) == 2
