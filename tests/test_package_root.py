@@ -97,7 +97,8 @@ def test_all_the_lazy_table_and_the_type_checking_imports_name_the_same() -> Non
         for alias in node.names
     }
     assert for_type_checkers == root._EXPORTS
-    assert root.__all__ == [*sorted(root._EXPORTS), "__version__"]
+    assert sorted(root.__all__) == sorted([*root._EXPORTS, "__version__"])  # ruff (RUF022) keeps it sorted
+    assert len(set(root.__all__)) == len(root.__all__)
 
 
 def test_dir_lists_the_lazy_names_and_unknown_names_fail_clearly() -> None:
