@@ -119,9 +119,8 @@ class _GiveBackOnClose(httpx.AsyncByteStream):
     def __init__(self, stream: Any, give_back: Callable[[], None]) -> None:
         self._stream, self._give_back = stream, give_back
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self._stream:
-            yield chunk
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._stream.__aiter__()  # the body's own iterator: no extra generator per chunk
 
     async def aclose(self) -> None:
         try:

@@ -515,19 +515,20 @@ class WorkflowServiceAsyncHook(_HookBase):
         exchange, client = (await self._atransport()).exchange(call), await self.get_async_conn()
         try:
             while True:
-                async with contextlib.AsyncExitStack() as astack:
-                    stack = astack.enter_context(contextlib.ExitStack())
+                with contextlib.ExitStack() as stack:
                     response = await client.send(exchange.request(client, stack), stream=True)
-                    astack.push_async_callback(response.aclose)
-                    if exchange.follow(response):
-                        continue
-                    target = exchange.download_target(response)
-                    if target is not None:
-                        return await self._save(target, response)  # type: ignore[return-value]
-                    cap = exchange.body_cap(response)
-                    async for chunk in response.aiter_bytes():
-                        cap.add(chunk)
-                    return exchange.finish(cap.done())
+                    try:
+                        if exchange.follow(response):
+                            continue
+                        target = exchange.download_target(response)
+                        if target is not None:
+                            return await self._save(target, response)  # type: ignore[return-value]
+                        cap = exchange.body_cap(response)
+                        async for chunk in response.aiter_bytes():
+                            cap.add(chunk)
+                        return exchange.finish(cap.done())
+                    finally:
+                        await response.aclose()
         except httpx.TransportError as exc:
             raise exchange.failed(exc) from None
 
