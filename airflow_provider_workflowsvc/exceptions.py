@@ -15,7 +15,7 @@ from airflow_provider_workflowsvc._compat import AirflowException, AirflowFailEx
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from airflow_provider_workflowsvc._outcome import JobOutcome
+    from airflow_provider_workflowsvc.wait.outcome import JobOutcome
 
 M = TypeVar("M", bound="BaseModel")
 

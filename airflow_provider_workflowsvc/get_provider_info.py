@@ -20,7 +20,6 @@ def get_provider_info() -> dict[str, Any]:
         "integrations": [
             {
                 "integration-name": "Workflow Service",
-                "external-doc-url": "https://github.com/airflow-provider-workflowsvc",
                 "tags": ["service"],
             }
         ],

@@ -80,7 +80,7 @@ class Row:
 
 
 def fmt(value: float) -> str:
-    """A number with about three significant digits."""
+    """Format a number with about three significant digits."""
     if value != value:  # NaN
         return "n/a"
     magnitude = abs(value)
@@ -94,7 +94,7 @@ def fmt(value: float) -> str:
 
 
 def table(rows: Sequence[Row]) -> str:
-    """The rows as a Markdown table (also readable on a terminal)."""
+    """Render the rows as a Markdown table (also readable on a terminal)."""
     header = ["benchmark", "figure", "median", "spread (min-max)", "unit", "target", "verdict", "reference"]
     lines = [header]
     for row in rows:
@@ -138,7 +138,7 @@ def emit(result: dict[str, Any]) -> None:
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a benchmark child: this one (Airflow home included), plus ``extra``."""
+    """Return the environment of a benchmark child: this one (Airflow home included), plus ``extra``."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **(extra or {})}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     return env
@@ -243,7 +243,7 @@ class ProcSampler:
 
 @contextlib.contextmanager
 def airflow_home() -> Iterator[str]:
-    """A throwaway ``AIRFLOW_HOME`` (set in this process, so children inherit it) for the block."""
+    """Set a throwaway ``AIRFLOW_HOME`` (set in this process, so children inherit it) for the block."""
     previous = {k: os.environ.get(k) for k in ("AIRFLOW_HOME", "AIRFLOW__CORE__LOAD_EXAMPLES")}
     with tempfile.TemporaryDirectory(prefix="wfsvc-bench-airflow-") as home:
         os.environ["AIRFLOW_HOME"] = home
@@ -269,7 +269,7 @@ def conn_json(base_url: str, token: str, api_key: str | None = None, **extra: An
 
 
 def proc_status_kib(key: str, pid: int | str = "self") -> int:
-    """A ``kB`` field of ``/proc/<pid>/status`` (``VmRSS``, ``VmHWM``), 0 when unreadable."""
+    """Return a ``kB`` field of ``/proc/<pid>/status`` (``VmRSS``, ``VmHWM``), 0 when unreadable."""
     try:
         with open(f"/proc/{pid}/status") as fh:
             for line in fh:
@@ -340,7 +340,7 @@ class CpuTimer:
 
 
 def machine() -> dict[str, Any]:
-    """What the figures were measured on."""
+    """Describe the machine the figures were measured on."""
     model = ""
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as fh:
         for line in fh:

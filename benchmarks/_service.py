@@ -28,7 +28,7 @@ SLOTS_PER_JOB = 4
 
 @contextlib.contextmanager
 def emulator(**options: Any) -> Iterator[EmulatorHandle]:
-    """The emulator in its own process (its CPU time is never counted as ours)."""
+    """Run the emulator in its own process (its CPU time is never counted as ours)."""
     from airflow_provider_workflowsvc.emulator.testing import running_emulator
 
     with running_emulator(subprocess=True, **options) as emu:
@@ -48,7 +48,7 @@ def hook_for(emu: EmulatorHandle) -> WorkflowServiceHook:
 
 
 def local_workflow(hook: WorkflowServiceHook, prefix: str = "bench") -> str:
-    """A new ``basic`` workflow with a local source and a local destination; its id."""
+    """Create a ``basic`` workflow with a local source and a local destination; return its id."""
     workflow = hook.create_workflow(f"{prefix}-{uuid.uuid4().hex[:8]}", "basic")
     return str(workflow.id)
 
@@ -91,6 +91,6 @@ async def _run_many(emu: EmulatorHandle, workflow_id: str, count: int, concurren
 
 @contextlib.contextmanager
 def scratch_dir(prefix: str, parent: str | None = None) -> Iterator[Path]:
-    """A temporary directory, removed at the end whatever happens (benchmarks write big files here)."""
+    """Yield a temporary directory, removed at the end whatever happens (benchmarks write big files here)."""
     with tempfile.TemporaryDirectory(prefix=prefix, dir=parent) as name:
         yield Path(name)

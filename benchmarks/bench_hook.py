@@ -29,7 +29,7 @@ TARGET_RATIO = 0.90
 
 
 def _trial(call: Callable[[], Any], seconds: float) -> tuple[float, float]:
-    """Requests per second and CPU ms per request of ``call`` repeated for about ``seconds``."""
+    """Measure requests per second and CPU ms per request of ``call`` repeated for about ``seconds``."""
     count = 0
     cpu0, wall0 = time.process_time(), time.perf_counter()
     ends = wall0 + seconds

@@ -32,6 +32,20 @@ OURS = (
     "airflow_provider_workflowsvc.sensors.job",
     "airflow_provider_workflowsvc.triggers.job",
 )
+# The same DAG-facing classes taken from the package root (``module:name``: the name is read after import):
+# the root itself first, timed on its own, then every operator and the sensor through its lazy __getattr__.
+ROOT_FORM = (
+    "airflow_provider_workflowsvc",
+    *(
+        f"airflow_provider_workflowsvc:{name}"
+        for name in (
+            "CreateSourceConnectorOperator",
+            "CreateWorkflowOperator",
+            "RunWorkflowOperator",
+            "WorkflowJobSensor",
+        )
+    ),
+)
 DBT_CLOUD = ("airflow.providers.dbt.cloud.operators.dbt",)
 DATABRICKS = ("airflow.providers.databricks.operators.databricks",)
 HEAVY = ("httpx", "pydantic", "tenacity", "airflow_provider_workflowsvc.hooks.workflowsvc")
@@ -47,9 +61,12 @@ c1, w1 = time.process_time(), time.perf_counter()
 before = set(sys.modules)
 heavy_before = [m for m in heavy if m in sys.modules]
 steps = []
-for name in modules:
+for entry in modules:
     t = time.perf_counter()
-    importlib.import_module(name)
+    name, _, attribute = entry.partition(":")
+    module = importlib.import_module(name)
+    if attribute:
+        getattr(module, attribute)
     steps.append(time.perf_counter() - t)
 c2, w2 = time.process_time(), time.perf_counter()
 new = set(sys.modules) - before
@@ -63,6 +80,8 @@ print("BENCH-RESULT " + json.dumps({
 
 @dataclass
 class Target:
+    """What one sample imports, labelled, and with which interpreter."""
+
     label: str
     modules: tuple[str, ...]
     python: str
@@ -81,12 +100,12 @@ def _importable(module: str) -> bool:
 
 
 def run(runs: int = 7, databricks_python: str | None = None, log: bool = True) -> list[Row]:
-    targets = [Target("ours", OURS, sys.executable)]
+    targets = [Target("ours", OURS, sys.executable), Target("root", ROOT_FORM, sys.executable)]
     skipped = []
     if _importable(DBT_CLOUD[0]):
         targets.append(Target("dbt Cloud", DBT_CLOUD, sys.executable))
     else:
-        skipped.append("dbt Cloud provider not installed (pip install -e '.[bench]')")
+        skipped.append("dbt Cloud provider not installed (./dev bench installs the bench group)")
     if databricks_python or _importable(DATABRICKS[0]):
         targets.append(Target("Databricks", DATABRICKS, databricks_python or sys.executable))
     else:
@@ -136,6 +155,7 @@ def _rows(samples: dict[str, list[dict[str, Any]]], skipped: list[str]) -> list[
             met=statistics.median(dag_facing) <= TARGET_MS,
         ),
     ]
+    rows += _root_rows(samples["root"])
     for label, modules in (("dbt Cloud", DBT_CLOUD), ("Databricks", DATABRICKS)):
         if label not in samples:
             continue
@@ -164,6 +184,32 @@ def _rows(samples: dict[str, list[dict[str, Any]]], skipped: list[str]) -> list[
     if skipped:
         rows[0].note += "; not measured: " + "; ".join(skipped)
     return rows
+
+
+def _root_rows(root: list[dict[str, Any]]) -> list[Row]:
+    alone = [s["steps_ms"][0] for s in root]
+    heavy = sorted({m for s in root for m in s["heavy_loaded_by_us"]})
+    return [
+        Row(
+            "1 DAG-parse",
+            "ours: `import airflow_provider_workflowsvc` alone (the package root), over `import airflow.sdk`",
+            alone,
+            "ms",
+            target=f"≤ {TARGET_MS:.0f} ms",
+            met=statistics.median(alone) <= TARGET_MS,
+        ),
+        Row(
+            "1 DAG-parse",
+            "ours, root form: `from airflow_provider_workflowsvc import` one class of each operator module + "
+            "`WorkflowJobSensor`",
+            [s["extra_ms"] for s in root],
+            "ms",
+            target=f"≤ {TARGET_MS:.0f} ms",
+            met=statistics.median(s["extra_ms"] for s in root) <= TARGET_MS,
+            note=f"CPU {statistics.median(s['extra_cpu_ms'] for s in root):.1f} ms; heavy modules loaded: "
+            f"{', '.join(heavy) or 'none'}",
+        ),
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -3,13 +3,13 @@ Poll economy: API requests per job wait, for jobs of 10 s, 60 s and 600 s, at th
 
 Time is emulated: the wait's sleeps do not sleep, they advance the emulator's clock (jobs progress by
 that clock) and the waiting code's own clock (deadline, elapsed) by the same amount. Patched for the
-run, and nothing else: ``asyncio.sleep`` as ``_polling`` sees it (the trigger's pauses), ``time.time`` as
-``_outcome`` and ``triggers.job`` see it (deadline and elapsed); the sync path takes ``sleep=`` as an
+run, and nothing else: ``asyncio.sleep`` as ``wait.poll`` sees it (the trigger's pauses), ``time.time`` as
+``wait.watch`` and ``triggers.job`` see it (deadline and elapsed); the sync path takes ``sleep=`` as an
 argument. The wait starts right after the job is created, as in ``RunWorkflowOperator``; the count is
 every request of the emulator's log about that job. Bound: ``ceil(T / interval) + 3``.
 
 Both waits are measured: the trigger (``WorkflowJobTrigger.run``, deferrable) and the sync wait of a
-non-deferrable ``RunWorkflowOperator`` (``_polling.wait_for_job``).
+non-deferrable ``RunWorkflowOperator`` (``wait.poll.wait_for_job``).
 
     python -m benchmarks.bench_polls [--runs 3] [--durations 10,60,600]
 """
@@ -65,18 +65,18 @@ class EmulatedTime:
 
     @contextlib.contextmanager
     def patched(self) -> Iterator[None]:
-        """The provider's polling code on this clock (see the module docstring for what is patched)."""
-        from airflow_provider_workflowsvc import _outcome, _polling
+        """Put the provider's polling code on this clock (see the module docstring for what is patched)."""
         from airflow_provider_workflowsvc.triggers import job as trigger_module
+        from airflow_provider_workflowsvc.wait import poll, watch
 
         clock = types.SimpleNamespace(time=self.time)
         loop = types.SimpleNamespace(
             sleep=self.asleep, wait_for=asyncio.wait_for, TimeoutError=asyncio.TimeoutError
         )
         with (
-            mock.patch.object(_outcome, "time", clock),
+            mock.patch.object(watch, "time", clock),
             mock.patch.object(trigger_module, "time", clock),
-            mock.patch.object(_polling, "asyncio", loop),
+            mock.patch.object(poll, "asyncio", loop),
         ):
             yield
 
@@ -118,8 +118,8 @@ def _wait_trigger(clock: EmulatedTime, job_id: str, interval: float, timeout: fl
 def _wait_sync(
     clock: EmulatedTime, emu: EmulatorHandle, job_id: str, interval: float, timeout: float
 ) -> dict[str, Any]:
-    from airflow_provider_workflowsvc._outcome import JobWatch, PollSchedule
-    from airflow_provider_workflowsvc._polling import wait_for_job
+    from airflow_provider_workflowsvc.wait.poll import wait_for_job
+    from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
     from benchmarks._service import hook_for
 
     started = clock.time()

@@ -122,8 +122,10 @@ def _write_inputs(directory: Path, total: int, count: int) -> list[str]:
 
 def _order(index: int) -> tuple[str, ...]:
     """
-    Hook and raw alternate, hook first in even runs and raw first in odd ones (ABBA), so a slow
-    moment of a noisy machine, or disk writeback after the uploads, does not always hit the same one.
+    Return the order of run ``index``: hook first in even runs, raw first in odd ones (ABBA).
+
+    So a slow moment of a noisy machine, or disk writeback after the uploads, does not always hit the
+    same one.
     """
     if index % 2 == 0:
         return KINDS
@@ -132,7 +134,7 @@ def _order(index: int) -> tuple[str, ...]:
 
 @contextlib.contextmanager
 def _download_server(size: int) -> Iterator[str]:
-    """The benchmark download server (a subprocess of ours, stopped by its PID); its base URL."""
+    """Run the benchmark download server (a subprocess of ours, stopped by its PID); its base URL."""
     from airflow_provider_workflowsvc.emulator.testing import stop_process
 
     command = [sys.executable, "-m", "benchmarks._download_server", "--size", str(size)]

@@ -146,7 +146,7 @@ _TERMINAL = frozenset({"COMPLETED", "FAILED", "STOPPED"})
 
 
 async def _raw_wait(job_id: str, deadline: float, interval: float) -> dict[str, Any]:
-    """What a trigger does, with nothing but httpx: details every ``interval``, then job and failed files."""
+    """Wait as a trigger does with nothing but httpx: details every ``interval``, then job, failed files."""
     import httpx
 
     conn = json.loads(os.environ[CONN_ENV])
@@ -447,7 +447,7 @@ def _median(runs: list[dict[str, Any]], key: str) -> float:
 
 
 def _paired_ratio(runs: list[dict[str, Any]], floor_runs: list[dict[str, Any]], key: str) -> float:
-    """The median of the run-by-run ratios (each run next to the floor's run of the same round)."""
+    """Return the median of the run-by-run ratios (each run next to the floor's run of the same round)."""
     pairs = zip(runs, floor_runs, strict=False)
     return statistics.median(float(r[key]) / float(f[key]) for r, f in pairs if float(f[key]))
 

@@ -59,6 +59,7 @@ WORKFLOW_NODES = [
     doc_md=__doc__,
 )
 def workflowsvc_example_connectors_pipeline() -> None:
+    # [START howto_operator_workflowsvc_create_source_connector]
     source = CreateSourceConnectorOperator(
         task_id="create_confluence_source",
         name="airflow-example-confluence",
@@ -74,6 +75,8 @@ def workflowsvc_example_connectors_pipeline() -> None:
         },
         if_exists="update",  # keep the stored config in step with this DAG
     )
+    # [END howto_operator_workflowsvc_create_source_connector]
+    # [START howto_operator_workflowsvc_create_destination_connector]
     destination = CreateDestinationConnectorOperator(
         task_id="create_astradb_destination",
         name="airflow-example-astradb",
@@ -88,14 +91,18 @@ def workflowsvc_example_connectors_pipeline() -> None:
         },
         if_exists="update",
     )
+    # [END howto_operator_workflowsvc_create_destination_connector]
 
+    # [START howto_operator_workflowsvc_connection_check]
     source_id = SourceConnectionCheckOperator(
         task_id="check_source", connector_id=source.output, poll_interval=2, timeout=300
     ).output
     destination_id = DestinationConnectionCheckOperator(
         task_id="check_destination", connector_id=destination.output, poll_interval=2, timeout=300
     ).output
+    # [END howto_operator_workflowsvc_connection_check]
 
+    # [START howto_operator_workflowsvc_create_custom_workflow]
     workflow_id = CreateWorkflowOperator(
         task_id="create_workflow",
         name="airflow-example-confluence-to-astradb",
@@ -106,7 +113,9 @@ def workflowsvc_example_connectors_pipeline() -> None:
         schedule="daily",  # the service also runs it every day on its own (see example_sensor.py)
         if_exists="update",
     ).output
+    # [END howto_operator_workflowsvc_create_custom_workflow]
 
+    # [START howto_operator_workflowsvc_run_workflow_connector_source]
     RunWorkflowOperator(
         task_id="run_workflow",
         workflow_id=workflow_id,
@@ -114,6 +123,7 @@ def workflowsvc_example_connectors_pipeline() -> None:
         poll_interval=30,
         timeout=6 * 3600,
     )
+    # [END howto_operator_workflowsvc_run_workflow_connector_source]
 
 
 workflowsvc_example_connectors_pipeline()

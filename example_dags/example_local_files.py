@@ -46,13 +46,16 @@ DEFAULT_OUTPUT_DIR = str(Path(tempfile.gettempdir()) / "workflowsvc-example-outp
     doc_md=__doc__,
 )
 def workflowsvc_example_local_files() -> None:
+    # [START howto_operator_workflowsvc_create_workflow]
     workflow_id = CreateWorkflowOperator(
         task_id="create_workflow",
         name="airflow-example-local-files",
         workflow_type="basic",  # partition → chunk → embed; no source or destination: local files
         if_exists="reuse",
     ).output
+    # [END howto_operator_workflowsvc_create_workflow]
 
+    # [START howto_operator_workflowsvc_run_workflow_local_files]
     run = RunWorkflowOperator(
         task_id="run_workflow",
         workflow_id=workflow_id,
@@ -62,12 +65,15 @@ def workflowsvc_example_local_files() -> None:
         timeout=3600,
         fail_on_failed_files=False,  # report failed documents (see summarize) instead of failing
     )
+    # [END howto_operator_workflowsvc_run_workflow_local_files]
 
+    # [START howto_operator_workflowsvc_download_job_output]
     download = DownloadJobOutputOperator(
         task_id="download_output",
         run_task_id="run_workflow",
         output_dir="{{ params.output_dir }}/{{ ti.xcom_pull(task_ids='run_workflow', key='job_id') }}",
     )
+    # [END howto_operator_workflowsvc_download_job_output]
 
     @task
     def summarize(result: dict[str, Any], paths: list[str]) -> dict[str, Any]:

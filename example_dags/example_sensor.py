@@ -34,6 +34,7 @@ from airflow_provider_workflowsvc.sensors.job import WorkflowJobSensor
     doc_md=__doc__,
 )
 def workflowsvc_example_sensor() -> None:
+    # [START howto_sensor_workflowsvc_job]
     job = WorkflowJobSensor(
         task_id="wait_for_scheduled_job",
         workflow_id="{{ var.value.workflowsvc_scheduled_workflow_id }}",
@@ -44,6 +45,7 @@ def workflowsvc_example_sensor() -> None:
         timeout=timedelta(hours=6).total_seconds(),
         fail_on_failed_files=False,
     )
+    # [END howto_sensor_workflowsvc_job]
 
     @task
     def report(result: dict[str, Any]) -> None:

@@ -1,10 +1,13 @@
 """
-The one-command demo (``./dev demo [--keep]``): the local-files example on a real, local Airflow.
+The one-command demo (``./dev demo [--keep] [--distributed]``): the local-files example on a real Airflow.
 
 Starts the Workflow Service emulator and Airflow (api-server, scheduler, dag-processor, triggerer),
 runs ``example_dags/example_local_files.py`` through the scheduler, the worker and the triggerer,
 prints what happened and where the output is (``.demo/output/<job id>/``), then stops everything it
 started, also on Ctrl-C or an error. ``--keep`` leaves Airflow up for a look at the UI until Ctrl-C.
+``--distributed`` runs it on the distributed shape (PostgreSQL, CeleryExecutor with Redis, a Celery
+worker, two triggerers; Debian packages installed with apt-get when missing) and prints which worker
+ran each task and which triggerer held the wait.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ from typing import Any
 
 import httpx
 
-from scripts.local_airflow import REPO_ROOT, LocalAirflow, LocalAirflowError, local_stack
+from scripts.local_airflow import REPO_ROOT, DistributedAirflow, LocalAirflow, LocalAirflowError, local_stack
 
 DAG_ID = "workflowsvc_example_local_files"
 RUN_TASK = "run_workflow"
 DEMO_DIR = REPO_ROOT / ".demo"
+DISTRIBUTED_PROCESSING_DELAY = 1.0
+"""Emulator seconds per file per node on the distributed shape: the wait lasts long enough to be seen."""
 # Placeholders so the other examples can be triggered from the UI with --keep (the emulator accepts any
 # credentials; against a real account these Variables hold real settings).
 EMULATOR_VARIABLES = {
@@ -62,6 +67,7 @@ class JobWatcher:
         self.tasks: dict[str, str | None] = {}
         self.job_id: str | None = None
         self.job_status: str | None = None
+        self.triggerers: list[str] = []
         headers = {"authorization": f"Bearer {emulator.token}"}
         if emulator.api_key:
             headers["service-api-key"] = emulator.api_key
@@ -70,10 +76,21 @@ class JobWatcher:
     def close(self) -> None:
         self.service.close()
 
+    def _note_triggerer(self) -> None:
+        """On the distributed shape, note which triggerer holds the run task's trigger."""
+        if not isinstance(self.airflow, DistributedAirflow):
+            return
+        held = self.airflow.deferred_tasks(DAG_ID, self.run_id).get(RUN_TASK)
+        triggerer = held and held["triggerer"]
+        if triggerer and triggerer not in self.triggerers:
+            self.triggerers.append(triggerer)
+            detail(f"{self._clock()} the trigger of {RUN_TASK} runs in {triggerer}")
+
     def _clock(self) -> str:
         return f"[{time.monotonic() - self.started:5.1f} s]"
 
     def __call__(self, run: dict[str, Any]) -> None:
+        self._note_triggerer()
         for ti in self.airflow.task_instances(DAG_ID, self.run_id):
             task_id, state = ti["task_id"], ti.get("state")
             if self.tasks.get(task_id) != state and state:
@@ -97,8 +114,17 @@ class JobWatcher:
                 detail(f"{self._clock()} job status: {status}")
 
 
+def print_placement(airflow: LocalAirflow, run_id: str, triggerers: list[str]) -> None:
+    """Print where each task ran (its worker's hostname) and which triggerer held the wait."""
+    say("where things ran")
+    for ti in airflow.task_instances(DAG_ID, run_id):
+        detail(f"task {ti['task_id']:<22} ran on {ti.get('hostname') or '?'} (try {ti.get('try_number')})")
+    held = ", ".join(triggerers) or "not seen (the wait ended between two looks)"
+    detail(f"the wait of {RUN_TASK} was held by: {held}")
+
+
 def print_summary(airflow: LocalAirflow, run_id: str, run: dict[str, Any]) -> bool:
-    """What happened; returns whether the run succeeded."""
+    """Print what happened; return whether the run succeeded."""
     summary = airflow.xcom(DAG_ID, run_id, "summarize")
     if run.get("state") != "success" or not isinstance(summary, dict):
         say(f"the DAG run ended {run.get('state')}")
@@ -153,6 +179,12 @@ def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="./dev demo", description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="keep Airflow running until Ctrl-C")
+    parser.add_argument(
+        "--distributed",
+        action="store_true",
+        help="PostgreSQL, CeleryExecutor with Redis, a Celery worker and two triggerers (apt-get installs "
+        "postgresql and redis-server when missing)",
+    )
     parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for the DAG run")
     parser.add_argument(
         "--dialect",
@@ -173,12 +205,15 @@ def main(argv: list[str] | None = None) -> int:
                 "token": secrets.token_urlsafe(16),
                 "api_key": secrets.token_urlsafe(16),
                 "dialect": args.dialect,
+                **({"processing_delay": DISTRIBUTED_PROCESSING_DELAY} if args.distributed else {}),
             },
             env=EMULATOR_VARIABLES,
-            home=DEMO_DIR / "airflow",
+            home=DEMO_DIR / ("airflow-distributed" if args.distributed else "airflow"),
             db_template=DEMO_DIR / "cache" / f"airflow-{version('apache-airflow')}.db",
             progress=say,
+            start_timeout=300 if args.distributed else 180,
             stop_timeout=30,
+            distributed=args.distributed,
         ) as (airflow, emulator):
             say(f"waiting for the dag-processor to parse {DAG_ID}")
             airflow.wait_for_dag(DAG_ID)
@@ -191,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 watcher.close()
             ok = print_summary(airflow, run_id, run)
+            print_placement(airflow, run_id, watcher.triggerers)
             if args.keep:
                 keep_running(airflow)
     except KeyboardInterrupt:

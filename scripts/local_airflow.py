@@ -17,11 +17,20 @@ SIGTERM to every process group it created, waits, then SIGKILLs stragglers. Use 
 
 Settings are the ones in /work/shared/AIRFLOW-NOTES.md ("A real deployment on one machine"): SQLite,
 LocalExecutor, the simple auth manager with every user an admin. A throwaway box: never expose it.
+
+Two shapes share this harness. ``LocalAirflow`` above is the local one; ``DistributedAirflow`` (or
+``local_stack(..., distributed=True)``) is a multi-machine deployment on this machine: PostgreSQL and
+Redis on loopback ports (their Debian packages installed with ``apt-get`` when missing), the
+CeleryExecutor with a Celery worker, two triggerers, and failover thresholds of seconds. It can kill a
+triggerer or the worker (SIGKILL to the process group) and start another worker, and reads the
+metadata database (which triggerer holds which trigger). Each component reports its name as its
+hostname, so task instances and triggerer jobs say where they ran.
 """
 
 from __future__ import annotations
 
 import atexit
+import base64
 import contextlib
 import json
 import os
@@ -45,6 +54,8 @@ import httpx
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONN_ENV = "AIRFLOW_CONN_WORKFLOWSVC_DEFAULT"
+HOST_ENV = "WORKFLOWSVC_COMPONENT_HOST"
+"""The name each component reports as its hostname (``[core] hostname_callable``): where a task ran."""
 
 COMPONENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("api-server", ("api-server",)),
@@ -69,15 +80,25 @@ class LocalAirflowError(RuntimeError):
     """Something in the local deployment did not come up or did not behave in time."""
 
 
+def component_hostname() -> str:
+    """
+    Return the component's name as its hostname (``[core] hostname_callable``), else the FQDN.
+
+    Every component runs on this one machine: the name tells which triggerer held a trigger and which
+    worker ran a task (``trigger.triggerer_id`` -> ``job.hostname``, ``task_instance.hostname``).
+    """
+    return os.environ.get(HOST_ENV) or socket.getfqdn()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    """Return a TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
 def tail(path: Path, lines: int = 40) -> str:
-    """The last ``lines`` lines of a text file ("" when it does not exist)."""
+    """Return the last ``lines`` lines of a text file ("" when it does not exist)."""
     try:
         text = path.read_text(errors="replace")
     except OSError:
@@ -86,7 +107,7 @@ def tail(path: Path, lines: int = 40) -> str:
 
 
 def connection_json(base_url: str, token: str | None, api_key: str | None, **extra: Any) -> str:
-    """``workflowsvc_default`` as the JSON form of ``AIRFLOW_CONN_WORKFLOWSVC_DEFAULT``."""
+    """Return ``workflowsvc_default`` as the JSON form of ``AIRFLOW_CONN_WORKFLOWSVC_DEFAULT``."""
     extras: dict[str, Any] = {k: v for k, v in extra.items() if v is not None}
     if api_key:
         extras["api_key"] = api_key
@@ -98,6 +119,8 @@ def connection_json(base_url: str, token: str | None, api_key: str | None, **ext
 
 @dataclass
 class Component:
+    """A background process this harness started (the leader of its own process group)."""
+
     name: str
     process: subprocess.Popen[bytes]
     log_path: Path
@@ -111,7 +134,7 @@ class Component:
 
 
 def _group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes of a process group; Linux /proc, else a best-effort probe."""
+    """Return the live (non-zombie) processes of a process group; Linux /proc, else a best-effort probe."""
     proc = Path("/proc")
     if not proc.is_dir():  # pragma: no cover - not Linux
         try:
@@ -132,6 +155,16 @@ def _group_members(pgid: int) -> list[int]:
         if len(fields) >= 3 and fields[0] != "Z" and int(fields[2]) == pgid:
             members.append(int(entry.name))
     return members
+
+
+def _wait_group_gone(pgid: int, timeout: float) -> bool:
+    """Wait until no live process is left in group ``pgid``; return whether none is."""
+    deadline = time.monotonic() + timeout
+    while _group_members(pgid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 @contextlib.contextmanager
@@ -174,6 +207,8 @@ class LocalAirflow:
         default_factory=lambda: {
             "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(32),
             "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(64),  # HS512 wants >= 64 bytes
+            # Trigger kwargs and connections are stored encrypted, as in production.
+            "AIRFLOW__CORE__FERNET_KEY": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
         },
         init=False,
         repr=False,
@@ -213,7 +248,7 @@ class LocalAirflow:
             self.progress(message)
 
     def component_env(self) -> dict[str, str]:
-        """The environment every component (and ``airflow`` CLI call) runs with."""
+        """Return the environment every component (and ``airflow`` CLI call) runs with."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
         pythonpath = [str(REPO_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
         env.update(
@@ -233,6 +268,7 @@ class LocalAirflow:
                 "AIRFLOW__API__PORT": str(self.port),
                 "AIRFLOW__API__BASE_URL": self.base_url,
                 "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.logs_dir),
+                "AIRFLOW__CORE__HOSTNAME_CALLABLE": f"{__name__}.component_hostname",
             }
         )
         env.update(self._secrets)
@@ -259,27 +295,57 @@ class LocalAirflow:
         started = time.monotonic()
         try:
             self._migrate(timeout)
-            (self.airflow_home / "components").mkdir(exist_ok=True)
-            env = self.component_env()
-            for name, args in COMPONENTS:
-                log_path = self.airflow_home / "components" / f"{name}.log"
-                with log_path.open("wb") as log_file:
-                    process = subprocess.Popen(
-                        [self.python, "-m", "airflow", *args],
-                        env=env,
-                        cwd=self.airflow_home,
-                        stdin=subprocess.DEVNULL,
-                        stdout=log_file,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,  # own process group: stop() signals the whole group
-                    )
-                self.components.append(Component(name, process, log_path))
+            for name, args in self.component_specs():
+                self.start_component(name, args)
             atexit.register(self.stop, 10)  # a safety net should the caller never call stop()
             self.wait_healthy(deadline=started + timeout)
         except BaseException:
             self.stop()
             raise
         return time.monotonic() - started
+
+    def component_specs(self) -> Sequence[tuple[str, Sequence[str]]]:
+        """Return the components ``start()`` runs: (name, ``airflow`` arguments) each."""
+        return COMPONENTS
+
+    def start_component(self, name: str, args: Sequence[str]) -> Component:
+        """
+        Start ``airflow ARGS`` in the background as component ``name`` (own process group, log
+        ``components/<name>.log``); its hostname in Airflow is ``name`` (see ``component_hostname``).
+        """
+        (self.airflow_home / "components").mkdir(exist_ok=True)
+        log_path = self.airflow_home / "components" / f"{name}.log"
+        env = {**self.component_env(), HOST_ENV: name}
+        with log_path.open("ab") as log_file:
+            process = subprocess.Popen(
+                [self.python, "-m", "airflow", *args],
+                env=env,
+                cwd=self.airflow_home,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # own process group: stop() signals the whole group
+            )
+        component = Component(name, process, log_path)
+        self.components.append(component)
+        return component
+
+    def component(self, name: str) -> Component:
+        """Return the running component called ``name``."""
+        found = next((c for c in self.components if c.name == name), None)
+        if found is None:
+            raise LocalAirflowError(f"no component {name!r}; running: {[c.name for c in self.components]}")
+        return found
+
+    def kill_component(self, name: str) -> Component:
+        """SIGKILL component ``name``'s whole process group (a crash) and forget it; return it."""
+        component = self.component(name)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(component.pid, signal.SIGKILL)
+        component.process.wait(timeout=30)
+        _wait_group_gone(component.pid, timeout=30)
+        self.components.remove(component)
+        return component
 
     def _migrate(self, timeout: float) -> None:
         """
@@ -312,13 +378,20 @@ class LocalAirflow:
         if self._client is not None:
             self._client.close()
             self._client = None
-        groups = [c.pid for c in self.components]
+        self._stop_processes(self.components, timeout)
+        self._remove_home()
+
+    def _stop_processes(
+        self, components: list[Component], timeout: float, sig: signal.Signals = signal.SIGTERM
+    ) -> None:
+        """Send ``sig`` to each component's process group, wait up to ``timeout`` s, SIGKILL the rest."""
+        groups = [c.pid for c in components]
         for pgid in groups:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid, signal.SIGTERM)
+                os.killpg(pgid, sig)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            for component in self.components:
+            for component in components:
                 component.process.poll()  # reap the group leaders we started
             if not any(_group_members(pgid) for pgid in groups):
                 break
@@ -330,10 +403,12 @@ class LocalAirflow:
                     self._say(f"SIGKILL to process group {pgid} ({len(stragglers)} process(es) left)")
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.killpg(pgid, signal.SIGKILL)
-            for component in self.components:
+            for component in components:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     component.process.wait(timeout=5)
-        self.components.clear()
+        components.clear()
+
+    def _remove_home(self) -> None:
         if self._owns_home and not self.keep_home and self.home is not None:
             shutil.rmtree(self.home, ignore_errors=True)
 
@@ -360,7 +435,7 @@ class LocalAirflow:
         )
 
     def health(self) -> dict[str, Any] | None:
-        """The health endpoint's JSON, or None while the api-server does not answer."""
+        """Return the health endpoint's JSON, or None while the api-server does not answer."""
         try:
             response = httpx.get(f"{self.base_url}/api/v2/monitor/health", timeout=5)
         except httpx.HTTPError:
@@ -371,7 +446,7 @@ class LocalAirflow:
         return body
 
     def _warm_up(self) -> None:
-        """The execution API (which task processes call) is built on its first request, ~3 s: now."""
+        """Build the execution API (which task processes call) now: its first request takes ~3 s."""
         with contextlib.suppress(httpx.HTTPError):
             httpx.get(f"{self.base_url}/execution/health", timeout=60)
 
@@ -419,7 +494,7 @@ class LocalAirflow:
 
     def token(self) -> str | None:
         """
-        A JWT for the REST API. With ``simple_auth_manager_all_admins`` the api-server adds one to
+        Return a JWT for the REST API. With ``simple_auth_manager_all_admins`` the api-server adds one to
         every request itself; ``GET /auth/token`` hands one out without credentials all the same.
         """
         response = httpx.get(f"{self.base_url}/auth/token", timeout=10)
@@ -484,7 +559,7 @@ class LocalAirflow:
         return tis
 
     def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
-        """A task instance's XCom value (JSON), or None when it has none."""
+        """Return a task instance's XCom value (JSON), or None when it has none."""
         response = self.client.get(
             f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/{key}"
         )
@@ -565,7 +640,7 @@ class LocalAirflow:
     # Logs
 
     def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int | None = None) -> str:
-        """A task instance's log as text, through the REST logs endpoint (it merges trigger logs)."""
+        """Return a task instance's log as text, through the REST logs endpoint (it merges trigger logs)."""
         if try_number is None:
             try_number = max(int(self.task_instance(dag_id, run_id, task_id).get("try_number") or 1), 1)
         body = self.api(
@@ -588,11 +663,374 @@ class LocalAirflow:
         return self.logs_dir / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={task_id}"
 
     def trigger_log_files(self, dag_id: str, run_id: str, task_id: str) -> list[Path]:
-        """The triggerer's log files for a task instance (``attempt=N.log.trigger.<id>.log``)."""
+        """Return the triggerer's log files for a task instance (``attempt=N.log.trigger.<id>.log``)."""
         return sorted(self.task_log_dir(dag_id, run_id, task_id).glob("**/attempt=*.log.trigger.*.log"))
 
     def component_log(self, name: str, lines: int = 60) -> str:
         return tail(self.airflow_home / "components" / f"{name}.log", lines)
+
+
+# -------------------------------------------------------------------------------------------------
+# The distributed shape
+
+DEBIAN_PACKAGES = {"initdb": "postgresql", "redis-server": "redis-server"}
+"""The program each Debian package brings that the distributed shape runs."""
+PG_USER = "airflow"
+CELERY_WORKER = "celery-worker"
+WORKER_ARGS = ("celery", "worker", "--skip-serve-logs", "--without-mingle", "--without-gossip")
+
+
+def postgres_bindir() -> Path | None:
+    """Return the directory of PostgreSQL's server programs (newest installed major), or None."""
+    candidates = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parent.parent.name)
+    )
+    if candidates:
+        return candidates[-1].parent
+    initdb = shutil.which("initdb")
+    return Path(initdb).parent if initdb else None
+
+
+def _has_program(program: str) -> bool:
+    if program == "initdb":
+        return postgres_bindir() is not None
+    return shutil.which(program) is not None
+
+
+def missing_debian_packages() -> list[str]:
+    """Return the Debian packages of ``DEBIAN_PACKAGES`` whose program is not installed."""
+    return [package for program, package in DEBIAN_PACKAGES.items() if not _has_program(program)]
+
+
+def ensure_debian_packages(progress: Callable[[str], None] | None = None) -> list[str]:
+    """
+    Install the missing packages of ``DEBIAN_PACKAGES`` with ``apt-get install -y``; return them.
+
+    Needs root and apt-get (else the error says what to install); ``apt-get update`` runs only when
+    the first install fails (stale package lists).
+    """
+    missing = missing_debian_packages()
+    if not missing:
+        return []
+    command = ["apt-get", "install", "-y", "--no-install-recommends", *missing]
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        raise LocalAirflowError(
+            f"the distributed shape needs {', '.join(missing)}: run `sudo {' '.join(command)}`"
+        )
+    if progress is not None:
+        progress(f"installing {', '.join(missing)} (apt-get install -y)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for attempt in ("install", "update and install"):
+        if attempt != "install":
+            subprocess.run(["apt-get", "update"], env=env, capture_output=True, check=False)
+        result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+        if result.returncode == 0:
+            return missing
+    output = "\n".join((result.stdout + result.stderr).splitlines()[-20:])
+    raise LocalAirflowError(f"`{' '.join(command)}` exited {result.returncode}:\n{output}")
+
+
+@dataclass
+class DistributedAirflow(LocalAirflow):
+    """
+    Airflow as a multi-machine deployment runs it, on this machine; see the module doc.
+
+    PostgreSQL (metadata DB and Celery result backend) and Redis (Celery broker) on loopback ports
+    with their data in temp directories, the CeleryExecutor with one Celery worker, and
+    ``triggerers`` triggerers besides api-server, scheduler and dag-processor. Triggerer and task
+    heartbeat thresholds are seconds, not minutes, so a killed triggerer's triggers and a killed
+    worker's task are taken over quickly. PostgreSQL refuses to run as root: as root its processes
+    run as the ``postgres`` user of the Debian package.
+    """
+
+    triggerers: int = 2
+    worker_concurrency: int = 8
+    triggerer_health_check_threshold: int = 5
+    task_heartbeat_timeout: int = 15
+
+    services: list[Component] = field(default_factory=list, init=False)
+    pg_port: int = field(default=0, init=False)
+    redis_port: int = field(default=0, init=False)
+    _pg_dir: Path | None = field(default=None, init=False)
+    _workers_started: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.pg_port, self.redis_port = free_port(), free_port()
+        self.parallelism = max(self.parallelism, 32)
+
+    @property
+    def database_url(self) -> str:
+        return f"postgresql+psycopg2://{PG_USER}@127.0.0.1:{self.pg_port}/airflow"
+
+    def component_env(self) -> dict[str, str]:
+        env = super().component_env()
+        env.update(
+            {
+                "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.database_url,
+                "AIRFLOW__CELERY__BROKER_URL": f"redis://127.0.0.1:{self.redis_port}/0",
+                "AIRFLOW__CELERY__RESULT_BACKEND": f"db+{self.database_url}",
+                "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(self.worker_concurrency),
+                # A triggerer without a heartbeat for this long is dead: its triggers go to another.
+                "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": str(
+                    self.triggerer_health_check_threshold
+                ),
+                "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
+                # A running task without a heartbeat for this long failed (its retry is then scheduled).
+                "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(self.task_heartbeat_timeout),
+                "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "2",
+            }
+        )
+        env.update(self.env)
+        return env
+
+    def component_specs(self) -> Sequence[tuple[str, Sequence[str]]]:
+        specs: list[tuple[str, Sequence[str]]] = [
+            ("api-server", ("api-server",)),
+            ("scheduler", ("scheduler", "--skip-serve-logs")),
+            ("dag-processor", ("dag-processor",)),
+        ]
+        specs += [
+            (f"triggerer-{n}", ("triggerer", "--skip-serve-logs")) for n in range(1, self.triggerers + 1)
+        ]
+        return [*specs, (f"{CELERY_WORKER}-1", WORKER_ARGS)]
+
+    def start(self, timeout: float = 240) -> float:
+        """Install what is missing, start PostgreSQL, Redis, Airflow and a Celery worker; return seconds."""
+        started = time.monotonic()
+        try:
+            ensure_debian_packages(self.progress)
+            self._start_postgres(deadline=started + timeout)
+            self._start_redis(deadline=started + timeout)
+            super().start(timeout=max(timeout - (time.monotonic() - started), 30))
+            self._workers_started = 1
+            self._wait_worker_ready(self.component(f"{CELERY_WORKER}-1"), deadline=started + timeout)
+            # the health endpoint is content with one triggerer: wait for every one's heartbeat
+            triggerers = self.component(f"triggerer-{self.triggerers}")
+            self._wait_for(
+                lambda: len(self.alive_triggerers()) == self.triggerers,
+                started + timeout,
+                triggerers,
+                f"{self.triggerers} triggerers",
+            )
+        except BaseException:
+            self.stop()
+            raise
+        return time.monotonic() - started
+
+    def _migrate(self, timeout: float) -> None:
+        started = time.monotonic()
+        self.airflow_cli("db", "migrate", timeout=timeout)
+        self._say(f"airflow db migrate (PostgreSQL) took {time.monotonic() - started:.0f} s")
+
+    # -- Celery workers ----------------------------------------------------------------------------
+
+    def start_worker(self, timeout: float = 90) -> Component:
+        """Start a Celery worker (``celery-worker-N``) and wait until it takes tasks."""
+        self._workers_started += 1
+        worker = self.start_component(f"{CELERY_WORKER}-{self._workers_started}", WORKER_ARGS)
+        self._wait_worker_ready(worker, deadline=time.monotonic() + timeout)
+        return worker
+
+    def _wait_worker_ready(self, worker: Component, deadline: float) -> None:
+        """Wait for Celery's ``ready.`` line in the worker's log; fail when it exits first."""
+        while " ready." not in tail(worker.log_path, 200):
+            if not worker.alive():
+                raise self._failure(
+                    f"{worker.name} exited with code {worker.process.returncode} while starting", worker
+                )
+            if time.monotonic() > deadline:
+                raise self._failure(f"{worker.name} was not ready in time", worker)
+            time.sleep(0.3)
+
+    def workers(self) -> list[Component]:
+        return [c for c in self.components if c.name.startswith(CELERY_WORKER)]
+
+    def kill_worker(self) -> Component:
+        """SIGKILL the running Celery worker's process group (the worker and its task processes)."""
+        (worker,) = self.workers()
+        return self.kill_component(worker.name)
+
+    # -- services --------------------------------------------------------------------------------
+
+    def _start_service(self, name: str, command: Sequence[str], **popen: Any) -> Component:
+        log_path = self.airflow_home / "components" / f"{name}.log"
+        log_path.parent.mkdir(exist_ok=True)
+        with log_path.open("ab") as log_file:
+            process = subprocess.Popen(
+                list(command),
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                **popen,
+            )
+        service = Component(name, process, log_path)
+        self.services.append(service)
+        return service
+
+    def _as_postgres_user(self) -> dict[str, Any]:
+        """Return the Popen arguments that run PostgreSQL's programs as a non-root user."""
+        if os.geteuid() != 0:
+            return {}
+        return {"user": "postgres", "group": "postgres", "cwd": "/"}
+
+    def _start_postgres(self, deadline: float) -> None:
+        bindir = postgres_bindir()
+        assert bindir is not None  # ensure_debian_packages installed it
+        self._pg_dir = Path(tempfile.mkdtemp(prefix="wfsvc-postgres-"))
+        data = self._pg_dir / "data"
+        as_user = self._as_postgres_user()
+        if as_user:
+            shutil.chown(self._pg_dir, user="postgres", group="postgres")
+        self._say(f"starting PostgreSQL on 127.0.0.1:{self.pg_port} ({self._pg_dir})")
+        initdb = subprocess.run(
+            [
+                str(bindir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                PG_USER,
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            **as_user,
+        )
+        if initdb.returncode != 0:
+            raise LocalAirflowError(f"initdb exited {initdb.returncode}:\n{initdb.stdout}{initdb.stderr}")
+        settings = {
+            "listen_addresses": "127.0.0.1",
+            "port": str(self.pg_port),
+            "unix_socket_directories": "",
+            "fsync": "off",  # a throwaway database: durability on disk buys nothing
+            "synchronous_commit": "off",
+            "full_page_writes": "off",
+            "max_connections": "200",
+        }
+        options = [arg for key, value in settings.items() for arg in ("-c", f"{key}={value}")]
+        postgres = self._start_service(
+            "postgres", [str(bindir / "postgres"), "-D", str(data), *options], **as_user
+        )
+        self._wait_for(lambda: self._create_database(postgres), deadline, postgres, "PostgreSQL")
+
+    def _create_database(self, postgres: Component) -> bool:
+        import psycopg2
+
+        try:
+            connection = psycopg2.connect(
+                host="127.0.0.1", port=self.pg_port, user=PG_USER, dbname="postgres", connect_timeout=2
+            )
+        except psycopg2.OperationalError:
+            return False
+        try:
+            connection.autocommit = True
+            with connection.cursor() as cursor:
+                cursor.execute("CREATE DATABASE airflow")
+        finally:
+            connection.close()
+        return True
+
+    def _start_redis(self, deadline: float) -> None:
+        self._say(f"starting Redis on 127.0.0.1:{self.redis_port}")
+        redis_dir = self.airflow_home / "redis"
+        redis_dir.mkdir(exist_ok=True)
+        command = [
+            shutil.which("redis-server") or "redis-server",
+            *("--bind", "127.0.0.1", "--port", str(self.redis_port), "--dir", str(redis_dir)),
+            *("--save", "", "--appendonly", "no", "--protected-mode", "yes"),
+        ]
+        redis = self._start_service("redis", command)
+
+        def answers() -> bool:
+            try:
+                with socket.create_connection(("127.0.0.1", self.redis_port), timeout=1) as sock:
+                    sock.sendall(b"PING\r\n")
+                    return sock.recv(16).startswith(b"+PONG")
+            except OSError:
+                return False
+
+        self._wait_for(answers, deadline, redis, "Redis")
+
+    def _wait_for(self, ready: Callable[[], bool], deadline: float, service: Component, what: str) -> None:
+        while not ready():
+            if not service.alive():
+                raise self._failure(f"{what} exited with code {service.process.returncode}", service)
+            if time.monotonic() > deadline:
+                raise self._failure(f"{what} did not answer in time", service)
+            time.sleep(0.2)
+
+    def _stop(self, timeout: float) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        try:
+            self._stop_processes(self.components, timeout)
+        finally:
+            # after Airflow, which needs them to shut down; SIGINT is PostgreSQL's fast shutdown
+            self._stop_processes(self.services, min(timeout, 30), sig=signal.SIGINT)
+            if self._pg_dir is not None:
+                shutil.rmtree(self._pg_dir, ignore_errors=True)
+                self._pg_dir = None
+            self._remove_home()
+
+    # -- the metadata database -------------------------------------------------------------------
+
+    def sql(
+        self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None
+    ) -> list[tuple[Any, ...]]:
+        """Run a read-only query on the metadata database; return its rows."""
+        import psycopg2
+
+        connection = psycopg2.connect(host="127.0.0.1", port=self.pg_port, user=PG_USER, dbname="airflow")
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(query, params)
+                return list(cursor.fetchall())
+        finally:
+            connection.close()
+
+    def deferred_tasks(self, dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:
+        """
+        Return each deferred task's trigger: ``trigger_id``, ``triggerer`` (the holder's hostname,
+        ``triggerer-N``; None while unassigned or held by a dead triggerer's row) and ``kwargs``.
+        """
+        rows = self.sql(
+            "SELECT ti.task_id, t.id, t.kwargs, job.hostname FROM task_instance ti"
+            " JOIN trigger t ON t.id = ti.trigger_id LEFT JOIN job ON job.id = t.triggerer_id"
+            " WHERE ti.dag_id = %s AND ti.run_id = %s AND ti.state = 'deferred'",
+            (dag_id, run_id),
+        )
+        return {
+            task_id: {"trigger_id": trigger_id, "triggerer": host, "kwargs": self._trigger_kwargs(stored)}
+            for task_id, trigger_id, stored, host in rows
+        }
+
+    def alive_triggerers(self) -> dict[int, str]:
+        """Return the triggerer jobs Airflow counts as alive (heartbeat within the threshold): id -> host."""
+        rows = self.sql(
+            "SELECT id, hostname FROM job WHERE job_type = 'TriggererJob' AND end_date IS NULL"
+            " AND latest_heartbeat > now() - make_interval(secs => %s)",
+            (self.triggerer_health_check_threshold,),
+        )
+        return dict(rows)
+
+    def _trigger_kwargs(self, stored: str) -> dict[str, Any]:
+        """Return a trigger's kwargs as the triggerer reads them (Fernet-decrypted, deserialized)."""
+        from airflow.sdk.serde import deserialize
+        from cryptography.fernet import Fernet
+
+        if stored.startswith("{"):  # stored unencrypted, as Airflow's own reader allows
+            plain = stored
+        else:
+            plain = Fernet(self._secrets["AIRFLOW__CORE__FERNET_KEY"].encode()).decrypt(stored).decode()
+        kwargs: dict[str, Any] = deserialize(json.loads(plain))  # type: ignore[assignment]
+        return kwargs
 
 
 @contextlib.contextmanager
@@ -608,12 +1046,16 @@ def local_stack(
     progress: Callable[[str], None] | None = None,
     start_timeout: float = 180,
     stop_timeout: float = 60,
+    distributed: bool = False,
+    airflow_options: Mapping[str, Any] | None = None,
 ) -> Iterator[tuple[LocalAirflow, Any]]:
     """
-    The emulator (subprocess) plus a LocalAirflow whose ``workflowsvc_default`` points at it.
+    Run the emulator (subprocess) plus a LocalAirflow whose ``workflowsvc_default`` points at it.
 
     Yields ``(airflow, emulator)``; ``emulator`` is the handle of ``running_emulator`` (base_url,
     requests(), configure(), ...). Both are stopped on exit, also after an error or Ctrl-C.
+    ``distributed`` selects the shape: a ``DistributedAirflow`` (``airflow_options`` are its
+    fields, e.g. ``triggerers``) instead of the local one.
     """
     from airflow_provider_workflowsvc.emulator.testing import running_emulator
 
@@ -624,15 +1066,20 @@ def local_stack(
         conn = connection_json(
             emulator.base_url, emulator.token, emulator.api_key, **dict(connection_extra or {})
         )
-        airflow = LocalAirflow(
+        shape = DistributedAirflow if distributed else LocalAirflow
+        airflow = shape(
             dags_folder=dags_folder,
             env={CONN_ENV: conn, **dict(env or {})},
             home=home,
             keep_home=keep_home,
-            db_template=db_template,
+            db_template=None if distributed else db_template,
             progress=progress,
+            **dict(airflow_options or {}),
         )
-        say("starting Airflow (api-server, scheduler, dag-processor, triggerer)…")
+        components = ", ".join(name for name, _ in airflow.component_specs())
+        if distributed:
+            components = f"PostgreSQL, Redis, {components}"
+        say(f"starting Airflow ({components})…")
         try:
             seconds = airflow.start(timeout=start_timeout)
             say(f"Airflow healthy after {seconds:.0f} s at {airflow.base_url}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -149,3 +150,55 @@ def test_an_unknown_dialect_is_refused(
         running_emulator(dialect="legacy"),
     ):  # type: ignore[arg-type]
         pass
+
+
+# A sitecustomize that makes the [emulator] extra's modules look uninstalled (as after a plain
+# `pip install airflow-provider-workflowsvc`), whatever the test virtualenv holds.
+BLOCK_EXTRA = """
+import importlib.abc
+import sys
+
+BLOCKED = {"fastapi", "starlette", "uvicorn"}
+
+
+class _NotInstalled(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _NotInstalled())
+"""
+
+
+def _run_without_extra(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "sitecustomize.py").write_text(BLOCK_EXTRA)
+    script = Path(sys.executable).with_name("workflowsvc-emulator")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    return subprocess.run([str(script), *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_without_the_extra_the_command_names_it_in_one_line(tmp_path: Path) -> None:
+    result = _run_without_extra(tmp_path, "--port", "0")
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "pip install 'airflow-provider-workflowsvc[emulator]'" in result.stderr
+    assert result.stderr.startswith("workflowsvc-emulator: ")
+
+
+def test_without_the_extra_help_still_works(tmp_path: Path) -> None:
+    result = _run_without_extra(tmp_path, "--help")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert "--dialect" in result.stdout
+
+
+def test_a_missing_module_outside_the_extra_is_not_blamed_on_it() -> None:
+    from airflow_provider_workflowsvc.emulator.__main__ import missing_extra_message
+
+    assert missing_extra_message(ModuleNotFoundError("No module named 'pydantic'", name="pydantic")) is None
+    message = missing_extra_message(ModuleNotFoundError("No module named 'uvicorn.x'", name="uvicorn.x"))
+    assert message is not None
+    assert "uvicorn is not installed" in message

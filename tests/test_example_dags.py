@@ -16,6 +16,8 @@ EXPECTED_DAG_IDS = {
     "workflowsvc_example_local_files",
     "workflowsvc_example_connectors_pipeline",
     "workflowsvc_example_sensor",
+    "workflowsvc_example_asset_producer",
+    "workflowsvc_example_asset_consumer",
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -17,10 +18,13 @@ if str(REPO_ROOT) not in sys.path:  # ``scripts`` is not part of the installed p
     sys.path.insert(0, str(REPO_ROOT))
 
 from scripts.local_airflow import (  # noqa: E402
+    HOST_ENV,
     Component,
+    DistributedAirflow,
     LocalAirflow,
     LocalAirflowError,
     _group_members,
+    component_hostname,
     connection_json,
     free_port,
 )
@@ -107,3 +111,84 @@ def test_connection_json() -> None:
 def test_group_members_ignores_other_groups() -> None:
     assert _group_members(os.getpgrp()) != []
     assert _group_members(2**22 + 12345) == []
+
+
+# --------------------------------------------------------------------------------------------------
+# The distributed shape's settings and helpers (starting it is tests/test_e2e_distributed.py's job)
+
+
+def test_the_distributed_shape_runs_celery_on_postgres_with_two_triggerers(tmp_path: Path) -> None:
+    airflow = DistributedAirflow(dags_folder=tmp_path, env={"EXTRA": "1"})
+    try:
+        env = airflow.component_env()
+        names = [name for name, _ in airflow.component_specs()]
+    finally:
+        airflow.stop()
+    assert names == [
+        "api-server",
+        "scheduler",
+        "dag-processor",
+        "triggerer-1",
+        "triggerer-2",
+        "celery-worker-1",
+    ]
+    assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == (
+        f"postgresql+psycopg2://airflow@127.0.0.1:{airflow.pg_port}/airflow"
+    )
+    assert env["AIRFLOW__CELERY__RESULT_BACKEND"] == "db+" + env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    assert env["AIRFLOW__CELERY__BROKER_URL"] == f"redis://127.0.0.1:{airflow.redis_port}/0"
+    # failover in seconds: a triggerer silent for 5 s is dead, a task silent for 15 s failed
+    assert env["AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD"] == "5"
+    assert env["AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC"] == "1"
+    assert env["AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT"] == "15"
+    assert env["AIRFLOW__CORE__HOSTNAME_CALLABLE"] == "scripts.local_airflow.component_hostname"
+    assert env["AIRFLOW__CORE__FERNET_KEY"] and env["EXTRA"] == "1"
+    assert len({airflow.port, airflow.pg_port, airflow.redis_port}) == 3
+
+
+def test_each_component_reports_its_name_as_hostname(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(HOST_ENV, "triggerer-2")
+    assert component_hostname() == "triggerer-2"
+    monkeypatch.delenv(HOST_ENV)
+    assert component_hostname() == socket.getfqdn()
+
+
+def test_kill_component_sigkills_the_whole_group_and_forgets_it(tmp_path: Path) -> None:
+    airflow = LocalAirflow(dags_folder=tmp_path, home=tmp_path / "home")
+    component = _component("triggerer-1", STUBBORN, tmp_path / "stubborn.log")
+    airflow.components.append(component)
+    deadline = time.monotonic() + 20
+    while len(_group_members(component.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        killed = airflow.kill_component("triggerer-1")
+    finally:
+        airflow.stop(timeout=1)
+    assert killed is component and component.process.returncode == -9
+    assert _group_members(component.pid) == []  # the child too
+    with pytest.raises(LocalAirflowError, match="no component 'triggerer-1'"):
+        airflow.component("triggerer-1")
+
+
+def test_missing_debian_packages_are_named_with_the_command_when_not_root(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import scripts.local_airflow as harness
+
+    monkeypatch.setattr(harness, "postgres_bindir", lambda: None)
+    monkeypatch.setattr(harness.shutil, "which", lambda program: None)
+    monkeypatch.setattr(harness.os, "geteuid", lambda: 1000)
+    assert harness.missing_debian_packages() == ["postgresql", "redis-server"]
+    with pytest.raises(LocalAirflowError) as info:
+        harness.ensure_debian_packages()
+    assert "apt-get install -y --no-install-recommends postgresql redis-server" in str(info.value)
+
+
+def test_installed_debian_packages_install_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import scripts.local_airflow as harness
+
+    monkeypatch.setattr(harness, "postgres_bindir", lambda: Path("/usr/lib/postgresql/15/bin"))
+    monkeypatch.setattr(harness.shutil, "which", lambda program: f"/usr/bin/{program}")
+    monkeypatch.setattr(harness.subprocess, "run", lambda *a, **k: pytest.fail("ran a command"))
+    assert harness.ensure_debian_packages() == []

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from airflow_provider_workflowsvc._outcome import FINAL_POLL_LEAD, FINAL_POLL_RESERVE, PollSchedule
+from airflow_provider_workflowsvc.wait.watch import FINAL_POLL_LEAD, FINAL_POLL_RESERVE, PollSchedule
 
 
 def test_first_pause_is_jittered_then_the_interval_is_kept() -> None:

@@ -1,7 +1,7 @@
 """Provider registration: the provider info, and Airflow's ProvidersManager discovering it.
 
-Needs the package installed (``uv pip install -e '.[test]'``) so the ``apache_airflow_provider`` entry
-point exists.
+Needs the package installed (``uv pip install -e .``, as ``./dev`` does) so the
+``apache_airflow_provider`` entry point exists.
 """
 
 from __future__ import annotations
@@ -217,3 +217,26 @@ def test_providers_get_full_shows_hooks_operators_and_the_connection_type(tmp_pa
         "description: Run Workflow Service jobs (source connector, processing nodes, destination)",
     ):
         assert expected in out, expected
+
+
+def test_provider_info_is_valid_for_airflows_schema() -> None:
+    import json
+
+    import airflow
+    import jsonschema
+
+    schema = json.loads((Path(airflow.__file__).parent / "provider_info.schema.json").read_text())
+    jsonschema.validate(get_provider_info(), schema)
+
+
+def test_provider_info_points_to_no_placeholder_page() -> None:
+    """No public page of the provider or the service exists yet (docs/decisions.md, Packaging)."""
+    for integration in get_provider_info()["integrations"]:
+        assert "external-doc-url" not in integration
+
+
+def test_the_hook_user_agent_carries_the_package_version() -> None:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
+
+    with WorkflowServiceHook(settings=ConnectionSettings(base_url="http://127.0.0.1:9/api/v1")) as hook:
+        assert hook.get_conn().headers["user-agent"] == f"airflow-provider-workflowsvc/{__version__}"

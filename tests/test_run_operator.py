@@ -14,18 +14,16 @@ import pytest
 from airflow.sdk.exceptions import TaskDeferred
 from conftest import FAKE_WORKFLOW_ID, details_json, failed_json, job_json
 
-from airflow_provider_workflowsvc._outcome import (
+from airflow_provider_workflowsvc.exceptions import (
     InvalidJobEventError,
     WorkflowJobError,
     WorkflowJobFailedError,
     WorkflowJobTimeoutError,
-)
-from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceError,
     WorkflowServiceInputError,
     WorkflowServiceValidationError,
 )
-from airflow_provider_workflowsvc.operators._jobbase import LINK_XCOM_KEY
+from airflow_provider_workflowsvc.operators._base import LINK_XCOM_KEY
 from airflow_provider_workflowsvc.operators._submit import AmbiguousRunError
 from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator, WorkflowJobLink, job_url
 from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger

@@ -16,7 +16,7 @@ from airflow.sdk.exceptions import (
 )
 from conftest import FAKE_WORKFLOW_ID, details_json, failed_json, job_json
 
-from airflow_provider_workflowsvc._outcome import InvalidJobEventError
+from airflow_provider_workflowsvc.exceptions import InvalidJobEventError
 from airflow_provider_workflowsvc.sensors.job import WorkflowJobSensor
 
 WF = FAKE_WORKFLOW_ID

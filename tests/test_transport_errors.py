@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_workflowsvc._outcome import is_transient
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceConnectionError
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
+from airflow_provider_workflowsvc.wait.poll import is_transient
 
 CONN_ID = "workflowsvc_default"
 RETRIES = 2

@@ -31,7 +31,10 @@ Control endpoints under ``/_emulator`` need the same ``Authorization: Bearer <to
   forward and fires due schedules.
 """
 
-from airflow_provider_workflowsvc.emulator.app import create_app
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from airflow_provider_workflowsvc.emulator.config import (
     DEFAULT_TOKEN,
     EmulatorConfig,
@@ -39,4 +42,17 @@ from airflow_provider_workflowsvc.emulator.config import (
     ServerSettings,
 )
 
+if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.emulator.app import create_app
+
 __all__ = ["DEFAULT_TOKEN", "EmulatorConfig", "FaultSpec", "ServerSettings", "create_app"]
+
+
+def __getattr__(name: str) -> Any:
+    # create_app needs FastAPI (the [emulator] extra): imported on first use, so that the command line
+    # can start without it and say what to install.
+    if name == "create_app":
+        from airflow_provider_workflowsvc.emulator.app import create_app
+
+        return create_app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,6 +4,9 @@ Command line: ``python -m airflow_provider_workflowsvc.emulator`` / ``workflowsv
 Prints ``Workflow Service emulator listening on http://HOST:PORT/api/v1`` once it accepts connections,
 and stops cleanly on SIGTERM or SIGINT. The token and API key can also come from the environment
 (``WORKFLOWSVC_EMULATOR_TOKEN``, ``WORKFLOWSVC_EMULATOR_API_KEY``) so they stay out of process lists.
+
+The command is installed with the provider, but serving needs the ``[emulator]`` extra (FastAPI, uvicorn,
+...): without it, one line on stderr names the extra to install and the exit status is 2.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
-from airflow_provider_workflowsvc.emulator.app import create_app
 from airflow_provider_workflowsvc.emulator.config import (
     DEFAULT_CONNECTION_CHECK_DELAY,
     DEFAULT_PROCESSING_DELAY,
@@ -26,13 +28,16 @@ from airflow_provider_workflowsvc.emulator.config import (
 )
 from airflow_provider_workflowsvc.emulator.dialect import DIALECTS
 from airflow_provider_workflowsvc.emulator.errors import describe_errors, render_errors
-from airflow_provider_workflowsvc.emulator.server import EmulatorServer, bind_socket, root_url, uvicorn_config
 
 __all__ = ["build_parser", "main"]
 
 TOKEN_ENV = "WORKFLOWSVC_EMULATOR_TOKEN"
 API_KEY_ENV = "WORKFLOWSVC_EMULATOR_API_KEY"
 DIALECT_ENV = "WORKFLOWSVC_EMULATOR_DIALECT"
+EXTRA_STATUS = 2
+# Top-level modules of the ``[emulator]`` extra (pyproject.toml) and of what FastAPI brings with it.
+EXTRA_MODULES = frozenset({"fastapi", "starlette", "uvicorn", "multipart", "python_multipart", "croniter"})
+INSTALL_EXTRA = "pip install 'airflow-provider-workflowsvc[emulator]'"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -121,10 +126,34 @@ def _fault_spec(args: argparse.Namespace) -> FaultSpec | None:
     return FaultSpec.model_validate({"rules": [rule], "seed": args.fault_seed})
 
 
+def missing_extra_message(exc: ModuleNotFoundError) -> str | None:
+    """Return the one line to print when ``exc`` is a module of the ``[emulator]`` extra, else None."""
+    top_level = (exc.name or "").partition(".")[0]
+    if top_level not in EXTRA_MODULES:
+        return None
+    return (
+        f"workflowsvc-emulator: {top_level} is not installed; the emulator needs its extra: {INSTALL_EXTRA}"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the emulator until SIGTERM/SIGINT; returns the exit status."""
+    """Run the emulator until SIGTERM/SIGINT; return the exit status (2: the ``[emulator]`` extra missing)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:
+        from airflow_provider_workflowsvc.emulator.app import create_app
+        from airflow_provider_workflowsvc.emulator.server import (
+            EmulatorServer,
+            bind_socket,
+            root_url,
+            uvicorn_config,
+        )
+    except ModuleNotFoundError as exc:
+        message = missing_extra_message(exc)
+        if message is None:
+            raise
+        print(message, file=sys.stderr)
+        return EXTRA_STATUS
     if args.dialect not in DIALECTS:
         parser.error(f"${DIALECT_ENV} must be one of: {', '.join(DIALECTS)}")
     try:

@@ -35,7 +35,7 @@ class PdfError(Exception):
 
 
 def pdf_pages(data: bytes) -> list[list[str]]:
-    """The text lines of each page; raises :class:`PdfError` when there is no text to extract."""
+    """Return the text lines of each page; raise :class:`PdfError` when there is no text to extract."""
     if b"%PDF-" not in data[:_HEADER_WINDOW]:
         raise PdfError("not a PDF: the %PDF- header is missing")
     if b"/Encrypt" in data:
@@ -89,7 +89,7 @@ def _inflate(raw: bytes, limit: int) -> bytes:
 
 
 def _text_lines(content: bytes) -> list[str] | None:
-    """The lines of text a content stream shows, or None when it shows none (not a page)."""
+    """Return the lines of text a content stream shows, or None when it shows none (not a page)."""
     if b"BT" not in content:
         return None
     lines: list[str] = []

@@ -40,7 +40,7 @@ def _service(request: Request) -> Service:
 
 
 def path_uuid(request: Request, name: str) -> str:
-    """A path parameter that must be a UUID, canonicalised; 422 otherwise."""
+    """Return a path parameter that must be a UUID, canonicalised; 422 otherwise."""
     try:
         return str(uuid.UUID(request.path_params[name]))
     except ValueError:
@@ -65,7 +65,7 @@ def required_query(request: Request, name: str) -> str:
 
 
 async def json_body(request: Request) -> dict[str, Any]:
-    """The request body as a JSON object; 422 when missing, not JSON or not an object."""
+    """Return the request body as a JSON object; 422 when missing, not JSON or not an object."""
     raw = await request.body()
     if not raw.strip():
         raise InvalidRequest.one(["body"], "Field required", "missing")
@@ -81,7 +81,7 @@ async def json_body(request: Request) -> dict[str, Any]:
 @asynccontextmanager
 async def uploads(request: Request) -> AsyncIterator[list[Upload]]:
     """
-    The ``input_files`` / ``input_files[]`` parts of a multipart run request (none for other bodies).
+    Yield the ``input_files`` / ``input_files[]`` parts of a multipart run request (none for other bodies).
 
     Parts are streamed to spooled temporary files (on disk beyond 1 MiB), never read whole into
     memory here; they are deleted when the block ends.

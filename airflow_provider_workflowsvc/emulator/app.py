@@ -10,7 +10,6 @@ from fastapi.exceptions import RequestValidationError
 from starlette.responses import JSONResponse, Response
 
 from airflow_provider_workflowsvc.emulator.api import api_routes
-from airflow_provider_workflowsvc.emulator.clock import Clock
 from airflow_provider_workflowsvc.emulator.config import (
     CONTROL_PREFIX,
     EmulatorConfig,
@@ -19,38 +18,11 @@ from airflow_provider_workflowsvc.emulator.config import (
 )
 from airflow_provider_workflowsvc.emulator.control import router as control_router
 from airflow_provider_workflowsvc.emulator.errors import ApiError, InvalidRequest, render_errors
-from airflow_provider_workflowsvc.emulator.faults import FaultInjector, RequestLog
 from airflow_provider_workflowsvc.emulator.guard import AccessGuard
 from airflow_provider_workflowsvc.emulator.middleware import ApiMiddleware
-from airflow_provider_workflowsvc.emulator.service import Service
-from airflow_provider_workflowsvc.emulator.store import Store
+from airflow_provider_workflowsvc.emulator.state import EmulatorState
 
 __all__ = ["EmulatorState", "create_app"]
-
-
-class EmulatorState:
-    """Everything one emulator instance holds: settings, the service, faults and the request log."""
-
-    def __init__(
-        self, settings: ServerSettings, config: EmulatorConfig, faults: FaultSpec | None = None
-    ) -> None:
-        self.settings, self.defaults = settings, config
-        store = Store(settings.db)
-        clock = Clock(float(store.get_meta("clock_offset", "0") or 0))
-        self.service = Service(store, clock, config.model_copy(), settings.dialect)
-        self.faults = FaultInjector()
-        if faults is not None:
-            self.faults.set(faults)
-        self.log = RequestLog()
-
-    def reset(self) -> None:
-        self.service.reset()
-        self.service.config = self.defaults.model_copy()
-        self.faults.clear()
-        self.log.clear()
-
-    def close(self) -> None:
-        self.service.store.close()
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
@@ -73,7 +45,7 @@ def create_app(
     config: EmulatorConfig | None = None,
     faults: FaultSpec | None = None,
 ) -> FastAPI:
-    """A new emulator application with its own state (in memory unless ``settings.db`` names a file)."""
+    """Create an emulator application with its own state (in memory unless ``settings.db`` names a file)."""
     state = EmulatorState(settings or ServerSettings(), config or EmulatorConfig(), faults)
 
     @asynccontextmanager

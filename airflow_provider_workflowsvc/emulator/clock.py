@@ -9,7 +9,7 @@ __all__ = ["Clock", "to_datetime"]
 
 
 def to_datetime(timestamp: float) -> datetime:
-    """A UTC datetime from epoch seconds."""
+    """Return a UTC datetime from epoch seconds."""
     return datetime.fromtimestamp(timestamp, tz=timezone.utc)
 
 

@@ -11,7 +11,7 @@ from airflow_provider_workflowsvc.emulator.config import API_PREFIX, CONTROL_PRE
 from airflow_provider_workflowsvc.emulator.errors import InvalidRequest
 
 if TYPE_CHECKING:
-    from airflow_provider_workflowsvc.emulator.app import EmulatorState
+    from airflow_provider_workflowsvc.emulator.state import EmulatorState
 
 __all__ = ["router"]
 
@@ -90,7 +90,7 @@ async def delete_faults(request: Request) -> dict[str, Any]:
 async def get_requests(
     request: Request, method: str | None = None, path_contains: str | None = None
 ) -> list[dict[str, Any]]:
-    """The logged API requests, oldest first, optionally filtered."""
+    """Return the logged API requests, oldest first, optionally filtered."""
     return _state(request).log.query(method, path_contains)
 
 

@@ -36,7 +36,7 @@ _PLATFORM_JOB = {
 
 
 def job_status(state: JobState, dialect: Dialect, spelling: JobSpelling) -> str:
-    """A job's ``status`` in a job record (``record``) or in the job listing and run answer (``listing``)."""
+    """Return a job's ``status`` in a record (``record``) or in the listing and run answer (``listing``)."""
     if dialect == "platform":
         return _PLATFORM_JOB[state]
     if spelling == "listing" and state is JobState.IN_PROGRESS:
@@ -45,18 +45,18 @@ def job_status(state: JobState, dialect: Dialect, spelling: JobSpelling) -> str:
 
 
 def details_status(state: JobState, some_files_failed: bool, dialect: Dialect) -> str:
-    """The ``processing_status`` of job details (platform: a finished job is SUCCESS, never COMPLETED)."""
+    """Return the ``processing_status`` of job details (platform: finished is SUCCESS, never COMPLETED)."""
     if dialect == "platform" and state is JobState.COMPLETED:
         return "COMPLETED_WITH_ERRORS" if some_files_failed else "SUCCESS"
     return state.value.upper().replace(" ", "_")
 
 
 def check_status(resolved: bool, failure: str | None, dialect: Dialect) -> str:
-    """A connection check's ``status``: scheduled until it resolves, then success or failure."""
+    """Return a connection check's ``status``: scheduled until it resolves, then success or failure."""
     status = "scheduled" if not resolved else "failure" if failure else "success"
     return status.upper() if dialect == "platform" else status
 
 
 def accepted_status_code(dialect: Dialect) -> int:
-    """The code of an answer that starts work (a run, a connection check): 202 on the platform."""
+    """Return the code of an answer that starts work (a run, a connection check): 202 on the platform."""
     return 202 if dialect == "platform" else 200

@@ -64,7 +64,7 @@ def render_errors(
 
 
 def describe_errors(errors: Iterable[Mapping[str, Any]]) -> str:
-    """Rendered errors as one line: ``loc.path: message; ...``."""
+    """Join rendered errors into one line: ``loc.path: message; ...``."""
     return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors)
 
 
@@ -83,7 +83,7 @@ def _safe_message(err: Mapping[str, Any]) -> str:
 
 
 def _strings(value: Any, depth: int = 0) -> Iterator[str]:
-    """The string leaves of an input long enough to be recognisable in a message."""
+    """Return the string leaves of an input long enough to be recognisable in a message."""
     if depth > 4:
         return
     if isinstance(value, str) and len(value) >= _MIN_ECHO:

@@ -57,7 +57,7 @@ class FaultInjector:
         self.set(FaultSpec())
 
     def describe(self) -> dict[str, Any]:
-        """The active spec, with the number of requests each rule may still affect."""
+        """Return the active spec, with the number of requests each rule may still affect."""
         with self._lock:
             data = self.spec.model_dump(mode="json")
             for rule, remaining in zip(data["rules"], self._remaining, strict=True):

@@ -24,6 +24,8 @@ _DONE = math.inf
 
 @dataclass(frozen=True)
 class JobNode:
+    """One node of a job's workflow, as the job was created with it."""
+
     id: str
     name: str
     type: str
@@ -86,7 +88,7 @@ class JobRecord:
         return self._finish_slot
 
     def _slot(self, at: float) -> float:
-        """The processing slot under way at ``at``: -1 while scheduled, ``inf`` once every file is through."""
+        """Return the processing slot at ``at``: -1 while scheduled, ``inf`` once every file is through."""
         moment = at if self.stopped_at is None else min(at, self.stopped_at)
         if self.delay <= 0:
             return _DONE if moment >= self.created_at else -1
@@ -134,7 +136,7 @@ class JobRecord:
         return stats
 
     def failed_files(self, at: float) -> list[JobFile]:
-        """The files that have failed by ``at``."""
+        """Return the files that have failed by ``at``."""
         slot = self._slot(at)
         return [f for i, f in enumerate(self.files) if f.error is not None and i < slot]
 

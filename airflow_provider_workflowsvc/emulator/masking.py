@@ -53,7 +53,7 @@ def mask_uri_credentials(text: str) -> str:
 
 
 def mask_config(kind: str, connector_type: str, config: Mapping[str, Any]) -> dict[str, Any]:
-    """The config as the emulator stores and shows it."""
+    """Return the config as the emulator stores and shows it."""
     return {
         key: _keep_strings(value) if is_known_setting(kind, connector_type, key) else _mask_strings(value)
         for key, value in config.items()

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_workflowsvc.emulator.config import API_PREFIX, EmulatorConfig
 
 if TYPE_CHECKING:
-    from airflow_provider_workflowsvc.emulator.app import EmulatorState
     from airflow_provider_workflowsvc.emulator.faults import FaultDecision
+    from airflow_provider_workflowsvc.emulator.state import EmulatorState
 
 __all__ = ["ApiMiddleware", "redirect_target"]
 

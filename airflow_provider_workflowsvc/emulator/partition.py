@@ -76,7 +76,7 @@ class Block:
 
 
 def file_format(filename: str, media_type: str | None) -> str:
-    """The format name of a file, from its extension or else its media type."""
+    """Return the format name of a file, from its extension or else its media type."""
     suffix = PurePosixPath(filename).suffix.lower()
     if suffix in _FORMATS_BY_EXTENSION:
         return _FORMATS_BY_EXTENSION[suffix]
@@ -91,7 +91,7 @@ def file_format(filename: str, media_type: str | None) -> str:
 
 
 def partition(filename: str, media_type: str | None, data: bytes) -> list[dict[str, Any]]:
-    """The elements of one file as JSON-ready dicts; raises :class:`PartitionError` when it fails."""
+    """Return the elements of one file as JSON-ready dicts; raise :class:`PartitionError` when it fails."""
     fmt = file_format(filename, media_type)
     if not data:
         raise PartitionError("file is empty (0 bytes)")
@@ -123,7 +123,7 @@ def make_elements(
 
 
 def element_id(filename: str, index: int, block: Block) -> str:
-    """A deterministic id: the same file always gives the same ids."""
+    """Return a deterministic id: the same file always gives the same ids."""
     digest = hashlib.sha256(f"{filename}\0{index}\0{block.type}\0{block.text}".encode())
     return digest.hexdigest()[:32]
 

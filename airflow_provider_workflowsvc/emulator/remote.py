@@ -50,7 +50,7 @@ def _int_hint(config: dict[str, Any], key: str) -> int | None:
 
 
 def remote_documents(connector_type: str, config: dict[str, Any]) -> list[RemoteDocument]:
-    """The documents a source of this type and (non-secret) config yields, in a stable order."""
+    """Return the documents a source of this type and (non-secret) config yields, in a stable order."""
     if connector_type == "confluence":
         return _confluence_documents(config)
     return _generic_documents(connector_type, config)

@@ -16,7 +16,7 @@ def _pdf_escape(text: str) -> str:
 
 
 def simple_pdf(pages: list[list[str]], *, compress: bool = False) -> bytes:
-    """A valid minimal PDF (Helvetica text, one line per entry) with the given lines on each page."""
+    """Return a valid minimal PDF (Helvetica text, one line per entry) with the given lines on each page."""
     objects: list[bytes] = [b"<< /Type /Catalog /Pages 2 0 R >>", b""]
     kids = []
     for lines in pages:

@@ -79,7 +79,7 @@ def _normalize(value: str) -> str:
 
 
 def canonical(value: Any, allowed: tuple[str, ...] | dict[str, str], what: str) -> str:
-    """The allowed spelling ``value`` stands for (any case, ``_``/``-``/space); ``ValueError`` otherwise."""
+    """Return the allowed spelling ``value`` stands for (any case, ``_``/``-``/space), else ValueError."""
     if isinstance(value, str):
         wanted = _normalize(value)
         for option in allowed:
@@ -114,6 +114,8 @@ NonEmptyStr = Annotated[str, Field(min_length=1)]
 
 
 class AzureSourceConfig(_Request):
+    """The config of an ``azure`` source connector (the spec's schema)."""
+
     remote_url: NonEmptyStr
     account_name: str | None = None
     account_key: str | None = None
@@ -153,6 +155,8 @@ class ConfluenceSourceConfig(_Request):
 
 
 class AstraDBDestinationConfig(_Request):
+    """The config of an ``astradb`` destination connector (the spec's schema)."""
+
     collection_name: NonEmptyStr
     keyspace: str | None = None
     batch_size: int | None = Field(default=None, ge=1)
@@ -169,11 +173,13 @@ _TYPED_CONFIGS: dict[tuple[str, str], type[_Request]] = {
 
 
 def typed_config_model(kind: str, connector_type: str) -> type[_Request] | None:
-    """The spec's config schema of a connector type, or None where the spec gives none (any object)."""
+    """Return the spec's config schema of a connector type, or None where the spec gives none (any object)."""
     return _TYPED_CONFIGS.get((kind, connector_type))
 
 
 class WorkflowNode(BaseModel):
+    """One node of a workflow as a request gives it."""
+
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     id: UUID | None = None
@@ -211,6 +217,8 @@ class _WorkflowFields(_Request):
 
 
 class CreateWorkflow(_WorkflowFields):
+    """A POST body of ``/workflows/``: a name and type are required; a custom type needs nodes."""
+
     name: NonEmptyStr
     workflow_type: str
 
@@ -232,6 +240,8 @@ class UpdateWorkflow(_WorkflowFields):
 
 
 class ListWorkflowsParams(_Request):
+    """The query parameters of the workflow listing."""
+
     dag_node_configuration_id: str | None = None
     source_id: UUID | None = None
     destination_id: UUID | None = None
@@ -252,6 +262,8 @@ class ListWorkflowsParams(_Request):
 
 
 class Connector(BaseModel):
+    """A source or destination connector as responses show it."""
+
     id: str
     name: str
     type: str
@@ -261,6 +273,8 @@ class Connector(BaseModel):
 
 
 class ConnectionCheck(BaseModel):
+    """A connector's connection check as responses show it."""
+
     id: str
     status: str
     reason: str | None = None
@@ -269,14 +283,20 @@ class ConnectionCheck(BaseModel):
 
 
 class CronTabEntry(BaseModel):
+    """One cron expression of a workflow's schedule."""
+
     cron_expression: str
 
 
 class WorkflowSchedule(BaseModel):
+    """A workflow's schedule as responses show it."""
+
     crontab_entries: list[CronTabEntry]
 
 
 class Workflow(BaseModel):
+    """A workflow as responses show it."""
+
     id: str
     name: str
     sources: list[str]
@@ -291,6 +311,8 @@ class Workflow(BaseModel):
 
 
 class OutputNodeFile(BaseModel):
+    """One output file of a job: which node produced which file."""
+
     file_id: str
     node_id: str
     node_type: str
@@ -298,6 +320,8 @@ class OutputNodeFile(BaseModel):
 
 
 class Job(BaseModel):
+    """A job record as responses show it."""
+
     id: str
     workflow_id: str
     workflow_name: str
@@ -309,6 +333,8 @@ class Job(BaseModel):
 
 
 class NodeStats(BaseModel):
+    """The file counts of one workflow node in job details."""
+
     node_name: str | None
     node_type: str | None
     node_subtype: str | None
@@ -319,6 +345,8 @@ class NodeStats(BaseModel):
 
 
 class JobDetails(BaseModel):
+    """A job's processing status, message and per-node counts."""
+
     id: str
     processing_status: str
     message: str | None
@@ -326,15 +354,21 @@ class JobDetails(BaseModel):
 
 
 class FailedFile(BaseModel):
+    """One file a job failed to process, with the error."""
+
     document: str
     error: str
 
 
 class JobFailedFiles(BaseModel):
+    """The files a job failed to process."""
+
     failed_files: list[FailedFile]
 
 
 class ElementMetadata(BaseModel):
+    """The metadata of one document element (extra keys allowed)."""
+
     model_config = ConfigDict(extra="allow")
 
     filename: str
@@ -344,6 +378,8 @@ class ElementMetadata(BaseModel):
 
 
 class Element(BaseModel):
+    """One document element of a job's output (type, id, text, metadata)."""
+
     type: str
     element_id: str
     text: str

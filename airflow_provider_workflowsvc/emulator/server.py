@@ -31,7 +31,7 @@ def _quiet_dropped_connections() -> None:
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
-    """A listening-ready TCP socket on ``host:port`` (``port=0``: a free port)."""
+    """Return a listening-ready TCP socket on ``host:port`` (``port=0``: a free port)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -48,7 +48,7 @@ def root_url(sock: socket.socket) -> str:
 
 
 def uvicorn_config(app: Any, *, log_level: str = "warning", access_log: bool = False) -> uvicorn.Config:
-    """Settings tuned for many concurrent pollers: long keep-alive, large backlog, short shutdown."""
+    """Return uvicorn settings for many concurrent pollers: long keep-alive, large backlog, short shutdown."""
     config = uvicorn.Config(
         app,
         log_level=log_level,

@@ -101,7 +101,7 @@ class Upload:
     size: int
 
     def content(self) -> bytes:
-        """The whole content, read only when it is small enough to process."""
+        """Return the whole content, read only when it is small enough to process."""
         if self.size > MAX_PROCESSED_FILE_BYTES:
             raise PartitionError(
                 f"file too large for the emulator: {self.size / 2**20:.1f} MiB, at most "
@@ -286,7 +286,7 @@ class Service:
             raise InvalidRequest.one(loc, str(exc), "enum") from None
 
     def _create_connector_request(self, kind: Kind, body: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
-        """The name, type and validated config of a create request."""
+        """Return the name, type and validated config of a create request."""
         errors = self._unknown_fields(body, _CONNECTOR_FIELDS)
         name = body.get("name")
         if not isinstance(name, str) or not name.strip():
@@ -316,7 +316,7 @@ class Service:
     def _validated_config(
         kind: Kind, connector_type: str, body: Mapping[str, Any], errors: list[dict[str, Any]]
     ) -> dict[str, Any] | None:
-        """The config of a request, checked against its type's schema; None (and ``errors``) when invalid."""
+        """Return a request's config checked against its type's schema; None (and ``errors``) if invalid."""
         config = body.get("config")
         if "config" not in body:
             errors.append({"loc": ["body", "config"], "msg": "Field required", "type": "missing"})
@@ -341,7 +341,7 @@ class Service:
     @staticmethod
     def _stored_config(kind: Kind, connector_type: str, config: dict[str, Any]) -> dict[str, Any]:
         """
-        The config as responses show it (secrets masked) and the outcome of future checks.
+        Return the config as responses show it (secrets masked) and the outcome of future checks.
 
         Secret values are never stored: only their check outcome is kept.
         """
@@ -452,7 +452,7 @@ class Service:
 
     @staticmethod
     def _kept_nodes(row: dict[str, Any]) -> list[WorkflowNode] | None:
-        """The nodes a workflow keeps when its type changes: its own if it is now custom, else defaults."""
+        """Return the nodes a workflow keeps when its type changes: its own if now custom, else defaults."""
         if row["workflow_type"] != "custom":
             return None
         return [WorkflowNode.model_validate(n) for n in row["nodes"]] or None
@@ -674,7 +674,7 @@ class Service:
         return [self._job_json(j, "listing") for j in jobs if wanted is None or j.status(now) is wanted]
 
     def _status_filter(self, value: str) -> JobState:
-        """The job state a ``status`` filter names, in any dialect's spelling."""
+        """Return the job state a ``status`` filter names, in any dialect's spelling."""
         spellings = {
             **_STATUS_FILTER_ALIASES,
             **{

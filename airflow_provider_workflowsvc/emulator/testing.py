@@ -64,7 +64,7 @@ class EmulatorHandle:
         self._client.close()
 
     def control_headers(self) -> dict[str, str]:
-        """The headers a request to the control API (``/_emulator/...``) needs."""
+        """Return the headers a request to the control API (``/_emulator/...``) needs."""
         return {"authorization": f"Bearer {self.token}"}
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
@@ -73,7 +73,7 @@ class EmulatorHandle:
         return response.json()
 
     def api_client(self, **kwargs: Any) -> httpx.Client:
-        """An ``httpx.Client`` for ``/api/v1`` with this emulator's credentials (close it after use)."""
+        """Return an httpx.Client for ``/api/v1`` with this emulator's credentials; close it when done."""
         headers = {"authorization": f"Bearer {self.token}"}
         if self.api_key:
             headers["service-api-key"] = self.api_key
@@ -109,7 +109,7 @@ class EmulatorHandle:
     def requests(
         self, *, method: str | None = None, path_contains: str | None = None
     ) -> list[dict[str, Any]]:
-        """The request log (oldest first): method, path, query, status, fault, time, duration_ms."""
+        """Return the request log (oldest first): method, path, query, status, fault, time, duration_ms."""
         params = {k: v for k, v in (("method", method), ("path_contains", path_contains)) if v is not None}
         result: list[dict[str, Any]] = self._call("GET", "/requests", params=params)
         return result
@@ -163,7 +163,7 @@ class _ThreadedServer:
 
 
 def _read_url(proc: sp.Popen[str], timeout: float) -> str:
-    """The base URL the emulator prints, or an error when it exits or stays silent."""
+    """Return the base URL the emulator prints, or an error when it exits or stays silent."""
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
     with selectors.DefaultSelector() as selector:
@@ -197,7 +197,7 @@ def emulator_command(
     dialect: Dialect | None = None,
     extra_args: list[str] | None = None,
 ) -> list[str]:
-    """The command line of an emulator subprocess on a free loopback port."""
+    """Return the command line of an emulator subprocess on a free loopback port."""
     command = [
         sys.executable,
         "-m",
@@ -250,7 +250,7 @@ def running_emulator(
     **fault_options: Any,
 ) -> Iterator[EmulatorHandle]:
     """
-    An emulator for the duration of the block (in this process, or as a subprocess).
+    Run an emulator for the duration of the block (in this process, or as a subprocess).
 
     ``dialect`` is how it answers: ``spec`` (the spec's examples) or ``platform`` (the live service).
 

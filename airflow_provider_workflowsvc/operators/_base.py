@@ -1,5 +1,8 @@
 """
-What every Workflow Service operator shares: connection id, hook, template checks, secret masking.
+What every Workflow Service task shares: the connection and its hook, input checks, secret masking, job ids.
+
+:class:`WorkflowServiceTaskMixin` is the one way an operator or sensor gets its hook; the functions
+check arguments when the DAG is parsed (values known then) and when the task runs.
 
 Imported when a DAG file is parsed, so it imports only ``airflow.sdk``, the standard library and typing;
 the hook and models are imported when a task runs.
@@ -9,9 +12,11 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from airflow.sdk import BaseOperator
 
@@ -21,29 +26,34 @@ from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
 if TYPE_CHECKING:
     from datetime import timedelta
 
-    from airflow.sdk import XComArg
+    from airflow.sdk import Context, XComArg
 
-    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+    from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
 
 __all__ = [
     "DEFAULT_CONN_ID",
     "IF_EXISTS_CHOICES",
+    "LINK_XCOM_KEY",
+    "XCOM_JOB_ID",
     "IfExists",
     "WorkflowServiceBaseOperator",
+    "WorkflowServiceTaskMixin",
     "check_choice",
     "check_if_exists",
     "check_uuid",
+    "default_deferrable",
     "input_error",
     "interval_seconds",
+    "invalid_input_fails",
     "is_deferred_value",
+    "job_id_of",
+    "job_url",
     "min_poll_interval",
     "normalize_choice",
     "positive_seconds",
     "rendered",
     "static_str",
 ]
-
-"""Default Airflow connection id (the same as the hook's)."""
 
 IfExists = Literal["reuse", "update", "fail"]
 IF_EXISTS_CHOICES: tuple[IfExists, ...] = ("reuse", "update", "fail")
@@ -97,7 +107,7 @@ MIN_POLL_INTERVAL = 1.0
 
 
 def min_poll_interval() -> float:
-    """The smallest poll interval allowed here: ``[workflowsvc] min_poll_interval`` (default 1 s)."""
+    """Return the smallest poll interval allowed here: ``[workflowsvc] min_poll_interval`` (default 1 s)."""
     return conf.getfloat("workflowsvc", "min_poll_interval", fallback=MIN_POLL_INTERVAL)
 
 
@@ -117,10 +127,23 @@ def interval_seconds(value: float | timedelta, what: str) -> float:
 
 
 def input_error(message: str) -> Exception:
-    """The provider's input error (imported only when there is an error to raise)."""
+    """Make the provider's input error (imported only when there is an error to raise)."""
     from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError
 
     return WorkflowServiceInputError(message)
+
+
+@contextmanager
+def invalid_input_fails() -> Iterator[None]:
+    """Turn input errors raised inside the block into :class:`InvalidTaskInputError` (no retries)."""
+    from airflow_provider_workflowsvc.exceptions import InvalidTaskInputError, WorkflowServiceInputError
+
+    try:
+        yield
+    except InvalidTaskInputError:
+        raise
+    except WorkflowServiceInputError as exc:
+        raise InvalidTaskInputError(str(exc)) from None
 
 
 def check_choice(value: Any, allowed: Collection[str], what: str) -> None:
@@ -151,9 +174,70 @@ def check_if_exists(value: str) -> IfExists:
     return value  # type: ignore[return-value,unused-ignore]
 
 
-class WorkflowServiceBaseOperator(BaseOperator):
+def default_deferrable(deferrable: bool | None) -> bool:
+    """Return ``deferrable``, or ``[operators] default_deferrable`` when it is None."""
+    if deferrable is not None:
+        return deferrable
+    return conf.getboolean("operators", "default_deferrable", fallback=False)
+
+
+# --------------------------------------------------------------------------------------------------
+# The job id in XCom, and the link to the job
+
+
+XCOM_JOB_ID = "job_id"
+LINK_XCOM_KEY = "_link_WorkflowJobLink"
+"""Where the job link is pushed: ``WorkflowJobLink.xcom_key`` (the default for that class name)."""
+
+
+def job_url(ui_url: str | None, job_id: str) -> str:
     """
-    Base of the Workflow Service operators: the connection to use and a hook made on first use.
+    Return ``ui_url`` with ``{job_id}`` filled in, else ``{ui_url}/jobs/{job_id}``; "" without ``ui_url``.
+
+    The spec says nothing of a web interface, so none is guessed from the API's address (the API's
+    job record answers 401 in a browser): without the ``ui_url`` extra there is no link.
+    """
+    ui = _without_userinfo((ui_url or "").strip())
+    if not ui:
+        return ""
+    quoted = quote(str(job_id), safe="")
+    if "{job_id}" in ui:
+        return ui.replace("{job_id}", quoted)
+    return f"{ui.rstrip('/')}/jobs/{quoted}"
+
+
+def _without_userinfo(url: str) -> str:
+    """Drop any ``user:password@`` from the URL (a link ends up in XCom and the UI)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
+def job_id_of(job_id: Any, run_task_id: str | None, context: Context) -> str:
+    """Return the job id given or pulled from XCom; an empty one fails the task without retries."""
+    from airflow_provider_workflowsvc.exceptions import InvalidTaskInputError
+
+    if (job_id is None or str(job_id).strip() in ("", "None")) and run_task_id:
+        job_id = context["ti"].xcom_pull(task_ids=run_task_id, key=XCOM_JOB_ID)
+    text = "" if job_id is None else str(job_id).strip()
+    if not text or text == "None":
+        where = f" (XCom {XCOM_JOB_ID!r} of task {run_task_id!r} is empty)" if run_task_id else ""
+        raise InvalidTaskInputError(f"job_id is empty{where}")
+    return text
+
+
+# --------------------------------------------------------------------------------------------------
+# The base of every operator and sensor
+
+
+class WorkflowServiceTaskMixin:
+    """
+    What every Workflow Service operator and sensor has: its connection, a hook made on first use, masking.
+
+    The hook is made from ``workflowsvc_conn_id`` when first used, that is when the task runs, after
+    templates are rendered (the job operators and the sensor template the connection id).
+    :meth:`close_hook` closes its client after each step (a deferred task resumes with a new one).
 
     Fields named in ``secret_fields`` may hold secrets (connector configs, node settings): after
     their templates are rendered, and before Airflow stores the rendered values, every value under a
@@ -171,17 +255,36 @@ class WorkflowServiceBaseOperator(BaseOperator):
 
     @cached_property
     def hook(self) -> WorkflowServiceHook:
-        """The hook for ``workflowsvc_conn_id``."""
+        """The hook for ``workflowsvc_conn_id`` (made on first use)."""
+        return self._make_hook()
+
+    def separate_hook(self) -> WorkflowServiceHook:
+        """
+        Make a second hook with its own client, for a request sent while the task's may be in use.
+
+        ``on_kill`` cancels through one: the task's own client may be mid-request. Settings the task's
+        hook already read are reused, so no connection lookup is needed.
+        """
+        own = self.__dict__.get("hook")
+        return self._make_hook(own.settings if own is not None else None)
+
+    def _make_hook(self, settings: ConnectionSettings | None = None) -> WorkflowServiceHook:
         from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 
-        return WorkflowServiceHook(self.workflowsvc_conn_id)
+        return WorkflowServiceHook(self.workflowsvc_conn_id, settings=settings)
+
+    def close_hook(self) -> None:
+        """Close the hook's client, if a hook was made (it opens a new one when used again)."""
+        own = self.__dict__.get("hook")
+        if own is not None:
+            own.close()
 
     def _do_render_template_fields(self, parent: Any, *args: Any, **kwargs: Any) -> None:
         # The one step both plain and mapped (expanded) tasks render their fields through; Airflow
         # stores the rendered fields right after it returns.
         if parent is self:
             self._plain_secret_fields()
-        super()._do_render_template_fields(parent, *args, **kwargs)
+        super()._do_render_template_fields(parent, *args, **kwargs)  # type: ignore[misc]
         if parent is self:
             self.mask_secret_fields()
 
@@ -198,3 +301,16 @@ class WorkflowServiceBaseOperator(BaseOperator):
 
         for name in self.secret_fields:
             mask_secret_values(getattr(self, name))
+
+
+class WorkflowServiceBaseOperator(WorkflowServiceTaskMixin, BaseOperator):
+    """
+    Base of the Workflow Service operators: :class:`WorkflowServiceTaskMixin` on an Airflow operator.
+
+    :param workflowsvc_conn_id: Airflow connection of type ``workflowsvc``.
+    """
+
+    # Declared here, not only on the mixin: Airflow fills a DAG's ``default_args`` into the parameters
+    # of the ``__init__`` methods of operator classes, and the mixin is not one.
+    def __init__(self, *, workflowsvc_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
+        super().__init__(workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)

@@ -1,5 +1,5 @@
 """
-Task-time helpers of the operators: input errors that do not retry, create-or-reuse by unique name.
+Task-time helpers of the operators: create-or-reuse by unique name, delete that verifies what it did.
 
 Imported only when a task runs (it imports the hook's exceptions and models).
 """
@@ -7,8 +7,7 @@ Imported only when a task runs (it imports the hook's exceptions and models).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -17,11 +16,11 @@ from airflow_provider_workflowsvc.exceptions import (  # re-exported: raised her
     InvalidTaskInputError,
     WorkflowServiceConflictError,
     WorkflowServiceConnectionError,
-    WorkflowServiceInputError,
     WorkflowServiceNotFoundError,
     WorkflowServiceResponseError,
     WorkflowServiceServerError,
 )
+from airflow_provider_workflowsvc.operators._base import invalid_input_fails
 
 __all__ = [
     "ExistingResourceError",
@@ -29,7 +28,6 @@ __all__ = [
     "Named",
     "UniqueName",
     "delete_resource",
-    "invalid_input_fails",
 ]
 
 AMBIGUOUS_CREATE_ERRORS = (
@@ -38,17 +36,6 @@ AMBIGUOUS_CREATE_ERRORS = (
     WorkflowServiceResponseError,
 )
 """Create failures after which the resource may exist all the same."""
-
-
-@contextmanager
-def invalid_input_fails() -> Iterator[None]:
-    """Turn input errors raised inside the block into :class:`InvalidTaskInputError`."""
-    try:
-        yield
-    except InvalidTaskInputError:
-        raise
-    except WorkflowServiceInputError as exc:
-        raise InvalidTaskInputError(str(exc)) from None
 
 
 def delete_resource(
@@ -91,7 +78,7 @@ def delete_resource(
 def _not_found(
     get: Callable[[str], Any], resource_id: str, after: Exception | None = None
 ) -> WorkflowServiceNotFoundError | None:
-    """The 404 reading the resource gives, None when it exists; ``after`` is re-raised if reading fails."""
+    """Return the 404 reading the resource gives, None when it exists; re-raise ``after`` if reading fails."""
     try:
         with invalid_input_fails():
             get(resource_id)
@@ -159,7 +146,7 @@ class UniqueName(Generic[R]):
     drift: Callable[[R], list[Difference]] | None = None
 
     def ensure(self) -> str:
-        """The id of the resource named ``name``, after creating it or applying ``if_exists``."""
+        """Return the id of the resource named ``name``, after creating it or applying ``if_exists``."""
         existing = self.lookup()
         if existing is not None:
             return self.apply_if_exists(existing)
@@ -174,7 +161,7 @@ class UniqueName(Generic[R]):
         return str(created.id)
 
     def lookup(self) -> R | None:
-        """The one resource named exactly ``name``, None when there is none; more than one is an error."""
+        """Find the one resource named exactly ``name``, None when there is none; more is an error."""
         matches = [r for r in self.find() if r.name == self.name]
         if len(matches) > 1:
             ids = ", ".join(str(r.id) for r in matches)
@@ -224,7 +211,7 @@ class UniqueName(Generic[R]):
         return self.apply_if_exists(existing)
 
     def _after_ambiguous_failure(self, exc: Exception) -> str:
-        """The create may have reached the server: a resource found now is taken as the one created."""
+        """Look the name up after an ambiguous create: a resource found now is taken as the one created."""
         self.log.warning(
             "Create of %s %r failed (%s) and may have reached the service; looking it up",
             self.what,

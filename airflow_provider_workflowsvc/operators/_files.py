@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 
 def resolve_files(spec: Any, *, empty_ok: bool = False) -> list[str]:
-    """The paths of :func:`resolve_named_files`."""
+    """Return the paths of :func:`resolve_named_files`."""
     return [path for path, _ in resolve_named_files(spec, empty_ok=empty_ok)]
 
 
@@ -85,7 +85,7 @@ def _entries(spec: Any) -> list[str]:
 
 
 def _expand(entry: str) -> list[tuple[Path, str]]:
-    """The files of one entry, each with its name relative to the directory or glob root."""
+    """List the files of one entry, each with its name relative to the directory or glob root."""
     path = Path(entry).expanduser()
     root = path
     if path.is_dir():
@@ -117,7 +117,7 @@ def _expand(entry: str) -> list[tuple[Path, str]]:
 
 
 def _split_pattern(path: Path) -> tuple[Path, tuple[str, ...]]:
-    """The directory a glob starts from (its leading parts without wildcards) and the rest of it."""
+    """Split a glob into the directory it starts from (leading parts without wildcards) and the rest."""
     parts = path.parts
     first = next(i for i, part in enumerate(parts) if _GLOB_CHARS & set(part))
     root = Path(*parts[:first]) if first else Path(".")
@@ -136,7 +136,7 @@ class _Walk:
         self._seen = 0
 
     def files(self, directory: Path, pattern: tuple[str, ...]) -> Iterator[Path]:
-        """The files below ``directory`` whose relative path matches ``pattern`` (``**``: any dirs)."""
+        """List the files below ``directory`` whose relative path matches ``pattern`` (``**``: any dirs)."""
         entries = self._entries(directory)
         if pattern[0] != "**":
             yield from self._matches(directory, entries, pattern)
@@ -226,7 +226,7 @@ def output_directory(value: Any, *, create: bool = False) -> Path:
 
 
 def safe_name(raw: str, fallback: str = "output") -> str:
-    """A file name made from a server-given id: last path component only, no leading dots, plain chars."""
+    """Make a file name from a server-given id: last path component only, no leading dots, plain chars."""
     name = str(raw).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
     name = _UNSAFE_CHARS.sub("_", name).lstrip("._")[:MAX_NAME_LENGTH].rstrip(".")
     return name or fallback
@@ -234,7 +234,7 @@ def safe_name(raw: str, fallback: str = "output") -> str:
 
 def safe_relative_name(raw: str, fallback: str = "output") -> str:
     """
-    A relative path made from a server-given document name: each part made safe by
+    Make a relative path from a server-given document name: each part made safe by
     :func:`safe_name`, with no empty, ``.`` or ``..`` parts (``2024/report.txt`` stays as it is).
     """
     parts = [p for p in str(raw).replace("\\", "/").split("/") if p not in ("", ".", "..")]
@@ -273,7 +273,7 @@ _FILENAME_FIELD = re.compile(rb'"filename"\s*:\s*("(?:[^"\\]|\\.)*")')
 
 
 def document_name(path: Path, limit: int = 65536) -> str | None:
-    """The original document name in a downloaded output (its first element's ``metadata.filename``)."""
+    """Read the original document name in a downloaded output (first element's ``metadata.filename``)."""
     with path.open("rb") as fh:
         head = fh.read(limit)
     match = _FILENAME_FIELD.search(head)

@@ -88,7 +88,7 @@ def _strings(value: Any) -> Iterator[str]:
 
 
 def uri_password(text: str) -> str | None:
-    """The password in a URI's ``user:password@`` part, or None."""
+    """Return the password in a URI's ``user:password@`` part, or None."""
     if "://" not in text or "@" not in text:
         return None
     try:
@@ -104,7 +104,7 @@ def _with_uri_passwords(secrets: list[str], values: Any) -> list[str]:
 
 
 def config_secrets(config: Any, connector_type: str | None) -> list[str]:
-    """The secret strings of a connector ``config`` of ``connector_type`` (None: type not known yet)."""
+    """Return the secret strings of a connector ``config`` of ``connector_type`` (None: type unknown)."""
     config = plain_data(config)
     if not isinstance(config, Mapping):
         return _with_uri_passwords(list(_strings(config)), config)
@@ -114,7 +114,7 @@ def config_secrets(config: Any, connector_type: str | None) -> list[str]:
 
 
 def _secret_strings(value: Any, secret: bool) -> list[str]:
-    """The strings of ``value`` that are secret: under a secret-looking key, or ``SecretStr``."""
+    """Return the strings of ``value`` that are secret: under a secret-looking key, or ``SecretStr``."""
     if isinstance(value, SecretStr):
         return [value.get_secret_value()]
     if isinstance(value, BaseModel):

@@ -70,7 +70,7 @@ REFUSED_STATUS = frozenset({429, 503})
 
 
 def is_ambiguous(exc: BaseException) -> bool:
-    """A failure after which the service may or may not have created the job."""
+    """Tell whether the service may or may not have created the job before this failure."""
     if isinstance(exc, WorkflowServiceConnectionError):
         return exc.sent
     if isinstance(exc, WorkflowServiceResponseError):
@@ -81,7 +81,7 @@ def is_ambiguous(exc: BaseException) -> bool:
 
 
 def may_retry_refused(exc: BaseException) -> bool:
-    """A refusal worth sending the run again for (the service was busy, or the request never left)."""
+    """Tell whether a refusal is worth sending the run again for (service busy, or request never left)."""
     if isinstance(exc, WorkflowServiceConnectionError):
         return not exc.sent
     return isinstance(exc, (WorkflowServiceRateLimitError, WorkflowServiceServerError)) and (
@@ -91,7 +91,7 @@ def may_retry_refused(exc: BaseException) -> bool:
 
 def _backoff(exc: BaseException, attempt: int, base: float) -> float:
     """
-    The pause before sending a refused run again: the server's ``Retry-After`` (429, 503), else
+    Return the pause before sending a refused run again: the server's ``Retry-After`` (429, 503), else
     exponential; at most 60 s.
     """
     retry_after = getattr(exc, "retry_after", None)
@@ -134,7 +134,7 @@ def _created(job: Job) -> datetime | None:
 
 def candidates(jobs: Sequence[Job], run: SentRun, until: float) -> list[Job]:
     """
-    New jobs of the workflow that this run could have created (new, and inside the send window).
+    Return the new jobs of the workflow that this run could have created (new, and inside the send window).
 
     A job without ``created_at`` cannot be placed outside the window, so it stays a candidate.
     """
@@ -169,7 +169,7 @@ def _base_name(name: str) -> str:
 
 def own_job(jobs: Sequence[Job], run: SentRun, until: float) -> Job | None:
     """
-    This run's job among ``jobs``, None when there is none yet; AmbiguousRunError when one cannot
+    Return this run's job among ``jobs``, None when there is none yet; AmbiguousRunError when one cannot
     be proven (several runs with the same files, or candidates whose records do not list files).
     """
     found = candidates(jobs, run, until)
@@ -248,7 +248,7 @@ class RunJournal(Protocol):
     """Where a run being sent is recorded across task tries (the task state store)."""
 
     def pending(self, workflow_id: str) -> SentRun | None:
-        """The run of ``workflow_id`` an earlier try sent and never resolved, or None."""
+        """Return the run of ``workflow_id`` an earlier try sent and never resolved, or None."""
 
     def sending(self, run: SentRun) -> None:
         """Record that ``run`` is about to be sent."""
@@ -317,7 +317,7 @@ class StoredRunJournal:
 
 
 def sent_file_names(files: Sequence[LocalFile] | None) -> tuple[str, ...] | None:
-    """The names the service will record for ``files`` (checked: every file exists and is readable)."""
+    """Return the names the service will record for ``files`` (checked: each exists and is readable)."""
     if files is None:
         return None
     from airflow_provider_workflowsvc.hooks._calls import upload_files
@@ -407,7 +407,7 @@ def _job_of_earlier_try(
     hook: WorkflowServiceHook, earlier: SentRun, grace: float, log: Log, sleep: Callable[[float], None]
 ) -> Job | None:
     """
-    The job of the run an earlier try sent, when it can be proven; None when it created none.
+    Return the job of the run an earlier try sent, when it can be proven; None when it made none.
 
     The earlier request may still be in flight (or held by the service): its job is looked for until
     the request would have timed out and the grace period after it has passed.

@@ -9,8 +9,9 @@ DAG that runs every day does not pile up duplicates.
 
 from __future__ import annotations
 
+import inspect
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -22,6 +23,7 @@ from airflow_provider_workflowsvc.operators._base import (
     check_uuid,
     input_error,
     interval_seconds,
+    invalid_input_fails,
     is_deferred_value,
     normalize_choice,
     rendered,
@@ -32,7 +34,9 @@ if TYPE_CHECKING:
     from airflow.sdk import Context, XComArg
 
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
-    from airflow_provider_workflowsvc.models import ConnectionCheck
+    from airflow_provider_workflowsvc.models import ConnectionCheck, DestinationConnector, SourceConnector
+
+    Connector = SourceConnector | DestinationConnector
 
 __all__ = [
     "ConnectionCheckFailedError",
@@ -68,34 +72,42 @@ _TYPES: dict[Kind, tuple[str, ...]] = {"source": SOURCE_TYPES, "destination": DE
 
 @dataclass(frozen=True)
 class _Connectors:
-    """The hook's endpoints for one kind of connector."""
+    """
+    The hook's endpoints for one kind of connector, as bound methods.
 
-    hook: WorkflowServiceHook
-    kind: Kind
+    Each field is typed, so mypy checks every call an operator makes through it.
+    """
 
-    def _endpoint(self, template: str) -> Any:
-        return getattr(self.hook, template.format(kind=self.kind))
+    list: Callable[[], Sequence[Connector]]
+    get: Callable[[str], Connector]
+    create: Callable[[str, str, Any], Connector]
+    update: Callable[[str, Any, str | None], Connector]
+    delete: Callable[[str], None]
+    start_check: Callable[[str], ConnectionCheck]
+    get_check: Callable[[str], ConnectionCheck]
 
-    def list(self) -> Any:
-        return self._endpoint("list_{kind}s")()
-
-    def get(self, connector_id: str) -> Any:
-        return self._endpoint("get_{kind}")(connector_id)
-
-    def create(self, name: str, connector_type: str, config: Any) -> Any:
-        return self._endpoint("create_{kind}")(name, connector_type, config)
-
-    def update(self, connector_id: str, config: Any, connector_type: str | None) -> Any:
-        return self._endpoint("update_{kind}")(connector_id, config, connector_type)
-
-    def delete(self, connector_id: str) -> None:
-        self._endpoint("delete_{kind}")(connector_id)
-
-    def start_check(self, connector_id: str) -> ConnectionCheck:
-        return self._endpoint("start_{kind}_connection_check")(connector_id)
-
-    def get_check(self, connector_id: str) -> ConnectionCheck:
-        return self._endpoint("get_{kind}_connection_check")(connector_id)
+    @classmethod
+    def of(cls, hook: WorkflowServiceHook, kind: Kind) -> _Connectors:
+        """Return the endpoints of ``hook`` for source or destination connectors."""
+        if kind == "source":
+            return cls(
+                list=hook.list_sources,
+                get=hook.get_source,
+                create=hook.create_source,
+                update=hook.update_source,
+                delete=hook.delete_source,
+                start_check=hook.start_source_connection_check,
+                get_check=hook.get_source_connection_check,
+            )
+        return cls(
+            list=hook.list_destinations,
+            get=hook.get_destination,
+            create=hook.create_destination,
+            update=hook.update_destination,
+            delete=hook.delete_destination,
+            start_check=hook.start_destination_connection_check,
+            get_check=hook.get_destination_connection_check,
+        )
 
 
 def _check_config(config: Any) -> None:
@@ -115,10 +127,18 @@ class _ConnectorOperator(WorkflowServiceBaseOperator):
     kind: ClassVar[Kind]
     ui_color = "#e8f0fe"
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Give each public operator the shared description and parameters after its own summary."""
+        super().__init_subclass__(**kwargs)
+        if cls.__name__.startswith("_"):
+            return
+        _summary, _, details = inspect.cleandoc(cls.__bases__[0].__doc__ or "").partition("\n\n")
+        cls.__doc__ = f"{inspect.cleandoc(cls.__doc__ or '')}\n\n{details}".strip()
+
     @property
     def connectors(self) -> _Connectors:
         """The hook's endpoints for this operator's kind of connector."""
-        return _Connectors(self.hook, self.kind)
+        return _Connectors.of(self.hook, self.kind)
 
     @property
     def what(self) -> str:
@@ -175,7 +195,7 @@ class _CreateConnectorOperator(_ConfigOperator):
         _check_config(config)
 
     def execute(self, context: Context) -> str:
-        from airflow_provider_workflowsvc.operators._execution import UniqueName, invalid_input_fails
+        from airflow_provider_workflowsvc.operators._execution import UniqueName
 
         self.mask_secret_fields()
         with invalid_input_fails():
@@ -194,10 +214,10 @@ class _CreateConnectorOperator(_ConfigOperator):
                 log=self.log,
             ).ensure()
         finally:
-            self.hook.close()
+            self.close_hook()
 
     def _valid_body(self, name: str, connector_type: str, config: Any) -> Any:
-        """The create body as a model; an invalid one fails the task before any request."""
+        """Validate the create body as a model; an invalid one fails the task before any request."""
         from airflow_provider_workflowsvc.exceptions import validate_input
         from airflow_provider_workflowsvc.models import CreateDestinationConnector, CreateSourceConnector
 
@@ -236,15 +256,13 @@ class _UpdateConnectorOperator(_ConfigOperator):
         _check_config(config)
 
     def execute(self, context: Context) -> str:
-        from airflow_provider_workflowsvc.operators._execution import invalid_input_fails
-
         self.mask_secret_fields()
         try:
             with invalid_input_fails():
                 connector_type = self.connector_type or self._current_type()
                 updated = self.connectors.update(self.connector_id, self.config, connector_type)
         finally:
-            self.hook.close()
+            self.close_hook()
         self.log.info("Updated %s %r (%s)", self.what, updated.name, updated.id)
         return str(updated.id)
 
@@ -283,7 +301,7 @@ class _DeleteConnectorOperator(_ConnectorOperator):
                 get=self.connectors.get,
             )
         finally:
-            self.hook.close()
+            self.close_hook()
 
 
 class _ConnectionCheckOperator(_ConnectorOperator):
@@ -321,7 +339,6 @@ class _ConnectionCheckOperator(_ConnectorOperator):
     def execute(self, context: Context) -> str:
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceConnectionError
         from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
-        from airflow_provider_workflowsvc.operators._execution import invalid_input_fails
 
         at = time.time() + self.timeout
         try:
@@ -334,7 +351,7 @@ class _ConnectionCheckOperator(_ConnectorOperator):
                 self.log.info("Started a connection check of %s %s", self.what, self.connector_id)
                 check = self._wait(started, at)
         finally:
-            self.hook.close()
+            self.close_hook()
         return self._result(check)
 
     def _wait(self, check: ConnectionCheck, at: float) -> ConnectionCheck:
@@ -389,40 +406,48 @@ def _same_check(started_id: str | None, check: ConnectionCheck) -> bool:
 
 
 class CreateSourceConnectorOperator(_CreateConnectorOperator):
-    __doc__ = "Source connectors: " + (_CreateConnectorOperator.__doc__ or "")
+    """Create a source connector, or reuse / update / refuse the one that already has its name."""
+
     kind = "source"
 
 
 class CreateDestinationConnectorOperator(_CreateConnectorOperator):
-    __doc__ = "Destination connectors: " + (_CreateConnectorOperator.__doc__ or "")
+    """Create a destination connector, or reuse / update / refuse the one that already has its name."""
+
     kind = "destination"
 
 
 class UpdateSourceConnectorOperator(_UpdateConnectorOperator):
-    __doc__ = "Source connectors: " + (_UpdateConnectorOperator.__doc__ or "")
+    """Replace a source connector's config (every setting is sent; name and type cannot change)."""
+
     kind = "source"
 
 
 class UpdateDestinationConnectorOperator(_UpdateConnectorOperator):
-    __doc__ = "Destination connectors: " + (_UpdateConnectorOperator.__doc__ or "")
+    """Replace a destination connector's config (every setting is sent; name and type cannot change)."""
+
     kind = "destination"
 
 
 class DeleteSourceConnectorOperator(_DeleteConnectorOperator):
-    __doc__ = "Source connectors: " + (_DeleteConnectorOperator.__doc__ or "")
+    """Delete a source connector."""
+
     kind = "source"
 
 
 class DeleteDestinationConnectorOperator(_DeleteConnectorOperator):
-    __doc__ = "Destination connectors: " + (_DeleteConnectorOperator.__doc__ or "")
+    """Delete a destination connector."""
+
     kind = "destination"
 
 
 class SourceConnectionCheckOperator(_ConnectionCheckOperator):
-    __doc__ = "Source connectors: " + (_ConnectionCheckOperator.__doc__ or "")
+    """Start a connection check of a source connector and wait for its result."""
+
     kind = "source"
 
 
 class DestinationConnectionCheckOperator(_ConnectionCheckOperator):
-    __doc__ = "Destination connectors: " + (_ConnectionCheckOperator.__doc__ or "")
+    """Start a connection check of a destination connector and wait for its result."""
+
     kind = "destination"

@@ -18,16 +18,17 @@ from airflow.sdk import BaseOperator, BaseOperatorLink
 from airflow_provider_workflowsvc._compat import ResumableJobMixin
 from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
 from airflow_provider_workflowsvc.operators._base import (
+    LINK_XCOM_KEY,
+    XCOM_JOB_ID,
+    WorkflowServiceBaseOperator,
     check_uuid,
+    default_deferrable,
     input_error,
     interval_seconds,
-    positive_seconds,
-)
-from airflow_provider_workflowsvc.operators._jobbase import (
-    _default_deferrable,
-    _job_id_of,
-    _JobTask,
+    invalid_input_fails,
+    job_id_of,
     job_url,
+    positive_seconds,
 )
 
 __all__ = [
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
     from airflow.sdk.types import TaskInstanceKey
 
-    from airflow_provider_workflowsvc._outcome import JobOutcome
+    from airflow_provider_workflowsvc.wait.outcome import JobOutcome
 
 DEFER_TIMEOUT_GRACE = 600.0
 """Airflow's own deferral timeout is a backstop after the trigger's deadline (which it reports itself)."""
@@ -62,7 +63,7 @@ class WorkflowJobLink(BaseOperatorLink):
         return XCom.get_value(ti_key=ti_key, key=self.xcom_key) or ""
 
 
-class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
+class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
     """
     Run a workflow (no body, or local files) and, by default, wait for its job to finish.
 
@@ -125,16 +126,15 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         skip_if_no_files: bool = False,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)
         check_uuid(workflow_id, "workflow_id")
         self.skip_if_no_files = skip_if_no_files
         self.workflow_id = workflow_id
         self.files = files
-        self.workflowsvc_conn_id = workflowsvc_conn_id
         self.wait_for_completion = wait_for_completion
         self.poll_interval = interval_seconds(poll_interval, "poll_interval")
         self.timeout = positive_seconds(timeout, "timeout")
-        self.deferrable = _default_deferrable(deferrable)
+        self.deferrable = default_deferrable(deferrable)
         self.fail_on_failed_files = fail_on_failed_files
         self.cancel_on_timeout = cancel_on_timeout
         self.cancel_on_kill = cancel_on_kill
@@ -159,15 +159,14 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
                 return {"job_id": job_id, "workflow_id": str(self.workflow_id), "status": "submitted"}
             return self.execute_resumable(context)
         finally:
-            self._close_hook()
+            self.close_hook()
 
     def _resolve_files(self) -> list[tuple[str, str]]:
         """
-        The input files (path, name sent); bad ``files`` fail the task without retries, no match
-        skips it if asked.
+        Resolve the input files (path, name sent); bad ``files`` fail the task without retries, no
+        match skips it if asked.
         """
         from airflow_provider_workflowsvc._compat import AirflowSkipException
-        from airflow_provider_workflowsvc.operators._execution import invalid_input_fails
         from airflow_provider_workflowsvc.operators._files import NoFilesMatchedError, resolve_named_files
 
         with invalid_input_fails():
@@ -180,30 +179,47 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Resume after the trigger: validate its event (failing closed) and apply the job's outcome."""
-        from airflow_provider_workflowsvc._outcome import parse_event
+        from airflow_provider_workflowsvc.wait.outcome import parse_event
 
         outcome = parse_event(event)
         self._job_id = outcome.job_id
         try:
             return self._finish(context, outcome)
         finally:
-            self._close_hook()
+            self.close_hook()
 
     def on_kill(self) -> None:
         """Send the cancel and return (the worker is killed moments later)."""
         job_id = self._job_id
         if not (job_id and self.cancel_on_kill):
             return
-        from airflow_provider_workflowsvc._polling import CANCEL_BUDGET, cancel_quietly
-        from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+        from airflow_provider_workflowsvc.wait.poll import CANCEL_BUDGET, cancel_quietly
 
-        # A separate client (the task's may be mid-request); known settings avoid a connection lookup.
-        settings = self._hook.settings if self._hook is not None else None
         try:
-            with WorkflowServiceHook(self.workflowsvc_conn_id, settings=settings) as hook:
+            with self.separate_hook() as hook:
                 cancel_quietly(hook, job_id, self.log, within=CANCEL_BUDGET)
         except Exception as exc:
             self.log.warning("Could not cancel job %s: %s", job_id, exc)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Return the job's lineage (``[openlineage]`` extra): sources or files in, destination out."""
+        from airflow_provider_workflowsvc.lineage import input_paths, run_lineage
+
+        job_id = self._job_id or (self._result or {}).get("job_id")
+        if not job_id:
+            return None
+        try:
+            files = input_paths(self.files, self._files)
+            return run_lineage(
+                self.hook,
+                workflow_id=str(self.workflow_id),
+                job_id=job_id,
+                summary=self._result,
+                files=files,
+                log=self.log,
+            )
+        finally:
+            self.close_hook()
 
     # -- ResumableJobMixin contract ----------------------------------------------------------------
 
@@ -231,14 +247,14 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         return job.id
 
     def get_job_status(self, external_id: Any, context: Context) -> str:
-        """The stored job's status; a completed job with failed files counts as failed when they fail."""
-        from airflow_provider_workflowsvc._polling import resumed_status
+        """Return the stored job's status; completed with failed files is failed when they fail it."""
+        from airflow_provider_workflowsvc.wait.poll import resumed_status
 
         return resumed_status(self.hook, str(external_id), self.fail_on_failed_files)
 
     def is_job_active(self, status: str) -> bool:
         """Scheduled, in progress, or a status this provider does not know (never run a duplicate)."""
-        from airflow_provider_workflowsvc._polling import is_resumable
+        from airflow_provider_workflowsvc.wait.poll import is_resumable
 
         return is_resumable(status)
 
@@ -249,8 +265,8 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
     # (it does not call get_job_result then), so the summary must come back from here too.
     def poll_until_complete(self, external_id: Any, context: Context) -> dict[str, Any]:  # type: ignore[override]
         """Wait for the job (here, or deferred to the triggerer); returns the summary (see class doc)."""
-        from airflow_provider_workflowsvc._outcome import JobWatch, PollSchedule
-        from airflow_provider_workflowsvc._polling import wait_for_job
+        from airflow_provider_workflowsvc.wait.poll import wait_for_job
+        from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
 
         job_id = self._job_id = str(external_id)
         self._announce(context, job_id)
@@ -272,12 +288,12 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         return self._result
 
     def get_job_result(self, external_id: Any, context: Context) -> dict[str, Any]:
-        """The summary of the job just waited for, or of a job that finished while no one watched."""
+        """Return the summary of the job just waited for, or of one that finished while no one watched."""
         job_id = str(external_id)
         if self._result is not None and self._result.get("job_id") == job_id:
             return self._result
-        from airflow_provider_workflowsvc._outcome import JobWatch
-        from airflow_provider_workflowsvc._polling import poll_once
+        from airflow_provider_workflowsvc.wait.poll import poll_once
+        from airflow_provider_workflowsvc.wait.watch import JobWatch
 
         self._job_id = job_id
         self._announce(context, job_id)
@@ -288,6 +304,22 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         return self._finish(context, outcome)
 
     # -- outcome -----------------------------------------------------------------------------------
+
+    def _announce(self, context: Context, job_id: str) -> None:
+        """
+        Push the job id and its link (XCom; "" without ``ui_url``) before any waiting, so the UI
+        shows them at once.
+        """
+        ui_url = (self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}).get("ui_url")
+        url = job_url(ui_url, job_id)
+        context["ti"].xcom_push(key=XCOM_JOB_ID, value=job_id)
+        # Pushed even when empty: the task runner reads every extra link when the task ends, and a
+        # missing XCom is logged there as an error.
+        context["ti"].xcom_push(key=LINK_XCOM_KEY, value=url)
+        if url:
+            self.log.info("Job %s: %s", job_id, url)
+        else:
+            self.log.info("Job %s (set the connection extra ui_url to get a link to it)", job_id)
 
     def _defer(self, job_id: str, started: float, deadline: float) -> None:
         from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
@@ -308,16 +340,16 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
 
     def _finish(self, context: Context, outcome: JobOutcome) -> dict[str, Any]:
         """Log the outcome; return the summary, or push it and raise the task's failure."""
-        from airflow_provider_workflowsvc._outcome import failure_for, log_outcome
+        from airflow_provider_workflowsvc.wait.outcome import failure_for, log_outcome
 
         log_outcome(outcome, self.log, fail_on_failed_files=self.fail_on_failed_files)
         note = ""
         if outcome.status == "timeout" and outcome.job_id:
-            from airflow_provider_workflowsvc._polling import cancel_after_timeout
+            from airflow_provider_workflowsvc.wait.poll import cancel_after_timeout
 
             note = cancel_after_timeout(self.hook, outcome.job_id, self.cancel_on_timeout, self.log)
         error = failure_for(outcome, fail_on_failed_files=self.fail_on_failed_files, timeout_note=note)
-        summary = outcome.summary(
+        summary = self._result = outcome.summary(
             fail_on_failed_files=self.fail_on_failed_files, workflow_id=str(self.workflow_id)
         )
         if error is not None:
@@ -325,10 +357,13 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
                 context["ti"].xcom_push(key="return_value", value=summary)
             raise error
         self._forget_job(context)
+        from airflow_provider_workflowsvc.assets import record_outlet_events
+
+        record_outlet_events(context, self.outlets, summary)
         return summary
 
     def _state_store(self, context: Context) -> Any:
-        """The task state store when durable execution is on (Airflow 3.3+), else None."""
+        """Return the task state store when durable execution is on (Airflow 3.3+), else None."""
         return context.get("task_state_store") if getattr(self, "durable", False) else None
 
     def _forget_job(self, context: Context) -> None:
@@ -336,7 +371,7 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
         self._forget(context, self.external_id_key, PENDING_RUN_KEY)
 
     def _forget_pending_run(self, context: Context) -> None:
-        """The run's job is known (and stored): an earlier try's pending run is not to be adopted."""
+        """Drop the pending run: the run's job is known (and stored), not to be adopted by a retry."""
         self._forget(context, PENDING_RUN_KEY)
 
     def _forget(self, context: Context, *keys: str) -> None:
@@ -350,7 +385,7 @@ class RunWorkflowOperator(_JobTask, ResumableJobMixin, BaseOperator):
                 self.log.warning("Could not remove %s from the task state store: %s", key, exc)
 
 
-class DownloadJobOutputOperator(_JobTask, BaseOperator):
+class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
     """
     Download every output of a completed local-to-local job into a directory; returns the paths.
 
@@ -377,20 +412,20 @@ class DownloadJobOutputOperator(_JobTask, BaseOperator):
         workflowsvc_conn_id: str = DEFAULT_CONN_ID,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)
         if not job_id and not run_task_id:
             raise input_error("give job_id, or run_task_id to take the job id from that task's XCom")
         self.output_dir = output_dir
         self.job_id = job_id
         self.run_task_id = run_task_id
-        self.workflowsvc_conn_id = workflowsvc_conn_id
+        self._downloaded: tuple[str, str] | None = None
 
     def execute(self, context: Context) -> list[str]:
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
         from airflow_provider_workflowsvc.models import JobStatus
         from airflow_provider_workflowsvc.operators._files import OutputNames, output_directory
 
-        job_id = _job_id_of(self.job_id, self.run_task_id, context)
+        job_id = job_id_of(self.job_id, self.run_task_id, context)
         directory = output_directory(self.output_dir)
         try:
             job = self.hook.get_job(job_id)
@@ -409,9 +444,18 @@ class DownloadJobOutputOperator(_JobTask, BaseOperator):
                 self._download(job_id, file_id, node_id, directory, names) for file_id, node_id in outputs
             ]
         finally:
-            self._close_hook()
+            self.close_hook()
         self.log.info("Downloaded %d output file(s) of job %s into %s", len(paths), job_id, directory)
+        self._downloaded = (job_id, str(directory))
         return paths
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Return the download's lineage (``[openlineage]`` extra): the job's output into ``output_dir``."""
+        from airflow_provider_workflowsvc.lineage import download_lineage
+
+        if self._downloaded is None:
+            return None
+        return download_lineage(self.hook.settings.base_url, *self._downloaded)
 
     def _download(self, job_id: str, file_id: str, node_id: str, directory: Path, names: Any) -> str:
         """Stream one output to a hidden name, then give it its final name (never a partial file)."""
@@ -429,7 +473,7 @@ class DownloadJobOutputOperator(_JobTask, BaseOperator):
         return str(target)
 
 
-class CancelJobOperator(_JobTask, BaseOperator):
+class CancelJobOperator(WorkflowServiceBaseOperator):
     """
     Cancel a job. A job that has already ended is logged and the task succeeds (or fails, if asked).
 
@@ -450,17 +494,16 @@ class CancelJobOperator(_JobTask, BaseOperator):
         fail_if_ended: bool = False,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)
         self.job_id = job_id
-        self.workflowsvc_conn_id = workflowsvc_conn_id
         self.fail_if_ended = fail_if_ended
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_provider_workflowsvc._polling import cancel_quietly
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
         from airflow_provider_workflowsvc.models import JobStatus
+        from airflow_provider_workflowsvc.wait.poll import cancel_quietly
 
-        job_id = _job_id_of(self.job_id, None, context)
+        job_id = job_id_of(self.job_id, None, context)
         try:
             job = self.hook.get_job(job_id)
             status = (
@@ -468,7 +511,7 @@ class CancelJobOperator(_JobTask, BaseOperator):
             )
             cancelled = not job.status.is_terminal and cancel_quietly(self.hook, job_id, self.log)
         finally:
-            self._close_hook()
+            self.close_hook()
         if not cancelled:
             message = f"Job {job_id} had already ended ({status}); nothing to cancel"
             if self.fail_if_ended:

@@ -17,6 +17,7 @@ from airflow_provider_workflowsvc.operators._base import (
     check_if_exists,
     check_uuid,
     input_error,
+    invalid_input_fails,
     is_deferred_value,
     normalize_choice,
     rendered,
@@ -113,7 +114,7 @@ class _WorkflowOperator(WorkflowServiceBaseOperator):
         return given
 
     def given_fields(self) -> dict[str, Any]:
-        """The settings to send (rendered): the ones that are not None."""
+        """Return the settings to send (rendered): the ones that are not None."""
         values = {key: getattr(self, key) for key in _WORKFLOW_FIELDS}
         return {k: v for k, v in values.items() if v is not None}
 
@@ -166,7 +167,7 @@ class CreateWorkflowOperator(_WorkflowOperator):
     def execute(self, context: Context) -> str:
         from airflow_provider_workflowsvc.exceptions import validate_input
         from airflow_provider_workflowsvc.models import CreateWorkflow
-        from airflow_provider_workflowsvc.operators._execution import UniqueName, invalid_input_fails
+        from airflow_provider_workflowsvc.operators._execution import UniqueName
 
         self.mask_secret_fields()
         fields = self.given_fields()
@@ -186,10 +187,10 @@ class CreateWorkflowOperator(_WorkflowOperator):
                 log=self.log,
             ).ensure()
         finally:
-            hook.close()
+            self.close_hook()
 
     def _mismatch(self, existing: Workflow, body: CreateWorkflow) -> str | None:
-        """A workflow of another type is not reused (an update may change the type)."""
+        """Say why a workflow of another type is not reused (an update may change the type), or None."""
         wanted, current = body.workflow_type.value, existing.workflow_type
         if self.if_exists == "update" or current is None or normalize_choice(current) == wanted:
             return None
@@ -197,7 +198,7 @@ class CreateWorkflowOperator(_WorkflowOperator):
 
 
 def _check_custom_has_nodes(workflow_type: Any, nodes: Any) -> None:
-    """A custom workflow known at parse time needs a non-empty node list."""
+    """Check that a custom workflow known at parse time has a non-empty node list."""
     text = static_str(workflow_type)
     no_nodes = nodes is None or (isinstance(nodes, (list, tuple)) and not nodes)
     if text is not None and normalize_choice(text) == "custom" and no_nodes:
@@ -309,14 +310,12 @@ class UpdateWorkflowOperator(_WorkflowOperator):
             raise input_error("UpdateWorkflowOperator needs at least one setting to change")
 
     def execute(self, context: Context) -> str:
-        from airflow_provider_workflowsvc.operators._execution import invalid_input_fails
-
         self.mask_secret_fields()
         try:
             with invalid_input_fails():
                 updated = self.hook.update_workflow(self.workflow_id, **self.given_fields())
         finally:
-            self.hook.close()
+            self.close_hook()
         self.log.info("Updated workflow %r (%s)", updated.name, updated.id)
         return str(updated.id)
 
@@ -350,4 +349,4 @@ class DeleteWorkflowOperator(WorkflowServiceBaseOperator):
                 get=self.hook.get_workflow,
             )
         finally:
-            self.hook.close()
+            self.close_hook()

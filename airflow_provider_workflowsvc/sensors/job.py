@@ -9,21 +9,26 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
-from airflow_provider_workflowsvc._compat import conf
 from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
-from airflow_provider_workflowsvc.operators._base import input_error, interval_seconds
+from airflow_provider_workflowsvc.operators._base import (
+    XCOM_JOB_ID,
+    WorkflowServiceTaskMixin,
+    default_deferrable,
+    input_error,
+    interval_seconds,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_provider_workflowsvc._outcome import JobOutcome, JobWatch
-    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+    from airflow_provider_workflowsvc.wait.outcome import JobOutcome
+    from airflow_provider_workflowsvc.wait.watch import JobWatch
 
 PINNED_JOB_KEY = "workflowsvc_sensor_job"
 """Task state key of the job a workflow-mode sensor found and follows (never rename it)."""
 
 
-class WorkflowJobSensor(BaseSensorOperator):
+class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
     """
     Wait for a job to finish, with the same failure rules as ``RunWorkflowOperator``.
 
@@ -64,7 +69,7 @@ class WorkflowJobSensor(BaseSensorOperator):
         **kwargs: Any,
     ) -> None:
         interval_seconds(poke_interval, "poke_interval")
-        super().__init__(poke_interval=poke_interval, **kwargs)
+        super().__init__(poke_interval=poke_interval, workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)
         if (job_id is None) == (workflow_id is None):
             raise input_error("give exactly one of job_id and workflow_id")
         if pick not in ("latest", "earliest"):
@@ -74,20 +79,8 @@ class WorkflowJobSensor(BaseSensorOperator):
         self.created_after = created_after
         self.pick = pick
         self.fail_on_failed_files = fail_on_failed_files
-        if deferrable is None:
-            deferrable = conf.getboolean("operators", "default_deferrable", fallback=False)
-        self.deferrable = deferrable
-        self.workflowsvc_conn_id = workflowsvc_conn_id
-        self._hook: WorkflowServiceHook | None = None
+        self.deferrable = default_deferrable(deferrable)
         self._watch: JobWatch | None = None
-
-    @property
-    def hook(self) -> WorkflowServiceHook:
-        if self._hook is None:
-            from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
-
-            self._hook = WorkflowServiceHook(self.workflowsvc_conn_id)
-        return self._hook
 
     def execute(self, context: Context) -> Any:
         self._watch = None
@@ -99,8 +92,7 @@ class WorkflowJobSensor(BaseSensorOperator):
                 return done.xcom_value if isinstance(done, PokeReturnValue) else None
             self._defer(time.time())
         finally:
-            if self._hook is not None:
-                self._hook.close()
+            self.close_hook()
 
     def _first_poke(self, context: Context) -> bool | PokeReturnValue:
         """One poke before deferring (a finished job needs no trigger), with soft_fail applied."""
@@ -118,8 +110,8 @@ class WorkflowJobSensor(BaseSensorOperator):
             raise
 
     def _defer(self, started: float, job_id: str | None = None) -> None:
-        from airflow_provider_workflowsvc._outcome import parse_created_after
         from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
+        from airflow_provider_workflowsvc.wait.poll import parse_created_after
 
         job_id = job_id or (self._watch.job_id if self._watch is not None else None)
         after = parse_created_after(self.created_after) if job_id is None else None
@@ -139,8 +131,7 @@ class WorkflowJobSensor(BaseSensorOperator):
         self.defer(trigger=trigger, method_name="execute_complete", timeout=backstop)
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
-        from airflow_provider_workflowsvc._outcome import survive_transient
-        from airflow_provider_workflowsvc._polling import poll_once
+        from airflow_provider_workflowsvc.wait.poll import poll_once, survive_transient
 
         watch = self._watch or self._find(context)
         if watch is None:
@@ -155,9 +146,9 @@ class WorkflowJobSensor(BaseSensorOperator):
         return PokeReturnValue(is_done=True, xcom_value=self._finish(context, outcome))
 
     def _find(self, context: Context) -> JobWatch | None:
-        """The watch of the job to wait for (found once; later pokes keep following it)."""
-        from airflow_provider_workflowsvc._outcome import JobWatch, parse_created_after
-        from airflow_provider_workflowsvc._polling import find_job
+        """Return the watch of the job to wait for (found once; later pokes keep following it)."""
+        from airflow_provider_workflowsvc.wait.poll import find_job, parse_created_after
+        from airflow_provider_workflowsvc.wait.watch import JobWatch
 
         job_id = str(self.job_id).strip() if self.job_id is not None else ""
         if self.job_id is None:
@@ -177,13 +168,13 @@ class WorkflowJobSensor(BaseSensorOperator):
             from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError
 
             raise WorkflowServiceInputError("job_id rendered to an empty value")
-        context["ti"].xcom_push(key="job_id", value=job_id)
+        context["ti"].xcom_push(key=XCOM_JOB_ID, value=job_id)
         self._watch = JobWatch(job_id, self.log)
         return self._watch
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Resume after the trigger: a job found is pinned and waited for; an outcome is applied."""
-        from airflow_provider_workflowsvc._outcome import parse_event
+        from airflow_provider_workflowsvc.wait.outcome import parse_event
 
         outcome = parse_event(event)
         if outcome.status == "found" and outcome.job_id and self.job_id is None:
@@ -191,27 +182,27 @@ class WorkflowJobSensor(BaseSensorOperator):
             self.log.info("Found job %s of workflow %s; waiting for it", outcome.job_id, self.workflow_id)
             self._defer(time.time() - (outcome.elapsed or 0.0), outcome.job_id)
         if outcome.job_id:
-            context["ti"].xcom_push(key="job_id", value=outcome.job_id)
+            context["ti"].xcom_push(key=XCOM_JOB_ID, value=outcome.job_id)
         return self._finish(context, outcome)
 
     # -- the job a workflow-mode sensor follows ------------------------------------------------------
 
     def _pin(self, context: Context, job_id: str) -> None:
         """Remember the job found, so that later pokes, reschedules and retries follow it."""
-        context["ti"].xcom_push(key="job_id", value=job_id)
+        context["ti"].xcom_push(key=XCOM_JOB_ID, value=job_id)
         store = context.get("task_state_store")
         if store is not None:
             store.set(PINNED_JOB_KEY, {"workflow_id": str(self.workflow_id), "job_id": job_id})
 
     def _pinned_job(self, context: Context) -> str | None:
-        """The job an earlier poke (or try) of this sensor found, if any."""
+        """Return the job an earlier poke (or try) of this sensor found, if any."""
         store = context.get("task_state_store")
         if store is not None:
             value = store.get(PINNED_JOB_KEY)
             if isinstance(value, dict) and value.get("workflow_id") == str(self.workflow_id):
                 return str(value.get("job_id") or "") or None
             return None
-        pushed = context["ti"].xcom_pull(task_ids=self.task_id, key="job_id")
+        pushed = context["ti"].xcom_pull(task_ids=self.task_id, key=XCOM_JOB_ID)
         return str(pushed) if pushed else None
 
     def _unpin(self, context: Context) -> None:
@@ -225,7 +216,7 @@ class WorkflowJobSensor(BaseSensorOperator):
     def _finish(self, context: Context, outcome: JobOutcome) -> dict[str, Any]:
         """Return the summary, or push it and fail (no retry: the job's outcome will not change)."""
         from airflow_provider_workflowsvc._compat import AirflowFailException, AirflowSensorTimeout
-        from airflow_provider_workflowsvc._outcome import failure_for, log_outcome
+        from airflow_provider_workflowsvc.wait.outcome import failure_for, log_outcome
 
         log_outcome(outcome, self.log, fail_on_failed_files=self.fail_on_failed_files)
         error = failure_for(outcome, fail_on_failed_files=self.fail_on_failed_files)

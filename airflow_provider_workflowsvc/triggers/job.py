@@ -11,15 +11,16 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
 
 if TYPE_CHECKING:
-    from airflow_provider_workflowsvc._outcome import JobOutcome, PollSchedule
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
+    from airflow_provider_workflowsvc.wait.outcome import JobOutcome
+    from airflow_provider_workflowsvc.wait.watch import PollSchedule
 
 
 class WorkflowJobTrigger(BaseTrigger):
     """
     Poll a job until it reaches a final status or the deadline passes; yield exactly one event.
 
-    The event payload is a :class:`~airflow_provider_workflowsvc._outcome.JobOutcome`: ``status``
+    The event payload is a :class:`~airflow_provider_workflowsvc.wait.outcome.JobOutcome`: ``status``
     (``success`` = the job completed, ``failed``, ``stopped``, ``timeout`` or ``error``), ``job_id``,
     ``workflow_id``, ``job_status``, ``message``, ``node_stats``, ``failed_files``, ``output_files`` and
     ``elapsed``. Whether failed files fail the task is the operator's decision, not the trigger's.
@@ -93,7 +94,8 @@ class WorkflowJobTrigger(BaseTrigger):
         return WorkflowServiceAsyncHook(self.workflowsvc_conn_id)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from airflow_provider_workflowsvc._outcome import PollSchedule, unfound_outcome
+        from airflow_provider_workflowsvc.wait.outcome import unfound_outcome
+        from airflow_provider_workflowsvc.wait.watch import PollSchedule
 
         started = self.started_at if self.started_at is not None else time.time()
         schedule = PollSchedule(self.deadline, self.poll_interval)
@@ -109,13 +111,9 @@ class WorkflowJobTrigger(BaseTrigger):
     async def _wait(
         self, hook: WorkflowServiceAsyncHook, schedule: PollSchedule, started: float
     ) -> JobOutcome:
-        from airflow_provider_workflowsvc._outcome import (
-            JobOutcome,
-            JobWatch,
-            parse_created_after,
-            unfound_outcome,
-        )
-        from airflow_provider_workflowsvc._polling import await_job, await_new_job
+        from airflow_provider_workflowsvc.wait.outcome import JobOutcome, unfound_outcome
+        from airflow_provider_workflowsvc.wait.poll import await_job, await_new_job, parse_created_after
+        from airflow_provider_workflowsvc.wait.watch import JobWatch
 
         job_id = self.job_id
         if job_id is None:
@@ -153,7 +151,7 @@ class WorkflowJobTrigger(BaseTrigger):
         job_id = self.job_id
         if not (self.cancel_on_kill and job_id):
             return
-        from airflow_provider_workflowsvc._polling import CANCEL_BUDGET, acancel_quietly
+        from airflow_provider_workflowsvc.wait.poll import CANCEL_BUDGET, acancel_quietly
 
         try:
             async with self._hook() as hook:

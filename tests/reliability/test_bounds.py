@@ -234,8 +234,9 @@ def test_the_floor_is_checked_without_importing_the_hook_or_models(tmp_path: Pat
         "    WorkflowJobSensor(task_id='s', job_id='j', poke_interval=0)\n"
         "except Exception as exc:\n"
         "    print(type(exc).__name__)\n"
+        # the hooks package itself holds only constants (DEFAULT_CONN_ID); its modules hold the hook
         "print(sorted(m for m in sys.modules if m.startswith('airflow_provider_workflowsvc.'"
-        " ) and m.split('.')[1] in ('hooks', 'models')))\n"
+        " ) and m.split('.')[1] in ('hooks', 'models') and m != 'airflow_provider_workflowsvc.hooks'))\n"
     )
     env = {**__import__("os").environ, "AIRFLOW_HOME": str(tmp_path)}
     env.pop("AIRFLOW__WORKFLOWSVC__MIN_POLL_INTERVAL", None)

@@ -30,7 +30,7 @@ from airflow.sdk import DAG
 from airflow.sdk.exceptions import TaskDeferred
 from airflow.utils.state import TaskInstanceState
 
-from airflow_provider_workflowsvc._outcome import WorkflowJobFailedError
+from airflow_provider_workflowsvc.exceptions import WorkflowJobFailedError
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 from airflow_provider_workflowsvc.operators._submit import AmbiguousRunError
 from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator

@@ -155,7 +155,7 @@ async def test_marking_a_deferred_task_failed_stops_its_job(
 @pytest.fixture
 def short_cancel_budget(monkeypatch: pytest.MonkeyPatch) -> float:
     """The budget of a cancel sent as a task ends (5 s: the supervisor's SIGKILL), cut for the test."""
-    monkeypatch.setattr("airflow_provider_workflowsvc._polling.CANCEL_BUDGET", 1.0)
+    monkeypatch.setattr("airflow_provider_workflowsvc.wait.poll.CANCEL_BUDGET", 1.0)
     return 1.0
 
 

@@ -24,8 +24,7 @@ import httpx
 import pytest
 
 import airflow_provider_workflowsvc
-from airflow_provider_workflowsvc._outcome import WorkflowJobTimeoutError
-from airflow_provider_workflowsvc.exceptions import WorkflowServiceConnectionError
+from airflow_provider_workflowsvc.exceptions import WorkflowJobTimeoutError, WorkflowServiceConnectionError
 from airflow_provider_workflowsvc.hooks.workflowsvc import (
     ConnectionSettings,
     WorkflowServiceAsyncHook,
@@ -179,7 +178,7 @@ def test_a_sync_wait_ends_at_its_deadline_when_the_service_hangs(
     emulator = workflowsvc_conn
     emulator.configure(processing_delay=1000)
     budget = 1.0
-    monkeypatch.setattr("airflow_provider_workflowsvc._polling.CANCEL_BUDGET", budget)
+    monkeypatch.setattr("airflow_provider_workflowsvc.wait.poll.CANCEL_BUDGET", budget)
     timeout = 2.0
     task = RunWorkflowOperator(
         task_id="run",

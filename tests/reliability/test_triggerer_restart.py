@@ -17,7 +17,7 @@ import pytest
 from airflow.sdk._shared.module_loading import import_string
 from airflow.sdk.exceptions import TaskDeferred
 
-from airflow_provider_workflowsvc._outcome import WorkflowJobTimeoutError
+from airflow_provider_workflowsvc.exceptions import WorkflowJobTimeoutError
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger

@@ -1,5 +1,5 @@
 """
-The requests behind a wait, sync (operator, sensor) and async (trigger); the meaning is in ``_outcome``.
+The requests behind a wait, sync (operator, sensor) and async (trigger); the meaning is in :mod:`.outcome`.
 
 Every request of a wait ends by the wait's deadline (:func:`~.hooks.workflowsvc.deadline`: timeouts cut
 to the time left, no retry past it), and a cancel sent when a task ends gets ``CANCEL_BUDGET`` seconds.
@@ -9,7 +9,8 @@ only when the details carry a status this provider does not know. Once the job i
 requests fetch the job record (output files) and the failed files. A wait of ``T`` seconds at interval
 ``I`` therefore costs at most ``ceil(T / I) + 3`` requests.
 
-Imported lazily (inside methods), never at DAG-parse time.
+Each sync function has its awaited twin next to it (``poll_once``/``apoll_once``, ...): the same steps,
+the same helpers for every decision. Imported lazily (inside methods), never at DAG-parse time.
 """
 
 from __future__ import annotations
@@ -18,20 +19,17 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_workflowsvc._outcome import (
-    JobOutcome,
-    JobWatch,
-    PollSchedule,
-    is_transient,
-    pick_job,
-    survive_transient,
-)
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceConflictError,
+    WorkflowServiceConnectionError,
+    WorkflowServiceError,
     WorkflowServiceNotFoundError,
+    WorkflowServiceRateLimitError,
+    WorkflowServiceResponseError,
+    WorkflowServiceServerError,
 )
 from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
 from airflow_provider_workflowsvc.models import JobStatus
@@ -39,6 +37,8 @@ from airflow_provider_workflowsvc.models import JobStatus
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
     from airflow_provider_workflowsvc.models import Job
+    from airflow_provider_workflowsvc.wait.outcome import JobOutcome
+    from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
 
 Log = logging.Logger | Any
 
@@ -49,6 +49,42 @@ away (a killed worker is SIGKILLed ~5 s after SIGTERM), so it is sent and not wa
 
 def _within(seconds: float | None) -> float | None:
     return None if seconds is None else time.time() + seconds
+
+
+# --------------------------------------------------------------------------------------------------
+# Which failures a wait survives
+
+
+def is_transient(exc: BaseException) -> bool:
+    """
+    Whether a failed status request is worth trying again later (the wait goes on).
+
+    An unreadable or unexpected 2xx answer counts, like a 503: the job goes on whatever one answer
+    said, and failing the wait would leave it running, untracked. A refused connection counts (the
+    service may be restarting); a TLS mismatch or an unknown host name does not.
+    """
+    if isinstance(exc, WorkflowServiceResponseError):
+        return 200 <= exc.status_code < 300
+    if isinstance(exc, WorkflowServiceConnectionError) and exc.permanent:
+        return False  # a TLS or certificate mismatch, an unknown host: polling again will not help
+    transient = (
+        WorkflowServiceConnectionError,
+        WorkflowServiceRateLimitError,
+        WorkflowServiceServerError,
+        asyncio.TimeoutError,
+        TimeoutError,
+    )
+    return isinstance(exc, transient)
+
+
+def survive_transient(exc: Exception, log: logging.Logger | Any, what: str, retry: str = "next poll") -> None:
+    """
+    Log that ``what`` failed transiently and will be tried again at the ``retry``; re-raise any
+    other error (the one place deciding which failures a wait survives).
+    """
+    if not is_transient(exc):
+        raise exc
+    log.warning("%s failed (%s); trying again at the %s", what, exc, retry)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -116,12 +152,12 @@ def cancel_quietly(hook: WorkflowServiceHook, job_id: str, log: Log, within: flo
 
 
 def _cancel_unclear(exc: BaseException) -> bool:
-    """A cancel answer that does not say whether the job is stopped now (read the job to know)."""
+    """Tell whether a cancel answer leaves open if the job is stopped now (read the job to know)."""
     return isinstance(exc, WorkflowServiceConflictError) or is_transient(exc)
 
 
 def _unread_verdict(job_id: str, exc: Exception, read_exc: Exception, log: Log) -> bool:
-    """The job could not be read after an unclear cancel: a 409 still says it had ended."""
+    """Decide an unclear cancel when the job could not be read: a 409 still says it had ended."""
     if isinstance(exc, WorkflowServiceConflictError):
         log.info("Job %s had already ended; nothing to cancel", job_id)
         return False
@@ -130,6 +166,8 @@ def _unread_verdict(job_id: str, exc: Exception, read_exc: Exception, log: Log) 
 
 def _cancel_verdict(job: Job, exc: Exception, log: Log) -> bool:
     """
+    Decide an unclear cancel from the job read after it.
+
     Stopped → True (the cancel took effect); ended otherwise, or a 409 (the service's word that it
     had ended) → False; still going after an ambiguous failure → the failure is raised.
     """
@@ -161,7 +199,7 @@ COMPLETED_WITH_FAILED_FILES = "completed with failed files"
 
 def resumed_status(hook: WorkflowServiceHook, job_id: str, fail_on_failed_files: bool) -> str:
     """
-    The status of a job a retried task stored; ``not found`` and ``completed with failed files``
+    Return the status of a job a retried task stored; ``not found`` and ``completed with failed files``
     (when those fail the task) mean: run the workflow again.
     """
     try:
@@ -188,8 +226,43 @@ def is_resumable(status: str) -> bool:
 def find_job(
     hook: WorkflowServiceHook, workflow_id: str, created_after: datetime | None, pick: str
 ) -> Job | None:
-    """The workflow's latest (or earliest) job created after ``created_after``, if any yet."""
+    """Return the workflow's latest (or earliest) job created after ``created_after``, if any yet."""
     return pick_job(hook.list_jobs(workflow_id=workflow_id), created_after, pick)
+
+
+# --------------------------------------------------------------------------------------------------
+# Finding a workflow's job
+
+
+def parse_created_after(value: Any) -> datetime | None:
+    """Return a timezone-aware UTC datetime from a datetime or ISO-8601 string (naive means UTC)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise WorkflowServiceError(
+                f"created_after must be an ISO-8601 date-time, got {value!r}"
+            ) from None
+    if not isinstance(value, datetime):
+        raise WorkflowServiceError(f"created_after must be a date-time, got {type(value).__name__}")
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def pick_job(jobs: list[Job], created_after: datetime | None, pick: str = "latest") -> Job | None:
+    """Return the latest (or earliest) job created after ``created_after``; undated jobs never match."""
+    dated = []
+    for job in jobs:
+        if job.created_at is None:
+            continue
+        created = job.created_at if job.created_at.tzinfo else job.created_at.replace(tzinfo=timezone.utc)
+        if created_after is None or created > created_after:
+            dated.append((created, job))
+    if not dated:
+        return None
+    dated.sort(key=lambda item: item[0])
+    return dated[-1][1] if pick == "latest" else dated[0][1]
 
 
 # --------------------------------------------------------------------------------------------------

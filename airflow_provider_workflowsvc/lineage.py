@@ -1,0 +1,296 @@
+"""
+Lineage of a workflow run: the datasets it reads and writes, and the OpenLineage facets of its job.
+
+A dataset's identity (namespace and name, following the OpenLineage naming spec where it has one) is
+built from a connector's type and its *non-secret* config only (``NON_SECRET_CONFIG_KEYS``); URLs lose
+any ``user:password@``, query and fragment. The same identity is the URI of the Airflow ``Asset`` of a
+destination (:mod:`airflow_provider_workflowsvc.assets`).
+
+Module level is the standard library only: ``Asset`` helpers call it while a DAG file is parsed.
+OpenLineage is imported only when facets are built (the ``[openlineage]`` extra).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+
+__all__ = [
+    "FILE_DATASETS_MAX",
+    "IDENTIFYING_KEYS",
+    "DatasetIdentity",
+    "connector_datasets",
+    "destination_identity",
+    "directory_dataset",
+    "documents_written",
+    "download_lineage",
+    "file_datasets",
+    "input_paths",
+    "job_output_dataset",
+    "run_lineage",
+]
+
+FILE_DATASETS_MAX = 100
+"""More local input files than this are one dataset: their common directory."""
+IDENTIFYING_KEYS: dict[str, tuple[str, ...]] = {
+    "s3": ("remote_url",),
+    "azure": ("remote_url", "account_name"),
+    "confluence": ("url", "spaces"),
+    "astradb": ("api_endpoint", "keyspace", "collection_name"),
+}
+"""The config keys a dataset's identity is read from, per connector type (all non-secret)."""
+DEFAULT_ASTRA_KEYSPACE = "default_keyspace"
+"""Astra DB's keyspace when a connector names none."""
+
+
+@dataclass(frozen=True)
+class DatasetIdentity:
+    """An OpenLineage dataset's namespace and name; ``uri`` is the same place as one URI (an Asset's)."""
+
+    namespace: str
+    name: str
+
+    @property
+    def uri(self) -> str:
+        if self.namespace == "file":
+            return f"file://{self.name}"
+        return f"{self.namespace.rstrip('/')}/{self.name.lstrip('/')}"
+
+
+# -- identity ----------------------------------------------------------------------------------------
+
+
+def _known_config(connector_type: str, config: Any) -> dict[str, Any]:
+    """Return the config values under the type's identifying, non-secret keys (none for other types)."""
+    from airflow_provider_workflowsvc.operators._secrets import NON_SECRET_CONFIG_KEYS, plain_data
+
+    config = plain_data(config)
+    known = NON_SECRET_CONFIG_KEYS.get(connector_type, frozenset()) & set(
+        IDENTIFYING_KEYS.get(connector_type, ())
+    )
+    if not isinstance(config, Mapping):
+        return {}
+    return {key: value for key, value in config.items() if key in known}
+
+
+def _url(value: Any) -> tuple[str, str, str]:
+    """``(scheme, host[:port], path)`` of a URL, without user info, query or fragment."""
+    parts = urlsplit(str(value or "").strip())
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return parts.scheme.lower(), host, parts.path
+
+
+def _by_id(connector_type: str, connector_id: Any) -> DatasetIdentity:
+    return DatasetIdentity(f"workflowsvc://{connector_type or 'unknown'}", str(connector_id or "unknown"))
+
+
+def _s3(config: Mapping[str, Any]) -> list[DatasetIdentity]:
+    scheme, bucket, path = _url(config.get("remote_url"))
+    if scheme not in ("s3", "s3a") or not bucket:
+        return []
+    return [DatasetIdentity(f"s3://{bucket}", path.strip("/") or "/")]
+
+
+_AZURE_HOSTS = {"wasbs": "blob", "wasb": "blob", "abfss": "dfs", "abfs": "dfs", "az": "blob"}
+
+
+def _azure(config: Mapping[str, Any]) -> list[DatasetIdentity]:
+    """``remote_url`` as ``az://container/path``, ``abfss://container@account...`` or ``https://``."""
+    raw = urlsplit(str(config.get("remote_url") or "").strip())
+    scheme, host = raw.scheme.lower(), raw.hostname or ""
+    account = str(config.get("account_name") or "").strip()
+    if scheme in _AZURE_HOSTS and "@" in raw.netloc:  # container@account.<kind>.core.windows.net
+        container, path = raw.username or "", raw.path
+        account = account or host.split(".", 1)[0]
+    elif scheme in _AZURE_HOSTS:  # az://container/path
+        container, path = host, raw.path
+    elif scheme == "https" and host.endswith(".core.windows.net"):
+        account = account or host.split(".", 1)[0]
+        container, _, path = raw.path.lstrip("/").partition("/")
+    else:
+        return []
+    if not container:
+        return []
+    name = path.strip("/") or "/"
+    if not account:
+        return [DatasetIdentity(f"az://{container}", name)]
+    kind = _AZURE_HOSTS.get(scheme) or ("dfs" if ".dfs." in host else "blob")
+    prefix = "abfss" if kind == "dfs" else "wasbs"
+    return [DatasetIdentity(f"{prefix}://{container}@{account}.{kind}.core.windows.net", name)]
+
+
+def _confluence(config: Mapping[str, Any]) -> list[DatasetIdentity]:
+    scheme, host, path = _url(config.get("url"))
+    if not host:
+        return []
+    namespace = f"{scheme or 'https'}://{host}{path.rstrip('/')}"
+    spaces = [str(s).strip() for s in config.get("spaces") or [] if str(s).strip()]
+    return [DatasetIdentity(namespace, f"spaces/{space}") for space in spaces] or [
+        DatasetIdentity(namespace, "spaces")
+    ]
+
+
+def _astradb(config: Mapping[str, Any]) -> list[DatasetIdentity]:
+    _, host, _ = _url(config.get("api_endpoint"))
+    collection = str(config.get("collection_name") or "").strip()
+    if not host or not collection:
+        return []
+    keyspace = str(config.get("keyspace") or "").strip() or DEFAULT_ASTRA_KEYSPACE
+    return [DatasetIdentity(f"astradb://{host}", f"{keyspace}.{collection}")]
+
+
+_BY_TYPE = {"s3": _s3, "azure": _azure, "confluence": _confluence, "astradb": _astradb}
+
+
+def connector_datasets(connector_type: str, config: Any, connector_id: Any = None) -> list[DatasetIdentity]:
+    """
+    Return the datasets a connector reads or writes (one per Confluence space).
+
+    Only the type's non-secret config keys are read. A type this provider does not know, or a config
+    missing what identifies the data, gives one dataset from the type and ``connector_id`` alone.
+    """
+    kind = str(connector_type or "").strip().lower()
+    build = _BY_TYPE.get(kind)
+    found = build(_known_config(kind, config)) if build is not None else []
+    return found or [_by_id(kind, connector_id)]
+
+
+def destination_identity(connector_type: str, config: Any, connector_id: Any = None) -> DatasetIdentity:
+    """Return the one dataset a destination connector writes (the lineage output and the Asset URI)."""
+    return connector_datasets(connector_type, config, connector_id)[0]
+
+
+def file_datasets(paths: Sequence[str]) -> list[DatasetIdentity]:
+    """Return local input files as ``file`` datasets; more than :data:`FILE_DATASETS_MAX`: their directory."""
+    absolute = sorted({os.path.abspath(p) for p in paths})
+    if len(absolute) > FILE_DATASETS_MAX:
+        return [directory_dataset(os.path.commonpath(absolute))]
+    return [DatasetIdentity("file", p) for p in absolute]
+
+
+def input_paths(spec: Any, resolved: Sequence[tuple[str, str]] | None) -> list[str] | None:
+    """
+    Return the local input files of a run: as its execute resolved them, else resolved again from
+    ``spec`` (a deferred task resumes in a new process); None when there are none or they are gone.
+    """
+    if resolved is not None:
+        return [path for path, _ in resolved]
+    if spec is None:
+        return None
+    from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
+    from airflow_provider_workflowsvc.operators._files import resolve_named_files
+
+    try:
+        return [path for path, _ in resolve_named_files(spec, empty_ok=True)]
+    except (WorkflowServiceError, OSError):
+        return None
+
+
+def directory_dataset(path: str) -> DatasetIdentity:
+    """Return a local directory as a ``file`` dataset."""
+    return DatasetIdentity("file", os.path.abspath(path).rstrip(os.sep) or os.sep)
+
+
+def job_output_dataset(base_url: str, job_id: str) -> DatasetIdentity:
+    """Return the output a local-destination job keeps in the service (read by the download task)."""
+    _, host, path = _url(base_url)
+    return DatasetIdentity(f"workflowsvc://{host or 'unknown'}", f"{path.strip('/')}/jobs/{job_id}/output")
+
+
+def documents_written(summary: Mapping[str, Any]) -> int:
+    """Documents the workflow's last node processed (else distinct output files) in a job summary."""
+    nodes = summary.get("node_stats") or []
+    if nodes:
+        return int(nodes[-1].get("success") or 0)
+    return len({f.get("file_id") for f in summary.get("output_files") or []})
+
+
+# -- OpenLineage -------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Workflow:
+    """What lineage needs of a workflow: its name and the datasets of its connectors."""
+
+    name: str | None = None
+    inputs: list[DatasetIdentity] | None = None
+    outputs: list[DatasetIdentity] | None = None
+
+
+def _workflow_of(hook: WorkflowServiceHook, workflow_id: str, log: Any) -> _Workflow:
+    """Read the workflow and its connectors; a service error leaves them unknown (logged)."""
+    from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
+
+    try:
+        workflow = hook.get_workflow(workflow_id)
+        sources = [hook.get_source(source_id) for source_id in workflow.sources]
+        destinations = [hook.get_destination(dest_id) for dest_id in workflow.destinations]
+    except WorkflowServiceError as exc:
+        log.warning("Lineage: could not read workflow %s and its connectors: %s", workflow_id, exc)
+        return _Workflow()
+    return _Workflow(
+        name=workflow.name,
+        inputs=[d for c in sources for d in connector_datasets(c.type, c.config, c.id)],
+        outputs=[destination_identity(c.type, c.config, c.id) for c in destinations],
+    )
+
+
+def run_lineage(
+    hook: WorkflowServiceHook,
+    *,
+    workflow_id: str,
+    job_id: str,
+    summary: Mapping[str, Any] | None,
+    files: Sequence[str] | None,
+    log: Any,
+) -> OperatorLineage:
+    """
+    Return the OpenLineage inputs, outputs and run facets of a workflow's job.
+
+    Inputs: the source connectors, else the local ``files``; outputs: the destination connectors, else
+    the job's output kept in the service. Facets: the job (ids, name, counts) and its failed files.
+    """
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    from airflow_provider_workflowsvc._lineage_facets import failed_files_facet, job_facet
+
+    workflow = _workflow_of(hook, workflow_id, log)
+    inputs = workflow.inputs or (file_datasets(files) if files else [])
+    if workflow.outputs is None:  # the workflow could not be read: its destination is unknown
+        outputs = []
+    else:
+        outputs = workflow.outputs or [job_output_dataset(hook.settings.base_url, job_id)]
+    summary = summary or {}
+    run_facets: dict[str, Any] = {
+        "workflowsvc_job": job_facet(job_id, workflow_id, workflow.name, summary, documents_written(summary)),
+    }
+    if summary.get("failed_files"):
+        run_facets["workflowsvc_failedFiles"] = failed_files_facet(summary["failed_files"])
+    return OperatorLineage(inputs=_datasets(inputs), outputs=_datasets(outputs), run_facets=run_facets)
+
+
+def download_lineage(base_url: str, job_id: str, output_dir: str) -> OperatorLineage:
+    """Return the lineage of a download: the job's output in the service into a local directory."""
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    return OperatorLineage(
+        inputs=_datasets([job_output_dataset(base_url, job_id)]),
+        outputs=_datasets([directory_dataset(output_dir)]),
+    )
+
+
+def _datasets(identities: Iterable[DatasetIdentity]) -> list[Any]:
+    from openlineage.client.event_v2 import Dataset
+
+    unique = dict.fromkeys(identities)
+    return [Dataset(namespace=d.namespace, name=d.name) for d in unique]

@@ -1,0 +1,208 @@
+"""
+What a finished (or abandoned) wait for a job means: the verdict, the task's failure, the summary.
+
+* :class:`JobOutcome` is the trigger event payload and the source of the task's XCom summary. It is
+  validated strictly when it comes back from the triggerer (:func:`parse_event`): anything unexpected
+  fails the task.
+* :func:`failure_for` turns an outcome into the exception that fails the task (or ``None``);
+  :func:`log_outcome` writes the final lines of the task log.
+
+The first room of the wait: it needs neither the hook nor the rest of :mod:`.wait`. Imported lazily
+(inside methods), never at DAG-parse time.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from airflow_provider_workflowsvc.exceptions import (
+    InvalidJobEventError,
+    WorkflowJobError,
+    WorkflowJobFailedError,
+    WorkflowJobTimeoutError,
+    format_validation_errors,
+)
+from airflow_provider_workflowsvc.models import JobStatus
+
+OutcomeStatus = Literal["success", "failed", "stopped", "timeout", "error", "found"]
+"""``found``: a trigger waiting for a workflow's job found it (the sensor pins it and waits for it)."""
+FAILED_FILES_IN_MESSAGE = 5
+
+STATUS_OUTCOME: dict[JobStatus, OutcomeStatus] = {
+    JobStatus.COMPLETED: "success",
+    JobStatus.COMPLETED_WITH_ERRORS: "success",
+    JobStatus.FAILED: "failed",
+    JobStatus.STOPPED: "stopped",
+}
+"""The outcome of a wait that saw its job end in each final status (any other: ``error``)."""
+
+
+# --------------------------------------------------------------------------------------------------
+# The outcome (trigger event payload)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class NodeProgress(_Strict):
+    """Per-node document counts of the job, as the wait last saw them."""
+
+    node_name: str | None = None
+    node_type: str | None = None
+    node_subtype: str | None = None
+    ready: int = 0
+    in_progress: int = 0
+    success: int = 0
+    failure: int = 0
+
+
+class FailedDocument(_Strict):
+    """A document the job could not process, with the service's error."""
+
+    document: str
+    error: str = ""
+
+
+class OutputFile(_Strict):
+    """An output of the job (local destinations): the file and the node that wrote it."""
+
+    file_id: str
+    node_id: str
+
+
+class JobOutcome(_Strict):
+    """How a wait for a job ended. ``status`` is the verdict; ``job_status`` the job's last status."""
+
+    status: OutcomeStatus
+    job_id: str | None = Field(min_length=1)
+    workflow_id: str | None = None
+    job_status: str | None = None
+    message: str = ""
+    node_stats: list[NodeProgress] = Field(default_factory=list)
+    failed_files: list[FailedDocument] = Field(default_factory=list)
+    output_files: list[OutputFile] = Field(default_factory=list)
+    elapsed: float | None = None
+
+    def to_event(self) -> dict[str, Any]:
+        """Return the JSON-serializable trigger event payload."""
+        return self.model_dump(mode="json")
+
+    def verdict(self, *, fail_on_failed_files: bool) -> str:
+        """Return the task's verdict: ``status``, or ``failed_files`` when they fail a completed job."""
+        if self.status == "success" and self.failed_files and fail_on_failed_files:
+            return "failed_files"
+        return self.status
+
+    def summary(self, *, fail_on_failed_files: bool, workflow_id: str | None = None) -> dict[str, Any]:
+        """
+        Return the task's XCom value: JSON-serializable, no secrets.
+
+        ``outcome`` is the task's :meth:`verdict` (the job's own status is ``status``);
+        ``workflow_id`` fills in the workflow when the wait ended before the job record was read.
+        """
+        return {
+            "job_id": self.job_id,
+            "workflow_id": self.workflow_id or workflow_id,
+            "status": self.job_status,
+            "outcome": self.verdict(fail_on_failed_files=fail_on_failed_files),
+            "message": self.message,
+            "node_stats": [n.model_dump() for n in self.node_stats],
+            "failed_file_count": len(self.failed_files),
+            "failed_files": [f.model_dump() for f in self.failed_files],
+            "output_files": [f.model_dump() for f in self.output_files],
+            "elapsed_seconds": None if self.elapsed is None else round(self.elapsed, 1),
+        }
+
+
+def parse_event(event: Any) -> JobOutcome:
+    """Validate a trigger event; any surprise (missing, unknown status, wrong types) is an error."""
+    if not isinstance(event, dict):
+        raise InvalidJobEventError(f"expected a job event from the trigger, got {type(event).__name__}")
+    try:
+        return JobOutcome.model_validate(event)
+    except ValidationError as exc:
+        details = format_validation_errors(exc.errors(include_input=False, include_url=False))
+        raise InvalidJobEventError(f"invalid job event from the trigger: {details}") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# Failure semantics
+
+
+def describe_failed_files(files: list[FailedDocument], limit: int = FAILED_FILES_IN_MESSAGE) -> str:
+    """``- document: error`` lines for the first ``limit`` files, then ``... and N more``."""
+    lines = [f"  - {f.document}: {f.error or 'no error given'}" for f in files[:limit]]
+    if len(files) > limit:
+        lines.append(f"  ... and {len(files) - limit} more (all are in the task log and the XCom)")
+    return "\n".join(lines)
+
+
+def failure_for(
+    outcome: JobOutcome, *, fail_on_failed_files: bool = True, timeout_note: str = ""
+) -> WorkflowJobError | None:
+    """Return the error that fails the task for ``outcome``, or None when the task succeeds."""
+    job = f"Workflow Service job {outcome.job_id}" if outcome.job_id else "Workflow Service job"
+    message = outcome.message or "the service gave no message"
+    if outcome.status == "success":
+        if not (outcome.failed_files and fail_on_failed_files):
+            return None
+        text = (
+            f"{job} completed, but {len(outcome.failed_files)} file(s) failed:\n"
+            f"{describe_failed_files(outcome.failed_files)}"
+        )
+        return WorkflowJobFailedError(text, outcome)
+    if outcome.status in ("failed", "stopped"):
+        verb = "failed" if outcome.status == "failed" else "was stopped before it finished"
+        text = f"{job} {verb}: {message}"
+        if outcome.failed_files:
+            text += f"\nFailed files:\n{describe_failed_files(outcome.failed_files)}"
+        return WorkflowJobFailedError(text, outcome)
+    if outcome.status == "timeout" and not outcome.job_id:
+        return WorkflowJobTimeoutError(f"{message} within {_seconds(outcome.elapsed)} s", outcome)
+    if outcome.status == "timeout":
+        text = (
+            f"{job} did not finish in time: {_seconds(outcome.elapsed)} s elapsed, last status "
+            f"{outcome.job_status or 'unknown'}"
+        )
+        return WorkflowJobTimeoutError(text + (f"; {timeout_note}" if timeout_note else ""), outcome)
+    return WorkflowJobError(f"Waiting for {job} failed: {message}", outcome)
+
+
+def _seconds(value: float | None) -> str:
+    """Seconds for a message: one decimal below 10 s (a 0.5 s timeout is not "0 s")."""
+    value = value or 0.0
+    return f"{value:.1f}" if value < 10 else f"{value:.0f}"
+
+
+def log_outcome(outcome: JobOutcome, log: logging.Logger | Any, *, fail_on_failed_files: bool) -> None:
+    """
+    Log the final summary line (with the task's verdict) and the full failed-file list.
+
+    The exception only shows the first few failed files; the log has them all.
+    """
+    log.info(
+        "Job %s finished waiting: %s (job status %s) after %.1f s; %d output file(s), %d failed file(s)%s",
+        outcome.job_id,
+        outcome.verdict(fail_on_failed_files=fail_on_failed_files),
+        outcome.job_status,
+        outcome.elapsed or 0,
+        len(outcome.output_files),
+        len(outcome.failed_files),
+        f"; message: {outcome.message}" if outcome.message else "",
+    )
+    if outcome.failed_files:
+        log.warning(
+            "Job %s: %d failed file(s):\n%s",
+            outcome.job_id,
+            len(outcome.failed_files),
+            describe_failed_files(outcome.failed_files, limit=len(outcome.failed_files)),
+        )
+
+
+def unfound_outcome(status: OutcomeStatus, message: str, elapsed: float) -> JobOutcome:
+    """Build the outcome of a wait that never found its job (sensor waiting for a workflow's job)."""
+    return JobOutcome(status=status, job_id=None, message=message, elapsed=elapsed)

@@ -1,0 +1,213 @@
+"""
+Following one job: what was seen of it (:class:`JobWatch`), when to look again (:class:`PollSchedule`).
+
+* :class:`JobWatch` remembers what was seen of one job and logs only what changed (status transitions,
+  per-node progress, an unknown status once), and builds the :class:`~.outcome.JobOutcome` at the end.
+* :class:`PollSchedule` decides when to poll: every ``interval`` seconds, with one last poll just
+  before the deadline, none after it, and the wait ending at the deadline.
+
+No requests here (they are in :mod:`.poll`); imported lazily, never at DAG-parse time.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_workflowsvc.models import JobStatus
+from airflow_provider_workflowsvc.wait.outcome import (
+    STATUS_OUTCOME,
+    FailedDocument,
+    JobOutcome,
+    NodeProgress,
+    OutcomeStatus,
+    OutputFile,
+)
+
+if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.models import FailedFile, Job, JobDetails, NodeStats
+
+FINAL_POLL_RESERVE = 5.0
+"""Seconds a wait that starts past its deadline gives its one poll."""
+FINAL_POLL_LEAD = 1.0
+"""Seconds before the deadline the last poll starts (at most one interval); its requests are cut at
+the deadline, and the wait ends at the deadline."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Watching one job
+
+
+class JobWatch:
+    """What has been seen of one job; logs transitions and per-node progress only when they change."""
+
+    def __init__(self, job_id: str, log: logging.Logger | Any, started_at: float | None = None) -> None:
+        self.job_id = job_id
+        self.log = log
+        self.started_at = time.time() if started_at is None else started_at
+        self.status: JobStatus | None = None
+        self.raw_status: str | None = None
+        self.details: JobDetails | None = None
+        self._progress: tuple[Any, ...] | None = None
+        self._warned: set[str] = set()
+
+    @property
+    def elapsed(self) -> float:
+        return max(0.0, time.time() - self.started_at)
+
+    def observe(self, details: JobDetails | None, job: Job | None = None) -> bool:
+        """Record a poll (details, and the job record when fetched); True once the job is terminal."""
+        if details is not None:
+            self.details = details
+            self._log_progress(details.node_stats)
+        status, raw = self._status_of(details, job)
+        if status is JobStatus.UNKNOWN and raw not in self._warned:
+            self._warned.add(raw)
+            self.log.warning(
+                "Job %s reports status %r, which this provider does not know; it is not treated as "
+                "finished, the wait goes on until the job reports a known final status or times out",
+                self.job_id,
+                raw,
+            )
+        if status is not self.status:
+            self.log.info(
+                "Job %s: %s → %s (%.0f s)", self.job_id, self.status or "submitted", raw, self.elapsed
+            )
+        self.status, self.raw_status = status, raw
+        return status.is_terminal
+
+    @staticmethod
+    def _status_of(details: JobDetails | None, job: Job | None) -> tuple[JobStatus, str]:
+        """Return the status seen: the job record's when known, else the details' ``processing_status``."""
+        if job is not None and job.status is not JobStatus.UNKNOWN:
+            return job.status, job.status.value
+        if details is not None and details.processing_status is not JobStatus.UNKNOWN:
+            return details.processing_status, details.processing_status.value
+        return JobStatus.UNKNOWN, (job.raw_status if job is not None else None) or "unknown"
+
+    def confirmed_by(self, job: Job) -> bool:
+        """
+        Whether the job record, read after the details said terminal, agrees that the job has ended.
+
+        A record in a known non-terminal status means the details ran ahead (or disagree): the wait
+        goes on. A record whose status this provider does not know does not contradict the details.
+        """
+        if job.status is JobStatus.UNKNOWN or job.status.is_terminal:
+            return True
+        self.log.warning(
+            "Job %s: the details say %s but the job record says %s; not finished yet, the wait goes on",
+            self.job_id,
+            self.raw_status,
+            job.raw_status or job.status.value,
+        )
+        self.status, self.raw_status = job.status, job.status.value
+        return False
+
+    def _log_progress(self, stats: list[NodeStats]) -> None:
+        key = tuple((n.node_name, n.ready, n.in_progress, n.success, n.failure) for n in stats)
+        if not stats or key == self._progress:
+            return
+        self._progress = key
+        nodes = "; ".join(
+            f"{n.node_name or n.node_type or '?'}: ready {n.ready}, in progress {n.in_progress}, "
+            f"success {n.success}, failure {n.failure}"
+            for n in stats
+        )
+        self.log.info("Job %s progress: %s", self.job_id, nodes)
+
+    def outcome(self, job: Job, failed: list[FailedFile]) -> JobOutcome:
+        """Build the outcome of a terminal job (status from the job record when it is terminal there)."""
+        status = job.status if job.status.is_terminal else (self.status or JobStatus.UNKNOWN)
+        details = self.details
+        return JobOutcome(
+            status=STATUS_OUTCOME.get(status, "error"),
+            job_id=self.job_id,
+            workflow_id=job.workflow_id,
+            job_status=status.value,
+            message=(details.message if details is not None else None) or "",
+            node_stats=self._node_stats(),
+            failed_files=[FailedDocument(document=f.document, error=f.error or "") for f in failed],
+            output_files=[OutputFile(file_id=o.file_id, node_id=o.node_id) for o in job.output_node_files],
+            elapsed=self.elapsed,
+        )
+
+    def _node_stats(self) -> list[NodeProgress]:
+        stats = self.details.node_stats if self.details is not None else []
+        fields = NodeProgress.model_fields
+        return [NodeProgress(**{k: v for k, v in n.model_dump().items() if k in fields}) for n in stats]
+
+    def timed_out(self) -> JobOutcome:
+        return self._unfinished("timeout", "")
+
+    def _unfinished(self, status: OutcomeStatus, message: str) -> JobOutcome:
+        return JobOutcome(
+            status=status,
+            job_id=self.job_id,
+            job_status=self.raw_status,
+            message=message,
+            node_stats=self._node_stats(),
+            elapsed=self.elapsed,
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# When to poll
+
+
+class PollSchedule:
+    """
+    Poll every ``interval`` s; the last poll ``FINAL_POLL_LEAD`` s (at most one interval) before the
+    deadline, none after; the wait then ends at the deadline (:meth:`rest`), so it lasts the timeout
+    the user set, and no request outlives it.
+
+    The first pause is lengthened by a random part of up to a fifth of the interval, so that many waits
+    deferred together (a backfill, a mapped task) do not poll the service in lockstep; lengthening, not
+    shortening, so the jitter never adds a poll.
+    """
+
+    def __init__(self, deadline: float, interval: float) -> None:
+        self.deadline = deadline
+        self.cutoff = deadline
+        """When the requests of a poll must end: the deadline, or a moment after a late first poll."""
+        self.interval = max(float(interval), 0.0)
+        self._lead = min(FINAL_POLL_LEAD, self.interval)
+        self._final_done = False
+        self._polled = False
+        self._first_pause = self.interval * random.uniform(1.0, 1.2)
+
+    def remaining(self) -> float:
+        return self.deadline - time.time()
+
+    def time_left(self) -> float:
+        """Seconds the current poll's requests may still take."""
+        return self.cutoff - time.time()
+
+    def next_pause(self) -> float | None:
+        """
+        Seconds to sleep before the next poll, or None when the polls are over.
+
+        A wait that starts at or past its deadline (a triggerer that picked the trigger up late) polls
+        once at once, with ``FINAL_POLL_RESERVE`` seconds for it, before it reports a timeout.
+        """
+        remaining = self.remaining()
+        first, self._polled = not self._polled, True
+        if first and remaining <= 0:
+            self._final_done = True
+            self.cutoff = time.time() + FINAL_POLL_RESERVE
+            return 0.0
+        if remaining <= 0 or self._final_done:
+            return None
+        pause, self._first_pause = self._first_pause, self.interval
+        if pause < remaining - self._lead:
+            return pause
+        self._final_done = True
+        return max(remaining - self._lead, 0.0)
+
+    def rest(self) -> float:
+        """
+        Seconds from now to the deadline, slept after the last poll: a wait that did not see its job
+        end lasts its whole timeout (a last poll that answered early does not end it early).
+        """
+        return max(self.remaining(), 0.0)

@@ -1,0 +1,266 @@
+"""End to end on a distributed Airflow: PostgreSQL, CeleryExecutor with Redis, one Celery worker, two
+triggerers (``scripts/local_airflow.py``'s distributed shape) and the emulator as a subprocess.
+
+* Triggerer failover: 20 deferred ``RunWorkflowOperator`` waits spread over both triggerers; one
+  triggerer gets SIGKILL mid-wait; Airflow hands its triggers to the other; every task succeeds with
+  its own job (exactly one job per workflow in the emulator), the same trigger, job id and absolute
+  deadline as before the kill, one try and one fired event each.
+* Worker crash: the Celery worker's process group gets SIGKILL while a durable, non-deferrable task
+  waits for its job; a new worker runs the retry, which reattaches to the stored job (Airflow 3.3
+  durable execution): one job in the emulator, one run request.
+
+Figures (triggers per triggerer, failover time, jobs per task, duplicates) are printed with ``[dist]``.
+One deployment serves the module; everything started is stopped by PID at the end, also on failure.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:  # ``scripts`` is not part of the installed package
+    sys.path.insert(0, str(REPO_ROOT))
+
+from scripts.local_airflow import DistributedAirflow, local_stack  # noqa: E402
+
+pytestmark = [
+    pytest.mark.e2e_distributed,
+    pytest.mark.airflow_min("3.3", reason="the worker-crash retry reattaches through durable execution"),
+    pytest.mark.timeout(600, method="signal"),
+]
+
+FANOUT_DAG = "workflowsvc_e2e_fanout"
+DURABLE_DAG = "workflowsvc_e2e_durable"
+DURABLE_TASK = "run_in_worker"
+TASKS = 20
+SLOW = 3600.0  # emulator seconds per file per node (the most it takes): jobs run until the clock moves
+TRIGGERERS = ("triggerer-1", "triggerer-2")
+
+
+def _say(message: str) -> None:
+    print(f"[dist] {message}", flush=True)
+
+
+@pytest.fixture(scope="module")
+def dags_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("dist-dags")
+    for path in (Path(__file__).parent / "e2e_dags" / "distributed").iterdir():
+        if path.suffix in (".py", ".txt"):
+            shutil.copy(path, folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def stack(dags_folder: Path) -> Iterator[tuple[DistributedAirflow, Any]]:
+    with local_stack(
+        dags_folder,
+        distributed=True,
+        # the platform dialect only, as the single-triggerer e2e test: what real users meet
+        emulator_options={
+            "token": "dist-token-2c7e",
+            "api_key": "dist-key-9b41",
+            "dialect": "platform",
+            "processing_delay": SLOW,
+        },
+        connection_extra={"retry_wait": 0.2},
+        progress=_say,
+        start_timeout=300,
+        stop_timeout=30,
+    ) as (airflow, emulator):
+        assert isinstance(airflow, DistributedAirflow)
+        airflow.wait_for_dag(FANOUT_DAG, timeout=120)
+        airflow.wait_for_dag(DURABLE_DAG, timeout=60)
+        yield airflow, emulator
+
+
+def _wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.5) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def _create_workflows(emulator: Any, count: int, prefix: str) -> list[str]:
+    with emulator.api_client() as api:
+        ids = []
+        for n in range(count):
+            response = api.post("/workflows/", json={"name": f"{prefix}-{n:02d}", "workflow_type": "basic"})
+            assert response.status_code == 200, response.text
+            ids.append(str(response.json()["id"]))
+        return ids
+
+
+def _jobs_of(emulator: Any, workflow_id: str) -> list[str]:
+    """The ids of every job of ``workflow_id``, from the emulator's own job listing."""
+    with emulator.api_client() as api:
+        response = api.get("/jobs", params={"workflow_id": workflow_id})
+        response.raise_for_status()
+        return [str(job["id"]) for job in response.json()]
+
+
+def _run_requests(emulator: Any, workflow_id: str) -> int:
+    """Run requests the emulator received for ``workflow_id`` (its request log)."""
+    return len(emulator.requests(method="POST", path_contains=f"/workflows/{workflow_id}/run"))
+
+
+def _polls(emulator: Any, job_id: str) -> int:
+    return len(emulator.requests(method="GET", path_contains=f"/jobs/{job_id}"))
+
+
+def _fired_events(airflow: DistributedAirflow, dag_id: str, run_id: str, task_id: str) -> int:
+    """``Trigger fired event`` lines of the task's trigger logs (every triggerer that ran it)."""
+    logs = airflow.trigger_log_files(dag_id, run_id, task_id)
+    return sum(path.read_text().count("Trigger fired event") for path in logs)
+
+
+def test_a_killed_triggerers_waits_finish_on_the_other_one(stack: tuple[DistributedAirflow, Any]) -> None:
+    airflow, emulator = stack
+    started = time.monotonic()
+    emulator.configure(processing_delay=SLOW)
+    workflows = _create_workflows(emulator, TASKS, "fanout")
+    task_ids = [f"run_{n:02d}" for n in range(TASKS)]
+    workflow_of = dict(zip(task_ids, workflows, strict=True))
+
+    run_id = airflow.trigger_dag(FANOUT_DAG, conf={"workflows": workflows})
+
+    def all_held() -> dict[str, dict[str, Any]] | None:
+        deferred = airflow.deferred_tasks(FANOUT_DAG, run_id)
+        if len(deferred) == TASKS and all(d["triggerer"] in TRIGGERERS for d in deferred.values()):
+            return deferred
+        return None
+
+    before = _wait_for(all_held, timeout=240, what=f"{TASKS} tasks deferred and held by a triggerer")
+    # Each trigger runs: it polled its job at least once.
+    _wait_for(
+        lambda: all(_polls(emulator, d["kwargs"]["job_id"]) for d in before.values()),
+        timeout=60,
+        what="every trigger to poll its job",
+    )
+    held = Counter(d["triggerer"] for d in before.values())
+    _say(
+        f"triggers per triggerer before the kill: {dict(held)} "
+        f"(all deferred after {time.monotonic() - started:.0f} s)"
+    )
+    assert set(held) == set(TRIGGERERS), f"the triggers were not spread over both triggerers: {dict(held)}"
+
+    victim, survivor = held.most_common()[0][0], held.most_common()[1][0]
+    moved = sorted(t for t, d in before.items() if d["triggerer"] == victim)
+    polls_at_kill = {t: _polls(emulator, before[t]["kwargs"]["job_id"]) for t in moved}
+    killed_at = time.monotonic()
+    airflow.kill_component(victim)  # SIGKILL to its process group, waits until no process is left
+    assert victim not in [c.name for c in airflow.components]
+
+    def taken_over() -> dict[str, dict[str, Any]] | None:
+        deferred = airflow.deferred_tasks(FANOUT_DAG, run_id)
+        if len(deferred) == TASKS and all(d["triggerer"] == survivor for d in deferred.values()):
+            return deferred
+        return None
+
+    after = _wait_for(taken_over, timeout=90, what=f"{survivor} to take over {victim}'s triggers")
+    reassigned_s = time.monotonic() - killed_at
+    # Running elsewhere: each moved trigger polls its job again, now from the survivor.
+    _wait_for(
+        lambda: all(_polls(emulator, before[t]["kwargs"]["job_id"]) > polls_at_kill[t] for t in moved),
+        timeout=60,
+        what="the moved triggers to poll their jobs again",
+        interval=0.2,
+    )
+    running_s = time.monotonic() - killed_at
+    _say(
+        f"killed {victim} holding {len(moved)} triggers: reassigned to {survivor} "
+        f"after {reassigned_s:.1f} s, all polling again after {running_s:.1f} s"
+    )
+    for task_id in task_ids:  # the same trigger row moved: same job, same absolute deadline
+        assert after[task_id]["trigger_id"] == before[task_id]["trigger_id"], task_id
+        assert after[task_id]["kwargs"]["job_id"] == before[task_id]["kwargs"]["job_id"], task_id
+        assert after[task_id]["kwargs"]["deadline"] == before[task_id]["kwargs"]["deadline"], task_id
+
+    emulator.advance_clock(SLOW * 100)  # every job finishes now
+    run = airflow.wait_for_run(FANOUT_DAG, run_id, timeout=180)
+    tis = {ti["task_id"]: ti for ti in airflow.task_instances(FANOUT_DAG, run_id)}
+    assert run["state"] == "success", {t: ti["state"] for t, ti in tis.items()}
+
+    jobs_per_task, fired = {}, {}
+    for task_id, workflow_id in workflow_of.items():
+        jobs = _jobs_of(emulator, workflow_id)
+        jobs_per_task[task_id] = len(jobs)
+        summary = airflow.xcom(FANOUT_DAG, run_id, task_id)
+        assert jobs == [before[task_id]["kwargs"]["job_id"]], task_id  # exactly one job: the trigger's
+        assert summary["job_id"] == jobs[0] and summary["status"] == "completed", task_id
+        assert airflow.xcom(FANOUT_DAG, run_id, task_id, key="job_id") == jobs[0], task_id
+        assert _run_requests(emulator, workflow_id) == 1, task_id
+        assert tis[task_id]["state"] == "success" and tis[task_id]["try_number"] == 1, task_id
+        fired[task_id] = _fired_events(airflow, FANOUT_DAG, run_id, task_id)
+    assert set(fired.values()) == {1}, f"fired events per task: {fired}"
+    assert set(jobs_per_task.values()) == {1}
+    _say(
+        f"jobs per task: {Counter(jobs_per_task.values())}; "
+        f"fired events per task: {Counter(fired.values())}; duplicates: 0; "
+        f"wall time {time.monotonic() - started:.0f} s"
+    )
+
+
+def test_a_killed_workers_durable_task_reattaches_on_retry(stack: tuple[DistributedAirflow, Any]) -> None:
+    airflow, emulator = stack
+    started = time.monotonic()
+    emulator.configure(processing_delay=SLOW)
+    (workflow_id,) = _create_workflows(emulator, 1, "durable")
+
+    run_id = airflow.trigger_dag(DURABLE_DAG, conf={"workflow": workflow_id})
+    job_id = _wait_for(
+        lambda: airflow.xcom(DURABLE_DAG, run_id, DURABLE_TASK, key="job_id"),
+        timeout=120,
+        what="the task to run the workflow",
+    )
+    # Waiting in the worker (not deferred): it polls the job itself.
+    _wait_for(lambda: _polls(emulator, job_id) >= 2, timeout=60, what="the worker to poll the job")
+    first = airflow.task_instance(DURABLE_DAG, run_id, DURABLE_TASK)
+    assert first["state"] == "running" and first["try_number"] == 1
+    assert first["hostname"] == "celery-worker-1"
+
+    killed = airflow.kill_worker()
+    killed_at = time.monotonic()
+    _say(f"killed {killed.name} (process group {killed.pid}) during the non-deferrable wait")
+    airflow.start_worker()
+
+    retry = _wait_for(
+        lambda: (
+            (ti := airflow.task_instance(DURABLE_DAG, run_id, DURABLE_TASK))["try_number"] == 2
+            and ti["state"] == "running"
+            and ti
+        ),
+        timeout=120,
+        what="the retry to run on the new worker",
+    )
+    retry_s = time.monotonic() - killed_at
+    assert retry["hostname"] == "celery-worker-2"
+    polls = _polls(emulator, job_id)
+    _wait_for(lambda: _polls(emulator, job_id) > polls, timeout=60, what="the retry to poll the job")
+
+    emulator.advance_clock(SLOW * 100)
+    run = airflow.wait_for_run(DURABLE_DAG, run_id, timeout=120)
+    assert run["state"] == "success"
+    summary = airflow.xcom(DURABLE_DAG, run_id, DURABLE_TASK)
+    assert summary["job_id"] == job_id and summary["status"] == "completed"
+    jobs = _jobs_of(emulator, workflow_id)
+    assert jobs == [job_id]  # the retry reattached: no second job
+    assert _run_requests(emulator, workflow_id) == 1
+    ti = airflow.task_instance(DURABLE_DAG, run_id, DURABLE_TASK)
+    assert ti["state"] == "success" and ti["try_number"] == 2
+    assert "Submitted job" not in airflow.task_log(DURABLE_DAG, run_id, DURABLE_TASK, try_number=2)
+    _say(
+        f"worker kill: retry running on celery-worker-2 {retry_s:.0f} s after the kill; jobs for the task: "
+        f"{len(jobs)}; wall time {time.monotonic() - started:.0f} s"
+    )

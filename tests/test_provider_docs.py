@@ -1,0 +1,183 @@
+"""The provider docs (docs/provider/) cannot rot: included examples, documented classes and fields."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from airflow.sdk import DAG, BaseOperator, BaseOperatorLink, task
+from airflow.triggers.base import BaseTrigger
+
+import airflow_provider_workflowsvc as root
+from airflow_provider_workflowsvc._compat import BaseHook
+from airflow_provider_workflowsvc.get_provider_info import get_provider_info
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = REPO / "docs" / "provider"
+EXAMPLE_DAGS = REPO / "example_dags"
+OPERATORS_PAGE = DOCS / "operators.rst"
+CONNECTION_PAGE = DOCS / "connections" / "workflowsvc.rst"
+INCLUDE = re.compile(
+    r"^\.\. literalinclude:: (?P<path>\S+)\n(?P<options>(?:    :[\w-]+:.*\n)+)", re.MULTILINE
+)
+MARKER = re.compile(r"# \[(START|END) (\w+)\]")
+CODE_BLOCK = re.compile(r"^\.\. code-block:: python\n\n((?:    .*\n|\n)+)", re.MULTILINE)
+
+
+def includes() -> list[tuple[Path, Path, dict[str, str]]]:
+    """Return every ``literalinclude`` of the docs: the page, the file it names and its options."""
+    found = []
+    for page in sorted(DOCS.rglob("*.rst")):
+        for match in INCLUDE.finditer(page.read_text()):
+            options = dict(re.findall(r"    :([\w-]+):\s*(.*)", match.group("options")))
+            found.append((page, (page.parent / match.group("path")).resolve(), options))
+    return found
+
+
+def test_the_docs_include_example_code() -> None:
+    assert len(includes()) >= 9
+    assert {path.name for _, path, _ in includes()} == {p.name for p in EXAMPLE_DAGS.glob("example_*.py")}
+
+
+@pytest.mark.parametrize(
+    ("page", "path", "options"), includes(), ids=[o.get("start-after", "?") for _, _, o in includes()]
+)
+def test_each_included_marker_exists_once_in_its_example(
+    page: Path, path: Path, options: dict[str, str]
+) -> None:
+    assert path.is_file(), f"{page.name} includes {path}, which does not exist"
+    start, end = options["start-after"], options["end-before"]
+    name = start.removeprefix("[START ").removesuffix("]")
+    assert (start, end) == (f"[START {name}]", f"[END {name}]")
+    text = path.read_text()
+    assert text.count(f"# {start}\n") == 1, f"{path.name}: {start} must occur exactly once"
+    assert text.count(f"# {end}\n") == 1, f"{path.name}: {end} must occur exactly once"
+    block = text.split(f"# {start}\n")[1].split(f"# {end}\n")[0]
+    assert block.strip(), f"{path.name}: {name} includes nothing"
+    compile(textwrap.dedent(block).replace("# [", "#["), f"{path.name}:{name}", "exec")
+
+
+def test_every_marker_of_the_examples_is_included_by_the_docs() -> None:
+    included = {(path.name, o["start-after"][len("[START ") : -1]) for _, path, o in includes()}
+    in_examples = {
+        (path.name, name)
+        for path in EXAMPLE_DAGS.glob("example_*.py")
+        for kind, name in MARKER.findall(path.read_text())
+        if kind == "START"
+    }
+    assert in_examples == included
+
+
+def documented_kind(value: object) -> str | None:
+    if not isinstance(value, type):
+        return None
+    if issubclass(value, BaseOperator):
+        return "sensor" if "sensors" in value.__module__ else "operator"
+    if issubclass(value, BaseOperatorLink):
+        return "operator"
+    if issubclass(value, BaseTrigger):
+        return "trigger"
+    if issubclass(value, BaseHook):
+        return "hook"
+    return None
+
+
+PUBLIC_CLASSES = sorted(
+    (name, kind) for name in root.__all__ if (kind := documented_kind(getattr(root, name))) is not None
+)
+
+
+@pytest.mark.parametrize(("name", "kind"), PUBLIC_CLASSES, ids=[name for name, _ in PUBLIC_CLASSES])
+def test_every_operator_sensor_trigger_and_hook_is_on_the_operators_page(name: str, kind: str) -> None:
+    page = OPERATORS_PAGE.read_text()
+    module = getattr(root, name).__module__
+    assert f":class:`~{module}.{name}`" in page, f"{name}: no :class: reference with its module {module}"
+    if kind != "hook":
+        assert f".. _howto/{kind}:{name}:" in page, f"{name}: no section label"
+
+
+def test_the_scan_finds_every_kind() -> None:
+    assert {kind for _, kind in PUBLIC_CLASSES} == {"operator", "sensor", "trigger", "hook"}
+    assert len([k for _, k in PUBLIC_CLASSES if k == "operator"]) >= 15
+
+
+def python_snippets() -> list[str]:
+    return [textwrap.dedent(block) for block in CODE_BLOCK.findall(OPERATORS_PAGE.read_text())]
+
+
+@pytest.mark.parametrize("snippet", python_snippets(), ids=lambda s: s.split("(")[0].split()[-1])
+def test_each_snippet_of_the_operators_page_builds_its_task(snippet: str) -> None:
+    namespace = {name: getattr(root, name) for name in root.__all__} | {"task": task}
+    with DAG(dag_id="docs_snippet", schedule=None) as dag:
+        exec(compile(snippet, "operators.rst", "exec"), namespace)
+    assert len(dag.tasks) == 1, snippet
+
+
+def test_the_operators_page_has_snippets() -> None:
+    assert len(python_snippets()) >= 5
+
+
+def field_entries() -> dict[str, str]:
+    """Return the text of each ````name```` entry of the connection page's extra fields."""
+    text = CONNECTION_PAGE.read_text()
+    entries = re.findall(r"^    ``(\w+)``\n((?:        .*\n)+)", text, re.MULTILINE)
+    return {name: " ".join(body.split()) for name, body in entries}
+
+
+def test_the_connection_page_documents_every_field_with_its_default() -> None:
+    fields = get_provider_info()["connection-types"][0]["conn-fields"]
+    entries = field_entries()
+    assert set(fields) <= set(entries)
+    for name, field in fields.items():
+        default = field["schema"].get("default")
+        if default is not None:
+            assert f"Default ``{json.dumps(default)}``" in entries[name], name
+
+
+def test_the_connection_page_names_the_hidden_and_relabelled_fields() -> None:
+    text = CONNECTION_PAGE.read_text()
+    behaviour = get_provider_info()["connection-types"][0]["ui-field-behaviour"]
+    for field, label in behaviour["relabeling"].items():
+        assert f"{label} (``{field}``)" in text
+    for hidden in behaviour["hidden-fields"]:
+        assert hidden in text
+    assert ".. _howto/connection:workflowsvc:" in text
+
+
+def test_the_changelog_page_includes_the_changelog() -> None:
+    text = (DOCS / "changelog.rst").read_text()
+    [target] = re.findall(r"^\.\. include:: (\S+)", text, re.MULTILINE)
+    assert (DOCS / target).resolve() == REPO / "CHANGELOG.md"
+
+
+def test_the_index_documents_every_published_extra() -> None:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: pytest brings tomli there
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    text = (DOCS / "index.rst").read_text()
+    for extra, requirements in extras.items():
+        assert f"``{extra}``" in text, f"index.rst: no row for the extra {extra}"
+        for requirement in requirements:
+            name = re.split(r"[\[<>=!~; ]", requirement, maxsplit=1)[0]
+            assert f"``{name}``" in text, f"index.rst: the extra {extra} does not name {name}"
+
+
+def test_the_index_links_every_page() -> None:
+    text = (DOCS / "index.rst").read_text()
+    for page in ("connections/workflowsvc", "operators", "changelog"):
+        assert f"<{page}>" in text, page
+
+
+def test_the_docs_build_without_warnings(tmp_path: Path) -> None:
+    """Sphinx reads every page (includes, labels, references) and treats any warning as an error."""
+    command = [sys.executable, "-m", "sphinx", "-W", "-q", "-b", "dummy", str(DOCS), str(tmp_path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
