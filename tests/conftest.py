@@ -66,6 +66,14 @@ def _fresh_secrets_masker() -> None:
     reset_secrets_masker()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_settings_cache() -> None:
+    """Each test reads its connections again, as a new process does (the async hooks cache them)."""
+    from airflow_provider_workflowsvc.hooks._settings import SETTINGS_CACHE
+
+    SETTINGS_CACHE.clear()
+
+
 EMULATOR_DIALECTS = tuple(os.environ.get("WORKFLOWSVC_TEST_DIALECTS", "spec,platform").split(","))
 """The emulator dialects the suite runs against; ``./dev``'s matrix narrows it on older Airflow legs."""
 

@@ -180,6 +180,25 @@ async def test_node_progress_is_logged_only_when_it_changes(mock_service: Any, c
     assert capsys.readouterr().out.count("progress: partition") == 2
 
 
+async def test_fast_polls_log_progress_once_per_status(mock_service: Any, capsys: Any) -> None:
+    """Progress that changes at every poll is not a line per poll (issue #17): the first poll's, then
+    the one that comes with the final status."""
+    mock_service.get("/jobs/j1/details").mock(
+        side_effect=[
+            ok(details_json("j1", "in progress", nodes=(("partition", 9 - i, 1, i, 0),))) for i in range(6)
+        ]
+        + [ok(details_json("j1", "completed", nodes=NODES_DONE))]
+    )
+    route_finish(mock_service)
+    assert (await first_event(make()))["status"] == "success"
+    out = capsys.readouterr().out
+    assert out.count("progress: partition") == 2
+    assert (
+        "partition: ready 9, in progress 1, success 0" in out
+        and "partition: ready 0, in progress 0, success 2" in out
+    )
+
+
 async def test_a_missing_job_is_an_error_event(mock_service: Any) -> None:
     mock_service.get("/jobs/j1/details").mock(
         return_value=httpx.Response(404, json={"detail": "no such job"})

@@ -22,8 +22,16 @@ from airflow_provider_workflowsvc.hooks._settings import KEEPALIVE_EXPIRY, Conne
 
 T = TypeVar("T")
 
-_CLIENT_ENV = ("SSL_CERT_FILE", "SSL_CERT_DIR")
-"""Environment variables (besides ``*_proxy``) an ``httpx.AsyncClient`` reads when it is created."""
+_CLIENT_ENV = (
+    *(f"{scheme}_proxy" for scheme in ("http", "https", "all", "no")),
+    *(f"{scheme}_PROXY" for scheme in ("HTTP", "HTTPS", "ALL", "NO")),
+    *("SSL_CERT_FILE", "SSL_CERT_DIR"),
+)
+"""
+Environment variables an ``httpx.AsyncClient`` reads when it is created: the proxies it uses (http,
+https, all, no; in the two usual spellings) and the CA files. Looked up by name: scanning the whole
+environment for every hook was a visible share of a trigger's start.
+"""
 
 
 @dataclass(frozen=True, repr=False)
@@ -40,10 +48,8 @@ class _ClientKey:
 
     @classmethod
     def of(cls, settings: ConnectionSettings) -> _ClientKey:
-        env = tuple(
-            sorted((k, v) for k, v in os.environ.items() if k.lower().endswith("_proxy") or k in _CLIENT_ENV)
-        )
-        return cls(settings, env)
+        environ = os.environ
+        return cls(settings, tuple((k, environ[k]) for k in _CLIENT_ENV if k in environ))
 
     def __repr__(self) -> str:
         return f"_ClientKey(base_url={self.settings.base_url!r})"
@@ -113,9 +119,8 @@ class _GiveBackOnClose(httpx.AsyncByteStream):
     def __init__(self, stream: Any, give_back: Callable[[], None]) -> None:
         self._stream, self._give_back = stream, give_back
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self._stream:
-            yield chunk
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._stream.__aiter__()  # the body's own iterator: no extra generator per chunk
 
     async def aclose(self) -> None:
         try:

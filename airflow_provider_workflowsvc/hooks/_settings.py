@@ -7,11 +7,15 @@ the credentials with Airflow's log masker.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import re
 import ssl
-from typing import TYPE_CHECKING, Any
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -277,3 +281,80 @@ def _mask_secrets(settings: ConnectionSettings) -> None:
         return
     for secret in settings.secrets():
         mask_secret(secret)
+
+
+SETTINGS_TTL = 60.0
+"""Seconds the settings read from an Airflow connection are reused by the async hooks of one process."""
+
+
+class _CachedSettings(NamedTuple):
+    source: str | None
+    """The connection's ``AIRFLOW_CONN_<ID>`` variable when it was read (None: not set)."""
+    expires: float
+    settings: ConnectionSettings
+
+
+class SettingsCache:
+    """
+    The settings of each Airflow connection, read once per process and reused for ``ttl`` seconds.
+
+    A triggerer starts a hook per trigger, and each would otherwise look the connection up (through the
+    secrets backends, in a triggerer a round trip to its supervisor) and parse it. The key is the
+    connection id and nothing else is shared: two ids never share settings. An entry is read again
+    after ``ttl`` (a rotated token is used from then on) or at once when the connection's
+    ``AIRFLOW_CONN_<ID>`` variable changed. Concurrent misses of one id in one event loop share one read;
+    a failed read is not kept.
+    """
+
+    def __init__(self, ttl: float = SETTINGS_TTL, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl = ttl
+        self._clock = clock
+        self._entries: dict[str, _CachedSettings] = {}
+        self._reads: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[tuple[str, str | None], asyncio.Future[ConnectionSettings]]
+        ] = weakref.WeakKeyDictionary()
+
+    async def get(
+        self, conn_id: str, read: Callable[[], Awaitable[ConnectionSettings]]
+    ) -> ConnectionSettings:
+        """Return the settings of ``conn_id``: cached ones still fresh, or those ``read()`` returns."""
+        source = os.environ.get(_CONN_ENV_PREFIX + conn_id.upper())
+        entry = self._entries.get(conn_id)
+        if entry is not None and entry.source == source and self._clock() < entry.expires:
+            return entry.settings
+        reads = self._reads.setdefault(asyncio.get_running_loop(), {})
+        key = (conn_id, source)
+        pending = reads.get(key)
+        if pending is None:
+            pending = reads[key] = asyncio.ensure_future(self._read(conn_id, source, read))
+            pending.add_done_callback(functools.partial(_forget_read, reads, key))
+        return await asyncio.shield(pending)  # a cancelled caller does not cancel the others' read
+
+    async def _read(
+        self, conn_id: str, source: str | None, read: Callable[[], Awaitable[ConnectionSettings]]
+    ) -> ConnectionSettings:
+        settings = await read()
+        self._entries[conn_id] = _CachedSettings(source, self._clock() + self.ttl, settings)
+        return settings
+
+    def clear(self) -> None:
+        """Forget every entry: the next hook of each connection reads it again."""
+        self._entries.clear()
+
+
+_CONN_ENV_PREFIX = "AIRFLOW_CONN_"
+
+
+def _forget_read(
+    reads: dict[tuple[str, str | None], asyncio.Future[ConnectionSettings]],
+    key: tuple[str, str | None],
+    done: asyncio.Future[ConnectionSettings],
+) -> None:
+    if reads.get(key) is done:
+        del reads[key]
+    if not done.cancelled():
+        done.exception()  # retrieved: no "exception never retrieved" when every caller was cancelled
+
+
+SETTINGS_CACHE = SettingsCache()
+"""The process's cache, used by :class:`WorkflowServiceAsyncHook` when it reads its connection."""

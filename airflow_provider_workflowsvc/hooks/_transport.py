@@ -49,7 +49,9 @@ MAX_REDIRECTS = 3
 _UNSENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 
+@functools.lru_cache(maxsize=1)
 def _min_masked_length() -> int:
+    """Return ``[logging] min_length_masked_secret``, read once per process (a transport is made per hook)."""
     try:
         from airflow_provider_workflowsvc._compat import conf
 

@@ -37,6 +37,7 @@ from airflow_provider_workflowsvc.hooks._pool import (
 from airflow_provider_workflowsvc.hooks._settings import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_RESPONSE_BYTES,
+    SETTINGS_CACHE,
     ConnectionSettings,
     _mask_secrets,
 )
@@ -455,9 +456,14 @@ class WorkflowServiceAsyncHook(_HookBase):
 
     async def _atransport(self) -> _Transport:
         if self._transport_obj is None:
-            settings = self._settings or self._settings_from(await self._aget_connection())
+            settings = self._settings or await SETTINGS_CACHE.get(
+                self.workflowsvc_conn_id, self._aread_settings
+            )
             return self._make_transport(settings)
         return self._transport_obj
+
+    async def _aread_settings(self) -> ConnectionSettings:
+        return self._settings_from(await self._aget_connection())
 
     async def _aget_connection(self) -> Connection:
         getter = getattr(BaseHook, "aget_connection", None)
@@ -509,19 +515,20 @@ class WorkflowServiceAsyncHook(_HookBase):
         exchange, client = (await self._atransport()).exchange(call), await self.get_async_conn()
         try:
             while True:
-                async with contextlib.AsyncExitStack() as astack:
-                    stack = astack.enter_context(contextlib.ExitStack())
+                with contextlib.ExitStack() as stack:
                     response = await client.send(exchange.request(client, stack), stream=True)
-                    astack.push_async_callback(response.aclose)
-                    if exchange.follow(response):
-                        continue
-                    target = exchange.download_target(response)
-                    if target is not None:
-                        return await self._save(target, response)  # type: ignore[return-value]
-                    cap = exchange.body_cap(response)
-                    async for chunk in response.aiter_bytes():
-                        cap.add(chunk)
-                    return exchange.finish(cap.done())
+                    try:
+                        if exchange.follow(response):
+                            continue
+                        target = exchange.download_target(response)
+                        if target is not None:
+                            return await self._save(target, response)  # type: ignore[return-value]
+                        cap = exchange.body_cap(response)
+                        async for chunk in response.aiter_bytes():
+                            cap.add(chunk)
+                        return exchange.finish(cap.done())
+                    finally:
+                        await response.aclose()
         except httpx.TransportError as exc:
             raise exchange.failed(exc) from None
 

@@ -29,6 +29,8 @@ from airflow_provider_workflowsvc.wait.outcome import (
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.models import FailedFile, Job, JobDetails, NodeStats
 
+PROGRESS_LOG_EVERY = 60.0
+"""Seconds between two progress lines of one job while its status stays the same."""
 FINAL_POLL_RESERVE = 5.0
 """Seconds a wait that starts past its deadline gives its one poll."""
 FINAL_POLL_LEAD = 1.0
@@ -41,7 +43,13 @@ the deadline, and the wait ends at the deadline."""
 
 
 class JobWatch:
-    """What has been seen of one job; logs transitions and per-node progress only when they change."""
+    """
+    What has been seen of one job; logs status transitions, and per-node progress when it changed.
+
+    Progress is logged at the first poll, with every status change, and otherwise at most once per
+    :data:`PROGRESS_LOG_EVERY` seconds: a thousand waits polling every few seconds would each write a
+    line per poll. The event and the task's XCom carry the final progress in full.
+    """
 
     def __init__(self, job_id: str, log: logging.Logger | Any, started_at: float | None = None) -> None:
         self.job_id = job_id
@@ -51,6 +59,9 @@ class JobWatch:
         self.raw_status: str | None = None
         self.details: JobDetails | None = None
         self._progress: tuple[Any, ...] | None = None
+        """The per-node progress last logged, with the status and the time it was logged at."""
+        self._progress_status: JobStatus | None = None
+        self._progress_at = 0.0
         self._warned: set[str] = set()
 
     @property
@@ -59,10 +70,10 @@ class JobWatch:
 
     def observe(self, details: JobDetails | None, job: Job | None = None) -> bool:
         """Record a poll (details, and the job record when fetched); True once the job is terminal."""
+        status, raw = self._status_of(details, job)
         if details is not None:
             self.details = details
-            self._log_progress(details.node_stats)
-        status, raw = self._status_of(details, job)
+            self._log_progress(details.node_stats, status)
         if status is JobStatus.UNKNOWN and raw not in self._warned:
             self._warned.add(raw)
             self.log.warning(
@@ -105,11 +116,14 @@ class JobWatch:
         self.status, self.raw_status = job.status, job.status.value
         return False
 
-    def _log_progress(self, stats: list[NodeStats]) -> None:
+    def _log_progress(self, stats: list[NodeStats], status: JobStatus) -> None:
         key = tuple((n.node_name, n.ready, n.in_progress, n.success, n.failure) for n in stats)
         if not stats or key == self._progress:
             return
-        self._progress = key
+        now = time.time()
+        if status is self._progress_status and now - self._progress_at < PROGRESS_LOG_EVERY:
+            return  # said recently, in the same status: a later line (or the outcome) carries it
+        self._progress, self._progress_status, self._progress_at = key, status, now
         nodes = "; ".join(
             f"{n.node_name or n.node_type or '?'}: ready {n.ready}, in progress {n.in_progress}, "
             f"success {n.success}, failure {n.failure}"
