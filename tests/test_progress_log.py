@@ -44,7 +44,8 @@ def test_changing_progress_is_logged_once_per_interval(clock: list[float]) -> No
         clock[0] += 4
     # t = 0 (first), then the first poll at least PROGRESS_LOG_EVERY later: t = 60 (done = 15)
     assert len(log.progress) == 2
-    assert "success 0" in log.progress[0] and "success 15" in log.progress[1]
+    assert "success 0" in log.progress[0]
+    assert "success 15" in log.progress[1]
     assert PROGRESS_LOG_EVERY == 60
 
 
