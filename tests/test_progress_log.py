@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import details_json
+from helpers import details_json
 
 from airflow_provider_workflowsvc.models import JobDetails
 from airflow_provider_workflowsvc.wait import watch
