@@ -23,7 +23,7 @@ def main() -> int:
     os.environ["AIRFLOW__OPENLINEAGE__NAMESPACE"] = "workflowsvc-tests"
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     connection = os.environ.get("AIRFLOW_CONN_WORKFLOWSVC_DEFAULT", "")
-    import conftest  # noqa: F401  (sets AIRFLOW_HOME, a temp dir, and the test settings before Airflow is imported)
+    import conftest  # noqa: F401, TID251  (its side effect: sets AIRFLOW_HOME, a temp dir, and the test settings before Airflow is imported)
     import helpers
 
     os.environ["AIRFLOW_CONN_WORKFLOWSVC_DEFAULT"] = connection  # conftest drops it
