@@ -504,8 +504,18 @@ class LocalAirflow:
         return None
 
     def api(self, method: str, path: str, **kwargs: Any) -> Any:
-        """Call ``/api/v2`` + path; returns the JSON body, raises LocalAirflowError on a non-2xx."""
+        """
+        Call ``/api/v2`` + path; return the JSON body, raise LocalAirflowError on a non-2xx.
+
+        A GET answered 5xx is asked again (three more times, 1-3 s apart): on SQLite the api-server
+        sometimes meets a locked database while the scheduler writes (a busy machine makes it likelier).
+        """
         response = self.client.request(method, f"/api/v2{path}", **kwargs)
+        for pause in (1, 2, 3):
+            if method != "GET" or response.status_code < 500:
+                break
+            time.sleep(pause)
+            response = self.client.request(method, f"/api/v2{path}", **kwargs)
         if not response.is_success:
             raise LocalAirflowError(
                 f"{method} /api/v2{path} -> {response.status_code}: {response.text[:500]}"

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -194,3 +195,22 @@ def test_installed_debian_packages_install_nothing(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(harness.shutil, "which", lambda program: f"/usr/bin/{program}")
     monkeypatch.setattr(harness.subprocess, "run", lambda *a, **k: pytest.fail("ran a command"))
     assert harness.ensure_debian_packages() == []
+
+
+def test_a_get_answered_5xx_is_asked_again_and_other_methods_are_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answers = {"GET": [500, 503, 200], "POST": [500, 200]}
+    seen: list[str] = []
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        seen.append(request.method)
+        return httpx.Response(answers[request.method].pop(0), json={"ok": True})
+
+    monkeypatch.setattr("scripts.local_airflow.time.sleep", lambda seconds: None)
+    airflow = LocalAirflow(dags_folder=tmp_path, home=tmp_path / "home")
+    airflow._client = httpx.Client(base_url="http://airflow.test", transport=httpx.MockTransport(reply))
+    assert airflow.api("GET", "/assets/events") == {"ok": True}
+    with pytest.raises(LocalAirflowError, match="POST /api/v2/dags -> 500"):
+        airflow.api("POST", "/dags")
+    assert seen == ["GET", "GET", "GET", "POST"]
