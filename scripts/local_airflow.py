@@ -406,6 +406,11 @@ class LocalAirflow:
             for component in components:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     component.process.wait(timeout=5)
+            # SIGKILL is delivered when each process next runs: on a busy machine a child (not ours to
+            # reap) can still be alive for a moment; wait for the groups to be empty.
+            settled = time.monotonic() + 10
+            while any(_group_members(pgid) for pgid in groups) and time.monotonic() < settled:
+                time.sleep(0.05)
         components.clear()
 
     def _remove_home(self) -> None:

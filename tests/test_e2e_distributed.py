@@ -132,8 +132,24 @@ def test_a_killed_triggerers_waits_finish_on_the_other_one(stack: tuple[Distribu
     workflows = _create_workflows(emulator, TASKS, "fanout")
     task_ids = [f"run_{n:02d}" for n in range(TASKS)]
     workflow_of = dict(zip(task_ids, workflows, strict=True))
+    victim, survivor = TRIGGERERS
+    # A spread over both triggerers that does not depend on which one looks first: the victim takes
+    # at most half (--capacity) while it runs alone; the survivor starts afterwards and takes the rest
+    # (with the default capacity, enough to take over the victim's half too).
+    airflow.kill_component(survivor)
+    airflow.kill_component(victim)
+    airflow.start_component(victim, ("triggerer", "--skip-serve-logs", "--capacity", str(TASKS // 2)))
 
     run_id = airflow.trigger_dag(FANOUT_DAG, conf={"workflows": workflows})
+
+    def half_held() -> bool:
+        deferred = airflow.deferred_tasks(FANOUT_DAG, run_id)
+        return (
+            len(deferred) == TASKS and sum(d["triggerer"] == victim for d in deferred.values()) == TASKS // 2
+        )
+
+    _wait_for(half_held, timeout=240, what=f"{TASKS} tasks deferred, {TASKS // 2} held by {victim}")
+    airflow.start_component(survivor, ("triggerer", "--skip-serve-logs"))
 
     def all_held() -> dict[str, dict[str, Any]] | None:
         deferred = airflow.deferred_tasks(FANOUT_DAG, run_id)
@@ -155,7 +171,6 @@ def test_a_killed_triggerers_waits_finish_on_the_other_one(stack: tuple[Distribu
     )
     assert set(held) == set(TRIGGERERS), f"the triggers were not spread over both triggerers: {dict(held)}"
 
-    victim, survivor = held.most_common()[0][0], held.most_common()[1][0]
     moved = sorted(t for t, d in before.items() if d["triggerer"] == victim)
     polls_at_kill = {t: _polls(emulator, before[t]["kwargs"]["job_id"]) for t in moved}
     killed_at = time.monotonic()
