@@ -45,16 +45,21 @@ class WorkflowServiceFailedFilesRunFacet(RunFacet):
 
 
 def job_facet(
-    job_id: str, workflow_id: str, workflow_name: str | None, summary: Mapping[str, Any], documents: int
+    job_id: str,
+    workflow_id: str,
+    workflow_name: str | None,
+    summary: Mapping[str, Any],
+    documents: int,
+    failed: int,
 ) -> WorkflowServiceJobRunFacet:
-    """Return the job facet of a job summary (``documents``: how many it wrote)."""
+    """Return the job facet of a job summary (``documents`` written, ``failed`` files)."""
     return WorkflowServiceJobRunFacet(
         jobId=job_id,
         workflowId=workflow_id,
         workflowName=workflow_name,
         status=summary.get("status"),
         documentsWritten=documents,
-        failedCount=int(summary.get("failed_file_count") or len(summary.get("failed_files") or [])),
+        failedCount=failed,
     )
 
 

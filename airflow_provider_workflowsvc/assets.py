@@ -17,7 +17,13 @@ from typing import Any
 
 from airflow.sdk import Asset
 
-from airflow_provider_workflowsvc.lineage import IDENTIFYING_KEYS, destination_identity, documents_written
+from airflow_provider_workflowsvc.lineage import (
+    IDENTIFYING_KEYS,
+    destination_identity,
+    documents_written,
+    failed_count,
+)
+from airflow_provider_workflowsvc.operators._base import is_deferred_value
 
 __all__ = ["EXTRA_KEYS", "asset_event_extra", "destination_asset", "record_outlet_events"]
 
@@ -39,7 +45,7 @@ def destination_asset(
     ``extra``) go to ``Asset``.
     """
     kind = str(connector_type).strip().lower()
-    templated = [k for k in IDENTIFYING_KEYS.get(kind, ()) if "{{" in str(config.get(k) or "")]
+    templated = [k for k in IDENTIFYING_KEYS.get(kind, ()) if is_deferred_value(config.get(k))]
     if templated:
         raise ValueError(
             f"destination_asset: {', '.join(templated)} of the {kind} config is a template; an asset is "
@@ -62,7 +68,7 @@ def asset_event_extra(summary: Mapping[str, Any]) -> dict[str, Any]:
         "workflow_id": summary.get("workflow_id"),
         "status": summary.get("status"),
         "documents_written": documents_written(summary),
-        "failed_count": int(summary.get("failed_file_count") or 0),
+        "failed_count": failed_count(summary),
     }
 
 

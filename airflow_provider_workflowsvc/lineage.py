@@ -32,6 +32,7 @@ __all__ = [
     "directory_dataset",
     "documents_written",
     "download_lineage",
+    "failed_count",
     "file_datasets",
     "input_paths",
     "job_output_dataset",
@@ -215,6 +216,11 @@ def documents_written(summary: Mapping[str, Any]) -> int:
     return len({f.get("file_id") for f in summary.get("output_files") or []})
 
 
+def failed_count(summary: Mapping[str, Any]) -> int:
+    """Return how many files failed in a job summary."""
+    return int(summary.get("failed_file_count") or len(summary.get("failed_files") or []))
+
+
 # -- OpenLineage -------------------------------------------------------------------------------------
 
 
@@ -272,7 +278,9 @@ def run_lineage(
         outputs = workflow.outputs or [job_output_dataset(hook.settings.base_url, job_id)]
     summary = summary or {}
     run_facets: dict[str, Any] = {
-        "workflowsvc_job": job_facet(job_id, workflow_id, workflow.name, summary, documents_written(summary)),
+        "workflowsvc_job": job_facet(
+            job_id, workflow_id, workflow.name, summary, documents_written(summary), failed_count(summary)
+        ),
     }
     if summary.get("failed_files"):
         run_facets["workflowsvc_failedFiles"] = failed_files_facet(summary["failed_files"])

@@ -284,8 +284,7 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
         outcome = wait_for_job(
             self.hook, JobWatch(job_id, self.log, started), PollSchedule(deadline, self.poll_interval)
         )
-        self._result = self._finish(context, outcome)
-        return self._result
+        return self._finish(context, outcome)
 
     def get_job_result(self, external_id: Any, context: Context) -> dict[str, Any]:
         """Return the summary of the job just waited for, or of one that finished while no one watched."""
