@@ -38,7 +38,9 @@ def main() -> int:
         dag_id, _, conf = run.partition("=")
         dr = bag.dags[dag_id].test(run_conf=json.loads(conf) if conf else None)
         states = {ti.task_id: str(ti.state) for ti in dr.get_task_instances()}
-        print(json.dumps({"dag_id": dag_id, "state": str(dr.state), "tasks": states}), flush=True)
+        result = json.dumps({"dag_id": dag_id, "state": str(dr.state), "tasks": states})
+        with open(os.environ["WORKFLOWSVC_LINEAGE_STATES"], "a") as out:  # not stdout: logs interleave
+            out.write(result + "\n")
     return 0
 
 

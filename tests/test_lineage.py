@@ -279,6 +279,8 @@ def lineage_events(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
         }
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
         env["AIRFLOW_CONN_WORKFLOWSVC_DEFAULT"] = json.dumps(conn)
+        states_file = folder.parent / "states.jsonl"
+        env["WORKFLOWSVC_LINEAGE_STATES"] = str(states_file)
         env.update({f"AIRFLOW_VAR_{k.upper()}": v for k, v in variables.items()})
         runs = [
             "workflowsvc_example_local_files=" + json.dumps({"output_dir": str(folder.parent / "out")}),
@@ -300,7 +302,8 @@ def lineage_events(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
             timeout=280,
         )
     output = process.stdout + process.stderr
-    states = [json.loads(line) for line in process.stdout.splitlines() if line.startswith('{"dag_id"')]
+    lines = states_file.read_text().splitlines() if states_file.exists() else []
+    states = [json.loads(line) for line in lines]
     assert process.returncode == 0, output[-4000:]
     assert len(states) == len(runs), output[-4000:]
     assert all(s["state"] == "success" for s in states), states
