@@ -8,6 +8,7 @@ provider); requests forbid unknown fields and send exactly the spec's field name
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from datetime import datetime
@@ -146,6 +147,19 @@ def _normalize(value: str) -> str:
     return re.sub(r"[\s_\-]+", " ", value.strip().lower())
 
 
+@functools.lru_cache(maxsize=1024)
+def _member_spelled(cls: type[Enum], value: str) -> Any:
+    """
+    Return the member of ``cls`` that ``value`` spells in any case or separators (or by an alias), else
+    None. Remembered: every status a wait polls is parsed this way (the platform sends ``IN_PROGRESS``).
+    """
+    wanted = _normalize(value)
+    aliases = getattr(cls, "_aliases", None)
+    if aliases is not None:
+        wanted = aliases().get(wanted, wanted)
+    return next((member for member in cls if _normalize(member.value) == wanted), None)
+
+
 class _TolerantEnum(str, Enum):
     """An enum that accepts any case and ``_``/``-``/space spellings; unknown values map to UNKNOWN."""
 
@@ -155,14 +169,9 @@ class _TolerantEnum(str, Enum):
 
     @classmethod
     def _missing_(cls, value: object) -> Any:
-        if isinstance(value, str):
-            wanted = _normalize(value)
-            wanted = cls._aliases().get(wanted, wanted)
-            for member in cls:
-                if _normalize(member.value) == wanted:
-                    return member
+        member = _member_spelled(cls, value) if isinstance(value, str) else None
         # Anything else (an unknown word, null, a number) is UNKNOWN: a response never fails on it.
-        return cls.__members__.get("UNKNOWN")
+        return member if member is not None else cls.__members__.get("UNKNOWN")
 
     def __str__(self) -> str:
         return str(self.value)
@@ -173,12 +182,7 @@ class _StrictEnum(str, Enum):
 
     @classmethod
     def _missing_(cls, value: object) -> Any:
-        if isinstance(value, str):
-            wanted = _normalize(value)
-            for member in cls:
-                if _normalize(member.value) == wanted:
-                    return member
-        return None
+        return _member_spelled(cls, value) if isinstance(value, str) else None
 
     def __str__(self) -> str:
         return str(self.value)

@@ -8,6 +8,7 @@ Benchmarks that measure a process (import time, RSS, CPU time) run it as a fresh
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import platform
@@ -334,6 +335,29 @@ class CpuTimer:
     def __exit__(self, *exc: object) -> None:
         self.cpu = time.process_time() - self._cpu0
         self.wall = time.perf_counter() - self._wall0
+
+
+class GcTimer:
+    """CPU time spent in the cyclic garbage collector during a block, and the collections by generation."""
+
+    def __init__(self) -> None:
+        self.cpu = 0.0
+        self.collections = [0, 0, 0]
+        self._started = 0.0
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.process_time()
+        else:
+            self.cpu += time.process_time() - self._started
+            self.collections[info["generation"]] += 1
+
+    def __enter__(self) -> GcTimer:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ that does only that, like a triggerer: after one warm-up trigger it records its 
 triggers at once (``asyncio.gather``) and waits for every event. Measured:
 
 * CPU seconds of the child (user + system) per API request the triggers sent (the emulator's request
-  log counts them; every request is a status poll or one of the two final reads of a finished job);
+  log counts them; every request is a status poll or one of the two final reads of a finished job),
+  with, in the run's line, the system part and the cyclic garbage collector's part of it;
 * peak RSS over the baseline (``VmHWM`` after resetting it through ``/proc/self/clear_refs``), per
   trigger;
 * TCP connections opened, per trigger: ``httpcore``'s network backend is wrapped to count every
@@ -18,6 +19,8 @@ Variants, each in its own child, alternated run by run:
   ``httpx.AsyncClient`` (one bounded pool) per event loop;
 * ``fresh-client`` - the reference: a new ``httpx.AsyncClient`` for every request (and so every poll);
 * ``raw-httpx`` - the floor: no trigger, no hook, a bare ``client.get`` loop on the same requests;
+* ``raw-jittered`` - the floor with the provider's first-poll jitter (its first pause 1.0-1.2
+  intervals): what spreading the polls costs a bare poller (not in the default set);
 * ``idle`` - the provider with a poll interval longer than httpx's default keep-alive expiry (5 s), to
   show that its clients keep idle connections past it (not in the default set).
 
@@ -35,8 +38,10 @@ import functools
 import gc
 import json
 import os
+import random
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -45,6 +50,7 @@ from typing import Any
 from benchmarks._common import (
     CONN_ENV,
     CpuTimer,
+    GcTimer,
     Row,
     child_env,
     conn_json,
@@ -73,12 +79,17 @@ class Variant:
     triggers: int | None = None
     """Overrides the number of triggers of the run."""
     job_seconds: float | None = None
+    jittered: bool = False
+    """The floor with the provider's first-poll jitter (a first pause of 1.0-1.2 intervals)."""
 
 
 VARIANTS: dict[str, Variant] = {
     "provider": Variant("provider as is (triggers share one AsyncClient per connection)"),
     "fresh-client": Variant("reference: a new AsyncClient per poll", fresh_client=True),
     "raw-httpx": Variant("floor: bare httpx poller, one AsyncClient each, no hook", raw_httpx=True),
+    "raw-jittered": Variant(
+        "floor, first poll jittered as the provider's (1.0-1.2 intervals)", raw_httpx=True, jittered=True
+    ),
     "idle": Variant(
         "provider, poll interval 6 s (> httpx's default keep-alive expiry 5 s), 100 triggers",
         interval=HTTPX_DEFAULT_KEEPALIVE_EXPIRY + 1,
@@ -133,7 +144,7 @@ Waiter = Callable[[str, float, float], Awaitable[dict[str, Any]]]
 
 def _waiter(variant: Variant) -> Waiter:
     if variant.raw_httpx:
-        return _raw_wait
+        return functools.partial(_raw_wait, jittered=variant.jittered)
     trigger_cls = _trigger_class(variant)
 
     async def wait(job_id: str, deadline: float, interval: float) -> dict[str, Any]:
@@ -145,7 +156,7 @@ def _waiter(variant: Variant) -> Waiter:
 _TERMINAL = frozenset({"COMPLETED", "FAILED", "STOPPED"})
 
 
-async def _raw_wait(job_id: str, deadline: float, interval: float) -> dict[str, Any]:
+async def _raw_wait(job_id: str, deadline: float, interval: float, jittered: bool = False) -> dict[str, Any]:
     """Wait as a trigger does with nothing but httpx: details every ``interval``, then job, failed files."""
     import httpx
 
@@ -156,8 +167,10 @@ async def _raw_wait(job_id: str, deadline: float, interval: float) -> dict[str, 
     async with httpx.AsyncClient(
         base_url=conn["host"] + "/", headers=headers, timeout=60, verify=_shared_ssl_context()
     ) as client:
+        pause = interval * random.uniform(1.0, 1.2) if jittered else interval
         while time.time() < deadline:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(pause)
+            pause = interval
             details = (await client.get(f"jobs/{job_id}/details")).json()
             if details["processing_status"] in _TERMINAL:
                 job = (await client.get(f"jobs/{job_id}")).json()
@@ -246,13 +259,15 @@ async def _triggerer(
     stop = asyncio.Event()
     monitor = asyncio.create_task(_lag_monitor(stop, lags))
     profiler = cProfile.Profile() if profile else None
-    with CpuTimer() as timer:
+    times_before = os.times()
+    with CpuTimer() as timer, GcTimer() as gc_timer:
         if profiler is not None:
             profiler.enable()
         ends = time.time() + deadline
         events = await asyncio.gather(*(wait(job_id, ends, interval) for job_id in job_ids))
         if profiler is not None:
             profiler.disable()
+    times_after = os.times()
     if profiler is not None and profile:
         profiler.dump_stats(profile)
     stop.set()
@@ -260,6 +275,9 @@ async def _triggerer(
     peak_kib = proc_status_kib("VmHWM") if hwm_reset else 0
     return {
         "cpu_s": timer.cpu,
+        "gc_cpu_s": gc_timer.cpu,
+        "system_cpu_s": times_after.system - times_before.system,
+        "gc_collections": gc_timer.collections,
         "wall_s": timer.wall,
         "rss_base_kib": base_kib,
         "rss_peak_kib": peak_kib,
@@ -301,32 +319,81 @@ class Setup:
 
 
 def _one_run(emu: Any, name: str, setup: Setup, profile: str | None = None) -> dict[str, Any]:
+    return _side_by_side(emu, [name], setup, profile)[name]
+
+
+def _side_by_side(
+    emu: Any, names: Sequence[str], setup: Setup, profile: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """
+    Run one child per variant, all at the same time, each with ``setup.triggers`` jobs of its own.
+
+    The jobs are started only once every child is ready, then handed over together; so the variants
+    share one moment of the machine (a slower minute slows them all), and their ratio is not moved by it.
+    """
     from benchmarks._service import make_jobs
 
     emu.reset()
     warm = make_jobs(emu, 1, 0.0)[0]
     deadline = setup.job_seconds * 3 + 120
-    jobs: list[str] = []
+    jobs: dict[str, list[str]] = {}
     timing: dict[str, float] = {}
+    results: dict[str, dict[str, Any]] = {}
+    errors: list[BaseException] = []
+    all_ready = threading.Barrier(len(names), timeout=deadline)
     with tempfile.TemporaryDirectory(prefix="wfsvc-bench-jobs-") as tmp:
-        jobs_file = os.path.join(tmp, "jobs.json")
 
-        def start_jobs() -> str:
-            started = time.perf_counter()
-            jobs.extend(make_jobs(emu, setup.triggers, setup.job_seconds, concurrency=16))
-            timing["creation_s"] = time.perf_counter() - started
-            emu.clear_requests()
-            with open(jobs_file, "w") as fh:
-                json.dump(jobs, fh)
-            return jobs_file
+        def start_jobs(name: str) -> str:
+            if all_ready.wait() == 0:  # the last child to be ready: start every child's jobs at once
+                started = time.perf_counter()
+                made = make_jobs(emu, setup.triggers * len(names), setup.job_seconds, concurrency=16)
+                timing["creation_s"] = time.perf_counter() - started
+                emu.clear_requests()
+                for index, each in enumerate(names):
+                    jobs[each] = made[index :: len(names)]
+                    with open(os.path.join(tmp, f"{each}.json"), "w") as fh:
+                        json.dump(jobs[each], fh)
+            all_ready.wait()
+            return os.path.join(tmp, f"{name}.json")
 
-        env = child_env({CONN_ENV: conn_json(emu.base_url, emu.token, emu.api_key), **WARM_UP_ENV})
-        args = ["-m", "benchmarks.bench_triggerer", "--child", "--variant", name, "--warm-job", warm]
-        args += ["--interval", repr(setup.interval), "--deadline", repr(deadline)]
-        args += ["--profile", profile] if profile else []
-        result = run_child(args, env=env, timeout=deadline + 180, sample_every=0.5, on_ready=start_jobs)
+        def child(name: str) -> None:
+            env = child_env({CONN_ENV: conn_json(emu.base_url, emu.token, emu.api_key), **WARM_UP_ENV})
+            args = ["-m", "benchmarks.bench_triggerer", "--child", "--variant", name, "--warm-job", warm]
+            args += ["--interval", repr(setup.interval), "--deadline", repr(deadline)]
+            args += ["--profile", f"{profile}.{name}" if len(names) > 1 else profile] if profile else []
+            try:
+                results[name] = run_child(
+                    args,
+                    env=env,
+                    timeout=deadline + 180,
+                    sample_every=0.5,
+                    on_ready=functools.partial(start_jobs, name),
+                )
+            except BaseException as exc:
+                all_ready.abort()
+                errors.append(exc)
+
+        threads = [threading.Thread(target=child, args=(name,)) for name in names]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    if errors:
+        raise errors[0]
+    log = emu.requests()
+    return {name: _measured(results[name], log, jobs[name], setup, timing["creation_s"]) for name in names}
+
+
+def _measured(
+    result: dict[str, Any],
+    emulator_log: list[dict[str, Any]],
+    jobs: list[str],
+    setup: Setup,
+    creation_s: float,
+) -> dict[str, Any]:
+    """Add to the child's ``result`` the figures that need the emulator's request log of its ``jobs``."""
     wanted = set(jobs)
-    log = [e for e in emu.requests() if e["path"].split("/")[4:5] and e["path"].split("/")[4] in wanted]
+    log = [e for e in emulator_log if e["path"].split("/")[4:5] and e["path"].split("/")[4] in wanted]
     per_job = collections.Counter(e["path"].split("/")[4] for e in log)
     n = setup.triggers
     requests = max(len(log), 1)
@@ -336,7 +403,7 @@ def _one_run(emu: Any, name: str, setup: Setup, profile: str | None = None) -> d
         polls=sum(1 for e in log if e["path"].endswith("/details")),
         requests_per_job_max=max(per_job.values(), default=0),
         non_2xx=sum(1 for e in log if (e["status"] or 0) // 100 != 2),
-        creation_s=timing["creation_s"],
+        creation_s=creation_s,
         cpu_ms_per_request=result["cpu_s"] / requests * 1000,
         kib_per_trigger=(result["rss_peak_kib"] - result["rss_base_kib"]) / n,
         connections_per_trigger=result["connections_opened"] / n,
@@ -352,6 +419,7 @@ def run(
     log: bool = True,
     profile: str | None = None,
     emu: Any = None,
+    together: bool = False,
 ) -> list[Row]:
     from benchmarks._service import emulator
 
@@ -364,18 +432,34 @@ def run(
             raise_open_files_limit()  # the emulator inherits it: it holds one socket per trigger
             emu = stack.enter_context(emulator())
         for index in range(runs):
-            for name in variants:  # alternated, so a noisy moment does not hit one variant only
-                result = _one_run(emu, name, setup.for_variant(VARIANTS[name]), profile)
-                results[name].append(result)
-                if log:
-                    print(f"  fan-in run {index + 1}/{runs} {name}: {_summary(result)}", flush=True)
+            for batch in _batches(variants, setup, together):
+                for name, result in _side_by_side(
+                    emu, batch, setup.for_variant(VARIANTS[batch[0]]), profile
+                ).items():
+                    results[name].append(result)
+                    if log:
+                        print(f"  fan-in run {index + 1}/{runs} {name}: {_summary(result)}", flush=True)
     return _rows(results, setup)
+
+
+def _batches(variants: Sequence[str], setup: Setup, together: bool) -> list[list[str]]:
+    """
+    Group the variants of one round into those run at the same time: each alone, alternated (so a noisy
+    moment does not hit one variant only), or, ``together``, those of the same size side by side.
+    """
+    if not together:
+        return [[name] for name in variants]
+    groups: dict[Setup, list[str]] = {}
+    for name in variants:
+        groups.setdefault(setup.for_variant(VARIANTS[name]), []).append(name)
+    return list(groups.values())
 
 
 def _summary(r: dict[str, Any]) -> str:
     return (
         f"{r['triggers']} triggers, {r['requests']} requests ({r['polls']} polls) in {r['wall_s']:.0f} s, "
-        f"CPU {r['cpu_s']:.1f} s = {r['cpu_ms_per_request']:.2f} ms/request, "
+        f"CPU {r['cpu_s']:.1f} s = {r['cpu_ms_per_request']:.2f} ms/request "
+        f"(system {r['system_cpu_s']:.1f} s, GC {r['gc_cpu_s']:.1f} s, collections {r['gc_collections']}), "
         f"{r['kib_per_trigger']:.0f} KiB/trigger, {r['connections_per_trigger']:.2f} connections/trigger "
         f"(peak {r['sampled']['sockets']} sockets), outcomes {r['outcomes']}, "
         f"loop lag max {r['loop_lag_max_s']:.2f} s; jobs created in {r['creation_s']:.1f} s"
@@ -460,6 +544,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help=", ".join(VARIANTS))
     parser.add_argument("--profile", help="write a cProfile of each child's wait to this file")
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="run the variants of one round at the same time (each its own triggers), not one after another",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--variant", help=argparse.SUPPRESS)
     parser.add_argument("--warm-job", help=argparse.SUPPRESS)
@@ -472,7 +561,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     setup = Setup(args.triggers, args.job_seconds, args.interval)
     with airflow_home():
-        rows = run(setup, args.runs, args.variants.split(","), profile=args.profile)
+        rows = run(setup, args.runs, args.variants.split(","), profile=args.profile, together=args.together)
     print(table(rows))
     print(notes(rows))
 

@@ -54,7 +54,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--interval", type=float, help="fan-in poll interval in seconds (default 4)")
     parser.add_argument("--fanin-runs", type=int, help="runs of each fan-in variant (default 1)")
     parser.add_argument(
-        "--fanin-variants", help="provider, fresh-client, raw-httpx, idle (default: all but idle)"
+        "--fanin-variants",
+        help="provider, fresh-client, raw-httpx, raw-jittered, idle (default: the first three)",
+    )
+    parser.add_argument(
+        "--fanin-together",
+        action="store_true",
+        help="run the fan-in variants of a round at the same time (the ratio then shares one moment)",
     )
     parser.add_argument("--stream-mib", type=int, help="MiB uploaded and downloaded per run (default 1024)")
     parser.add_argument("--stream-files", type=int, help="files the upload is split into (default 8)")
@@ -146,7 +152,8 @@ def _run_section(section: str, args: argparse.Namespace, q: bool, emu: Any) -> l
         _pick(args.interval, 4.0, 2.0, q),
     )
     variants = (args.fanin_variants or ",".join(bench_triggerer.DEFAULT_VARIANTS)).split(",")
-    return bench_triggerer.run(setup, _pick(args.fanin_runs, 1, 1, q), variants, emu=emu)
+    runs = _pick(args.fanin_runs, 1, 1, q)
+    return bench_triggerer.run(setup, runs, variants, emu=emu, together=args.fanin_together)
 
 
 def _save(

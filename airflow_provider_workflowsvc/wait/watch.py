@@ -12,6 +12,7 @@ No requests here (they are in :mod:`.poll`); imported lazily, never at DAG-parse
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,9 @@ PROGRESS_LOG_EVERY = 60.0
 """Seconds between two progress lines of one job while its status stays the same."""
 FINAL_POLL_RESERVE = 5.0
 """Seconds a wait that starts past its deadline gives its one poll."""
+POLL_GRID = 0.1
+"""Seconds: polls of intervals of a second or more start on this grid of the clock, so the waits of one
+triggerer that are due within the same tenth of a second wake together, in one turn of the event loop."""
 FINAL_POLL_LEAD = 1.0
 """Seconds before the deadline the last poll starts (at most one interval); its requests are cut at
 the deadline, and the wait ends at the deadline."""
@@ -46,9 +50,9 @@ class JobWatch:
     """
     What has been seen of one job; logs status transitions, and per-node progress when it changed.
 
-    Progress is logged at the first poll, with every status change, and otherwise at most once per
-    :data:`PROGRESS_LOG_EVERY` seconds: a thousand waits polling every few seconds would each write a
-    line per poll. The event and the task's XCom carry the final progress in full.
+    Progress is logged at the first poll, with every status change (on the same line), and otherwise
+    at most once per :data:`PROGRESS_LOG_EVERY` seconds: a thousand waits polling every few seconds
+    would each write a line per poll. The event and the task's XCom carry the final progress in full.
     """
 
     def __init__(self, job_id: str, log: logging.Logger | Any, started_at: float | None = None) -> None:
@@ -59,8 +63,7 @@ class JobWatch:
         self.raw_status: str | None = None
         self.details: JobDetails | None = None
         self._progress: tuple[Any, ...] | None = None
-        """The per-node progress last logged, with the status and the time it was logged at."""
-        self._progress_status: JobStatus | None = None
+        """The per-node progress last logged (and ``_progress_at``, when)."""
         self._progress_at = 0.0
         self._warned: set[str] = set()
 
@@ -73,7 +76,6 @@ class JobWatch:
         status, raw = self._status_of(details, job)
         if details is not None:
             self.details = details
-            self._log_progress(details.node_stats, status)
         if status is JobStatus.UNKNOWN and raw not in self._warned:
             self._warned.add(raw)
             self.log.warning(
@@ -82,10 +84,16 @@ class JobWatch:
                 self.job_id,
                 raw,
             )
-        if status is not self.status:
-            self.log.info(
-                "Job %s: %s → %s (%.0f s)", self.job_id, self.status or "submitted", raw, self.elapsed
-            )
+        changed = status is not self.status
+        progress = self._progress_to_log(details.node_stats if details is not None else [], changed)
+        if changed:
+            moved = (self.job_id, self.status or "submitted", raw, self.elapsed)
+            if progress:
+                self.log.info("Job %s: %s → %s (%.0f s); progress: %s", *moved, progress)
+            else:
+                self.log.info("Job %s: %s → %s (%.0f s)", *moved)
+        elif progress:
+            self.log.info("Job %s progress: %s", self.job_id, progress)
         self.status, self.raw_status = status, raw
         return status.is_terminal
 
@@ -116,20 +124,20 @@ class JobWatch:
         self.status, self.raw_status = job.status, job.status.value
         return False
 
-    def _log_progress(self, stats: list[NodeStats], status: JobStatus) -> None:
+    def _progress_to_log(self, stats: list[NodeStats], changed: bool) -> str | None:
+        """Return the per-node progress to log with this poll (None: unchanged, or said recently)."""
         key = tuple((n.node_name, n.ready, n.in_progress, n.success, n.failure) for n in stats)
         if not stats or key == self._progress:
-            return
+            return None
         now = time.time()
-        if status is self._progress_status and now - self._progress_at < PROGRESS_LOG_EVERY:
-            return  # said recently, in the same status: a later line (or the outcome) carries it
-        self._progress, self._progress_status, self._progress_at = key, status, now
-        nodes = "; ".join(
+        if not changed and now - self._progress_at < PROGRESS_LOG_EVERY:
+            return None  # said recently, in the same status: a later line (or the outcome) carries it
+        self._progress, self._progress_at = key, now
+        return "; ".join(
             f"{n.node_name or n.node_type or '?'}: ready {n.ready}, in progress {n.in_progress}, "
             f"success {n.success}, failure {n.failure}"
             for n in stats
         )
-        self.log.info("Job %s progress: %s", self.job_id, nodes)
 
     def outcome(self, job: Job, failed: list[FailedFile]) -> JobOutcome:
         """Build the outcome of a terminal job (status from the job record when it is terminal there)."""
@@ -178,7 +186,8 @@ class PollSchedule:
 
     The first pause is lengthened by a random part of up to a fifth of the interval, so that many waits
     deferred together (a backfill, a mapped task) do not poll the service in lockstep; lengthening, not
-    shortening, so the jitter never adds a poll.
+    shortening, so the jitter never adds a poll. Pauses end on a :data:`POLL_GRID` step of the clock
+    (lengthened by less than a step), so waits due at nearly the same moment wake together.
     """
 
     def __init__(self, deadline: float, interval: float) -> None:
@@ -213,11 +222,18 @@ class PollSchedule:
             return 0.0
         if remaining <= 0 or self._final_done:
             return None
-        pause, self._first_pause = self._first_pause, self.interval
+        pause, self._first_pause = self._on_grid(self._first_pause), self.interval
         if pause < remaining - self._lead:
             return pause
         self._final_done = True
         return max(remaining - self._lead, 0.0)
+
+    def _on_grid(self, pause: float) -> float:
+        """Lengthen ``pause`` to end on the :data:`POLL_GRID` (intervals under ten grid steps: as is)."""
+        if self.interval < 10 * POLL_GRID:
+            return pause
+        now = time.time()
+        return math.ceil((now + pause) / POLL_GRID) * POLL_GRID - now
 
     def rest(self) -> float:
         """

@@ -82,15 +82,26 @@ def stored_state(dag_id: str) -> dict[str, Any]:
     from airflow import settings
     from airflow.models.task_state_store import TaskStateStoreModel
     from sqlalchemy import create_engine, select
+    from sqlalchemy.exc import OperationalError
     from sqlalchemy.orm import Session
 
     # A connection of its own: the test process's shared session may still hold the snapshot of a
     # transaction an earlier test opened, and would not see what the worker process wrote since.
     engine = create_engine(settings.SQL_ALCHEMY_CONN)
+    query = select(TaskStateStoreModel).where(TaskStateStoreModel.dag_id == dag_id)
     try:
-        with Session(engine) as session:
-            query = select(TaskStateStoreModel).where(TaskStateStoreModel.dag_id == dag_id)
-            return {row.key: json.loads(row.value) for row in session.scalars(query)}
+        for attempt in range(5):
+            try:
+                with Session(engine) as session:
+                    return {row.key: json.loads(row.value) for row in session.scalars(query)}
+            except OperationalError:
+                # SQLite, read while the worker process writes (or right after it was killed mid-write):
+                # "disk I/O error" or "database is locked" for a moment. Read again; fail if it lasts.
+                if attempt == 4:
+                    raise
+                engine.dispose()
+                time.sleep(0.2)
+        raise AssertionError("unreachable")
     finally:
         engine.dispose()
 
