@@ -326,14 +326,17 @@ class CpuTimer:
 
     def __init__(self) -> None:
         self.cpu = 0.0
+        self.system = 0.0
+        """The system (kernel) part of ``cpu``."""
         self.wall = 0.0
 
     def __enter__(self) -> CpuTimer:
-        self._cpu0, self._wall0 = time.process_time(), time.perf_counter()
+        self._cpu0, self._wall0, self._system0 = time.process_time(), time.perf_counter(), os.times().system
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.cpu = time.process_time() - self._cpu0
+        self.system = os.times().system - self._system0
         self.wall = time.perf_counter() - self._wall0
 
 

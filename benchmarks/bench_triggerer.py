@@ -259,7 +259,6 @@ async def _triggerer(
     stop = asyncio.Event()
     monitor = asyncio.create_task(_lag_monitor(stop, lags))
     profiler = cProfile.Profile() if profile else None
-    times_before = os.times()
     with CpuTimer() as timer, GcTimer() as gc_timer:
         if profiler is not None:
             profiler.enable()
@@ -267,7 +266,6 @@ async def _triggerer(
         events = await asyncio.gather(*(wait(job_id, ends, interval) for job_id in job_ids))
         if profiler is not None:
             profiler.disable()
-    times_after = os.times()
     if profiler is not None and profile:
         profiler.dump_stats(profile)
     stop.set()
@@ -276,7 +274,7 @@ async def _triggerer(
     return {
         "cpu_s": timer.cpu,
         "gc_cpu_s": gc_timer.cpu,
-        "system_cpu_s": times_after.system - times_before.system,
+        "system_cpu_s": timer.system,
         "gc_collections": gc_timer.collections,
         "wall_s": timer.wall,
         "rss_base_kib": base_kib,
@@ -316,10 +314,6 @@ class Setup:
             variant.job_seconds or self.job_seconds,
             variant.interval or self.interval,
         )
-
-
-def _one_run(emu: Any, name: str, setup: Setup, profile: str | None = None) -> dict[str, Any]:
-    return _side_by_side(emu, [name], setup, profile)[name]
 
 
 def _side_by_side(
