@@ -16,6 +16,7 @@ from helpers import FAKE_WORKFLOW_ID, details_json, failed_json, job_json
 
 from airflow_provider_workflowsvc.exceptions import (
     InvalidJobEventError,
+    InvalidTaskInputError,
     WorkflowJobError,
     WorkflowJobFailedError,
     WorkflowJobTimeoutError,
@@ -29,6 +30,8 @@ from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator, Wor
 from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
 
 WF = FAKE_WORKFLOW_ID
+OTHER_WF = "6d1f0a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b"
+SRC = "3fa85f64-5717-4562-b3fc-2c963f66afa6"
 RUN = f"/workflows/{WF}/run"
 LINK_KEY = WorkflowJobLink().xcom_key
 assert LINK_KEY == LINK_XCOM_KEY
@@ -72,6 +75,17 @@ def ok(data: Any) -> httpx.Response:
 def op(**kwargs: Any) -> RunWorkflowOperator:
     args: dict[str, Any] = {"task_id": "run", "workflow_id": WF, "poll_interval": 0.01, "deferrable": False}
     return RunWorkflowOperator(**{**args, **kwargs})
+
+
+@pytest.fixture
+def mock_service(mock_service: Any) -> Any:
+    """The conftest's router, with the workflow record (a local source: a run of files reads it first)."""
+    mock_service.get(f"/workflows/{WF}").respond(json=workflow_json())
+    return mock_service
+
+
+def workflow_json(name: str = "local", wid: str = WF, sources: Any = ()) -> dict[str, Any]:
+    return {"id": wid, "name": name, "workflow_type": "basic", "sources": list(sources), "destinations": []}
 
 
 @pytest.fixture
@@ -334,11 +348,118 @@ def test_success_needs_the_job_record_to_agree(mock_service: Any, a_file: str) -
 
 
 def test_a_refused_run_is_not_reconciled(mock_service: Any) -> None:
+    mock_service.get(f"/workflows/{WF}").respond(json=workflow_json(sources=[SRC]))
     run, listing = route_run(mock_service, httpx.Response(422, json={"detail": "bad workflow"}))
     with pytest.raises(WorkflowServiceValidationError, match="bad workflow"):
         op().execute(ctx())
     assert run.call_count == 1
     assert listing.call_count == 1
+
+
+# -- which workflow, and whether the input fits it ---------------------------------------------------
+
+
+def test_files_for_a_workflow_with_a_source_fail_before_anything_is_uploaded(
+    mock_service: Any, a_file: str
+) -> None:
+    mock_service.get(f"/workflows/{WF}").respond(json=workflow_json(sources=[SRC]))
+    mock_service.get(f"/sources/{SRC}").respond(
+        json={"id": SRC, "name": "reports-bucket", "type": "s3", "config": {"remote_url": "s3://r/"}}
+    )
+    run, _ = route_run(mock_service, ok(job_json("j1", "scheduled")))
+
+    with pytest.raises(InvalidTaskInputError) as raised:
+        op(files=a_file).execute(ctx())
+
+    assert run.call_count == 0
+    assert str(raised.value) == (
+        f"local files cannot be run on workflow 'local' ({WF}): it has the source connector "
+        f"'reports-bucket' (s3, {SRC}), which the service reads its input from. To run local files, "
+        "declare the workflow without source_id (CreateWorkflowOperator(source_id=None, "
+        "if_exists='update') removes it), or run it without files"
+    )
+
+
+def test_no_files_for_a_workflow_without_a_source_explain_the_refusal(mock_service: Any) -> None:
+    run, _ = route_run(mock_service, httpx.Response(422, json={"detail": "send input_files"}))
+
+    with pytest.raises(InvalidTaskInputError, match="has no source connector") as raised:
+        op().execute(ctx())
+
+    assert run.call_count == 1  # nothing was uploaded: the body was empty
+    assert "give files=" in str(raised.value)
+    assert isinstance(raised.value.__cause__, WorkflowServiceValidationError)
+
+
+def test_run_by_name_runs_the_one_workflow_of_that_name(mock_service: Any, a_file: str) -> None:
+    listing = mock_service.get("/workflows/").mock(
+        side_effect=[ok([workflow_json(), workflow_json("local-2", OTHER_WF)]), ok([])]
+    )
+    run, _ = route_run(mock_service, ok(job_json("j1", "scheduled")))
+    route_job(mock_service, "j1")
+
+    summary = op(workflow_id=None, workflow_name="local", files=a_file).execute(ctx())
+
+    assert listing.calls[0].request.url.params["name"] == "local"
+    assert run.call_count == 1
+    assert summary["workflow_id"] == WF
+    assert not [
+        c
+        for c in mock_service.calls
+        if c.request.method in ("POST", "PUT") and "/run" not in str(c.request.url)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("found", "message"),
+    [
+        ([], "no workflow is named 'local'; RunWorkflowOperator never creates one"),
+        (
+            [workflow_json(), workflow_json(wid=OTHER_WF)],
+            f"2 workflows are named 'local' \\({WF}, {OTHER_WF}\\)",
+        ),
+    ],
+)
+def test_run_by_name_fails_on_none_or_several_and_creates_nothing(
+    mock_service: Any, found: Any, message: str
+) -> None:
+    mock_service.get("/workflows/").mock(side_effect=[ok(found), ok([])])
+    run, _ = route_run(mock_service, ok(job_json("j1", "scheduled")))
+
+    with pytest.raises(WorkflowServiceError, match=message):
+        op(workflow_id=None, workflow_name="local").execute(ctx())
+
+    assert run.call_count == 0
+    assert {c.request.method for c in mock_service.calls} == {"GET"}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"workflow_id": None}, "exactly one of workflow_id and workflow_name .*got neither"),
+        ({"workflow_name": "local"}, "exactly one of workflow_id and workflow_name .*got both"),
+        ({"workflow_id": None, "workflow_name": " "}, "workflow_name must not be empty"),
+    ],
+)
+def test_workflow_id_or_name_exactly_one_at_parse_time(kwargs: Any, message: str) -> None:
+    with pytest.raises(WorkflowServiceInputError, match=message):
+        op(**kwargs)
+
+
+def test_the_declared_source_is_checked_at_parse_time() -> None:
+    from airflow.sdk import DAG
+
+    from airflow_provider_workflowsvc.operators.workflows import CreateWorkflowOperator
+
+    with DAG("declared", schedule=None):
+        remote = CreateWorkflowOperator(task_id="remote", name="r", workflow_type="basic", source_id=SRC)
+        local = CreateWorkflowOperator(task_id="local", name="l", workflow_type="basic")
+        with pytest.raises(WorkflowServiceInputError, match="task 'remote', which declares a source"):
+            op(task_id="files_on_remote", workflow_id=remote.output, files="in/*.pdf")
+        with pytest.raises(WorkflowServiceInputError, match="task 'local', which declares no source"):
+            op(task_id="nothing_on_local", workflow_id=local.output)
+        op(task_id="remote_ok", workflow_id=remote.output)
+        op(task_id="local_ok", workflow_id=local.output, files="in/*.pdf")
 
 
 # -- waiting and outcomes ---------------------------------------------------------------------------

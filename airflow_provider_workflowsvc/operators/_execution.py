@@ -28,6 +28,7 @@ __all__ = [
     "Named",
     "UniqueName",
     "delete_resource",
+    "only_one_named",
 ]
 
 AMBIGUOUS_CREATE_ERRORS = (
@@ -126,6 +127,18 @@ def difference_lines(differences: Sequence[Difference], between: str, prefix: st
     )
 
 
+def only_one_named(candidates: Sequence[R], name: str, what: str) -> R | None:
+    """The one of ``candidates`` named exactly ``name``, None when there is none; several are an error."""
+    matches = [r for r in candidates if r.name == name]
+    if len(matches) > 1:
+        ids = ", ".join(str(r.id) for r in matches)
+        raise ExistingResourceError(
+            f"{len(matches)} {what}s are named {name!r} ({ids}); names should be unique, "
+            "delete the extra ones or use another name"
+        )
+    return matches[0] if matches else None
+
+
 def _service_vs_task(differences: Sequence[Difference]) -> str:
     return difference_lines(differences, ", the task sets ", prefix="the service has ")
 
@@ -173,14 +186,7 @@ class UniqueName(Generic[R]):
 
     def lookup(self) -> R | None:
         """Find the one resource named exactly ``name``, None when there is none; more is an error."""
-        matches = [r for r in self.find() if r.name == self.name]
-        if len(matches) > 1:
-            ids = ", ".join(str(r.id) for r in matches)
-            raise ExistingResourceError(
-                f"{len(matches)} {self.what}s are named {self.name!r} ({ids}); names should be unique, "
-                "delete the extra ones or use another name"
-            )
-        return matches[0] if matches else None
+        return only_one_named(self.find(), self.name, self.what)
 
     def apply_if_exists(self, existing: R) -> str:
         """Reuse, update or refuse ``existing`` as ``if_exists`` says; return its id."""
