@@ -128,7 +128,7 @@ def difference_lines(differences: Sequence[Difference], between: str, prefix: st
 
 
 def only_one_named(candidates: Sequence[R], name: str, what: str) -> R | None:
-    """The one of ``candidates`` named exactly ``name``, None when there is none; several are an error."""
+    """Return the one of ``candidates`` named exactly ``name``, None when there is none; several fail."""
     matches = [r for r in candidates if r.name == name]
     if len(matches) > 1:
         ids = ", ".join(str(r.id) for r in matches)

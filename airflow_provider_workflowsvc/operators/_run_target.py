@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
     from airflow_provider_workflowsvc.models import Workflow
 
-__all__ = ["check_run_target", "check_input_fits", "resolve_workflow"]
+__all__ = ["check_input_fits", "check_run_target", "resolve_workflow"]
 
 NO_SOURCE_FIX = (
     "declare the workflow without source_id (CreateWorkflowOperator(source_id=None, if_exists='update') "
@@ -104,7 +104,7 @@ def check_input_fits(hook: WorkflowServiceHook, workflow: Workflow, with_files: 
 
 
 def _connectors(hook: WorkflowServiceHook, workflow: Workflow) -> str:
-    """The workflow's source connectors as ``'name' (type, id)``; the id alone when it cannot be read."""
+    """Name the workflow's source connectors: ``'name' (type, id)``, the id alone when unreadable."""
     named = []
     for source_id in workflow.sources:
         try:

@@ -410,7 +410,7 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
         return summary
 
     def _known_workflow_id(self) -> str | None:
-        """The workflow's id: given, found by name, or (resumed after a deferral by name) the job's."""
+        """Return the workflow's id: given, found by name, or (resumed after a deferral by name) the job's."""
         if self.workflow_id is not None:
             return str(self.workflow_id)
         return (self._result or {}).get("workflow_id")
