@@ -274,3 +274,30 @@ def test_the_try_your_own_dag_recipe_runs_as_written(tmp_path: Path) -> None:
     assert result.returncode == 0, output[-6000:]
     assert "Submitted job" in output, output[-6000:]
     assert "Workflow 'my-first-workflow' is" in output, output[-6000:]
+
+
+def test_the_repository_points_inside_itself_only() -> None:
+    """No file names a path of one machine or a document outside the repository."""
+    listed = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True)
+    outside = re.compile(r"/work/|\.\./shared|AIRFLOW-NOTES")
+    offenders = []
+    for name in listed.stdout.splitlines():
+        path = REPO / name
+        if name == "tests/test_provider_docs.py" or path.suffix not in (".py", ".md", ".rst", ".toml", ""):
+            continue
+        if path.is_file() and outside.search(path.read_text(errors="replace")):
+            offenders.append(name)
+    assert not offenders
+
+
+def test_a_build_between_releases_carries_a_development_version() -> None:
+    from packaging.version import Version
+
+    text = (REPO / "CHANGELOG.md").read_text()
+    unreleased = text.split("\n## Unreleased\n", 1)[1].split("\n## ", 1)[0]
+    released = re.findall(r"^## (\d+\.\d+\.\d+) - ", text, re.MULTILINE)
+    version = Version(root.__version__)
+    if "\n- " in unreleased:
+        assert version.is_devrelease, f"{version}: the Unreleased changes are in it, say so (X.Y.Z.devN)"
+        assert f"`{root.__version__}`" in text.split("\n## ", 1)[0], "the CHANGELOG's intro names it"
+    assert version > Version(released[0])
