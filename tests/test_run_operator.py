@@ -356,6 +356,15 @@ def test_a_refused_run_is_not_reconciled(mock_service: Any) -> None:
     assert listing.call_count == 1
 
 
+def test_a_refused_run_still_has_its_link_xcom_so_airflow_logs_no_error(mock_service: Any) -> None:
+    mock_service.get(f"/workflows/{WF}").respond(json=workflow_json(sources=[SRC]))
+    route_run(mock_service, httpx.Response(422, json={"detail": "bad workflow"}))
+    context = ctx()
+    with pytest.raises(WorkflowServiceValidationError):
+        op().execute(context)
+    assert context["ti"].pushed == {LINK_KEY: ""}  # the task runner reads it when the task ends
+
+
 # -- which workflow, and whether the input fits it ---------------------------------------------------
 
 
@@ -482,7 +491,11 @@ def test_success_returns_the_summary_and_forgets_the_job(mock_service: Any, caps
         "failed_files": [],
         "output_files": [{"file_id": "f1", "node_id": "n1"}],
         "elapsed_seconds": summary["elapsed_seconds"],
+        "job_seconds": summary["job_seconds"],
+        "job_seconds_from": "created_at",  # the record (spec dialect) has no runtime
     }
+    assert summary["job_seconds"] > 3600  # created_at is 2026-01-01: the job's time, not the wait's
+    assert summary["elapsed_seconds"] < 60
     assert context["ti"].pushed["job_id"] == "j1"
     assert store.values == {}  # stored during the wait, dropped after success
     out = capsys.readouterr().out
@@ -550,10 +563,36 @@ def test_timeout_is_the_one_set_and_the_summary_names_the_workflow(mock_service:
     summary = context["ti"].pushed["return_value"]
     assert 4.0 <= summary["elapsed_seconds"] <= 5.0
     assert str(err.value).startswith(
-        f"Workflow Service job j1 did not finish in time: {summary['elapsed_seconds']:.1f} s elapsed, "
+        f"Workflow Service job j1 did not finish in time: the wait took {summary['elapsed_seconds']:.1f} s, "
         "last status in progress"
     )
     assert (summary["outcome"], summary["workflow_id"], summary["status"]) == ("timeout", WF, "in progress")
+
+
+@pytest.mark.parametrize(
+    ("record", "seconds", "source"),
+    [
+        ({"runtime": "3.2"}, 3.2, "runtime"),
+        ({"runtime": 3.2}, 3.2, "runtime"),
+        ({"runtime": "01:02.5"}, 62.5, "runtime"),
+        ({"runtime": "soon", "created_at": None}, None, None),
+        ({"created_at": None}, None, None),
+    ],
+)
+def test_the_summary_names_the_jobs_own_run_time_and_the_waits(
+    mock_service: Any, capsys: Any, record: dict[str, Any], seconds: float | None, source: str | None
+) -> None:
+    route_run(mock_service, ok(job_json("j1", "scheduled")))
+    route_job(mock_service, "j1")
+    mock_service.get("/jobs/j1").mock(return_value=ok({**job_json("j1", "completed"), **record}))
+
+    summary = op().execute(ctx())
+
+    assert (summary["job_seconds"], summary["job_seconds_from"]) == (seconds, source)
+    line = next(x for x in capsys.readouterr().out.splitlines() if "finished waiting" in x)
+    wait = f"the wait took {summary['elapsed_seconds']:.1f} s"
+    shown = "" if seconds is None else f"{seconds:.1f}" if seconds < 10 else f"{seconds:.0f}"
+    assert (f"the job ran {shown} s (its runtime), {wait}" if seconds else f"; {wait};") in line
 
 
 @pytest.mark.parametrize(("cancel", "note"), [(True, "the job was cancelled"), (False, "left running")])
@@ -566,7 +605,7 @@ def test_timeout_fails_and_cancels(mock_service: Any, cancel: bool, note: str) -
     text = str(err.value)
     assert "j1" in text
     assert "in progress" in text
-    assert "s elapsed" in text
+    assert "the wait took " in text
     assert note in text
     assert cancelled.call_count == int(cancel)
 

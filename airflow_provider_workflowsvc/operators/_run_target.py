@@ -47,7 +47,7 @@ def check_run_target(workflow_id: Any, workflow_name: Any, files: Any) -> None:
 
 def _check_declared_source(workflow_id: Any, files: Any) -> None:
     """Fail when the workflow's creating task in this DAG declares a source that ``files`` contradicts."""
-    creator = getattr(workflow_id, "operator", None)
+    creator: Any = getattr(workflow_id, "operator", None)
     if getattr(workflow_id, "key", None) != "return_value" or not hasattr(creator, "if_exists"):
         return  # not the return value of a task that creates a workflow by name
     source_id = getattr(creator, "source_id", None)

@@ -158,6 +158,10 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
 
     def execute(self, context: Context) -> Any:
         self._job_id, self._result = None, None
+        # The job link's XCom exists from the start (empty until the job is known): Airflow reads
+        # every extra link when the task ends, and a missing one is logged as an error, which after
+        # a refused run read as a second failure.
+        context["ti"].xcom_push(key=LINK_XCOM_KEY, value="")
         self._files = None if self.files is None else self._resolve_files()
         try:
             self._resolve_target()
@@ -360,8 +364,6 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
         ui_url = (self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}).get("ui_url")
         url = job_url(ui_url, job_id)
         context["ti"].xcom_push(key=XCOM_JOB_ID, value=job_id)
-        # Pushed even when empty: the task runner reads every extra link when the task ends, and a
-        # missing XCom is logged there as an error.
         context["ti"].xcom_push(key=LINK_XCOM_KEY, value=url)
         if url:
             self.log.info("Job %s: %s", job_id, url)
