@@ -72,9 +72,11 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
 
     Pushes XCom ``job_id`` and the job link before waiting; returns a summary (``job_id``,
     ``workflow_id``, ``status``, ``outcome``, ``message``, ``node_stats``, ``failed_file_count``,
-    ``failed_files``, ``output_files``, ``elapsed_seconds``). ``outcome`` is the task's verdict
-    (``success``, ``failed_files`` when failed files failed the task, ``failed``, ``stopped``,
-    ``timeout``, ``error``); ``status`` is the job's own. On failure the same summary is pushed as
+    ``failed_files``, ``output_files``, ``elapsed_seconds``, ``job_seconds``, ``job_seconds_from``).
+    ``outcome`` is the task's verdict (``success``, ``failed_files`` when failed files failed the task,
+    ``failed``, ``stopped``, ``timeout``, ``error``); ``status`` is the job's own. ``elapsed_seconds``
+    is how long the wait took; ``job_seconds`` the job's own run time where its record gives it
+    (``job_seconds_from``: ``runtime``, or ``created_at`` to the read that found it ended), else None. On failure the same summary is pushed as
     the return value before the task fails.
 
     Durable execution (Airflow 3.3+, ``durable=True`` by default): the job id is kept in the task state
