@@ -143,7 +143,9 @@ def durations(summary: dict[str, Any]) -> str:
     wait = f"the wait took {summary['elapsed_seconds']} s"
     if summary.get("job_seconds") is None:
         return wait
-    return f"the job ran {summary['job_seconds']} s ({summary['job_seconds_from']}); {wait}"
+    if summary.get("job_seconds_from") == "runtime":
+        return f"the job ran {summary['job_seconds']} s (its runtime); {wait}"
+    return f"the job ran at most {summary['job_seconds']} s (created_at to the read that saw it end); {wait}"
 
 
 def print_summary(airflow: LocalAirflow, run_id: str, run: dict[str, Any]) -> bool:

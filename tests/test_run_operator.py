@@ -500,6 +500,8 @@ def test_success_returns_the_summary_and_forgets_the_job(mock_service: Any, caps
     assert store.values == {}  # stored during the wait, dropped after success
     out = capsys.readouterr().out
     assert "Submitted job j1" in out
+    assert "the job ran at most " in out
+    assert " s (its created_at to the read that saw it end), the wait took " in out
     assert "tok-unit" not in out
     assert "key-unit" not in out
 

@@ -76,8 +76,8 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
     ``outcome`` is the task's verdict (``success``, ``failed_files`` when failed files failed the task,
     ``failed``, ``stopped``, ``timeout``, ``error``); ``status`` is the job's own. ``elapsed_seconds``
     is how long the wait took; ``job_seconds`` the job's own run time where its record gives it
-    (``job_seconds_from``: ``runtime``, or ``created_at`` to the read that found it ended), else None. On failure the same summary is pushed as
-    the return value before the task fails.
+    (``job_seconds_from``: ``runtime``, or ``created_at`` to the read that found it ended), else None.
+    On failure the same summary is pushed as the return value before the task fails.
 
     Durable execution (Airflow 3.3+, ``durable=True`` by default): the job id is kept in the task state
     store, so a retry after a worker crash reconnects to the running job, and a job that finished in

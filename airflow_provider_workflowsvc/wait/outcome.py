@@ -130,8 +130,10 @@ class JobOutcome(_Strict):
         wait = f"the wait took {_seconds(self.elapsed)} s"
         if self.job_seconds is None:
             return wait
-        source = "its runtime" if self.job_seconds_from == "runtime" else "created_at to the final read"
-        return f"the job ran {_seconds(self.job_seconds)} s ({source}), {wait}"
+        ran = _seconds(self.job_seconds)
+        if self.job_seconds_from == "runtime":
+            return f"the job ran {ran} s (its runtime), {wait}"
+        return f"the job ran at most {ran} s (its created_at to the read that saw it end), {wait}"
 
 
 def parse_event(event: Any) -> JobOutcome:
