@@ -172,7 +172,8 @@ def test_the_index_documents_every_published_extra() -> None:
 
 def test_the_index_links_every_page() -> None:
     text = (DOCS / "index.rst").read_text()
-    for page in ("connections/workflowsvc", "operators", "changelog"):
+    pages = ("connections/workflowsvc", "operators", "try-your-own-dag", "api", "service-api", "changelog")
+    for page in pages:
         assert f"<{page}>" in text, page
 
 
