@@ -179,7 +179,18 @@ def test_the_index_links_every_page() -> None:
 
 def test_the_docs_build_without_warnings(tmp_path: Path) -> None:
     """Sphinx reads every page (includes, labels, references) and treats any warning as an error."""
-    command = [sys.executable, "-m", "sphinx", "-W", "-q", "-b", "dummy", str(DOCS), str(tmp_path)]
+    command = [
+        sys.executable,
+        "-m",
+        "sphinx",
+        "-W",
+        "--keep-going",
+        "-q",
+        "-b",
+        "html",
+        str(DOCS),
+        str(tmp_path),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
 
