@@ -78,7 +78,10 @@ def workflowsvc_example_local_files() -> None:
     @task
     def summarize(result: dict[str, Any], paths: list[str]) -> dict[str, Any]:
         """Log what happened; the return value (XCom) is what the demo prints."""
-        print(f"Job {result['job_id']}: {result['status']} after {result['elapsed_seconds']} s")
+        ran = result.get("job_seconds")
+        took = f"the job ran {ran} s ({result['job_seconds_from']}), " if ran is not None else ""
+        waited = result["elapsed_seconds"]
+        print(f"Job {result['job_id']}: {result['status']}; {took}the wait took {waited} s")
         for node in result["node_stats"]:
             print(
                 f"  node {node['node_name']} ({node['node_type']}/{node['node_subtype']}): "

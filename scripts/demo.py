@@ -119,8 +119,33 @@ def print_placement(airflow: LocalAirflow, run_id: str, triggerers: list[str]) -
     say("where things ran")
     for ti in airflow.task_instances(DAG_ID, run_id):
         detail(f"task {ti['task_id']:<22} ran on {ti.get('hostname') or '?'} (try {ti.get('try_number')})")
-    held = ", ".join(triggerers) or "not seen (the wait ended between two looks)"
-    detail(f"the wait of {RUN_TASK} was held by: {held}")
+    detail(f"the wait of {RUN_TASK} was held by: {wait_holder(airflow, run_id, triggerers)}")
+
+
+def wait_holder(airflow: LocalAirflow, run_id: str, triggerers: list[str]) -> str:
+    """
+    Say which triggerer held the wait, from what was seen: the triggerers caught holding it (two in
+    the distributed shape), else the trigger's own log (the local shape has one triggerer only).
+    """
+    if triggerers:
+        return ", ".join(triggerers)
+    logs = airflow.trigger_log_files(DAG_ID, run_id, RUN_TASK)
+    if not logs:
+        return "no triggerer (the task did not defer)"
+    log = _relative(logs[0])
+    if isinstance(airflow, DistributedAirflow):
+        return f"a triggerer, which one was not caught between two looks (the trigger's log: {log})"
+    return f"the triggerer, the only one of this local Airflow (the trigger's log: {log})"
+
+
+def durations(summary: dict[str, Any]) -> str:
+    """Name both times: the job's own run time (where its record gives it) and the wait's."""
+    wait = f"the wait took {summary['elapsed_seconds']} s"
+    if summary.get("job_seconds") is None:
+        return wait
+    if summary.get("job_seconds_from") == "runtime":
+        return f"the job ran {summary['job_seconds']} s (its runtime); {wait}"
+    return f"the job ran at most {summary['job_seconds']} s (created_at to the read that saw it end); {wait}"
 
 
 def print_summary(airflow: LocalAirflow, run_id: str, run: dict[str, Any]) -> bool:
@@ -137,7 +162,7 @@ def print_summary(airflow: LocalAirflow, run_id: str, run: dict[str, Any]) -> bo
         return False
     say("the DAG run succeeded")
     detail(f"job id:        {summary['job_id']}")
-    detail(f"final status:  {summary['status']} (after {summary['elapsed_seconds']} s)")
+    detail(f"final status:  {summary['status']} ({durations(summary)})")
     detail("node stats:")
     for node in summary["node_stats"]:
         detail(

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 _AIRFLOW_HOME = tempfile.mkdtemp(prefix="wfsvc-airflow-home-")
+atexit.register(shutil.rmtree, _AIRFLOW_HOME, ignore_errors=True)  # a test run leaves nothing behind
 os.environ["AIRFLOW_HOME"] = _AIRFLOW_HOME
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(Path(__file__).parent / "dags")

@@ -172,12 +172,144 @@ def test_the_index_documents_every_published_extra() -> None:
 
 def test_the_index_links_every_page() -> None:
     text = (DOCS / "index.rst").read_text()
-    for page in ("connections/workflowsvc", "operators", "changelog"):
+    pages = ("connections/workflowsvc", "operators", "try-your-own-dag", "api", "service-api", "changelog")
+    for page in pages:
         assert f"<{page}>" in text, page
 
 
 def test_the_docs_build_without_warnings(tmp_path: Path) -> None:
     """Sphinx reads every page (includes, labels, references) and treats any warning as an error."""
-    command = [sys.executable, "-m", "sphinx", "-W", "-q", "-b", "dummy", str(DOCS), str(tmp_path)]
+    command = [
+        sys.executable,
+        "-m",
+        "sphinx",
+        "-W",
+        "--keep-going",
+        "-q",
+        "-b",
+        "html",
+        str(DOCS),
+        str(tmp_path),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# The API reference (autodoc) and the links to it
+
+API_PAGE = DOCS / "api.rst"
+REFERENCE = re.compile(r":(?:class|func|exc|meth):`~?([\w.]+)`")
+
+
+def documented_names() -> set[str]:
+    """Every full name the API page documents (``currentmodule`` + ``autoclass``/``autofunction``)."""
+    names, module = set(), ""
+    for line in API_PAGE.read_text().splitlines():
+        if line.startswith(".. currentmodule:: "):
+            module = line.split(":: ")[1].strip()
+        elif line.startswith((".. autoclass:: ", ".. autofunction:: ")):
+            names.add(f"{module}.{line.split(':: ')[1].strip()}")
+    return names
+
+
+def test_the_api_page_documents_every_public_name() -> None:
+    public = {f"{getattr(root, n).__module__}.{n}" for n in root.__all__ if n != "__version__"}
+    assert documented_names() == public
+
+
+def test_every_class_reference_of_the_docs_points_at_a_documented_name() -> None:
+    documented = documented_names()
+    for page in sorted(DOCS.rglob("*.rst")):
+        for target in REFERENCE.findall(page.read_text()):
+            assert target in documented, f"{page.name}: :class:`{target}` resolves to nothing"
+
+
+@pytest.mark.parametrize(("name", "kind"), PUBLIC_CLASSES, ids=[name for name, _ in PUBLIC_CLASSES])
+def test_every_parameter_of_a_public_class_is_documented(name: str, kind: str) -> None:
+    import inspect
+
+    cls = getattr(root, name)
+    if cls.__init__ is object.__init__:
+        return
+    parameters = [
+        p.name
+        for p in inspect.signature(cls.__init__).parameters.values()
+        if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+    ]
+    doc = inspect.getdoc(cls) or ""
+    missing = [p for p in parameters if f":param {p}:" not in doc]
+    assert not missing, f"{name}: parameters without a :param: line: {missing}"
+
+
+# --------------------------------------------------------------------------------------------------
+# The "try your own DAG" recipe, run as written
+
+RECIPE_PAGE = DOCS / "try-your-own-dag.rst"
+
+
+def recipe() -> tuple[str, str, list[str]]:
+    """The page's DAG file (its path and code) and its shell commands, as a user copies them."""
+    text = RECIPE_PAGE.read_text()
+    dag_block = re.search(r"^\.\. code-block:: python\n    :caption: (\S+)\n\n((?:    .*\n|\n)+)", text, re.M)
+    shell = re.search(
+        r"^\.\. code-block:: console\n    :caption: the recipe\n\n((?:    .*\n|\n)+)", text, re.M
+    )
+    assert dag_block is not None
+    assert shell is not None
+    commands = [line.strip()[2:] for line in shell.group(1).splitlines() if line.strip().startswith("$ ")]
+    return dag_block.group(1), textwrap.dedent(dag_block.group(2)), commands
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(300, method="signal")
+def test_the_try_your_own_dag_recipe_runs_as_written(tmp_path: Path) -> None:
+    import os
+    import socket
+
+    path, code, commands = recipe()
+    (tmp_path / path).parent.mkdir(parents=True)
+    (tmp_path / path).write_text(code)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    script = "\n".join(
+        ["set -e", "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT"]
+        + [command.replace("8765", port) for command in commands]
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    result = subprocess.run(
+        ["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-6000:]
+    assert "Submitted job" in output, output[-6000:]
+    assert "Workflow 'my-first-workflow' is" in output, output[-6000:]
+
+
+def test_the_repository_points_inside_itself_only() -> None:
+    """No file names a path of one machine or a document outside the repository."""
+    listed = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True)
+    outside = re.compile(r"/work/|\.\./shared|AIRFLOW-NOTES")
+    offenders = []
+    for name in listed.stdout.splitlines():
+        path = REPO / name
+        if name == "tests/test_provider_docs.py" or path.suffix not in (".py", ".md", ".rst", ".toml", ""):
+            continue
+        if path.is_file() and outside.search(path.read_text(errors="replace")):
+            offenders.append(name)
+    assert not offenders
+
+
+def test_a_build_between_releases_carries_a_development_version() -> None:
+    from packaging.version import Version
+
+    text = (REPO / "CHANGELOG.md").read_text()
+    unreleased = text.split("\n## Unreleased\n", 1)[1].split("\n## ", 1)[0]
+    released = re.findall(r"^## (\d+\.\d+\.\d+) - ", text, re.MULTILINE)
+    version = Version(root.__version__)
+    if "\n- " in unreleased:
+        assert version.is_devrelease, f"{version}: the Unreleased changes are in it, say so (X.Y.Z.devN)"
+        assert f"`{root.__version__}`" in text.split("\n## ", 1)[0], "the CHANGELOG's intro names it"
+    assert version > Version(released[0])

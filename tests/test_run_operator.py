@@ -16,6 +16,7 @@ from helpers import FAKE_WORKFLOW_ID, details_json, failed_json, job_json
 
 from airflow_provider_workflowsvc.exceptions import (
     InvalidJobEventError,
+    InvalidTaskInputError,
     WorkflowJobError,
     WorkflowJobFailedError,
     WorkflowJobTimeoutError,
@@ -29,6 +30,8 @@ from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator, Wor
 from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
 
 WF = FAKE_WORKFLOW_ID
+OTHER_WF = "6d1f0a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b"
+SRC = "3fa85f64-5717-4562-b3fc-2c963f66afa6"
 RUN = f"/workflows/{WF}/run"
 LINK_KEY = WorkflowJobLink().xcom_key
 assert LINK_KEY == LINK_XCOM_KEY
@@ -72,6 +75,17 @@ def ok(data: Any) -> httpx.Response:
 def op(**kwargs: Any) -> RunWorkflowOperator:
     args: dict[str, Any] = {"task_id": "run", "workflow_id": WF, "poll_interval": 0.01, "deferrable": False}
     return RunWorkflowOperator(**{**args, **kwargs})
+
+
+@pytest.fixture
+def mock_service(mock_service: Any) -> Any:
+    """The conftest's router, with the workflow record (a local source: a run of files reads it first)."""
+    mock_service.get(f"/workflows/{WF}").respond(json=workflow_json())
+    return mock_service
+
+
+def workflow_json(name: str = "local", wid: str = WF, sources: Any = ()) -> dict[str, Any]:
+    return {"id": wid, "name": name, "workflow_type": "basic", "sources": list(sources), "destinations": []}
 
 
 @pytest.fixture
@@ -334,11 +348,127 @@ def test_success_needs_the_job_record_to_agree(mock_service: Any, a_file: str) -
 
 
 def test_a_refused_run_is_not_reconciled(mock_service: Any) -> None:
+    mock_service.get(f"/workflows/{WF}").respond(json=workflow_json(sources=[SRC]))
     run, listing = route_run(mock_service, httpx.Response(422, json={"detail": "bad workflow"}))
     with pytest.raises(WorkflowServiceValidationError, match="bad workflow"):
         op().execute(ctx())
     assert run.call_count == 1
     assert listing.call_count == 1
+
+
+def test_a_refused_run_still_has_its_link_xcom_so_airflow_logs_no_error(mock_service: Any) -> None:
+    mock_service.get(f"/workflows/{WF}").respond(json=workflow_json(sources=[SRC]))
+    route_run(mock_service, httpx.Response(422, json={"detail": "bad workflow"}))
+    context = ctx()
+    with pytest.raises(WorkflowServiceValidationError):
+        op().execute(context)
+    assert context["ti"].pushed == {LINK_KEY: ""}  # the task runner reads it when the task ends
+
+
+# -- which workflow, and whether the input fits it ---------------------------------------------------
+
+
+def test_files_for_a_workflow_with_a_source_fail_before_anything_is_uploaded(
+    mock_service: Any, a_file: str
+) -> None:
+    mock_service.get(f"/workflows/{WF}").respond(json=workflow_json(sources=[SRC]))
+    mock_service.get(f"/sources/{SRC}").respond(
+        json={"id": SRC, "name": "reports-bucket", "type": "s3", "config": {"remote_url": "s3://r/"}}
+    )
+    run, _ = route_run(mock_service, ok(job_json("j1", "scheduled")))
+
+    with pytest.raises(InvalidTaskInputError) as raised:
+        op(files=a_file).execute(ctx())
+
+    assert run.call_count == 0
+    assert str(raised.value) == (
+        f"local files cannot be run on workflow 'local' ({WF}): it has the source connector "
+        f"'reports-bucket' (s3, {SRC}), which the service reads its input from. To run local files, "
+        "declare the workflow without source_id (CreateWorkflowOperator(source_id=None, "
+        "if_exists='update') removes it), or run it without files"
+    )
+
+
+def test_no_files_for_a_workflow_without_a_source_explain_the_refusal(mock_service: Any) -> None:
+    run, _ = route_run(mock_service, httpx.Response(422, json={"detail": "send input_files"}))
+
+    with pytest.raises(InvalidTaskInputError, match="has no source connector") as raised:
+        op().execute(ctx())
+
+    assert run.call_count == 1  # nothing was uploaded: the body was empty
+    assert "give files=" in str(raised.value)
+    assert isinstance(raised.value.__cause__, WorkflowServiceValidationError)
+
+
+def test_run_by_name_runs_the_one_workflow_of_that_name(mock_service: Any, a_file: str) -> None:
+    listing = mock_service.get("/workflows/").mock(
+        side_effect=[ok([workflow_json(), workflow_json("local-2", OTHER_WF)]), ok([])]
+    )
+    run, _ = route_run(mock_service, ok(job_json("j1", "scheduled")))
+    route_job(mock_service, "j1")
+
+    summary = op(workflow_id=None, workflow_name="local", files=a_file).execute(ctx())
+
+    assert listing.calls[0].request.url.params["name"] == "local"
+    assert run.call_count == 1
+    assert summary["workflow_id"] == WF
+    assert not [
+        c
+        for c in mock_service.calls
+        if c.request.method in ("POST", "PUT") and "/run" not in str(c.request.url)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("found", "message"),
+    [
+        ([], "no workflow is named 'local'; RunWorkflowOperator never creates one"),
+        (
+            [workflow_json(), workflow_json(wid=OTHER_WF)],
+            f"2 workflows are named 'local' \\({WF}, {OTHER_WF}\\)",
+        ),
+    ],
+)
+def test_run_by_name_fails_on_none_or_several_and_creates_nothing(
+    mock_service: Any, found: Any, message: str
+) -> None:
+    mock_service.get("/workflows/").mock(side_effect=[ok(found), ok([])])
+    run, _ = route_run(mock_service, ok(job_json("j1", "scheduled")))
+
+    with pytest.raises(WorkflowServiceError, match=message):
+        op(workflow_id=None, workflow_name="local").execute(ctx())
+
+    assert run.call_count == 0
+    assert {c.request.method for c in mock_service.calls} == {"GET"}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"workflow_id": None}, "exactly one of workflow_id and workflow_name .*got neither"),
+        ({"workflow_name": "local"}, "exactly one of workflow_id and workflow_name .*got both"),
+        ({"workflow_id": None, "workflow_name": " "}, "workflow_name must not be empty"),
+    ],
+)
+def test_workflow_id_or_name_exactly_one_at_parse_time(kwargs: Any, message: str) -> None:
+    with pytest.raises(WorkflowServiceInputError, match=message):
+        op(**kwargs)
+
+
+def test_the_declared_source_is_checked_at_parse_time() -> None:
+    from airflow.sdk import DAG
+
+    from airflow_provider_workflowsvc.operators.workflows import CreateWorkflowOperator
+
+    with DAG("declared", schedule=None):
+        remote = CreateWorkflowOperator(task_id="remote", name="r", workflow_type="basic", source_id=SRC)
+        local = CreateWorkflowOperator(task_id="local", name="l", workflow_type="basic")
+        with pytest.raises(WorkflowServiceInputError, match="task 'remote', which declares a source"):
+            op(task_id="files_on_remote", workflow_id=remote.output, files="in/*.pdf")
+        with pytest.raises(WorkflowServiceInputError, match="task 'local', which declares no source"):
+            op(task_id="nothing_on_local", workflow_id=local.output)
+        op(task_id="remote_ok", workflow_id=remote.output)
+        op(task_id="local_ok", workflow_id=local.output, files="in/*.pdf")
 
 
 # -- waiting and outcomes ---------------------------------------------------------------------------
@@ -361,11 +491,17 @@ def test_success_returns_the_summary_and_forgets_the_job(mock_service: Any, caps
         "failed_files": [],
         "output_files": [{"file_id": "f1", "node_id": "n1"}],
         "elapsed_seconds": summary["elapsed_seconds"],
+        "job_seconds": summary["job_seconds"],
+        "job_seconds_from": "created_at",  # the record (spec dialect) has no runtime
     }
+    assert summary["job_seconds"] > 3600  # created_at is 2026-01-01: the job's time, not the wait's
+    assert summary["elapsed_seconds"] < 60
     assert context["ti"].pushed["job_id"] == "j1"
     assert store.values == {}  # stored during the wait, dropped after success
     out = capsys.readouterr().out
     assert "Submitted job j1" in out
+    assert "the job ran at most " in out
+    assert " s (its created_at to the read that saw it end), the wait took " in out
     assert "tok-unit" not in out
     assert "key-unit" not in out
 
@@ -429,10 +565,36 @@ def test_timeout_is_the_one_set_and_the_summary_names_the_workflow(mock_service:
     summary = context["ti"].pushed["return_value"]
     assert 4.0 <= summary["elapsed_seconds"] <= 5.0
     assert str(err.value).startswith(
-        f"Workflow Service job j1 did not finish in time: {summary['elapsed_seconds']:.1f} s elapsed, "
+        f"Workflow Service job j1 did not finish in time: the wait took {summary['elapsed_seconds']:.1f} s, "
         "last status in progress"
     )
     assert (summary["outcome"], summary["workflow_id"], summary["status"]) == ("timeout", WF, "in progress")
+
+
+@pytest.mark.parametrize(
+    ("record", "seconds", "source"),
+    [
+        ({"runtime": "3.2"}, 3.2, "runtime"),
+        ({"runtime": 3.2}, 3.2, "runtime"),
+        ({"runtime": "01:02.5"}, 62.5, "runtime"),
+        ({"runtime": "soon", "created_at": None}, None, None),
+        ({"created_at": None}, None, None),
+    ],
+)
+def test_the_summary_names_the_jobs_own_run_time_and_the_waits(
+    mock_service: Any, capsys: Any, record: dict[str, Any], seconds: float | None, source: str | None
+) -> None:
+    route_run(mock_service, ok(job_json("j1", "scheduled")))
+    route_job(mock_service, "j1")
+    mock_service.get("/jobs/j1").mock(return_value=ok({**job_json("j1", "completed"), **record}))
+
+    summary = op().execute(ctx())
+
+    assert (summary["job_seconds"], summary["job_seconds_from"]) == (seconds, source)
+    line = next(x for x in capsys.readouterr().out.splitlines() if "finished waiting" in x)
+    wait = f"the wait took {summary['elapsed_seconds']:.1f} s"
+    shown = "" if seconds is None else f"{seconds:.1f}" if seconds < 10 else f"{seconds:.0f}"
+    assert (f"the job ran {shown} s (its runtime), {wait}" if seconds else f"; {wait};") in line
 
 
 @pytest.mark.parametrize(("cancel", "note"), [(True, "the job was cancelled"), (False, "left running")])
@@ -445,7 +607,7 @@ def test_timeout_fails_and_cancels(mock_service: Any, cancel: bool, note: str) -
     text = str(err.value)
     assert "j1" in text
     assert "in progress" in text
-    assert "s elapsed" in text
+    assert "the wait took " in text
     assert note in text
     assert cancelled.call_count == int(cancel)
 

@@ -364,3 +364,25 @@ def test_relative_paths_name_failed_files_outputs_and_the_summary(
         "2025/notes.md.json",
         "2025/report.txt.json",
     ]
+
+
+def test_a_run_refused_before_sending_fails_once_with_its_reason_and_no_link_error(
+    dag_runner: Any, emulator: Any, settings: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    with WorkflowServiceHook(settings=settings) as hook:
+        source = hook.create_source(f"in-{time.time_ns()}", "s3", {"remote_url": "s3://in/"})
+        remote = str(hook.create_workflow(f"wf-{time.time_ns()}", "basic", source_id=source.id).id)
+    inputs = write(tmp_path, a_txt="a")
+    with DAG("wfsvc_refused_run", schedule=None, start_date=START, catchup=False) as dag:
+        RunWorkflowOperator(task_id="run", workflow_id=remote, files=str(inputs), poll_interval=0.1)
+    capfd.readouterr()
+
+    dr = dag_runner(dag)
+
+    assert state(dr, "run") == FAILED
+    assert runs(emulator) == []  # nothing was uploaded
+    out = capfd.readouterr()
+    text = out.out + out.err
+    assert "it has the source connector" in text
+    assert "XCom not found" not in text
+    assert "_link_WorkflowJobLink" not in text

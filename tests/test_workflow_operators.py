@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError, WorkflowServiceNotFoundError
 from airflow_provider_workflowsvc.models import Schedule, WorkflowNode, WorkflowType
 from airflow_provider_workflowsvc.operators import workflows as ops
-from airflow_provider_workflowsvc.operators._execution import InvalidTaskInputError
+from airflow_provider_workflowsvc.operators._execution import ExistingResourceError, InvalidTaskInputError
 
 WF_ID = "0b6f3c2a-1d4e-4f5a-9b8c-7d6e5f4a3b2c"
 OTHER_ID = "1c7a4d3b-2e5f-4a6b-8c9d-0e1f2a3b4c5d"
@@ -115,8 +115,8 @@ def test_reuse_returns_the_existing_id_and_warns_about_differences(mock_service:
     warnings = [e["event"] for e in logs if e["log_level"] == "warning"]
     assert len(warnings) == 1
     assert "differs from the task's settings in 2 setting(s), NOT changed" in warnings[0]
-    assert f"source_id: the service has ['{OTHER_ID}'], the task sets ['{SRC_ID}']" in warnings[0]
-    assert "schedule: the service has ['0 0 * * *'], the task sets ['0 * * * *']" in warnings[0]
+    assert f"source_id: the service has '{OTHER_ID}', the task sets '{SRC_ID}'" in warnings[0]
+    assert "schedule: the service has '0 0 * * *', the task sets '0 * * * *'" in warnings[0]
 
 
 def test_reuse_names_each_changed_node_setting_with_both_values(mock_service: Any) -> None:
@@ -143,9 +143,11 @@ def test_update_sends_the_changed_node_settings(mock_service: Any) -> None:
     served = [dict(n) for n in workflow()["workflow_nodes"]]
     served[0]["settings"] = {"chunk_size": 500}
     Listing(mock_service, [workflow(workflow_nodes=served)])
-    put = mock_service.put(f"/workflows/{WF_ID}").respond(json=workflow())
     nodes = [dict(n) for n in NODES]
     nodes[0]["settings"] = {"chunk_size": 1000}
+    applied = [dict(n) for n in served]
+    applied[0]["settings"] = {"chunk_size": 1000}
+    put = mock_service.put(f"/workflows/{WF_ID}").respond(json=workflow(workflow_nodes=applied))
 
     create_op(workflow_nodes=nodes, if_exists="update").execute({})
 
@@ -163,13 +165,86 @@ def test_reuse_of_an_identical_workflow_warns_nothing(mock_service: Any) -> None
 
 def test_update_puts_the_settings_on_the_existing_workflow(mock_service: Any) -> None:
     Listing(mock_service, [workflow(workflow_type="basic")])
-    mock_service.put(f"/workflows/{WF_ID}").respond(json=workflow())
+    weekly = {"crontab_entries": [{"cron_expression": Schedule("weekly").cron_expression}]}
+    mock_service.put(f"/workflows/{WF_ID}").respond(json=workflow(schedule=weekly))
 
     assert create_op(if_exists="update", schedule="weekly").execute({}) == WF_ID
 
     assert methods(mock_service) == ["LIST", "PUT"]
     assert body(mock_service)["schedule"] == "weekly"
     assert body(mock_service)["workflow_type"] == "custom"
+
+
+def test_update_applies_every_declared_setting_none_included_one_line_per_difference(
+    mock_service: Any,
+) -> None:
+    Listing(mock_service, [workflow(workflow_type="basic", reprocess_all=True)])
+    declared = workflow(workflow_type="basic", sources=[], schedule=None, reprocess_all=False)
+    mock_service.put(f"/workflows/{WF_ID}").respond(json=declared)
+    op = create_op(
+        workflow_type="basic", source_id=None, workflow_nodes=None, schedule=None, if_exists="update"
+    )
+
+    with capture_logs() as logs:
+        assert op.execute({}) == WF_ID
+
+    assert methods(mock_service) == ["LIST", "PUT"]
+    assert body(mock_service) == {
+        "name": "nightly",
+        "workflow_type": "basic",
+        "source_id": None,
+        "destination_id": DST_ID,
+        "workflow_nodes": None,
+        "schedule": None,
+        "reprocess_all": None,
+    }
+    before, after = [e["event"] for e in logs if e["log_level"] == "info"][-2:]
+    for line in (
+        f"  source_id: '{SRC_ID}' → None",
+        "  schedule: '0 0 * * *' → None",
+        "  reprocess_all: True → False",
+    ):
+        assert line in before.splitlines()
+        assert line in after.splitlines()
+    assert "3 difference(s)" in before
+    assert "now as declared" in after
+    assert "destination_id" not in before  # the same on both sides: no line
+
+
+def test_update_fails_when_the_service_keeps_a_difference(mock_service: Any) -> None:
+    Listing(mock_service, [workflow()])
+    mock_service.put(f"/workflows/{WF_ID}").respond(json=workflow())  # the source is still there
+
+    with pytest.raises(ExistingResourceError, match="still differs") as raised:
+        create_op(source_id=None, if_exists="update").execute({})
+
+    assert f"source_id: the service has '{SRC_ID}', the task sets None" in str(raised.value)
+
+
+def test_update_without_a_source_removes_it_in_the_emulator(workflowsvc_conn: Any, settings: Any) -> None:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+
+    with WorkflowServiceHook(settings=settings) as hook:
+        source = hook.create_source(name="s3-in", type="s3", config={"remote_url": "s3://in/"})
+        first = create_op(source_id=str(source.id), destination_id=None, schedule="daily")
+        workflow_id = first.execute({})
+        assert [str(s) for s in hook.get_workflow(workflow_id).sources] == [str(source.id)]
+
+        again = create_op(source_id=None, destination_id=None, schedule=None, if_exists="update")
+        assert again.execute({}) == workflow_id
+        updated = hook.get_workflow(workflow_id)
+    assert updated.sources == []
+    assert updated.schedule is None or not updated.schedule.crontab_entries
+
+
+def test_reuse_warns_about_a_source_declared_none(mock_service: Any) -> None:
+    Listing(mock_service, [workflow()])
+
+    with capture_logs() as logs:
+        create_op(source_id=None).execute({})
+
+    (warning,) = [e["event"] for e in logs if e["log_level"] == "warning"]
+    assert f"source_id: the service has '{SRC_ID}', the task sets None" in warning
 
 
 def test_fail_refuses_an_existing_name(mock_service: Any) -> None:

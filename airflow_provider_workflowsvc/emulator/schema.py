@@ -1,9 +1,9 @@
 """
 The Workflow Service as its spec describes it: the emulator's own request and response models.
 
-Written from ``workflow-service-api.md`` (and, for what the spec leaves out, the platform dialect
-notes), never imported from the provider, so a mistake in the provider's models cannot hide behind
-the emulator. Requests forbid unknown fields; enum-like values are matched case- and
+Written from the service's API description (and, for what it leaves out, the platform dialect: see
+``docs/provider/service-api.rst``), never imported from the provider, so a mistake in the provider's
+models cannot hide behind the emulator. Requests forbid unknown fields; enum-like values are matched case- and
 separator-insensitively, as the service does.
 """
 

@@ -442,6 +442,9 @@ class WorkflowServiceAsyncHook(_HookBase):
     Asynchronous hook: one ``httpx.AsyncClient`` for the hook's life, one awaitable method per endpoint.
 
     Use ``async with WorkflowServiceAsyncHook(...) as hook:`` so the client is closed at the end.
+
+    :param workflowsvc_conn_id: Airflow connection of type ``workflowsvc``.
+    :param settings: connection settings to use instead of reading the Airflow connection.
     """
 
     _sleep: Callable[[float], Awaitable[None]] = staticmethod(asyncio.sleep)

@@ -28,6 +28,7 @@ __all__ = [
     "Named",
     "UniqueName",
     "delete_resource",
+    "only_one_named",
 ]
 
 AMBIGUOUS_CREATE_ERRORS = (
@@ -119,6 +120,29 @@ Difference = tuple[str, Any, Any]
 """A setting in which an existing resource differs from the request: (setting, current, wanted)."""
 
 
+def difference_lines(differences: Sequence[Difference], between: str, prefix: str = "") -> str:
+    """One indented line per difference: ``setting: <prefix>current<between>wanted``."""
+    return "".join(
+        f"\n  {setting}: {prefix}{current!r}{between}{wanted!r}" for setting, current, wanted in differences
+    )
+
+
+def only_one_named(candidates: Sequence[R], name: str, what: str) -> R | None:
+    """Return the one of ``candidates`` named exactly ``name``, None when there is none; several fail."""
+    matches = [r for r in candidates if r.name == name]
+    if len(matches) > 1:
+        ids = ", ".join(str(r.id) for r in matches)
+        raise ExistingResourceError(
+            f"{len(matches)} {what}s are named {name!r} ({ids}); names should be unique, "
+            "delete the extra ones or use another name"
+        )
+    return matches[0] if matches else None
+
+
+def _service_vs_task(differences: Sequence[Difference]) -> str:
+    return difference_lines(differences, ", the task sets ", prefix="the service has ")
+
+
 @dataclass
 class UniqueName(Generic[R]):
     """
@@ -162,14 +186,7 @@ class UniqueName(Generic[R]):
 
     def lookup(self) -> R | None:
         """Find the one resource named exactly ``name``, None when there is none; more is an error."""
-        matches = [r for r in self.find() if r.name == self.name]
-        if len(matches) > 1:
-            ids = ", ".join(str(r.id) for r in matches)
-            raise ExistingResourceError(
-                f"{len(matches)} {self.what}s are named {self.name!r} ({ids}); names should be unique, "
-                "delete the extra ones or use another name"
-            )
-        return matches[0] if matches else None
+        return only_one_named(self.find(), self.name, self.what)
 
     def apply_if_exists(self, existing: R) -> str:
         """Reuse, update or refuse ``existing`` as ``if_exists`` says; return its id."""
@@ -180,21 +197,47 @@ class UniqueName(Generic[R]):
         if self.if_exists == "fail":
             raise ExistingResourceError(f"{label} already exists and if_exists='fail'")
         if self.if_exists == "update":
-            self.log.info("Found existing %s; updating it (if_exists='update')", label)
-            self.update(existing)
-            self.log.info("Updated %s", label)
+            self._update(existing, label)
         else:
             self.log.info("Found existing %s; reusing it as is (if_exists='reuse')", label)
             self._warn_drift(existing, label)
         return str(existing.id)
 
+    def _update(self, existing: R, label: str) -> None:
+        """
+        Apply the requested settings; with ``drift``, log each difference (before → after) and check
+        the answer: a setting the service did not take fails the task.
+        """
+        if self.drift is None:
+            self.log.info("Found existing %s; updating it (if_exists='update')", label)
+            self.update(existing)
+            self.log.info("Updated %s", label)
+            return
+        differences = self.drift(existing)
+        self.log.info(
+            "Found existing %s; updating it to the task's settings (if_exists='update'), %s",
+            label,
+            f"{len(differences)} difference(s):{difference_lines(differences, ' → ')}"
+            if differences
+            else "no difference seen (every declared setting is sent all the same)",
+        )
+        updated = self.update(existing)
+        kept = self.drift(updated) if updated is not None else []
+        if kept:
+            raise ExistingResourceError(
+                f"{label} was updated, but the service's answer still differs from the task's settings "
+                f"in {len(kept)} setting(s):{_service_vs_task(kept)}"
+            )
+        self.log.info(
+            "Updated %s%s",
+            label,
+            f"; now as declared:{difference_lines(differences, ' → ')}" if differences else "",
+        )
+
     def _warn_drift(self, existing: R, label: str) -> None:
         differences = self.drift(existing) if self.drift is not None else []
         if differences:
-            lines = "".join(
-                f"\n  {setting}: the service has {current!r}, the task sets {wanted!r}"
-                for setting, current, wanted in differences
-            )
+            lines = _service_vs_task(differences)
             self.log.warning(
                 "%s differs from the task's settings in %d setting(s), NOT changed (if_exists='reuse'; "
                 "use if_exists='update' to apply them):%s",

@@ -21,7 +21,6 @@ from airflow_provider_workflowsvc.operators._base import (
     LINK_XCOM_KEY,
     XCOM_JOB_ID,
     WorkflowServiceBaseOperator,
-    check_uuid,
     default_deferrable,
     input_error,
     interval_seconds,
@@ -30,6 +29,7 @@ from airflow_provider_workflowsvc.operators._base import (
     job_url,
     positive_seconds,
 )
+from airflow_provider_workflowsvc.operators._run_target import check_run_target
 
 __all__ = [
     "CancelJobOperator",
@@ -72,10 +72,12 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
 
     Pushes XCom ``job_id`` and the job link before waiting; returns a summary (``job_id``,
     ``workflow_id``, ``status``, ``outcome``, ``message``, ``node_stats``, ``failed_file_count``,
-    ``failed_files``, ``output_files``, ``elapsed_seconds``). ``outcome`` is the task's verdict
-    (``success``, ``failed_files`` when failed files failed the task, ``failed``, ``stopped``,
-    ``timeout``, ``error``); ``status`` is the job's own. On failure the same summary is pushed as
-    the return value before the task fails.
+    ``failed_files``, ``output_files``, ``elapsed_seconds``, ``job_seconds``, ``job_seconds_from``).
+    ``outcome`` is the task's verdict (``success``, ``failed_files`` when failed files failed the task,
+    ``failed``, ``stopped``, ``timeout``, ``error``); ``status`` is the job's own. ``elapsed_seconds``
+    is how long the wait took; ``job_seconds`` the job's own run time where its record gives it
+    (``job_seconds_from``: ``runtime``, or ``created_at`` to the read that found it ended), else None.
+    On failure the same summary is pushed as the return value before the task fails.
 
     Durable execution (Airflow 3.3+, ``durable=True`` by default): the job id is kept in the task state
     store, so a retry after a worker crash reconnects to the running job, and a job that finished in
@@ -83,10 +85,16 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
     stopped or completed with failed files (when those fail the task) is run again by a retry. On
     Airflow < 3.3 every try runs the workflow anew.
 
-    :param workflow_id: the workflow to run (templated).
-    :param files: local input files for a workflow with a local source: a path, directory (all its
-        non-hidden files, recursively, sorted), glob pattern (``**`` recurses), or a list of them
-        (templated). ``None`` runs the workflow without a body.
+    :param workflow_id: the workflow to run (templated). Give this or ``workflow_name``.
+    :param workflow_name: the name of the workflow to run (templated), instead of its id: the one
+        workflow of exactly that name is run; none or several fail the task. A workflow is never
+        created (``CreateWorkflowOperator`` does that).
+    :param files: local input files for a workflow with a local source (no source connector): a path,
+        directory (all its non-hidden files, recursively, sorted), glob pattern (``**`` recurses), or
+        a list of them (templated). ``None`` runs the workflow without a body, which only a workflow
+        with a source connector accepts. Files for a workflow with a source connector (or no files for
+        one without) fail the task before anything is uploaded, and fail the DAG import when the DAG
+        declares the workflow's source (``workflow_id`` is a ``CreateWorkflowOperator``'s output).
     :param workflowsvc_conn_id: the Workflow Service connection (templated).
     :param wait_for_completion: wait for the job to finish (default); otherwise return once it exists.
     :param poll_interval: seconds between status checks (one request each).
@@ -103,7 +111,7 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
         ambiguous run failure (timeout, dropped connection, 502, 504) before the run is sent again.
     """
 
-    template_fields: Sequence[str] = ("workflow_id", "files", "workflowsvc_conn_id")
+    template_fields: Sequence[str] = ("workflow_id", "workflow_name", "files", "workflowsvc_conn_id")
     operator_extra_links = (WorkflowJobLink(),)
     external_id_key = "workflowsvc_job_id"
     ui_color = "#e8f0fe"
@@ -111,7 +119,8 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
     def __init__(
         self,
         *,
-        workflow_id: str,
+        workflow_id: str | None = None,
+        workflow_name: str | None = None,
         files: str | Sequence[str] | None = None,
         workflowsvc_conn_id: str = DEFAULT_CONN_ID,
         wait_for_completion: bool = True,
@@ -127,9 +136,10 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)
-        check_uuid(workflow_id, "workflow_id")
+        check_run_target(workflow_id, workflow_name, files)
         self.skip_if_no_files = skip_if_no_files
         self.workflow_id = workflow_id
+        self.workflow_name = workflow_name
         self.files = files
         self.wait_for_completion = wait_for_completion
         self.poll_interval = interval_seconds(poll_interval, "poll_interval")
@@ -150,8 +160,13 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
 
     def execute(self, context: Context) -> Any:
         self._job_id, self._result = None, None
+        # The job link's XCom exists from the start (empty until the job is known): Airflow reads
+        # every extra link when the task ends, and a missing one is logged as an error, which after
+        # a refused run read as a second failure.
+        context["ti"].xcom_push(key=LINK_XCOM_KEY, value="")
         self._files = None if self.files is None else self._resolve_files()
         try:
+            self._resolve_target()
             if not self.wait_for_completion:
                 job_id = self.submit_job(context)
                 self._announce(context, job_id)
@@ -176,6 +191,24 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
                 if not self.skip_if_no_files:
                     raise
                 raise AirflowSkipException(f"{exc}: nothing to run (skip_if_no_files=True)") from None
+
+    def _resolve_target(self) -> None:
+        """
+        Find the workflow by name (``workflow_id`` is then its id), and check that the run's input
+        fits its source before anything is uploaded: the workflow is read when files are to be sent
+        or it was found by name (a run without files by id is not delayed by a read: the service's
+        refusal of it is explained by :meth:`_explain_refusal`).
+        """
+        from airflow_provider_workflowsvc.operators._run_target import check_input_fits, resolve_workflow
+
+        if self.workflow_name is None and self._files is None:
+            return
+        with invalid_input_fails():
+            workflow = resolve_workflow(self.hook, self.workflow_id, self.workflow_name)
+            if self.workflow_name is not None:
+                self.log.info("Workflow %r is %s", workflow.name, workflow.id)
+            self.workflow_id = str(workflow.id)
+            check_input_fits(self.hook, workflow, with_files=self._files is not None)
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Resume after the trigger: validate its event (failing closed) and apply the job's outcome."""
@@ -212,7 +245,7 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
             files = input_paths(self.files, self._files)
             return run_lineage(
                 self.hook,
-                workflow_id=str(self.workflow_id),
+                workflow_id=str(self._known_workflow_id()),
                 job_id=job_id,
                 summary=self._result,
                 files=files,
@@ -225,6 +258,7 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
 
     def submit_job(self, context: Context) -> str:
         """Run the workflow once; a run an earlier try sent but never recorded is adopted instead."""
+        from airflow_provider_workflowsvc.exceptions import WorkflowServiceValidationError
         from airflow_provider_workflowsvc.operators._submit import StoredRunJournal, submit_run
 
         store = self._state_store(context)
@@ -232,19 +266,39 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
         if store is not None:
             known = store.get(self.external_id_key)
             journal = StoredRunJournal(store, PENDING_RUN_KEY, known=known, log=self.log)
-        job = submit_run(
-            self.hook,
-            str(self.workflow_id),
-            self._files,
-            self.log,
-            attempts=self.submit_attempts,
-            grace=self.run_grace_period,
-            journal=journal,
-        )
+        try:
+            job = submit_run(
+                self.hook,
+                str(self.workflow_id),
+                self._files,
+                self.log,
+                attempts=self.submit_attempts,
+                grace=self.run_grace_period,
+                journal=journal,
+            )
+        except WorkflowServiceValidationError as exc:
+            self._explain_refusal(exc)
+            raise
         self._job_id = job.id
         count = "no files" if self._files is None else f"{len(self._files)} file(s)"
         self.log.info("Submitted job %s for workflow %s with %s", job.id, self.workflow_id, count)
         return job.id
+
+    def _explain_refusal(self, refusal: Exception) -> None:
+        """After a refused run without files: a workflow without a source connector fails clearly."""
+        if self._files is not None:
+            return
+        from airflow_provider_workflowsvc.exceptions import InvalidTaskInputError
+        from airflow_provider_workflowsvc.operators._run_target import check_input_fits
+
+        try:
+            workflow = self.hook.get_workflow(str(self.workflow_id))
+        except Exception:
+            return  # the refusal itself is the clearest account left
+        try:
+            check_input_fits(self.hook, workflow, with_files=False)
+        except InvalidTaskInputError as exc:
+            raise exc from refusal
 
     def get_job_status(self, external_id: Any, context: Context) -> str:
         """Return the stored job's status; completed with failed files is failed when they fail it."""
@@ -312,8 +366,6 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
         ui_url = (self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}).get("ui_url")
         url = job_url(ui_url, job_id)
         context["ti"].xcom_push(key=XCOM_JOB_ID, value=job_id)
-        # Pushed even when empty: the task runner reads every extra link when the task ends, and a
-        # missing XCom is logged there as an error.
         context["ti"].xcom_push(key=LINK_XCOM_KEY, value=url)
         if url:
             self.log.info("Job %s: %s", job_id, url)
@@ -349,7 +401,7 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
             note = cancel_after_timeout(self.hook, outcome.job_id, self.cancel_on_timeout, self.log)
         error = failure_for(outcome, fail_on_failed_files=self.fail_on_failed_files, timeout_note=note)
         summary = self._result = outcome.summary(
-            fail_on_failed_files=self.fail_on_failed_files, workflow_id=str(self.workflow_id)
+            fail_on_failed_files=self.fail_on_failed_files, workflow_id=self._known_workflow_id()
         )
         if error is not None:
             if self.do_xcom_push:
@@ -360,6 +412,12 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
 
         record_outlet_events(context, self.outlets, summary)
         return summary
+
+    def _known_workflow_id(self) -> str | None:
+        """Return the workflow's id: given, found by name, or (resumed after a deferral by name) the job's."""
+        if self.workflow_id is not None:
+            return str(self.workflow_id)
+        return (self._result or {}).get("workflow_id")
 
     def _state_store(self, context: Context) -> Any:
         """Return the task state store when durable execution is on (Airflow 3.3+), else None."""

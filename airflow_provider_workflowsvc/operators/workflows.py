@@ -113,10 +113,13 @@ class _WorkflowOperator(WorkflowServiceBaseOperator):
         _check_fields(given)
         return given
 
+    def declared_fields(self) -> dict[str, Any]:
+        """Return every setting as declared (rendered), None included: the workflow's whole state."""
+        return {key: getattr(self, key) for key in _WORKFLOW_FIELDS}
+
     def given_fields(self) -> dict[str, Any]:
         """Return the settings to send (rendered): the ones that are not None."""
-        values = {key: getattr(self, key) for key in _WORKFLOW_FIELDS}
-        return {k: v for k, v in values.items() if v is not None}
+        return {k: v for k, v in self.declared_fields().items() if v is not None}
 
 
 class CreateWorkflowOperator(_WorkflowOperator):
@@ -132,7 +135,10 @@ class CreateWorkflowOperator(_WorkflowOperator):
     :param schedule: one of the service's schedules (``every hour``, ``daily``, ``weekly``, ...).
     :param reprocess_all: reprocess every file on each run, not only new ones.
     :param if_exists: when a workflow with this name exists: ``reuse`` it as is (default; a workflow of
-        another type fails the task), ``update`` it with these settings, or ``fail``.
+        another type fails the task, every other difference is logged as a warning), ``update`` it to
+        the declared settings (every one is sent, ``None`` included: a workflow declared without
+        ``source_id`` has no source afterwards; each difference is logged, and a setting the service
+        did not take fails the task), or ``fail``.
     :return: the workflow id (XCom).
     """
 
@@ -181,7 +187,7 @@ class CreateWorkflowOperator(_WorkflowOperator):
                 if_exists=self.if_exists,
                 find=lambda: list(hook.iter_workflows(name=body.name)),
                 create=lambda: hook.create_workflow(**fields),
-                update=lambda existing: hook.update_workflow(str(existing.id), **fields),
+                update=lambda existing: hook.update_workflow(str(existing.id), **self.declared_fields()),
                 mismatch=lambda existing: self._mismatch(existing, body),
                 drift=lambda existing: _drift(existing, body),
                 log=self.log,
@@ -206,24 +212,38 @@ def _check_custom_has_nodes(workflow_type: Any, nodes: Any) -> None:
 
 
 def _drift(existing: Workflow, body: CreateWorkflow) -> list[Difference]:
-    """Every setting the task would send that the existing workflow does not have, with both values."""
+    """
+    Every declared setting the existing workflow does not have, with both values; a setting declared
+    ``None`` (no source, no schedule) differs from one the workflow has. Nodes declared ``None`` are
+    the type's defaults, which only the service knows: not compared.
+    """
     differences: list[Difference] = []
 
     def compare(setting: str, current: Any, wanted: Any) -> None:
         if current != wanted:
             differences.append((setting, current, wanted))
 
-    if body.source_id is not None:
-        compare("source_id", [str(s) for s in existing.sources], [str(body.source_id)])
-    if body.destination_id is not None:
-        compare("destination_id", [str(d) for d in existing.destinations], [str(body.destination_id)])
-    if body.schedule is not None:
-        compare("schedule", _cron_expressions(existing), [body.schedule.cron_expression])
-    if body.reprocess_all is not None and existing.reprocess_all is not None:
-        compare("reprocess_all", existing.reprocess_all, body.reprocess_all)
+    if existing.workflow_type is not None:
+        compare("workflow_type", normalize_choice(existing.workflow_type), body.workflow_type.value)
+    compare("source_id", _one_or_all(existing.sources), _text(body.source_id))
+    compare("destination_id", _one_or_all(existing.destinations), _text(body.destination_id))
+    wanted_cron = body.schedule.cron_expression if body.schedule is not None else None
+    compare("schedule", _one_or_all(_cron_expressions(existing)), wanted_cron)
+    if existing.reprocess_all is not None:
+        compare("reprocess_all", existing.reprocess_all, bool(body.reprocess_all))
     if body.workflow_nodes is not None:
         differences.extend(_node_drift(existing.workflow_nodes, body.workflow_nodes))
     return differences
+
+
+def _one_or_all(values: Sequence[Any]) -> Any:
+    """None for no value, the value for one, the list for several (as a user declares it)."""
+    texts = [str(v) for v in values]
+    return None if not texts else texts[0] if len(texts) == 1 else texts
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def _node_drift(current: Sequence[WorkflowNode], wanted: Sequence[WorkflowNode]) -> list[Difference]:

@@ -49,6 +49,8 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
     :param pick: with ``workflow_id``: ``latest`` (default) or ``earliest`` of the matching jobs.
     :param fail_on_failed_files: fail when the job completed but some files failed.
     :param deferrable: wait in the triggerer; default ``[operators] default_deferrable``.
+    :param poke_interval: seconds (or a timedelta) between checks of the job, at least
+        ``[workflowsvc] min_poll_interval``.
     :param workflowsvc_conn_id: the Workflow Service connection (templated).
     """
 

@@ -86,6 +86,12 @@ class JobOutcome(_Strict):
     failed_files: list[FailedDocument] = Field(default_factory=list)
     output_files: list[OutputFile] = Field(default_factory=list)
     elapsed: float | None = None
+    """How long the wait lasted (not the job: it may have started before the wait, or ended before
+    the poll that saw it end)."""
+    job_seconds: float | None = None
+    """The job's own run time, where its record gives it: ``runtime`` (platform dialect), else from
+    its ``created_at`` to the read that found it ended; ``job_seconds_from`` says which."""
+    job_seconds_from: Literal["runtime", "created_at"] | None = None
 
     def to_event(self) -> dict[str, Any]:
         """Return the JSON-serializable trigger event payload."""
@@ -115,7 +121,19 @@ class JobOutcome(_Strict):
             "failed_files": [f.model_dump() for f in self.failed_files],
             "output_files": [f.model_dump() for f in self.output_files],
             "elapsed_seconds": None if self.elapsed is None else round(self.elapsed, 1),
+            "job_seconds": None if self.job_seconds is None else round(self.job_seconds, 1),
+            "job_seconds_from": self.job_seconds_from,
         }
+
+    def durations(self) -> str:
+        """Both times, each named: the job's own (where its record gives it) and the wait's."""
+        wait = f"the wait took {_seconds(self.elapsed)} s"
+        if self.job_seconds is None:
+            return wait
+        ran = _seconds(self.job_seconds)
+        if self.job_seconds_from == "runtime":
+            return f"the job ran {ran} s (its runtime), {wait}"
+        return f"the job ran at most {ran} s (its created_at to the read that saw it end), {wait}"
 
 
 def parse_event(event: Any) -> JobOutcome:
@@ -165,7 +183,7 @@ def failure_for(
         return WorkflowJobTimeoutError(f"{message} within {_seconds(outcome.elapsed)} s", outcome)
     if outcome.status == "timeout":
         text = (
-            f"{job} did not finish in time: {_seconds(outcome.elapsed)} s elapsed, last status "
+            f"{job} did not finish in time: the wait took {_seconds(outcome.elapsed)} s, last status "
             f"{outcome.job_status or 'unknown'}"
         )
         return WorkflowJobTimeoutError(text + (f"; {timeout_note}" if timeout_note else ""), outcome)
@@ -185,11 +203,11 @@ def log_outcome(outcome: JobOutcome, log: logging.Logger | Any, *, fail_on_faile
     The exception only shows the first few failed files; the log has them all.
     """
     log.info(
-        "Job %s finished waiting: %s (job status %s) after %.1f s; %d output file(s), %d failed file(s)%s",
+        "Job %s finished waiting: %s (job status %s); %s; %d output file(s), %d failed file(s)%s",
         outcome.job_id,
         outcome.verdict(fail_on_failed_files=fail_on_failed_files),
         outcome.job_status,
-        outcome.elapsed or 0,
+        outcome.durations(),
         len(outcome.output_files),
         len(outcome.failed_files),
         f"; message: {outcome.message}" if outcome.message else "",

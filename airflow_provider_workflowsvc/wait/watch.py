@@ -15,6 +15,7 @@ import logging
 import math
 import random
 import time
+from datetime import timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_workflowsvc.models import JobStatus
@@ -87,11 +88,10 @@ class JobWatch:
         changed = status is not self.status
         progress = self._progress_to_log(details.node_stats if details is not None else [], changed)
         if changed:
-            moved = (self.job_id, self.status or "submitted", raw, self.elapsed)
-            if progress:
-                self.log.info("Job %s: %s → %s (%.0f s); progress: %s", *moved, progress)
-            else:
-                self.log.info("Job %s: %s → %s (%.0f s)", *moved)
+            # The first status seen is no transition: the job may be someone else's (a sensor's)
+            seen = f"{self.status} → {raw}" if self.status is not None else f"first seen {raw}"
+            line = f"Job %s: %s (wait %.0f s){'; progress: %s' if progress else ''}"
+            self.log.info(line, self.job_id, seen, self.elapsed, *([progress] if progress else []))
         elif progress:
             self.log.info("Job %s progress: %s", self.job_id, progress)
         self.status, self.raw_status = status, raw
@@ -153,6 +153,7 @@ class JobWatch:
             failed_files=[FailedDocument(document=f.document, error=f.error or "") for f in failed],
             output_files=[OutputFile(file_id=o.file_id, node_id=o.node_id) for o in job.output_node_files],
             elapsed=self.elapsed,
+            **job_run_time(job),
         )
 
     def _node_stats(self) -> list[NodeProgress]:
@@ -241,3 +242,32 @@ class PollSchedule:
         end lasts its whole timeout (a last poll that answered early does not end it early).
         """
         return max(self.remaining(), 0.0)
+
+
+def job_run_time(job: Job) -> dict[str, Any]:
+    """
+    Return the job's own run time as ``JobOutcome`` fields: its record's ``runtime`` (seconds, or
+    ``[H:]MM:SS``) where it is readable, else from its ``created_at`` to now (the read that found it
+    ended); nothing when the record has neither.
+    """
+    seconds = _runtime_seconds(job.runtime)
+    if seconds is not None:
+        return {"job_seconds": seconds, "job_seconds_from": "runtime"}
+    if job.created_at is not None:
+        created = job.created_at if job.created_at.tzinfo else job.created_at.replace(tzinfo=timezone.utc)
+        return {"job_seconds": max(0.0, time.time() - created.timestamp()), "job_seconds_from": "created_at"}
+    return {}
+
+
+def _runtime_seconds(runtime: str | float | None) -> float | None:
+    """``runtime`` in seconds: a number, or ``[H:]MM:SS[.f]``; None when unreadable or negative."""
+    if runtime is None or isinstance(runtime, bool):
+        return None
+    try:
+        if isinstance(runtime, (int, float)) or ":" not in runtime:
+            seconds = float(runtime)
+        else:
+            seconds = sum(float(part) * 60**i for i, part in enumerate(reversed(runtime.split(":"))))
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None

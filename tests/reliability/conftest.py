@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -20,7 +19,6 @@ from typing import Any
 import pytest
 
 FIGURES: dict[str, dict[str, Any]] = {}
-FIGURES_FILE = "workflowsvc-reliability-figures.json"
 
 
 @pytest.fixture
@@ -36,12 +34,13 @@ def figures(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if not FIGURES:
         return
-    path = Path(
-        os.environ.get("WORKFLOWSVC_RELIABILITY_FIGURES") or Path(tempfile.gettempdir()) / FIGURES_FILE
-    )
-    record = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "figures": FIGURES}
-    path.write_text(json.dumps(record, indent=2, sort_keys=True))
     terminalreporter.section("reliability figures")
     for name, values in sorted(FIGURES.items()):
         terminalreporter.write_line(f"{name}: {json.dumps(values, sort_keys=True)}")
-    terminalreporter.write_line(f"(written to {path})")
+    target = os.environ.get("WORKFLOWSVC_RELIABILITY_FIGURES")
+    if not target:  # a test run leaves nothing behind in the temp directory unless asked to
+        terminalreporter.write_line("(set $WORKFLOWSVC_RELIABILITY_FIGURES to a file to keep them as JSON)")
+        return
+    record = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "figures": FIGURES}
+    Path(target).write_text(json.dumps(record, indent=2, sort_keys=True))
+    terminalreporter.write_line(f"(written to {target})")

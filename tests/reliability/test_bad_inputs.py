@@ -445,7 +445,9 @@ CASES = [
         r"max_response_bytes: .*1024",
     ),
     # -- the server refuses ------------------------------------------------------------------------
-    Case("401-wrong-token", wrong_token, r"GET /api/v1/jobs/ → 401 .*bearer token", client_side=False),
+    Case(
+        "401-wrong-token", wrong_token, r"GET /api/v1/workflows/\S+ → 401 .*bearer token", client_side=False
+    ),
     Case("401-wrong-api-key", wrong_api_key, r"/api/v1/jobs/.* → 401 .*service-api-key", client_side=False),
     Case("403-forbidden", answer_403, r"GET /api/v1/jobs/j1 → 403 .*workspace not allowed", False, True),
     Case(
@@ -457,7 +459,7 @@ CASES = [
     Case(
         "404-unknown-workflow",
         lambda w: execute(run_op(UNKNOWN_ID, files=w.file("a.txt"))),
-        rf"POST /api/v1/workflows/{UNKNOWN_ID}/run → 404",
+        rf"GET /api/v1/workflows/{UNKNOWN_ID} → 404",  # read before any upload
         client_side=False,
     ),
     Case(
@@ -475,13 +477,13 @@ CASES = [
     Case(
         "422-local-workflow-without-files",
         lambda w: execute(run_op(w.local_workflow)),
-        r"/run → 422 .*body\.input_files",
+        r"workflow 'local' .* has no source connector .*give files=",  # the 422 explained
         client_side=False,
     ),
     Case(
-        "422-remote-workflow-with-files",
+        "remote-workflow-with-files-before-upload",
         lambda w: execute(run_op(w.remote_workflow, files=w.file("a.txt"))),
-        r"/run → 422 .*body\.input_files",
+        r"local files cannot be run on workflow 'remote' .*source connector 'wiki' .*source_id=None",
         client_side=False,
     ),
     Case("500-on-create", answer_500_on_create, r"POST /api/v1/sources/ → 500 .*boom", False, True),
