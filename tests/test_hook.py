@@ -374,9 +374,13 @@ async def test_endpoint(api: Api, mock: respx.MockRouter, case: Case) -> None:
 @pytest.mark.parametrize(
     ("token", "api_key", "expected"),
     [
-        (TOKEN, API_KEY, {"authorization": f"Bearer {TOKEN}", "service-api-key": API_KEY}),
+        (
+            TOKEN,
+            API_KEY,
+            {"authorization": f"Bearer {TOKEN}", "service-api-key": API_KEY, "unstructured-api-key": API_KEY},
+        ),
         (TOKEN, None, {"authorization": f"Bearer {TOKEN}"}),
-        (None, API_KEY, {"service-api-key": API_KEY}),
+        (None, API_KEY, {"service-api-key": API_KEY, "unstructured-api-key": API_KEY}),
         (None, None, {}),  # the deprecated self-hosted deployment
         (f"  {TOKEN}\n", "   ", {"authorization": f"Bearer {TOKEN}"}),
     ],
@@ -389,7 +393,7 @@ async def test_auth_headers_only_when_set(
     await client("list_jobs")
     await client.close()
     headers = route.calls.last.request.headers
-    sent = {k: headers[k] for k in ("authorization", "service-api-key") if k in headers}
+    sent = {k: headers[k] for k in ("authorization", "service-api-key", "unstructured-api-key") if k in headers}
     assert sent == expected
 
 
