@@ -393,7 +393,9 @@ async def test_auth_headers_only_when_set(
     await client("list_jobs")
     await client.close()
     headers = route.calls.last.request.headers
-    sent = {k: headers[k] for k in ("authorization", "service-api-key", "unstructured-api-key") if k in headers}
+    sent = {
+        k: headers[k] for k in ("authorization", "service-api-key", "unstructured-api-key") if k in headers
+    }
     assert sent == expected
 
 

@@ -278,12 +278,16 @@ def test_every_operation_in_the_dialects_verdict(sdk_emulator: EmulatorHandle) -
 
 
 @pytest.mark.parametrize(
-    ("api_key", "status"), [(API_KEY, 200), ("key-sdk-wrong", 401), (TOKEN, 401)], ids=["key", "wrong", "token"]
+    ("api_key", "status"),
+    [(API_KEY, 200), ("key-sdk-wrong", 401), (TOKEN, 401)],
+    ids=["key", "wrong", "token"],
 )
 def test_the_platform_authenticates_the_sdks_own_way(
     platform_emulator: EmulatorHandle, api_key: str, status: int
 ) -> None:
-    sdk = UnstructuredClient(server_url=platform_emulator.root_url, retry_config=NO_RETRIES, api_key_auth=api_key)
+    sdk = UnstructuredClient(
+        server_url=platform_emulator.root_url, retry_config=NO_RETRIES, api_key_auth=api_key
+    )
     if status == 200:
         assert sdk.jobs.list_jobs(request={}).status_code == 200
         return
