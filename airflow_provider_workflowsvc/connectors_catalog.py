@@ -17,6 +17,7 @@ __all__ = [
     "ConnectorSettings",
     "Kind",
     "check_config",
+    "example_config",
     "known_types",
     "settings_of",
 ]
@@ -38,13 +39,9 @@ class ConnectorSettings:
     secret: frozenset[str]
     url: frozenset[str]
 
-    def missing(self, given: Collection[str]) -> list[str]:
-        """Return why ``given`` settings cannot authenticate or run (empty when they can)."""
-        problems = [f"missing required setting {key!r}" for key in self.required if key not in given]
-        if self.auth_variants and not any(all(k in given for k in v) for v in self.auth_variants.values()):
-            ways = "; ".join(f"{name}: {', '.join(keys) or '-'}" for name, keys in self.auth_variants.items())
-            problems.append(f"no complete authentication; give the settings of one of ({ways})")
-        return problems
+    def authenticates(self, given: Collection[str]) -> bool:
+        """Whether ``given`` settings hold every setting of one way to authenticate (or none is needed)."""
+        return not self.auth_variants or any(all(k in given for k in v) for v in self.auth_variants.values())
 
 
 def _spelling(value: str) -> str:
@@ -107,16 +104,20 @@ def check_config(
     know (with a "did you mean"). A type the docs do not know is not checked.
 
     ``pending`` says a value is not known yet (a template rendered later): it is not checked as a URL.
-    A config holding settings the docs do not know may authenticate in a way they do not show, so an
-    incomplete authentication is then a warning, not an error.
+    An incomplete authentication is a warning, not an error: the docs' alternatives are not complete
+    (a destination ``s3`` is also written anonymously; a service may accept a role or another key).
     """
     entry = settings_of(kind, connector_type)
     if entry is None:
         return []
     warnings = [_unknown_setting(entry, str(key)) for key in config if key not in entry.settings]
-    errors = [f"setting {key!r} must be a URL" for key in entry.url if _not_urls(config.get(key), pending)]
-    for problem in entry.missing(set(config)):
-        (warnings if warnings and problem.startswith("no complete") else errors).append(problem)
+    errors = [f"missing required setting {key!r}" for key in entry.required if key not in config]
+    errors += [
+        f"setting {key!r} must be a URL" for key in sorted(entry.url) if _not_urls(config.get(key), pending)
+    ]
+    if not entry.authenticates(set(config)):
+        ways = "; ".join(f"{name}: {', '.join(keys)}" for name, keys in entry.auth_variants.items())
+        warnings.append(f"no complete authentication; the docs give these ways: {ways}")
     if errors:
         raise ValueError(f"{kind} connector type {entry.type!r}: " + "; ".join(errors))
     return [f"{kind} connector type {entry.type!r}: {warning}" for warning in warnings]
@@ -126,6 +127,19 @@ def _unknown_setting(entry: ConnectorSettings, key: str) -> str:
     close = difflib.get_close_matches(key, entry.settings, n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return f"setting {key!r} is not one the provider knows (sent as given){hint}"
+
+
+def example_config(kind: Kind, connector_type: str) -> dict[str, str]:
+    """
+    Return the smallest config the docs accept for a type: its required settings and those of its
+    first way to authenticate, each with a placeholder value (a URL where the setting is one).
+    """
+    entry = settings_of(kind, connector_type)
+    if entry is None:
+        raise ValueError(f"the docs give no settings of {kind} connector type {connector_type!r}")
+    first_way = next(iter(entry.auth_variants.values()), ())
+    keys = dict.fromkeys((*entry.required, *first_way)) or dict.fromkeys(entry.settings[:1])
+    return {key: f"https://{key}.example" if key in entry.url else f"<{key}>" for key in keys}
 
 
 def secret_settings(kind: Kind | None, connector_type: Any) -> frozenset[str]:

@@ -578,21 +578,19 @@ def _coerce_config(kind: Literal["source", "destination"], connector_type: Any, 
     model = config_model_for(kind, str(connector_type))
     if model is GenericConfig and isinstance(config, Mapping):
         config = _known_secrets_wrapped(kind, connector_type, config)
-        _check_by_docs(kind, connector_type, config)
     return model.model_validate(config)
 
 
-def _check_by_docs(
-    kind: Literal["source", "destination"], connector_type: Any, config: Mapping[str, Any]
-) -> None:
-    """Check a generic config against the docs' settings of its type (a ValidationError under ``config``)."""
-    try:
-        warnings = connectors_catalog.check_config(kind, connector_type, config)
-    except ValueError as exc:
-        error = {"type": "value_error", "loc": (), "input": None, "ctx": {"error": exc}}
-        raise ValidationError.from_exception_data("config", [error]) from None  # type: ignore[list-item]
-    for warning in warnings:
-        log.warning("%s", warning)
+def _check_by_docs(kind: Literal["source", "destination"], connector_type: Any, config: Any) -> None:
+    """
+    Check a generic config against the docs' settings of its type: a ``ValueError`` for a missing
+    required setting or a URL setting that is not a URL, a logged warning for anything else.
+    Typed configs (the spec's schemas) are checked by their models instead.
+    """
+    if isinstance(config, GenericConfig) and not isinstance(connector_type, type(None)):
+        name = connector_type.value if isinstance(connector_type, Enum) else str(connector_type)
+        for warning in connectors_catalog.check_config(kind, name, config.model_extra or {}):
+            log.warning("%s", warning)
 
 
 def _known_secrets_wrapped(
@@ -619,6 +617,11 @@ class CreateSourceConnector(_Request):
     def _typed_config(cls, data: Any) -> Any:
         return _typed_connector_body(data, "source", SourceType)
 
+    @model_validator(mode="after")
+    def _by_docs(self) -> CreateSourceConnector:
+        _check_by_docs("source", self.type, self.config)
+        return self
+
 
 class CreateDestinationConnector(_Request):
     """The body that creates a destination connector (a type the provider does not know is sent as given)."""
@@ -631,6 +634,11 @@ class CreateDestinationConnector(_Request):
     @classmethod
     def _typed_config(cls, data: Any) -> Any:
         return _typed_connector_body(data, "destination", DestinationType)
+
+    @model_validator(mode="after")
+    def _by_docs(self) -> CreateDestinationConnector:
+        _check_by_docs("destination", self.type, self.config)
+        return self
 
 
 def parse_connector_type(
@@ -695,7 +703,13 @@ class UpdateConnector(_Request):
         """Validate ``config`` against the typed schema of ``connector_type`` (generic when unknown)."""
         if connector_type is None and isinstance(config, BaseModel):
             return cls(config=config)
-        return cls(config=_coerce_config(kind, connector_type or "", config))
+        update = cls(config=_coerce_config(kind, connector_type or "", config))
+        try:
+            _check_by_docs(kind, connector_type, update.config)
+        except ValueError as exc:
+            error = {"type": "value_error", "loc": ("config",), "input": None, "ctx": {"error": exc}}
+            raise ValidationError.from_exception_data(cls.__name__, [error]) from None  # type: ignore[list-item]
+        return update
 
 
 class _Connector(_Response):
