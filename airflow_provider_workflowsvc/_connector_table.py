@@ -177,7 +177,7 @@ TABLE = {
         "mongodb": {
             "auth_variants": {},
             "required": ("database", "collection", "uri"),
-            "secret": (),
+            "secret": ("uri",),
             "settings": ("database", "collection", "uri"),
             "url": ("uri",),
         },
@@ -191,7 +191,7 @@ TABLE = {
         "neo4j": {
             "auth_variants": {},
             "required": ("uri", "database", "username", "password"),
-            "secret": ("password",),
+            "secret": ("uri", "password"),
             "settings": ("uri", "database", "username", "password", "batch_size"),
             "url": ("uri",),
         },
@@ -253,7 +253,7 @@ TABLE = {
                 "password authentication": ("host", "username", "password"),
             },
             "required": (),
-            "secret": ("password",),
+            "secret": ("uri", "password"),
             "settings": (
                 "database",
                 "ssl",
@@ -471,7 +471,7 @@ TABLE = {
         "mongodb": {
             "auth_variants": {},
             "required": ("uri", "database", "collection"),
-            "secret": (),
+            "secret": ("uri",),
             "settings": ("uri", "database", "collection"),
             "url": ("uri",),
         },

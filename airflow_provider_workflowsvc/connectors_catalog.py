@@ -17,6 +17,7 @@ __all__ = [
     "ConnectorSettings",
     "Kind",
     "check_config",
+    "did_you_mean",
     "example_config",
     "known_types",
     "settings_of",
@@ -124,9 +125,13 @@ def check_config(
 
 
 def _unknown_setting(entry: ConnectorSettings, key: str) -> str:
-    close = difflib.get_close_matches(key, entry.settings, n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"setting {key!r} is not one the provider knows (sent as given){hint}"
+    return f"setting {key!r} is not one the provider knows (sent as given){did_you_mean(key, entry.settings)}"
+
+
+def did_you_mean(word: str, known: Collection[str]) -> str:
+    """Return ``; did you mean 'x'?`` naming the known word closest to ``word``, or nothing."""
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def example_config(kind: Kind, connector_type: str) -> dict[str, str]:

@@ -659,10 +659,10 @@ def parse_connector_type(
     if known is not None:
         return known
     log.warning(
-        "%s connector type %r is not one the provider knows; it is sent as given (known: %s)",
+        "%s connector type %r is not one the provider knows; it is sent as given%s",
         kind,
         value.strip(),
-        ", ".join(m.value for m in types),
+        connectors_catalog.did_you_mean(value.strip(), [m.value for m in types]),
     )
     return value.strip()
 

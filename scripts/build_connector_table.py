@@ -30,6 +30,7 @@ _SECRET_WORDS = frozenset(
     {"password", "secret", "token", "key", "cred", "creds", "credential", "credentials", "passphrase"}
 )
 _SECRET_NAMES = frozenset({"connection_string", "box_app_config"})
+_CONNECTION_STRING = re.compile(r"connection (string|uri)", re.IGNORECASE)
 _NOT_SECRET = frozenset({"record_id_key", "key_prefix"})  # names of fields, not keys to anything
 
 
@@ -110,6 +111,8 @@ def build_entry(example: str, placeholders: dict[str, tuple[bool, str]]) -> tupl
             keys.append(key)
         if _is_url(key, value, placeholder):
             url.append(key) if key not in url else None
+        if _CONNECTION_STRING.search(meaning) and key not in secret:
+            secret.append(key)  # a connection string or URI that carries the user's password
         elif key in _SECRET_NAMES or (
             key not in _NOT_SECRET and set(re.split(r"[_\-]", key.lower())) & _SECRET_WORDS
         ):
