@@ -43,6 +43,7 @@ WORKFLOW_TYPES = ("basic", "advanced", "platinum", "custom")
 
 _WORKFLOW_FIELDS = (
     "name", "workflow_type", "source_id", "destination_id", "workflow_nodes", "schedule", "reprocess_all",
+    "template_id",
 )  # fmt: skip
 _NODE_KEYS = ("name", "type", "subtype")
 
@@ -104,6 +105,7 @@ class _WorkflowOperator(WorkflowServiceBaseOperator):
     workflow_nodes: Any
     schedule: Any
     reprocess_all: Any
+    template_id: Any
 
     def _set_fields(self, **fields: Any) -> dict[str, Any]:
         """Store the settings as attributes; return those given (not None)."""
@@ -131,6 +133,7 @@ class CreateWorkflowOperator(_WorkflowOperator):
         optional ``settings`` (or ``WorkflowNode`` models); required for a custom workflow.
     :param schedule: one of the service's schedules (``every hour``, ``daily``, ``weekly``, ...).
     :param reprocess_all: reprocess every file on each run, not only new ones.
+    :param template_id: the live service's: the workflow template to build the workflow from.
     :param if_exists: when a workflow with this name exists: ``reuse`` it as is (default; a workflow of
         another type fails the task), ``update`` it with these settings, or ``fail``.
     :return: the workflow id (XCom).
@@ -148,6 +151,7 @@ class CreateWorkflowOperator(_WorkflowOperator):
         workflow_nodes: list[Any] | None = None,
         schedule: str | None = None,
         reprocess_all: bool | None = None,
+        template_id: str | None = None,
         if_exists: str = "reuse",
         **kwargs: Any,
     ) -> None:
@@ -161,6 +165,7 @@ class CreateWorkflowOperator(_WorkflowOperator):
             workflow_nodes=workflow_nodes,
             schedule=schedule,
             reprocess_all=reprocess_all,
+            template_id=template_id,
         )
         _check_custom_has_nodes(workflow_type, workflow_nodes)
 
@@ -276,6 +281,7 @@ class UpdateWorkflowOperator(_WorkflowOperator):
     :param workflow_nodes: a new node list (replaces the old one).
     :param schedule: a new schedule (``every hour``, ``daily``, ...).
     :param reprocess_all: whether every file is reprocessed on each run.
+    :param template_id: the live service's: a workflow template to rebuild the workflow from.
     :return: the workflow id (XCom).
     """
 
@@ -292,6 +298,7 @@ class UpdateWorkflowOperator(_WorkflowOperator):
         workflow_nodes: list[Any] | None = None,
         schedule: str | None = None,
         reprocess_all: bool | None = None,
+        template_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -305,6 +312,7 @@ class UpdateWorkflowOperator(_WorkflowOperator):
             workflow_nodes=workflow_nodes,
             schedule=schedule,
             reprocess_all=reprocess_all,
+            template_id=template_id,
         )
         if not given:
             raise input_error("UpdateWorkflowOperator needs at least one setting to change")
