@@ -816,7 +816,7 @@ class CreateWorkflow(_Request):
 
     @model_validator(mode="after")
     def _nodes_fit_type(self) -> CreateWorkflow:
-        if self.workflow_type is WorkflowType.CUSTOM and not self.workflow_nodes:
+        if self.workflow_type is WorkflowType.CUSTOM and not self.workflow_nodes and not self.template_id:
             raise ValueError("workflow_nodes: a custom workflow needs at least one node")
         _check_nodes(self.workflow_nodes)
         return self

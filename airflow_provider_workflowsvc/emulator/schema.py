@@ -232,7 +232,7 @@ class CreateWorkflow(_WorkflowFields):
 
     @model_validator(mode="after")
     def _nodes_fit_type(self) -> CreateWorkflow:
-        if self.workflow_type == "custom" and not self.workflow_nodes:
+        if self.workflow_type == "custom" and not self.workflow_nodes and not self.template_id:
             raise ValueError("workflow_nodes: a custom workflow needs at least one node")
         _unique_node_names(self.workflow_nodes)
         return self

@@ -377,7 +377,12 @@ class Service:
             "workflow_type": request.workflow_type,
             "source_id": str(request.source_id) if request.source_id else None,
             "destination_id": str(request.destination_id) if request.destination_id else None,
-            "nodes": self._nodes(workflow_id, request.workflow_type, request.workflow_nodes),
+            # A template's own nodes are not known here: the emulator stands in a basic pipeline.
+            "nodes": self._nodes(
+                workflow_id,
+                "basic" if request.template_id else request.workflow_type,
+                request.workflow_nodes,
+            ),
             "schedule": request.schedule,
             "schedule_anchor": now,
             "status": "active",

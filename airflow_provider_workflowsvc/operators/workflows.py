@@ -167,7 +167,8 @@ class CreateWorkflowOperator(_WorkflowOperator):
             reprocess_all=reprocess_all,
             template_id=template_id,
         )
-        _check_custom_has_nodes(workflow_type, workflow_nodes)
+        if template_id is None:  # a template gives the nodes
+            _check_custom_has_nodes(workflow_type, workflow_nodes)
 
     def execute(self, context: Context) -> str:
         from airflow_provider_workflowsvc.exceptions import validate_input
