@@ -261,3 +261,31 @@ def test_one_unreadable_item_never_fails_a_listing(
     assert "Skipped item 1 of a" in caplog.text
     if isinstance(UNREADABLE[odd], dict):
         assert repr(UNREADABLE[odd]["name"]) in caplog.text  # the warning names the item
+
+
+@pytest.mark.parametrize("odd_name", ["wanted", "someone-else"])
+def test_get_or_create_fails_closed_only_for_an_unreadable_item_of_its_name(
+    mock_service: Any, odd_name: str
+) -> None:
+    from airflow_provider_workflowsvc.exceptions import ExistingResourceError
+    from airflow_provider_workflowsvc.operators.connectors import CreateSourceConnectorOperator
+
+    good = sample(shared.SourceConnectorInformation)
+    odd = {"id": {"not": "a string"}, "name": odd_name, "type": "s3"}
+    mock_service.get("/sources/").respond(json=[{**good, "name": "other"}, odd])
+    created = mock_service.post("/sources/").respond(json={**good, "name": "wanted"})
+    operator = CreateSourceConnectorOperator(
+        task_id="create",
+        name="wanted",
+        connector_type="s3",
+        config={"remote_url": "s3://b", "anonymous": True},
+    )
+    if odd_name == "wanted":
+        with pytest.raises(
+            ExistingResourceError, match="named 'wanted' exists but the provider cannot read it"
+        ):
+            operator.execute({})
+        assert not created.called
+    else:
+        assert operator.execute({}) == good["id"]
+        assert created.called

@@ -119,6 +119,14 @@ Difference = tuple[str, Any, Any]
 """A setting in which an existing resource differs from the request: (setting, current, wanted)."""
 
 
+def _raw_name(item: Any) -> Any:
+    return item.get("name") if isinstance(item, dict) else None
+
+
+def _raw_id(item: Any) -> Any:
+    return item.get("id") if isinstance(item, dict) else None
+
+
 @dataclass
 class UniqueName(Generic[R]):
     """
@@ -161,8 +169,20 @@ class UniqueName(Generic[R]):
         return str(created.id)
 
     def lookup(self) -> R | None:
-        """Find the one resource named exactly ``name``, None when there is none; more is an error."""
-        matches = [r for r in self.find() if r.name == self.name]
+        """
+        Find the one resource named exactly ``name``, None when there is none; more is an error.
+
+        An item of the listing the hook could not read (``skipped``) that carries the name fails closed:
+        it may be the resource, and nothing may be created or reused beside it.
+        """
+        found = self.find()
+        unreadable = [r for r in getattr(found, "skipped", ()) if _raw_name(r) == self.name]
+        if unreadable:
+            raise ExistingResourceError(
+                f"a {self.what} named {self.name!r} exists but the provider cannot read it "
+                f"(id {_raw_id(unreadable[0])!r}); see the warning above; nothing was created"
+            )
+        matches = [r for r in found if r.name == self.name]
         if len(matches) > 1:
             ids = ", ".join(str(r.id) for r in matches)
             raise ExistingResourceError(
