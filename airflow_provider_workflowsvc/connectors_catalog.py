@@ -144,7 +144,11 @@ def example_config(kind: Kind, connector_type: str) -> dict[str, str]:
         raise ValueError(f"the docs give no settings of {kind} connector type {connector_type!r}")
     first_way = next(iter(entry.auth_variants.values()), ())
     keys = dict.fromkeys((*entry.required, *first_way)) or dict.fromkeys(entry.settings[:1])
-    return {key: f"https://{key}.example" if key in entry.url else f"<{key}>" for key in keys}
+    return {key: _placeholder(key, key in entry.url) for key in keys}
+
+
+def _placeholder(key: str, url: bool) -> str:
+    return f"https://{key.replace('_', '-')}.example.com" if url else f"<{key}>"
 
 
 def secret_settings(kind: Kind | None, connector_type: Any) -> frozenset[str]:
