@@ -516,6 +516,12 @@ class AstraDBDestinationConfig(_Request):
     api_endpoint: NonEmptyStr
     token: Secret
     flatten_metadata: bool | None = None
+    binary_encode_vectors: bool | None = None
+    """The live docs (not the spec): false uploads vectors as lists of numbers."""
+    enable_lexical_search: bool | None = None
+    """The live docs (not the spec): lexical and hybrid search."""
+    astra_generated_embeddings: bool | None = None
+    """The live docs (not the spec): embeddings made by an Astra vectorize integration."""
 
 
 class GenericConfig(_Request):
