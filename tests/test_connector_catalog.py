@@ -32,8 +32,13 @@ def test_the_committed_settings_page_is_what_the_table_gives() -> None:
 
 
 def test_every_known_type_has_a_settings_entry_and_back() -> None:
+    from airflow_provider_workflowsvc.emulator.dialect import connector_types
+
     assert set(known_types("source")) == {t.value for t in SourceType}
     assert set(known_types("destination")) == {t.value for t in DestinationType}
+    # the emulator (which never imports the provider) knows the same list in its platform dialect
+    assert set(connector_types("source", "platform")) == set(known_types("source"))
+    assert set(connector_types("destination", "platform")) == set(known_types("destination"))
     sources, destinations = len(known_types("source")), len(known_types("destination"))
     print(f"\nsettings entries: {sources} sources / {destinations} destinations")
 
