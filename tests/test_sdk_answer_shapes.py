@@ -168,6 +168,13 @@ ONE: dict[str, tuple[type[BaseModel], str, str, HookCall]] = {
         f"/destinations/{ID}",
         lambda h: h.get_destination(ID),
     ),
+    "run_workflow": (shared.JobInformation, "POST", f"/workflows/{ID}/run", lambda h: h.run_workflow(ID)),
+    "start_destination_connection_check": (
+        shared.DagNodeConnectionCheck,
+        "POST",
+        f"/destinations/{ID}/connection-check",
+        lambda h: h.start_destination_connection_check(ID),
+    ),
     "get_source_connection_check": (
         shared.DagNodeConnectionCheck,
         "GET",
