@@ -593,7 +593,7 @@ def _check_by_docs(kind: Literal["source", "destination"], connector_type: Any, 
     required setting or a URL setting that is not a URL, a logged warning for anything else.
     Typed configs (the spec's schemas) are checked by their models instead.
     """
-    if isinstance(config, GenericConfig) and not isinstance(connector_type, type(None)):
+    if isinstance(config, GenericConfig) and connector_type is not None:
         name = connector_type.value if isinstance(connector_type, Enum) else str(connector_type)
         for warning in connectors_catalog.check_config(kind, name, config.model_extra or {}):
             log.warning("%s", warning)

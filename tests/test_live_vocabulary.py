@@ -155,3 +155,37 @@ def test_the_operators_parse_and_execute_the_live_vocabulary(emulator: Any, work
     assert hook_types(emulator) == {source_id: "opensearch", destination_id: "azure"}
     updated = wf_ops.UpdateWorkflowOperator(task_id="u", workflow_id=workflow_id, template_id="tpl-2")
     assert updated.execute({}) == workflow_id
+
+
+def test_a_dag_of_the_live_vocabulary_runs_in_airflow(
+    emulator: Any, dag_runner: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Through Airflow itself (``dag.test``): the platform runs it; the spec's service refuses each name."""
+    from airflow.sdk import DAG
+
+    with DAG("wfsvc_live_vocabulary", schedule=None) as dag:
+        source = conn_ops.CreateSourceConnectorOperator(
+            task_id="search", name="search-in", connector_type="opensearch", config=OPENSEARCH
+        )
+        destination = conn_ops.CreateDestinationConnectorOperator(
+            task_id="blob", name="blob-out", connector_type="azure", config=AZURE_OUT
+        )
+        wf_ops.CreateWorkflowOperator(
+            task_id="wf",
+            name="live",
+            workflow_type="custom",
+            template_id="tpl-1",
+            source_id=source.output,
+            destination_id=destination.output,
+        )
+
+    run = dag_runner(dag)
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    out = capfd.readouterr().out
+    assert "pw-os" not in out
+    assert "acct-key-1" not in out
+    if emulator.dialect == "spec":
+        assert states == {"search": "failed", "blob": "failed", "wf": "upstream_failed"}
+        assert "422" in out
+    else:
+        assert states == {"search": "success", "blob": "success", "wf": "success"}
