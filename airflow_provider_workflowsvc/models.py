@@ -594,7 +594,7 @@ def _check_by_docs(kind: Literal["source", "destination"], connector_type: Any, 
     Typed configs (the spec's schemas) are checked by their models instead.
     """
     if isinstance(config, GenericConfig) and connector_type is not None:
-        name = connector_type.value if isinstance(connector_type, Enum) else str(connector_type)
+        name = connector_type_name(connector_type)
         for warning in connectors_catalog.check_config(kind, name, config.model_extra or {}):
             log.warning("%s", warning)
 
