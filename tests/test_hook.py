@@ -329,6 +329,13 @@ CASES = [
          lambda r: [e.element_id for e in r] == ["e1", "e2"] and isinstance(r[0], Element)
          and r[0].metadata.data_source.permissions("read").users == ["u1"],
          params={"file_id": "f-1", "node_id": "n-1"}),
+    Case("download_job_output", (JID, "f-1"), {}, "GET", f"/jobs/{JID}/download", ELEMENTS,
+         lambda r: [e.element_id for e in r] == ["e1", "e2"], params={"file_id": "f-1"}),
+    Case("create_workflow", ("wf", "custom"), {"template_id": "tpl-9"}, "POST", "/workflows/", WORKFLOW,
+         lambda r: r.id == WID, body={"name": "wf", "workflow_type": "custom", "template_id": "tpl-9"}),
+    Case("list_sources", (), {"source_type": "Lakehouse"}, "GET", "/sources/", [SOURCE, "unreadable"],
+         lambda r: [s.id for s in r] == [SID] and r.skipped == ["unreadable"],
+         params={"source_type": "Lakehouse"}),
 ]  # fmt: skip
 
 

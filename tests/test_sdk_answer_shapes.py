@@ -250,6 +250,7 @@ UNREADABLE: dict[str, Any] = {
     "a string": "not a record",
     "no id": {"name": "orphan", "status": "SCHEDULED"},
     "an id that is an object": {"id": {"nested": 1}, "name": "odd"},
+    "a null id": {"id": None, "name": "no-id-yet", "status": "SCHEDULED"},
 }
 
 
