@@ -190,14 +190,14 @@ TABLE = {
         },
         "neo4j": {
             "auth_variants": {},
-            "required": ("uri", "database", "username", "password"),
+            "required": ("uri", "password"),
             "secret": ("uri", "password"),
             "settings": ("uri", "database", "username", "password", "batch_size"),
             "url": ("uri",),
         },
         "onedrive": {
             "auth_variants": {},
-            "required": ("client_id", "user_pname", "password", "tenant", "authority_url", "client_cred"),
+            "required": ("client_id", "user_pname", "password", "tenant", "client_cred"),
             "secret": ("password", "client_cred"),
             "settings": (
                 "client_id",
@@ -279,17 +279,7 @@ TABLE = {
         },
         "snowflake": {
             "auth_variants": {},
-            "required": (
-                "account",
-                "user",
-                "host",
-                "port",
-                "database",
-                "schema",
-                "role",
-                "password",
-                "batch_size",
-            ),
+            "required": ("account", "user", "host", "database", "schema", "role", "password"),
             "secret": ("password",),
             "settings": (
                 "account",
@@ -477,7 +467,7 @@ TABLE = {
         },
         "onedrive": {
             "auth_variants": {},
-            "required": ("client_id", "user_pname", "password", "tenant", "authority_url", "client_cred"),
+            "required": ("client_id", "user_pname", "password", "tenant", "client_cred"),
             "secret": ("password", "client_cred"),
             "settings": (
                 "client_id",
@@ -585,18 +575,7 @@ TABLE = {
         },
         "snowflake": {
             "auth_variants": {},
-            "required": (
-                "account",
-                "user",
-                "host",
-                "port",
-                "database",
-                "schema",
-                "role",
-                "password",
-                "id_column",
-                "batch_size",
-            ),
+            "required": ("account", "user", "host", "database", "schema", "role", "password", "id_column"),
             "secret": ("password",),
             "settings": (
                 "account",

@@ -119,7 +119,7 @@ def build_entry(example: str, placeholders: dict[str, tuple[bool, str]]) -> tupl
             secret.append(key) if key not in secret else None
         has_default = "default" in meaning.lower()
         if variant is None:
-            if is_required and key not in required:
+            if is_required and not has_default and key not in required:  # a default makes it optional
                 required.append(key)
         elif (placeholder and "|" not in placeholder and not has_default) or value == "true":
             # within an alternative, every setting without a default or a choice is needed
