@@ -28,7 +28,7 @@ TABLE = {
                 "account key authentication": ("account_name", "account_key"),
                 "connection string authentication": ("connection_string",),
             },
-            "required": (),
+            "required": ("remote_url",),
             "secret": ("sas_token", "account_key", "connection_string"),
             "settings": ("remote_url", "account_name", "sas_token", "account_key", "connection_string"),
             "url": ("remote_url",),
@@ -212,7 +212,7 @@ TABLE = {
         },
         "opensearch": {
             "auth_variants": {},
-            "required": ("index_name",),
+            "required": ("hosts", "index_name"),
             "secret": ("password", "aws_access_key_id", "aws_secret_access_key", "aws_session_token"),
             "settings": (
                 "hosts",
@@ -318,7 +318,7 @@ TABLE = {
                 "account key authentication": ("account_name", "account_key"),
                 "connection string authentication": ("connection_string",),
             },
-            "required": (),
+            "required": ("remote_url",),
             "secret": ("sas_token", "account_key", "connection_string"),
             "settings": (
                 "remote_url",
@@ -483,7 +483,7 @@ TABLE = {
         },
         "opensearch": {
             "auth_variants": {},
-            "required": ("index_name",),
+            "required": ("hosts", "index_name"),
             "secret": ("password", "aws_access_key_id", "aws_secret_access_key", "aws_session_token"),
             "settings": (
                 "hosts",

@@ -42,7 +42,11 @@ def read_placeholders(text: str) -> dict[str, tuple[bool, str]]:
     """Read a placeholders page: placeholder name → (required, its explanation)."""
     found: dict[str, tuple[bool, str]] = {}
     for line in text.splitlines():
-        for name in re.findall(r"`<([^<>`]+)>`", line):
+        names = re.findall(r"`<([^<>`]+)>`", line)
+        subject = re.match(r"\s*- `([^`]*)`", line)  # a list item explains its first code span
+        if not names and subject is not None:
+            names = re.findall(r"<([^<>]+)>", subject.group(1))  # e.g. `https://<host>:<port>`
+        for name in names:
             lowered = line.lower()
             required = "required" in lowered and "not required" not in lowered
             found.setdefault(_norm(name), (required, line))
