@@ -53,8 +53,8 @@ def get_provider_info() -> dict[str, Any]:
                 "conn-fields": {
                     "api_key": {
                         "label": "API key",
-                        "description": "Sent as the service-api-key header. Leave empty for the "
-                        "self-hosted deployment.",
+                        "description": "Sent as the unstructured-api-key and service-api-key headers "
+                        "(enough alone for the live service). Leave empty for the self-hosted deployment.",
                         "schema": {"type": ["string", "null"], "format": "password"},
                     },
                     "timeout": {

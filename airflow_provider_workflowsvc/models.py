@@ -9,11 +9,12 @@ provider); requests forbid unknown fields and send exactly the spec's field name
 from __future__ import annotations
 
 import functools
+import logging
 import re
 from collections.abc import Mapping
 from datetime import datetime
 from enum import Enum
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 from uuid import UUID
 
 from pydantic import (
@@ -24,10 +25,15 @@ from pydantic import (
     SecretStr,
     SerializationInfo,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_serializer,
     model_validator,
 )
+
+from airflow_provider_workflowsvc import connectors_catalog
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "AstraDBDestinationConfig",
@@ -67,7 +73,9 @@ __all__ = [
     "WorkflowType",
     "config_model_for",
     "confluence_auth_variant",
+    "connector_type_name",
     "is_secret_field",
+    "parse_connector_type",
     "parse_enum",
     "request_json",
 ]
@@ -201,7 +209,7 @@ def parse_enum(enum_cls: type[E], value: Any, what: str) -> E:
 
 
 class SourceType(_StrictEnum):
-    """The source connector types of the spec."""
+    """The source connector types of the spec and of the live docs (``opensearch``, ``teradata``)."""
 
     AZURE = "azure"
     BOX = "box"
@@ -215,6 +223,7 @@ class SourceType(_StrictEnum):
     KAFKA_CLOUD = "kafka-cloud"
     MONGODB = "mongodb"
     ONEDRIVE = "onedrive"
+    OPENSEARCH = "opensearch"
     OUTLOOK = "outlook"
     POSTGRES = "postgres"
     S3 = "s3"
@@ -223,13 +232,15 @@ class SourceType(_StrictEnum):
     SLACK = "slack"
     SNOWFLAKE = "snowflake"
     JIRA = "jira"
+    TERADATA = "teradata"
     ZENDESK = "zendesk"
 
 
 class DestinationType(_StrictEnum):
-    """The destination connector types of the spec."""
+    """The destination connector types of the spec and of the live docs (azure, opensearch, teradata)."""
 
     ASTRADB = "astradb"
+    AZURE = "azure"
     AZURE_AI_SEARCH = "azure_ai_search"
     COUCHBASE = "couchbase"
     DATABRICKS_VOLUMES = "databricks_volumes"
@@ -243,12 +254,14 @@ class DestinationType(_StrictEnum):
     MOTHERDUCK = "motherduck"
     NEO4J = "neo4j"
     ONEDRIVE = "onedrive"
+    OPENSEARCH = "opensearch"
     PINECONE = "pinecone"
     POSTGRES = "postgres"
     REDIS = "redis"
     QDRANT_CLOUD = "qdrant-cloud"
     S3 = "s3"
     SNOWFLAKE = "snowflake"
+    TERADATA = "teradata"
     WEAVIATE_CLOUD = "weaviate-cloud"
     IBM_WATSONX_S3 = "ibm_watsonx_s3"
 
@@ -503,6 +516,12 @@ class AstraDBDestinationConfig(_Request):
     api_endpoint: NonEmptyStr
     token: Secret
     flatten_metadata: bool | None = None
+    binary_encode_vectors: bool | None = None
+    """The live docs (not the spec): false uploads vectors as lists of numbers."""
+    enable_lexical_search: bool | None = None
+    """The live docs (not the spec): lexical and hybrid search."""
+    astra_generated_embeddings: bool | None = None
+    """The live docs (not the spec): embeddings made by an Astra vectorize integration."""
 
 
 class GenericConfig(_Request):
@@ -562,7 +581,30 @@ def config_model_for(kind: Literal["source", "destination"], connector_type: str
 def _coerce_config(kind: Literal["source", "destination"], connector_type: Any, config: Any) -> Any:
     if isinstance(config, BaseModel):
         config = config.model_dump(exclude_unset=True, context={"reveal_secrets": True})
-    return config_model_for(kind, str(connector_type)).model_validate(config)
+    model = config_model_for(kind, str(connector_type))
+    if model is GenericConfig and isinstance(config, Mapping):
+        config = _known_secrets_wrapped(kind, connector_type, config)
+    return model.model_validate(config)
+
+
+def _check_by_docs(kind: Literal["source", "destination"], connector_type: Any, config: Any) -> None:
+    """
+    Check a generic config against the docs' settings of its type: a ``ValueError`` for a missing
+    required setting or a URL setting that is not a URL, a logged warning for anything else.
+    Typed configs (the spec's schemas) are checked by their models instead.
+    """
+    if isinstance(config, GenericConfig) and connector_type is not None:
+        name = connector_type_name(connector_type)
+        for warning in connectors_catalog.check_config(kind, name, config.model_extra or {}):
+            log.warning("%s", warning)
+
+
+def _known_secrets_wrapped(
+    kind: Literal["source", "destination"], connector_type: Any, config: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``config`` with the values of the settings the docs say are secret wrapped (any name)."""
+    secret = connectors_catalog.secret_settings(kind, connector_type)
+    return {k: _wrap_all(v) if k in secret else v for k, v in config.items()}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -570,10 +612,10 @@ def _coerce_config(kind: Literal["source", "destination"], connector_type: Any, 
 
 
 class CreateSourceConnector(_Request):
-    """The body that creates a source connector."""
+    """The body that creates a source connector (a type the provider does not know is sent as given)."""
 
     name: NonEmptyStr
-    type: SourceType
+    type: SourceType | str
     config: SourceConfig
 
     @model_validator(mode="before")
@@ -581,12 +623,17 @@ class CreateSourceConnector(_Request):
     def _typed_config(cls, data: Any) -> Any:
         return _typed_connector_body(data, "source", SourceType)
 
+    @model_validator(mode="after")
+    def _by_docs(self) -> CreateSourceConnector:
+        _check_by_docs("source", self.type, self.config)
+        return self
+
 
 class CreateDestinationConnector(_Request):
-    """The body that creates a destination connector."""
+    """The body that creates a destination connector (a type the provider does not know is sent as given)."""
 
     name: NonEmptyStr
-    type: DestinationType
+    type: DestinationType | str
     config: DestinationConfig
 
     @model_validator(mode="before")
@@ -594,13 +641,49 @@ class CreateDestinationConnector(_Request):
     def _typed_config(cls, data: Any) -> Any:
         return _typed_connector_body(data, "destination", DestinationType)
 
+    @model_validator(mode="after")
+    def _by_docs(self) -> CreateDestinationConnector:
+        _check_by_docs("destination", self.type, self.config)
+        return self
+
+
+def parse_connector_type(
+    kind: Literal["source", "destination"], value: Any
+) -> SourceType | DestinationType | str:
+    """
+    Return a connector type: the member of :class:`SourceType` / :class:`DestinationType` it spells, or
+    (a type the provider does not know, perhaps one the service added since) the text as given, with a
+    warning.
+    Only a value that is not a non-empty string is a ``ValueError``.
+    """
+    types: type[SourceType] | type[DestinationType] = SourceType if kind == "source" else DestinationType
+    if isinstance(value, types):
+        return value
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{kind} connector type must be a non-empty string, got {value!r}")
+    known = _member_spelled(types, value)
+    if known is not None:
+        return known
+    log.warning(
+        "%s connector type %r is not one the provider knows; it is sent as given%s",
+        kind,
+        value.strip(),
+        connectors_catalog.did_you_mean(value.strip(), [m.value for m in types]),
+    )
+    return value.strip()
+
+
+def connector_type_name(value: SourceType | DestinationType | str) -> str:
+    """Return the wire name of a connector type, known (an enum member) or not (text)."""
+    return value.value if isinstance(value, Enum) else str(value)
+
 
 def _typed_connector_body(data: Any, kind: Literal["source", "destination"], types: type[_StrictEnum]) -> Any:
     if not isinstance(data, Mapping) or "config" not in data or "type" not in data:
         return data
-    connector_type = parse_enum(types, data["type"], f"{kind} connector type")
+    connector_type = parse_connector_type(kind, data["type"])
     try:
-        config = _coerce_config(kind, connector_type.value, data["config"])
+        config = _coerce_config(kind, connector_type_name(connector_type), data["config"])
     except ValidationError as exc:
         raise _under("config", exc) from None
     return {**data, "type": connector_type, "config": config}
@@ -626,29 +709,43 @@ class UpdateConnector(_Request):
         """Validate ``config`` against the typed schema of ``connector_type`` (generic when unknown)."""
         if connector_type is None and isinstance(config, BaseModel):
             return cls(config=config)
-        return cls(config=_coerce_config(kind, connector_type or "", config))
+        update = cls(config=_coerce_config(kind, connector_type or "", config))
+        try:
+            _check_by_docs(kind, connector_type, update.config)
+        except ValueError as exc:
+            error = {"type": "value_error", "loc": ("config",), "input": None, "ctx": {"error": exc}}
+            raise ValidationError.from_exception_data(cls.__name__, [error]) from None  # type: ignore[list-item]
+        return update
 
 
 class _Connector(_Response):
-    id: UUID
+    id: str
     name: str
     type: str
     config: dict[str, Any] = Field(default_factory=dict)
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
+    connector_kind: ClassVar[Literal["source", "destination"]]
+
     @field_validator("config", mode="before")
     @classmethod
-    def _mask_config(cls, value: Any) -> Any:
-        return _wrap_secrets(value) if isinstance(value, Mapping) else (value or {})
+    def _mask_config(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, Mapping):
+            return value or {}
+        return _wrap_secrets(_known_secrets_wrapped(cls.connector_kind, info.data.get("type"), value))
 
 
 class SourceConnector(_Connector):
     """A source connector as the service returns it (secret config values masked)."""
 
+    connector_kind: ClassVar[Literal["source", "destination"]] = "source"
+
 
 class DestinationConnector(_Connector):
     """A destination connector as the service returns it (secret config values masked)."""
+
+    connector_kind: ClassVar[Literal["source", "destination"]] = "destination"
 
 
 class ConnectionCheck(_Response):
@@ -666,12 +763,15 @@ class ConnectionCheck(_Response):
 
 
 class WorkflowNode(_Response):
-    """One processing step of a workflow (partitioner, chunker, embedder, ...)."""
+    """
+    One processing step of a workflow (partitioner, chunker, embedder, ...). Any type and subtype is
+    kept (the service may add some); a request's nodes need non-empty names, types and subtypes.
+    """
 
-    id: UUID | None = None
-    name: NonEmptyStr
-    type: NonEmptyStr
-    subtype: NonEmptyStr
+    id: str | None = None
+    name: str
+    type: str
+    subtype: str
     settings: dict[str, Any] | None = None
 
 
@@ -692,6 +792,9 @@ def _check_nodes(nodes: list[WorkflowNode] | None) -> None:
     if not nodes:
         return
     for index, node in enumerate(nodes):
+        empty = [f for f in ("name", "type", "subtype") if not getattr(node, f).strip()]
+        if empty:
+            raise ValueError(f"workflow_nodes.{index}: {', '.join(empty)} must not be empty")
         if node.model_extra:
             unknown = ", ".join(sorted(node.model_extra))
             raise ValueError(
@@ -714,10 +817,12 @@ class CreateWorkflow(_Request):
     workflow_nodes: list[WorkflowNode] | None = None
     schedule: Schedule | None = None
     reprocess_all: bool | None = None
+    template_id: NonEmptyStr | None = None
+    """Platform dialect: the id of a workflow template to build the workflow from."""
 
     @model_validator(mode="after")
     def _nodes_fit_type(self) -> CreateWorkflow:
-        if self.workflow_type is WorkflowType.CUSTOM and not self.workflow_nodes:
+        if self.workflow_type is WorkflowType.CUSTOM and not self.workflow_nodes and not self.template_id:
             raise ValueError("workflow_nodes: a custom workflow needs at least one node")
         _check_nodes(self.workflow_nodes)
         return self
@@ -733,6 +838,8 @@ class UpdateWorkflow(_Request):
     workflow_nodes: list[WorkflowNode] | None = None
     schedule: Schedule | None = None
     reprocess_all: bool | None = None
+    template_id: NonEmptyStr | None = None
+    """Platform dialect: the id of a workflow template to rebuild the workflow from."""
 
     @model_validator(mode="after")
     def _valid_nodes(self) -> UpdateWorkflow:
@@ -745,10 +852,10 @@ class UpdateWorkflow(_Request):
 class Workflow(_Response):
     """A workflow: its connectors, nodes, schedule and status."""
 
-    id: UUID
+    id: str
     name: str
-    sources: list[UUID] = Field(default_factory=list)
-    destinations: list[UUID] = Field(default_factory=list)
+    sources: list[str] = Field(default_factory=list)
+    destinations: list[str] = Field(default_factory=list)
     workflow_type: str | None = None
     workflow_nodes: list[WorkflowNode] = Field(default_factory=list)
     schedule: WorkflowSchedule | None = None

@@ -196,8 +196,12 @@ def test_ambiguous_create_failure_with_nothing_found_raises_the_failure(mock_ser
 
 
 def test_invalid_values_known_at_parse_time_fail_the_constructor() -> None:
-    with pytest.raises(WorkflowServiceInputError, match="unknown source connector type 'confluenc'"):
-        create_source(connector_type="confluenc")
+    with pytest.raises(WorkflowServiceInputError, match="source connector type must be a non-empty string"):
+        create_source(connector_type=" ")
+    with pytest.raises(WorkflowServiceInputError, match="'s3': missing required setting 'remote_url'"):
+        create_source(connector_type="s3", config={"bucket": "b"})
+    with pytest.raises(WorkflowServiceInputError, match="'s3': setting 'remote_url' must be a URL"):
+        create_source(connector_type="s3", config={"remote_url": "not-a-url", "anonymous": True})
     with pytest.raises(WorkflowServiceInputError, match="if_exists must be one of"):
         create_source(if_exists="replace")
     with pytest.raises(WorkflowServiceInputError, match="name must not be empty"):
@@ -206,12 +210,27 @@ def test_invalid_values_known_at_parse_time_fail_the_constructor() -> None:
         create_source(config=["url"])
     with pytest.raises(WorkflowServiceInputError, match="connector_id must be a UUID"):
         ops.DeleteSourceConnectorOperator(task_id="d", connector_id="not-a-uuid")
-    with pytest.raises(WorkflowServiceInputError, match="unknown destination connector type 'confluence'"):
-        ops.UpdateDestinationConnectorOperator(
-            task_id="u", connector_id=DST_ID, connector_type="confluence", config={"a": "b"}
-        )
+    with pytest.raises(WorkflowServiceInputError, match="destination connector type must be a non-empty"):
+        ops.UpdateDestinationConnectorOperator(task_id="u", connector_id=DST_ID, connector_type=3, config={})
     with pytest.raises(WorkflowServiceInputError, match="positive"):
         ops.SourceConnectionCheckOperator(task_id="c", connector_id=SRC_ID, poll_interval=0)
+
+
+def test_names_the_provider_does_not_know_pass_at_parse_time_with_a_warning(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    create_source(connector_type="confluenc")
+    ops.UpdateDestinationConnectorOperator(
+        task_id="u", connector_id=DST_ID, connector_type="lakehouse", config={"a": "b"}
+    )
+    create_source(connector_type="s3", config={"remote_url": "s3://b", "anonymus": True})
+    said = capfd.readouterr().out + caplog.text
+    assert "source connector type 'confluenc' is not one the provider knows; it is sent as given" in said
+    assert "did you mean 'confluence'?" in said
+    assert "destination connector type 'lakehouse' is not one the provider knows" in said
+    assert (
+        "setting 'anonymus' is not one the provider knows (sent as given); did you mean 'anonymous'?" in said
+    )
 
 
 def test_templated_values_are_checked_when_the_task_runs() -> None:
@@ -225,7 +244,6 @@ def test_templated_values_are_checked_when_the_task_runs() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"connector_type": "nope"}, "unknown source connector type 'nope'"),
         ({"config": {"url": "https://wiki.example.com", "token": SECRET, "cloud": True}}, "cloud=false"),
         ({"config": {"username": "u", "token": SECRET}}, "config.url: Field required"),
         ({"config": {**CONFLUENCE, "colour": "blue"}}, "colour: Extra inputs are not permitted"),
@@ -340,9 +358,14 @@ def test_update_without_a_type_reads_it_first_and_validates_before_the_put(mock_
 
 
 def test_update_with_an_invalid_config_sends_nothing(mock_service: Any) -> None:
+    with pytest.raises(WorkflowServiceInputError, match="missing required setting 'api_endpoint'"):
+        ops.UpdateDestinationConnectorOperator(  # the live docs' settings, at DAG parse time
+            task_id="u", connector_id=DST_ID, connector_type="astradb", config={"collection_name": "c"}
+        )
     op = ops.UpdateDestinationConnectorOperator(
-        task_id="u", connector_id=DST_ID, connector_type="astradb", config={"collection_name": "c"}
+        task_id="u", connector_id=DST_ID, connector_type="{{ params.kind }}", config={"collection_name": "c"}
     )
+    op.connector_type = "astradb"  # rendered: the spec's typed schema, when the task runs
     with pytest.raises(InvalidTaskInputError, match="api_endpoint"):
         op.execute({})
     assert not mock_service.calls

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import pytest
 from helpers import accepted_code, job_spelling
+from pydantic import SecretStr
 
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceAuthError,
@@ -235,14 +236,17 @@ def test_test_connection(emulator: Any, settings: ConnectionSettings) -> None:
     ok, message = WorkflowServiceHook(settings=settings).test_connection()
     assert ok
     assert emulator.base_url in message
-    wrong = settings.model_copy(update={"token": None})
+    # no token, and an API key that is not the service's (the platform takes the key alone)
+    wrong = settings.model_copy(update={"token": None, "api_key": SecretStr("key-not-the-services")})
     ok, message = WorkflowServiceHook(settings=wrong).test_connection()
     assert not ok
     assert "401" in message
 
 
-def test_wrong_credentials_raise_auth_error(settings: ConnectionSettings) -> None:
-    wrong = ConnectionSettings(base_url=settings.base_url, token="nope", api_key=settings.api_key)
+def test_wrong_credentials_raise_auth_error(emulator: Any, settings: ConnectionSettings) -> None:
+    # the spec's service wants the token; the platform takes the API key alone, so that one is wrong there
+    api_key = settings.api_key if emulator.dialect == "spec" else "key-nope"
+    wrong = ConnectionSettings(base_url=settings.base_url, token="nope", api_key=api_key)
     with WorkflowServiceHook(settings=wrong) as hook, pytest.raises(WorkflowServiceAuthError):
         hook.list_sources()
 

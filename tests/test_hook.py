@@ -229,13 +229,13 @@ class Case:
 
 CASES = [
     Case("list_sources", (), {}, "GET", "/sources/", [SOURCE],
-         lambda r: isinstance(r[0], SourceConnector) and r[0].id == UUID(SID)),
+         lambda r: isinstance(r[0], SourceConnector) and r[0].id == SID),
     Case("list_sources", (), {"source_type": "S3"}, "GET", "/sources/", [],
          lambda r: r == [], params={"source_type": "s3"}),
     Case("get_source", (SID,), {}, "GET", f"/sources/{SID}", SOURCE,
          lambda r: isinstance(r, SourceConnector) and r.name == "src"),
     Case("create_source", ("src", "azure", {"remote_url": "az://c", "sas_token": "sas-value"}), {},
-         "POST", "/sources/", SOURCE, lambda r: r.id == UUID(SID),
+         "POST", "/sources/", SOURCE, lambda r: r.id == SID,
          body={"name": "src", "type": "azure", "config": {"remote_url": "az://c", "sas_token": "sas-value"}},
          status=201),
     Case("create_source", ("conf", "confluence", {"url": "https://w", "token": "pat-value"}), {},
@@ -245,10 +245,10 @@ CASES = [
              "max_num_of_docs_from_each_space": 150, "extract_images": False, "extract_files": False,
              "cloud": False}}),
     Case("update_source", (SID, AzureSourceConfig(remote_url="az://d", recursive=True)), {}, "PUT",
-         f"/sources/{SID}", SOURCE, lambda r: r.id == UUID(SID),
+         f"/sources/{SID}", SOURCE, lambda r: r.id == SID,
          body={"config": {"remote_url": "az://d", "recursive": True}}),
     Case("update_source", (SID, {"remote_url": "s3://b", "secret_key": "sk"}), {"source_type": "s3"}, "PUT",
-         f"/sources/{SID}", SOURCE, lambda r: r.id == UUID(SID),
+         f"/sources/{SID}", SOURCE, lambda r: r.id == SID,
          body={"config": {"remote_url": "s3://b", "secret_key": "sk"}}),
     Case("delete_source", (SID,), {}, "DELETE", f"/sources/{SID}", {"deleted": True},
          lambda r: r is None),
@@ -263,15 +263,15 @@ CASES = [
     Case("list_destinations", (), {"destination_type": "astradb"}, "GET", "/destinations/", [DESTINATION],
          lambda r: isinstance(r[0], DestinationConnector), params={"destination_type": "astradb"}),
     Case("get_destination", (DID,), {}, "GET", f"/destinations/{DID}", DESTINATION,
-         lambda r: r.id == UUID(DID)),
+         lambda r: r.id == DID),
     Case("create_destination",
          ("dst", "astradb", {"collection_name": "c", "api_endpoint": "https://a", "token": "astra-tok"}), {},
-         "POST", "/destinations/", DESTINATION, lambda r: r.id == UUID(DID),
+         "POST", "/destinations/", DESTINATION, lambda r: r.id == DID,
          body={"name": "dst", "type": "astradb",
                "config": {"collection_name": "c", "api_endpoint": "https://a", "token": "astra-tok"}}),
     Case("update_destination", (DID, {"collection_name": "c2", "api_endpoint": "https://a", "token": "t2"}),
          {"destination_type": "astradb"}, "PUT", f"/destinations/{DID}", DESTINATION,
-         lambda r: r.id == UUID(DID),
+         lambda r: r.id == DID,
          body={"config": {"collection_name": "c2", "api_endpoint": "https://a", "token": "t2"}}),
     Case("delete_destination", (DID,), {}, "DELETE", f"/destinations/{DID}", None, lambda r: r is None,
          status=204),
@@ -281,11 +281,11 @@ CASES = [
          {**CHECK, "status": "failed", "reason": "bad creds"},
          lambda r: r.status is ConnectionCheckStatus.FAILURE and r.reason == "bad creds"),
     Case("create_workflow", ("wf", "basic"), {"source_id": SID, "destination_id": DID, "schedule": "daily"},
-         "POST", "/workflows/", WORKFLOW, lambda r: isinstance(r, Workflow) and r.id == UUID(WID),
+         "POST", "/workflows/", WORKFLOW, lambda r: isinstance(r, Workflow) and r.id == WID,
          body={"name": "wf", "workflow_type": "basic", "source_id": SID, "destination_id": DID,
                "schedule": "daily"}),
     Case("list_workflows", (), {}, "GET", "/workflows/", [WORKFLOW, {**WORKFLOW, "id": SID}],
-         lambda r: [w.id for w in r] == [UUID(WID), UUID(SID)]),
+         lambda r: [w.id for w in r] == [WID, SID]),
     Case("list_workflows", (), {
         "dag_node_configuration_id": "dnc", "source_id": SID, "destination_id": DID, "status": "active",
         "page": 2, "page_size": 5, "created_since": datetime(2024, 1, 1, tzinfo=timezone.utc),
@@ -300,7 +300,7 @@ CASES = [
     Case("get_workflow", (WID,), {}, "GET", f"/workflows/{WID}", WORKFLOW,
          lambda r: r.schedule.crontab_entries[0].cron_expression == "0 0 * * *"),
     Case("update_workflow", (WID,), {"schedule": "every hour", "reprocess_all": True}, "PUT",
-         f"/workflows/{WID}", WORKFLOW, lambda r: r.id == UUID(WID),
+         f"/workflows/{WID}", WORKFLOW, lambda r: r.id == WID,
          body={"schedule": "every hour", "reprocess_all": True}),
     Case("delete_workflow", (WID,), {}, "DELETE", f"/workflows/{WID}", None, lambda r: r is None),
     Case("run_workflow", (WID,), {}, "POST", f"/workflows/{WID}/run", JOB,
@@ -329,6 +329,13 @@ CASES = [
          lambda r: [e.element_id for e in r] == ["e1", "e2"] and isinstance(r[0], Element)
          and r[0].metadata.data_source.permissions("read").users == ["u1"],
          params={"file_id": "f-1", "node_id": "n-1"}),
+    Case("download_job_output", (JID, "f-1"), {}, "GET", f"/jobs/{JID}/download", ELEMENTS,
+         lambda r: [e.element_id for e in r] == ["e1", "e2"], params={"file_id": "f-1"}),
+    Case("create_workflow", ("wf", "custom"), {"template_id": "tpl-9"}, "POST", "/workflows/", WORKFLOW,
+         lambda r: r.id == WID, body={"name": "wf", "workflow_type": "custom", "template_id": "tpl-9"}),
+    Case("list_sources", (), {"source_type": "Lakehouse"}, "GET", "/sources/", [SOURCE, "unreadable"],
+         lambda r: [s.id for s in r] == [SID] and r.skipped == ["unreadable"],
+         params={"source_type": "Lakehouse"}),
 ]  # fmt: skip
 
 
@@ -374,9 +381,13 @@ async def test_endpoint(api: Api, mock: respx.MockRouter, case: Case) -> None:
 @pytest.mark.parametrize(
     ("token", "api_key", "expected"),
     [
-        (TOKEN, API_KEY, {"authorization": f"Bearer {TOKEN}", "service-api-key": API_KEY}),
+        (
+            TOKEN,
+            API_KEY,
+            {"authorization": f"Bearer {TOKEN}", "service-api-key": API_KEY, "unstructured-api-key": API_KEY},
+        ),
         (TOKEN, None, {"authorization": f"Bearer {TOKEN}"}),
-        (None, API_KEY, {"service-api-key": API_KEY}),
+        (None, API_KEY, {"service-api-key": API_KEY, "unstructured-api-key": API_KEY}),
         (None, None, {}),  # the deprecated self-hosted deployment
         (f"  {TOKEN}\n", "   ", {"authorization": f"Bearer {TOKEN}"}),
     ],
@@ -389,7 +400,9 @@ async def test_auth_headers_only_when_set(
     await client("list_jobs")
     await client.close()
     headers = route.calls.last.request.headers
-    sent = {k: headers[k] for k in ("authorization", "service-api-key") if k in headers}
+    sent = {
+        k: headers[k] for k in ("authorization", "service-api-key", "unstructured-api-key") if k in headers
+    }
     assert sent == expected
 
 
@@ -693,9 +706,8 @@ async def test_retry_after_recorded_on_error(kind: str, mock: respx.MockRouter) 
     [
         (b"<html>not json</html>", "not JSON"),
         (b'[{"id": "job-1", "status": "compl', "not JSON"),
-        (b'{"id": "job-1"}', "Input should be a valid list"),
-        (b'[{"status": "completed"}]', "0.id: Field required"),
-        (b"", "Input should be a valid list"),
+        (b'{"id": "job-1"}', "expected a list of Job records, got dict"),
+        (b"", "expected a list of Job records, got NoneType"),
     ],
 )
 async def test_unexpected_success_body(api: Api, mock: respx.MockRouter, content: bytes, reason: str) -> None:
@@ -769,7 +781,7 @@ async def test_get_retries_gateway_errors_with_backoff(
     )
     client = api_with(kind, retry_wait=0.5, retry_max_wait=1.5, max_retries=3)
     workflow = await client("get_workflow", WID)
-    assert workflow.id == UUID(WID)
+    assert workflow.id == WID
     assert route.call_count == 4
     first, second, third = client.waits
     assert 0.25 <= first <= 0.5  # retry_wait * 2**0, jittered down to half
@@ -968,7 +980,7 @@ async def test_post_redirect_keeps_method_and_body_and_is_remembered(
     new = mock.post(u("/workflows")).mock(return_value=httpx.Response(201, json=WORKFLOW))
     first = await api("create_workflow", "wf", "basic", schedule="weekly")
     second = await api("create_workflow", "wf2", "advanced")
-    assert first.id == second.id == UUID(WID)
+    assert first.id == second.id == WID
     assert old.call_count == 1  # the redirect was learned: the second call goes to the new form directly
     assert new.call_count == 2
     for call, body in zip(
@@ -1122,8 +1134,8 @@ async def test_redirect_loop_stops(api: Api, mock: respx.MockRouter) -> None:
         ("get_job", ("",), {}, "job_id must be a non-empty job id"),
         ("get_job", ("a/b",), {}, "job_id must be a non-empty job id"),
         ("cancel_job", ("..",), {}, "job_id must be a non-empty job id"),
-        ("list_sources", (), {"source_type": "ftp"}, "unknown source_type 'ftp'"),
-        ("list_destinations", (), {"destination_type": "azure"}, "unknown destination_type 'azure'"),
+        ("list_sources", (), {"source_type": " "}, "source connector type must be a non-empty string"),
+        ("list_destinations", (), {"destination_type": 3}, "destination connector type must be a non-empty"),
         ("list_jobs", (), {"status": "exploded"}, "unknown job status 'exploded'"),
         ("list_jobs", (), {"workflow_id": "x"}, "workflow_id must be a UUID"),
         ("list_workflows", (), {"pagesize": 10}, "pagesize: Extra inputs are not permitted"),
@@ -1151,8 +1163,21 @@ async def test_redirect_loop_stops(api: Api, mock: respx.MockRouter) -> None:
         (
             "update_destination",
             (DID, {"x": 1}),
-            {"destination_type": "nope"},
-            "unknown destination_type 'nope'",
+            {"destination_type": ""},
+            "destination connector type must be a non-empty string",
+        ),
+        ("create_source", ("s", "s3", {"bucket": "b"}), {}, "s3': missing required setting 'remote_url'"),
+        (
+            "create_source",
+            ("s", "s3", {"remote_url": "not-a-url", "anonymous": True}),
+            {},
+            "s3': setting 'remote_url' must be a URL",
+        ),
+        (
+            "update_destination",
+            (DID, {"hosts": ["localhost"], "index_name": "i"}),
+            {"destination_type": "elasticsearch"},
+            "missing required setting 'es_api_key'; setting 'hosts' must be a URL",
         ),
         ("create_workflow", ("w", "custom"), {}, "a custom workflow needs at least one node"),
         ("create_workflow", ("w", "basic"), {"schedule": "hourly"}, "schedule: Input should be"),

@@ -10,6 +10,7 @@ from uuid import UUID
 import pytest
 from pydantic import SecretStr, ValidationError
 
+from airflow_provider_workflowsvc.connectors_catalog import example_config
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceApiError,
     WorkflowServiceConnectionError,
@@ -240,9 +241,16 @@ DESTINATION_TYPES = [
 ]  # fmt: skip
 
 
-def test_connector_type_enums_are_exactly_the_spec() -> None:
-    assert [t.value for t in SourceType] == SOURCE_TYPES
-    assert [t.value for t in DestinationType] == DESTINATION_TYPES
+LIVE_DOCS_ONLY = {"source": {"opensearch", "teradata"}, "destination": {"azure", "opensearch", "teradata"}}
+
+
+def test_connector_type_enums_are_the_spec_and_the_live_docs() -> None:
+    from airflow_provider_workflowsvc.connectors_catalog import known_types
+
+    assert {t.value for t in SourceType} == set(SOURCE_TYPES) | LIVE_DOCS_ONLY["source"]
+    assert {t.value for t in DestinationType} == set(DESTINATION_TYPES) | LIVE_DOCS_ONLY["destination"]
+    assert set(known_types("source")) == {t.value for t in SourceType}
+    assert set(known_types("destination")) == {t.value for t in DestinationType}
 
 
 @pytest.mark.parametrize("value", SOURCE_TYPES)
@@ -266,13 +274,13 @@ def _minimal_source_config(kind: str) -> dict[str, object]:
         return {"remote_url": "az://container/path"}
     if kind == "confluence":
         return {"url": "https://wiki.example", "username": "u", "token": SECRET}
-    return {"remote_url": f"{kind}://somewhere"}
+    return dict(example_config("source", kind))
 
 
 def _minimal_destination_config(kind: str) -> dict[str, object]:
     if kind == "astradb":
         return {"collection_name": "c", "api_endpoint": "https://astra.example", "token": SECRET}
-    return {"endpoint": f"{kind}://somewhere"}
+    return dict(example_config("destination", kind))
 
 
 @pytest.mark.parametrize("value", ["s3 ", "kafka_cloud", "KAFKA-CLOUD", "Google Drive"])
@@ -280,10 +288,15 @@ def test_source_type_separator_and_case_tolerant(value: str) -> None:
     assert SourceType(value) in (SourceType.S3, SourceType.KAFKA_CLOUD, SourceType.GOOGLE_DRIVE)
 
 
-def test_unknown_connector_type_is_an_error_naming_the_allowed_values() -> None:
+def test_unknown_connector_type_passes_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     with pytest.raises(ValueError, match=r"unknown source connector type 'ftp'; expected one of: azure, box"):
         parse_enum(SourceType, "ftp", "source connector type")
-    with pytest.raises(WorkflowServiceInputError, match="unknown destination connector type 'nope'"):
+    body = validate_input(
+        CreateDestinationConnector, "destination", {"name": "n", "type": "nope", "config": {"a": 1}}
+    )
+    assert request_json(body) == {"name": "n", "type": "nope", "config": {"a": 1}}
+    assert "destination connector type 'nope' is not one the provider knows" in caplog.text
+    with pytest.raises(WorkflowServiceInputError, match="config must not be empty"):
         validate_input(CreateDestinationConnector, "destination", {"name": "n", "type": "nope", "config": {}})
 
 
@@ -569,7 +582,7 @@ def test_generic_config_must_not_be_empty() -> None:
         lambda: CreateDestinationConnector(
             name="a", type="astradb", config={"collection_name": "c", "api_endpoint": "e", "token": SECRET}
         ),
-        lambda: UpdateConnector.for_type("source", "s3", {"remote_url": "x", "secret_key": SECRET}),
+        lambda: UpdateConnector.for_type("source", "s3", {"remote_url": "s3://x", "secret_key": SECRET}),
     ],
 )
 def test_typed_secrets_masked(model) -> None:  # type: ignore[no-untyped-def]
@@ -627,7 +640,7 @@ def test_source_connector_response_tolerates_and_masks() -> None:
             "brand_new_field": {"x": 1},
         }
     )
-    assert source.id == UUID(UUID1)
+    assert source.id == UUID1
     assert source.model_extra == {"brand_new_field": {"x": 1}}
     assert source.config["remote_url"] == "az://c"
     assert isinstance(source.config["sas_token"], SecretStr)
@@ -660,7 +673,7 @@ def test_workflow_response_tolerates_extra_and_nulls() -> None:
         }
     )
     assert workflow.destinations == []
-    assert workflow.sources == [UUID(UUID1)]
+    assert workflow.sources == [UUID1]
     assert workflow.workflow_nodes[0].name == "Partitioner"
     assert workflow.status is WorkflowStatus.ACTIVE
     assert workflow.model_extra == {"job_count": 3}

@@ -90,6 +90,8 @@ class World:
     deletable: dict[str, str] = field(default_factory=dict)
 
     def call(self, operation: Callable[..., Any], **request: Any) -> Any:
+        if not self.headers:
+            return operation(request=request)
         return operation(request=request, http_headers=self.headers)
 
 
@@ -129,8 +131,12 @@ def build_world(emulator: EmulatorHandle) -> World:
             "destination": connector("destinations", "sdk-dest-gone"),
             "workflow": workflow("sdk-gone"),
         }
-    sdk = UnstructuredClient(server_url=emulator.root_url, retry_config=NO_RETRIES)
-    headers = {"Authorization": f"Bearer {emulator.token}", "service-api-key": str(emulator.api_key)}
+    if emulator.dialect == "platform":  # the SDK's own security scheme, nothing injected
+        sdk = UnstructuredClient(server_url=emulator.root_url, retry_config=NO_RETRIES, api_key_auth=API_KEY)
+        headers: dict[str, str] = {}
+    else:
+        sdk = UnstructuredClient(server_url=emulator.root_url, retry_config=NO_RETRIES)
+        headers = {"Authorization": f"Bearer {emulator.token}", "service-api-key": str(emulator.api_key)}
     return World(
         sdk, headers, source_id, destination_id, workflow_id, completed_job, running["id"], deletable
     )
@@ -269,6 +275,33 @@ def test_every_operation_in_the_dialects_verdict(sdk_emulator: EmulatorHandle) -
         assert rejected == SPEC_DIALECT_REJECTED
     accepted = len(OPERATIONS) - len(rejected)
     print(f"\n{sdk_emulator.dialect} dialect: the SDK accepts {accepted}/{len(OPERATIONS)} operations")
+
+
+@pytest.mark.parametrize(
+    ("api_key", "status"),
+    [(API_KEY, 200), ("key-sdk-wrong", 401), (TOKEN, 401)],
+    ids=["key", "wrong", "token"],
+)
+def test_the_platform_authenticates_the_sdks_own_way(
+    platform_emulator: EmulatorHandle, api_key: str, status: int
+) -> None:
+    sdk = UnstructuredClient(
+        server_url=platform_emulator.root_url, retry_config=NO_RETRIES, api_key_auth=api_key
+    )
+    if status == 200:
+        assert sdk.jobs.list_jobs(request={}).status_code == 200
+        return
+    with pytest.raises(errors.SDKError) as raised:
+        sdk.jobs.list_jobs(request={})
+    assert raised.value.status_code == status
+
+
+def test_the_spec_dialect_keeps_the_specs_headers() -> None:
+    with running_emulator(token=TOKEN, api_key=API_KEY, dialect="spec") as emulator:
+        sdk = UnstructuredClient(server_url=emulator.root_url, retry_config=NO_RETRIES, api_key_auth=API_KEY)
+        with pytest.raises(errors.SDKError) as raised:
+            sdk.jobs.list_jobs(request={})
+    assert raised.value.status_code == 401
 
 
 def test_the_operation_left_out_of_the_spec_is_not_served(platform_emulator: EmulatorHandle) -> None:

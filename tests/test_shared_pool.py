@@ -144,7 +144,8 @@ def test_the_sync_hook_keeps_a_client_of_its_own() -> None:
 async def test_each_request_carries_its_own_token(emulator: Any, settings: ConnectionSettings) -> None:
     """Scenario: a wrong token and the right one, to the same service, in one loop: two clients, and
     neither request borrows the other's credentials (the wrong one keeps failing, the right one works)."""
-    wrong = ConnectionSettings(**{**dict(settings), "token": "not-the-token"})
+    # (and a wrong API key: the platform dialect, like the live service, takes the key alone)
+    wrong = ConnectionSettings(**{**dict(settings), "token": "not-the-token", "api_key": "not-the-key"})
     async with (
         WorkflowServiceAsyncHook(settings=settings) as good,
         WorkflowServiceAsyncHook(settings=wrong) as bad,

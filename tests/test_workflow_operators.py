@@ -444,6 +444,7 @@ def test_template_fields() -> None:
         "workflow_nodes",
         "schedule",
         "reprocess_all",
+        "template_id",
     }
     assert set(ops.CreateWorkflowOperator.template_fields) == fields
     assert set(ops.UpdateWorkflowOperator.template_fields) == fields | {"workflow_id"}

@@ -7,7 +7,8 @@ imports this package. Full guide: ``docs/emulator.md``.
 
 API: every endpoint of the spec under ``/api/v1``. Requests need ``Authorization: Bearer <token>``
 (default token ``emulator-token``) and, when the emulator was given an API key, a matching
-``service-api-key`` header; otherwise the answer is 401.
+``service-api-key`` header; otherwise the answer is 401. With ``--dialect platform`` the live service's
+own ``unstructured-api-key`` header (the API key, or the token when no key is set) is accepted instead.
 
 When bound to loopback, every request's ``Host`` must be a loopback name or address with the bound
 port (421 otherwise, against DNS rebinding). ``--dialect platform`` answers as the live service does

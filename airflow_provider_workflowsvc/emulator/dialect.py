@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from airflow_provider_workflowsvc.emulator.schema import JobState
+from airflow_provider_workflowsvc.emulator.schema import (
+    DESTINATION_TYPES,
+    PLATFORM_DESTINATION_TYPES,
+    PLATFORM_SOURCE_TYPES,
+    SOURCE_TYPES,
+    JobState,
+)
 
 __all__ = [
     "DIALECTS",
@@ -18,6 +24,7 @@ __all__ = [
     "JobSpelling",
     "accepted_status_code",
     "check_status",
+    "connector_types",
     "details_status",
     "job_status",
 ]
@@ -55,6 +62,13 @@ def check_status(resolved: bool, failure: str | None, dialect: Dialect) -> str:
     """Return a connection check's ``status``: scheduled until it resolves, then success or failure."""
     status = "scheduled" if not resolved else "failure" if failure else "success"
     return status.upper() if dialect == "platform" else status
+
+
+def connector_types(kind: str, dialect: Dialect) -> tuple[str, ...]:
+    """Return the connector types a dialect knows: the spec's, or (platform) also the live docs' ones."""
+    if dialect == "platform":
+        return PLATFORM_SOURCE_TYPES if kind == "source" else PLATFORM_DESTINATION_TYPES
+    return SOURCE_TYPES if kind == "source" else DESTINATION_TYPES
 
 
 def accepted_status_code(dialect: Dialect) -> int:

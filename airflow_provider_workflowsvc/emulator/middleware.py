@@ -6,8 +6,9 @@ applied (a fault in the ``after`` phase lets the request be processed first and 
 a request held by latency before processing is read in full first and processed after the wait even
 if the client has gone, unless ``abandon_on_disconnect`` is set);
 in a redirect mode, the other slash form is redirected; the trailing slash is dropped so both
-forms reach the same route; the Bearer token and (when configured) the ``service-api-key`` are checked;
-due schedules fire.
+forms reach the same route; the Bearer token and (when configured) the ``service-api-key`` are checked
+(in the platform dialect an ``unstructured-api-key`` header, the live service's scheme, is enough on its
+own: it must hold the API key, or the token when no API key is configured); due schedules fire.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 LATENCY_CHECK_INTERVAL = 0.1
 DROPPED_BODY = b'{"detail": "this response is cut short by the emula'
+PLATFORM_KEY_HEADER = b"unstructured-api-key"
 _SPEC_FORMS = {  # the spelling the spec gives each collection request
     ("GET", "/sources"): "/sources",
     ("POST", "/sources"): "/sources",
@@ -113,6 +115,8 @@ class ApiMiddleware:
         self.app, self.state = app, state
         self._bearer = b"bearer " + state.settings.token.encode()
         self._api_key = state.settings.api_key.encode() if state.settings.api_key else None
+        # The live service's own scheme: the API key (the token when none is configured) in one header.
+        self._platform_key = self._api_key or state.settings.token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
@@ -225,6 +229,10 @@ class ApiMiddleware:
 
     def _auth_problem(self, scope: Scope) -> str | None:
         headers = dict(scope.get("headers", ()))
+        if self.state.settings.dialect == "platform" and PLATFORM_KEY_HEADER in headers:
+            if hmac.compare_digest(headers[PLATFORM_KEY_HEADER], self._platform_key):
+                return None
+            return "Not authenticated: invalid unstructured-api-key header"
         authorization = headers.get(b"authorization", b"")
         scheme_ok = authorization[:7].lower() == b"bearer "
         candidate = b"bearer " + authorization[7:] if scheme_ok else b""

@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 __all__ = [
     "DESTINATION_TYPES",
+    "PLATFORM_DESTINATION_TYPES",
+    "PLATFORM_SOURCE_TYPES",
     "SCHEDULE_CRON",
     "SOURCE_TYPES",
     "WORKFLOW_TYPES",
@@ -58,6 +60,10 @@ DESTINATION_TYPES = (
     *("onedrive", "pinecone", "postgres", "redis", "qdrant-cloud", "s3", "snowflake", "weaviate-cloud"),
     "ibm_watsonx_s3",
 )
+PLATFORM_SOURCE_TYPES = (*SOURCE_TYPES, "opensearch", "teradata")
+"""The live service's source types: the spec's and those of its public docs."""
+PLATFORM_DESTINATION_TYPES = (*DESTINATION_TYPES, "azure", "opensearch", "teradata")
+"""The live service's destination types: the spec's and those of its public docs."""
 WORKFLOW_TYPES = ("basic", "advanced", "platinum", "custom")
 SCHEDULE_CRON: dict[str, str] = {
     "every 15 minutes": "*/15 * * * *",
@@ -204,6 +210,8 @@ class _WorkflowFields(_Request):
     workflow_nodes: list[WorkflowNode] | None = None
     schedule: str | None = None
     reprocess_all: bool | None = None
+    template_id: NonEmptyStr | None = None
+    """Platform dialect only (the live service's SDK): the workflow template to build from."""
 
     @field_validator("workflow_type", mode="before")
     @classmethod
@@ -224,7 +232,7 @@ class CreateWorkflow(_WorkflowFields):
 
     @model_validator(mode="after")
     def _nodes_fit_type(self) -> CreateWorkflow:
-        if self.workflow_type == "custom" and not self.workflow_nodes:
+        if self.workflow_type == "custom" and not self.workflow_nodes and not self.template_id:
             raise ValueError("workflow_nodes: a custom workflow needs at least one node")
         _unique_node_names(self.workflow_nodes)
         return self

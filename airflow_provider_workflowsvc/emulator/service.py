@@ -26,6 +26,7 @@ from airflow_provider_workflowsvc.emulator.dialect import (
     Dialect,
     JobSpelling,
     check_status,
+    connector_types,
     details_status,
     job_status,
 )
@@ -35,9 +36,7 @@ from airflow_provider_workflowsvc.emulator.masking import looks_like_credential,
 from airflow_provider_workflowsvc.emulator.partition import PartitionError, make_elements, partition
 from airflow_provider_workflowsvc.emulator.remote import remote_documents
 from airflow_provider_workflowsvc.emulator.schema import (
-    DESTINATION_TYPES,
     SCHEDULE_CRON,
-    SOURCE_TYPES,
     ConnectionCheck,
     Connector,
     CreateWorkflow,
@@ -276,12 +275,9 @@ class Service:
             reported_at=_iso(check["resolve_at"]) if resolved else None,
         ).model_dump(mode="json")
 
-    @staticmethod
-    def _connector_type(kind: Kind, value: Any, loc: tuple[str, ...]) -> str:
+    def _connector_type(self, kind: Kind, value: Any, loc: tuple[str, ...]) -> str:
         try:
-            return canonical(
-                value, SOURCE_TYPES if kind == "source" else DESTINATION_TYPES, f"{_label(kind)} type"
-            )
+            return canonical(value, connector_types(kind, self.dialect), f"{_label(kind)} type")
         except ValueError as exc:
             raise InvalidRequest.one(loc, str(exc), "enum") from None
 
@@ -371,6 +367,7 @@ class Service:
             request = CreateWorkflow.model_validate(body)
         except ValidationError as exc:
             raise InvalidRequest.from_pydantic(exc, ("body",)) from None
+        self._spec_has_no_template(request)
         self._check_references(request.source_id, request.destination_id)
         self._unique_workflow_name(request.name, None)
         now, workflow_id = self.clock.time(), str(uuid.uuid4())
@@ -380,7 +377,12 @@ class Service:
             "workflow_type": request.workflow_type,
             "source_id": str(request.source_id) if request.source_id else None,
             "destination_id": str(request.destination_id) if request.destination_id else None,
-            "nodes": self._nodes(workflow_id, request.workflow_type, request.workflow_nodes),
+            # A template's own nodes are not known here: the emulator stands in a basic pipeline.
+            "nodes": self._nodes(
+                workflow_id,
+                "basic" if request.template_id else request.workflow_type,
+                request.workflow_nodes,
+            ),
             "schedule": request.schedule,
             "schedule_anchor": now,
             "status": "active",
@@ -407,6 +409,8 @@ class Service:
         if request is None and status is None:
             raise InvalidRequest.one(["body"], "a workflow update needs at least one field", "missing")
         if request is not None:
+            self._spec_has_no_template(request)
+        if request is not None:
             self._apply_update(row, request)
         if status is not None:
             row["status"] = status
@@ -414,6 +418,13 @@ class Service:
         self.store.put("workflows", workflow_id, row)
         self._next_due = None
         return self._workflow_json(row)
+
+    def _spec_has_no_template(self, request: CreateWorkflow | UpdateWorkflow) -> None:
+        """Refuse a ``template_id`` in the spec dialect (the spec's workflows have none; the SDK's do)."""
+        if self.dialect == "spec" and request.template_id is not None:
+            raise InvalidRequest.one(
+                ["body", "template_id"], "Extra inputs are not permitted", "extra_forbidden"
+            )
 
     @staticmethod
     def _status_field(value: Any) -> str | None:

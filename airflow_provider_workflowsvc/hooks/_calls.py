@@ -8,6 +8,7 @@ the request may be retried after an ambiguous failure.
 
 from __future__ import annotations
 
+import logging
 import mimetypes
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -44,11 +45,14 @@ from airflow_provider_workflowsvc.models import (
     UpdateConnector,
     UpdateWorkflow,
     Workflow,
+    connector_type_name,
+    parse_connector_type,
     parse_enum,
     request_json,
 )
 
 T = TypeVar("T")
+log = logging.getLogger("airflow_provider_workflowsvc.hooks.workflowsvc")
 
 STATUS_FILTER = "status_filter"
 """``ApiCall.extra`` key: the :class:`JobStatus` whose wire spelling follows the service's dialect."""
@@ -104,6 +108,48 @@ def _parser(tp: Any) -> Callable[[Any], Any]:
             raise ResponseShapeError(
                 format_validation_errors(exc.errors(include_input=False, include_url=False))
             ) from None
+
+    return parse
+
+
+class Listing(list[T]):
+    """
+    The items of a listing the provider could read; ``skipped`` holds the raw items it could not (each
+    already named in a warning), so code that looks for one item can fail closed for that item only.
+    """
+
+    skipped: list[Any]
+
+    def __init__(self, items: Iterable[T] = (), skipped: Iterable[Any] = ()) -> None:
+        super().__init__(items)
+        self.skipped = list(skipped)
+
+
+def _item_label(item: Any) -> str:
+    if isinstance(item, Mapping):
+        named = {k: item[k] for k in ("id", "name") if k in item and isinstance(item[k], (str, int))}
+        if named:
+            return ", ".join(f"{k} {v!r}" for k, v in named.items())
+    return f"a {type(item).__name__}"
+
+
+@cache
+def _list_parser(tp: Any) -> Callable[[Any], Listing[Any]]:
+    """Parse a JSON list item by item: an item that cannot be read is skipped with a warning naming it."""
+    what = getattr(tp, "__name__", str(tp))
+
+    def parse(data: Any) -> Listing[Any]:
+        if not isinstance(data, list):
+            raise ResponseShapeError(f"expected a list of {what} records, got {type(data).__name__}")
+        items, skipped = [], []
+        for index, raw in enumerate(data):
+            try:
+                items.append(_adapter(tp).validate_python(raw))
+            except ValidationError as exc:
+                skipped.append(raw)
+                reason = format_validation_errors(exc.errors(include_input=False, include_url=False))
+                log.warning("Skipped item %d of a %s listing (%s): %s", index, what, _item_label(raw), reason)
+        return Listing(items, skipped)
 
     return parse
 
@@ -208,8 +254,8 @@ def list_sources(source_type: SourceType | str | None = None) -> ApiCall[list[So
     """List source connectors, optionally only those of one type."""
     params = None
     if source_type is not None:
-        params = {"source_type": _enum(SourceType, source_type, "source_type").value}
-    return ApiCall("GET", "/sources/", _parser(list[SourceConnector]), params=params)
+        params = {"source_type": _connector_type("source", source_type)}
+    return ApiCall("GET", "/sources/", _list_parser(SourceConnector), params=params)
 
 
 def get_source(source_id: str | UUID) -> ApiCall[SourceConnector]:
@@ -276,8 +322,8 @@ def list_destinations(
     """List destination connectors, optionally only those of one type."""
     params = None
     if destination_type is not None:
-        params = {"destination_type": _enum(DestinationType, destination_type, "destination_type").value}
-    return ApiCall("GET", "/destinations/", _parser(list[DestinationConnector]), params=params)
+        params = {"destination_type": _connector_type("destination", destination_type)}
+    return ApiCall("GET", "/destinations/", _list_parser(DestinationConnector), params=params)
 
 
 def get_destination(destination_id: str | UUID) -> ApiCall[DestinationConnector]:
@@ -331,12 +377,19 @@ def get_destination_connection_check(destination_id: str | UUID) -> ApiCall[Conn
     return ApiCall("GET", path, _parser(ConnectionCheck))
 
 
+def _connector_type(kind: Literal["source", "destination"], value: Any) -> str:
+    """Return a connector type's wire name; one the provider does not know passes with a warning."""
+    try:
+        return connector_type_name(parse_connector_type(kind, value))
+    except ValueError as exc:
+        raise WorkflowServiceInputError(str(exc)) from None
+
+
 def _update_connector(
     kind: Literal["source", "destination"], connector_type: Any, config: Any
 ) -> UpdateConnector:
     if connector_type is not None:
-        enum_cls: type[SourceType | DestinationType] = SourceType if kind == "source" else DestinationType
-        connector_type = _enum(enum_cls, connector_type, f"{kind}_type").value
+        connector_type = _connector_type(kind, connector_type)
     try:
         return UpdateConnector.for_type(kind, connector_type, config)
     except ValidationError as exc:
@@ -357,8 +410,12 @@ def create_workflow(
     workflow_nodes: list[Any] | None = None,
     schedule: str | None = None,
     reprocess_all: bool | None = None,
+    template_id: str | None = None,
 ) -> ApiCall[Workflow]:
-    """Create a workflow; ``schedule`` is one of the spec's values (``every hour``, ``daily``, ...)."""
+    """
+    Create a workflow; ``schedule`` is one of the spec's values (``every hour``, ``daily``, ...);
+    ``template_id`` (the live service's) builds it from a workflow template.
+    """
     fields = {
         "name": name,
         "workflow_type": workflow_type,
@@ -367,6 +424,7 @@ def create_workflow(
         "workflow_nodes": workflow_nodes,
         "schedule": schedule,
         "reprocess_all": reprocess_all,
+        "template_id": template_id,
     }
     body = validate_input(CreateWorkflow, "workflow", {k: v for k, v in fields.items() if v is not None})
     return ApiCall("POST", "/workflows/", _parser(Workflow), json=request_json(body), retry="unsent-only")
@@ -375,7 +433,7 @@ def create_workflow(
 def list_workflows(**params: Any) -> ApiCall[list[Workflow]]:
     """List one page of workflows; every query parameter of the spec is accepted by name."""
     query = validate_input(ListWorkflowsParams, "list_workflows parameters", params).query()
-    return ApiCall("GET", "/workflows/", _parser(list[Workflow]), params=query)
+    return ApiCall("GET", "/workflows/", _list_parser(Workflow), params=query)
 
 
 def get_workflow(workflow_id: str | UUID) -> ApiCall[Workflow]:
@@ -440,7 +498,7 @@ def list_jobs(
         params["status"] = str(status) if as_written else parsed.wire_value
         if not as_written:
             extra[STATUS_FILTER] = parsed
-    return ApiCall("GET", "/jobs/", _parser(list[Job]), params=params or None, extra=extra)
+    return ApiCall("GET", "/jobs/", _list_parser(Job), params=params or None, extra=extra)
 
 
 def get_job(job_id: str) -> ApiCall[Job]:
@@ -464,14 +522,18 @@ def cancel_job(job_id: str) -> ApiCall[None]:
 
 
 def download_job_output(
-    job_id: str, file_id: str, node_id: str, path: str | os.PathLike[str] | None = None
+    job_id: str, file_id: str, node_id: str | None = None, path: str | os.PathLike[str] | None = None
 ) -> ApiCall[list[Element] | Path]:
     """
     Download one output of a local-to-local job: parsed elements, or streamed to ``path`` when given.
 
-    A file written to ``path`` appears only once complete (written beside it, then renamed).
+    Without ``node_id`` the service chooses the node (the live service: the last node's output; the
+    spec requires one). A file written to ``path`` appears only once complete (written beside it,
+    then renamed).
     """
-    params = {"file_id": _non_empty(file_id, "file_id"), "node_id": _non_empty(node_id, "node_id")}
+    params = {"file_id": _non_empty(file_id, "file_id")}
+    if node_id is not None:
+        params["node_id"] = _non_empty(node_id, "node_id")
     target = Path(path).expanduser() if path is not None else None
     if target is not None and target.is_dir():
         raise WorkflowServiceInputError(f"download path {str(target)!r} is a directory; give a file path")

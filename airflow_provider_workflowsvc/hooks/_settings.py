@@ -158,12 +158,17 @@ class ConnectionSettings(BaseModel):
             raise WorkflowServiceInputError(f"connection {conn.conn_id!r} is misconfigured: {exc}") from None
 
     def headers(self) -> dict[str, str]:
-        """Return the authentication headers: Bearer token and/or ``service-api-key``, whichever are set."""
+        """
+        Return the authentication headers: the token as ``Authorization: Bearer`` (the spec), the API key
+        as ``unstructured-api-key`` (the live service's only scheme) and as ``service-api-key`` (the spec).
+        """
         headers = {"accept": "application/json", "user-agent": f"airflow-provider-workflowsvc/{_version()}"}
         if self.token is not None:
             headers["authorization"] = f"Bearer {self.token.get_secret_value()}"
         if self.api_key is not None:
-            headers["service-api-key"] = self.api_key.get_secret_value()
+            key = self.api_key.get_secret_value()
+            headers["unstructured-api-key"] = key
+            headers["service-api-key"] = key
         return headers
 
     def secrets(self) -> tuple[str, ...]:

@@ -333,8 +333,12 @@ class WorkflowServiceHook(_HookBase):
         workflow_nodes: list[Any] | None = None,
         schedule: str | None = None,
         reprocess_all: bool | None = None,
+        template_id: str | None = None,
     ) -> Workflow:
-        """Create a workflow; ``schedule`` is one of the spec's values (``every hour``, ``daily``, ...)."""
+        """
+        Create a workflow; ``schedule`` is one of the spec's values (``every hour``, ``daily``, ...);
+        ``template_id`` (the live service's) builds it from a workflow template.
+        """
         return self._send(
             _calls.create_workflow(
                 name,
@@ -344,6 +348,7 @@ class WorkflowServiceHook(_HookBase):
                 workflow_nodes=workflow_nodes,
                 schedule=schedule,
                 reprocess_all=reprocess_all,
+                template_id=template_id,
             )
         )
 
@@ -404,12 +409,18 @@ class WorkflowServiceHook(_HookBase):
         return self._send(_calls.cancel_job(job_id))
 
     def download_job_output(
-        self, job_id: str, file_id: str, node_id: str, path: str | os.PathLike[str] | None = None
+        self,
+        job_id: str,
+        file_id: str,
+        node_id: str | None = None,
+        path: str | os.PathLike[str] | None = None,
     ) -> list[Element] | Path:
         """
         Download one output of a local-to-local job: parsed elements, or streamed to ``path`` when given.
 
-        A file written to ``path`` appears only once complete (written beside it, then renamed).
+        Without ``node_id`` the service chooses the node (the live service: the last node's output; the
+        spec requires one). A file written to ``path`` appears only once complete (written beside it,
+        then renamed).
         """
         return self._send(_calls.download_job_output(job_id, file_id, node_id, path))
 
@@ -635,8 +646,12 @@ class WorkflowServiceAsyncHook(_HookBase):
         workflow_nodes: list[Any] | None = None,
         schedule: str | None = None,
         reprocess_all: bool | None = None,
+        template_id: str | None = None,
     ) -> Workflow:
-        """Create a workflow; ``schedule`` is one of the spec's values (``every hour``, ``daily``, ...)."""
+        """
+        Create a workflow; ``schedule`` is one of the spec's values (``every hour``, ``daily``, ...);
+        ``template_id`` (the live service's) builds it from a workflow template.
+        """
         return await self._send(
             _calls.create_workflow(
                 name,
@@ -646,6 +661,7 @@ class WorkflowServiceAsyncHook(_HookBase):
                 workflow_nodes=workflow_nodes,
                 schedule=schedule,
                 reprocess_all=reprocess_all,
+                template_id=template_id,
             )
         )
 
@@ -706,12 +722,18 @@ class WorkflowServiceAsyncHook(_HookBase):
         return await self._send(_calls.cancel_job(job_id))
 
     async def download_job_output(
-        self, job_id: str, file_id: str, node_id: str, path: str | os.PathLike[str] | None = None
+        self,
+        job_id: str,
+        file_id: str,
+        node_id: str | None = None,
+        path: str | os.PathLike[str] | None = None,
     ) -> list[Element] | Path:
         """
         Download one output of a local-to-local job: parsed elements, or streamed to ``path`` when given.
 
-        A file written to ``path`` appears only once complete (written beside it, then renamed).
+        Without ``node_id`` the service chooses the node (the live service: the last node's output; the
+        spec requires one). A file written to ``path`` appears only once complete (written beside it,
+        then renamed).
         """
         return await self._send(_calls.download_job_output(job_id, file_id, node_id, path))
 

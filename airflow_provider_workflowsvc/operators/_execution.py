@@ -128,7 +128,18 @@ def difference_lines(differences: Sequence[Difference], between: str, prefix: st
 
 
 def only_one_named(candidates: Sequence[R], name: str, what: str) -> R | None:
-    """Return the one of ``candidates`` named exactly ``name``, None when there is none; several fail."""
+    """
+    Return the one of ``candidates`` named exactly ``name``, None when there is none; several fail.
+
+    An item of the listing the hook could not read (``skipped``) that carries the name fails closed: it
+    may be the resource meant, and nothing may be chosen, created or reused beside it.
+    """
+    unreadable = [item for item in getattr(candidates, "skipped", ()) if _raw_name(item) == name]
+    if unreadable:
+        raise ExistingResourceError(
+            f"a {what} named {name!r} exists but the provider cannot read it "
+            f"(id {_raw_id(unreadable[0])!r}); see the warning above; nothing was chosen or created"
+        )
     matches = [r for r in candidates if r.name == name]
     if len(matches) > 1:
         ids = ", ".join(str(r.id) for r in matches)
@@ -137,6 +148,14 @@ def only_one_named(candidates: Sequence[R], name: str, what: str) -> R | None:
             "delete the extra ones or use another name"
         )
     return matches[0] if matches else None
+
+
+def _raw_name(item: Any) -> Any:
+    return item.get("name") if isinstance(item, dict) else None
+
+
+def _raw_id(item: Any) -> Any:
+    return item.get("id") if isinstance(item, dict) else None
 
 
 def _service_vs_task(differences: Sequence[Difference]) -> str:

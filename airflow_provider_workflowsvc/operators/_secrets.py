@@ -4,9 +4,10 @@ Secret handling of operator fields: plain data for templating, registration with
 Two rules decide which strings are secret:
 
 * a connector ``config`` (:func:`mask_config_secrets`): every string is secret unless its top-level
-  key is a known non-secret setting of the connector's type (:data:`NON_SECRET_CONFIG_KEYS`); a type
-  not listed there has every string masked. No name is guessed, so a credential under any key
-  (``client_cred``, ``box_app_config``, ...) is masked;
+  key is a known non-secret setting of the connector's type (:func:`plain_config_keys`: the live docs'
+  settings of the type that are not secret, and :data:`NON_SECRET_CONFIG_KEYS`); a key neither lists
+  has its strings masked. No name is guessed, so a credential under any key (``client_cred``,
+  ``box_app_config``, ...) is masked;
 * other fields (workflow node settings, :func:`mask_secret_values`): strings under a secret-looking
   key (``token``, ``password``, ``api_key``, ...) and ``SecretStr`` values.
 
@@ -28,6 +29,7 @@ __all__ = [
     "config_secrets",
     "mask_config_secrets",
     "mask_secret_values",
+    "plain_config_keys",
     "plain_data",
 ]
 
@@ -43,6 +45,20 @@ NON_SECRET_CONFIG_KEYS: dict[str, frozenset[str]] = {
     "s3": frozenset({"remote_url", "recursive", "endpoint_url", "anonymous"}),
 }
 """Per connector type, the config keys known to hold no secret (shown in logs and rendered fields)."""
+
+
+def plain_config_keys(connector_type: str | None) -> frozenset[str]:
+    """
+    Return the config keys of ``connector_type`` known to hold no secret: the allow-list above, and by
+    knowledge the live docs' settings of the type (as a source or a destination) that are not secret.
+    A key the docs call secret is never plain, whatever the allow-list says.
+    """
+    from airflow_provider_workflowsvc import connectors_catalog
+
+    name = str(connector_type or "").strip().lower()
+    secret = connectors_catalog.secret_settings(None, name)
+    allowed = NON_SECRET_CONFIG_KEYS.get(name, frozenset()) | connectors_catalog.plain_settings(None, name)
+    return allowed - secret
 
 
 def _masker() -> Callable[[Any], None]:
@@ -108,7 +124,7 @@ def config_secrets(config: Any, connector_type: str | None) -> list[str]:
     config = plain_data(config)
     if not isinstance(config, Mapping):
         return _with_uri_passwords(list(_strings(config)), config)
-    known = NON_SECRET_CONFIG_KEYS.get(str(connector_type or "").strip().lower(), frozenset())
+    known = plain_config_keys(connector_type)
     secrets = [s for key, value in config.items() if str(key) not in known for s in _strings(value)]
     return _with_uri_passwords(secrets, config)
 

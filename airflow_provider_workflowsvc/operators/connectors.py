@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from airflow_provider_workflowsvc.exceptions import ConnectionCheckFailedError  # re-exported: raised here
 from airflow_provider_workflowsvc.operators._base import (
     WorkflowServiceBaseOperator,
-    check_choice,
     check_if_exists,
     check_uuid,
     input_error,
@@ -54,18 +53,20 @@ Kind = Literal["source", "destination"]
 
 SOURCE_TYPES = (
     "azure", "box", "confluence", "couchbase", "databricks_volumes", "dropbox", "elasticsearch", "gcs",
-    "google_drive", "kafka-cloud", "mongodb", "onedrive", "outlook", "postgres", "s3", "salesforce",
-    "sharepoint", "slack", "snowflake", "jira", "zendesk",
+    "google_drive", "kafka-cloud", "mongodb", "onedrive", "opensearch", "outlook", "postgres", "s3",
+    "salesforce", "sharepoint", "slack", "snowflake", "jira", "teradata", "zendesk",
 )  # fmt: skip
-"""Source connector types (the spec's list; kept equal to ``models.SourceType`` by a test)."""
+"""Source connector types the provider knows (the spec's and the live docs'; kept equal to
+``models.SourceType`` by a test). Another type passes with a warning."""
 
 DESTINATION_TYPES = (
-    "astradb", "azure_ai_search", "couchbase", "databricks_volumes", "databricks_volume_delta_tables",
-    "delta_table", "elasticsearch", "gcs", "kafka-cloud", "milvus", "mongodb", "motherduck", "neo4j",
-    "onedrive", "pinecone", "postgres", "redis", "qdrant-cloud", "s3", "snowflake", "weaviate-cloud",
-    "ibm_watsonx_s3",
+    "astradb", "azure", "azure_ai_search", "couchbase", "databricks_volumes",
+    "databricks_volume_delta_tables", "delta_table", "elasticsearch", "gcs", "kafka-cloud", "milvus",
+    "mongodb", "motherduck", "neo4j", "onedrive", "opensearch", "pinecone", "postgres", "redis",
+    "qdrant-cloud", "s3", "snowflake", "teradata", "weaviate-cloud", "ibm_watsonx_s3",
 )  # fmt: skip
-"""Destination connector types (the spec's list; kept equal to ``models.DestinationType`` by a test)."""
+"""Destination connector types the provider knows (the spec's and the live docs'; kept equal to
+``models.DestinationType`` by a test). Another type passes with a warning."""
 
 _TYPES: dict[Kind, tuple[str, ...]] = {"source": SOURCE_TYPES, "destination": DESTINATION_TYPES}
 
@@ -119,6 +120,37 @@ def _check_config(config: Any) -> None:
             f"config must be a dict or a config model (AzureSourceConfig, GenericConfig, ...), "
             f"got {type(config).__name__}"
         )
+
+
+def _check_vocabulary(operator: _ConnectorOperator, connector_type: Any, config: Any) -> None:
+    """
+    At DAG parse time: warn about a connector type the provider does not know (it is sent as given),
+    and check a dict config of a known type against the live docs' settings (missing required settings
+    and URLs that are not URLs fail; unknown settings warn). Templates are checked once rendered.
+    """
+    if connector_type is None or is_deferred_value(connector_type):
+        return
+    if not isinstance(connector_type, str) or not connector_type.strip():
+        what = f"{operator.kind} connector type"
+        raise input_error(f"{what} must be a non-empty string, got {connector_type!r}")
+    from airflow_provider_workflowsvc.connectors_catalog import check_config, did_you_mean
+
+    known = {normalize_choice(t) for t in _TYPES[operator.kind]}
+    if normalize_choice(connector_type) not in known:
+        operator.log.warning(
+            "%s connector type %r is not one the provider knows; it is sent as given%s",
+            operator.kind,
+            connector_type,
+            did_you_mean(connector_type, _TYPES[operator.kind]),
+        )
+        return
+    if isinstance(config, Mapping) and not is_deferred_value(list(config)):
+        try:
+            warnings = check_config(operator.kind, connector_type, config, pending=is_deferred_value)
+        except ValueError as exc:
+            raise input_error(str(exc)) from None
+        for warning in warnings:
+            operator.log.warning("%s", warning)
 
 
 class _ConnectorOperator(WorkflowServiceBaseOperator):
@@ -191,16 +223,17 @@ class _CreateConnectorOperator(_ConfigOperator):
         self.if_exists = check_if_exists(if_exists)
         if static_str(name) is not None and not name.strip():
             raise input_error("name must not be empty")
-        check_choice(connector_type, _TYPES[self.kind], f"{self.kind} connector type")
         _check_config(config)
+        _check_vocabulary(self, connector_type, config)
 
     def execute(self, context: Context) -> str:
+        from airflow_provider_workflowsvc.models import connector_type_name
         from airflow_provider_workflowsvc.operators._execution import UniqueName
 
         self.mask_secret_fields()
         with invalid_input_fails():
             body = self._valid_body(self.name, self.connector_type, self.config)
-        name, connector_type = body.name, body.type.value
+        name, connector_type = body.name, connector_type_name(body.type)
         connectors = self.connectors
         try:
             return UniqueName(
@@ -252,8 +285,8 @@ class _UpdateConnectorOperator(_ConfigOperator):
         super().__init__(**kwargs)
         self.connector_id, self.config, self.connector_type = rendered(connector_id), config, connector_type
         check_uuid(connector_id, "connector_id")
-        check_choice(connector_type, _TYPES[self.kind], f"{self.kind} connector type")
         _check_config(config)
+        _check_vocabulary(self, connector_type, config)
 
     def execute(self, context: Context) -> str:
         self.mask_secret_fields()

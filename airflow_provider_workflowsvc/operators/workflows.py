@@ -43,6 +43,7 @@ WORKFLOW_TYPES = ("basic", "advanced", "platinum", "custom")
 
 _WORKFLOW_FIELDS = (
     "name", "workflow_type", "source_id", "destination_id", "workflow_nodes", "schedule", "reprocess_all",
+    "template_id",
 )  # fmt: skip
 _NODE_KEYS = ("name", "type", "subtype")
 
@@ -104,6 +105,7 @@ class _WorkflowOperator(WorkflowServiceBaseOperator):
     workflow_nodes: Any
     schedule: Any
     reprocess_all: Any
+    template_id: Any
 
     def _set_fields(self, **fields: Any) -> dict[str, Any]:
         """Store the settings as attributes; return those given (not None)."""
@@ -114,8 +116,15 @@ class _WorkflowOperator(WorkflowServiceBaseOperator):
         return given
 
     def declared_fields(self) -> dict[str, Any]:
-        """Return every setting as declared (rendered), None included: the workflow's whole state."""
-        return {key: getattr(self, key) for key in _WORKFLOW_FIELDS}
+        """
+        Return every setting as declared (rendered), None included: the workflow's whole state.
+
+        ``template_id`` is how a workflow is built, not a setting it keeps: it is sent only when given.
+        """
+        declared = {key: getattr(self, key) for key in _WORKFLOW_FIELDS}
+        if declared["template_id"] is None:
+            del declared["template_id"]
+        return declared
 
     def given_fields(self) -> dict[str, Any]:
         """Return the settings to send (rendered): the ones that are not None."""
@@ -134,6 +143,7 @@ class CreateWorkflowOperator(_WorkflowOperator):
         optional ``settings`` (or ``WorkflowNode`` models); required for a custom workflow.
     :param schedule: one of the service's schedules (``every hour``, ``daily``, ``weekly``, ...).
     :param reprocess_all: reprocess every file on each run, not only new ones.
+    :param template_id: the live service's: the workflow template to build the workflow from.
     :param if_exists: when a workflow with this name exists: ``reuse`` it as is (default; a workflow of
         another type fails the task, every other difference is logged as a warning), ``update`` it to
         the declared settings (every one is sent, ``None`` included: a workflow declared without
@@ -154,6 +164,7 @@ class CreateWorkflowOperator(_WorkflowOperator):
         workflow_nodes: list[Any] | None = None,
         schedule: str | None = None,
         reprocess_all: bool | None = None,
+        template_id: str | None = None,
         if_exists: str = "reuse",
         **kwargs: Any,
     ) -> None:
@@ -167,8 +178,10 @@ class CreateWorkflowOperator(_WorkflowOperator):
             workflow_nodes=workflow_nodes,
             schedule=schedule,
             reprocess_all=reprocess_all,
+            template_id=template_id,
         )
-        _check_custom_has_nodes(workflow_type, workflow_nodes)
+        if template_id is None:  # a template gives the nodes
+            _check_custom_has_nodes(workflow_type, workflow_nodes)
 
     def execute(self, context: Context) -> str:
         from airflow_provider_workflowsvc.exceptions import validate_input
@@ -296,6 +309,7 @@ class UpdateWorkflowOperator(_WorkflowOperator):
     :param workflow_nodes: a new node list (replaces the old one).
     :param schedule: a new schedule (``every hour``, ``daily``, ...).
     :param reprocess_all: whether every file is reprocessed on each run.
+    :param template_id: the live service's: a workflow template to rebuild the workflow from.
     :return: the workflow id (XCom).
     """
 
@@ -312,6 +326,7 @@ class UpdateWorkflowOperator(_WorkflowOperator):
         workflow_nodes: list[Any] | None = None,
         schedule: str | None = None,
         reprocess_all: bool | None = None,
+        template_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -325,6 +340,7 @@ class UpdateWorkflowOperator(_WorkflowOperator):
             workflow_nodes=workflow_nodes,
             schedule=schedule,
             reprocess_all=reprocess_all,
+            template_id=template_id,
         )
         if not given:
             raise input_error("UpdateWorkflowOperator needs at least one setting to change")

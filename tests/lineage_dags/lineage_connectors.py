@@ -71,7 +71,11 @@ def lineage_box_to_s3() -> None:
         task_id="create_source",
         name="lineage-box",
         connector_type="box",
-        config={"box_app_config": "{{ var.value.lineage_secret_e }}", "emulator_documents": 2},
+        config={
+            "remote_url": "box://lineage",
+            "box_app_config": "{{ var.value.lineage_secret_e }}",
+            "emulator_documents": 2,
+        },
         if_exists="update",
     )
     destination = CreateDestinationConnectorOperator(

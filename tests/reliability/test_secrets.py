@@ -380,8 +380,8 @@ CONFIG_CASES = [
     pytest.param(
         "mongodb",
         {"uri": "mongodb://reader:mongo-pw-{s}@db.example.com:27017/app", "database": "app-db-{s}"},
-        ["mongo-pw-{s}", "mongodb://reader:mongo-pw-{s}@db.example.com:27017/app", "app-db-{s}"],
-        [],
+        ["mongo-pw-{s}", "mongodb://reader:mongo-pw-{s}@db.example.com:27017/app"],
+        ["app-db-{s}"],  # the live docs: a database name, no secret
         id="mongodb-uri",
     ),
     pytest.param(
@@ -466,6 +466,7 @@ def test_connector_secrets_under_any_name_never_reach_logs_or_rendered_fields(
             connector_type="mongodb",
             config={
                 "uri": "mongodb://reader:{{ var.value.mongo_pw }}@db.example.com/app",
+                "database": "app",
                 "collection": "docs",
             },
         )

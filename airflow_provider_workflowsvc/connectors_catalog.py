@@ -1,0 +1,169 @@
+"""What the live service's docs say about each connector type's settings: required, secret, URL-valued."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from airflow_provider_workflowsvc._connector_table import DOCS_REVISION, TABLE
+
+__all__ = [
+    "DOCS_REVISION",
+    "ConnectorSettings",
+    "Kind",
+    "check_config",
+    "did_you_mean",
+    "example_config",
+    "known_types",
+    "settings_of",
+]
+
+Kind = Literal["source", "destination"]
+
+
+@dataclass(frozen=True)
+class ConnectorSettings:
+    """One connector type's settings as the live docs give them."""
+
+    kind: Kind
+    type: str
+    settings: tuple[str, ...]
+    required: tuple[str, ...]
+    """Needed whatever the authentication."""
+    auth_variants: Mapping[str, tuple[str, ...]]
+    """Each way to authenticate (as the docs name it) and the settings it needs; one must be complete."""
+    secret: frozenset[str]
+    url: frozenset[str]
+
+    def authenticates(self, given: Collection[str]) -> bool:
+        """Whether ``given`` settings hold every setting of one way to authenticate (or none is needed)."""
+        return not self.auth_variants or any(all(k in given for k in v) for v in self.auth_variants.values())
+
+
+def _spelling(value: str) -> str:
+    return re.sub(r"[\s_\-]+", " ", value.strip().lower())
+
+
+@cache
+def _entries(kind: Kind) -> dict[str, ConnectorSettings]:
+    entries = {}
+    table: Mapping[str, Mapping[str, Any]] = TABLE[kind]
+    for connector_type, entry in table.items():
+        entries[_spelling(connector_type)] = ConnectorSettings(
+            kind=kind,
+            type=connector_type,
+            settings=tuple(entry["settings"]),
+            required=tuple(entry["required"]),
+            auth_variants=dict(entry["auth_variants"]),
+            secret=frozenset(entry["secret"]),
+            url=frozenset(entry["url"]),
+        )
+    return entries
+
+
+def known_types(kind: Kind) -> tuple[str, ...]:
+    """Return every connector type of ``kind`` the live docs document."""
+    return tuple(sorted(entry.type for entry in _entries(kind).values()))
+
+
+def settings_of(kind: Kind, connector_type: Any) -> ConnectorSettings | None:
+    """Return the docs' settings of a connector type in any spelling (``Kafka_Cloud``), else None."""
+    if not isinstance(connector_type, str):
+        return None
+    return _entries(kind).get(_spelling(connector_type))
+
+
+def is_url(value: str) -> bool:
+    """Whether ``value`` is an absolute URL: a scheme and a place (``s3://bucket``, ``https://host``)."""
+    try:
+        parts = urlsplit(value.strip())
+    except ValueError:
+        return False
+    return bool(re.fullmatch(r"[a-zA-Z][a-zA-Z0-9+.\-]*", parts.scheme)) and bool(parts.netloc)
+
+
+def _not_urls(value: Any, pending: Callable[[Any], bool]) -> bool:
+    """Whether ``value`` (a string or a list of them) holds a string that is not a URL."""
+    values = value if isinstance(value, list) else [value]
+    return any(isinstance(v, str) and not pending(v) and v.strip() and not is_url(v) for v in values)
+
+
+def check_config(
+    kind: Kind,
+    connector_type: Any,
+    config: Mapping[str, Any],
+    pending: Callable[[Any], bool] = lambda _: False,
+) -> list[str]:
+    """
+    Check a connector config against the docs: raise a ``ValueError`` naming every missing required
+    setting and every URL setting that is not a URL; return warnings for settings the docs do not
+    know (with a "did you mean"). A type the docs do not know is not checked.
+
+    ``pending`` says a value is not known yet (a template rendered later): it is not checked as a URL.
+    An incomplete authentication is a warning, not an error: the docs' alternatives are not complete
+    (a destination ``s3`` is also written anonymously; a service may accept a role or another key).
+    """
+    entry = settings_of(kind, connector_type)
+    if entry is None:
+        return []
+    warnings = [_unknown_setting(entry, str(key)) for key in config if key not in entry.settings]
+    errors = [f"missing required setting {key!r}" for key in entry.required if key not in config]
+    errors += [
+        f"setting {key!r} must be a URL" for key in sorted(entry.url) if _not_urls(config.get(key), pending)
+    ]
+    if not entry.authenticates(set(config)):
+        ways = "; ".join(f"{name}: {', '.join(keys)}" for name, keys in entry.auth_variants.items())
+        warnings.append(f"no complete authentication; the docs give these ways: {ways}")
+    if errors:
+        raise ValueError(f"{kind} connector type {entry.type!r}: " + "; ".join(errors))
+    return [f"{kind} connector type {entry.type!r}: {warning}" for warning in warnings]
+
+
+def _unknown_setting(entry: ConnectorSettings, key: str) -> str:
+    return f"setting {key!r} is not one the provider knows (sent as given){did_you_mean(key, entry.settings)}"
+
+
+def did_you_mean(word: str, known: Collection[str]) -> str:
+    """Return ``; did you mean 'x'?`` naming the known word closest to ``word``, or nothing."""
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def example_config(kind: Kind, connector_type: str) -> dict[str, str]:
+    """
+    Return the smallest config the docs accept for a type: its required settings and those of its
+    first way to authenticate, each with a placeholder value (a URL where the setting is one).
+    """
+    entry = settings_of(kind, connector_type)
+    if entry is None:
+        raise ValueError(f"the docs give no settings of {kind} connector type {connector_type!r}")
+    first_way = next(iter(entry.auth_variants.values()), ())
+    keys = dict.fromkeys((*entry.required, *first_way)) or dict.fromkeys(entry.settings[:1])
+    return {key: _placeholder(key, key in entry.url) for key in keys}
+
+
+def _placeholder(key: str, url: bool) -> str:
+    return f"https://{key.replace('_', '-')}.example.com" if url else f"<{key}>"
+
+
+def secret_settings(kind: Kind | None, connector_type: Any) -> frozenset[str]:
+    """Return the settings the docs say hold a secret, of one kind or (``kind`` None) of either."""
+    kinds: tuple[Kind, ...] = (kind,) if kind is not None else ("source", "destination")
+    found: set[str] = set()
+    for each in kinds:
+        entry = settings_of(each, connector_type)
+        found |= entry.secret if entry is not None else frozenset()
+    return frozenset(found)
+
+
+def plain_settings(kind: Kind | None, connector_type: Any) -> frozenset[str]:
+    """Return the settings the docs document that hold no secret, of one kind or (None) of either."""
+    kinds: tuple[Kind, ...] = (kind,) if kind is not None else ("source", "destination")
+    entries = [e for each in kinds if (e := settings_of(each, connector_type)) is not None]
+    documented = {key for entry in entries for key in entry.settings}
+    return frozenset(documented - secret_settings(kind, connector_type))
