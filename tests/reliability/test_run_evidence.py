@@ -173,8 +173,9 @@ def test_an_unreadable_2xx_run_answer_makes_one_job_under_retries(
     ti = dr.get_task_instance("run")
     sent = runs_sent(emulator, workflow)
     jobs = finished_texts(emulator, settings, workflow)
-    (job_id,) = jobs
     figures.update(dialect=emulator.dialect, run_requests=len(sent), jobs=len(jobs), tries=ti.try_number)
+    assert len(jobs) == 1, f"the run was sent again: {jobs}"
+    (job_id,) = jobs
     assert len(sent) == 1
     assert jobs[job_id] == ["The only document."]
     if job_records_list_files(settings, job_id):
@@ -227,9 +228,9 @@ def test_a_lost_answer_is_never_run_again_whatever_the_service_clock(
             clock_skew=0, timestamp_style="iso", jobs_list_order="newest-first", jobs_list_cap=None
         )
     jobs = finished_texts(emulator, settings, workflow)
-    (own_job,) = [job_id for job_id, texts in jobs.items() if texts == ["This task's document."]]
     figures.update(dialect=emulator.dialect, run_requests=len(sent), duplicates=duplicates(jobs))
-    assert duplicates(jobs) == 0
+    assert duplicates(jobs) == 0, f"the run was sent again: {jobs}"
+    (own_job,) = [job_id for job_id, texts in jobs.items() if texts == ["This task's document."]]
     assert len(sent) == 9 if "capped" in service else len(sent) == 1
     if job_records_list_files(settings, own_job):
         assert ti.state == SUCCESS, ti.state
