@@ -145,6 +145,9 @@ class SentRun:
     recorded: str | None = None
     """The job id the task state store already holds (an earlier try's job): never an unproven
     candidate of this run."""
+    failed_closed: bool = False
+    """A try already failed with AmbiguousRunError on this run (a new try then comes from a person
+    clearing the task: no automatic retry follows that error)."""
 
     def carried_by(self, job: Job) -> bool | None:
         """
@@ -246,8 +249,9 @@ def _ambiguous(run: SentRun, jobs: Sequence[Job], reason: str) -> AmbiguousRunEr
 
 
 _HOW_TO_RUN_AGAIN = (
-    f"to run the workflow again, clear this task (a pending-run record expires {PENDING_RUN_TTL / 3600:g} h "
-    "after it was written, or delete the task state key 'workflowsvc_pending_run')."
+    "to run the workflow again, clear this task: its next try looks once more for this run's job and "
+    "runs the workflow only when none carries the run's marker (the pending-run record, task state key "
+    f"'workflowsvc_pending_run', expires {PENDING_RUN_TTL / 3600:g} h after it was written)."
 )
 
 
@@ -363,6 +367,9 @@ class RunJournal(Protocol):
     def clear(self) -> None:
         """Remove the record: no run is pending (none happened, or its job is known)."""
 
+    def failed_closed(self) -> None:
+        """Mark the record: a try failed with AmbiguousRunError on its run (the record stays)."""
+
 
 class StoredRunJournal:
     """
@@ -390,6 +397,7 @@ class StoredRunJournal:
                 files=None if value.get("files") is None else tuple(str(f) for f in value["files"]),
                 marker=None if value["marker"] is None else str(value["marker"]),
                 recorded=None if self.known is None else str(self.known),
+                failed_closed=value.get("failed_closed") is True,
             )
         except (KeyError, TypeError, ValueError):
             self.log.warning("Ignoring a pending-run record this version cannot read: %r", value)
@@ -407,13 +415,21 @@ class StoredRunJournal:
         return run
 
     def sending(self, run: SentRun) -> None:
-        record = {
+        self.store.set(self.key, self._record(run))
+
+    def failed_closed(self) -> None:
+        value = self.store.get(self.key)
+        if isinstance(value, dict):
+            self.store.set(self.key, {**value, "failed_closed": True})
+
+    @staticmethod
+    def _record(run: SentRun) -> dict[str, Any]:
+        return {
             "workflow_id": run.workflow_id,
             "sent_at": run.sent_at,
             "files": None if run.files is None else list(run.files),
             "marker": run.marker,
         }
-        self.store.set(self.key, record)
 
     def clear(self) -> None:
         try:
@@ -457,9 +473,28 @@ def submit_run(
     With a ``journal``, the job of a run an earlier try sent (and never recorded) is looked for
     first, and adopted with the same evidence, instead of running the workflow again.
     """
+    sleep = sleep or time.sleep
+    try:
+        return _submit(hook, workflow_id, files, log, attempts, backoff, grace, sleep, journal)
+    except AmbiguousRunError:
+        if journal is not None:
+            journal.failed_closed()
+        raise
+
+
+def _submit(
+    hook: WorkflowServiceHook,
+    workflow_id: str,
+    files: Sequence[LocalFile] | None,
+    log: Log,
+    attempts: int,
+    backoff: float,
+    grace: float,
+    sleep: Callable[[float], None],
+    journal: RunJournal | None,
+) -> Job:
     from airflow_provider_workflowsvc.hooks._marker import new_marker
 
-    sleep = sleep or time.sleep
     if journal is not None:
         earlier = journal.pending(workflow_id)
         if earlier is not None:
@@ -532,6 +567,8 @@ def _job_of_earlier_try(
     already holds that carries the record's marker means the record is stale (that try recorded its
     job): then the workflow runs.
     """
+    if earlier.failed_closed:
+        return _after_a_clear(hook, earlier, log, sleep)
     log.info(
         "An earlier try of this task sent a run of workflow %s at %s and stopped before recording its job; "
         "looking for that run's job",
@@ -553,6 +590,30 @@ def _job_of_earlier_try(
         return None
     log.warning("The earlier try's run created job %s: adopting it (no new run)", found.id)
     return found
+
+
+def _after_a_clear(
+    hook: WorkflowServiceHook, earlier: SentRun, log: Log, sleep: Callable[[float], None]
+) -> Job | None:
+    """
+    Return the job of a run an earlier try failed as ambiguous on, when it is now proven; None to run
+    the workflow: this try was started by a person clearing the task, which decides what nothing proved.
+    """
+    try:
+        found, _ = await_own_job(hook, earlier, _now(), log, sleep)
+    except AmbiguousRunError as exc:
+        log.warning("Still no proof of which job the earlier run created (%s)", exc)
+        found = None
+    if found is not None:
+        log.warning("The earlier try's run created job %s after all: adopting it (no new run)", found.id)
+        return found
+    log.warning(
+        "An earlier try failed as ambiguous on its run of workflow %s (sent at %s) and the task was "
+        "cleared: no job carries that run's marker, so the workflow is run again",
+        earlier.workflow_id,
+        _utc(earlier.sent_at).isoformat(timespec="seconds"),
+    )
+    return None
 
 
 def _utc(epoch: float) -> datetime:

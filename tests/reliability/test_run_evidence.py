@@ -132,7 +132,7 @@ def test_a_retry_after_a_crash_before_sending_never_adopts_a_same_named_run(
     request left. Another client then runs the workflow on a file of the same name. The retry reads
     the record and looks for that run's job: the other client's job (same name, new, in the window)
     is not it. Nothing proves the run was never sent, so the retry fails as ambiguous, keeps the
-    record and sends nothing."""
+    record and sends nothing. Cleared by a person, the task then runs the workflow (its own job)."""
     emulator = workflowsvc_conn
     own = text_file(tmp_path, SAME_NAME, "Task A's report.")
     marker = "__wfsvc-00112233445566aa"
@@ -151,6 +151,14 @@ def test_a_retry_after_a_crash_before_sending_never_adopts_a_same_named_run(
     assert jobs == {foreign: ["Client B's report."]}
     assert len(runs_sent(emulator, workflow)) == 1, "only B's run"
     assert store.values[PENDING_RUN_KEY]["marker"] == marker, "the record stays"
+    assert store.values[PENDING_RUN_KEY]["failed_closed"] is True
+
+    # A person clears the task: the next try looks once more, finds no job with the marker, runs.
+    result = run_task(workflow, own, run_grace_period=1).execute(task_context(store))
+    jobs = finished_texts(emulator, settings, workflow)
+    assert jobs[result["job_id"]] == ["Task A's report."]
+    assert len(jobs) == 2
+    assert len(runs_sent(emulator, workflow)) == 2
 
 
 def test_an_unreadable_2xx_run_answer_makes_one_job_under_retries(

@@ -171,7 +171,7 @@ def test_concurrent_tasks_report_only_their_own_jobs(
         jobs = hook.list_jobs(workflow_id=workflow_id)
         processed = {job.id: texts_of(hook, job.id) for job in jobs}
     records = {job.id: job for job in jobs}
-    foreign, ambiguous, other_errors, adopted_with_file_ids = [], [], [], 0
+    foreign, ambiguous, other_errors, adopted_with_file_ids, unmarked = [], [], [], 0, 0
     for text, job_id, error in results:
         if error is not None:
             (ambiguous if isinstance(error, AmbiguousRunError) else other_errors).append((text, error))
@@ -181,7 +181,7 @@ def test_concurrent_tasks_report_only_their_own_jobs(
             foreign.append((text, job_id, processed.get(job_id)))
         if records_list_files(records[job_id]):
             (recorded,) = records[job_id].input_file_ids
-            assert "__wfsvc-" in recorded, recorded
+            unmarked += 0 if "__wfsvc-" in recorded else 1
             adopted_with_file_ids += 1
     per_file = collections.Counter(text for texts in processed.values() for text in texts)
     lost = lost_answers(request_log)
@@ -208,6 +208,7 @@ def test_concurrent_tasks_report_only_their_own_jobs(
     assert len(results) == tasks * runs, "a task did not finish its runs"
     assert foreign == [], f"tasks reported jobs they did not create: {foreign}"
     assert figures["duplicates"] == 0, "a run was sent again after an ambiguous failure"
+    assert unmarked == 0, "a file was uploaded without its run's marker"
     assert other_errors == [], f"tasks failed for another reason than ambiguity: {other_errors}"
     assert all("clear this task" in str(error) for _, error in ambiguous), "each error says what to do"
     assert sum(faults.values()) >= 0.12 * len(request_log), "the faults were not injected"
