@@ -753,7 +753,7 @@ def test_run_identity_uses_the_relative_names_sent(tmp_path: Any) -> None:
     """The names sent are the paths relative to the folder, each with the marker before its
     extension; a service that keeps only base names still shows the marker, one that lists other
     files (the same names without the marker among them) does not prove the job."""
-    from airflow_provider_workflowsvc.hooks._marker import user_names
+    from airflow_provider_workflowsvc._marker import user_names
     from airflow_provider_workflowsvc.models import Job
     from airflow_provider_workflowsvc.operators._files import resolve_named_files
     from airflow_provider_workflowsvc.operators._submit import SentRun, marked_files

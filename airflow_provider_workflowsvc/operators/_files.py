@@ -286,7 +286,7 @@ def document_name(path: Path, limit: int = 65536) -> str | None:
         name = json.loads(match.group(1))
     except ValueError:
         return None
-    from airflow_provider_workflowsvc.hooks._marker import user_names
+    from airflow_provider_workflowsvc._marker import user_names
 
     return user_names(name) if isinstance(name, str) and name.strip() else None
 

@@ -449,8 +449,8 @@ def marked_files(files: Sequence[LocalFile] | None, marker: str) -> list[tuple[s
     """
     if files is None:
         return None
+    from airflow_provider_workflowsvc._marker import with_marker
     from airflow_provider_workflowsvc.hooks._calls import upload_files
-    from airflow_provider_workflowsvc.hooks._marker import with_marker
 
     return [(str(upload.path), with_marker(upload.filename, marker)) for upload in upload_files(files)]
 
@@ -493,7 +493,7 @@ def _submit(
     sleep: Callable[[float], None],
     journal: RunJournal | None,
 ) -> Job:
-    from airflow_provider_workflowsvc.hooks._marker import new_marker
+    from airflow_provider_workflowsvc._marker import new_marker
 
     if journal is not None:
         earlier = journal.pending(workflow_id)

@@ -17,7 +17,7 @@ import random
 import time
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_workflowsvc.hooks._marker import user_names
+from airflow_provider_workflowsvc._marker import user_names
 from airflow_provider_workflowsvc.models import JobStatus
 from airflow_provider_workflowsvc.wait.outcome import (
     STATUS_OUTCOME,

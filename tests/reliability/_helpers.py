@@ -77,7 +77,7 @@ def documents_of(hook: Any, job_id: str) -> list[str]:
     """The file names a (completed) job processed, as the service wrote them into its outputs (in
     the user's names: a run's marker removed): the service's own record of which run a job belongs
     to, whatever its job records say."""
-    from airflow_provider_workflowsvc.hooks._marker import user_names
+    from airflow_provider_workflowsvc._marker import user_names
 
     job = hook.get_job(job_id)
     names = []
