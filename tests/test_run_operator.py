@@ -780,3 +780,22 @@ def test_run_identity_uses_the_relative_names_sent(tmp_path: Any) -> None:
     assert run.carried_by(job("2024/report.txt", "2025/report.txt")) is False, "the same names: not proof"
     assert run.carried_by(job("report__wfsvc-ffffffffffffffff.txt")) is False, "another run's marker"
     assert run.carried_by(Job.model_validate({"id": "j"})) is None, "a record without file names"
+
+
+def test_a_status_spelling_the_service_refuses_is_skipped(
+    mock_service: Any, no_backoff: list[float], a_file: str
+) -> None:
+    """Before a job record shows the dialect, both spellings of the active filters are sent; a service
+    that refuses one (422) is still searched with the other."""
+    run = mock_service.post(RUN).mock(side_effect=[httpx.Response(504)])
+    answer = route_listings(mock_service, no_backoff, [our_job(run)]).side_effect
+
+    def refuse_upper(request: httpx.Request) -> httpx.Response:
+        if (request.url.params.get("status") or "").isupper():
+            return httpx.Response(422, json={"detail": "unknown status"})
+        return answer(request)
+
+    mock_service.get("/jobs/", params={"workflow_id": WF}).mock(side_effect=refuse_upper)
+    route_job(mock_service, "j1")
+    assert op(files=a_file).execute(ctx())["job_id"] == "j1"
+    assert run.call_count == 1

@@ -287,10 +287,20 @@ def _spelled(filters: tuple[tuple[str, ...], tuple[str, ...]], jobs_seen: Iterab
 def _listed(
     hook: WorkflowServiceHook, workflow_id: str, filters: Sequence[str], seen: dict[str, Job]
 ) -> list[Job]:
-    """List the workflow's jobs in each ``status`` filter (each job once); ``seen`` keeps every job read."""
+    """
+    List the workflow's jobs in each ``status`` filter (each job once); ``seen`` keeps every job read.
+
+    A filter the service refuses as invalid (400, 422: a spelling of another dialect) is skipped.
+    """
     found: dict[str, Job] = {}
     for status in filters:
-        for job in hook.list_jobs(workflow_id=workflow_id, status=status):
+        try:
+            listed = hook.list_jobs(workflow_id=workflow_id, status=status)
+        except WorkflowServiceApiError as exc:
+            if exc.status_code not in (400, 422):
+                raise
+            continue
+        for job in listed:
             found.setdefault(job.id, job)
     seen.update(found)
     return list(found.values())
