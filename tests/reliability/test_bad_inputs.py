@@ -445,7 +445,12 @@ CASES = [
         r"max_response_bytes: .*1024",
     ),
     # -- the server refuses ------------------------------------------------------------------------
-    Case("401-wrong-token", wrong_token, r"GET /api/v1/jobs/ → 401 .*bearer token", client_side=False),
+    Case(
+        "401-wrong-token",
+        wrong_token,
+        r"POST /api/v1/workflows/.*/run → 401 .*bearer token",
+        client_side=False,
+    ),
     Case("401-wrong-api-key", wrong_api_key, r"/api/v1/jobs/.* → 401 .*service-api-key", client_side=False),
     Case("403-forbidden", answer_403, r"GET /api/v1/jobs/j1 → 403 .*workspace not allowed", False, True),
     Case(
