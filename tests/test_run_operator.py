@@ -756,18 +756,18 @@ def test_run_identity_uses_the_relative_names_sent(tmp_path: Any) -> None:
     from airflow_provider_workflowsvc._marker import user_names
     from airflow_provider_workflowsvc.models import Job
     from airflow_provider_workflowsvc.operators._files import resolve_named_files
-    from airflow_provider_workflowsvc.operators._submit import SentRun, marked_files
+    from airflow_provider_workflowsvc.operators._submit import SentRun, named_files
 
     for year in ("2024", "2025"):
         (tmp_path / year).mkdir()
         (tmp_path / year / "report.txt").write_text(year)
     marker = "__wfsvc-0123456789abcdef"
-    sent = marked_files(resolve_named_files(str(tmp_path)), marker)
+    sent = named_files(resolve_named_files(str(tmp_path)), marker)
     assert sent is not None
     names = tuple(name for _, name in sent)
     assert names == (f"2024/report{marker}.txt", f"2025/report{marker}.txt")
     assert tuple(user_names(n) for n in names) == ("2024/report.txt", "2025/report.txt")
-    single = marked_files(resolve_named_files(str(tmp_path / "2024" / "report.txt")), marker)
+    single = named_files(resolve_named_files(str(tmp_path / "2024" / "report.txt")), marker)
     assert single is not None
     assert [n for _, n in single] == [f"report{marker}.txt"]
     run = SentRun(WF, 0.0, names, marker)
@@ -798,4 +798,17 @@ def test_a_status_spelling_the_service_refuses_is_skipped(
     mock_service.get("/jobs/", params={"workflow_id": WF}).mock(side_effect=refuse_upper)
     route_job(mock_service, "j1")
     assert op(files=a_file).execute(ctx())["job_id"] == "j1"
+    assert run.call_count == 1
+
+
+def test_unmarked_uploads_keep_their_names_and_never_adopt(
+    mock_service: Any, no_backoff: list[float], a_file: str
+) -> None:
+    """``mark_uploads=False``: the file is sent as ``a.txt``; after a lost answer a job listing exactly
+    that name is not proof (another run may have sent the same name): the task fails as ambiguous."""
+    run = mock_service.post(RUN).mock(side_effect=[httpx.Response(502)])
+    route_listings(mock_service, no_backoff, [new_job("j1", ["a.txt"])])
+    with pytest.raises(AmbiguousRunError, match=r"j1.*mark_uploads=False"):
+        op(files=a_file, mark_uploads=False).execute(ctx())
+    assert names_sent(run) == ["a.txt"]
     assert run.call_count == 1

@@ -232,6 +232,9 @@ def own_job(jobs: Sequence[Job], run: SentRun, log: Log) -> Job | None:
         reason = (
             "this run sent no files, so nothing in a job record can show which run created it"
             if not run.files
+            else "the uploaded names carry no marker (mark_uploads=False), so nothing shows which run "
+            "created them"
+            if run.marker is None
             else "the service's job records do not list their input files (no input_file_ids), so "
             "nothing shows which run created them"
         )
@@ -452,17 +455,20 @@ class StoredRunJournal:
 # Sending the run
 
 
-def marked_files(files: Sequence[LocalFile] | None, marker: str) -> list[tuple[str, str]] | None:
+def named_files(files: Sequence[LocalFile] | None, marker: str | None) -> list[tuple[str, str]] | None:
     """
-    Return ``files`` as ``(path, name sent)``, each name carrying ``marker`` (checked: each file
-    exists and is readable).
+    Return ``files`` as ``(path, name sent)``, each name carrying ``marker`` when one is given
+    (checked: each file exists and is readable).
     """
     if files is None:
         return None
     from airflow_provider_workflowsvc._marker import with_marker
     from airflow_provider_workflowsvc.hooks._calls import upload_files
 
-    return [(str(upload.path), with_marker(upload.filename, marker)) for upload in upload_files(files)]
+    uploads = upload_files(files)
+    if marker is None:
+        return [(str(upload.path), upload.filename) for upload in uploads]
+    return [(str(upload.path), with_marker(upload.filename, marker)) for upload in uploads]
 
 
 def submit_run(
@@ -476,6 +482,7 @@ def submit_run(
     grace: float = RUN_GRACE,
     sleep: Callable[[float], None] | None = None,
     journal: RunJournal | None = None,
+    mark: bool = True,
 ) -> Job:
     """
     Run ``workflow_id`` once (with ``files``, or no body) and return the job it created.
@@ -485,7 +492,7 @@ def submit_run(
     """
     sleep = sleep or time.sleep
     try:
-        return _submit(hook, workflow_id, files, log, attempts, backoff, grace, sleep, journal)
+        return _submit(hook, workflow_id, files, log, attempts, backoff, grace, sleep, journal, mark)
     except AmbiguousRunError:
         if journal is not None:
             journal.failed_closed()
@@ -502,6 +509,7 @@ def _submit(
     grace: float,
     sleep: Callable[[float], None],
     journal: RunJournal | None,
+    mark: bool,
 ) -> Job:
     from airflow_provider_workflowsvc._marker import new_marker
 
@@ -514,8 +522,8 @@ def _submit(
             journal.clear()
     what = f"{len(files)} file(s)" if files is not None else "no files"
     for attempt in range(1, attempts + 1):
-        marker = new_marker() if files is not None else None
-        sent = marked_files(files, marker) if marker is not None else None
+        marker = new_marker() if files is not None and mark else None
+        sent = named_files(files, marker)
         run = SentRun(workflow_id, _now(), None if sent is None else tuple(n for _, n in sent), marker)
         if journal is not None:
             journal.sending(run)
