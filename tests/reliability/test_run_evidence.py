@@ -67,7 +67,7 @@ def run_task(workflow_id: str, own: str, **kwargs: Any) -> RunWorkflowOperator:
         "retry_delay": 0,
         "poll_interval": 0.1,
         "deferrable": False,
-        "run_grace_period": 3,
+        "run_grace_period": 1.5,
     }
     return RunWorkflowOperator(**{**args, **kwargs})
 
@@ -127,6 +127,7 @@ def test_a_retry_after_a_crash_before_sending_never_adopts_a_same_named_run(
     settings: Any,
     workflow: str,  # noqa: F811
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Scenario (crash before sending): a try wrote its pending-run record and died before its run
     request left. Another client then runs the workflow on a file of the same name. The retry reads
@@ -134,6 +135,7 @@ def test_a_retry_after_a_crash_before_sending_never_adopts_a_same_named_run(
     is not it. Nothing proves the run was never sent, so the retry fails as ambiguous, keeps the
     record and sends nothing. Cleared by a person, the task then runs the workflow (its own job)."""
     emulator = workflowsvc_conn
+    use_connection(monkeypatch, emulator, timeout=1, **FAST)  # the dead try's request: 1 s in flight at most
     own = text_file(tmp_path, SAME_NAME, "Task A's report.")
     marker = "__wfsvc-00112233445566aa"
     store = FakeStore(
