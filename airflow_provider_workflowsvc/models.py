@@ -906,6 +906,10 @@ class OutputNodeFile(_Response):
     node_subtype: str | None = None
 
 
+_SHORT_OFFSET = re.compile(r"(\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)([+-]\d{2}):?(\d{2})?$")
+"""A UTC offset written ``+HH`` or ``+HHMM`` at the end of a timestamp."""
+
+
 class Job(_Response):
     """One run of a workflow: its status and the output files of a local-to-local run."""
 
@@ -929,6 +933,14 @@ class Job(_Response):
         if isinstance(data, Mapping) and data.get("status") is not None:
             return {**data, "raw_status": str(data["status"])}
         return data
+
+    @field_validator("created_at", mode="before")
+    @classmethod
+    def _offset_in_hours(cls, value: Any) -> Any:
+        """Read PostgreSQL's short offsets (``2026-11-24 10:00:00+00``, ``...-0530``) as ISO ones."""
+        if isinstance(value, str):
+            return _SHORT_OFFSET.sub(lambda m: f"{m[1]}{m[2]}:{m[3] or '00'}", value.strip())
+        return value
 
     @field_validator("output_node_files", mode="before")
     @classmethod

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from datetime import datetime, timezone
 from types import SimpleNamespace
@@ -172,24 +173,50 @@ def test_deferrable_run_defers_with_the_job_and_pushes_the_link_first(
     assert context["ti"].pushed == {"job_id": "j1", LINK_KEY: ""}, "no ui_url: no link to the API record"
     assert run.call_count == 1
     body = run.calls[0].request.content
-    assert b'name="input_files"; filename="a.txt"' in body
+    assert re.search(rb'name="input_files"; filename="a__wfsvc-[0-9a-f]{16}\.txt"', body), body
 
 
-def new_job(job_id: str, files: Any = ("a.txt",), *, age: float = 0.0) -> dict[str, Any]:
+def new_job(
+    job_id: str, files: Any = ("a.txt",), *, age: float = 0.0, status: str = "scheduled"
+) -> dict[str, Any]:
     """A job record created ``age`` seconds ago that lists ``files`` (platform dialect; None: spec)."""
     created = datetime.fromtimestamp(time.time() - age, tz=timezone.utc).isoformat()
-    data = job_json(job_id, "scheduled", created_at=created)
+    data = job_json(job_id, status, created_at=created)
     if files is not None:
         data["input_file_ids"] = list(files)
     return data
 
 
-def route_listings(router: Any, *listings: Any) -> Any:
-    """Job listings of the workflow, in turn; the last one repeats."""
-    answers = list(listings)
+_SENT_NAME = re.compile(rb'filename="([^"]+)"')
+
+
+def names_sent(run: Any) -> list[str]:
+    """The file names of the last run request (each with its try-unique marker)."""
+    return [m.decode() for m in _SENT_NAME.findall(run.calls.last.request.content)]
+
+
+def our_job(run: Any, job_id: str = "j1", **kwargs: Any) -> Any:
+    """A job of the run ``run`` sent (its record lists the names sent), built once it was sent."""
+    return lambda: new_job(job_id, names_sent(run), **kwargs)
+
+
+def _spelled(status: str) -> str:
+    return {"im progress": "in progress"}.get(
+        status.lower().replace("_", " "), status.lower().replace("_", " ")
+    )
+
+
+def route_listings(router: Any, sleeps: list[float], *rounds: Any) -> Any:
+    """
+    The workflow's jobs, round by round (a round ends with each pause of the search; the last
+    repeats); a job may be given as a callable (built when listed). Each ``status`` filter is applied.
+    """
 
     def answer(request: httpx.Request) -> httpx.Response:
-        return ok(answers.pop(0) if len(answers) > 1 else answers[0])
+        jobs = rounds[min(len(sleeps), len(rounds) - 1)]
+        built = [job() if callable(job) else job for job in jobs]
+        wanted = request.url.params.get("status")
+        return ok([j for j in built if wanted is None or _spelled(j["status"]) == _spelled(wanted)])
 
     return router.get("/jobs/", params={"workflow_id": WF}).mock(side_effect=answer)
 
@@ -205,12 +232,17 @@ def test_run_response_without_a_job_finds_its_own(
     mock_service: Any, no_backoff: list[float], a_file: str
 ) -> None:
     old = job_json("old", "completed")
-    listing = route_listings(mock_service, [old], [old], [old, new_job("j1")])
     run = mock_service.post(RUN).mock(side_effect=[httpx.Response(202, json={"ok": True})])
+    listing = route_listings(mock_service, no_backoff, [old], [old], [old, our_job(run)])
     route_job(mock_service, "j1")
     assert op(files=a_file).execute(ctx())["job_id"] == "j1"
     assert run.call_count == 1
-    assert listing.call_count == 3
+    assert {r.request.url.params.get("status") for r in listing.calls} <= {
+        "scheduled",
+        "im progress",
+        "SCHEDULED",
+        "IN_PROGRESS",
+    }, "only the active jobs are read while the job is found among them"
 
 
 @pytest.mark.parametrize(
@@ -220,32 +252,38 @@ def test_run_response_without_a_job_finds_its_own(
         httpx.Response(504),
         httpx.RemoteProtocolError("dropped"),
         httpx.ReadTimeout("slow"),
+        httpx.Response(202, json={"id": "j1", "status": "scheduled", "created_at": "the 24th at ten"}),
     ],
-    ids=["502", "504", "dropped", "read-timeout"],
+    ids=["502", "504", "dropped", "read-timeout", "unreadable-2xx"],
 )
-def test_ambiguous_failure_adopts_only_a_job_with_its_files(
+def test_ambiguous_failure_adopts_only_the_job_with_its_marker(
     mock_service: Any, no_backoff: list[float], failure: Any, a_file: str
 ) -> None:
-    """Another client's job (other files) appearing in the window is ignored; this run's is adopted."""
-    foreign = new_job("other", ["b.txt"])
-    route_listings(mock_service, [], [foreign], [foreign, new_job("j1")])
+    """Another client's jobs appearing in the window are ignored, even one whose file has the same
+    name (``a.txt``) or another run's marker; this run's (its marker) is adopted."""
+    same_name = new_job("same-name", ["a.txt"])
+    other_marker = new_job("other", ["a__wfsvc-0123456789abcdef.txt"])
     run = mock_service.post(RUN).mock(side_effect=[failure])
+    route_listings(mock_service, no_backoff, [], [same_name], [same_name, other_marker, our_job(run)])
     route_job(mock_service, "j1")
     assert op(files=a_file).execute(ctx())["job_id"] == "j1"
     assert run.call_count == 1
 
 
-def test_a_job_created_before_the_request_left_is_not_a_candidate(
+def test_a_job_with_the_same_file_names_is_never_adopted(
     mock_service: Any, no_backoff: list[float], a_file: str
 ) -> None:
-    """A job with this run's files created long before the send window (another task, same files,
-    listed late) is not this run's: none appears within the grace period, so the run is sent again."""
-    early = new_job("early", age=3600)
-    route_listings(mock_service, [], [early])
+    """Scenario (same-named files, unit): the run's answer is lost before the service processed it;
+    another client's run of ``a.txt`` is new and in the window. It is not this run's, and nothing
+    proves the run was not processed: the task fails as ambiguous and the run is not sent again."""
+    route_listings(mock_service, no_backoff, [new_job("theirs", ["a.txt"])])
     run = mock_service.post(RUN).mock(side_effect=[httpx.Response(502), ok(new_job("j1"))])
-    route_job(mock_service, "j1")
-    assert op(files=a_file, run_grace_period=3).execute(ctx())["job_id"] == "j1"
-    assert run.call_count == 2
+    store = FakeStore()
+    with pytest.raises(AmbiguousRunError, match=r"not sent again.*__wfsvc-") as error:
+        op(files=a_file, run_grace_period=3).execute(ctx(store))
+    assert "theirs" not in str(error.value)
+    assert run.call_count == 1
+    assert store.values["workflowsvc_pending_run"]["marker"] in names_sent(run)[0], "the record stays"
 
 
 @pytest.mark.parametrize("status", [429, 503])
@@ -253,31 +291,33 @@ def test_refusals_are_sent_again_without_a_search(
     mock_service: Any, no_backoff: list[float], status: int
 ) -> None:
     """429 and 503 prove the request was not processed: no job search, the run is sent after the pause."""
-    listing = route_listings(mock_service, [])
+    listing = route_listings(mock_service, no_backoff, [])
     refusal = httpx.Response(status, headers={"retry-after": "3"})
     run = mock_service.post(RUN).mock(side_effect=[refusal, ok(new_job("j1"))])
     route_job(mock_service, "j1")
     assert op().execute(ctx())["job_id"] == "j1"
     assert run.call_count == 2
-    assert listing.call_count == 1
+    assert listing.call_count == 0
     assert no_backoff == [3.0]  # the server's Retry-After
 
 
-def test_gives_up_after_the_submit_attempts(mock_service: Any, no_backoff: list[float], a_file: str) -> None:
-    route_listings(mock_service, [])
+def test_a_500_is_never_sent_again(mock_service: Any, no_backoff: list[float], a_file: str) -> None:
+    """A 500 does not prove the run was refused: its job is looked for, and when none is found the
+    task fails as ambiguous with the pending-run record kept (never a second run request)."""
+    route_listings(mock_service, no_backoff, [])
     run = mock_service.post(RUN).mock(side_effect=[httpx.Response(500)] * 2)
     store = FakeStore()
-    with pytest.raises(WorkflowServiceError, match="failed 2 time"):
+    with pytest.raises(AmbiguousRunError, match="500"):
         op(files=a_file, submit_attempts=2, run_grace_period=1).execute(ctx(store))
-    assert run.call_count == 2
-    assert store.values == {}, "the last attempt concluded no job was created: no record is left"
+    assert run.call_count == 1
+    assert "workflowsvc_pending_run" in store.values
 
 
-def test_two_jobs_with_its_files_are_never_guessed(
+def test_two_jobs_with_its_marker_are_never_guessed(
     mock_service: Any, no_backoff: list[float], a_file: str
 ) -> None:
-    route_listings(mock_service, [], [new_job("j1"), new_job("j2")])
     run = mock_service.post(RUN).mock(side_effect=[httpx.Response(502)])
+    route_listings(mock_service, no_backoff, [], [our_job(run, "j1"), our_job(run, "j2")])
     with pytest.raises(AmbiguousRunError, match="j1, j2") as error:
         op(files=a_file).execute(ctx())
     assert "workflowsvc_pending_run" in str(error.value)
@@ -290,7 +330,7 @@ def test_a_job_whose_record_lists_no_files_is_never_adopted(
 ) -> None:
     """Spec dialect: a lone new job in the window is not proof (another client may have run it). The
     listing may leave fields out: the job's own record is read, and lists no files either."""
-    route_listings(mock_service, [], [new_job("j1", None)])
+    route_listings(mock_service, no_backoff, [], [new_job("j1", None)])
     record = mock_service.get("/jobs/j1").mock(return_value=ok(new_job("j1", None)))
     run = mock_service.post(RUN).mock(side_effect=[httpx.RemoteProtocolError("dropped")])
     with pytest.raises(AmbiguousRunError, match=r"j1.*no input_file_ids"):
@@ -303,12 +343,26 @@ def test_a_listing_without_file_ids_is_completed_from_the_job_record(
     mock_service: Any, no_backoff: list[float], a_file: str
 ) -> None:
     """The listing leaves ``input_file_ids`` out but the job record has them: the record proves it."""
-    route_listings(mock_service, [], [new_job("j1", None)])
-    mock_service.post(RUN).mock(side_effect=[httpx.Response(504)])
+    route_listings(mock_service, no_backoff, [], [new_job("j1", None)])
+    run = mock_service.post(RUN).mock(side_effect=[httpx.Response(504)])
     route_job(mock_service, "j1")
-    record = {**new_job("j1"), "status": "completed"}
-    mock_service.get("/jobs/j1").mock(return_value=ok(record))
+    mock_service.get("/jobs/j1").mock(
+        side_effect=lambda request: ok({**new_job("j1", names_sent(run)), "status": "completed"})
+    )
     assert op(files=a_file).execute(ctx())["job_id"] == "j1"
+
+
+def test_a_job_that_ended_before_it_was_looked_for_is_found_among_the_ended(
+    mock_service: Any, no_backoff: list[float], a_file: str
+) -> None:
+    """A fast job has ended before the first look: the active jobs never show it, the ended ones
+    (read once, at the end of the grace period) do."""
+    run = mock_service.post(RUN).mock(side_effect=[httpx.Response(504)])
+    listing = route_listings(mock_service, no_backoff, [our_job(run, status="completed")])
+    route_job(mock_service, "j1")
+    assert op(files=a_file, run_grace_period=2).execute(ctx())["job_id"] == "j1"
+    statuses = [r.request.url.params.get("status") for r in listing.calls]
+    assert statuses.count("completed") + statuses.count("COMPLETED") == 2, "the ended jobs are read once"
 
 
 def test_an_error_before_sending_leaves_no_pending_record(mock_service: Any, tmp_path: Any) -> None:
@@ -353,7 +407,7 @@ def test_a_refused_run_is_not_reconciled(mock_service: Any) -> None:
     with pytest.raises(WorkflowServiceValidationError, match="bad workflow"):
         op().execute(ctx())
     assert run.call_count == 1
-    assert listing.call_count == 1
+    assert listing.call_count == 0, "a refusal proves no job: nothing is looked for (and no snapshot is read)"
 
 
 def test_a_refused_run_still_has_its_link_xcom_so_airflow_logs_no_error(mock_service: Any) -> None:
@@ -855,30 +909,69 @@ def test_skip_if_no_files_skips_only_when_nothing_matches(mock_service: Any, tmp
     assert task.execute(ctx())["job_id"] == "j1", (
         "a pattern matching nothing is tolerated beside one that matches"
     )
-    assert b'filename="a.pdf"' in run.calls.last.request.content
+    assert re.search(rb'filename="a__wfsvc-[0-9a-f]{16}\.pdf"', run.calls.last.request.content)
 
 
 def test_run_identity_uses_the_relative_names_sent(tmp_path: Any) -> None:
-    """The names sent are the paths relative to the folder; a service that keeps only base names
-    still proves the job is this run's, one that lists other files does not."""
+    """The names sent are the paths relative to the folder, each with the marker before its
+    extension; a service that keeps only base names still shows the marker, one that lists other
+    files (the same names without the marker among them) does not prove the job."""
+    from airflow_provider_workflowsvc._marker import user_names
     from airflow_provider_workflowsvc.models import Job
     from airflow_provider_workflowsvc.operators._files import resolve_named_files
-    from airflow_provider_workflowsvc.operators._submit import SentRun, carries_files_of, sent_file_names
+    from airflow_provider_workflowsvc.operators._submit import SentRun, named_files
 
     for year in ("2024", "2025"):
         (tmp_path / year).mkdir()
         (tmp_path / year / "report.txt").write_text(year)
-    files = resolve_named_files(str(tmp_path))
-    names = sent_file_names(files)
-    assert names == ("2024/report.txt", "2025/report.txt")
-    assert sent_file_names(resolve_named_files(str(tmp_path / "*" / "report.txt"))) == names
-    assert sent_file_names(resolve_named_files(str(tmp_path / "2024" / "report.txt"))) == ("report.txt",)
-    run = SentRun(WF, frozenset(), 0.0, names)
+    marker = "__wfsvc-0123456789abcdef"
+    sent = named_files(resolve_named_files(str(tmp_path)), marker)
+    assert sent is not None
+    names = tuple(name for _, name in sent)
+    assert names == (f"2024/report{marker}.txt", f"2025/report{marker}.txt")
+    assert tuple(user_names(n) for n in names) == ("2024/report.txt", "2025/report.txt")
+    single = named_files(resolve_named_files(str(tmp_path / "2024" / "report.txt")), marker)
+    assert single is not None
+    assert [n for _, n in single] == [f"report{marker}.txt"]
+    run = SentRun(WF, 0.0, names, marker)
 
     def job(*ids: str) -> Job:
         return Job.model_validate({"id": "j", "input_file_ids": list(ids)})
 
-    assert carries_files_of(job("2025/report.txt", "2024/report.txt"), run) is True
-    assert carries_files_of(job("report.txt", "report.txt"), run) is True, "base names only"
-    assert carries_files_of(job("report.txt"), run) is False
-    assert carries_files_of(job("2024/report.txt", "report.txt"), run) is False
+    assert run.carried_by(job(*reversed(names))) is True
+    assert run.carried_by(job(f"report{marker}.txt", f"report{marker}.txt")) is True, "base names only"
+    assert run.carried_by(job("2024/report.txt", "2025/report.txt")) is False, "the same names: not proof"
+    assert run.carried_by(job("report__wfsvc-ffffffffffffffff.txt")) is False, "another run's marker"
+    assert run.carried_by(Job.model_validate({"id": "j"})) is None, "a record without file names"
+
+
+def test_a_status_spelling_the_service_refuses_is_skipped(
+    mock_service: Any, no_backoff: list[float], a_file: str
+) -> None:
+    """Before a job record shows the dialect, both spellings of the active filters are sent; a service
+    that refuses one (422) is still searched with the other."""
+    run = mock_service.post(RUN).mock(side_effect=[httpx.Response(504)])
+    answer = route_listings(mock_service, no_backoff, [our_job(run)]).side_effect
+
+    def refuse_upper(request: httpx.Request) -> httpx.Response:
+        if (request.url.params.get("status") or "").isupper():
+            return httpx.Response(422, json={"detail": "unknown status"})
+        return answer(request)
+
+    mock_service.get("/jobs/", params={"workflow_id": WF}).mock(side_effect=refuse_upper)
+    route_job(mock_service, "j1")
+    assert op(files=a_file).execute(ctx())["job_id"] == "j1"
+    assert run.call_count == 1
+
+
+def test_unmarked_uploads_keep_their_names_and_never_adopt(
+    mock_service: Any, no_backoff: list[float], a_file: str
+) -> None:
+    """``mark_uploads=False``: the file is sent as ``a.txt``; after a lost answer a job listing exactly
+    that name is not proof (another run may have sent the same name): the task fails as ambiguous."""
+    run = mock_service.post(RUN).mock(side_effect=[httpx.Response(502)])
+    route_listings(mock_service, no_backoff, [new_job("j1", ["a.txt"])])
+    with pytest.raises(AmbiguousRunError, match=r"j1.*mark_uploads=False"):
+        op(files=a_file, mark_uploads=False).execute(ctx())
+    assert names_sent(run) == ["a.txt"]
+    assert run.call_count == 1

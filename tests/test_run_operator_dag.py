@@ -16,6 +16,7 @@ from airflow.sdk import DAG
 from airflow.utils.state import DagRunState, TaskInstanceState
 from helpers import TEST_API_KEY, TEST_TOKEN
 
+from airflow_provider_workflowsvc._marker import user_names
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 from airflow_provider_workflowsvc.operators.jobs import (
     CancelJobOperator,
@@ -90,7 +91,9 @@ def test_local_files_run_and_download(dag_runner: Any, emulator: Any, workflow: 
     assert sorted(p.name for p in out.iterdir()) == ["a.txt.json", "b.md.json"]
     assert xcom(dr, "download") == [str(out / "a.txt.json"), str(out / "b.md.json")]
     elements = json.loads((out / "a.txt.json").read_text())
-    assert elements[0]["metadata"]["filename"] == "a.txt"
+    # The output's own content is the service's: the name it processed, with the run's marker.
+    assert user_names(elements[0]["metadata"]["filename"]) == "a.txt"
+    assert "__wfsvc-" in elements[0]["metadata"]["filename"]
     assert "hello world" in elements[0]["text"]
     assert len(runs(emulator)) == 2
 
@@ -358,8 +361,12 @@ def test_relative_paths_name_failed_files_outputs_and_the_summary(
     assert [f["document"] for f in summary["failed_files"]] == ["2024/report.txt"]
     with WorkflowServiceHook(settings=settings) as hook:
         record = hook.get_job(summary["job_id"])
-    if record.input_file_ids is not None:  # the platform dialect lists the names it recorded
-        assert sorted(record.input_file_ids) == ["2024/report.txt", "2025/notes.md", "2025/report.txt"]
+    if record.input_file_ids is not None:  # the platform dialect lists the names it recorded (marked)
+        assert sorted(user_names(n) for n in record.input_file_ids) == [
+            "2024/report.txt",
+            "2025/notes.md",
+            "2025/report.txt",
+        ]
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*.json")) == [
         "2025/notes.md.json",
         "2025/report.txt.json",

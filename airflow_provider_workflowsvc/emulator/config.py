@@ -28,7 +28,9 @@ DEFAULT_PROCESSING_DELAY = 0.05
 DEFAULT_CONNECTION_CHECK_DELAY = 0.2
 
 RedirectMode = Literal["off", "spec", "add", "strip"]
-FaultKind = Literal[429, 500, 502, 503, 504, "drop"]
+TimestampStyle = Literal["iso", "naive", "postgres"]
+ListOrder = Literal["newest-first", "oldest-first"]
+FaultKind = Literal[429, 500, 502, 503, 504, "drop", "unreadable"]
 FaultPhase = Literal["before", "after"]
 
 
@@ -64,6 +66,16 @@ class EmulatorConfig(BaseModel):
     abandon_on_disconnect: bool = False
     """A request held by injected latency (before processing) whose client disconnects meanwhile is
     dropped unprocessed (the emulator's old behaviour). Default: it is processed all the same."""
+    clock_skew: float = Field(default=0.0, ge=-86400, le=86400)
+    """Seconds the service's clock is ahead (negative: behind) of the real time, in the job times it
+    writes (``created_at``)."""
+    timestamp_style: TimestampStyle = "iso"
+    """How job times are written: ``iso`` (UTC, with its offset), ``naive`` (the local time of a
+    service ``naive_zone_hours`` east of UTC, without a zone), ``postgres`` (``2026-11-24 10:00:00+00``)."""
+    naive_zone_hours: float = Field(default=2.0, ge=-14, le=14)
+    jobs_list_order: ListOrder = "newest-first"
+    jobs_list_cap: int | None = Field(default=None, ge=1)
+    """At most this many jobs in a ``GET /jobs`` answer (after the filters, in ``jobs_list_order``)."""
     allow_remote_source_download: bool = False
     """Let jobs of remote-source, local-destination workflows be downloaded (the spec allows only
     local-to-local), so element permissions from a remote source can be inspected."""

@@ -77,6 +77,30 @@ async def send_json(send: Send, status: int, body: Any, headers: dict[str, str] 
     await send({"type": "http.response.body", "body": payload})
 
 
+UNREADABLE_TIME = "the 24th, at ten"
+"""What an ``unreadable`` fault writes in a record's ``created_at``: no client can parse it."""
+
+
+async def _send_unreadable(held: list[Message], send: Send) -> None:
+    """
+    Send the held answer's status with a body no client can read as its record: a JSON record with
+    an unparsable ``created_at``, or (nothing held, or not a JSON object) a 200 that is not JSON.
+    """
+    start = next((m for m in held if m["type"] == "http.response.start"), None)
+    body = b"".join(m.get("body", b"") for m in held if m["type"] == "http.response.body")
+    try:
+        record = json.loads(body) if start is not None else None
+    except ValueError:
+        record = None
+    if isinstance(record, dict):
+        await send_json(send, start["status"] if start else 200, {**record, "created_at": UNREADABLE_TIME})
+        return
+    payload = b"<html><body>OK</body></html>"
+    headers = [(b"content-type", b"text/html"), (b"content-length", str(len(payload)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
+
+
 async def buffered(receive: Receive) -> Receive:
     """
     Read the whole request body now; the returned ``receive`` serves it, then defers to ``receive``.
@@ -158,6 +182,9 @@ class ApiMiddleware:
                 await self._serve(scope, receive, hold)
                 if decision.latency:
                     await self._wait(decision.latency)
+                if decision.error == "unreadable":
+                    await _send_unreadable(held, send)
+                    return
                 if decision.error is not None:
                     await self._answer_with_fault(decision, send, entry)
                     return
@@ -200,6 +227,9 @@ class ApiMiddleware:
         await self.app(scope, receive, send)
 
     async def _answer_with_fault(self, decision: FaultDecision, send: Send, entry: dict[str, Any]) -> None:
+        if decision.error == "unreadable":
+            await _send_unreadable([], send)
+            return
         if decision.error == "drop":
             await self._drop(send)
             entry["status"] = None  # no complete response was delivered

@@ -13,7 +13,7 @@ import math
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, BinaryIO, Literal, get_args
 
 from croniter import croniter
@@ -670,6 +670,8 @@ class Service:
                 for file_id, node in job.outputs(now)
             ],
         ).model_dump(mode="json")
+        if self.config.clock_skew or self.config.timestamp_style != "iso":
+            data["created_at"] = self._written_time(job.created_at)
         if self.dialect == "spec":  # the spec shows no more than these
             del data["job_type"], data["input_file_ids"]
             data["output_node_files"] = [
@@ -677,12 +679,26 @@ class Service:
             ]
         return data
 
+    def _written_time(self, at: float) -> str:
+        """Write a job time as the configured service does (its clock skew, its timestamp style)."""
+        config = self.config
+        moment = to_datetime(at + config.clock_skew)
+        if config.timestamp_style == "naive":
+            local = moment + timedelta(hours=config.naive_zone_hours)
+            return local.replace(tzinfo=None).isoformat()
+        if config.timestamp_style == "postgres":
+            return moment.strftime("%Y-%m-%d %H:%M:%S.%f+00")
+        return moment.isoformat()
+
     def list_jobs(self, workflow_id: str | None, status: str | None) -> list[dict[str, Any]]:
         wanted = None if status is None else self._status_filter(status)
         rows = self.store.all("jobs", workflow_id=workflow_id) if workflow_id else self.store.all("jobs")
         now = self.clock.time()
-        jobs = [self._jobs.get(r["id"]) or self._cache_job(JobRecord.from_dict(r)) for r in reversed(rows)]
-        return [self._job_json(j, "listing") for j in jobs if wanted is None or j.status(now) is wanted]
+        if self.config.jobs_list_order == "newest-first":
+            rows = list(reversed(rows))
+        jobs = [self._jobs.get(r["id"]) or self._cache_job(JobRecord.from_dict(r)) for r in rows]
+        listed = [j for j in jobs if wanted is None or j.status(now) is wanted]
+        return [self._job_json(j, "listing") for j in listed[: self.config.jobs_list_cap]]
 
     def _status_filter(self, value: str) -> JobState:
         """Return the job state a ``status`` filter names, in any dialect's spelling."""

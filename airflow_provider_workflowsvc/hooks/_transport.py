@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
+import pydantic
 from tenacity import RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.stop import stop_base
 
@@ -147,8 +148,9 @@ def _parse_body(call: ApiCall[T], path: str, response: httpx.Response, redact: C
         ) from None
     try:
         return call.parse(data)
-    except ResponseShapeError as exc:
-        raise WorkflowServiceResponseError(call.method, path, response.status_code, str(exc)) from None
+    except (ResponseShapeError, pydantic.ValidationError) as exc:
+        detail = _cut(redact(str(exc).replace("\n", " ")), 300)
+        raise WorkflowServiceResponseError(call.method, path, response.status_code, detail) from None
 
 
 class _BodyCap:

@@ -273,7 +273,10 @@ _FILENAME_FIELD = re.compile(rb'"filename"\s*:\s*("(?:[^"\\]|\\.)*")')
 
 
 def document_name(path: Path, limit: int = 65536) -> str | None:
-    """Read the original document name in a downloaded output (first element's ``metadata.filename``)."""
+    """
+    Read the original document name in a downloaded output (first element's ``metadata.filename``),
+    in the user's own name (a run's marker removed).
+    """
     with path.open("rb") as fh:
         head = fh.read(limit)
     match = _FILENAME_FIELD.search(head)
@@ -283,7 +286,9 @@ def document_name(path: Path, limit: int = 65536) -> str | None:
         name = json.loads(match.group(1))
     except ValueError:
         return None
-    return name if isinstance(name, str) and name.strip() else None
+    from airflow_provider_workflowsvc._marker import user_names
+
+    return user_names(name) if isinstance(name, str) and name.strip() else None
 
 
 def inside(directory: Path, name: str) -> Path:

@@ -2,44 +2,49 @@
 Run a workflow once, and report only a job this task can prove it created.
 
 The hook never retries the run POST once it may have reached the server. What the answer proves
-decides what happens next:
+decides what happens next (:func:`what_it_proves`):
 
 * a job in a 2xx answer: the run's job;
-* a refusal (429, 503, any 4xx, a request never sent, an error before sending): no job was created;
-  the run is sent again after the pause (429 and 503 only, at most ``attempts`` times in all);
-* an ambiguous failure (a read timeout, a connection dropped after the body was sent, 500, 502, 504,
-  an unreadable 2xx) or a 2xx that does not name its job: the workflow's job list is re-read for a
-  grace period (a delayed request may still be processed) before anything is sent again.
+* a refusal (429, 503, any other 4xx, a request never sent, an error before sending): no job was
+  created; the run is sent again after the pause (429, 503 and unsent only, at most ``attempts`` times);
+* anything else (a read timeout, a connection dropped after the body was sent, 500, 502, 504, any
+  2xx that cannot be read or does not name its job): a job may exist. The run is never sent again:
+  the workflow's active jobs are read for a grace period (a delayed request may still be processed)
+  and this run's job adopted when proven; otherwise the task fails with :class:`AmbiguousRunError`.
 
-A job found in the list is this task's only with positive evidence (:func:`own_job`): it is new (not
-in the snapshot taken before sending), it was created inside the send window (from the moment the
-request left to the moment it was last looked for, widened by ``CLOCK_SKEW``), and its record lists
-exactly this run's file names (``input_file_ids``, platform dialect). A job without that evidence
-(the spec dialect's records do not list files; a run without files) is never adopted: the task fails
-with :class:`AmbiguousRunError` naming the candidates and saying what to do.
+Each file is uploaded under its own name with a marker unique to the request
+(``report.txt`` → ``report__wfsvc-<16 hex>.txt``, :mod:`hooks._marker`); the user sees their own
+names everywhere (failed files, summaries, downloads, lineage). A job is this run's only when its
+record lists a name carrying that marker (``input_file_ids``, platform dialect): no other client's
+run can produce it. Where the records list no file names (spec dialect) or the run sends no files,
+nothing proves which run created a job: the new jobs are named in the ambiguity error.
 
-With a :class:`RunJournal` (durable execution: the task state store) a pending-run record is written
-just before each run request leaves and removed whenever no run happened; a worker that dies after
-sending leaves it behind, and the retry looks for the job of that run (same evidence) instead of
-running again. A record expires after ``PENDING_RUN_TTL`` seconds.
+What is read is bounded by the jobs still active (the ``status`` filter): a job of this run is
+scheduled or in progress when it is first looked for; the ended jobs (the workflow's history) are
+read once, at the end of the grace period, only when the active ones did not show it.
+
+With a :class:`RunJournal` (durable execution: the task state store) a pending-run record (with the
+marker) is written just before each run request leaves and removed whenever no run happened; a
+worker that dies after sending leaves it behind, and the retry looks for the job carrying that
+marker instead of running again. A record expires after ``PENDING_RUN_TTL`` seconds.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_provider_workflowsvc.exceptions import (
     AmbiguousRunError,  # re-exported: raised here
+    WorkflowServiceApiError,
     WorkflowServiceConnectionError,
-    WorkflowServiceError,
-    WorkflowServiceRateLimitError,
+    WorkflowServiceInputError,
     WorkflowServiceResponseError,
-    WorkflowServiceServerError,
 )
 
 if TYPE_CHECKING:
@@ -49,11 +54,12 @@ if TYPE_CHECKING:
 
 Log = logging.Logger | Any
 
-CLOCK_SKEW = 5.0
-"""Seconds the service's clock (a job's ``created_at``) may differ from this worker's clock."""
+CLOCK_ALLOWANCE = 5.0
+"""Seconds allowed for the service's clock between its readings (``created_at`` to the second, a
+job written a moment after the newest one listed) when placing a job in the send window."""
 RUN_GRACE = 30.0
-"""Seconds the job list is re-read after an ambiguous run failure before the run is sent again: the
-service may process a request it received late (after the client gave up waiting)."""
+"""Seconds the active jobs are re-read after an ambiguous run failure: the service may process a
+request it received late (after the client gave up waiting)."""
 PENDING_RUN_TTL = 6 * 3600.0
 """Seconds after which a pending-run record no longer stops a new run (a stale record never blocks a
 task for ever)."""
@@ -62,31 +68,52 @@ GRACE_PAUSES = (0.5, 1.0, 2.0, 4.0)
 _now = time.time
 """This worker's clock (tests replace the module's ``time.sleep``, never the clock)."""
 REFUSED_STATUS = frozenset({429, 503})
-"""Answers that prove the service did not process the request: the run may be sent again."""
+"""Answers that prove the service did not process the request and ask to be tried again."""
+ACTIVE_FILTERS = (("scheduled", "im progress"), ("SCHEDULED", "IN_PROGRESS"))
+"""The ``status`` filters of the active jobs, in the spec's and in the platform's spelling."""
+ENDED_FILTERS = (("completed", "failed", "stopped"), ("COMPLETED", "FAILED", "STOPPED"))
+"""The ``status`` filters of the ended jobs (the workflow's history), in both spellings."""
 
 
 # --------------------------------------------------------------------------------------------------
 # What a failed run request proves
 
 
-def is_ambiguous(exc: BaseException) -> bool:
-    """Tell whether the service may or may not have created the job before this failure."""
+class Proof(enum.Enum):
+    """What a failed run request proves about the job it may have created."""
+
+    REFUSED = "refused"
+    """An answer proves the service did not process it (429, 503, another 4xx, never sent)."""
+    MAY_EXIST = "may exist"
+    """Nothing proves the job was not created (a lost or unreadable answer, 500/502/504, any 2xx)."""
+
+
+def what_it_proves(exc: BaseException) -> Proof:
+    """
+    Classify any exception the run request can raise by what it proves.
+
+    Only a complete non-2xx answer below 500 (or 503), or an error before anything was sent, proves a
+    refusal. Everything else (an unreadable answer of any status, a connection lost after sending, a
+    5xx, an exception this function does not know) means a job may exist.
+    """
+    if isinstance(exc, WorkflowServiceInputError):
+        return Proof.REFUSED  # raised before the request was built: nothing was sent
     if isinstance(exc, WorkflowServiceConnectionError):
-        return exc.sent
+        return Proof.MAY_EXIST if exc.sent else Proof.REFUSED
     if isinstance(exc, WorkflowServiceResponseError):
-        return True  # a 2xx (or other answer) whose body cannot be read
-    if isinstance(exc, WorkflowServiceServerError):
-        return exc.status_code not in REFUSED_STATUS
-    return False
+        return Proof.MAY_EXIST  # an answer whose body cannot be read (a 2xx among them)
+    if isinstance(exc, WorkflowServiceApiError):
+        status = exc.status_code
+        refused = status in REFUSED_STATUS or 400 <= status < 500
+        return Proof.REFUSED if refused else Proof.MAY_EXIST
+    return Proof.MAY_EXIST
 
 
 def may_retry_refused(exc: BaseException) -> bool:
     """Tell whether a refusal is worth sending the run again for (service busy, or request never left)."""
     if isinstance(exc, WorkflowServiceConnectionError):
         return not exc.sent
-    return isinstance(exc, (WorkflowServiceRateLimitError, WorkflowServiceServerError)) and (
-        exc.status_code in REFUSED_STATUS
-    )
+    return isinstance(exc, WorkflowServiceApiError) and exc.status_code in REFUSED_STATUS
 
 
 def _backoff(exc: BaseException, attempt: int, base: float) -> float:
@@ -109,80 +136,105 @@ class SentRun:
     """One run request: what identifies its job among the workflow's jobs."""
 
     workflow_id: str
-    before: frozenset[str]
-    """Job ids of the workflow seen before the request left (never this run's)."""
     sent_at: float
-    """Epoch seconds (this worker's clock) just before the request left."""
+    """Epoch seconds (the sending worker's clock) just before the request left."""
     files: tuple[str, ...] | None
-    """The file names sent (multipart names), None for a run without a body."""
+    """The file names sent (with the marker), None for a run without a body."""
+    marker: str | None = None
+    """The marker every sent name carries; None for a run without files."""
+    recorded: str | None = None
+    """The job id the task state store already holds (an earlier try's job): never an unproven
+    candidate of this run."""
+    failed_closed: bool = False
+    """A try already failed with AmbiguousRunError on this run (a new try then comes from a person
+    clearing the task: no automatic retry follows that error)."""
 
-    def window(self, until: float) -> tuple[datetime, datetime]:
-        """Creation times a job of this run can have, seen from ``until`` (widened by the clock skew)."""
-        return _utc(self.sent_at - CLOCK_SKEW), _utc(until + CLOCK_SKEW)
+    def carried_by(self, job: Job) -> bool | None:
+        """
+        Whether the job's record lists a name carrying this run's marker; None when it cannot tell
+        (the record lists no file names, or the run has no marker).
+        """
+        if job.input_file_ids is None or self.marker is None:
+            return None
+        return any(self.marker in name for name in job.input_file_ids)
 
 
-def _utc(epoch: float) -> datetime:
-    return datetime.fromtimestamp(epoch, tz=timezone.utc)
-
-
-def _created(job: Job) -> datetime | None:
+def _created(job: Job, log: Log | None = None) -> datetime | None:
+    """
+    Return the job's ``created_at``; None when absent or written without a zone (never read as UTC: a
+    warning says so when ``log`` is given).
+    """
     created = job.created_at
-    if created is None:
+    if created is None or created.tzinfo is not None:
+        return created
+    if log is not None:
+        log.warning(
+            "Job %s has a creation time without a time zone (%s): it is not placed in time",
+            job.id,
+            created.isoformat(),
+        )
+    return None
+
+
+def window_start(jobs: Sequence[Job], run: SentRun, log: Log) -> datetime | None:
+    """
+    Return the earliest creation time, on the service's clock, a job of ``run`` can have; None when
+    the listing gives no time to go by.
+
+    The service's clock is read from its newest ``created_at`` in ``jobs`` (a moment at or before its
+    now); the time since the request left is measured on this worker's clock and subtracted, with
+    ``CLOCK_ALLOWANCE``. An earlier reading only widens the window: it never leaves this run's job out.
+    """
+    times = [t for t in (_created(job, log) for job in jobs) if t is not None]
+    if not times:
         return None
-    return created if created.tzinfo else created.replace(tzinfo=timezone.utc)
+    elapsed = max(_now() - run.sent_at, 0.0)
+    return max(times) - timedelta(seconds=elapsed + CLOCK_ALLOWANCE)
 
 
-def candidates(jobs: Sequence[Job], run: SentRun, until: float) -> list[Job]:
+def candidates(jobs: Sequence[Job], run: SentRun, log: Log) -> list[Job]:
     """
-    Return the new jobs of the workflow that this run could have created (new, and inside the send window).
+    Return the jobs ``run`` could have created: inside the send window (on the service's clock), and
+    not another run's (a record that lists file names without this run's marker).
 
-    A job without ``created_at`` cannot be placed outside the window, so it stays a candidate.
+    A job without a usable ``created_at`` cannot be placed outside the window, so it stays.
     """
-    start, end = run.window(until)
+    start = window_start(jobs, run, log)
     found = []
     for job in jobs:
         created = _created(job)
-        if job.id in run.before or (created is not None and not start <= created <= end):
+        if start is not None and created is not None and created < start:
+            continue
+        if run.carried_by(job) is False:
             continue
         found.append(job)
     return found
 
 
-def carries_files_of(job: Job, run: SentRun) -> bool | None:
-    """
-    Whether the job's record lists exactly this run's files; None when it cannot tell (the record
-    has no ``input_file_ids``, or the run sent no files).
-    """
-    if job.input_file_ids is None or not run.files:
-        return None
-    if sorted(job.input_file_ids) == sorted(run.files):
-        return True
-    # A service that keeps only the base name of a part's file name (``2024/a.txt`` → ``a.txt``)
-    # records the same files under shorter names.
-    recorded_base_names = not any("/" in name for name in job.input_file_ids)
-    return recorded_base_names and sorted(job.input_file_ids) == sorted(_base_name(n) for n in run.files)
-
-
-def _base_name(name: str) -> str:
-    return name.rsplit("/", 1)[-1]
-
-
-def own_job(jobs: Sequence[Job], run: SentRun, until: float) -> Job | None:
+def own_job(jobs: Sequence[Job], run: SentRun, log: Log) -> Job | None:
     """
     Return this run's job among ``jobs``, None when there is none yet; AmbiguousRunError when one cannot
-    be proven (several runs with the same files, or candidates whose records do not list files).
+    be proven (the records list no file names, the run sent none, or several carry its marker).
     """
-    found = candidates(jobs, run, until)
-    mine = [job for job in found if carries_files_of(job, run)]
-    unproven = [job for job in found if carries_files_of(job, run) is None]
-    if len(mine) == 1 and not unproven:
+    found = candidates(jobs, run, log)
+    mine = [job for job in found if run.carried_by(job)]
+    unproven = [job for job in found if run.carried_by(job) is None and job.id != run.recorded]
+    if len(mine) == 1:
         return mine[0]
     if len(mine) > 1:
-        raise _ambiguous(run, mine, "each lists exactly this task's files: several runs sent the same files")
+        raise _ambiguous(
+            run,
+            mine,
+            "each lists a file name carrying this run's marker: the service "
+            "created several jobs for the one request (a gateway may have sent it twice)",
+        )
     if unproven:
         reason = (
             "this run sent no files, so nothing in a job record can show which run created it"
             if not run.files
+            else "the uploaded names carry no marker (mark_uploads=False), so nothing shows which run "
+            "created them"
+            if run.marker is None
             else "the service's job records do not list their input files (no input_file_ids), so "
             "nothing shows which run created them"
         )
@@ -195,10 +247,66 @@ def _ambiguous(run: SentRun, jobs: Sequence[Job], reason: str) -> AmbiguousRunEr
     return AmbiguousRunError(
         f"cannot prove which job this task's run of workflow {run.workflow_id} created: job(s) {ids} "
         f"appeared while its run request was in flight, but {reason}. Nothing was run again. What to do: "
-        f"check job(s) {ids} in the service; to run the workflow again, clear this task (a pending-run "
-        f"record expires {PENDING_RUN_TTL / 3600:g} h after it was written, or delete the task state key "
-        "'workflowsvc_pending_run')."
+        f"check job(s) {ids} in the service; {_HOW_TO_RUN_AGAIN}"
     )
+
+
+_HOW_TO_RUN_AGAIN = (
+    "to run the workflow again, clear this task: its next try looks once more for this run's job and "
+    "runs the workflow only when none carries the run's marker (the pending-run record, task state key "
+    f"'workflowsvc_pending_run', expires {PENDING_RUN_TTL / 3600:g} h after it was written)."
+)
+
+
+def _unfound(run: SentRun, looked: float, why: str, ended_read: bool) -> AmbiguousRunError:
+    where = (
+        "the workflow's jobs"
+        if ended_read
+        else "the workflow's active jobs (its ended jobs could not be read)"
+    )
+    return AmbiguousRunError(
+        f"{why}, and no job of this task's run of workflow {run.workflow_id} appeared in {where} within "
+        f"{looked:.0f} s. Not finding it does not prove the run was not processed, so it is not sent "
+        f"again. What to do: look for a job of this workflow whose input files carry "
+        f"{run.marker or 'no marker'} in the service; {_HOW_TO_RUN_AGAIN}"
+    )
+
+
+def _active_filters(jobs_seen: Iterable[Job]) -> Sequence[str]:
+    """Return the active ``status`` filters, in the spelling the service uses (both until one is seen)."""
+    return _spelled(ACTIVE_FILTERS, jobs_seen)
+
+
+def _spelled(filters: tuple[tuple[str, ...], tuple[str, ...]], jobs_seen: Iterable[Job]) -> Sequence[str]:
+    raw = next(
+        (job.raw_status for job in jobs_seen if job.raw_status and any(c.isalpha() for c in job.raw_status)),
+        None,
+    )
+    if raw is None:
+        return (*filters[0], *filters[1])
+    return filters[1] if raw == raw.upper() else filters[0]
+
+
+def _listed(
+    hook: WorkflowServiceHook, workflow_id: str, filters: Sequence[str], seen: dict[str, Job]
+) -> list[Job]:
+    """
+    List the workflow's jobs in each ``status`` filter (each job once); ``seen`` keeps every job read.
+
+    A filter the service refuses as invalid (400, 422: a spelling of another dialect) is skipped.
+    """
+    found: dict[str, Job] = {}
+    for status in filters:
+        try:
+            listed = hook.list_jobs(workflow_id=workflow_id, status=status)
+        except WorkflowServiceApiError as exc:
+            if exc.status_code not in (400, 422):
+                raise
+            continue
+        for job in listed:
+            found.setdefault(job.id, job)
+    seen.update(found)
+    return list(found.values())
 
 
 def await_own_job(
@@ -208,26 +316,42 @@ def await_own_job(
     log: Log,
     sleep: Callable[[float], None],
     now: Callable[[], float] | None = None,
-) -> Job | None:
+) -> tuple[Job | None, bool]:
     """
-    Re-read the workflow's jobs until this run's job is proven, or ``until`` (epoch seconds) passes.
+    Re-read the workflow's active jobs until this run's job is proven, or ``until`` (epoch seconds)
+    passes; then read its ended jobs once. Return the job (None when not found) and whether the ended
+    jobs could be read (False: too many for the body cap, the search was inconclusive).
 
-    One listing is always made. ``until`` also ends the window of creation times a job of this run
-    can have. It is reached by adding up the pauses slept (a test's fast sleep shortens the wait).
+    One listing is always made. ``until`` is reached by adding up the pauses slept (a test's fast
+    sleep shortens the wait).
     """
     now = now or _now
     waited, pauses = 0.0, list(GRACE_PAUSES)
     budget = max(until - now(), 0.0)
+    seen: dict[str, Job] = {}
     while True:
-        seen = min(now(), until)
-        found = candidates(hook.list_jobs(workflow_id=run.workflow_id), run, seen)
-        job = own_job(_with_records(hook, found, run), run, seen)
-        if job is not None or waited >= budget:
-            return job
+        listed = _listed(hook, run.workflow_id, _active_filters(seen.values()), seen)
+        job = own_job(_with_records(hook, candidates(listed, run, log), run), run, log)
+        if job is not None:
+            return job, True
+        if waited >= budget:
+            return _look_among_ended(hook, run, log, seen)
         pause = min(pauses.pop(0) if len(pauses) > 1 else pauses[0], budget - waited)
         log.info("No job of this run yet; looking again in %.1f s (%.0f s left)", pause, budget - waited)
         sleep(pause)
         waited += pause
+
+
+def _look_among_ended(
+    hook: WorkflowServiceHook, run: SentRun, log: Log, seen: dict[str, Job]
+) -> tuple[Job | None, bool]:
+    """Look once among the workflow's ended jobs (its history: a fast job may have ended already)."""
+    try:
+        listed = _listed(hook, run.workflow_id, _spelled(ENDED_FILTERS, seen.values()), seen)
+    except WorkflowServiceResponseError as exc:
+        log.warning("Could not read the workflow's ended jobs (%s): the search is inconclusive", exc)
+        return None, False
+    return own_job(_with_records(hook, candidates(listed, run, log), run), run, log), True
 
 
 def _with_records(hook: WorkflowServiceHook, jobs: list[Job], run: SentRun) -> list[Job]:
@@ -256,14 +380,19 @@ class RunJournal(Protocol):
     def clear(self) -> None:
         """Remove the record: no run is pending (none happened, or its job is known)."""
 
+    def failed_closed(self) -> None:
+        """Mark the record: a try failed with AmbiguousRunError on its run (the record stays)."""
+
 
 class StoredRunJournal:
     """
     A :class:`RunJournal` in the task state store, under ``key``.
 
-    ``known`` is the job id the store already holds for the task (a job an earlier try recorded): it
-    is never taken for the pending run's job. A record older than ``PENDING_RUN_TTL``, or in a format
-    this version does not write, is ignored (and removed).
+    ``known`` is the job id the store already holds for the task (a job an earlier try recorded): when
+    its record carries the pending run's marker, the pending run is that job, already recorded (the
+    try was stopped between the two writes): the record is stale. A record older than
+    ``PENDING_RUN_TTL``, or in a format this version does not write (no ``marker`` key), is ignored
+    (and removed).
     """
 
     def __init__(self, store: Any, key: str, known: str | None = None, log: Log | None = None) -> None:
@@ -277,9 +406,11 @@ class StoredRunJournal:
         try:
             run = SentRun(
                 workflow_id=workflow_id,
-                before=frozenset(str(i) for i in value["before"]) | ({self.known} if self.known else set()),
                 sent_at=float(value["sent_at"]),
                 files=None if value.get("files") is None else tuple(str(f) for f in value["files"]),
+                marker=None if value["marker"] is None else str(value["marker"]),
+                recorded=None if self.known is None else str(self.known),
+                failed_closed=value.get("failed_closed") is True,
             )
         except (KeyError, TypeError, ValueError):
             self.log.warning("Ignoring a pending-run record this version cannot read: %r", value)
@@ -297,13 +428,21 @@ class StoredRunJournal:
         return run
 
     def sending(self, run: SentRun) -> None:
-        record = {
+        self.store.set(self.key, self._record(run))
+
+    def failed_closed(self) -> None:
+        value = self.store.get(self.key)
+        if isinstance(value, dict):
+            self.store.set(self.key, {**value, "failed_closed": True})
+
+    @staticmethod
+    def _record(run: SentRun) -> dict[str, Any]:
+        return {
             "workflow_id": run.workflow_id,
-            "before": sorted(run.before),
             "sent_at": run.sent_at,
             "files": None if run.files is None else list(run.files),
+            "marker": run.marker,
         }
-        self.store.set(self.key, record)
 
     def clear(self) -> None:
         try:
@@ -316,13 +455,20 @@ class StoredRunJournal:
 # Sending the run
 
 
-def sent_file_names(files: Sequence[LocalFile] | None) -> tuple[str, ...] | None:
-    """Return the names the service will record for ``files`` (checked: each exists and is readable)."""
+def named_files(files: Sequence[LocalFile] | None, marker: str | None) -> list[tuple[str, str]] | None:
+    """
+    Return ``files`` as ``(path, name sent)``, each name carrying ``marker`` when one is given
+    (checked: each file exists and is readable).
+    """
     if files is None:
         return None
+    from airflow_provider_workflowsvc._marker import with_marker
     from airflow_provider_workflowsvc.hooks._calls import upload_files
 
-    return tuple(upload.filename for upload in upload_files(files))
+    uploads = upload_files(files)
+    if marker is None:
+        return [(str(upload.path), upload.filename) for upload in uploads]
+    return [(str(upload.path), with_marker(upload.filename, marker)) for upload in uploads]
 
 
 def submit_run(
@@ -336,6 +482,7 @@ def submit_run(
     grace: float = RUN_GRACE,
     sleep: Callable[[float], None] | None = None,
     journal: RunJournal | None = None,
+    mark: bool = True,
 ) -> Job:
     """
     Run ``workflow_id`` once (with ``files``, or no body) and return the job it created.
@@ -344,7 +491,28 @@ def submit_run(
     first, and adopted with the same evidence, instead of running the workflow again.
     """
     sleep = sleep or time.sleep
-    names = sent_file_names(files)
+    try:
+        return _submit(hook, workflow_id, files, log, attempts, backoff, grace, sleep, journal, mark)
+    except AmbiguousRunError:
+        if journal is not None:
+            journal.failed_closed()
+        raise
+
+
+def _submit(
+    hook: WorkflowServiceHook,
+    workflow_id: str,
+    files: Sequence[LocalFile] | None,
+    log: Log,
+    attempts: int,
+    backoff: float,
+    grace: float,
+    sleep: Callable[[float], None],
+    journal: RunJournal | None,
+    mark: bool,
+) -> Job:
+    from airflow_provider_workflowsvc._marker import new_marker
+
     if journal is not None:
         earlier = journal.pending(workflow_id)
         if earlier is not None:
@@ -352,17 +520,18 @@ def submit_run(
             if job is not None:
                 return job
             journal.clear()
-    before = frozenset(job.id for job in hook.list_jobs(workflow_id=workflow_id))
     what = f"{len(files)} file(s)" if files is not None else "no files"
     for attempt in range(1, attempts + 1):
-        run = SentRun(workflow_id, before, _now(), names)
+        marker = new_marker() if files is not None and mark else None
+        sent = named_files(files, marker)
+        run = SentRun(workflow_id, _now(), None if sent is None else tuple(n for _, n in sent), marker)
         if journal is not None:
             journal.sending(run)
         log.info("Running workflow %s with %s (attempt %d of %d)", workflow_id, what, attempt, attempts)
         try:
-            job = hook.run_workflow(workflow_id, files=files)
+            job = hook.run_workflow(workflow_id, files=sent)
         except Exception as exc:
-            if not is_ambiguous(exc):
+            if what_it_proves(exc) is Proof.REFUSED:
                 if journal is not None:
                     journal.clear()  # the service refused it, or it never left: no run happened
                 if not may_retry_refused(exc) or attempt == attempts:
@@ -373,64 +542,97 @@ def submit_run(
                 continue
             log.warning(
                 "The run request failed (%s): it may or may not have created a job. Looking for this "
-                "run's job for up to %g s before anything is sent again",
+                "run's job for up to %g s; the run is not sent again",
                 exc,
                 grace,
             )
-            found = await_own_job(hook, run, _now() + grace, log, sleep)
-            if found is not None:
-                log.warning("The failed run request did create job %s; adopting it (no new run)", found.id)
-                return found
-            if isinstance(exc, WorkflowServiceResponseError) and 200 <= exc.status_code < 300:
-                raise _accepted_but_unfound(workflow_id, grace) from exc
-            if attempt == attempts:
-                if journal is not None:
-                    journal.clear()
-                raise WorkflowServiceError(
-                    f"running workflow {workflow_id} failed {attempts} time(s) and no job was created "
-                    f"(none appeared within {grace:.0f} s after the last failure): {exc}"
-                ) from exc
-            log.warning("No job appeared for the failed request within %g s; sending the run again", grace)
-            continue
+            return _find_or_fail(hook, run, grace, log, sleep, f"the run request failed ({exc})", exc)
         if job is not None:
             return job
         log.info("The run response did not name its job; looking for it among the workflow's jobs")
-        found = await_own_job(hook, run, _now() + grace, log, sleep)
-        if found is None:
-            raise _accepted_but_unfound(workflow_id, grace)
-        log.info("Found the run's job: %s", found.id)
-        return found
+        return _find_or_fail(
+            hook, run, grace, log, sleep, "the service accepted the run but did not name its job"
+        )
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _find_or_fail(
+    hook: WorkflowServiceHook,
+    run: SentRun,
+    grace: float,
+    log: Log,
+    sleep: Callable[[float], None],
+    why: str,
+    cause: BaseException | None = None,
+) -> Job:
+    """Return the run's job, proven; AmbiguousRunError when it cannot be (the record stays)."""
+    found, ended_read = await_own_job(hook, run, _now() + grace, log, sleep)
+    if found is None:
+        raise _unfound(run, grace, why, ended_read) from cause
+    log.warning("The run created job %s; adopting it (its input files carry %s)", found.id, run.marker)
+    return found
 
 
 def _job_of_earlier_try(
     hook: WorkflowServiceHook, earlier: SentRun, grace: float, log: Log, sleep: Callable[[float], None]
 ) -> Job | None:
     """
-    Return the job of the run an earlier try sent, when it can be proven; None when it made none.
+    Return the job of the run an earlier try sent, when it can be proven; None when the record is
+    stale (that job is the one the store holds already); AmbiguousRunError otherwise.
 
     The earlier request may still be in flight (or held by the service): its job is looked for until
-    the request would have timed out and the grace period after it has passed.
+    the request would have timed out and the grace period after it has passed. A job the store
+    already holds that carries the record's marker means the record is stale (that try recorded its
+    job): then the workflow runs.
     """
-    flight = float(getattr(hook.settings, "timeout", 60.0))
-    until = earlier.sent_at + flight + grace
+    if earlier.failed_closed:
+        return _after_a_clear(hook, earlier, log, sleep)
     log.info(
         "An earlier try of this task sent a run of workflow %s at %s and stopped before recording its job; "
         "looking for that run's job",
         earlier.workflow_id,
         _utc(earlier.sent_at).isoformat(timespec="seconds"),
     )
-    job = await_own_job(hook, earlier, until, log, sleep)
-    if job is not None:
-        log.warning("The earlier try's run created job %s: adopting it (no new run)", job.id)
-        return job
-    log.info("The run an earlier try sent created no job; running the workflow")
+    flight = float(getattr(hook.settings, "timeout", 60.0))
+    until = max(earlier.sent_at + flight + grace, _now())
+    found, ended_read = await_own_job(hook, earlier, until, log, sleep)
+    if found is None:
+        raise _unfound(
+            earlier,
+            until - earlier.sent_at,
+            "an earlier try sent a run and stopped before recording its job",
+            ended_read,
+        )
+    if found.id == earlier.recorded:
+        log.info("The earlier try's run is job %s, already recorded: running the workflow", found.id)
+        return None
+    log.warning("The earlier try's run created job %s: adopting it (no new run)", found.id)
+    return found
+
+
+def _after_a_clear(
+    hook: WorkflowServiceHook, earlier: SentRun, log: Log, sleep: Callable[[float], None]
+) -> Job | None:
+    """
+    Return the job of a run an earlier try failed as ambiguous on, when it is now proven; None to run
+    the workflow: this try was started by a person clearing the task, which decides what nothing proved.
+    """
+    try:
+        found, _ = await_own_job(hook, earlier, _now(), log, sleep)
+    except AmbiguousRunError as exc:
+        log.warning("Still no proof of which job the earlier run created (%s)", exc)
+        found = None
+    if found is not None:
+        log.warning("The earlier try's run created job %s after all: adopting it (no new run)", found.id)
+        return found
+    log.warning(
+        "An earlier try failed as ambiguous on its run of workflow %s (sent at %s) and the task was "
+        "cleared: no job carries that run's marker, so the workflow is run again",
+        earlier.workflow_id,
+        _utc(earlier.sent_at).isoformat(timespec="seconds"),
+    )
     return None
 
 
-def _accepted_but_unfound(workflow_id: str, grace: float) -> AmbiguousRunError:
-    return AmbiguousRunError(
-        f"the service accepted the run of workflow {workflow_id} but did not name its job, and no job "
-        f"of this run appeared in the workflow's job list within {grace:.0f} s; not running it again. "
-        "What to do: look for the job in the service; to run the workflow again, clear this task."
-    )
+def _utc(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, tz=timezone.utc)

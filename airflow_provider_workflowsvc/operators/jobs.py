@@ -107,8 +107,14 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
         patterns of ``files`` match no file at all; a directory or pattern matching nothing then adds
         nothing. Paths that do not exist still fail the task.
     :param submit_attempts: run requests sent at most, when earlier ones provably created no job.
-    :param run_grace_period: seconds (or a timedelta) the workflow's job list is re-read after an
-        ambiguous run failure (timeout, dropped connection, 502, 504) before the run is sent again.
+    :param run_grace_period: seconds (or a timedelta) the workflow's active jobs are read after an
+        ambiguous run failure (timeout, dropped connection, 500, 502, 504, an unreadable answer) for
+        this run's job; the run is never sent again after such a failure.
+    :param mark_uploads: upload each file with a marker unique to the run request in its name
+        (``report__wfsvc-<16 hex>.txt``; default), so that the job of a lost answer can be proven this
+        task's; the task shows your own names. ``False`` keeps the names as they are everywhere (also in
+        what the service writes to a destination), and then every lost answer fails the task with
+        ``AmbiguousRunError``.
     """
 
     template_fields: Sequence[str] = ("workflow_id", "workflow_name", "files", "workflowsvc_conn_id")
@@ -133,11 +139,13 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
         submit_attempts: int = 3,
         run_grace_period: float | timedelta = 30.0,
         skip_if_no_files: bool = False,
+        mark_uploads: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)
         check_run_target(workflow_id, workflow_name, files)
         self.skip_if_no_files = skip_if_no_files
+        self.mark_uploads = mark_uploads
         self.workflow_id = workflow_id
         self.workflow_name = workflow_name
         self.files = files
@@ -275,6 +283,7 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
                 attempts=self.submit_attempts,
                 grace=self.run_grace_period,
                 journal=journal,
+                mark=self.mark_uploads,
             )
         except WorkflowServiceValidationError as exc:
             self._explain_refusal(exc)

@@ -18,6 +18,7 @@ import time
 from datetime import timezone
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_workflowsvc._marker import user_names
 from airflow_provider_workflowsvc.models import JobStatus
 from airflow_provider_workflowsvc.wait.outcome import (
     STATUS_OUTCOME,
@@ -150,7 +151,10 @@ class JobWatch:
             job_status=status.value,
             message=(details.message if details is not None else None) or "",
             node_stats=self._node_stats(),
-            failed_files=[FailedDocument(document=f.document, error=f.error or "") for f in failed],
+            failed_files=[
+                FailedDocument(document=user_names(f.document), error=user_names(f.error or ""))
+                for f in failed
+            ],
             output_files=[OutputFile(file_id=o.file_id, node_id=o.node_id) for o in job.output_node_files],
             elapsed=self.elapsed,
             **job_run_time(job),

@@ -63,23 +63,41 @@ def records_list_files(job: Any) -> bool:
     return getattr(job, "input_file_ids", None) is not None
 
 
-def pending_record(workflow_id: str, files: list[str], age: float = 0.0) -> dict[str, Any]:
-    """A pending-run record, as a try that sent a run ``age`` seconds ago and died leaves it."""
+def pending_record(
+    workflow_id: str, files: list[str], age: float = 0.0, marker: str | None = None
+) -> dict[str, Any]:
+    """A pending-run record, as a try that sent a run ``age`` seconds ago and died leaves it (``files``
+    as sent: with ``marker`` in each name)."""
     import time
 
-    return {"workflow_id": workflow_id, "before": [], "sent_at": time.time() - age, "files": files}
+    return {"workflow_id": workflow_id, "sent_at": time.time() - age, "files": files, "marker": marker}
 
 
 def documents_of(hook: Any, job_id: str) -> list[str]:
-    """The file names a (completed) job processed, as the service wrote them into its outputs: the
-    service's own record of which run a job belongs to, whatever its job records say."""
+    """The file names a (completed) job processed, as the service wrote them into its outputs (in
+    the user's names: a run's marker removed): the service's own record of which run a job belongs
+    to, whatever its job records say."""
+    from airflow_provider_workflowsvc._marker import user_names
+
     job = hook.get_job(job_id)
     names = []
     for output in job.output_node_files:
         elements = hook.download_job_output(job_id, output.file_id, output.node_id)
         assert isinstance(elements, list)
-        names.append(str(elements[0].metadata.filename))
+        names.append(user_names(str(elements[0].metadata.filename)))
     return sorted(names)
+
+
+def texts_of(hook: Any, job_id: str) -> list[str]:
+    """The text a (completed) job's outputs hold, per output: which file content the job processed
+    (the truth when several runs send files of the same name)."""
+    job = hook.get_job(job_id)
+    texts = []
+    for output in job.output_node_files:
+        elements = hook.download_job_output(job_id, output.file_id, output.node_id)
+        assert isinstance(elements, list)
+        texts.append(" ".join(str(getattr(e, "text", "") or "") for e in elements))
+    return sorted(texts)
 
 
 Behaviour = Callable[[BaseHTTPRequestHandler], None]

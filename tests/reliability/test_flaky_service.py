@@ -3,10 +3,11 @@
 One request in five, on every route, fails: half of them before the service does anything (429, 502,
 503, 504, dropped connection), half after it did the work (502, 504, dropped connection: a run created
 its job, a cancel stopped it, but the answer is lost; 429 and 503 always mean "not processed"). Every
-cycle's workflow must end up with exactly one job: a lost run answer is reconciled against the
-workflow's job list, never blindly re-sent. Every cycle ends with the right result, or (when the
-service's job records do not list their input files, so the job found cannot be proven to be the
-task's) fails as ambiguous, naming that one job.
+cycle's workflow must end up with at most one job: a lost run answer is reconciled against the
+workflow's jobs, never re-sent (issue #22). Every cycle ends with the right result, or fails as
+ambiguous: naming the one job it found when the service's job records do not list their input
+files (so nothing proves it is the task's), or naming none when the answer was lost before the
+service processed the run (no job exists, and nothing proves it never will).
 
 Cycles go through ``RunWorkflowOperator.execute`` with a minimal task context (sync waits), or
 ``execute`` → ``TaskDeferred`` → the trigger on an event loop → ``execute_complete`` (deferrable
@@ -98,8 +99,9 @@ def check_result(kind: str, result: Any, error: BaseException | None) -> str:
     """The job id of a cycle whose result is the right one for ``kind`` (else the test fails); for a
     cycle that failed as ambiguous, ``ambiguous:`` and the one job its error names."""
     if isinstance(error, AmbiguousRunError):
-        (named,) = set(re.findall(r"job\(s\) ([0-9a-f-]{36})", str(error)))
-        return f"ambiguous:{named}"
+        named = set(re.findall(r"job\(s\) ([0-9a-f-]{36})", str(error)))
+        assert len(named) <= 1, error
+        return f"ambiguous:{''.join(named)}"
     if kind == "completed":
         assert error is None, f"{kind}: {error!r}"
         assert result["status"] == "completed", result
@@ -207,13 +209,17 @@ def test_200_cycles_through_a_flaky_service(
         runs_per_cycle=sorted(set(runs.values())),
         cycles_seconds=round(elapsed, 1),
     )
+    unfound = [i for i in ambiguous if job_ids[i] == "ambiguous:"]
+    figures.update(failed_as_ambiguous_no_job=len(unfound))
     print(figures)
-    assert [len(jobs) for jobs in jobs_per_cycle] == [1] * CYCLES, "a cycle's workflow has no or several jobs"
+    assert max(len(jobs) for jobs in jobs_per_cycle) == 1, "a cycle's workflow has several jobs"
     reported = [job_id.removeprefix("ambiguous:") for job_id in job_ids]
-    assert [jobs[0] for jobs in jobs_per_cycle] == reported, "a cycle reported another job than its own"
-    assert not (proven and ambiguous), "a job whose record lists the task's files was not adopted"
+    assert [(jobs or [""])[0] for jobs in jobs_per_cycle] == reported, "a cycle reported another job"
+    assert not (proven and len(unfound) < len(ambiguous)), (
+        "a job whose record shows the marker was not adopted"
+    )
     assert set(runs.values()) == {1}
-    assert len(runs) == CYCLES
+    assert len(runs) == CYCLES - len(unfound)
     assert sum(fault_counts(log).values()) >= 0.15 * len(log), "the faults were not injected"
     assert lost_run_answers > 0, "no run answer was lost: the reconciliation was not exercised"
     assert elapsed < 120

@@ -1,18 +1,18 @@
-"""Issue #11, item 1: tasks running the same workflow at once never report each other's job.
+"""Issues #11 and #22: tasks running the same workflow at once never report each other's job.
 
-Several "tasks" (threads, each with its own hook, its own pending-run record store and its own input
+Eight "tasks" (threads, each with its own hook, its own pending-run record store and its own input
 file per run) run ONE workflow at the same time through the real submit logic (``submit_run``) and a
 real HTTP emulator that disturbs 20 % of the requests: refusals (429, 503), ambiguous failures before
 processing (502, 504, dropped connection), answers lost after processing (502, 504, dropped
-connection), and late processing (a run held longer than the client waits, processed after the
-client's read timeout).
+connection, an unreadable 2xx), and late processing (a run held longer than the client waits,
+processed after the client's read timeout). In one variant half the tasks send a file of the same
+name (``report.txt``, each run its own content): names are no evidence of whose run a job is.
 
-The truth comes from the service, not from the provider: every input file has a unique name, and
-the emulator writes that name into every output of the job that processed it. A task's reported job
-is its own when that job's outputs name exactly the task's file; when the job records carry
-``input_file_ids`` (platform dialect) those must equal the task's file too. Every task must either
-report its own job or fail with :class:`AmbiguousRunError`: 0 foreign adoptions. Jobs that process
-the same file twice (duplicate runs) are counted and reported.
+The truth comes from the service, not from the provider: every run's file has a unique content,
+and the emulator writes that text into the outputs of the job that processed it. A task's reported
+job is its own when that job's outputs hold exactly the task's text. Every task must either report
+its own job or fail with :class:`AmbiguousRunError`: 0 foreign adoptions, 0 duplicates (no content
+processed twice). The ambiguity failures per 1,000 lost answers are reported.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, W
 from airflow_provider_workflowsvc.operators._submit import AmbiguousRunError, StoredRunJournal, submit_run
 from airflow_provider_workflowsvc.operators.jobs import PENDING_RUN_KEY
 
-from ._helpers import FakeStore, documents_of, records_list_files
+from ._helpers import FakeStore, records_list_files, texts_of
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -48,7 +48,13 @@ FAULTS = [
         "rate": 0.09,
         "retry_after": 0.05,
     },
-    {"path_regex": RUN_ROUTE, "method": "POST", "errors": [502, 504, "drop"], "rate": 0.09, "phase": "after"},
+    {
+        "path_regex": RUN_ROUTE,
+        "method": "POST",
+        "errors": [502, 504, "drop", "unreadable"],
+        "rate": 0.09,
+        "phase": "after",
+    },
     {"path_regex": RUN_ROUTE, "method": "POST", "latency": LATE, "rate": 0.07},
     {"method": "GET", "errors": [429, 502, 503, 504, "drop"], "rate": 0.25, "retry_after": 0.05},
 ]
@@ -68,10 +74,17 @@ def _settings(emulator: Any) -> ConnectionSettings:
     )
 
 
-class Task(threading.Thread):
-    """One task: ``runs`` runs of the workflow in turn, each with one file of its own."""
+SHARED_NAME = "report.txt"
+"""The file name the tasks that share names all send (each run its own content, in its own folder)."""
 
-    def __init__(self, index: int, runs: int, workflow_id: str, settings: ConnectionSettings, root: Path):
+
+class Task(threading.Thread):
+    """One task: ``runs`` runs of the workflow in turn, each with one file of its own (its own content;
+    its own name unless ``shared``)."""
+
+    def __init__(
+        self, index: int, runs: int, workflow_id: str, settings: ConnectionSettings, root: Path, shared: bool
+    ):
         super().__init__(name=f"task-{index}", daemon=True)
         self.index, self.runs, self.workflow_id, self.settings, self.root = (
             index,
@@ -80,14 +93,18 @@ class Task(threading.Thread):
             settings,
             root,
         )
+        self.shared = shared
         self.results: list[tuple[str, str | None, BaseException | None]] = []
-        """(file name, reported job id, error) per run."""
+        """(file text, reported job id, error) per run."""
 
     def run(self) -> None:
         with WorkflowServiceHook(settings=self.settings) as hook:
             for run in range(self.runs):
-                path = self.root / f"task{self.index}-run{run}.txt"
-                path.write_text(f"Text of task {self.index}, run {run}.")
+                folder = self.root / f"task{self.index}" / f"run{run}"
+                folder.mkdir(parents=True)
+                path = folder / (SHARED_NAME if self.shared else f"task{self.index}-run{run}.txt")
+                text = f"Text of task {self.index}, run {run}."
+                path.write_text(text)
                 journal = StoredRunJournal(FakeStore(), PENDING_RUN_KEY, log=log)  # a new task instance
                 try:
                     job = submit_run(
@@ -101,27 +118,45 @@ class Task(threading.Thread):
                         journal=journal,
                     )
                 except Exception as exc:
-                    self.results.append((path.name, None, exc))
+                    self.results.append((text, None, exc))
                 else:
                     journal.clear()
-                    self.results.append((path.name, job.id, None))
+                    self.results.append((text, job.id, None))
 
 
-@pytest.mark.parametrize(("tasks", "runs"), [(2, 50), (8, 13)], ids=["2-tasks", "8-tasks"])
+def lost_answers(request_log: list[dict[str, Any]]) -> int:
+    """Run requests whose answer never proved anything (not a refusal): a job may or may not exist."""
+    return sum(
+        1
+        for r in request_log
+        if r["method"] == "POST"
+        and r["path"].endswith("/run")
+        and r["fault"]
+        and r["fault"] not in ("429", "503")
+    )
+
+
+@pytest.mark.parametrize("shared_names", [True, False], ids=["half-share-names", "unique-names"])
 def test_concurrent_tasks_report_only_their_own_jobs(
-    figures: dict[str, Any], emulator: Any, settings: Any, tmp_path: Path, tasks: int, runs: int
+    figures: dict[str, Any], emulator: Any, settings: Any, tmp_path: Path, shared_names: bool
 ) -> None:
-    """Scenario: ``tasks`` tasks run the same workflow at once, ``runs`` times each, under 20 % faults
-    (429, 502, 503, 504, drops before and after processing, late processing after a client timeout).
-    Every task reports a job that processed exactly its own file (and whose ``input_file_ids`` are its
-    file, where records carry them), or fails with AmbiguousRunError: 0 foreign adoptions."""
+    """Scenario (same-named concurrency): 8 tasks run the same workflow at once, 25 times each (200
+    runs), under 20 % faults (429, 502, 503, 504, drops before and after processing, unreadable 2xx
+    answers, late processing after a client timeout); with ``half-share-names`` tasks 0-3 all send a
+    file named ``report.txt``. Every task reports a job that processed exactly its own file's content
+    (and whose ``input_file_ids`` carry its marker, where records list them), or fails with
+    AmbiguousRunError: 0 foreign adoptions, 0 duplicates."""
+    tasks, runs = 8, 25
     emulator.configure(processing_delay=0.01)
     with WorkflowServiceHook(settings=settings) as hook:
         workflow_id = str(hook.create_workflow("shared-by-tasks", "basic").id)
     emulator.clear_requests()
-    emulator.set_faults(rules=FAULTS, seed=11 * tasks)
+    emulator.set_faults(rules=FAULTS, seed=22 + shared_names)
     started = time.monotonic()
-    threads = [Task(i, runs, workflow_id, _settings(emulator), tmp_path) for i in range(tasks)]
+    threads = [
+        Task(i, runs, workflow_id, _settings(emulator), tmp_path, shared_names and i < tasks // 2)
+        for i in range(tasks)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -134,20 +169,22 @@ def test_concurrent_tasks_report_only_their_own_jobs(
     results = [result for thread in threads for result in thread.results]
     with WorkflowServiceHook(settings=settings) as hook:
         jobs = hook.list_jobs(workflow_id=workflow_id)
-        processed = {job.id: documents_of(hook, job.id) for job in jobs}
+        processed = {job.id: texts_of(hook, job.id) for job in jobs}
     records = {job.id: job for job in jobs}
-    foreign, ambiguous, other_errors, adopted_with_file_ids = [], [], [], 0
-    for name, job_id, error in results:
+    foreign, ambiguous, other_errors, adopted_with_file_ids, unmarked = [], [], [], 0, 0
+    for text, job_id, error in results:
         if error is not None:
-            (ambiguous if isinstance(error, AmbiguousRunError) else other_errors).append((name, error))
+            (ambiguous if isinstance(error, AmbiguousRunError) else other_errors).append((text, error))
             continue
         assert job_id is not None
-        if processed.get(job_id) != [name]:
-            foreign.append((name, job_id, processed.get(job_id)))
+        if processed.get(job_id) != [text]:
+            foreign.append((text, job_id, processed.get(job_id)))
         if records_list_files(records[job_id]):
-            assert records[job_id].input_file_ids == [name], (name, records[job_id].input_file_ids)
+            (recorded,) = records[job_id].input_file_ids
+            unmarked += 0 if "__wfsvc-" in recorded else 1
             adopted_with_file_ids += 1
-    per_file = collections.Counter(name for names in processed.values() for name in names)
+    per_file = collections.Counter(text for texts in processed.values() for text in texts)
+    lost = lost_answers(request_log)
     faults = collections.Counter(r["fault"] for r in request_log if r["fault"])
     figures.update(
         tasks=tasks,
@@ -161,14 +198,20 @@ def test_concurrent_tasks_report_only_their_own_jobs(
         failed_otherwise=len(other_errors),
         jobs_created=len(jobs),
         duplicates=sum(count - 1 for count in per_file.values()),
+        lost_answers=lost,
+        ambiguity_per_1000_lost=round(1000 * len(ambiguous) / lost) if lost else 0,
+        shared_names=shared_names,
         job_records_list_files=any(records_list_files(job) for job in jobs),
         seconds=round(elapsed, 1),
     )
-    print(f"\nrun identity, {tasks} concurrent tasks: {figures}")
+    print(f"\nrun identity, {tasks} concurrent tasks, {emulator.dialect}: {figures}")
     assert len(results) == tasks * runs, "a task did not finish its runs"
     assert foreign == [], f"tasks reported jobs they did not create: {foreign}"
+    assert figures["duplicates"] == 0, "a run was sent again after an ambiguous failure"
+    assert unmarked == 0, "a file was uploaded without its run's marker"
     assert other_errors == [], f"tasks failed for another reason than ambiguity: {other_errors}"
-    assert all("job(s) " in str(error) and "clear this task" in str(error) for _, error in ambiguous)
+    assert all("clear this task" in str(error) for _, error in ambiguous), "each error says what to do"
     assert sum(faults.values()) >= 0.12 * len(request_log), "the faults were not injected"
+    assert len(ambiguous) <= lost, "a task failed as ambiguous without a lost answer"
     assert faults[f"latency {LATE:g}s"] > 0, "no run was processed late"
     assert elapsed < 60

@@ -43,6 +43,8 @@ pytestmark = pytest.mark.timeout(180)
 
 WORKER = Path(_task_process.__file__)
 JOB_KEY = RunWorkflowOperator.external_id_key
+MARKER = "__wfsvc-0123456789abcdef"
+"""The marker of the run a dead try sent, in the records these tests write."""
 
 
 @pytest.fixture
@@ -233,11 +235,8 @@ def test_killed_before_the_job_id_was_stored(
     emulator.clear_faults()  # the held answer goes nowhere: the worker is gone
     with WorkflowServiceHook(settings=_settings(emulator)) as hook:
         (created,) = hook.list_jobs(workflow_id=workflow)
-    assert {k: pending[k] for k in ("workflow_id", "before", "files")} == {
-        "workflow_id": workflow,
-        "before": [],
-        "files": ["doc.txt"],
-    }
+    assert pending["workflow_id"] == workflow
+    assert pending["files"] == [f"doc{pending['marker']}.txt"], "the name sent carries the run's marker"
     assert abs(pending["sent_at"] - time.time()) < 120
     assert JOB_KEY not in stored_state(spec["dag_id"])  # the dead try never learnt the job id
     scheduler_schedules_a_retry(spec["dag_id"])
@@ -257,7 +256,7 @@ def test_killed_before_the_job_id_was_stored(
         assert ti.xcom_pull(task_ids="run", run_id=ti.run_id)["job_id"] == created.id
     else:  # no proof: failed without retries, the record kept so that no later try runs it again
         assert ti.state == TaskInstanceState.FAILED, ti.state
-        assert stored_state(spec["dag_id"])[PENDING_RUN_KEY]["files"] == ["doc.txt"]
+        assert stored_state(spec["dag_id"])[PENDING_RUN_KEY]["files"] == pending["files"]
     figures.update(
         crashes=1,
         run_requests=1 + len(retry_runs),
@@ -303,9 +302,10 @@ def run_op(workflow: str, input_file: str) -> RunWorkflowOperator:
 def test_a_pending_run_is_adopted_once(workflowsvc_conn: Any, workflow: str, input_file: str) -> None:
     emulator = workflowsvc_conn
     emulator.configure(processing_delay=0.02)
+    sent = f"doc{MARKER}.txt"
     with emulator.api_client() as api:  # the run a dead try sent
-        created = api.post(f"/workflows/{workflow}/run", files={"input_files": ("doc.txt", b"x")}).json()
-    store = FakeStore(**{PENDING_RUN_KEY: pending_record(workflow, ["doc.txt"], age=1)})
+        created = api.post(f"/workflows/{workflow}/run", files={"input_files": (sent, b"x")}).json()
+    store = FakeStore(**{PENDING_RUN_KEY: pending_record(workflow, [sent], age=1, marker=MARKER)})
     with WorkflowServiceHook(settings=_settings(emulator)) as hook:
         proven = records_list_files(hook.get_job(created["id"]))
     if not proven:  # spec dialect: the job cannot be proven to be the dead try's: never adopted
@@ -328,14 +328,25 @@ def test_a_stale_pending_run_is_not_adopted(
 ) -> None:
     """Scenario: a record left by a try that did store its job (killed between the two writes), one
     of another workflow, one older than the record's lifetime, or one an older version wrote never
-    makes a retry adopt a job (or fail as ambiguous): the retry runs the workflow and succeeds."""
+    makes a retry adopt a job (or fail as ambiguous): the retry runs the workflow and succeeds. The
+    stored job shows it is the record's run by its marker (platform); in the spec dialect nothing
+    does, and the retry fails as ambiguous instead (never a second run unproven)."""
     emulator = workflowsvc_conn
     emulator.configure(processing_delay=0.02)
+    sent = f"e{MARKER}.txt"
     with emulator.api_client() as api:
-        old = api.post(f"/workflows/{workflow}/run", files={"input_files": ("e.txt", b"")}).json()["id"]
+        old = api.post(f"/workflows/{workflow}/run", files={"input_files": (sent, b"")}).json()["id"]
     emulator.advance_clock(10)  # the old job failed (empty file): the retry must run again
-    if stale == "stored-job":  # sent long enough ago that its request can no longer be in flight
-        store = FakeStore(**{JOB_KEY: old, PENDING_RUN_KEY: pending_record(workflow, ["e.txt"], age=600)})
+    if stale == "stored-job":  # the record of the run whose job the store holds (carries its marker)
+        store = FakeStore(
+            **{JOB_KEY: old, PENDING_RUN_KEY: pending_record(workflow, [sent], age=600, marker=MARKER)}
+        )
+        with WorkflowServiceHook(settings=_settings(emulator)) as hook:
+            if not records_list_files(hook.get_job(old)):  # spec: nothing shows the record is that job's
+                with pytest.raises(AmbiguousRunError):
+                    run_op(workflow, input_file).execute(task_context(store))
+                assert len(run_requests(emulator, workflow)) == 1
+                return
     elif stale == "other-workflow":
         other = "0b7c6a9e-3f0e-4a51-9c7b-1d2e3f4a5b6c"
         store = FakeStore(**{PENDING_RUN_KEY: pending_record(other, ["e.txt"])})
