@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import AsyncGenerator
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -142,7 +143,7 @@ def fire(emulator: Any, occurrences: int = 1) -> None:
 
 
 def watcher(workflow_id: str, store: FakeAssetStore | None, **kwargs: Any) -> WorkflowJobEventTrigger:
-    trigger = WorkflowJobEventTrigger(workflow_id=workflow_id, poll_interval=0.05, **kwargs)
+    trigger = WorkflowJobEventTrigger(workflow_id=workflow_id, **{"poll_interval": 0.05, **kwargs})
     trigger.cursor_settle_seconds = 0.0
     trigger.asset_state_store = store  # type: ignore[assignment]
     return trigger
@@ -153,7 +154,7 @@ class Running:
 
     def __init__(self, trigger: WorkflowJobEventTrigger) -> None:
         self.trigger = trigger
-        self._events = trigger.run()
+        self._events = cast("AsyncGenerator[Any, None]", trigger.run())
         self._next: asyncio.Future[Any] = asyncio.ensure_future(self._events.__anext__())
 
     async def started(self, store: FakeAssetStore | None) -> Running:
@@ -165,7 +166,7 @@ class Running:
         return self
 
     async def events(self, count: int, within: float = 15) -> list[dict[str, Any]]:
-        got = []
+        got: list[dict[str, Any]] = []
         for _ in range(count):
             payload = await self.event(within)
             assert payload is not None, f"{len(got)} event(s) of {count} within {within} s"
@@ -316,3 +317,42 @@ def emulator_jobs(emulator: Any, workflow_id: str) -> list[dict[str, Any]]:
         response.raise_for_status()
         jobs: list[dict[str, Any]] = response.json()
         return jobs
+
+
+# --------------------------------------------------------------------------------------------------
+# One listing per interval for the watchers of one workflow (Airflow 3.3's shared streams)
+
+
+async def test_ten_watchers_of_one_workflow_share_one_listing_and_each_gets_every_job(
+    hourly: str, emulator: Any
+) -> None:
+    from airflow.triggers.shared_stream import SharedStreamManager
+
+    manager = SharedStreamManager()
+    stores = [FakeAssetStore() for _ in range(10)]
+    watchers = [watcher(hourly, store, poll_interval=0.2) for store in stores]
+    keys = {w.shared_stream_key() for w in watchers}
+    (key,) = keys
+    streams = [
+        w.filter_shared_stream(manager.subscribe(trigger_id=i, trigger=w, key=key))
+        for i, w in enumerate(watchers)
+    ]
+    nexts = [asyncio.ensure_future(s.__anext__()) for s in streams]
+    while not all(w.cursor_key in s.values for w, s in zip(watchers, stores, strict=True)):
+        await asyncio.sleep(0.02)
+    emulator.clear_requests()
+    started = time.monotonic()
+    fire(emulator)
+    payloads = [(await asyncio.wait_for(n, 15)).payload for n in nexts]
+    await asyncio.sleep(1.0)
+    elapsed = time.monotonic() - started
+    listings = emulator.requests(method="GET", path_contains="/jobs/")
+    job_id = payloads[0]["job_id"]
+    assert {p["job_id"] for p in payloads} == {job_id}
+    by_kind = [r["path"] for r in listings]
+    assert sum(p.endswith("/jobs/") for p in by_kind) <= elapsed / 0.2 + 2  # one listing per interval
+    assert sum(p.endswith(f"/jobs/{job_id}/details") for p in by_kind) == 1  # one summary for all ten
+    assert sum(p.endswith(f"/jobs/{job_id}/failed-files") for p in by_kind) == 1
+    for stream in streams:
+        await cast("AsyncGenerator[Any, None]", stream).aclose()
+    await manager.stop_all()

@@ -48,7 +48,9 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         ISO-8601 string; naive means UTC) count (templated). Empty: any job of the workflow.
     :param pick: with ``workflow_id``: ``latest`` (default) or ``earliest`` of the matching jobs.
     :param fail_on_failed_files: fail when the job completed but some files failed.
-    :param deferrable: wait in the triggerer; default ``[operators] default_deferrable``.
+    :param deferrable: wait in the triggerer; default ``[operators] default_deferrable``. With a
+        ``job_id`` (given or templated) on Airflow 3.3+, the sensor starts in the triggerer: no worker
+        runs it until the job has ended (``start_from_trigger=False``: the first poke runs in a worker).
     :param workflowsvc_conn_id: the Workflow Service connection (templated).
     """
 
@@ -69,6 +71,7 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         **kwargs: Any,
     ) -> None:
         interval_seconds(poke_interval, "poke_interval")
+        in_the_triggerer = kwargs.get("start_from_trigger", True)  # False: first poke in a worker
         super().__init__(poke_interval=poke_interval, workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)
         if (job_id is None) == (workflow_id is None):
             raise input_error("give exactly one of job_id and workflow_id")
@@ -81,6 +84,40 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         self.fail_on_failed_files = fail_on_failed_files
         self.deferrable = default_deferrable(deferrable)
         self._watch: JobWatch | None = None
+        if self.deferrable and job_id is not None and in_the_triggerer:
+            self._start_in_the_triggerer()
+
+    def _start_in_the_triggerer(self) -> None:
+        """
+        Let the scheduler defer the task straight to the trigger (``start_from_trigger``): no worker
+        pokes first, and the triggerer renders the templated ``job_id`` and ``workflowsvc_conn_id``.
+
+        Airflow 3.3+ only (where the triggerer renders the task's templated fields into the trigger's
+        arguments); older Airflow runs the first poke in a worker and defers from there, as before.
+        The trigger's deadline is Airflow's deferral timeout less ``DEFERRAL_BACKSTOP``: ``timeout``
+        counts from the moment the scheduler deferred the task.
+        """
+        from airflow_provider_workflowsvc._compat import AIRFLOW_V_3_3_PLUS
+
+        if not AIRFLOW_V_3_3_PLUS:
+            return
+        from airflow.triggers.base import StartTriggerArgs
+
+        from airflow_provider_workflowsvc.triggers.job import DEFERRAL_BACKSTOP, WorkflowJobTrigger
+
+        self.start_from_trigger = True
+        self.start_trigger_args = StartTriggerArgs(
+            trigger_cls=f"{WorkflowJobTrigger.__module__}.{WorkflowJobTrigger.__qualname__}",
+            next_method="execute_complete",
+            trigger_kwargs={
+                "job_id": self.job_id,
+                "deadline": None,
+                "poll_interval": interval_seconds(self.poke_interval, "poke_interval"),
+                "workflowsvc_conn_id": self.workflowsvc_conn_id,
+                "cancel_on_kill": False,
+            },
+            timeout=timedelta(seconds=self.timeout + DEFERRAL_BACKSTOP),
+        )
 
     def execute(self, context: Context) -> Any:
         self._watch = None
