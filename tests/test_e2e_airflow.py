@@ -13,6 +13,7 @@ hard kill for stragglers, also when a test fails.
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import sys
 import time
@@ -25,8 +26,6 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # ``scripts`` is not part of the installed package
     sys.path.insert(0, str(REPO_ROOT))
-
-import itertools
 
 from scripts.local_airflow import LocalAirflow, local_stack  # noqa: E402
 
