@@ -50,7 +50,9 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
     :param fail_on_failed_files: fail when the job completed but some files failed.
     :param deferrable: wait in the triggerer; default ``[operators] default_deferrable``. With a
         ``job_id`` (given or templated) on Airflow 3.3+, the sensor starts in the triggerer: no worker
-        runs it until the job has ended (``start_from_trigger=False``: the first poke runs in a worker).
+        runs it until the job has ended.
+    :param start_from_trigger: with ``deferrable`` and a ``job_id``: start in the triggerer (Airflow
+        3.3+); False: poke once in a worker first, then defer.
     :param workflowsvc_conn_id: the Workflow Service connection (templated).
     """
 
@@ -68,10 +70,10 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         deferrable: bool | None = None,
         workflowsvc_conn_id: str = DEFAULT_CONN_ID,
         poke_interval: float | timedelta = 30.0,
+        start_from_trigger: bool = True,
         **kwargs: Any,
     ) -> None:
         interval_seconds(poke_interval, "poke_interval")
-        in_the_triggerer = kwargs.get("start_from_trigger", True)  # False: first poke in a worker
         super().__init__(poke_interval=poke_interval, workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)
         if (job_id is None) == (workflow_id is None):
             raise input_error("give exactly one of job_id and workflow_id")
@@ -84,7 +86,7 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         self.fail_on_failed_files = fail_on_failed_files
         self.deferrable = default_deferrable(deferrable)
         self._watch: JobWatch | None = None
-        if self.deferrable and job_id is not None and in_the_triggerer:
+        if self.deferrable and job_id is not None and start_from_trigger:
             self._start_in_the_triggerer()
 
     def _start_in_the_triggerer(self) -> None:
