@@ -86,6 +86,8 @@ def test_the_trigger_takes_its_deadline_from_airflows_timeout_less_the_backstop(
         {"job_id": "j", "start_from_trigger": False},  # asked: the first poke in a worker
         {"job_id": "j", "deferrable": False},  # pokes in a worker
         {"workflow_id": "w"},  # the job is looked for in a worker first
+        {"job_id": "{{ ti.xcom_pull(task_ids='run', key='job_id') }}"},  # the triggerer cannot pull XCom
+        {"job_id": "{{ task_instance.xcom_pull('run') }}"},
     ],
 )
 def test_other_sensors_start_in_a_worker(kwargs: dict[str, Any]) -> None:
