@@ -77,8 +77,6 @@ def stack(dags_folder: Path) -> Iterator[tuple[LocalAirflow, Any]]:
         progress=lambda message: print(f"[e2e] {message}", flush=True),
         start_timeout=180,
         stop_timeout=30,
-        home=Path("/tmp/e2e26home"),
-        keep_home=True,
     ) as (airflow, emulator):
         airflow.wait_for_dag(EXAMPLE_DAG)
         airflow.wait_for_dag(LONG_DAG)
