@@ -49,6 +49,7 @@ def test_the_serialized_dag_keeps_it_and_the_trigger_renders_the_job_id_as_the_t
     assert task.dag is not None
     restored = DagSerialization.from_dict(DagSerialization.to_dict(task.dag)).get_task("wait")
     assert restored.start_from_trigger is True
+    assert restored.start_trigger_args is not None
     stored = restored.start_trigger_args.trigger_kwargs
     kwargs = {k: smart_decode_trigger_kwargs(v) for k, v in smart_decode_trigger_kwargs(stored).items()}
     assert kwargs["job_id"] == TEMPLATED
@@ -60,10 +61,10 @@ def test_the_serialized_dag_keeps_it_and_the_trigger_renders_the_job_id_as_the_t
         task_id = "wait"
 
     ti = RuntimeTI()
-    ti.task = task  # type: ignore[attr-defined]
+    ti.task = restored  # type: ignore[attr-defined]  # the triggerer's task: from the serialized DAG
     trigger.task_instance = ti  # type: ignore[assignment]
     assert set(trigger.template_fields) == {"job_id", "workflowsvc_conn_id"}
-    trigger.render_template_fields(context={"params": {"job": "job-42"}})  # type: ignore[arg-type]
+    trigger.render_template_fields(context={"params": {"job": "job-42"}})
     assert trigger.job_id == "job-42"
 
 

@@ -323,6 +323,7 @@ def emulator_jobs(emulator: Any, workflow_id: str) -> list[dict[str, Any]]:
 # One listing per interval for the watchers of one workflow (Airflow 3.3's shared streams)
 
 
+@pytest.mark.airflow_min("3.3", reason="shared streams (airflow.triggers.shared_stream)")
 async def test_ten_watchers_of_one_workflow_share_one_listing_and_each_gets_every_job(
     hourly: str, emulator: Any
 ) -> None:
