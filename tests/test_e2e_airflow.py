@@ -83,6 +83,7 @@ def stack(dags_folder: Path) -> Iterator[tuple[LocalAirflow, Any]]:
         airflow.wait_for_dag(PRODUCER)
         airflow.wait_for_dag(CONSUMER)
         airflow.wait_for_dag(SENSOR_DAG)
+        watch_scheduled_jobs(emulator, dags_folder)  # parsed, and the watcher started, while tests run
         yield airflow, emulator
 
 
@@ -269,7 +270,7 @@ def worker_sessions(airflow: LocalAirflow, dag_id: str, run_id: str, task_id: st
 
 def test_a_sensor_on_a_known_job_starts_in_the_triggerer(stack: tuple[LocalAirflow, Any]) -> None:
     airflow, emulator = stack
-    emulator.configure(processing_delay=4.0)  # one file, three nodes: a job of ~12 s
+    emulator.configure(processing_delay=2.0)  # one file, three nodes: a job of ~6 s
     with service_hook(emulator) as hook:
         workflow = hook.create_workflow("e2e-sensor-slots", "basic")
         job = hook.run_workflow(
@@ -294,7 +295,7 @@ def test_a_sensor_on_a_known_job_starts_in_the_triggerer(stack: tuple[LocalAirfl
     print(
         f"[e2e] worker-slot seconds per sensor task (task runner's log): started in the triggerer "
         f"{sum(direct):.2f} s ({len(direct)} session); first poke in a worker {sum(before):.2f} s "
-        f"({len(before)} sessions: {', '.join(f'{s:.2f}' for s in before)}); job {job.id} took ~12 s"
+        f"({len(before)} sessions: {', '.join(f'{s:.2f}' for s in before)}); job {job.id} took ~6 s"
     )
 
 
@@ -314,8 +315,14 @@ def _trigger_log_text_of(airflow: LocalAirflow, run_id: str, task_id: str) -> st
 # reports each job once, also across a SIGKILL of the triggerer (issue #26). Last: it kills the triggerer.
 
 
-def scheduled_workflow(emulator: Any) -> str:
-    """A workflow the service runs every hour, reading 3 documents (1 fails) from an S3 source."""
+SCHEDULED_WORKFLOW = "e2e-scheduled-workflow"
+
+
+def watch_scheduled_jobs(emulator: Any, dags_folder: Path) -> None:
+    """
+    Create the workflow (3 documents from an S3 source, 1 fails; no schedule yet, so that no other
+    test's clock advance starts a job) and put the job-events example, watching it, in the DAGs folder.
+    """
     config = {
         "remote_url": "s3://e2e-events/in/",
         "key": "AKIAE2E",
@@ -325,10 +332,11 @@ def scheduled_workflow(emulator: Any) -> str:
     }
     with service_hook(emulator) as hook:
         source = hook.create_source("e2e-scheduled-source", "s3", config)
-        workflow = hook.create_workflow(
-            "e2e-scheduled-workflow", "basic", source_id=str(source.id), schedule="every hour"
-        )
-    return str(workflow.id)
+        workflow = hook.create_workflow(SCHEDULED_WORKFLOW, "basic", source_id=str(source.id))
+    example = (REPO_ROOT / "example_dags" / "example_job_events.py").read_text()
+    example = example.replace('"6f1c3a52-6a4e-4c8e-9d0b-2f7e1c9a5b10"', repr(str(workflow.id)))
+    example = example.replace("POLL_INTERVAL = 60", "POLL_INTERVAL = 2")
+    (dags_folder / "example_job_events.py").write_text(example)
 
 
 def reported_jobs(airflow: LocalAirflow) -> list[str]:
@@ -353,26 +361,25 @@ def asset_events_per_job(airflow: LocalAirflow) -> dict[str, int]:
 
 
 def test_scheduled_jobs_run_the_consumer_once_each_across_a_triggerer_kill(
-    stack: tuple[LocalAirflow, Any], dags_folder: Path
+    stack: tuple[LocalAirflow, Any],
 ) -> None:
     airflow, emulator = stack
     emulator.configure(processing_delay=0.05)
-    workflow_id = scheduled_workflow(emulator)
-    example = (REPO_ROOT / "example_dags" / "example_job_events.py").read_text()
-    example = example.replace('"6f1c3a52-6a4e-4c8e-9d0b-2f7e1c9a5b10"', repr(workflow_id))
-    example = example.replace("POLL_INTERVAL = 60", "POLL_INTERVAL = 2")
-    (dags_folder / "example_job_events.py").write_text(example)
+    with service_hook(emulator) as hook:
+        (workflow,) = [w for w in hook.list_workflows() if w.name == SCHEDULED_WORKFLOW]
+        workflow_id = str(workflow.id)
+        hook.update_workflow(workflow_id, schedule="every hour")  # from now on, the service runs it
     airflow.wait_for_dag(JOB_EVENTS_DAG)
     _wait_for(
-        lambda: f"Watching workflow {workflow_id} from now on" in airflow.component_log("triggerer", 2000),
+        lambda: f"Watching workflow {workflow_id} from now on" in airflow.component_log("triggerer", 100_000),
         timeout=90,
         what="the watcher to start in the triggerer",
     )
-    time.sleep(3)  # the starting cursor is saved
+    time.sleep(1)  # the starting cursor is saved right after that line
 
     emulator.advance_clock(3600)  # the workflow's schedule fires: job 1
     _wait_for(lambda: len(reported_jobs(airflow)) == 1, timeout=90, what="the consumer's run for job 1")
-    time.sleep(8)  # the cursor is saved 5 s after an event: the kill comes between two jobs
+    time.sleep(6)  # the cursor is saved 5 s after an event: the kill comes between two jobs
 
     airflow.kill_component("triggerer")
     emulator.advance_clock(3600)  # job 2 runs and ends while no triggerer is up
