@@ -365,6 +365,8 @@ def test_scheduled_jobs_run_the_consumer_once_each_across_a_triggerer_kill(
 ) -> None:
     airflow, emulator = stack
     emulator.configure(processing_delay=0.05)
+    now = emulator.now()  # to half past the hour: each advance of an hour then starts exactly one job
+    emulator.advance_clock((1800 - (now.minute * 60 + now.second)) % 3600)
     with service_hook(emulator) as hook:
         (workflow,) = [w for w in hook.list_workflows() if w.name == SCHEDULED_WORKFLOW]
         workflow_id = str(workflow.id)
