@@ -113,8 +113,13 @@ class FakeAssetStore:
         self.values[key] = value
 
 
-def scheduled_workflow(settings: Any, documents: int = 3, failing: int = 1) -> str:
-    """A workflow the service runs every hour (emulator time), reading ``documents`` from an S3 source."""
+def scheduled_workflow(emulator: Any, settings: Any, documents: int = 3, failing: int = 1) -> str:
+    """
+    A workflow the service runs every hour (emulator time), reading ``documents`` from an S3 source;
+    created at half past the hour, so that each hour :func:`fire` advances starts exactly one job.
+    """
+    now = emulator.now()
+    emulator.advance_clock((1800 - (now.minute * 60 + now.second)) % 3600)
     config = {
         "remote_url": "s3://events-bucket/in/",
         "key": "AKIAEVENTS",
@@ -134,7 +139,7 @@ def scheduled_workflow(settings: Any, documents: int = 3, failing: int = 1) -> s
 def hourly(workflowsvc_conn: Any, settings: Any) -> str:
     """A scheduled workflow whose jobs take ~0.05 s each: 3 documents, 1 of them fails."""
     workflowsvc_conn.configure(processing_delay=0.01)
-    return scheduled_workflow(settings)
+    return scheduled_workflow(workflowsvc_conn, settings)
 
 
 def fire(emulator: Any, occurrences: int = 1) -> None:
@@ -300,7 +305,7 @@ async def test_outages_and_bad_answers_are_survived(hourly: str, emulator: Any) 
 async def test_the_failed_files_in_the_event_are_capped(workflowsvc_conn: Any, settings: Any) -> None:
     workflowsvc_conn.configure(processing_delay=0.01)
     failing = FAILED_FILES_IN_EVENT + 3
-    workflow = scheduled_workflow(settings, documents=failing + 2, failing=failing)
+    workflow = scheduled_workflow(workflowsvc_conn, settings, documents=failing + 2, failing=failing)
     store = FakeAssetStore()
     watch = await Running(watcher(workflow, store)).started(store)
     fire(workflowsvc_conn)
