@@ -42,6 +42,8 @@ class _Store:
 def _scheduled_workflow(emu: Any) -> str:
     from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
 
+    now = emu.now()  # half past the hour: each hour advanced then starts exactly one job
+    emu.advance_clock((1800 - (now.minute * 60 + now.second)) % 3600)
     settings = ConnectionSettings(base_url=emu.base_url, token=emu.token, api_key=emu.api_key)
     config = {"remote_url": "s3://bench/in/", "key": "AKIABENCH", "secret": "bench", "emulator_documents": 3}
     with WorkflowServiceHook(settings=settings) as hook:
