@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     )
     from airflow_provider_workflowsvc.sensors.job import WorkflowJobSensor
     from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
+    from airflow_provider_workflowsvc.triggers.job_events import WorkflowJobEventTrigger
 
 # Each public name and the module (under this package) that defines it; the TYPE_CHECKING imports above
 # name the same, for type checkers and IDEs (a test keeps the three lists equal).
@@ -91,6 +92,7 @@ _EXPORTS: dict[str, str] = {
     "WorkflowJobLink": "operators.jobs",
     "WorkflowJobSensor": "sensors.job",
     "WorkflowJobTimeoutError": "exceptions",
+    "WorkflowJobEventTrigger": "triggers.job_events",
     "WorkflowJobTrigger": "triggers.job",
     "WorkflowServiceApiError": "exceptions",
     "WorkflowServiceAsyncHook": "hooks.workflowsvc",
@@ -130,6 +132,7 @@ __all__ = [
     "UpdateSourceConnectorOperator",
     "UpdateWorkflowOperator",
     "WorkflowJobError",
+    "WorkflowJobEventTrigger",
     "WorkflowJobFailedError",
     "WorkflowJobLink",
     "WorkflowJobSensor",

@@ -35,7 +35,12 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "sensors": [{"integration-name": "Workflow Service", "python-modules": [f"{_PKG}.sensors.job"]}],
-        "triggers": [{"integration-name": "Workflow Service", "python-modules": [f"{_PKG}.triggers.job"]}],
+        "triggers": [
+            {
+                "integration-name": "Workflow Service",
+                "python-modules": [f"{_PKG}.triggers.job", f"{_PKG}.triggers.job_events"],
+            }
+        ],
         "extra-links": [f"{_PKG}.operators.jobs.WorkflowJobLink"],
         "connection-types": [
             {

@@ -18,6 +18,7 @@ EXPECTED_DAG_IDS = {
     "workflowsvc_example_sensor",
     "workflowsvc_example_asset_producer",
     "workflowsvc_example_asset_consumer",
+    "workflowsvc_example_job_events",
 }
 
 

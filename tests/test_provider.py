@@ -53,7 +53,10 @@ def test_provider_info_shape() -> None:
         "airflow_provider_workflowsvc.operators.jobs",
     ]
     assert _modules(info, "sensors") == ["airflow_provider_workflowsvc.sensors.job"]
-    assert _modules(info, "triggers") == ["airflow_provider_workflowsvc.triggers.job"]
+    assert _modules(info, "triggers") == [
+        "airflow_provider_workflowsvc.triggers.job",
+        "airflow_provider_workflowsvc.triggers.job_events",
+    ]
     integrations = {i["integration-name"] for i in info["integrations"]}
     for key in ("hooks", "operators", "sensors", "triggers"):
         assert {e["integration-name"] for e in info[key]} <= integrations
@@ -112,7 +115,10 @@ def test_providers_manager_discovers_provider(providers_manager: Any) -> None:
     provider = providers_manager.providers[PACKAGE]
     assert provider.version == __version__
     assert provider.data["package-name"] == PACKAGE
-    assert _modules(provider.data, "triggers") == ["airflow_provider_workflowsvc.triggers.job"]
+    assert _modules(provider.data, "triggers") == [
+        "airflow_provider_workflowsvc.triggers.job",
+        "airflow_provider_workflowsvc.triggers.job_events",
+    ]
 
 
 def test_providers_manager_discovers_hook_and_connection_type(providers_manager: Any) -> None:

@@ -28,6 +28,16 @@ PINNED_JOB_KEY = "workflowsvc_sensor_job"
 """Task state key of the job a workflow-mode sensor found and follows (never rename it)."""
 
 
+def _renders_in_the_triggerer(job_id: Any) -> bool:
+    """
+    Whether the triggerer can render ``job_id``: a text (an id, or a template of params, ``dag_run.conf``,
+    Variables, macros), but not one that pulls an XCom. Airflow 3.3.2's triggerer cannot answer
+    ``ti.xcom_pull(task_ids=...)`` (its supervisor rejects the request) and the trigger hangs, so such a
+    sensor pokes in a worker first; an ``XComArg`` is resolved by the worker too.
+    """
+    return isinstance(job_id, str) and "xcom" not in job_id.lower()
+
+
 class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
     """
     Wait for a job to finish, with the same failure rules as ``RunWorkflowOperator``.
@@ -48,7 +58,11 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         ISO-8601 string; naive means UTC) count (templated). Empty: any job of the workflow.
     :param pick: with ``workflow_id``: ``latest`` (default) or ``earliest`` of the matching jobs.
     :param fail_on_failed_files: fail when the job completed but some files failed.
-    :param deferrable: wait in the triggerer; default ``[operators] default_deferrable``.
+    :param deferrable: wait in the triggerer; default ``[operators] default_deferrable``. With a
+        ``job_id`` (given, or templated without XCom) on Airflow 3.3+, the sensor starts in the
+        triggerer: no worker runs it until the job has ended.
+    :param start_from_trigger: with ``deferrable`` and a ``job_id`` that is not pulled from XCom: start
+        in the triggerer (Airflow 3.3+); False: poke once in a worker first, then defer.
     :param poke_interval: seconds (or a timedelta) between checks of the job, at least
         ``[workflowsvc] min_poll_interval``.
     :param workflowsvc_conn_id: the Workflow Service connection (templated).
@@ -68,6 +82,7 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         deferrable: bool | None = None,
         workflowsvc_conn_id: str = DEFAULT_CONN_ID,
         poke_interval: float | timedelta = 30.0,
+        start_from_trigger: bool = True,
         **kwargs: Any,
     ) -> None:
         interval_seconds(poke_interval, "poke_interval")
@@ -83,6 +98,41 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         self.fail_on_failed_files = fail_on_failed_files
         self.deferrable = default_deferrable(deferrable)
         self._watch: JobWatch | None = None
+        if self.deferrable and start_from_trigger and _renders_in_the_triggerer(job_id):
+            self._start_in_the_triggerer()
+
+    def _start_in_the_triggerer(self) -> None:
+        """
+        Let the scheduler defer the task straight to the trigger (``start_from_trigger``): no worker
+        pokes first, and the triggerer renders the templated ``job_id`` and ``workflowsvc_conn_id``.
+
+        Airflow 3.3+ only (where the triggerer renders the task's templated fields into the trigger's
+        arguments); older Airflow runs the first poke in a worker and defers from there, as before. Not
+        for a ``job_id`` pulled from XCom (:func:`_renders_in_the_triggerer`).
+        The trigger's deadline is Airflow's deferral timeout less ``DEFERRAL_BACKSTOP``: ``timeout``
+        counts from the moment the scheduler deferred the task.
+        """
+        from airflow_provider_workflowsvc._compat import AIRFLOW_V_3_3_PLUS
+
+        if not AIRFLOW_V_3_3_PLUS:
+            return
+        from airflow.triggers.base import StartTriggerArgs
+
+        from airflow_provider_workflowsvc.triggers.job import DEFERRAL_BACKSTOP, WorkflowJobTrigger
+
+        self.start_from_trigger = True
+        self.start_trigger_args = StartTriggerArgs(
+            trigger_cls=f"{WorkflowJobTrigger.__module__}.{WorkflowJobTrigger.__qualname__}",
+            next_method="execute_complete",
+            trigger_kwargs={
+                "job_id": self.job_id,
+                "deadline": None,
+                "poll_interval": interval_seconds(self.poke_interval, "poke_interval"),
+                "workflowsvc_conn_id": self.workflowsvc_conn_id,
+                "cancel_on_kill": False,
+            },
+            timeout=timedelta(seconds=self.timeout + DEFERRAL_BACKSTOP),
+        )
 
     def execute(self, context: Context) -> Any:
         self._watch = None

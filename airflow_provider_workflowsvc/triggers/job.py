@@ -15,6 +15,10 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc.wait.outcome import JobOutcome
     from airflow_provider_workflowsvc.wait.watch import PollSchedule
 
+DEFERRAL_BACKSTOP = 600.0
+"""Seconds Airflow's own deferral timeout comes after the trigger's deadline (only a backstop): a task
+that starts in the triggerer (``deadline=None``) has its deadline this long before that timeout."""
+
 
 class WorkflowJobTrigger(BaseTrigger):
     """
@@ -34,7 +38,8 @@ class WorkflowJobTrigger(BaseTrigger):
     deadline.
 
     :param job_id: the job to wait for; ``None`` to first wait for a job of ``workflow_id``.
-    :param deadline: absolute deadline, epoch seconds (a triggerer restart does not reset it).
+    :param deadline: absolute deadline, epoch seconds (a triggerer restart does not reset it); None for
+        a task that starts in the triggerer: Airflow's deferral timeout less ``DEFERRAL_BACKSTOP``.
     :param poll_interval: seconds between polls.
     :param workflowsvc_conn_id: the Workflow Service connection.
     :param started_at: epoch seconds the wait began (for the elapsed time in the event and logs).
@@ -48,7 +53,7 @@ class WorkflowJobTrigger(BaseTrigger):
         self,
         *,
         job_id: str | None,
-        deadline: float,
+        deadline: float | None,
         poll_interval: float = 30.0,
         workflowsvc_conn_id: str = DEFAULT_CONN_ID,
         started_at: float | None = None,
@@ -63,7 +68,7 @@ class WorkflowJobTrigger(BaseTrigger):
         if job_id is None and workflow_id is None:
             raise ValueError("WorkflowJobTrigger needs a job_id, or a workflow_id to find the job of")
         self.job_id = job_id
-        self.deadline = float(deadline)
+        self.deadline = None if deadline is None else float(deadline)
         self.poll_interval = interval_seconds(poll_interval, "poll_interval")
         self.workflowsvc_conn_id = workflowsvc_conn_id
         self.started_at = float(started_at) if started_at is not None else None
@@ -88,6 +93,15 @@ class WorkflowJobTrigger(BaseTrigger):
             },
         )
 
+    def _deadline(self) -> float:
+        """Return the deadline given, or (started in the triggerer) Airflow's timeout less the backstop."""
+        if self.deadline is not None:
+            return self.deadline
+        timeout_after = getattr(self, "timeout_after", None)
+        if timeout_after is None:
+            raise ValueError("WorkflowJobTrigger needs a deadline, or a deferral timeout to derive it from")
+        return float(timeout_after.timestamp()) - DEFERRAL_BACKSTOP
+
     def _hook(self) -> WorkflowServiceAsyncHook:
         from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
 
@@ -98,7 +112,7 @@ class WorkflowJobTrigger(BaseTrigger):
         from airflow_provider_workflowsvc.wait.watch import PollSchedule
 
         started = self.started_at if self.started_at is not None else time.time()
-        schedule = PollSchedule(self.deadline, self.poll_interval)
+        schedule = PollSchedule(self._deadline(), self.poll_interval)
         try:
             async with self._hook() as hook:
                 outcome = await self._wait(hook, schedule, started)
