@@ -41,10 +41,20 @@ else:  # Airflow 3.0: the Task SDK has neither yet
 
 if TYPE_CHECKING or AIRFLOW_V_3_2_PLUS:
     from airflow.sdk import conf
-    from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
+    from airflow.sdk.exceptions import (
+        AirflowFailException,
+        AirflowSensorTimeout,
+        AirflowSkipException,
+        AirflowTaskTimeout,
+    )
 else:  # Airflow 3.0 and 3.1: configuration and these exceptions are still in core only
     from airflow.configuration import conf
-    from airflow.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
+    from airflow.exceptions import (
+        AirflowFailException,
+        AirflowSensorTimeout,
+        AirflowSkipException,
+        AirflowTaskTimeout,
+    )
 
 
 class ResumableJobStandIn:
@@ -91,6 +101,7 @@ __all__ = [
     "AirflowFailException",
     "AirflowSensorTimeout",
     "AirflowSkipException",
+    "AirflowTaskTimeout",
     "BaseHook",
     "ResumableJobMixin",
     "ResumableJobStandIn",
