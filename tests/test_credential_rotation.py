@@ -56,7 +56,9 @@ class Connections:
 def store(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Connections]:
     store = Connections(emulator)
     monkeypatch.setattr(WorkflowServiceAsyncHook, "_aget_connection", lambda hook: store.aconnection(hook))
-    monkeypatch.setattr(WorkflowServiceHook, "get_connection", lambda self, conn_id: store.connection(conn_id))
+    monkeypatch.setattr(
+        WorkflowServiceHook, "get_connection", lambda self, conn_id: store.connection(conn_id)
+    )
     yield store
     emulator.configure(api_token=None)
 
@@ -109,7 +111,9 @@ async def test_a_long_wait_picks_up_rotated_credentials_within_the_cache_lifetim
     assert refused(emulator) == []
 
 
-async def test_a_token_that_stays_wrong_fails_naming_the_connection(emulator: Any, store: Connections) -> None:
+async def test_a_token_that_stays_wrong_fails_naming_the_connection(
+    emulator: Any, store: Connections
+) -> None:
     async with WorkflowServiceAsyncHook("rotating") as hook:
         await hook.list_workflows()
         emulator.configure(api_token=ROTATED)  # revoked, and the connection was never updated
@@ -118,7 +122,8 @@ async def test_a_token_that_stays_wrong_fails_naming_the_connection(emulator: An
     text = str(caught.value)
     assert "connection 'rotating' was read again" in text
     assert caught.value.status_code == 401
-    assert store.token not in text and ROTATED not in text
+    assert store.token not in text
+    assert ROTATED not in text
     assert store.reads == 2
 
 

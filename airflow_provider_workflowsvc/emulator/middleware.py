@@ -224,7 +224,7 @@ class ApiMiddleware:
         await send({"type": "http.response.body", "body": DROPPED_BODY, "more_body": True})
 
     def _accepted_bearer(self) -> bytes:
-        """The start-up token, or the one a test rotated it to (``api_token``)."""
+        """Return the start-up token, or the one a test rotated it to (``api_token``)."""
         rotated = self.state.service.config.api_token
         return self._bearer if rotated is None else b"bearer " + rotated.get_secret_value().encode()
 

@@ -332,7 +332,7 @@ class SettingsCache:
         return await asyncio.shield(pending)  # a cancelled caller does not cancel the others' read
 
     def now(self) -> float:
-        """The cache's clock (monotonic seconds): hooks time their own settings by it."""
+        """Return the cache's clock (monotonic seconds): hooks time their own settings by it."""
         return self._clock()
 
     async def refresh(

@@ -165,7 +165,7 @@ class _HookBase(BaseHook):
         return True
 
     def _still_refused(self, exc: WorkflowServiceAuthError) -> WorkflowServiceAuthError:
-        """The error of a request refused again after the connection was read anew, naming it."""
+        """Return the error of a request refused again after the connection was read anew, naming it."""
         where = f"connection {self.workflowsvc_conn_id!r}"
         detail = (
             f"{exc.detail}; {where} was read again and the service still refuses its credentials "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Generic, Protocol, TypeVar
@@ -263,7 +263,7 @@ def wait_deadline(
     context: Any, started: float, timeout: float, execution_timeout: timedelta | None
 ) -> WaitDeadline:
     """
-    The earlier of ``started + timeout`` and the end of ``execution_timeout`` counted from the try's
+    Return the earlier of ``started + timeout`` and the end of ``execution_timeout`` counted from the try's
     start (the task instance's ``start_date``, which Airflow keeps across deferrals; ``started`` when
     it is unknown).
     """
@@ -289,7 +289,7 @@ EXECUTION_TIMEOUT_SLACK = 1.0
 
 def timeout_failure(context: Any, error: BaseException, execution_timeout: timedelta | None) -> BaseException:
     """
-    The failure of a timed-out wait: Airflow's task timeout when the task's ``execution_timeout`` ended
+    Return the failure of a timed-out wait: Airflow's task timeout when the task's ``execution_timeout`` ended
     it (as the worker fails a task it runs too long), else ``error`` (the wait's own ``timeout``).
     """
     started = try_started(context, None)
@@ -301,7 +301,7 @@ def timeout_failure(context: Any, error: BaseException, execution_timeout: timed
 
 
 def task_timeout(error: BaseException, execution_timeout: timedelta | None) -> BaseException:
-    """The failure of a wait the ``execution_timeout`` ended: Airflow's own task timeout, as in the worker."""
+    """Return Airflow's own task timeout (as in the worker) for a wait the ``execution_timeout`` ended."""
     from airflow_provider_workflowsvc._compat import AirflowTaskTimeout
 
     seconds = execution_timeout.total_seconds() if execution_timeout else 0.0
