@@ -194,7 +194,7 @@ class _Hold:
         self.moved = self.cut = self.released = False
 
     def expire(self) -> None:
-        """The lane time limit passed with no answer begun: move to the overflow, or cut the read."""
+        """Move the read to the overflow, or cut it: the lane time limit passed with no answer begun."""
         if self.released or self.moved:
             return
         if self.lanes._move_to_overflow(self.lane):
