@@ -236,3 +236,18 @@ def test_a_db_connection_rotated_mid_wait_fails_no_wait(
     details = emulator.requests(path_contains="/details")
     assert [r["status"] for r in details].count(401) == 1, [r["status"] for r in details]
     assert details[-1]["status"] == 200  # polled on with the new token after the refusal
+
+
+def test_a_long_sync_wait_reads_its_connection_again_after_the_lifetime(
+    emulator: Any, store: Connections, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(SETTINGS_CACHE, "_clock", lambda: clock[0])
+    with WorkflowServiceHook("rotating") as hook:
+        hook.list_workflows()
+        store.token = ROTATED
+        clock[0] += SETTINGS_TTL
+        emulator.configure(api_token=ROTATED)
+        assert hook.list_workflows() == []
+    assert store.reads == 2
+    assert refused(emulator) == []

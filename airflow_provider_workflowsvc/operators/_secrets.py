@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, SecretStr
 
@@ -125,7 +125,7 @@ def url_secrets(text: str) -> list[str]:
         if at and userinfo and not _is_azure_container(parts.scheme, userinfo):
             found += [userinfo, *(p for p in (parts.password,) if p)]
         if parts.query:
-            found += [parts.query, *(v for k, v in parse_qsl(parts.query) if _secret_query_value(k, v))]
+            found += [parts.query, *_secret_query_values(parts.query)]
         if parts.fragment and "=" in parts.fragment:  # a token in a fragment (#access_token=...)
             found.append(parts.fragment)
     return found + [unquote(s) for s in found if unquote(s) != s]
@@ -142,8 +142,14 @@ def _is_azure_container(scheme: str, userinfo: str) -> bool:
     return scheme.lower() in _AZURE_STORAGE_SCHEMES and ":" not in userinfo
 
 
-def _secret_query_value(key: str, value: str) -> bool:
-    return bool(value) and (len(value) >= LONG_QUERY_VALUE or is_secret_field(key))
+def _secret_query_values(query: str) -> list[str]:
+    """Return the values of ``query`` (as written) that are long, or under a secret-looking key."""
+    values = []
+    for pair in query.split("&"):
+        key, _, value = pair.partition("=")
+        if value and (len(unquote(value)) >= LONG_QUERY_VALUE or is_secret_field(unquote(key))):
+            values.append(value)
+    return values
 
 
 def _with_uri_passwords(secrets: list[str], values: Any) -> list[str]:
