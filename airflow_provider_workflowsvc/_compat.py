@@ -46,6 +46,11 @@ else:  # Airflow 3.0 and 3.1: configuration and these exceptions are still in co
     from airflow.configuration import conf
     from airflow.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
 
+if TYPE_CHECKING or AIRFLOW_V_3_3_PLUS:
+    from airflow.sdk.exceptions import AirflowTaskTimeout
+else:  # Airflow < 3.3: core has it on every 3.x (its Task SDK home is verified on 3.3 only)
+    from airflow.exceptions import AirflowTaskTimeout
+
 
 class ResumableJobStandIn:
     """
@@ -91,6 +96,7 @@ __all__ = [
     "AirflowFailException",
     "AirflowSensorTimeout",
     "AirflowSkipException",
+    "AirflowTaskTimeout",
     "BaseHook",
     "ResumableJobMixin",
     "ResumableJobStandIn",

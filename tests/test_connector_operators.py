@@ -541,3 +541,26 @@ def test_check_failure_error_survives_pickling() -> None:
     error = ops.ConnectionCheckFailedError("check failed: dns", connector_id=SRC_ID, reason="dns")
     copy = pickle.loads(pickle.dumps(error))
     assert (str(copy), copy.connector_id, copy.reason) == ("check failed: dns", SRC_ID, "dns")
+
+
+def test_url_secrets_are_the_user_info_and_the_query_not_the_location() -> None:
+    """Issue #24: what of a URL is registered with the masker."""
+    from airflow_provider_workflowsvc.operators._secrets import config_secrets, url_secrets
+
+    sig = "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA%3D%3D"
+    sas = f"https://acct.blob.core.windows.net/c/docs?sv=2022-11-02&sp=rl&sig={sig}"
+    found = url_secrets(sas)
+    assert f"sv=2022-11-02&sp=rl&sig={sig}" in found  # the whole query
+    assert sig in found  # as written
+    assert "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA==" in found  # and decoded
+    assert "rl" not in found  # short values alone are no secret
+    assert "2022-11-02" not in found
+    assert not any("acct.blob.core.windows.net" in s for s in found)  # the location stays readable
+    assert url_secrets("https://wiki.example.com/?token=abc123") == ["token=abc123", "abc123"]
+    assert url_secrets("https://bot:pw-9@astra.example.com") == ["bot:pw-9", "pw-9"]
+    assert url_secrets("abfss://container@acct.dfs.core.windows.net/path") == []  # a container, not a user
+    assert url_secrets("no url here ?token=x") == []
+    # Under a key known to hold no secret, the URL's query is a secret all the same.
+    secrets = config_secrets({"remote_url": sas, "recursive": True}, "azure")
+    assert sig in secrets
+    assert sas not in secrets

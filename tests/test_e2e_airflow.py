@@ -6,6 +6,9 @@ SQLite) and the emulator as a subprocess: what ``dag.test()`` cannot show.
 * Marking the deferred task failed through the REST API makes the triggerer call the trigger's
   ``on_kill``, which cancels the job: the emulator's job is ``stopped`` and its request log holds the
   cancel POST.
+* A connection stored in the metadata DB, its token rotated while the task is deferred: the trigger's
+  refused poll reads it again and the wait goes on to success; ``execution_timeout`` bounds a deferred
+  wait: the task fails as a timeout at it and the job is cancelled.
 
 One deployment serves the module (~30 s to start); everything started is stopped at the end, with a
 hard kill for stragglers, also when a test fails.
@@ -14,6 +17,7 @@ hard kill for stragglers, also when a test fails.
 from __future__ import annotations
 
 import itertools
+import json
 import shutil
 import sys
 import time
@@ -42,6 +46,12 @@ PRODUCER = "workflowsvc_example_asset_producer"
 CONSUMER = "workflowsvc_example_asset_consumer"
 ASSET_URI = "s3://example-bucket/processed"
 S3_SECRET = "e2e-s3-secret-51c0"
+
+# Long waits (issue #24, tests/e2e_dags/e2e_long_waits.py)
+ROTATION_DAG = "workflowsvc_e2e_rotation"
+TIMEOUT_DAG = "workflowsvc_e2e_execution_timeout"
+ROTATING_CONN = "workflowsvc_rotating"
+ROTATED_TOKEN = "e2e-rotated-token-7b1d"
 
 # Event-driven scheduling (example_dags/example_job_events.py) and a sensor that starts in the triggerer.
 JOB_EVENTS_DAG = "workflowsvc_example_job_events"
@@ -82,6 +92,8 @@ def stack(dags_folder: Path) -> Iterator[tuple[LocalAirflow, Any]]:
         airflow.wait_for_dag(LONG_DAG)
         airflow.wait_for_dag(PRODUCER)
         airflow.wait_for_dag(CONSUMER)
+        airflow.wait_for_dag(ROTATION_DAG)
+        airflow.wait_for_dag(TIMEOUT_DAG)
         airflow.wait_for_dag(SENSOR_DAG)
         watch_scheduled_jobs(emulator, dags_folder)  # parsed, and the watcher started, while tests run
         yield airflow, emulator
@@ -241,6 +253,88 @@ def test_the_job_asset_event_triggers_the_consumer_dag(stack: tuple[LocalAirflow
 
 
 # --------------------------------------------------------------------------------------------------
+# Long waits (issue #24)
+
+
+def _connection_body(emulator: Any, token: str) -> dict[str, Any]:
+    return {
+        "connection_id": ROTATING_CONN,
+        "conn_type": "workflowsvc",
+        "host": emulator.base_url,
+        "password": token,
+        "extra": json.dumps({"api_key": emulator.api_key, "retry_wait": 0.2}),
+    }
+
+
+def test_a_db_connection_rotated_while_deferred_fails_no_wait(stack: tuple[LocalAirflow, Any]) -> None:
+    airflow, emulator = stack
+    emulator.configure(processing_delay=SLOW)
+    airflow.api("POST", "/connections", json=_connection_body(emulator, emulator.token))
+    try:
+        run_id = airflow.trigger_dag(ROTATION_DAG)
+        airflow.wait_for_task_state(ROTATION_DAG, run_id, RUN_TASK, ["deferred"], timeout=90)
+        job_id = airflow.xcom(ROTATION_DAG, run_id, RUN_TASK, key="job_id")
+        _wait_for(
+            lambda: len(emulator.requests(method="GET", path_contains=f"/jobs/{job_id}/details")) >= 2,
+            timeout=60,
+            what="the trigger's first polls",
+        )
+        # Rotate as an operator does: the connection in Airflow gets the new token, then the old one is
+        # revoked. The triggerer keeps the old settings (cached 60 s) until a poll is refused.
+        airflow.api("PATCH", f"/connections/{ROTATING_CONN}", json=_connection_body(emulator, ROTATED_TOKEN))
+        emulator.configure(api_token=ROTATED_TOKEN)
+        rotated_at = len(emulator.requests(method="GET", path_contains=f"/jobs/{job_id}/details"))
+        _wait_for(
+            lambda: (
+                [r["status"] for r in emulator.requests(path_contains=f"/jobs/{job_id}/details")][
+                    rotated_at:
+                ].count(200)
+                >= 2
+            ),
+            timeout=60,
+            what="polls with the rotated token",
+        )
+        emulator.advance_clock(4 * SLOW + 1)  # scheduled, then 3 nodes: the job completes
+        run = airflow.wait_for_run(ROTATION_DAG, run_id, timeout=90)
+        assert run["state"] == "success", airflow.task_instances(ROTATION_DAG, run_id)
+        statuses = [r["status"] for r in emulator.requests(path_contains=f"/jobs/{job_id}/details")]
+        refused = statuses[rotated_at - 1 :].count(401)
+        assert refused >= 1, statuses  # the old token was really refused, and the wait survived it
+        trigger_log = _trigger_log_text(airflow, ROTATION_DAG, run_id)
+        assert "changed since they were read" in trigger_log
+        assert ROTATED_TOKEN not in trigger_log
+        print(f"[e2e] rotation: job {job_id} polls {statuses}; task success, 0 waits failed")
+    finally:
+        emulator.configure(api_token=None)
+        airflow.api("DELETE", f"/connections/{ROTATING_CONN}")
+
+
+def test_execution_timeout_bounds_a_deferred_wait(stack: tuple[LocalAirflow, Any]) -> None:
+    airflow, emulator = stack
+    emulator.configure(processing_delay=SLOW)
+    run_id = airflow.trigger_dag(TIMEOUT_DAG)
+    airflow.wait_for_task_state(TIMEOUT_DAG, run_id, RUN_TASK, ["deferred"], timeout=90)
+    job_id = airflow.xcom(TIMEOUT_DAG, run_id, RUN_TASK, key="job_id")
+    run = airflow.wait_for_run(TIMEOUT_DAG, run_id, timeout=120)
+    ti = airflow.task_instance(TIMEOUT_DAG, run_id, RUN_TASK)
+    assert run["state"] == "failed"
+    assert ti["state"] == "failed"
+    ran = (_parse_time(ti["end_date"]) - _parse_time(ti["start_date"])).total_seconds()
+    assert 15 <= ran < 45, ran  # execution_timeout=15 s; the operator's own timeout is an hour
+    assert emulator_job_status(emulator, job_id) == "stopped"
+    assert emulator.requests(method="POST", path_contains=f"/jobs/{job_id}/cancel")
+    task_log = airflow.task_log(TIMEOUT_DAG, run_id, RUN_TASK)
+    assert "AirflowTaskTimeout" in task_log
+    assert "execution_timeout (15 s)" in task_log
+    print(f"[e2e] execution_timeout: task {ti['state']} after {ran:.1f} s; job {job_id} stopped")
+
+
+def _parse_time(value: str) -> Any:
+    from datetime import datetime
+
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
 # A sensor on a known job starts in the triggerer: a worker runs it only to finish (issue #26).
 
 

@@ -472,3 +472,17 @@ def test_the_masking_rule_depends_on_the_connector_type() -> None:
     assert mask_config("source", "s3", config) == {**config, "account_name": MASK}
     assert mask_config("source", "dropbox", config) == {**config, "remote_url": MASK, "account_name": MASK}
     assert mask_config("destination", "azure", config)["account_name"] == MASK  # no azure destination list
+
+
+def test_the_emulator_masks_url_queries_of_known_settings() -> None:
+    """Issue #24: a SAS or presigned URL under a known non-secret key keeps its location, not its query."""
+    from airflow_provider_workflowsvc.emulator.masking import MASK, mask_config
+
+    config = {
+        "remote_url": "https://acct.blob.core.windows.net/c/docs?sv=2022&sig=abc%2Bdef",
+        "recursive": True,
+    }
+    assert mask_config("source", "azure", config) == {
+        "remote_url": f"https://acct.blob.core.windows.net/c/docs?{MASK}",
+        "recursive": True,
+    }

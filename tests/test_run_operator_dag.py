@@ -393,3 +393,32 @@ def test_a_run_refused_before_sending_fails_once_with_its_reason_and_no_link_err
     assert "it has the source connector" in text
     assert "XCom not found" not in text
     assert "_link_WorkflowJobLink" not in text
+
+
+@pytest.mark.parametrize("deferrable", [False, True])
+def test_execution_timeout_bounds_the_wait_in_both_modes(
+    dag_runner: Any, emulator: Any, settings: Any, workflow: str, tmp_path: Path, deferrable: bool
+) -> None:
+    """Airflow's execution_timeout ends the wait (deferred time included), fails the task as a timeout
+    and cancels the job; the operator's own timeout (an hour) would not."""
+    emulator.configure(processing_delay=600)
+    inputs = write(tmp_path, a_txt="one")
+    dag_id = f"wfsvc_execution_timeout_{deferrable}"
+    with DAG(dag_id, schedule=None, start_date=START, catchup=False) as dag:
+        RunWorkflowOperator(
+            task_id="run",
+            workflow_id=workflow,
+            files=str(inputs),
+            poll_interval=0.2,
+            timeout=3600,
+            execution_timeout=timedelta(seconds=3),
+            deferrable=deferrable,
+        )
+    started = time.monotonic()
+    dr = dag_runner(dag)
+    took = time.monotonic() - started
+    assert state(dr, "run") == FAILED
+    assert took < 20, took  # the job alone would take 30 min and the operator's timeout is an hour
+    assert xcom(dr, "run")["outcome"] == "timeout"
+    with WorkflowServiceHook(settings=settings) as hook:
+        assert hook.get_job(xcom(dr, "run", "job_id")).status.value == "stopped"

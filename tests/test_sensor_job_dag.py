@@ -99,3 +99,31 @@ def test_deferrable_sensor_waits_for_a_scheduled_job(dag_runner: Any, emulator: 
     assert summary["status"] == "completed"
     assert summary["workflow_id"] == str(workflow.id)
     assert xcom(dr, "wait", "job_id") == summary["job_id"]
+
+
+@pytest.mark.parametrize("deferrable", [False, True])
+def test_execution_timeout_bounds_the_sensor_in_both_modes(
+    dag_runner: Any, emulator: Any, settings: Any, tmp_path: Path, deferrable: bool
+) -> None:
+    """A sensor shares the wait: its execution_timeout ends a deferred wait too (issue #24)."""
+    emulator.configure(processing_delay=600)
+    (tmp_path / "a.txt").write_text("some text")
+    with WorkflowServiceHook(settings=settings) as hook:
+        workflow = str(hook.create_workflow(f"wf-{time.time_ns()}", "basic").id)
+    with DAG(f"wfsvc_sensor_execution_timeout_{deferrable}", schedule=None, start_date=START) as dag:
+        run = RunWorkflowOperator(
+            task_id="run", workflow_id=workflow, files=str(tmp_path / "a.txt"), wait_for_completion=False
+        )
+        sensor = WorkflowJobSensor(
+            task_id="sensor",
+            job_id=JOB_ID,
+            poke_interval=0.2,
+            timeout=3600,
+            execution_timeout=timedelta(seconds=3),
+            deferrable=deferrable,
+        )
+        run >> sensor
+    started = time.monotonic()
+    dr = dag_runner(dag)
+    assert state(dr, "sensor") == TaskInstanceState.FAILED
+    assert time.monotonic() - started < 20  # the job alone: 40 min; the sensor's own timeout: 1 h

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from airflow_provider_workflowsvc.emulator.dialect import Dialect
 
@@ -76,6 +76,9 @@ class EmulatorConfig(BaseModel):
     jobs_list_order: ListOrder = "newest-first"
     jobs_list_cap: int | None = Field(default=None, ge=1)
     """At most this many jobs in a ``GET /jobs`` answer (after the filters, in ``jobs_list_order``)."""
+    api_token: SecretStr | None = None
+    """A bearer token the API accepts instead of the start-up one (a credential rotated under running
+    clients); the control API keeps the start-up token. Never shown in answers."""
     allow_remote_source_download: bool = False
     """Let jobs of remote-source, local-destination workflows be downloaded (the spec allows only
     local-to-local), so element permissions from a remote source can be inspected."""

@@ -3,7 +3,8 @@ What the emulator keeps and shows of a connector's config: secrets never, known 
 
 The rule (one place): every string of a connector ``config`` is replaced by :data:`MASK` unless its
 top-level key is a known non-secret setting of that connector type (:data:`NON_SECRET_FIELDS`); even
-there, credentials inside a URI (``scheme://user:pass@host``) are masked. Numbers, booleans and nulls
+there, credentials inside a URI (``scheme://user:pass@host``) and its query string (a SAS, a presigned
+URL's signature, ``?token=``) are masked. Numbers, booleans and nulls
 are kept. Only the masked config is stored, so no answer can ever echo a secret.
 """
 
@@ -20,6 +21,7 @@ __all__ = [
     "looks_like_credential",
     "mask_config",
     "mask_uri_credentials",
+    "mask_uri_query",
 ]
 
 MASK = "**********"
@@ -52,6 +54,14 @@ def mask_uri_credentials(text: str) -> str:
     return _URI_CREDENTIALS.sub(lambda m: f"{m['scheme']}{MASK}@", text)
 
 
+_URI_QUERY = re.compile(r"(?P<location>[A-Za-z][A-Za-z0-9+.\-]*://[^\s?#]*)\?[^\s#]*")
+
+
+def mask_uri_query(text: str) -> str:
+    """``text`` with the query string of every URI in it masked (a SAS, a presigned URL, ``?token=``)."""
+    return _URI_QUERY.sub(lambda m: f"{m['location']}?{MASK}", text)
+
+
 def mask_config(kind: str, connector_type: str, config: Mapping[str, Any]) -> dict[str, Any]:
     """Return the config as the emulator stores and shows it."""
     return {
@@ -62,7 +72,7 @@ def mask_config(kind: str, connector_type: str, config: Mapping[str, Any]) -> di
 
 def _keep_strings(value: Any) -> Any:
     if isinstance(value, str):
-        return mask_uri_credentials(value)
+        return mask_uri_query(mask_uri_credentials(value))
     if isinstance(value, Mapping):
         return {k: _keep_strings(v) for k, v in value.items()}
     if isinstance(value, list):

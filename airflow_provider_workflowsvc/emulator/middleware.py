@@ -257,6 +257,11 @@ class ApiMiddleware:
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": DROPPED_BODY, "more_body": True})
 
+    def _accepted_bearer(self) -> bytes:
+        """Return the start-up token, or the one a test rotated it to (``api_token``)."""
+        rotated = self.state.service.config.api_token
+        return self._bearer if rotated is None else b"bearer " + rotated.get_secret_value().encode()
+
     def _auth_problem(self, scope: Scope) -> str | None:
         headers = dict(scope.get("headers", ()))
         if self.state.settings.dialect == "platform" and PLATFORM_KEY_HEADER in headers:
@@ -266,7 +271,7 @@ class ApiMiddleware:
         authorization = headers.get(b"authorization", b"")
         scheme_ok = authorization[:7].lower() == b"bearer "
         candidate = b"bearer " + authorization[7:] if scheme_ok else b""
-        if not hmac.compare_digest(candidate, self._bearer):
+        if not hmac.compare_digest(candidate, self._accepted_bearer()):
             return "Not authenticated: missing or invalid bearer token"
         if self._api_key is not None and not hmac.compare_digest(
             headers.get(b"service-api-key", b""), self._api_key

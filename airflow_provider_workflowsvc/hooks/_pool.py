@@ -2,14 +2,14 @@
 The ``httpx.AsyncClient`` shared by the async hooks of one event loop with the same settings.
 
 One bounded pool of connections ("lanes") per client: a triggerer's waiting triggers do not open a
-connection each. The client is closed when the last hook using it is.
+connection each; a read that hangs moves to a bounded overflow, so it holds up no one else. The client
+is closed when the last hook using it is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import functools
 import os
 import weakref
 from collections.abc import AsyncIterator, Callable
@@ -55,34 +55,105 @@ class _ClientKey:
         return f"_ClientKey(base_url={self.settings.base_url!r})"
 
 
+LANE_TIME_LIMIT = 1.0
+"""Seconds a read (GET) may hold a lane before its answer begins. A status read takes milliseconds; one
+still unanswered then moves out of the lanes to an overflow connection of its own, so the requests
+queued behind it are not held up by a service that hangs on some reads."""
+
+
+class LaneTimeLimit(httpx.ReadTimeout):
+    """
+    A read cut at the lane time limit because the overflow was full (every overflow connection held
+    by a read that hangs). It is not retried by the hook; a wait survives it and polls again.
+    """
+
+
 class _Lanes(httpx.AsyncBaseTransport):
     """
-    A pool of ``size`` connections made of single-connection transports ("lanes").
+    A pool of ``size`` connections made of single-connection transports ("lanes"), and an overflow of
+    at most ``overflow`` more for reads that hang: never more than ``size + overflow`` connections.
 
     A request takes a free lane, or waits for one (first come, first served) up to its pool timeout
     (``httpx.PoolTimeout``), and gives it back when its response is closed. httpx's own pool, at each
     request's start and end, re-examines every connection it holds (a system call each) and every
     request queued in it: shared by a thousand triggers, that was most of the CPU of a poll. Taking and
     giving back a lane costs the same whatever the number of connections and waiters.
+
+    A read (GET) whose answer has not begun within ``lane_limit`` seconds leaves its lane: it goes on
+    over the same connection, now counted in the overflow, and a new connection takes the lane's place
+    for the requests waiting. With the overflow full, it is cut instead (:class:`LaneTimeLimit`): a
+    hung read delays only itself.
     """
 
-    def __init__(self, size: int, **options: Any) -> None:
+    def __init__(
+        self, size: int, *, overflow: int | None = None, lane_limit: float = LANE_TIME_LIMIT, **options: Any
+    ) -> None:
+        self._options = options
+        self._lanes = [self._new_lane() for _ in range(size)]
+        self._free = list(reversed(self._lanes))
+        self._waiters: collections.deque[asyncio.Future[httpx.AsyncHTTPTransport]] = collections.deque()
+        self.overflow = size if overflow is None else overflow
+        self.lane_limit = lane_limit
+        self._overflowing: set[httpx.AsyncHTTPTransport] = set()
+        self._closing: set[asyncio.Task[None]] = set()
+
+    def _new_lane(self) -> httpx.AsyncHTTPTransport:
         limits = httpx.Limits(
             max_connections=1, max_keepalive_connections=1, keepalive_expiry=KEEPALIVE_EXPIRY
         )
-        self._lanes = [httpx.AsyncHTTPTransport(limits=limits, **options) for _ in range(size)]
-        self._free = list(reversed(self._lanes))
-        self._waiters: collections.deque[asyncio.Future[httpx.AsyncHTTPTransport]] = collections.deque()
+        return httpx.AsyncHTTPTransport(limits=limits, **self._options)
+
+    @property
+    def overflowing(self) -> int:
+        """Reads now held on overflow connections (hanging, or slow)."""
+        return len(self._overflowing)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         lane = await self._take(request.extensions.get("timeout", {}).get("pool"))
+        hold = _Hold(self, lane)
+        timer = (
+            asyncio.get_running_loop().call_later(self.lane_limit, hold.expire)
+            if request.method == "GET"
+            else None
+        )
         try:
             response = await lane.handle_async_request(request)
+        except asyncio.CancelledError:
+            if not hold.cut:
+                hold.release()
+                raise
+            hold.uncancel()
+            hold.release()
+            raise LaneTimeLimit(
+                f"no answer within {self.lane_limit:g} s while all {self.overflow} overflow connections "
+                "were held by reads that hang; not retried (a wait polls again)",
+                request=request,
+            ) from None
         except BaseException:
-            self._give_back(lane)
+            hold.release()
             raise
-        response.stream = _GiveBackOnClose(response.stream, functools.partial(self._give_back, lane))
+        finally:
+            if timer is not None:
+                timer.cancel()
+        response.stream = _GiveBackOnClose(response.stream, hold.release)
         return response
+
+    def _move_to_overflow(self, lane: httpx.AsyncHTTPTransport) -> bool:
+        """Let a hung read keep ``lane``'s connection as an overflow one; a new lane takes its place."""
+        if len(self._overflowing) >= self.overflow:
+            return False
+        self._overflowing.add(lane)
+        replacement = self._new_lane()
+        self._lanes[self._lanes.index(lane)] = replacement
+        self._give_back(replacement)
+        return True
+
+    def _leave_overflow(self, lane: httpx.AsyncHTTPTransport) -> None:
+        """Close an overflow connection whose read ended; it counts in the overflow until it is closed."""
+        task = asyncio.get_running_loop().create_task(lane.aclose())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+        task.add_done_callback(lambda _: self._overflowing.discard(lane))
 
     async def _take(self, timeout: float | None) -> httpx.AsyncHTTPTransport:
         if self._free:
@@ -109,8 +180,43 @@ class _Lanes(httpx.AsyncBaseTransport):
         self._free.append(lane)
 
     async def aclose(self) -> None:
-        for lane in self._lanes:
+        for lane in [*self._lanes, *self._overflowing]:
             await lane.aclose()
+
+
+class _Hold:
+    """One request's hold on a lane: given back when its response closes, or moved to the overflow."""
+
+    __slots__ = ("cut", "lane", "lanes", "moved", "released", "task")
+
+    def __init__(self, lanes: _Lanes, lane: httpx.AsyncHTTPTransport) -> None:
+        self.lanes, self.lane, self.task = lanes, lane, asyncio.current_task()
+        self.moved = self.cut = self.released = False
+
+    def expire(self) -> None:
+        """Move the read to the overflow, or cut it: the lane time limit passed with no answer begun."""
+        if self.released or self.moved:
+            return
+        if self.lanes._move_to_overflow(self.lane):
+            self.moved = True
+        elif self.task is not None:
+            self.cut = True
+            self.task.cancel()
+
+    def uncancel(self) -> None:
+        """Take back the cancellation :meth:`expire` asked for (Python 3.11+ counts them)."""
+        uncancel = getattr(self.task, "uncancel", None)
+        if uncancel is not None:
+            uncancel()
+
+    def release(self) -> None:
+        if self.released:
+            return
+        self.released = True
+        if self.moved:
+            self.lanes._leave_overflow(self.lane)
+        else:
+            self.lanes._give_back(self.lane)
 
 
 class _GiveBackOnClose(httpx.AsyncByteStream):
@@ -164,7 +270,7 @@ def _acquire_client(key: _ClientKey) -> _SharedClient:
     shared = clients.get(key)
     if shared is None or shared.client.is_closed:
         settings = key.settings
-        lanes = _Lanes(settings.max_connections, verify=settings.ssl_verify())
+        lanes = _Lanes(settings.max_connections, lane_limit=LANE_TIME_LIMIT, verify=settings.ssl_verify())
         shared = clients[key] = _SharedClient(httpx.AsyncClient(**settings.httpx_options(), transport=lanes))
     shared.users += 1
     return shared

@@ -306,8 +306,9 @@ class SettingsCache:
     A triggerer starts a hook per trigger, and each would otherwise look the connection up (through the
     secrets backends, in a triggerer a round trip to its supervisor) and parse it. The key is the
     connection id and nothing else is shared: two ids never share settings. An entry is read again
-    after ``ttl`` (a rotated token is used from then on) or at once when the connection's
-    ``AIRFLOW_CONN_<ID>`` variable changed. Concurrent misses of one id in one event loop share one read;
+    after ``ttl`` (a rotated token is used from then on), at once when the connection's
+    ``AIRFLOW_CONN_<ID>`` variable changed, or when a request was refused with the settings it holds
+    (:meth:`refresh`). Concurrent misses of one id in one event loop share one read;
     a failed read is not kept.
     """
 
@@ -334,6 +335,27 @@ class SettingsCache:
             pending = reads[key] = asyncio.ensure_future(self._read(conn_id, source, read))
             pending.add_done_callback(functools.partial(_forget_read, reads, key))
         return await asyncio.shield(pending)  # a cancelled caller does not cancel the others' read
+
+    def now(self) -> float:
+        """Return the cache's clock (monotonic seconds): hooks time their own settings by it."""
+        return self._clock()
+
+    async def refresh(
+        self,
+        conn_id: str,
+        read: Callable[[], Awaitable[ConnectionSettings]],
+        refused: ConnectionSettings,
+    ) -> ConnectionSettings:
+        """
+        Return the settings of ``conn_id`` read again, bypassing ``ttl``, because ``refused`` were refused
+        (a 401/403: rotated credentials). When the entry already holds other settings (another hook
+        refreshed it since), those are returned without reading again.
+        """
+        entry = self._entries.get(conn_id)
+        if entry is not None and entry.settings != refused:
+            return entry.settings
+        self._entries.pop(conn_id, None)
+        return await self.get(conn_id, read)
 
     async def _read(
         self, conn_id: str, source: str | None, read: Callable[[], Awaitable[ConnectionSettings]]

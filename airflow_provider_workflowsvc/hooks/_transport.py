@@ -38,6 +38,7 @@ from airflow_provider_workflowsvc.exceptions import (
 from airflow_provider_workflowsvc.hooks import _calls
 from airflow_provider_workflowsvc.hooks._calls import ApiCall, ResponseShapeError
 from airflow_provider_workflowsvc.hooks._files import _PartFile
+from airflow_provider_workflowsvc.hooks._pool import LaneTimeLimit
 from airflow_provider_workflowsvc.hooks._settings import ConnectionSettings
 from airflow_provider_workflowsvc.models import Job
 
@@ -199,7 +200,7 @@ def is_retryable(call: ApiCall[Any], exc: BaseException) -> bool:
     them: a read timeout, a dropped connection, a 429 or a 5xx may mean the work was done.
     """
     if isinstance(exc, WorkflowServiceConnectionError):
-        if exc.permanent:
+        if exc.permanent or exc.kind == "lane_limit":  # a read that hangs: sent again, it would hang again
             return False
         return call.retry == "idempotent" or not exc.sent
     if isinstance(exc, WorkflowServiceApiError):
@@ -520,6 +521,8 @@ def _failure_kind(exc: httpx.TransportError) -> str:
         if isinstance(cause, ConnectionRefusedError):
             return "refused"
         cause = cause.__cause__ or cause.__context__
+    if isinstance(exc, LaneTimeLimit):
+        return "lane_limit"
     text = str(exc)
     kind = next((kind for marker, kind in _KIND_BY_TEXT if marker in text), None)
     if kind is not None:

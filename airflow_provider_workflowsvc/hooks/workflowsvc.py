@@ -24,7 +24,7 @@ import httpx
 from tenacity import AsyncRetrying, Retrying
 
 from airflow_provider_workflowsvc._compat import CONN_FIELDS_READ, BaseHook
-from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
+from airflow_provider_workflowsvc.exceptions import WorkflowServiceAuthError, WorkflowServiceError
 from airflow_provider_workflowsvc.hooks import CONN_TYPE, DEFAULT_CONN_ID, _calls
 from airflow_provider_workflowsvc.hooks._calls import ApiCall, LocalFile
 from airflow_provider_workflowsvc.hooks._files import _atomic_file
@@ -38,6 +38,7 @@ from airflow_provider_workflowsvc.hooks._settings import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_RESPONSE_BYTES,
     SETTINGS_CACHE,
+    SETTINGS_TTL,
     ConnectionSettings,
     _mask_secrets,
 )
@@ -125,6 +126,9 @@ class _HookBase(BaseHook):
         super().__init__()
         self.workflowsvc_conn_id = workflowsvc_conn_id
         self._settings = settings
+        self._reads_connection = settings is None
+        """True when the settings come from the Airflow connection (and are read again as it changes)."""
+        self._settings_read_at = 0.0
         self._transport_obj: _Transport | None = None
 
     @staticmethod
@@ -134,10 +138,43 @@ class _HookBase(BaseHook):
         return settings
 
     def _make_transport(self, settings: ConnectionSettings) -> _Transport:
-        conn_id = "" if self._settings is not None else self.workflowsvc_conn_id
         self._settings = settings
-        self._transport_obj = _Transport(settings, conn_id)
+        self._settings_read_at = SETTINGS_CACHE.now()
+        self._transport_obj = _Transport(settings, self.workflowsvc_conn_id if self._reads_connection else "")
         return self._transport_obj
+
+    def _settings_stale(self) -> bool:
+        """
+        Whether the connection is due to be read again: settings read from it are kept for
+        ``SETTINGS_TTL`` seconds, so a wait of hours picks up a rotated token within that time.
+        """
+        return self._reads_connection and SETTINGS_CACHE.now() - self._settings_read_at >= SETTINGS_TTL
+
+    def _renew(self, settings: ConnectionSettings) -> bool:
+        """Use ``settings`` read again from the connection; True when they differ from those in use."""
+        current = self._transport_obj.settings if self._transport_obj is not None else None
+        if settings == current:
+            self._settings_read_at = SETTINGS_CACHE.now()
+            return False
+        if current is not None:
+            self.log.info(
+                "The settings of connection %r changed since they were read; using the new ones",
+                self.workflowsvc_conn_id,
+            )
+        self._make_transport(settings)
+        return True
+
+    def _still_refused(self, exc: WorkflowServiceAuthError) -> WorkflowServiceAuthError:
+        """Return the error of a request refused again after the connection was read anew, naming it."""
+        where = f"connection {self.workflowsvc_conn_id!r}"
+        detail = (
+            f"{exc.detail}; {where} was read again and the service still refuses its credentials "
+            "(check the token in its password field and its api_key extra)"
+            if self._reads_connection
+            else exc.detail
+        )
+        refused = type(exc)(exc.status_code, exc.method, exc.path, detail, exc.reason)
+        return refused
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(workflowsvc_conn_id={self.workflowsvc_conn_id!r})"
@@ -182,10 +219,19 @@ class WorkflowServiceHook(_HookBase):
 
     @property
     def _transport(self) -> _Transport:
-        if self._transport_obj is None:
-            settings = self._settings or self._settings_from(self.get_connection(self.workflowsvc_conn_id))
-            return self._make_transport(settings)
+        if self._transport_obj is None and self._settings is not None:  # given, or read by another hook
+            return self._make_transport(self._settings)
+        if self._transport_obj is None or self._settings_stale():
+            self._reread()
+        assert self._transport_obj is not None
         return self._transport_obj
+
+    def _reread(self) -> bool:
+        """Read the connection again; True when its settings changed (the client is then replaced)."""
+        changed = self._renew(self._settings_from(self.get_connection(self.workflowsvc_conn_id)))
+        if changed:
+            self.close()
+        return changed
 
     def get_conn(self) -> httpx.Client:
         """Return the hook's HTTP client (created on first use)."""
@@ -205,6 +251,19 @@ class WorkflowServiceHook(_HookBase):
         self.close()
 
     def _send(self, call: ApiCall[T]) -> T:
+        try:
+            return self._send_retrying(call)
+        except WorkflowServiceAuthError as exc:
+            # Refused: nothing was done, so sending again cannot duplicate anything. Rotated credentials
+            # are read from the connection, bypassing the time they are kept for.
+            if not (self._reads_connection and self._reread()):
+                raise self._still_refused(exc) from None
+        try:
+            return self._send_retrying(call)
+        except WorkflowServiceAuthError as exc:
+            raise self._still_refused(exc) from None
+
+    def _send_retrying(self, call: ApiCall[T]) -> T:
         try:
             return self._send_once(call)
         except WorkflowServiceError as exc:
@@ -469,12 +528,19 @@ class WorkflowServiceAsyncHook(_HookBase):
         self._client_of: tuple[asyncio.AbstractEventLoop, _ClientKey] | None = None
 
     async def _atransport(self) -> _Transport:
-        if self._transport_obj is None:
-            settings = self._settings or await SETTINGS_CACHE.get(
-                self.workflowsvc_conn_id, self._aread_settings
-            )
-            return self._make_transport(settings)
+        if self._transport_obj is None and self._settings is not None:  # given, or read by another hook
+            return self._make_transport(self._settings)
+        if self._transport_obj is None or self._settings_stale():
+            await self._areread(SETTINGS_CACHE.get(self.workflowsvc_conn_id, self._aread_settings))
+        assert self._transport_obj is not None
         return self._transport_obj
+
+    async def _areread(self, read: Awaitable[ConnectionSettings]) -> bool:
+        """Take the settings ``read`` returns; True when they changed (the shared client is then let go)."""
+        changed = self._renew(await read)
+        if changed:
+            await self.aclose()
+        return changed
 
     async def _aread_settings(self) -> ConnectionSettings:
         return self._settings_from(await self._aget_connection())
@@ -515,6 +581,26 @@ class WorkflowServiceAsyncHook(_HookBase):
         await self.aclose()
 
     async def _send(self, call: ApiCall[T]) -> T:
+        try:
+            return await self._send_retrying(call)
+        except WorkflowServiceAuthError as exc:
+            # Refused: nothing was done. Read the connection again, bypassing the settings cache (once
+            # for all the hooks whose settings were refused), and send again if the credentials changed.
+            refused = self._settings
+            if not (
+                self._reads_connection
+                and refused is not None
+                and await self._areread(
+                    SETTINGS_CACHE.refresh(self.workflowsvc_conn_id, self._aread_settings, refused)
+                )
+            ):
+                raise self._still_refused(exc) from None
+        try:
+            return await self._send_retrying(call)
+        except WorkflowServiceAuthError as exc:
+            raise self._still_refused(exc) from None
+
+    async def _send_retrying(self, call: ApiCall[T]) -> T:
         try:
             return await self._send_once(call)
         except WorkflowServiceError as exc:

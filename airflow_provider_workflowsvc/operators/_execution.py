@@ -1,5 +1,6 @@
 """
-Task-time helpers of the operators: create-or-reuse by unique name, delete that verifies what it did.
+Task-time helpers of the operators: create-or-reuse by unique name, delete that verifies what it did,
+the deadline of a wait (its own timeout or what is left of the task's ``execution_timeout``).
 
 Imported only when a task runs (it imports the hook's exceptions and models).
 """
@@ -7,8 +8,10 @@ Imported only when a task runs (it imports the hook's exceptions and models).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import Any, Generic, Protocol, TypeVar
 
 from airflow_provider_workflowsvc.exceptions import (  # re-exported: raised here
@@ -27,8 +30,12 @@ __all__ = [
     "InvalidTaskInputError",
     "Named",
     "UniqueName",
+    "WaitDeadline",
     "delete_resource",
     "only_one_named",
+    "task_timeout",
+    "timeout_failure",
+    "wait_deadline",
 ]
 
 AMBIGUOUS_CREATE_ERRORS = (
@@ -295,3 +302,71 @@ class UniqueName(Generic[R]):
             existing.id,
         )
         return str(existing.id)
+
+
+# --------------------------------------------------------------------------------------------------
+# The deadline of a wait: the task's own timeout, or what is left of Airflow's execution_timeout
+
+
+@dataclass(frozen=True)
+class WaitDeadline:
+    """
+    When a wait must end (epoch seconds), and whether the task's ``execution_timeout`` set it.
+
+    Airflow applies ``execution_timeout`` to ``execute()`` only, not to the time a task spends deferred;
+    the wait carries it instead, so the task's run is bounded the same way in both modes.
+    """
+
+    at: float
+    by_execution_timeout: bool = False
+
+
+def wait_deadline(
+    context: Any, started: float, timeout: float, execution_timeout: timedelta | None
+) -> WaitDeadline:
+    """
+    Return the earlier of ``started + timeout`` and the end of ``execution_timeout`` counted from the try's
+    start (the task instance's ``start_date``, which Airflow keeps across deferrals; ``started`` when
+    it is unknown).
+    """
+    own = started + timeout
+    if not execution_timeout:
+        return WaitDeadline(own)
+    ends = (try_started(context, None) or started) + execution_timeout.total_seconds()
+    return WaitDeadline(ends, by_execution_timeout=True) if ends < own else WaitDeadline(own)
+
+
+def try_started(context: Any, default: float | None) -> float | None:
+    """Epoch seconds the running try started (``ti.start_date``; a naive date is UTC), else ``default``."""
+    ti = context.get("ti") if hasattr(context, "get") else None
+    start = getattr(ti, "start_date", None)
+    if not isinstance(start, datetime):
+        return default
+    return (start if start.tzinfo else start.replace(tzinfo=timezone.utc)).timestamp()
+
+
+EXECUTION_TIMEOUT_SLACK = 1.0
+"""Seconds before the end of ``execution_timeout`` a timed-out wait is taken to have been ended by it."""
+
+
+def timeout_failure(context: Any, error: BaseException, execution_timeout: timedelta | None) -> BaseException:
+    """
+    Return the failure of a timed-out wait: Airflow's task timeout when the task's ``execution_timeout`` ended
+    it (as the worker fails a task it runs too long), else ``error`` (the wait's own ``timeout``).
+    """
+    started = try_started(context, None)
+    if not execution_timeout or started is None:
+        return error
+    if time.time() < started + execution_timeout.total_seconds() - EXECUTION_TIMEOUT_SLACK:
+        return error
+    return task_timeout(error, execution_timeout)
+
+
+def task_timeout(error: BaseException, execution_timeout: timedelta | None) -> BaseException:
+    """Return Airflow's own task timeout (as in the worker) for a wait the ``execution_timeout`` ended."""
+    from airflow_provider_workflowsvc._compat import AirflowTaskTimeout
+
+    seconds = execution_timeout.total_seconds() if execution_timeout else 0.0
+    timeout = AirflowTaskTimeout(f"execution_timeout ({seconds:g} s) reached while waiting: {error}")
+    timeout.__cause__ = error
+    return timeout

@@ -11,11 +11,13 @@ Two rules decide which strings are secret:
 * other fields (workflow node settings, :func:`mask_secret_values`): strings under a secret-looking
   key (``token``, ``password``, ``api_key``, ...) and ``SecretStr`` values.
 
-In both, the password of any URI (``mongodb://user:pass@host``) is a secret too.
+In both, the user info of any URL (``mongodb://user:pass@host``) and its query string (an Azure SAS, a
+presigned S3 URL, ``?token=``) are secrets too (:func:`url_secrets`), whatever the key.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -31,6 +33,7 @@ __all__ = [
     "mask_secret_values",
     "plain_config_keys",
     "plain_data",
+    "url_secrets",
 ]
 
 NON_SECRET_CONFIG_KEYS: dict[str, frozenset[str]] = {
@@ -114,9 +117,61 @@ def uri_password(text: str) -> str | None:
     return password or None
 
 
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")
+
+
+def url_secrets(text: str) -> list[str]:
+    """
+    Return what the URLs in ``text`` may carry as credentials: the user info (``user:pass@``) and the
+    query string, whole and each of its values (an Azure SAS ``sig=``, a presigned S3 URL's
+    ``X-Amz-Signature``/``X-Amz-Credential``, a ``?token=``), as written and decoded.
+
+    Even under a known non-secret key (``remote_url``, ``url``, ``endpoint_url``, ``api_endpoint``),
+    the location (scheme, host, path) stays readable and these parts are masked.
+    """
+    if "://" not in text:
+        return []
+    found: list[str] = []
+    for url in _URL.findall(text):
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            continue
+        userinfo, at, _ = parts.netloc.rpartition("@")
+        if at and userinfo and not _is_azure_container(parts.scheme, userinfo):
+            found += [userinfo, *(p for p in (parts.password,) if p)]
+        if parts.query:
+            found += [parts.query, *_secret_query_values(parts.query)]
+        if parts.fragment and "=" in parts.fragment:  # a token in a fragment (#access_token=...)
+            found.append(parts.fragment)
+    return found + [unquote(s) for s in found if unquote(s) != s]
+
+
+_AZURE_STORAGE_SCHEMES = frozenset({"wasb", "wasbs", "abfs", "abfss"})
+LONG_QUERY_VALUE = 16
+"""Query values this long are registered on their own whatever their key (signatures, credentials);
+shorter ones only under a secret-looking key (``token``): a SAS's ``sp=r`` or its dates are no secret."""
+
+
+def _is_azure_container(scheme: str, userinfo: str) -> bool:
+    """``abfss://container@account...``: the part before ``@`` names a container, not a credential."""
+    return scheme.lower() in _AZURE_STORAGE_SCHEMES and ":" not in userinfo
+
+
+def _secret_query_values(query: str) -> list[str]:
+    """Return the values of ``query`` (as written) that are long, or under a secret-looking key."""
+    values = []
+    for pair in query.split("&"):
+        key, _, value = pair.partition("=")
+        if value and (len(unquote(value)) >= LONG_QUERY_VALUE or is_secret_field(unquote(key))):
+            values.append(value)
+    return values
+
+
 def _with_uri_passwords(secrets: list[str], values: Any) -> list[str]:
     passwords = [p for s in _strings(values) if (p := uri_password(s)) is not None]
-    return secrets + passwords + [unquote(p) for p in passwords if unquote(p) != p]
+    secrets = secrets + passwords + [unquote(p) for p in passwords if unquote(p) != p]
+    return secrets + [secret for s in _strings(values) for secret in url_secrets(s)]
 
 
 def config_secrets(config: Any, connector_type: str | None) -> list[str]:

@@ -334,8 +334,10 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
         job_id = self._job_id = str(external_id)
         self._announce(context, job_id)
         self._forget_pending_run(context)  # the job id is stored now
+        from airflow_provider_workflowsvc.operators._execution import wait_deadline
+
         started = time.time()
-        deadline = started + self.timeout
+        deadline = wait_deadline(context, started, self.timeout, self.execution_timeout).at
         if self.deferrable:
             self._defer(job_id, started, deadline)
         self.log.info(
@@ -395,7 +397,7 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
         self.defer(
             trigger=trigger,
             method_name="execute_complete",
-            timeout=timedelta(seconds=self.timeout + DEFER_TIMEOUT_GRACE),
+            timeout=timedelta(seconds=max(0.0, deadline - time.time()) + DEFER_TIMEOUT_GRACE),
         )
 
     def _finish(self, context: Context, outcome: JobOutcome) -> dict[str, Any]:
@@ -408,7 +410,13 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
             from airflow_provider_workflowsvc.wait.poll import cancel_after_timeout
 
             note = cancel_after_timeout(self.hook, outcome.job_id, self.cancel_on_timeout, self.log)
-        error = failure_for(outcome, fail_on_failed_files=self.fail_on_failed_files, timeout_note=note)
+        error: BaseException | None = failure_for(
+            outcome, fail_on_failed_files=self.fail_on_failed_files, timeout_note=note
+        )
+        if error is not None and outcome.status == "timeout":
+            from airflow_provider_workflowsvc.operators._execution import timeout_failure
+
+            error = timeout_failure(context, error, self.execution_timeout)
         summary = self._result = outcome.summary(
             fail_on_failed_files=self.fail_on_failed_files, workflow_id=self._known_workflow_id()
         )

@@ -142,7 +142,7 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
             done = self._first_poke(context)
             if done:
                 return done.xcom_value if isinstance(done, PokeReturnValue) else None
-            self._defer(time.time())
+            self._defer(context, time.time())
         finally:
             self.close_hook()
 
@@ -161,25 +161,27 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
                 raise AirflowSkipException(f"Skipping (soft_fail): {exc}") from exc
             raise
 
-    def _defer(self, started: float, job_id: str | None = None) -> None:
+    def _defer(self, context: Context, started: float, job_id: str | None = None) -> None:
+        from airflow_provider_workflowsvc.operators._execution import wait_deadline
         from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
         from airflow_provider_workflowsvc.wait.poll import parse_created_after
 
         job_id = job_id or (self._watch.job_id if self._watch is not None else None)
+        deadline = wait_deadline(context, started, self.timeout, self.execution_timeout).at
         after = parse_created_after(self.created_after) if job_id is None else None
         trigger = WorkflowJobTrigger(
             job_id=job_id,
             workflow_id=None if job_id else str(self.workflow_id),
             created_after=after.isoformat() if after is not None else None,
             pick=self.pick,
-            deadline=started + self.timeout,
+            deadline=deadline,
             poll_interval=self.poke_interval,
             workflowsvc_conn_id=self.workflowsvc_conn_id,
             started_at=started,
             cancel_on_kill=False,
         )
         # Airflow's deferral timeout is only a backstop: the trigger reports its own deadline.
-        backstop = timedelta(seconds=self.timeout + 600)
+        backstop = timedelta(seconds=max(0.0, deadline - time.time()) + 600)
         self.defer(trigger=trigger, method_name="execute_complete", timeout=backstop)
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
@@ -232,7 +234,7 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         if outcome.status == "found" and outcome.job_id and self.job_id is None:
             self._pin(context, outcome.job_id)
             self.log.info("Found job %s of workflow %s; waiting for it", outcome.job_id, self.workflow_id)
-            self._defer(time.time() - (outcome.elapsed or 0.0), outcome.job_id)
+            self._defer(context, time.time() - (outcome.elapsed or 0.0), outcome.job_id)
         if outcome.job_id:
             context["ti"].xcom_push(key=XCOM_JOB_ID, value=outcome.job_id)
         return self._finish(context, outcome)
@@ -282,5 +284,10 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         if self.do_xcom_push:
             context["ti"].xcom_push(key="return_value", value=summary)
         if outcome.status == "timeout":
+            from airflow_provider_workflowsvc.operators._execution import timeout_failure
+
+            timeout = timeout_failure(context, error, self.execution_timeout)
+            if timeout is not error:
+                raise timeout
             raise AirflowSensorTimeout(str(error)) from error
         raise AirflowFailException(str(error)) from error

@@ -218,6 +218,30 @@ def table_rows(model: Any, dag_id: str) -> list[Any]:
         return rows
 
 
+def places_to_scan(output: Any, dag_id: str, emulator: Any) -> dict[str, str]:
+    """
+    Every place a secret could end up after a ``dag.test()`` run: the captured output (task and trigger
+    logs), every file under ``$AIRFLOW_HOME``, the metadata database file (raw bytes), the run's XComs
+    and rendered fields, and the emulator's request log.
+    """
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields
+    from airflow.models.xcom import XComModel
+
+    places: dict[str, str] = {"stdout": output.out, "stderr": output.err}
+    airflow_home = Path(__import__("os").environ["AIRFLOW_HOME"])
+    for path in sorted(p for p in airflow_home.rglob("*") if p.is_file()):
+        places[f"file {path.relative_to(airflow_home)}"] = path.read_bytes().decode("utf-8", "replace")
+    db = database_file()
+    for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-journal")):
+        if path.exists():
+            places[f"database {path.name}"] = path.read_bytes().decode("latin-1")
+    places["xcom values"] = json.dumps([str(x.value) for x in table_rows(XComModel, dag_id)])
+    rendered = table_rows(RenderedTaskInstanceFields, dag_id)
+    places["rendered fields"] = json.dumps([r.rendered_fields for r in rendered], default=str)
+    places["emulator request log"] = json.dumps(emulator.requests())
+    return places
+
+
 def test_no_secret_anywhere_after_every_operator_ran(
     figures: dict[str, Any],
     dag_runner: Any,
@@ -247,18 +271,8 @@ def test_no_secret_anywhere_after_every_operator_ran(
     rendered = table_rows(RenderedTaskInstanceFields, dag.dag_id)
     assert '"token": "***"' in json.dumps([r.rendered_fields for r in rendered])
 
-    places: dict[str, str] = {"stdout": output.out, "stderr": output.err}
-    airflow_home = Path(__import__("os").environ["AIRFLOW_HOME"])
-    for path in sorted(p for p in airflow_home.rglob("*") if p.is_file()):
-        places[f"file {path.relative_to(airflow_home)}"] = path.read_bytes().decode("utf-8", "replace")
-    db = database_file()
-    for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-journal")):
-        if path.exists():
-            places[f"database {path.name}"] = path.read_bytes().decode("latin-1")
-    xcoms = table_rows(XComModel, dag.dag_id)
-    places["xcom values"] = json.dumps([str(x.value) for x in xcoms])
-    places["rendered fields"] = json.dumps([r.rendered_fields for r in rendered], default=str)
-    places["emulator request log"] = json.dumps(private_emulator.requests())
+    places = places_to_scan(output, dag.dag_id, private_emulator)
+    db, xcoms = database_file(), table_rows(XComModel, dag.dag_id)
     found = {where: leaks(text) for where, text in places.items() if leaks(text)}
     assert not found, f"secrets found in: {found}"
     # The scan had something to look at, and would have seen a secret there: the scanner finds each
@@ -527,3 +541,111 @@ def test_error_bodies_are_redacted_before_they_are_cut(mock_service: Any, kind: 
     assert "***" in message
     assert token[:8] not in message
     assert token[-8:] not in message
+
+
+# --------------------------------------------------------------------------------------------------
+# Secrets inside URLs under keys known to hold no secret (issue #24): an Azure SAS, a presigned S3 URL,
+# a ``?token=`` on a Confluence URL, a password in an endpoint's user info.
+
+URL_SECRETS = {
+    "sas_sig": f"sAsSig{_SUFFIX}Q%2Bv4%3D",
+    "amz_signature": f"a1b2c3d4{_SUFFIX}e5f6a7b8c9d0",
+    "amz_credential": f"AKIAURL{_SUFFIX.upper()}",
+    "confluence_token": f"cflurl{_SUFFIX}tok",
+    "endpoint_password": f"pw{_SUFFIX}astra",
+}
+URL_VARIABLES = {
+    "AIRFLOW_VAR_BLOB_LOCATION": (
+        "https://acct.blob.core.windows.net/docs/in?sv=2022-11-02&ss=b&sp=rl&se=2030-01-01T00%3A00%3A00Z"
+        f"&sig={URL_SECRETS['sas_sig']}"
+    ),
+    "AIRFLOW_VAR_BUCKET_ENDPOINT": (
+        "https://bucket.s3.amazonaws.com/?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+        f"&X-Amz-Credential={URL_SECRETS['amz_credential']}%2F20300101%2Fus-east-1%2Fs3%2Faws4_request"
+        f"&X-Amz-Date=20300101T000000Z&X-Amz-Expires=3600&X-Amz-Signature={URL_SECRETS['amz_signature']}"
+    ),
+    "AIRFLOW_VAR_WIKI_LOCATION": f"https://wiki.example.com/?token={URL_SECRETS['confluence_token']}",
+    "AIRFLOW_VAR_VECTORS_LOCATION": f"https://bot:{URL_SECRETS['endpoint_password']}@astra.example.com",
+}
+
+
+def url_leaks(text: str) -> list[str]:
+    from urllib.parse import unquote
+
+    return [name for name, value in URL_SECRETS.items() if value in text or unquote(value) in text]
+
+
+def test_url_embedded_secrets_are_found_nowhere(
+    figures: dict[str, Any],
+    dag_runner: Any,
+    private_emulator: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+    from airflow_provider_workflowsvc.lineage import connector_datasets
+
+    for name, value in URL_VARIABLES.items():
+        monkeypatch.setenv(name, value)
+    configs = {
+        "azure": {"remote_url": "{{ var.value.blob_location }}", "account_name": "acct"},
+        "s3": {"remote_url": "s3://bucket/docs", "endpoint_url": "{{ var.value.bucket_endpoint }}"},
+        "confluence": {"url": "{{ var.value.wiki_location }}", "username": "bot", "token": "t0ken-plain"},
+    }
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    with DAG("reliability_url_secrets", schedule=None, start_date=start, catchup=False) as dag:
+        for connector_type, config in configs.items():
+            conn_ops.CreateSourceConnectorOperator(
+                task_id=f"create_{connector_type}",
+                name=f"url-{connector_type}",
+                connector_type=connector_type,
+                config=config,
+            )
+        conn_ops.CreateDestinationConnectorOperator(
+            task_id="create_astradb",
+            name="url-astradb",
+            connector_type="astradb",
+            config={
+                "collection_name": "docs",
+                "api_endpoint": "{{ var.value.vectors_location }}",
+                "token": "astra-plain-token",
+            },
+        )
+        conn_ops.CreateSourceConnectorOperator(  # fails on a bad setting: its error text is scanned too
+            task_id="bad_azure",
+            name="url-bad",
+            connector_type="azure",
+            config={"remote_url": "{{ var.value.blob_location }}", "recursive": "maybe"},
+        )
+    dr = dag_runner(dag)
+    output = capfd.readouterr()
+    states = {ti.task_id: ti.state for ti in dr.get_task_instances()}
+    assert {t for t, s in states.items() if s != TaskInstanceState.SUCCESS} == {"bad_azure"}, states
+
+    places = places_to_scan(output, dag.dag_id, private_emulator)
+    with WorkflowServiceHook("workflowsvc_default") as hook:  # what the service answers
+        sources = [s.model_dump(mode="json") for s in hook.list_sources()]
+        destinations = [d.model_dump(mode="json") for d in hook.list_destinations()]
+    places["emulator answers"] = json.dumps([sources, destinations])
+    rendered = {**{k: v for k, v in URL_VARIABLES.items()}}
+    identities = [
+        connector_datasets(
+            "azure", {"remote_url": rendered["AIRFLOW_VAR_BLOB_LOCATION"], "account_name": "acct"}
+        ),
+        connector_datasets(
+            "s3", {"remote_url": "s3://bucket/docs?" + rendered["AIRFLOW_VAR_BUCKET_ENDPOINT"]}
+        ),
+        connector_datasets("confluence", {"url": rendered["AIRFLOW_VAR_WIKI_LOCATION"]}),
+        connector_datasets(
+            "astradb", {"api_endpoint": rendered["AIRFLOW_VAR_VECTORS_LOCATION"], "collection_name": "d"}
+        ),
+    ]
+    places["lineage and asset identities"] = json.dumps([[i.uri for i in found] for found in identities])
+    found = {where: url_leaks(text) for where, text in places.items() if url_leaks(text)}
+    assert not found, f"URL-embedded secrets found in: {found}"
+    # The scan would have seen them: each is in the URLs the tasks rendered, the locations stayed readable.
+    assert url_leaks(" ".join(URL_VARIABLES.values())) == list(URL_SECRETS)
+    assert "acct.blob.core.windows.net/docs/in" in places["rendered fields"]
+    assert "wiki.example.com" in places["emulator answers"]
+    assert all(identities), identities
+    figures.update(url_secrets_planted=len(URL_SECRETS), url_places_scanned=len(places), url_leaks=0)

@@ -18,6 +18,9 @@ from ._helpers import use_connection
 INTERVAL = 0.1
 HANG = 8.0
 HUNG_WAIT = 4.0
+MANY_INTERVAL = 0.5
+"""The poll interval of the many-hung-reads scenario: a cut read is sent again at its wait's next poll,
+so the lanes the hung waits take are about (hung - overflow) x lane limit / interval."""
 LATE = 1.0
 """How much later than ``INTERVAL`` a poll may start on a loaded 2-core machine and still be "on time"."""
 
@@ -83,4 +86,87 @@ async def test_a_hung_request_does_not_hold_up_the_other_triggers(
         max_poll_gap_seconds=round(max(gaps), 2),
         others_done_after_seconds=round(max(ended[job] for job in others), 1),
         hung_event_after_seconds=round(ended[hung], 1),
+    )
+
+
+async def test_more_hung_reads_than_lanes_delay_only_themselves(
+    emulator: Any,
+    settings: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    figures: dict[str, Any],
+) -> None:
+    """Scenario (issue #24): five triggers whose status reads hang share a pool of two lanes with three
+    healthy ones. Each hung read leaves its lane after the lane time limit (two go on in the overflow,
+    the others are cut and polled again later): the healthy waits poll on time and end with success,
+    every hung wait ends at its deadline, and the pool never holds more than lanes + overflow
+    connections."""
+    from airflow_provider_workflowsvc.hooks import _pool
+
+    monkeypatch.setattr(_pool, "LANE_TIME_LIMIT", 0.2)
+    use_connection(
+        monkeypatch, emulator, max_connections=2, timeout=HANG, retry_wait=0.02, retry_max_wait=0.1
+    )
+    emulator.configure(processing_delay=0.3)
+    jobs = _jobs(settings, tmp_path, 8)
+    hung, healthy = jobs[:5], jobs[5:]
+    emulator.set_faults(
+        method="GET", path_regex="|".join(f".*/jobs/{job}/details" for job in hung), latency=HANG
+    )
+    polls: dict[str, list[float]] = {job: [] for job in healthy}
+    send_once = WorkflowServiceAsyncHook._send_once
+
+    async def recorded(self: WorkflowServiceAsyncHook, call: Any) -> Any:
+        job = call.path.split("/")[2]
+        if job in polls and call.path.endswith("/details"):
+            polls[job].append(time.monotonic())
+        return await send_once(self, call)
+
+    monkeypatch.setattr(WorkflowServiceAsyncHook, "_send_once", recorded)
+    open_connections, most = [0], [0]
+    new_lane, aclose = _pool._Lanes._new_lane, _pool.httpx.AsyncHTTPTransport.aclose
+
+    def counted_lane(self: Any) -> Any:
+        open_connections[0] += 1
+        most[0] = max(most[0], open_connections[0])
+        return new_lane(self)
+
+    async def counted_close(self: Any) -> None:
+        open_connections[0] -= 1
+        await aclose(self)
+
+    monkeypatch.setattr(_pool._Lanes, "_new_lane", counted_lane)
+    monkeypatch.setattr(_pool.httpx.AsyncHTTPTransport, "aclose", counted_close)
+    started = time.monotonic()
+    ended: dict[str, float] = {}
+
+    async def wait(job: str, seconds: float) -> dict[str, Any]:
+        deadline = time.time() + seconds
+        trigger = WorkflowJobTrigger(job_id=job, deadline=deadline, poll_interval=MANY_INTERVAL)
+        event = await anext(trigger.run())
+        ended[job] = time.monotonic() - started
+        assert time.time() <= deadline + LATE, "a deadline was not kept"
+        return dict(event.payload)
+
+    events = await asyncio.gather(
+        *(wait(job, HUNG_WAIT) for job in hung), *(wait(job, 30.0) for job in healthy)
+    )
+
+    assert [e["status"] for e in events[: len(hung)]] == ["timeout"] * len(hung), events[: len(hung)]
+    assert [e["status"] for e in events[len(hung) :]] == ["success"] * len(healthy), events[len(hung) :]
+    assert max(ended[job] for job in healthy) < HUNG_WAIT
+    gaps = [b - a for times in polls.values() for a, b in itertools.pairwise(times)]
+    assert max(gaps) <= MANY_INTERVAL + LATE, sorted(gaps)[-5:]
+    assert most[0] <= 2 + 2, most  # lanes + overflow (the overflow is max_connections)
+    hung_reads = sum(len(emulator.requests(path_contains=f"/jobs/{job}/details")) for job in hung)
+    assert hung_reads > len(hung), "the cut reads were polled again"
+    figures.update(
+        lanes=2,
+        overflow=2,
+        hung_triggers=len(hung),
+        healthy_triggers=len(healthy),
+        max_connections_open=most[0],
+        max_poll_gap_seconds=round(max(gaps), 2),
+        healthy_done_after_seconds=round(max(ended[job] for job in healthy), 1),
+        hung_reads=hung_reads,
     )

@@ -1,0 +1,253 @@
+"""
+Credentials rotated under a running wait (issue #24): a refused request (401/403) reads the connection
+again, bypassing the settings cache, and is sent again with the new credentials; a wait longer than the
+cache's lifetime picks rotated credentials up within it; a token that stays wrong fails, naming the
+connection. Over loopback against the emulator (whose accepted token the test rotates), and in
+``dag.test()`` runs with a connection stored in Airflow's metadata DB, both waiting modes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.sdk import DAG
+
+from airflow_provider_workflowsvc.exceptions import WorkflowServiceAuthError
+from airflow_provider_workflowsvc.hooks._settings import SETTINGS_CACHE, SETTINGS_TTL
+from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
+
+ROTATED = "tok-rotated-2c6e94"
+START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+class Connections:
+    """Stands for Airflow's connection store: one connection to the emulator whose token can change."""
+
+    def __init__(self, emulator: Any) -> None:
+        self.emulator, self.token, self.reads = emulator, emulator.token, 0
+
+    def connection(self, conn_id: str) -> Any:
+        from airflow.sdk import Connection
+
+        self.reads += 1
+        extra = json.dumps({"api_key": self.emulator.api_key, "retry_wait": 0.05})
+        return Connection(
+            conn_id=conn_id,
+            conn_type="workflowsvc",
+            host=self.emulator.base_url,
+            password=self.token,
+            extra=extra,
+        )
+
+    async def aconnection(self, hook: Any) -> Any:
+        await asyncio.sleep(0)
+        return self.connection(hook.workflowsvc_conn_id)
+
+
+@pytest.fixture
+def store(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Connections]:
+    store = Connections(emulator)
+    monkeypatch.setattr(WorkflowServiceAsyncHook, "_aget_connection", lambda hook: store.aconnection(hook))
+    monkeypatch.setattr(
+        WorkflowServiceHook, "get_connection", lambda self, conn_id: store.connection(conn_id)
+    )
+    yield store
+    emulator.configure(api_token=None)
+
+
+def rotate(store: Connections, emulator: Any, token: str = ROTATED) -> None:
+    """Rotate as an operator would: the connection gets the new token, then the old one is revoked."""
+    store.token = token
+    emulator.configure(api_token=token)
+
+
+def refused(emulator: Any) -> list[dict[str, Any]]:
+    return [r for r in emulator.requests() if r["status"] == 401]
+
+
+async def test_a_refused_request_reads_the_connection_again_and_is_sent_again(
+    emulator: Any, store: Connections
+) -> None:
+    async with WorkflowServiceAsyncHook("rotating") as hook:
+        assert await hook.list_workflows() == []
+        rotate(store, emulator)
+        assert await hook.list_workflows() == []  # 401, connection read again, sent again: 200
+    assert store.reads == 2
+    assert len(refused(emulator)) == 1
+
+
+async def test_hooks_refused_together_read_the_connection_once(emulator: Any, store: Connections) -> None:
+    hooks = [WorkflowServiceAsyncHook("rotating") for _ in range(20)]
+    await asyncio.gather(*(h.list_workflows() for h in hooks))
+    rotate(store, emulator)
+    await asyncio.gather(*(h.list_workflows() for h in hooks))
+    await asyncio.gather(*(h.aclose() for h in hooks))
+    assert store.reads == 2  # once at the start, once after the refusals (one read shared)
+
+
+async def test_a_long_wait_picks_up_rotated_credentials_within_the_cache_lifetime(
+    emulator: Any, store: Connections, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(SETTINGS_CACHE, "_clock", lambda: clock[0])
+    async with WorkflowServiceAsyncHook("rotating") as hook:
+        await hook.list_workflows()
+        store.token = ROTATED  # the connection changed; the service still accepts both for now
+        clock[0] += SETTINGS_TTL - 1
+        await hook.list_workflows()
+        assert store.reads == 1
+        clock[0] += 1
+        emulator.configure(api_token=ROTATED)  # the old token is revoked only now: no refusal follows
+        await hook.list_workflows()
+    assert store.reads == 2
+    assert refused(emulator) == []
+
+
+async def test_a_token_that_stays_wrong_fails_naming_the_connection(
+    emulator: Any, store: Connections
+) -> None:
+    async with WorkflowServiceAsyncHook("rotating") as hook:
+        await hook.list_workflows()
+        emulator.configure(api_token=ROTATED)  # revoked, and the connection was never updated
+        with pytest.raises(WorkflowServiceAuthError) as caught:
+            await hook.list_workflows()
+    text = str(caught.value)
+    assert "connection 'rotating' was read again" in text
+    assert caught.value.status_code == 401
+    assert store.token not in text
+    assert ROTATED not in text
+    assert store.reads == 2
+
+
+def test_the_sync_hook_reads_the_connection_again_when_refused(emulator: Any, store: Connections) -> None:
+    with WorkflowServiceHook("rotating") as hook:
+        hook.list_workflows()
+        rotate(store, emulator)
+        assert hook.list_workflows() == []
+        emulator.configure(api_token="tok-never-given-0000")
+        with pytest.raises(WorkflowServiceAuthError, match="connection 'rotating' was read again"):
+            hook.list_workflows()
+    assert store.reads == 3
+
+
+def test_settings_given_directly_are_never_read_again(emulator: Any, settings: Any) -> None:
+    with WorkflowServiceHook(settings=settings) as hook:
+        hook.list_workflows()
+        emulator.configure(api_token=ROTATED)
+        try:
+            with pytest.raises(WorkflowServiceAuthError) as caught:
+                hook.list_workflows()
+        finally:
+            emulator.configure(api_token=None)
+    assert "read again" not in str(caught.value)
+
+
+# --------------------------------------------------------------------------------------------------
+# dag.test(): a connection in Airflow's metadata DB, rotated while the task waits (both modes)
+
+DB_CONN = "workflowsvc_rotating_db"
+
+
+@pytest.fixture
+def db_connection(airflow_db: None, emulator: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """
+    A connection stored in the metadata DB. ``dag.test()`` runs the trigger inline, where the Task SDK
+    looks connections up in the environment only; the real triggerer's supervisor reads them from the
+    DB. The trigger's hook reads this one from the DB, freshly each time, as there (the e2e test
+    covers the real triggerer).
+    """
+    from airflow.models import Connection
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        session.query(Connection).filter(Connection.conn_id == DB_CONN).delete()
+        session.add(
+            Connection(
+                conn_id=DB_CONN,
+                conn_type="workflowsvc",
+                host=emulator.base_url,
+                password=emulator.token,
+                extra=json.dumps({"api_key": emulator.api_key, "retry_wait": 0.05}),
+            )
+        )
+    from asgiref.sync import sync_to_async
+
+    async def from_the_db(hook: Any) -> Any:
+        return await sync_to_async(Connection.get_connection_from_secrets)(hook.workflowsvc_conn_id)
+
+    monkeypatch.setattr(WorkflowServiceAsyncHook, "_aget_connection", from_the_db)
+    yield DB_CONN
+    emulator.configure(api_token=None)
+    with create_session() as session:
+        session.query(Connection).filter(Connection.conn_id == DB_CONN).delete()
+
+
+def rotate_in_db(emulator: Any, token: str) -> None:
+    from airflow.models import Connection
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        session.query(Connection).filter(Connection.conn_id == DB_CONN).one().password = token
+    emulator.configure(api_token=token)
+
+
+@pytest.mark.parametrize("deferrable", [False, True])
+def test_a_db_connection_rotated_mid_wait_fails_no_wait(
+    dag_runner: Any, emulator: Any, settings: Any, db_connection: str, tmp_path: Path, deferrable: bool
+) -> None:
+    from airflow.utils.state import TaskInstanceState
+
+    from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
+
+    with WorkflowServiceHook(settings=settings) as hook:
+        workflow = str(hook.create_workflow(f"wf-{time.time_ns()}", "basic").id)
+    emulator.configure(processing_delay=1.5)  # 3 nodes: the job takes ~4.5 s
+    (tmp_path / "a.txt").write_text("one")
+    with DAG(f"wfsvc_rotation_{deferrable}", schedule=None, start_date=START, catchup=False) as dag:
+        RunWorkflowOperator(
+            task_id="run",
+            workflow_id=workflow,
+            files=str(tmp_path / "a.txt"),
+            workflowsvc_conn_id=db_connection,
+            poll_interval=0.2,
+            timeout=120,
+            deferrable=deferrable,
+        )
+
+    def rotate_after_some_polls() -> None:
+        deadline = time.monotonic() + 60
+        while len(emulator.requests(path_contains="/details")) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        rotate_in_db(emulator, ROTATED)
+
+    rotator = threading.Thread(target=rotate_after_some_polls, daemon=True)
+    rotator.start()
+    dr = dag_runner(dag)
+    rotator.join(timeout=65)
+    assert dr.get_task_instance("run").state == TaskInstanceState.SUCCESS
+    details = emulator.requests(path_contains="/details")
+    assert [r["status"] for r in details].count(401) == 1, [r["status"] for r in details]
+    assert details[-1]["status"] == 200  # polled on with the new token after the refusal
+
+
+def test_a_long_sync_wait_reads_its_connection_again_after_the_lifetime(
+    emulator: Any, store: Connections, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(SETTINGS_CACHE, "_clock", lambda: clock[0])
+    with WorkflowServiceHook("rotating") as hook:
+        hook.list_workflows()
+        store.token = ROTATED
+        clock[0] += SETTINGS_TTL
+        emulator.configure(api_token=ROTATED)
+        assert hook.list_workflows() == []
+    assert store.reads == 2
+    assert refused(emulator) == []
