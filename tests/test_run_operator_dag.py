@@ -337,6 +337,21 @@ def test_bad_input_fails_without_retries_and_an_empty_inbox_can_skip(
     assert not runs(emulator)
 
 
+def test_the_service_message_names_the_users_file_not_the_uploaded_one(
+    dag_runner: Any, workflow: str, tmp_path: Path
+) -> None:
+    """Issue #22: the service's own message names the marked upload (``empty__wfsvc-….txt``); the
+    summary and the task's error show the user's name."""
+    inputs = write(tmp_path, empty_txt="")  # empty: the service fails it, naming it in its message
+    with DAG("wfsvc_message_names", schedule=None, start_date=START, catchup=False) as dag:
+        RunWorkflowOperator(task_id="run", workflow_id=workflow, files=str(inputs), poll_interval=0.1)
+    dr = dag_runner(dag)
+    assert state(dr, "run") == FAILED
+    message = xcom(dr, "run")["message"]
+    assert "empty.txt" in message
+    assert "__wfsvc" not in message
+
+
 def test_relative_paths_name_failed_files_outputs_and_the_summary(
     dag_runner: Any, emulator: Any, settings: Any, workflow: str, tmp_path: Path
 ) -> None:

@@ -149,7 +149,7 @@ class JobWatch:
             job_id=self.job_id,
             workflow_id=job.workflow_id,
             job_status=status.value,
-            message=(details.message if details is not None else None) or "",
+            message=user_names((details.message if details is not None else None) or ""),
             node_stats=self._node_stats(),
             failed_files=[
                 FailedDocument(document=user_names(f.document), error=user_names(f.error or ""))
