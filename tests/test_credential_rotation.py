@@ -32,13 +32,17 @@ class Connections:
     """Stands for Airflow's connection store: one connection to the emulator whose token can change."""
 
     def __init__(self, emulator: Any) -> None:
-        self.emulator, self.token, self.reads = emulator, emulator.token, 0
+        self.emulator, self.token, self.api_key, self.reads = emulator, emulator.token, emulator.api_key, 0
+
+    def rotate_to(self, credential: str) -> None:
+        """The connection gets the new credential, as its token and its API key (the live service's)."""
+        self.token = self.api_key = credential
 
     def connection(self, conn_id: str) -> Any:
         from airflow.sdk import Connection
 
         self.reads += 1
-        extra = json.dumps({"api_key": self.emulator.api_key, "retry_wait": 0.05})
+        extra = json.dumps({"api_key": self.api_key, "retry_wait": 0.05})
         return Connection(
             conn_id=conn_id,
             conn_type="workflowsvc",
@@ -65,7 +69,7 @@ def store(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Connection
 
 def rotate(store: Connections, emulator: Any, token: str = ROTATED) -> None:
     """Rotate as an operator would: the connection gets the new token, then the old one is revoked."""
-    store.token = token
+    store.rotate_to(token)
     emulator.configure(api_token=token)
 
 
@@ -100,7 +104,7 @@ async def test_a_long_wait_picks_up_rotated_credentials_within_the_cache_lifetim
     monkeypatch.setattr(SETTINGS_CACHE, "_clock", lambda: clock[0])
     async with WorkflowServiceAsyncHook("rotating") as hook:
         await hook.list_workflows()
-        store.token = ROTATED  # the connection changed; the service still accepts both for now
+        store.rotate_to(ROTATED)  # the connection changed; the service still accepts both for now
         clock[0] += SETTINGS_TTL - 1
         await hook.list_workflows()
         assert store.reads == 1
@@ -195,7 +199,9 @@ def rotate_in_db(emulator: Any, token: str) -> None:
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        session.query(Connection).filter(Connection.conn_id == DB_CONN).one().password = token
+        connection = session.query(Connection).filter(Connection.conn_id == DB_CONN).one()
+        connection.password = token
+        connection.extra = json.dumps({"api_key": token, "retry_wait": 0.05})
     emulator.configure(api_token=token)
 
 
@@ -245,7 +251,7 @@ def test_a_long_sync_wait_reads_its_connection_again_after_the_lifetime(
     monkeypatch.setattr(SETTINGS_CACHE, "_clock", lambda: clock[0])
     with WorkflowServiceHook("rotating") as hook:
         hook.list_workflows()
-        store.token = ROTATED
+        store.rotate_to(ROTATED)
         clock[0] += SETTINGS_TTL
         emulator.configure(api_token=ROTATED)
         assert hook.list_workflows() == []

@@ -256,20 +256,20 @@ def test_the_job_asset_event_triggers_the_consumer_dag(stack: tuple[LocalAirflow
 # Long waits (issue #24)
 
 
-def _connection_body(emulator: Any, token: str) -> dict[str, Any]:
+def _connection_body(emulator: Any, token: str, api_key: str) -> dict[str, Any]:
     return {
         "connection_id": ROTATING_CONN,
         "conn_type": "workflowsvc",
         "host": emulator.base_url,
         "password": token,
-        "extra": json.dumps({"api_key": emulator.api_key, "retry_wait": 0.2}),
+        "extra": json.dumps({"api_key": api_key, "retry_wait": 0.2}),
     }
 
 
 def test_a_db_connection_rotated_while_deferred_fails_no_wait(stack: tuple[LocalAirflow, Any]) -> None:
     airflow, emulator = stack
     emulator.configure(processing_delay=SLOW)
-    airflow.api("POST", "/connections", json=_connection_body(emulator, emulator.token))
+    airflow.api("POST", "/connections", json=_connection_body(emulator, emulator.token, emulator.api_key))
     try:
         run_id = airflow.trigger_dag(ROTATION_DAG)
         airflow.wait_for_task_state(ROTATION_DAG, run_id, RUN_TASK, ["deferred"], timeout=90)
@@ -279,9 +279,14 @@ def test_a_db_connection_rotated_while_deferred_fails_no_wait(stack: tuple[Local
             timeout=60,
             what="the trigger's first polls",
         )
-        # Rotate as an operator does: the connection in Airflow gets the new token, then the old one is
-        # revoked. The triggerer keeps the old settings (cached 60 s) until a poll is refused.
-        airflow.api("PATCH", f"/connections/{ROTATING_CONN}", json=_connection_body(emulator, ROTATED_TOKEN))
+        # Rotate as an operator does: the connection in Airflow gets the new credential (token and API
+        # key), then the old ones are revoked. The triggerer keeps the old settings (cached 60 s) until
+        # a poll is refused.
+        airflow.api(
+            "PATCH",
+            f"/connections/{ROTATING_CONN}",
+            json=_connection_body(emulator, ROTATED_TOKEN, ROTATED_TOKEN),
+        )
         emulator.configure(api_token=ROTATED_TOKEN)
         rotated_at = len(emulator.requests(method="GET", path_contains=f"/jobs/{job_id}/details"))
         _wait_for(

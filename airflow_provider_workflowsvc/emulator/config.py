@@ -77,8 +77,9 @@ class EmulatorConfig(BaseModel):
     jobs_list_cap: int | None = Field(default=None, ge=1)
     """At most this many jobs in a ``GET /jobs`` answer (after the filters, in ``jobs_list_order``)."""
     api_token: SecretStr | None = None
-    """A bearer token the API accepts instead of the start-up one (a credential rotated under running
-    clients); the control API keeps the start-up token. Never shown in answers."""
+    """One credential the API accepts instead of the start-up ones (a credential rotated under running
+    clients): as the bearer token, the ``service-api-key`` and the ``unstructured-api-key``; the start-up
+    ones are then refused. The control API keeps the start-up token. Never shown in answers."""
     allow_remote_source_download: bool = False
     """Let jobs of remote-source, local-destination workflows be downloaded (the spec allows only
     local-to-local), so element permissions from a remote source can be inspected."""

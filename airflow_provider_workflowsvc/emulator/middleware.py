@@ -257,24 +257,29 @@ class ApiMiddleware:
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": DROPPED_BODY, "more_body": True})
 
-    def _accepted_bearer(self) -> bytes:
-        """Return the start-up token, or the one a test rotated it to (``api_token``)."""
+    def _accepted(self) -> tuple[bytes, bytes | None, bytes]:
+        """
+        Return the accepted bearer value, ``service-api-key`` and ``unstructured-api-key``: the start-up
+        credentials, or the one credential a test rotated them all to (``api_token``), which revokes them.
+        """
         rotated = self.state.service.config.api_token
-        return self._bearer if rotated is None else b"bearer " + rotated.get_secret_value().encode()
+        if rotated is None:
+            return self._bearer, self._api_key, self._platform_key
+        value = rotated.get_secret_value().encode()
+        return b"bearer " + value, value if self._api_key is not None else None, value
 
     def _auth_problem(self, scope: Scope) -> str | None:
         headers = dict(scope.get("headers", ()))
+        bearer, api_key, platform_key = self._accepted()
         if self.state.settings.dialect == "platform" and PLATFORM_KEY_HEADER in headers:
-            if hmac.compare_digest(headers[PLATFORM_KEY_HEADER], self._platform_key):
+            if hmac.compare_digest(headers[PLATFORM_KEY_HEADER], platform_key):
                 return None
             return "Not authenticated: invalid unstructured-api-key header"
         authorization = headers.get(b"authorization", b"")
         scheme_ok = authorization[:7].lower() == b"bearer "
         candidate = b"bearer " + authorization[7:] if scheme_ok else b""
-        if not hmac.compare_digest(candidate, self._accepted_bearer()):
+        if not hmac.compare_digest(candidate, bearer):
             return "Not authenticated: missing or invalid bearer token"
-        if self._api_key is not None and not hmac.compare_digest(
-            headers.get(b"service-api-key", b""), self._api_key
-        ):
+        if api_key is not None and not hmac.compare_digest(headers.get(b"service-api-key", b""), api_key):
             return "Not authenticated: missing or invalid service-api-key header"
         return None
