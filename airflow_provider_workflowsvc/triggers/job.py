@@ -29,7 +29,9 @@ class WorkflowJobTrigger(BaseTrigger):
 
     One HTTP client serves the whole wait: the one every trigger of the same connection settings in
     this triggerer shares (one bounded pool, extra ``max_connections``). Each poll is one request
-    (``GET /jobs/{id}/details``); transient errors (429, 5xx, dropped connections, timeouts) are
+    (``GET /jobs/{id}/details``); given the job's ``workflow_id``, the waits of this triggerer on jobs
+    of one workflow share one listing of its active jobs instead (a job not shown active is polled on
+    its own). Transient errors (429, 5xx, dropped connections, timeouts) are
     retried by the hook and then by the next poll, until the deadline. No request outlives the
     deadline.
 
@@ -39,7 +41,9 @@ class WorkflowJobTrigger(BaseTrigger):
     :param workflowsvc_conn_id: the Workflow Service connection.
     :param started_at: epoch seconds the wait began (for the elapsed time in the event and logs).
     :param cancel_on_kill: cancel the job when a user marks the deferred task failed/success or clears it.
-    :param workflow_id: with ``job_id=None``: the workflow whose job to wait for.
+    :param workflow_id: the workflow of the job (its waits in one triggerer then share one status poll
+        per interval, :mod:`~airflow_provider_workflowsvc.wait.workflow_poll`); with ``job_id=None``:
+        the workflow whose job to wait for.
     :param created_after: with ``job_id=None``: only jobs created after this ISO-8601 date-time count.
     :param pick: with ``job_id=None``: ``latest`` or ``earliest`` of the matching jobs.
     """
@@ -140,7 +144,12 @@ class WorkflowJobTrigger(BaseTrigger):
                 elapsed=time.time() - started,
             )
         self.log.info("Waiting for job %s (polling every %.0f s)", job_id, self.poll_interval)
-        return await await_job(hook, JobWatch(job_id, self.log, started), schedule)
+        watch = JobWatch(job_id, self.log, started)
+        if self.workflow_id is None:  # a trigger serialized before it carried its job's workflow
+            return await await_job(hook, watch, schedule)
+        from airflow_provider_workflowsvc.wait.workflow_poll import await_job_sharing
+
+        return await await_job_sharing(hook, watch, schedule, self.workflow_id)
 
     async def on_kill(self) -> None:
         """
