@@ -162,7 +162,8 @@ async def test_a_refused_listing_leaves_each_wait_to_its_own_poll(
     monkeypatch.setattr(WorkflowServiceAsyncHook, "list_jobs", refused)
     events = await asyncio.gather(*(event(job, workflow) for job in jobs))
     check_kinds(events)
-    assert len(calls) == 1  # refused once: the workflow's waits no longer ask
+    # Refused in both spellings of the status filter: the workflow's waits no longer ask.
+    assert [c["status"] for c in calls] == ["IN_PROGRESS", "im progress"]
 
 
 async def test_a_failing_or_hung_listing_costs_requests_not_outcomes(
@@ -220,3 +221,31 @@ async def test_shared_waits_keep_their_deadlines(workflowsvc_conn: Any, settings
     assert -0.2 <= late < 0.5, late
     for job in jobs:  # the final poll, a second before the deadline, is the job's own
         assert emulator.requests(path_contains=f"/jobs/{job}/details"), job
+
+
+async def test_the_filter_is_spelled_as_the_service_lists_statuses(
+    workflowsvc_conn: Any, settings: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """
+    A service that matches the status filter exactly, as a free string, in its own spelling (the
+    platform's ``IN_PROGRESS``; the spec's listing ``im progress``): the shared poll finds the spelling
+    from the statuses listed and keeps it; until then, jobs not shown are polled on their own.
+    """
+    emulator = workflowsvc_conn
+    matched = "IN_PROGRESS" if emulator.dialect == "platform" else "im progress"
+    emulator.configure(processing_delay=0.8)
+    workflow, jobs = start_jobs(settings, inputs, 6)
+    list_jobs = WorkflowServiceAsyncHook.list_jobs
+    sent: list[str] = []
+
+    async def exact(self: WorkflowServiceAsyncHook, *args: Any, status: Any = None, **kwargs: Any) -> Any:
+        sent.append(status)
+        listed = await list_jobs(self, *args, status=status, **kwargs)
+        return listed if status in (matched, "scheduled" if matched.islower() else "SCHEDULED") else []
+
+    monkeypatch.setattr(WorkflowServiceAsyncHook, "list_jobs", exact)
+    events = await asyncio.gather(*(event(job, workflow) for job in jobs))
+    check_kinds(events)
+    in_progress = [s for s in sent if s.upper().replace(" ", "_") in ("IN_PROGRESS", "IM_PROGRESS")]
+    assert in_progress[-1] == matched, sent
+    assert in_progress.count(matched) >= len(in_progress) - 2, sent  # at most a wrong guess or two

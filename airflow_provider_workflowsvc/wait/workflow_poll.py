@@ -28,6 +28,12 @@ FRESH_FOR = 0.5
 waits of a workflow deferred at different moments need at most two listings per interval."""
 ACTIVE_LISTED = (JobStatus.IN_PROGRESS, JobStatus.SCHEDULED)
 """The statuses listed, in this order; ``scheduled`` only while some wait has not seen its job start."""
+SPELLINGS = ("platform", "spec")
+"""How the status filter is spelled: ``IN_PROGRESS`` (the platform), ``im progress`` (the spec's listing);
+until a listing has shown how the service spells statuses, tried in turn in this order."""
+
+ANSWER_GRACE = 0.2
+"""Seconds past a listing's limit the other waits of its round still wait for its answer."""
 
 _log = logging.getLogger(__name__)
 
@@ -38,9 +44,19 @@ Listed = dict[str, "Job"]
 class _Round:
     """One listing of a workflow's active jobs: when it started, and its answer once there."""
 
-    def __init__(self) -> None:
+    def __init__(self, interval: float) -> None:
         self.started = time.monotonic()
+        self.limit = FRESH_FOR * interval
+        """Seconds the listing may take (its starter's share of an interval)."""
         self.answer: asyncio.Future[Listed | None] = asyncio.get_running_loop().create_future()
+
+    async def awaited(self) -> Listed | None:
+        """Return the answer, for a wait that did not start the listing (``None``: it is late)."""
+        late = self.started + self.limit + ANSWER_GRACE - time.monotonic()
+        try:
+            return await asyncio.wait_for(asyncio.shield(self.answer), timeout=max(late, 0.0))
+        except asyncio.TimeoutError:
+            return None  # its starter is stuck: this wait polls its own job
 
     def serves(self, interval: float) -> bool:
         """Whether a poll due now at ``interval`` may take this listing's answer."""
@@ -69,6 +85,11 @@ class WorkflowPoll:
         self._round: _Round | None = None
         self.refused = False
         """The service refused a listing (say, the status filter): every wait polls its own job."""
+        self.spelling: str | None = None
+        """The filter's spelling, once a listed job record has shown the service's (``SPELLINGS``)."""
+        self._guesses = 0
+        self._tried = SPELLINGS[0]
+        self._refused_spellings: set[str] = set()
 
     @property
     def shared(self) -> bool:
@@ -95,10 +116,10 @@ class WorkflowPoll:
         """Return the answer of a listing fresh for this poll: one under way or just done, or a new one."""
         current = self._round
         if current is not None and current.serves(schedule.interval):
-            return await asyncio.shield(current.answer)
+            return await current.awaited()
         if current is not None and not current.answer.done():
             return None  # a listing is slow to answer: do not pile another on it; poll on its own
-        self._round = current = _Round()
+        self._round = current = _Round(schedule.interval)
         try:
             current.settle(await self._list(hook, schedule))
         finally:
@@ -107,7 +128,7 @@ class WorkflowPoll:
 
     async def _list(self, hook: WorkflowServiceAsyncHook, schedule: PollSchedule) -> Listed | None:
         """List the workflow's active jobs (``None``: the listing failed), within a fresh window."""
-        limit = FRESH_FOR * schedule.interval
+        limit = FRESH_FOR * schedule.interval  # as the round's
         try:
             with deadline(min(schedule.cutoff, time.time() + limit)):
                 return await asyncio.wait_for(self._list_active(hook), timeout=limit)
@@ -117,10 +138,30 @@ class WorkflowPoll:
 
     async def _list_active(self, hook: WorkflowServiceAsyncHook) -> Listed:
         listed: Listed = {}
+        spelling = self._tried = self._spelling()
         for status in self._statuses():
-            for job in await hook.list_jobs(workflow_id=self.workflow_id, status=status):
+            text = status.platform_value if spelling == "platform" else status.wire_value
+            for job in await hook.list_jobs(workflow_id=self.workflow_id, status=text):
                 listed.setdefault(job.id, job)
+        self._learn_spelling(listed)
         return listed
+
+    def _spelling(self) -> str:
+        """Return the spelling to send: the service's once known, else the next guess not refused yet."""
+        if self.spelling is not None:
+            return self.spelling
+        guesses = [s for s in SPELLINGS if s not in self._refused_spellings]
+        return guesses[self._guesses % len(guesses)]
+
+    def _learn_spelling(self, listed: Listed) -> None:
+        """Keep the spelling of the statuses the service listed (upper case: the platform's)."""
+        if self.spelling is not None:
+            return
+        raw = next((j.raw_status for j in listed.values() if j.raw_status and j.raw_status.strip()), None)
+        if raw is None:
+            self._guesses += 1  # no evidence (nothing listed): the next listing tries the other spelling
+            return
+        self.spelling = "platform" if raw == raw.upper() else "spec"
 
     def _statuses(self) -> tuple[JobStatus, ...]:
         """In progress always; scheduled too while some wait has not seen its job in progress yet."""
@@ -129,6 +170,15 @@ class WorkflowPoll:
         return ACTIVE_LISTED
 
     def _listing_failed(self, exc: Exception) -> None:
+        if not is_transient(exc) and self.spelling is None:
+            self._refused_spellings.add(self._tried)  # maybe the filter's spelling was refused
+            if len(self._refused_spellings) < len(SPELLINGS):
+                _log.info(
+                    "Listing the jobs of workflow %s failed (%s); trying the other spelling",
+                    self.workflow_id,
+                    exc,
+                )
+                return
         if is_transient(exc):
             _log.warning(
                 "Listing the active jobs of workflow %s failed (%s); its waits poll their own jobs this time",
