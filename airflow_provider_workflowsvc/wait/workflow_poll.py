@@ -52,6 +52,8 @@ class _Round:
 
     async def awaited(self) -> Listed | None:
         """Return the answer, for a wait that did not start the listing (``None``: it is late)."""
+        if self.answer.done():
+            return self.answer.result()
         late = self.started + self.limit + ANSWER_GRACE - time.monotonic()
         try:
             return await asyncio.wait_for(asyncio.shield(self.answer), timeout=max(late, 0.0))
