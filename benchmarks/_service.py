@@ -60,13 +60,27 @@ def make_jobs(emu: EmulatorHandle, count: int, job_seconds: float, *, concurrenc
     The run requests are sent concurrently (raw httpx, ``concurrency`` at a time) so the jobs start
     close together.
     """
-    emu.configure(processing_delay=job_seconds / SLOTS_PER_JOB)
+    made = make_jobs_over(emu, count, job_seconds, make_workflows(emu, 1), concurrency=concurrency)
+    return [job for job, _ in made]
+
+
+def make_workflows(emu: EmulatorHandle, count: int) -> list[str]:
+    """Create ``count`` local-to-local ``basic`` workflows; their ids."""
     with hook_for(emu) as hook:
-        workflow_id = local_workflow(hook)
-    return asyncio.run(_run_many(emu, workflow_id, count, concurrency))
+        return [local_workflow(hook) for _ in range(count)]
 
 
-async def _run_many(emu: EmulatorHandle, workflow_id: str, count: int, concurrency: int) -> list[str]:
+def make_jobs_over(
+    emu: EmulatorHandle, count: int, job_seconds: float, workflows: list[str], *, concurrency: int = 8
+) -> list[tuple[str, str]]:
+    """:func:`make_jobs` spread over ``workflows`` (round robin): ``(job, workflow)`` pairs."""
+    emu.configure(processing_delay=job_seconds / SLOTS_PER_JOB)
+    of_job = [workflows[i % len(workflows)] for i in range(count)]
+    return list(zip(asyncio.run(_run_many(emu, of_job, concurrency)), of_job, strict=True))
+
+
+async def _run_many(emu: EmulatorHandle, of_job: list[str], concurrency: int) -> list[str]:
+    count = len(of_job)
     headers = {"authorization": f"Bearer {emu.token}"}
     if emu.api_key:
         headers["service-api-key"] = emu.api_key
@@ -77,7 +91,7 @@ async def _run_many(emu: EmulatorHandle, workflow_id: str, count: int, concurren
     async def worker(client: httpx.AsyncClient) -> None:
         for index in next_index:
             files = {"input_files": (f"doc-{index}.txt", body, "text/plain")}
-            response = await client.post(f"workflows/{workflow_id}/run", files=files)
+            response = await client.post(f"workflows/{of_job[index]}/run", files=files)
             response.raise_for_status()
             ids[index] = str(response.json()["id"])
 

@@ -43,8 +43,10 @@ import statistics
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from benchmarks._common import (
@@ -81,6 +83,10 @@ class Variant:
     job_seconds: float | None = None
     jittered: bool = False
     """The floor with the provider's first-poll jitter (a first pause of 1.0-1.2 intervals)."""
+    workflows: int | None = None
+    """The jobs are spread over this many workflows (default: all of one workflow)."""
+    shared: bool = False
+    """The triggers carry their job's workflow, as the operator's do: one status poll per workflow."""
 
 
 VARIANTS: dict[str, Variant] = {
@@ -90,6 +96,16 @@ VARIANTS: dict[str, Variant] = {
     "raw-jittered": Variant(
         "floor, first poll jittered as the provider's (1.0-1.2 intervals)", raw_httpx=True, jittered=True
     ),
+    **{
+        f"per-job-{n}": Variant(f"today: each wait polls its job, jobs of {n} workflows", workflows=n)
+        for n in (10, 100, 1000)
+    },
+    **{
+        f"shared-{n}": Variant(
+            f"shared status poll (issue #27), jobs of {n} workflows", workflows=n, shared=True
+        )
+        for n in (10, 100, 1000)
+    },
     "idle": Variant(
         "provider, poll interval 6 s (> httpx's default keep-alive expiry 5 s), 100 triggers",
         interval=HTTPX_DEFAULT_KEEPALIVE_EXPIRY + 1,
@@ -138,17 +154,21 @@ class ConnectionCounter:
         SyncBackend.connect_tcp = counted_sync  # type: ignore[method-assign]
 
 
-Waiter = Callable[[str, float, float], Awaitable[dict[str, Any]]]
-"""``waiter(job_id, deadline, interval)``: wait for one job, return the final event payload."""
+Waiter = Callable[[str, str | None, float, float], Awaitable[dict[str, Any]]]
+"""``waiter(job_id, workflow_id, deadline, interval)``: wait for one job, return the final event payload."""
 
 
 def _waiter(variant: Variant) -> Waiter:
     if variant.raw_httpx:
         return functools.partial(_raw_wait, jittered=variant.jittered)
     trigger_cls = _trigger_class(variant)
+    if variant.shared:  # the shared status poll is opt-in (off by default)
+        os.environ["AIRFLOW__WORKFLOWSVC__SHARED_STATUS_POLL"] = "True"
 
-    async def wait(job_id: str, deadline: float, interval: float) -> dict[str, Any]:
-        return await _event(trigger_cls(job_id=job_id, deadline=deadline, poll_interval=interval))
+    async def wait(job_id: str, workflow_id: str | None, deadline: float, interval: float) -> dict[str, Any]:
+        workflow = workflow_id if variant.shared else None
+        trigger = trigger_cls(job_id=job_id, workflow_id=workflow, deadline=deadline, poll_interval=interval)
+        return await _event(trigger)
 
     return wait
 
@@ -156,7 +176,9 @@ def _waiter(variant: Variant) -> Waiter:
 _TERMINAL = frozenset({"COMPLETED", "FAILED", "STOPPED"})
 
 
-async def _raw_wait(job_id: str, deadline: float, interval: float, jittered: bool = False) -> dict[str, Any]:
+async def _raw_wait(
+    job_id: str, workflow_id: str | None, deadline: float, interval: float, jittered: bool = False
+) -> dict[str, Any]:
     """Wait as a trigger does with nothing but httpx: details every ``interval``, then job, failed files."""
     import httpx
 
@@ -229,13 +251,19 @@ async def _event(trigger: Any) -> dict[str, Any]:
     raise RuntimeError("the trigger ended without an event")
 
 
-async def _lag_monitor(stop: asyncio.Event, lags: list[float], every: float = 0.5) -> None:
-    """How late the event loop wakes up a sleeper: a saturated loop delays every poll."""
+async def _lag_monitor(
+    stop: asyncio.Event, lags: list[float], cpu: list[tuple[float, float, float]], every: float = 0.5
+) -> None:
+    """
+    How late the event loop wakes up a sleeper (a saturated loop delays every poll); with each
+    wake-up, ``(wall clock, process CPU, lag)`` into ``cpu`` (for the figures of the steady window).
+    """
     loop = asyncio.get_running_loop()
     while not stop.is_set():
         start = loop.time()
         await asyncio.sleep(every)
         lags.append(loop.time() - start - every)
+        cpu.append((time.time(), time.process_time(), lags[-1]))
 
 
 async def _triggerer(
@@ -246,24 +274,25 @@ async def _triggerer(
     wait = _waiter(variant)
     counter = ConnectionCounter()
     counter.install()
-    warm = await wait(warm_job, time.time() + 60, 0.01)
+    warm = await wait(warm_job, None, time.time() + 60, 0.01)
     if warm.get("status") != "success":
         raise RuntimeError(f"warm-up trigger failed: {warm}")
     with open(wait_for_go()) as fh:  # the parent starts the jobs only now that this process is up
-        job_ids: list[str] = json.load(fh)
+        jobs: list[tuple[str, str]] = json.load(fh)
     gc.collect()
     base_kib = proc_status_kib("VmRSS")
     hwm_reset = reset_peak_rss()
     counter.opened = 0
     lags: list[float] = []
+    cpu_samples: list[tuple[float, float, float]] = []
     stop = asyncio.Event()
-    monitor = asyncio.create_task(_lag_monitor(stop, lags))
+    monitor = asyncio.create_task(_lag_monitor(stop, lags, cpu_samples))
     profiler = cProfile.Profile() if profile else None
     with CpuTimer() as timer, GcTimer() as gc_timer:
         if profiler is not None:
             profiler.enable()
         ends = time.time() + deadline
-        events = await asyncio.gather(*(wait(job_id, ends, interval) for job_id in job_ids))
+        events = await asyncio.gather(*(wait(job, workflow, ends, interval) for job, workflow in jobs))
         if profiler is not None:
             profiler.disable()
     if profiler is not None and profile:
@@ -282,6 +311,8 @@ async def _triggerer(
         "hwm_reset": hwm_reset,
         "connections_opened": counter.opened,
         "outcomes": dict(collections.Counter(e.get("status") for e in events)),
+        "waited_s": sum(float(e.get("elapsed") or 0.0) for e in events),
+        "cpu_samples": cpu_samples,
         "loop_lag_max_s": max(lags, default=0.0),
         "loop_lag_p50_s": statistics.median(lags) if lags else 0.0,
     }
@@ -307,12 +338,14 @@ class Setup:
     triggers: int
     job_seconds: float
     interval: float
+    workflows: int = 1
 
     def for_variant(self, variant: Variant) -> Setup:
         return Setup(
             variant.triggers or self.triggers,
             variant.job_seconds or self.job_seconds,
             variant.interval or self.interval,
+            variant.workflows or self.workflows,
         )
 
 
@@ -325,12 +358,12 @@ def _side_by_side(
     The jobs are started only once every child is ready, then handed over together; so the variants
     share one moment of the machine (a slower minute slows them all), and their ratio is not moved by it.
     """
-    from benchmarks._service import make_jobs
+    from benchmarks._service import make_jobs, make_jobs_over, make_workflows
 
     emu.reset()
     warm = make_jobs(emu, 1, 0.0)[0]
     deadline = setup.job_seconds * 3 + 120
-    jobs: dict[str, list[str]] = {}
+    jobs: dict[str, list[tuple[str, str]]] = {}
     timing: dict[str, float] = {}
     results: dict[str, dict[str, Any]] = {}
     errors: list[BaseException] = []
@@ -340,7 +373,11 @@ def _side_by_side(
         def start_jobs(name: str) -> str:
             if all_ready.wait() == 0:  # the last child to be ready: start every child's jobs at once
                 started = time.perf_counter()
-                made = make_jobs(emu, setup.triggers * len(names), setup.job_seconds, concurrency=16)
+                count, seconds = setup.triggers * len(names), setup.job_seconds
+                workflows = make_workflows(emu, setup.workflows)
+                timing["jobs_started_from"] = time.time()
+                made = make_jobs_over(emu, count, seconds, workflows, concurrency=16)
+                timing["jobs_started_until"] = time.time()
                 timing["creation_s"] = time.perf_counter() - started
                 emu.clear_requests()
                 for index, each in enumerate(names):
@@ -375,35 +412,101 @@ def _side_by_side(
     if errors:
         raise errors[0]
     log = emu.requests()
-    return {name: _measured(results[name], log, jobs[name], setup, timing["creation_s"]) for name in names}
+    return {name: _measured(results[name], log, jobs[name], setup, timing) for name in names}
 
 
 def _measured(
     result: dict[str, Any],
     emulator_log: list[dict[str, Any]],
-    jobs: list[str],
+    jobs: list[tuple[str, str]],
     setup: Setup,
-    creation_s: float,
+    timing: dict[str, float],
 ) -> dict[str, Any]:
-    """Add to the child's ``result`` the figures that need the emulator's request log of its ``jobs``."""
-    wanted = set(jobs)
+    """
+    Add to the child's ``result`` the figures that need the emulator's request log of its ``jobs``
+    (the requests on each job, and the listings of their workflows).
+    """
+    wanted, workflows = {job for job, _ in jobs}, {workflow for _, workflow in jobs}
     log = [e for e in emulator_log if e["path"].split("/")[4:5] and e["path"].split("/")[4] in wanted]
+    listings = sum(1 for e in emulator_log if _listed_workflow(e) in workflows)
+    job_intervals = max(result["waited_s"] / setup.interval, 1.0)
     per_job = collections.Counter(e["path"].split("/")[4] for e in log)
     n = setup.triggers
     requests = max(len(log), 1)
+    polls = sum(1 for e in log if e["path"].endswith("/details"))
+    result.update({k: timing[k] for k in ("jobs_started_from", "jobs_started_until")})
+    result.update(_steady(result, emulator_log, wanted, workflows, setup))
     result.update(
         triggers=n,
-        requests=len(log),
-        polls=sum(1 for e in log if e["path"].endswith("/details")),
+        workflows=len(workflows),
+        requests=len(log) + listings,
+        polls=polls,
+        listings=listings,
+        job_intervals=job_intervals,
+        status_requests_per_job_interval=(polls + listings) / job_intervals,
+        requests_per_job_interval=(len(log) + listings) / job_intervals,
+        cpu_ms_per_job_interval=result["cpu_s"] / job_intervals * 1000,
         requests_per_job_max=max(per_job.values(), default=0),
         non_2xx=sum(1 for e in log if (e["status"] or 0) // 100 != 2),
-        creation_s=creation_s,
-        cpu_ms_per_request=result["cpu_s"] / requests * 1000,
+        creation_s=timing["creation_s"],
+        cpu_ms_per_request=result["cpu_s"] / (requests + listings) * 1000,
         kib_per_trigger=(result["rss_peak_kib"] - result["rss_base_kib"]) / n,
         connections_per_trigger=result["connections_opened"] / n,
         connections_per_poll=result["connections_opened"] / max(len(log), 1),
     )
     return result
+
+
+def _steady(
+    result: dict[str, Any],
+    emulator_log: list[dict[str, Any]],
+    jobs: set[str],
+    workflows: set[str],
+    setup: Setup,
+) -> dict[str, float]:
+    """
+    Issue #27's figures, in the steady window: from an interval and a half after the last job was
+    started (every wait has polled, its first pause jittered) to half an interval before the first job
+    ends (no final reads yet): every job is waited for throughout. Per waiting job per interval: the
+    requests the service got for these jobs (status polls and listings), the triggerer's CPU; and the
+    event-loop lag, max, in that window.
+    """
+    begin = result["jobs_started_until"] + 1.5 * setup.interval
+    end = result["jobs_started_from"] + setup.job_seconds - 0.5 * setup.interval
+    if end - begin < setup.interval:
+        return {"steady_s": max(end - begin, 0.0)}
+    inside = [
+        e
+        for e in emulator_log
+        if begin <= _epoch(e) < end and (_job_of(e) in jobs or _listed_workflow(e) in workflows)
+    ]
+    samples = [s for s in result["cpu_samples"] if begin <= s[0] < end]
+    job_intervals = len(jobs) * (end - begin) / setup.interval
+    cpu = 0.0
+    if len(samples) > 1:  # the CPU rate between the first and last samples inside, over the window
+        cpu = (samples[-1][1] - samples[0][1]) / (samples[-1][0] - samples[0][0]) * (end - begin)
+    return {
+        "steady_s": end - begin,
+        "steady_requests_per_job_interval": len(inside) / job_intervals,
+        "steady_cpu_ms_per_job_interval": cpu / job_intervals * 1000,
+        "steady_lag_max_s": max((s[2] for s in samples), default=0.0),
+    }
+
+
+def _epoch(entry: dict[str, Any]) -> float:
+    return datetime.fromisoformat(entry["time"]).timestamp()
+
+
+def _job_of(entry: dict[str, Any]) -> str | None:
+    parts = entry["path"].split("/")
+    return parts[4] if len(parts) > 4 else None
+
+
+def _listed_workflow(entry: dict[str, Any]) -> str | None:
+    """Return the workflow a logged ``GET /jobs/?workflow_id=...`` listed (None: another request)."""
+    if not entry["path"].rstrip("/").endswith("/jobs"):
+        return None
+    return (urllib.parse.parse_qs(entry.get("query") or "").get("workflow_id") or [None])[0]
 
 
 def run(
@@ -456,7 +559,13 @@ def _summary(r: dict[str, Any]) -> str:
         f"(system {r['system_cpu_s']:.1f} s, GC {r['gc_cpu_s']:.1f} s, collections {r['gc_collections']}), "
         f"{r['kib_per_trigger']:.0f} KiB/trigger, {r['connections_per_trigger']:.2f} connections/trigger "
         f"(peak {r['sampled']['sockets']} sockets), outcomes {r['outcomes']}, "
-        f"loop lag max {r['loop_lag_max_s']:.2f} s; jobs created in {r['creation_s']:.1f} s"
+        f"loop lag max {r['loop_lag_max_s']:.2f} s; jobs created in {r['creation_s']:.1f} s; "
+        f"{r['workflows']} workflows, {r['listings']} listings; per waiting job per interval: "
+        f"{r['status_requests_per_job_interval']:.3f} status requests, {r['requests_per_job_interval']:.3f} "
+        f"requests, CPU {r['cpu_ms_per_job_interval']:.3f} ms; steady window {r.get('steady_s', 0):.0f} s: "
+        f"{r.get('steady_requests_per_job_interval', float('nan')):.3f} requests and "
+        f"{r.get('steady_cpu_ms_per_job_interval', float('nan')):.3f} ms CPU per waiting job per interval, "
+        f"lag max {r.get('steady_lag_max_s', float('nan')):.2f} s"
     )
 
 
@@ -466,6 +575,17 @@ METRICS = (
     ("TCP connections opened in total", "connections_opened", "conn", TARGET_CONNECTIONS),
 )
 FLOOR = "raw-httpx"
+PER_INTERVAL = (
+    ("service requests per waiting job per interval (steady)", "steady_requests_per_job_interval", "req"),
+    ("CPU per waiting job per interval (steady)", "steady_cpu_ms_per_job_interval", "ms"),
+    ("event-loop lag, max (steady)", "steady_lag_max_s", "s"),
+    ("status requests per job per interval (whole wait)", "status_requests_per_job_interval", "req"),
+    ("CPU per job per interval (whole wait)", "cpu_ms_per_job_interval", "ms"),
+    ("event-loop lag, max (whole wait)", "loop_lag_max_s", "s"),
+)
+"""Issue #27's figures, for the variants whose jobs are spread over workflows."""
+SHARED_TARGETS = {"shared-10": 0.05, "shared-1000": 1.0}
+"""Status requests per waiting job per interval: 100 waits per workflow, and one."""
 
 
 def _rows(results: dict[str, list[dict[str, Any]]], setup: Setup) -> list[Row]:
@@ -517,6 +637,29 @@ def _rows(results: dict[str, list[dict[str, Any]]], setup: Setup) -> list[Row]:
                     note=context if key == "cpu_ms_per_request" else "",
                 )
             )
+        if variant.workflows:
+            rows += _per_interval_rows(section, name, runs)
+    return rows
+
+
+def _per_interval_rows(section: str, name: str, runs: list[dict[str, Any]]) -> list[Row]:
+    """Issue #27's figures of one variant: requests and CPU per waiting job per interval, loop lag."""
+    rows = []
+    for metric, key, unit in PER_INTERVAL:
+        values = [float(r[key]) for r in runs if key in r]
+        if not values:
+            continue
+        target = SHARED_TARGETS.get(name) if key == "steady_requests_per_job_interval" else None
+        rows.append(
+            Row(
+                section,
+                f"{metric} - {VARIANTS[name].label}",
+                values,
+                unit,
+                target=f"≤ {target:g} {unit}" if target is not None else "",
+                met=statistics.median(values) <= target if target is not None else None,
+            )
+        )
     return rows
 
 

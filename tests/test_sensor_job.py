@@ -194,7 +194,7 @@ def test_a_found_event_pins_the_job_and_defers_for_it(mock_service: Any) -> None
         sensor(workflow_id=WF, deferrable=True).execute_complete(context, found)
     _, kwargs = deferred.value.trigger.serialize()
     assert kwargs["job_id"] == "j1"
-    assert kwargs["workflow_id"] is None
+    assert kwargs["workflow_id"] == WF  # the pinned job's workflow: its wait shares the workflow's poll
     assert kwargs["started_at"] == pytest.approx(time.time() - 5.0, abs=2)
     assert kwargs["deadline"] == pytest.approx(kwargs["started_at"] + 5, abs=0.01)
     assert store.values["workflowsvc_sensor_job"]["job_id"] == "j1"

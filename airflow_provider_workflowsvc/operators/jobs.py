@@ -388,6 +388,7 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
 
         trigger = WorkflowJobTrigger(
             job_id=job_id,
+            workflow_id=str(self.workflow_id),
             deadline=deadline,
             poll_interval=self.poll_interval,
             workflowsvc_conn_id=self.workflowsvc_conn_id,

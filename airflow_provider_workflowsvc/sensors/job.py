@@ -171,7 +171,7 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         after = parse_created_after(self.created_after) if job_id is None else None
         trigger = WorkflowJobTrigger(
             job_id=job_id,
-            workflow_id=None if job_id else str(self.workflow_id),
+            workflow_id=str(self.workflow_id) if self.workflow_id else None,
             created_after=after.isoformat() if after is not None else None,
             pick=self.pick,
             deadline=deadline,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
 
 Log = logging.Logger | Any
+AsyncPoll = Callable[["WorkflowServiceAsyncHook", "JobWatch", "PollSchedule"], Awaitable["JobOutcome | None"]]
+"""One poll of a wait, awaited: the job's outcome once it has ended, else None."""
 
 CANCEL_BUDGET = 5.0
 """Seconds a cancel sent as a task ends (timeout, kill) may take, retries included: the task is going
@@ -282,13 +284,20 @@ async def apoll_once(hook: WorkflowServiceAsyncHook, watch: JobWatch) -> JobOutc
     return watch.outcome(job, failed.failed_files)
 
 
-async def await_job(hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule) -> JobOutcome:
-    """:func:`wait_for_job`, awaited; each poll is cut off at the deadline (no request outlives it)."""
+async def await_job(
+    hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule, poll: AsyncPoll | None = None
+) -> JobOutcome:
+    """
+    :func:`wait_for_job`, awaited; each poll is cut off at the deadline (no request outlives it).
+
+    ``poll``: how one poll is made (default: :func:`apoll_once`; a shared one: :mod:`.workflow_poll`).
+    """
     while (pause := schedule.next_pause()) is not None:
         await asyncio.sleep(pause)
         try:
             with deadline(schedule.cutoff):
-                outcome = await _bounded(apoll_once(hook, watch), schedule)
+                polled = poll(hook, watch, schedule) if poll is not None else apoll_once(hook, watch)
+                outcome = await _bounded(polled, schedule)
         except Exception as exc:
             survive_transient(exc, watch.log, f"Job {watch.job_id}: status check")
             continue

@@ -208,6 +208,11 @@ class PollSchedule:
     def remaining(self) -> float:
         return self.deadline - time.time()
 
+    @property
+    def final(self) -> bool:
+        """Whether the poll about to be made (after :meth:`next_pause`) is the last before the deadline."""
+        return self._final_done
+
     def time_left(self) -> float:
         """Seconds the current poll's requests may still take."""
         return self.cutoff - time.time()

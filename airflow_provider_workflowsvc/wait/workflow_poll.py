@@ -1,0 +1,226 @@
+"""One status poll per workflow: the waits of a triggerer on jobs of one workflow share one listing."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
+from airflow_provider_workflowsvc.models import JobStatus
+from airflow_provider_workflowsvc.wait.poll import apoll_once, await_job, is_transient
+
+if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
+    from airflow_provider_workflowsvc.models import Job
+    from airflow_provider_workflowsvc.wait.outcome import JobOutcome
+    from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
+
+SHARE_FROM = 3
+"""Waits on one workflow from which they share its listing; fewer poll each job, as a lone wait always
+did (a listing of one or two statuses would cost as much as their own polls)."""
+FRESH_FOR = 0.5
+"""A listing answers the polls that come due up to this share of their interval after it started: the
+waits of a workflow deferred at different moments need at most two listings per interval."""
+ACTIVE_LISTED = (JobStatus.IN_PROGRESS, JobStatus.SCHEDULED)
+"""The statuses listed, in this order; ``scheduled`` only while some wait has not seen its job start."""
+SPELLINGS = ("platform", "spec")
+"""How the status filter is spelled: ``IN_PROGRESS`` (the platform), ``im progress`` (the spec's listing);
+until a listing has shown how the service spells statuses, tried in turn in this order."""
+
+ANSWER_GRACE = 0.2
+"""Seconds past a listing's limit the other waits of its round still wait for its answer."""
+
+_log = logging.getLogger(__name__)
+
+Listed = dict[str, "Job"]
+"""A listing: the workflow's jobs it showed, by id (``None`` in its place: the listing failed)."""
+
+
+class _Round:
+    """One listing of a workflow's active jobs: when it started, and its answer once there."""
+
+    def __init__(self, interval: float) -> None:
+        self.started = time.monotonic()
+        self.limit = FRESH_FOR * interval
+        """Seconds the listing may take (its starter's share of an interval)."""
+        self.answer: asyncio.Future[Listed | None] = asyncio.get_running_loop().create_future()
+
+    async def awaited(self) -> Listed | None:
+        """Return the answer, for a wait that did not start the listing (``None``: it is late)."""
+        if self.answer.done():
+            return self.answer.result()
+        late = self.started + self.limit + ANSWER_GRACE - time.monotonic()
+        try:
+            return await asyncio.wait_for(asyncio.shield(self.answer), timeout=max(late, 0.0))
+        except asyncio.TimeoutError:
+            return None  # its starter is stuck: this wait polls its own job
+
+    def serves(self, interval: float) -> bool:
+        """Whether a poll due now at ``interval`` may take this listing's answer."""
+        return time.monotonic() - self.started <= FRESH_FOR * interval
+
+    def settle(self, listed: Listed | None) -> None:
+        if not self.answer.done():
+            self.answer.set_result(listed)
+
+
+class WorkflowPoll:
+    """
+    The waits of one event loop on jobs of one workflow, through one shared client: one listing of the
+    workflow's active jobs answers the polls of all of them that come due while it is fresh.
+
+    A job the listing shows as scheduled or in progress has not ended: its wait learns its status and
+    sends nothing. Any other job (not shown: it has ended, the list is capped, its item was unreadable;
+    or shown in another status) is polled on its own, exactly as a lone wait polls (details, then the
+    job record and its failed files). A failed listing leaves every wait of that round to its own poll;
+    one the service refuses (not a transient failure) ends the sharing for this workflow.
+    """
+
+    def __init__(self, workflow_id: str) -> None:
+        self.workflow_id = workflow_id
+        self.waits: dict[int, JobWatch] = {}
+        self._round: _Round | None = None
+        self.refused = False
+        """The service refused a listing (say, the status filter): every wait polls its own job."""
+        self.spelling: str | None = None
+        """The filter's spelling, once a listed job record has shown the service's (``SPELLINGS``)."""
+        self._guesses = 0
+        self._tried = SPELLINGS[0]
+        self._refused_spellings: set[str] = set()
+
+    @property
+    def shared(self) -> bool:
+        return not self.refused and len(self.waits) >= SHARE_FROM
+
+    async def poll(
+        self, hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule
+    ) -> JobOutcome | None:
+        """
+        One poll of ``watch``'s job: from a fresh listing while it shows the job active, else its own.
+
+        The last poll before the deadline is always the job's own: the wait's final word is never older
+        than the moment it is taken.
+        """
+        if self.shared and not schedule.final:
+            listed = await self._listing(hook, schedule)
+            job = listed.get(watch.job_id) if listed is not None else None
+            if job is not None and job.status.is_active:
+                watch.observe(None, job)
+                return None
+        return await apoll_once(hook, watch)
+
+    async def _listing(self, hook: WorkflowServiceAsyncHook, schedule: PollSchedule) -> Listed | None:
+        """Return the answer of a listing fresh for this poll: one under way or just done, or a new one."""
+        current = self._round
+        if current is not None and current.serves(schedule.interval):
+            return await current.awaited()
+        if current is not None and not current.answer.done():
+            return None  # a listing is slow to answer: do not pile another on it; poll on its own
+        self._round = current = _Round(schedule.interval)
+        try:
+            current.settle(await self._list(hook, schedule))
+        finally:
+            current.settle(None)  # cancelled (its wait ended): the others poll on their own
+        return await current.answer
+
+    async def _list(self, hook: WorkflowServiceAsyncHook, schedule: PollSchedule) -> Listed | None:
+        """List the workflow's active jobs (``None``: the listing failed), within a fresh window."""
+        limit = FRESH_FOR * schedule.interval  # as the round's
+        try:
+            with deadline(min(schedule.cutoff, time.time() + limit)):
+                return await asyncio.wait_for(self._list_active(hook), timeout=limit)
+        except Exception as exc:
+            self._listing_failed(exc)
+            return None
+
+    async def _list_active(self, hook: WorkflowServiceAsyncHook) -> Listed:
+        listed: Listed = {}
+        spelling = self._tried = self._spelling()
+        for status in self._statuses():
+            text = status.platform_value if spelling == "platform" else status.wire_value
+            for job in await hook.list_jobs(workflow_id=self.workflow_id, status=text):
+                listed.setdefault(job.id, job)
+        self._learn_spelling(listed)
+        return listed
+
+    def _spelling(self) -> str:
+        """Return the spelling to send: the service's once known, else the next guess not refused yet."""
+        if self.spelling is not None:
+            return self.spelling
+        guesses = [s for s in SPELLINGS if s not in self._refused_spellings]
+        return guesses[self._guesses % len(guesses)]
+
+    def _learn_spelling(self, listed: Listed) -> None:
+        """Keep the spelling of the statuses the service listed (upper case: the platform's)."""
+        if self.spelling is not None:
+            return
+        raw = next((j.raw_status for j in listed.values() if j.raw_status and j.raw_status.strip()), None)
+        if raw is None:
+            self._guesses += 1  # no evidence (nothing listed): the next listing tries the other spelling
+            return
+        self.spelling = "platform" if raw == raw.upper() else "spec"
+
+    def _statuses(self) -> tuple[JobStatus, ...]:
+        """In progress always; scheduled too while some wait has not seen its job in progress yet."""
+        if all(w.status is JobStatus.IN_PROGRESS for w in self.waits.values()):
+            return ACTIVE_LISTED[:1]
+        return ACTIVE_LISTED
+
+    def _listing_failed(self, exc: Exception) -> None:
+        if not is_transient(exc) and self.spelling is None:
+            self._refused_spellings.add(self._tried)  # maybe the filter's spelling was refused
+            if len(self._refused_spellings) < len(SPELLINGS):
+                _log.info(
+                    "Listing the jobs of workflow %s failed (%s); trying the other spelling",
+                    self.workflow_id,
+                    exc,
+                )
+                return
+        if is_transient(exc):
+            _log.warning(
+                "Listing the active jobs of workflow %s failed (%s); its waits poll their own jobs this time",
+                self.workflow_id,
+                exc,
+            )
+            return
+        self.refused = True
+        _log.warning(
+            "Listing the active jobs of workflow %s failed (%s); its waits poll their own jobs from now on",
+            self.workflow_id,
+            exc,
+        )
+
+
+_POLLS: weakref.WeakKeyDictionary[Any, dict[str, WorkflowPoll]] = weakref.WeakKeyDictionary()
+"""The shared polls of each shared HTTP client (one per event loop and connection settings), by workflow."""
+
+
+@asynccontextmanager
+async def sharing(
+    hook: WorkflowServiceAsyncHook, workflow_id: str, watch: JobWatch
+) -> AsyncIterator[WorkflowPoll]:
+    """Register ``watch`` with the shared poll of its workflow (created if none) until the block ends."""
+    polls = _POLLS.setdefault(await hook.get_async_conn(), {})
+    poll = polls.get(workflow_id)
+    if poll is None:
+        poll = polls[workflow_id] = WorkflowPoll(workflow_id)
+    poll.waits[id(watch)] = watch
+    try:
+        yield poll
+    finally:
+        del poll.waits[id(watch)]
+        if not poll.waits and polls.get(workflow_id) is poll:
+            del polls[workflow_id]
+
+
+async def await_job_sharing(
+    hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule, workflow_id: str
+) -> JobOutcome:
+    """:func:`~.poll.await_job`, its polls shared with the other waits on jobs of ``workflow_id``."""
+    async with sharing(hook, workflow_id, watch) as poll:
+        return await await_job(hook, watch, schedule, poll=poll.poll)

@@ -1,0 +1,273 @@
+"""Issue #27: the waits of one triggerer on jobs of one workflow share one status poll; under faults,
+restarts and a hung neighbour no terminal state is missed, no outcome is wrong, every deadline is kept.
+
+The waits are the triggers a deferred ``RunWorkflowOperator`` hands over (its job and its workflow), all
+in one event loop as in one triggerer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from airflow.sdk._shared.module_loading import import_string
+from airflow.sdk.exceptions import TaskDeferred
+
+from airflow_provider_workflowsvc.exceptions import WorkflowServiceResponseError
+from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
+from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
+from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
+
+from ._helpers import task_context, use_connection
+from .test_flaky_service import FAULTS
+
+KINDS = ("completed", "failed_files", "failed")
+FILES = {"completed": ["good.txt"], "failed_files": ["good.txt", "empty.txt"], "failed": ["empty.txt"]}
+VERDICT = {
+    "completed": ("success", "completed"),
+    "failed_files": ("success", "completed"),
+    "failed": ("failed", "failed"),
+}
+WORKFLOWS, PER_WORKFLOW = 3, 12
+INTERVAL = 0.3
+CONNECTION = {"retry_wait": 0.01, "retry_max_wait": 0.1, "max_retries": 8}
+UNREADABLE_RATE = 0.2
+
+
+@pytest.fixture(autouse=True)
+def shared_status_poll_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shared status poll is opt-in (``[workflowsvc] shared_status_poll``): these tests turn it on."""
+    monkeypatch.setenv("AIRFLOW__WORKFLOWSVC__SHARED_STATUS_POLL", "True")
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> Path:
+    (tmp_path / "good.txt").write_text("Some text that the emulator processes.")
+    (tmp_path / "empty.txt").write_text("")
+    return tmp_path
+
+
+def start_jobs(settings: Any, inputs: Path, workflows: int, per_workflow: int) -> list[tuple[str, str, str]]:
+    """``(workflow, job, kind)`` for ``per_workflow`` jobs of each of ``workflows`` new workflows."""
+    started = []
+    with WorkflowServiceHook(settings=settings) as hook:
+        for w in range(workflows):
+            workflow = str(hook.create_workflow(f"shared-{w}-{time.time_ns()}", "basic").id)
+            for i in range(per_workflow):
+                kind = KINDS[i % 3]
+                job = hook.run_workflow(workflow, files=[inputs / f for f in FILES[kind]])
+                assert job is not None
+                started.append((workflow, job.id, kind))
+    return started
+
+
+def trigger(workflow: str, job: str, seconds: float, interval: float = INTERVAL) -> WorkflowJobTrigger:
+    return WorkflowJobTrigger(
+        job_id=job, workflow_id=workflow, deadline=time.time() + seconds, poll_interval=interval
+    )
+
+
+async def first_event(each: WorkflowJobTrigger) -> dict[str, Any]:
+    return dict((await anext(each.run())).payload)
+
+
+def unreadable_listings(monkeypatch: pytest.MonkeyPatch, rate: float, seed: int) -> list[int]:
+    """One listing answer in ``1 / rate`` cannot be read (a 200 with a body of the wrong shape)."""
+    rng, count = random.Random(seed), [0]
+    list_jobs = WorkflowServiceAsyncHook.list_jobs
+
+    async def sometimes_unreadable(self: WorkflowServiceAsyncHook, *args: Any, **kwargs: Any) -> Any:
+        listed = await list_jobs(self, *args, **kwargs)
+        if rng.random() < rate:
+            count[0] += 1
+            raise WorkflowServiceResponseError("GET", "/api/v1/jobs/", 200, "expected a list, got a string")
+        return listed
+
+    monkeypatch.setattr(WorkflowServiceAsyncHook, "list_jobs", sometimes_unreadable)
+    return count
+
+
+def listings(emulator: Any) -> list[dict[str, Any]]:
+    return [r for r in emulator.requests(method="GET") if "workflow_id=" in (r.get("query") or "")]
+
+
+async def test_shared_waits_through_a_flaky_service(
+    figures: dict[str, Any],
+    workflowsvc_conn: Any,
+    settings: Any,
+    inputs: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """36 waits on 3 workflows; one request in five fails (429, 5xx, drops, before or after the
+    service acted) and one listing answer in five is unreadable: every job's own final status."""
+    emulator = workflowsvc_conn
+    use_connection(monkeypatch, emulator, **CONNECTION)
+    emulator.configure(processing_delay=0.3)
+    jobs = start_jobs(settings, inputs, WORKFLOWS, PER_WORKFLOW)
+    unreadable = unreadable_listings(monkeypatch, UNREADABLE_RATE, seed=27)
+    emulator.clear_requests()
+    emulator.set_faults(rules=FAULTS, seed=2027)
+    events = await asyncio.gather(*(first_event(trigger(w, j, 60)) for w, j, _ in jobs))
+    log = emulator.requests()
+    emulator.clear_faults()
+
+    with WorkflowServiceHook(settings=settings) as hook:
+        final = {j: hook.get_job(j).status.value for _, j, _ in jobs}
+    wrong = [
+        (kind, e)
+        for (_, job, kind), e in zip(jobs, events, strict=True)
+        if (e["status"], e["job_status"]) != VERDICT[kind]
+        or e["job_status"] != final[job]
+        or e["job_id"] != job
+    ]
+    assert not wrong, wrong
+    failed_files = [len(e["failed_files"]) for e in events]
+    assert failed_files == [0 if kind == "completed" else 1 for _, _, kind in jobs], events
+    shared = listings(emulator)
+    faults = collections.Counter(r["fault"] for r in log if r["fault"])
+    assert shared, "the waits did not share a listing"
+    assert sum(faults.values()) >= 0.1 * len(log), faults
+    assert any(r["fault"] for r in shared), "no listing met a fault"
+    figures.update(
+        waits=len(jobs),
+        workflows=WORKFLOWS,
+        missed_terminal_states=sum(1 for e in events if e["status"] not in ("success", "failed")),
+        wrong_outcomes=len(wrong),
+        requests=len(log),
+        listings=len(shared),
+        listings_faulted=sum(1 for r in shared if r["fault"]),
+        listings_unreadable=unreadable[0],
+        faults_injected=sum(faults.values()),
+    )
+
+
+async def test_shared_waits_keep_their_deadlines_through_a_flaky_service(
+    figures: dict[str, Any],
+    workflowsvc_conn: Any,
+    settings: Any,
+    inputs: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Jobs that never end, under the same faults: every wait times out at its own deadline."""
+    emulator = workflowsvc_conn
+    use_connection(monkeypatch, emulator, **CONNECTION)
+    emulator.configure(processing_delay=1000)
+    jobs = start_jobs(settings, inputs, 1, 8)
+    unreadable_listings(monkeypatch, UNREADABLE_RATE, seed=28)
+    emulator.set_faults(rules=FAULTS, seed=2028)
+    deadlines = [time.time() + 2.0 + 0.1 * i for i in range(len(jobs))]
+    late: list[float] = []
+
+    async def wait(workflow: str, job: str, at: float) -> dict[str, Any]:
+        each = WorkflowJobTrigger(job_id=job, workflow_id=workflow, deadline=at, poll_interval=INTERVAL)
+        payload = await first_event(each)
+        late.append(time.time() - at)
+        return payload
+
+    events = await asyncio.gather(*(wait(w, j, at) for (w, j, _), at in zip(jobs, deadlines, strict=True)))
+    emulator.clear_faults()
+    assert [e["status"] for e in events] == ["timeout"] * len(jobs)
+    assert all(-0.2 <= lag < 0.5 for lag in late), late
+    assert listings(emulator)
+    figures.update(waits=len(jobs), deadlines_kept=len(jobs), latest_event_after_deadline=round(max(late), 2))
+
+
+def defer(task: RunWorkflowOperator, context: dict[str, Any]) -> WorkflowJobTrigger:
+    with pytest.raises(TaskDeferred) as deferred:
+        task.execute(context)
+    trigger = deferred.value.trigger
+    assert isinstance(trigger, WorkflowJobTrigger)
+    return trigger
+
+
+def rebuild(each: WorkflowJobTrigger) -> WorkflowJobTrigger:
+    path, kwargs = each.serialize()
+    return import_string(path)(**kwargs)
+
+
+async def test_shared_waits_survive_a_triggerer_restart(
+    figures: dict[str, Any], workflowsvc_conn: Any, settings: Any, inputs: Path
+) -> None:
+    """Four deferred tasks of one workflow; the triggerer stops while their listing is in flight and
+    another rebuilds them: each task's own result, nothing run again or cancelled."""
+    emulator = workflowsvc_conn
+    emulator.configure(processing_delay=0.4)
+    with WorkflowServiceHook(settings=settings) as hook:
+        workflow = str(hook.create_workflow(f"restart-shared-{time.time_ns()}", "basic").id)
+    emulator.clear_requests()
+    tasks, contexts, triggers = [], [], []
+    for i in range(4):
+        kind = KINDS[i % 2]
+        task = RunWorkflowOperator(
+            task_id=f"run_{i}",
+            workflow_id=workflow,
+            files=[str(inputs / f) for f in FILES[kind]],
+            poll_interval=0.2,
+            fail_on_failed_files=False,
+        )
+        task.deferrable = True
+        context = task_context()
+        triggers.append(defer(task, context))
+        tasks.append(task)
+        contexts.append(context)
+    assert all(t.workflow_id == workflow for t in triggers)  # the operator hands its workflow over
+
+    emulator.set_faults(method="GET", path="/api/v1/jobs/", latency=3600, count=1)
+    runs = [asyncio.ensure_future(anext(t.run())) for t in triggers]
+    await asyncio.sleep(0.8)
+    in_flight = [r for r in listings(emulator) if r["status"] is None]
+    for run in runs:  # the triggerer stops
+        run.cancel()
+    await asyncio.gather(*runs, return_exceptions=True)
+    emulator.clear_faults()
+    events = await asyncio.gather(*(first_event(rebuild(t)) for t in triggers))
+    summaries = [task.execute_complete(c, e) for task, c, e in zip(tasks, contexts, events, strict=True)]
+    assert [s["status"] for s in summaries] == ["completed"] * 4
+    assert [s["job_id"] for s in summaries] == [t.job_id for t in triggers]
+    assert len(in_flight) == 1, "the triggerer did not stop with a listing in flight"
+    posts = [r["path"] for r in emulator.requests(method="POST")]
+    assert sorted(posts) == [f"/api/v1/workflows/{workflow}/run"] * 4  # one run each, no cancel
+    figures.update(tasks=4, restarts=1, listings_in_flight_at_restart=len(in_flight), runs=4, cancels=0)
+
+
+async def test_a_hung_neighbour_holds_up_only_itself_with_the_shared_poll(
+    figures: dict[str, Any],
+    workflowsvc_conn: Any,
+    settings: Any,
+    inputs: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Six waits of one workflow, a pool of two connections; the service never answers one job's
+    status reads: the five others end with their jobs' results before the hung one times out."""
+    emulator = workflowsvc_conn
+    use_connection(monkeypatch, emulator, max_connections=2, retry_wait=0.02, retry_max_wait=0.1)
+    emulator.configure(processing_delay=0.3)
+    jobs = start_jobs(settings, inputs, 1, 6)
+    (workflow, hung, _), *others = jobs
+    emulator.set_faults(method="GET", path=f"*/jobs/{hung}/details", latency=8.0)
+    started = time.monotonic()
+    ended: dict[str, float] = {}
+
+    async def wait(job: str, seconds: float) -> dict[str, Any]:
+        payload = await first_event(trigger(workflow, job, seconds, interval=0.2))
+        ended[job] = time.monotonic() - started
+        return payload
+
+    events = await asyncio.gather(wait(hung, 4.0), *(wait(job, 30.0) for _, job, _ in others))
+    emulator.clear_faults()
+    assert events[0]["status"] == "timeout", events[0]
+    expected = [VERDICT[kind][0] for _, _, kind in others]
+    assert [e["status"] for e in events[1:]] == expected, events[1:]
+    assert max(ended[job] for _, job, _ in others) < ended[hung]
+    assert listings(emulator)
+    figures.update(
+        waits=len(jobs),
+        pool_connections=2,
+        others_done_after_seconds=round(max(ended[job] for _, job, _ in others), 1),
+        hung_event_after_seconds=round(ended[hung], 1),
+    )

@@ -1,0 +1,274 @@
+"""The shared status poll (wait/workflow_poll.py) against the emulator: waits on one workflow's jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_workflowsvc.exceptions import WorkflowServiceApiError
+from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
+from airflow_provider_workflowsvc.models import JobStatus
+from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
+from airflow_provider_workflowsvc.wait import workflow_poll
+
+INTERVAL = 0.5
+KINDS = ("completed", "failed_files", "failed")
+FILES = {"completed": ["good.txt"], "failed_files": ["good.txt", "empty.txt"], "failed": ["empty.txt"]}
+VERDICT = {"completed": ("success", 0), "failed_files": ("success", 1), "failed": ("failed", 1)}
+
+
+@pytest.fixture(autouse=True)
+def shared_status_poll_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shared status poll is opt-in (``[workflowsvc] shared_status_poll``): these tests turn it on."""
+    monkeypatch.setenv("AIRFLOW__WORKFLOWSVC__SHARED_STATUS_POLL", "True")
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> Path:
+    (tmp_path / "good.txt").write_text("Some text that the emulator processes.")
+    (tmp_path / "empty.txt").write_text("")
+    return tmp_path
+
+
+def start_jobs(settings: Any, inputs: Path, count: int, name: str = "shared") -> tuple[str, list[str]]:
+    """A workflow and ``count`` jobs of it, of each kind in turn."""
+    with WorkflowServiceHook(settings=settings) as hook:
+        workflow = str(hook.create_workflow(f"{name}-{time.time_ns()}", "basic").id)
+        jobs = []
+        for i in range(count):
+            files = [inputs / f for f in FILES[KINDS[i % 3]]]
+            job = hook.run_workflow(workflow, files=files)
+            assert job is not None
+            jobs.append(job.id)
+    return workflow, jobs
+
+
+async def event(job: str, workflow: str | None, seconds: float = 30.0, interval: float = INTERVAL) -> Any:
+    trigger = WorkflowJobTrigger(
+        job_id=job, workflow_id=workflow, deadline=time.time() + seconds, poll_interval=interval
+    )
+    return (await anext(trigger.run())).payload
+
+
+def check_kinds(events: list[dict[str, Any]]) -> None:
+    """Every job's verdict is its kind's: nothing missed, nothing wrong."""
+    for i, payload in enumerate(events):
+        status, failed = VERDICT[KINDS[i % 3]]
+        assert payload["status"] == status, payload
+        assert len(payload["failed_files"]) == failed, payload
+        assert payload["node_stats"], payload
+
+
+def requests_by_kind(emulator: Any, jobs: list[str], workflow: str) -> collections.Counter[str]:
+    counts: collections.Counter[str] = collections.Counter()
+    for r in emulator.requests(method="GET"):
+        if f"workflow_id={workflow}" in (r.get("query") or ""):
+            counts["listing"] += 1
+        elif any(f"/jobs/{job}" in r["path"] for job in jobs):
+            counts[r["path"].rsplit("/", 1)[-1] if r["path"].count("/") > 4 else "record"] += 1
+    return counts
+
+
+def _without_times(payload: dict[str, Any]) -> dict[str, Any]:
+    """The event, less what differs from job to job (ids, times)."""
+    varying = ("job_id", "workflow_id", "elapsed", "job_seconds", "output_files")
+    same = {k: v for k, v in payload.items() if k not in varying}
+    return {**same, "output_files": len(payload["output_files"])}
+
+
+async def test_waits_on_one_workflow_share_one_listing(
+    workflowsvc_conn: Any, settings: Any, inputs: Path
+) -> None:
+    """Nine waits on one workflow: the same events as nine lone waits, a fraction of the requests."""
+    emulator = workflowsvc_conn
+    emulator.configure(processing_delay=0.8)  # ~2.5 s: five polls or so
+    workflow, jobs = start_jobs(settings, inputs, 9)
+    alone_workflow, alone_jobs = start_jobs(settings, inputs, 9, "alone")
+    emulator.clear_requests()
+    started = time.monotonic()
+    shared, alone = await asyncio.gather(
+        asyncio.gather(*(event(job, workflow) for job in jobs)),
+        asyncio.gather(*(event(job, None) for job in alone_jobs)),
+    )
+    seconds = time.monotonic() - started
+    check_kinds(shared)
+    assert [_without_times(e) for e in shared] == [_without_times(e) for e in alone]
+    used = requests_by_kind(emulator, jobs, workflow)
+    assert used["listing"] >= 1
+    assert used["details"] <= 2 * len(jobs), used  # read on their own once they left the listing
+    per_job = requests_by_kind(emulator, alone_jobs, alone_workflow)
+    assert per_job["listing"] == 0
+    intervals = seconds / INTERVAL
+    shared_status = (used["listing"] + used["details"]) / len(jobs) / intervals
+    lone_status = per_job["details"] / len(jobs) / intervals
+    assert shared_status < 0.6 * lone_status, (used, per_job, intervals)
+    assert workflow_poll._POLLS == {} or all(not polls for polls in workflow_poll._POLLS.values())
+
+
+async def test_by_default_each_wait_polls_its_own_job(
+    workflowsvc_conn: Any, settings: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without ``[workflowsvc] shared_status_poll`` the waits on one workflow send no listing."""
+    monkeypatch.delenv("AIRFLOW__WORKFLOWSVC__SHARED_STATUS_POLL")
+    emulator = workflowsvc_conn
+    emulator.configure(processing_delay=0.3)
+    workflow, jobs = start_jobs(settings, inputs, 4)
+    emulator.clear_requests()
+    events = await asyncio.gather(*(event(job, workflow) for job in jobs))
+    check_kinds(events)
+    used = requests_by_kind(emulator, jobs, workflow)
+    assert used["listing"] == 0, used
+    assert used["record"] == used["failed-files"] == len(jobs), used
+
+
+async def test_a_wait_alone_on_its_workflow_polls_as_before(
+    workflowsvc_conn: Any, settings: Any, inputs: Path
+) -> None:
+    emulator = workflowsvc_conn
+    emulator.configure(processing_delay=0.3)
+    workflow, (job,) = start_jobs(settings, inputs, 1)
+    emulator.clear_requests()
+    payload = await event(job, workflow)
+    assert payload["status"] == "success", payload
+    used = requests_by_kind(emulator, [job], workflow)
+    assert used["listing"] == 0
+    assert set(used) == {"details", "record", "failed-files"}, used
+    assert used["record"] == used["failed-files"] == 1, used
+
+
+async def test_jobs_a_capped_or_odd_listing_does_not_show_are_polled_on_their_own(
+    workflowsvc_conn: Any, settings: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listing drops every other job and shows one in a status nobody knows: all end right."""
+    emulator = workflowsvc_conn
+    emulator.configure(processing_delay=0.3)
+    workflow, jobs = start_jobs(settings, inputs, 6)
+    list_jobs = WorkflowServiceAsyncHook.list_jobs
+    odd = jobs[1]
+
+    async def capped(self: WorkflowServiceAsyncHook, *args: Any, **kwargs: Any) -> Any:
+        listed = await list_jobs(self, *args, **kwargs)
+        kept = [job for job in listed if jobs.index(job.id) % 2 == 1] if listed else listed
+        queued = {"status": JobStatus.UNKNOWN, "raw_status": "queued"}
+        return [j.model_copy(update=queued) if j.id == odd else j for j in kept]
+
+    monkeypatch.setattr(WorkflowServiceAsyncHook, "list_jobs", capped)
+    emulator.clear_requests()
+    events = await asyncio.gather(*(event(job, workflow) for job in jobs))
+    check_kinds(events)
+    used = requests_by_kind(emulator, jobs, workflow)
+    assert used["listing"] >= 1
+    polls = [len(emulator.requests(path_contains=f"/jobs/{job}/details")) for job in jobs]
+    # Jobs 0 and 4 (hidden) and 1 (odd status) run for a while: polled on their own throughout;
+    # job 3 (shown) only once it left the listing. (Jobs 2 and 5 fail at once.)
+    assert min(polls[0], polls[1], polls[4]) >= 2, polls
+    assert polls[3] == 1, polls
+
+
+async def test_a_refused_listing_leaves_each_wait_to_its_own_poll(
+    workflowsvc_conn: Any, settings: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    emulator = workflowsvc_conn
+    emulator.configure(processing_delay=0.3)
+    workflow, jobs = start_jobs(settings, inputs, 4)
+    calls = []
+
+    async def refused(self: WorkflowServiceAsyncHook, *args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs)
+        raise WorkflowServiceApiError(422, "GET", "/api/v1/jobs/", "status: unknown job status")
+
+    monkeypatch.setattr(WorkflowServiceAsyncHook, "list_jobs", refused)
+    events = await asyncio.gather(*(event(job, workflow) for job in jobs))
+    check_kinds(events)
+    # Refused in both spellings of the status filter: the workflow's waits no longer ask.
+    assert [c["status"] for c in calls] == ["IN_PROGRESS", "im progress"]
+
+
+async def test_a_failing_or_hung_listing_costs_requests_not_outcomes(
+    workflowsvc_conn: Any, settings: Any, inputs: Path
+) -> None:
+    """Every listing answers 503, or never: each wait polls its own job, on time."""
+    emulator = workflowsvc_conn
+    emulator.configure(processing_delay=0.3)
+    for rule in ({"errors": [503]}, {"latency": 30.0}):
+        workflow, jobs = start_jobs(settings, inputs, 4)
+        emulator.set_faults(method="GET", path="/api/v1/jobs/", **rule)
+        started = time.monotonic()
+        events = await asyncio.gather(*(event(job, workflow) for job in jobs))
+        emulator.clear_faults()
+        check_kinds(events)
+        assert time.monotonic() - started < 10, rule
+        listings = [r for r in emulator.requests(method="GET") if workflow in (r.get("query") or "")]
+        assert listings, rule
+        assert all(r["fault"] for r in listings), rule
+
+
+async def test_a_cancelled_wait_leaves_the_shared_poll(
+    workflowsvc_conn: Any, settings: Any, inputs: Path
+) -> None:
+    emulator = workflowsvc_conn
+    emulator.configure(processing_delay=0.5)
+    workflow, jobs = start_jobs(settings, inputs, 4)
+    tasks = [asyncio.ensure_future(event(job, workflow)) for job in jobs]
+    await asyncio.sleep(1.5 * INTERVAL)
+    (polls,) = [p[workflow] for p in workflow_poll._POLLS.values() if workflow in p]
+    assert len(polls.waits) == 4
+    assert polls.shared
+    tasks[0].cancel()
+    await asyncio.sleep(0.1)
+    assert len(polls.waits) == 3
+    events = await asyncio.gather(*tasks[1:])
+    assert [e["status"] for e in events] == ["success", "failed", "success"]
+    assert not any(workflow in p for p in workflow_poll._POLLS.values())
+
+
+async def test_shared_waits_keep_their_deadlines(workflowsvc_conn: Any, settings: Any, inputs: Path) -> None:
+    """Jobs that never end: every wait times out at its deadline, its last poll its own."""
+    emulator = workflowsvc_conn
+    emulator.configure(processing_delay=1000)
+    workflow, jobs = start_jobs(settings, inputs, 4)
+    emulator.clear_requests()
+    deadline = time.time() + 2.2
+    triggers = [
+        WorkflowJobTrigger(job_id=job, workflow_id=workflow, deadline=deadline, poll_interval=INTERVAL)
+        for job in jobs
+    ]
+    events = await asyncio.gather(*(anext(t.run()) for t in triggers))
+    late = time.time() - deadline
+    assert [e.payload["status"] for e in events] == ["timeout"] * 4
+    assert -0.2 <= late < 0.5, late
+    for job in jobs:  # the final poll, a second before the deadline, is the job's own
+        assert emulator.requests(path_contains=f"/jobs/{job}/details"), job
+
+
+async def test_the_filter_is_spelled_as_the_service_lists_statuses(
+    workflowsvc_conn: Any, settings: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """
+    A service that matches the status filter exactly, as a free string, in its own spelling (the
+    platform's ``IN_PROGRESS``; the spec's listing ``im progress``): the shared poll finds the spelling
+    from the statuses listed and keeps it; until then, jobs not shown are polled on their own.
+    """
+    emulator = workflowsvc_conn
+    matched = "IN_PROGRESS" if emulator.dialect == "platform" else "im progress"
+    emulator.configure(processing_delay=0.8)
+    workflow, jobs = start_jobs(settings, inputs, 6)
+    list_jobs = WorkflowServiceAsyncHook.list_jobs
+    sent: list[str] = []
+
+    async def exact(self: WorkflowServiceAsyncHook, *args: Any, status: Any = None, **kwargs: Any) -> Any:
+        sent.append(status)
+        listed = await list_jobs(self, *args, status=status, **kwargs)
+        return listed if status in (matched, "scheduled" if matched.islower() else "SCHEDULED") else []
+
+    monkeypatch.setattr(WorkflowServiceAsyncHook, "list_jobs", exact)
+    events = await asyncio.gather(*(event(job, workflow) for job in jobs))
+    check_kinds(events)
+    in_progress = [s for s in sent if s.upper().replace(" ", "_") in ("IN_PROGRESS", "IM_PROGRESS")]
+    assert in_progress[-1] == matched, sent
+    assert in_progress.count(matched) >= len(in_progress) - 2, sent  # at most a wrong guess or two
