@@ -346,12 +346,16 @@ def _parse_time(value: str) -> Any:
 def worker_sessions(airflow: LocalAirflow, dag_id: str, run_id: str, task_id: str) -> list[float]:
     """
     Seconds each worker session of a task lasted, from the worker's own log (``attempt=1.log``): a
-    session is a run of lines without a pause of more than 2 s (a deferral is such a pause).
+    session is a run of lines without a pause of more than 2 s (a deferral is such a pause). None
+    when no worker ran the task.
     """
     import json
     from datetime import datetime
 
-    (log_file,) = airflow.task_log_dir(dag_id, run_id, task_id).glob("**/attempt=1.log")
+    log_files = list(airflow.task_log_dir(dag_id, run_id, task_id).glob("**/attempt=1.log"))
+    if not log_files:
+        return []  # no worker ever ran the task (the triggerer's log is a file of its own)
+    (log_file,) = log_files
     stamps = []
     for line in log_file.read_text().splitlines():
         try:
@@ -367,34 +371,57 @@ def worker_sessions(airflow: LocalAirflow, dag_id: str, run_id: str, task_id: st
     return sessions
 
 
-def test_a_sensor_on_a_known_job_starts_in_the_triggerer(stack: tuple[LocalAirflow, Any]) -> None:
+def test_a_sensor_on_a_known_job_starts_in_the_triggerer(
+    stack: tuple[LocalAirflow, Any], tmp_path: Path
+) -> None:
     airflow, emulator = stack
     emulator.configure(processing_delay=2.0)  # one file, three nodes: a job of ~6 s
+    (tmp_path / "empty.txt").write_text("")  # the service fails an empty document: the job fails
     with service_hook(emulator) as hook:
         workflow = hook.create_workflow("e2e-sensor-slots", "basic")
         job = hook.run_workflow(
             str(workflow.id), files=[REPO_ROOT / "tests" / "e2e_dags" / "long_job_input.txt"]
         )
+        failing = hook.run_workflow(str(workflow.id), files=[tmp_path / "empty.txt"])
     assert job is not None
+    assert failing is not None
 
     run_id = airflow.trigger_dag(SENSOR_DAG, conf={"job_id": job.id})
+    failed_run_id = airflow.trigger_dag(SENSOR_DAG, conf={"job_id": failing.id})
     run = airflow.wait_for_run(SENSOR_DAG, run_id, timeout=150)
     states = {ti["task_id"]: ti["state"] for ti in airflow.task_instances(SENSOR_DAG, run_id)}
     assert run["state"] == "success", states
     for task_id in ("in_triggerer", "from_worker"):
         summary = airflow.xcom(SENSOR_DAG, run_id, task_id)
-        assert (summary["job_id"], summary["status"]) == (job.id, "completed")
+        assert (summary["job_id"], summary["status"], summary["outcome"]) == (job.id, "completed", "success")
+        assert summary["node_stats"]
+        assert summary["failed_file_count"] == 0
+        assert airflow.xcom(SENSOR_DAG, run_id, task_id, key="job_id") == job.id
         assert airflow.trigger_log_files(SENSOR_DAG, run_id, task_id), f"{task_id} never deferred"
-    # started in the triggerer: the trigger rendered the templated job id, and no worker ever poked
-    assert f"Waiting for job {job.id}" in _trigger_log_text_of(airflow, run_id, "in_triggerer")
+    # started in the triggerer: the trigger rendered the templated job id, and ended the task there
+    in_trigger_log = _trigger_log_text_of(airflow, run_id, "in_triggerer")
+    assert f"Waiting for job {job.id}" in in_trigger_log
+    assert "the task ends here, without a worker" in in_trigger_log
     direct = worker_sessions(airflow, SENSOR_DAG, run_id, "in_triggerer")
     before = worker_sessions(airflow, SENSOR_DAG, run_id, "from_worker")
-    assert len(direct) == 1, direct  # only execute_complete
+    assert direct == [], direct  # no worker ever ran it
     assert len(before) == 2, before  # first poke + defer, then execute_complete
+    # a failed job still resumes the task in a worker, to fail with the provider's error
+    failed_run = airflow.wait_for_run(SENSOR_DAG, failed_run_id, timeout=150)
+    assert failed_run["state"] == "failed"
+    assert airflow.task_instance(SENSOR_DAG, failed_run_id, "in_triggerer")["state"] == "failed"
+    on_failure = worker_sessions(airflow, SENSOR_DAG, failed_run_id, "in_triggerer")
+    assert len(on_failure) == 1, on_failure  # execute_complete only
+    assert f"Workflow Service job {failing.id} failed" in airflow.task_log(
+        SENSOR_DAG, failed_run_id, "in_triggerer"
+    )
+    failed_summary = airflow.xcom(SENSOR_DAG, failed_run_id, "in_triggerer")
+    assert (failed_summary["job_id"], failed_summary["outcome"]) == (failing.id, "failed")
     print(
         f"[e2e] worker-slot seconds per sensor task (task runner's log): started in the triggerer "
-        f"{sum(direct):.2f} s ({len(direct)} session); first poke in a worker {sum(before):.2f} s "
-        f"({len(before)} sessions: {', '.join(f'{s:.2f}' for s in before)}); job {job.id} took ~6 s"
+        f"{sum(direct):.2f} s ({len(direct)} sessions); first poke in a worker {sum(before):.2f} s "
+        f"({len(before)} sessions: {', '.join(f'{s:.2f}' for s in before)}); job {job.id} took ~6 s; "
+        f"started in the triggerer on a failed job {sum(on_failure):.2f} s ({len(on_failure)} session)"
     )
 
 

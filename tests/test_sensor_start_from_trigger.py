@@ -6,9 +6,10 @@ from __future__ import annotations
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
+from unittest.mock import MagicMock
 
 import pytest
-from airflow.sdk import DAG
+from airflow.sdk import DAG, Asset
 
 from airflow_provider_workflowsvc.sensors.job import WorkflowJobSensor
 from airflow_provider_workflowsvc.triggers.job import DEFERRAL_BACKSTOP, WorkflowJobTrigger
@@ -37,7 +38,18 @@ def test_a_deferrable_sensor_on_a_job_starts_in_the_triggerer() -> None:
         "poll_interval": 3.0,
         "workflowsvc_conn_id": "other",
         "cancel_on_kill": False,
+        "end_on_success": True,  # a job that passes ends the task in the triggerer
+        "fail_on_failed_files": True,
+        "push_summary": True,
     }
+    flags = sensor(job_id="j", fail_on_failed_files=False, do_xcom_push=False).start_trigger_args
+    assert flags is not None
+    assert flags.trigger_kwargs["fail_on_failed_files"] is False
+    assert flags.trigger_kwargs["push_summary"] is False
+    # a task ended by the triggerer emits no outlet asset events: a sensor with outlets ends in a worker
+    with_outlets = sensor(job_id="j", outlets=[Asset("s3://bucket/out")]).start_trigger_args
+    assert with_outlets is not None
+    assert with_outlets.trigger_kwargs["end_on_success"] is False
 
 
 @pytest.mark.airflow_min("3.3", reason="the triggerer renders a start-from-trigger task's fields from 3.3")
@@ -102,3 +114,33 @@ def test_before_airflow_3_3_the_sensor_defers_from_a_worker() -> None:
     task = sensor(job_id="j")
     assert task.start_from_trigger is False
     assert task.start_trigger_args is None
+
+
+@pytest.mark.parametrize("fail_on_failed_files", [True, False])
+def test_the_trigger_ends_the_task_with_the_xcoms_execute_complete_pushes(fail_on_failed_files: bool) -> None:
+    from airflow_provider_workflowsvc.wait.outcome import JobOutcome
+
+    failed = [] if fail_on_failed_files else [{"document": "x.bin", "error": "unsupported"}]
+    outcome = JobOutcome.model_validate(
+        {
+            "status": "success",
+            "job_id": "job-42",
+            "workflow_id": "wf-1",
+            "job_status": "completed",
+            "message": "done",
+            "failed_files": failed,
+            "output_files": [{"file_id": "a.txt", "node_id": "n1"}],
+            "elapsed": 6.04,
+            "job_seconds": 5.5,
+            "job_seconds_from": "runtime",
+        }
+    )
+    task = sensor(job_id=TEMPLATED, fail_on_failed_files=fail_on_failed_files)
+    assert task.start_trigger_args is not None
+    kwargs = {**task.start_trigger_args.trigger_kwargs, "job_id": "job-42"}
+    event = WorkflowJobTrigger(**kwargs)._event(outcome)
+
+    ti = MagicMock()
+    returned = task.execute_complete({"ti": ti}, event=outcome.to_event())  # type: ignore[arg-type]
+    pushed = {call.kwargs["key"]: call.kwargs["value"] for call in ti.xcom_push.call_args_list}
+    assert event.xcoms == {**pushed, "return_value": returned}  # what a worker would have pushed

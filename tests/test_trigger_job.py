@@ -53,6 +53,15 @@ def route_finish(router: Any, status: str = "completed", failed: Any = (), outpu
             "created_after": "2026-01-01T00:00:00+00:00",
             "pick": "earliest",
         },
+        {  # the sensor started in the triggerer: it ends the task itself when the job passes
+            "job_id": "{{ params.job }}",
+            "deadline": None,
+            "poll_interval": 2.0,
+            "cancel_on_kill": False,
+            "end_on_success": True,
+            "fail_on_failed_files": False,
+            "push_summary": False,
+        },
     ],
 )
 def test_serialize_round_trips(kwargs: dict[str, Any]) -> None:
@@ -305,3 +314,99 @@ async def test_one_http_client_for_the_whole_wait(mock_service: Any, monkeypatch
     route_finish(mock_service)
     await first_event(make())
     assert len(created) == 1
+
+
+# --------------------------------------------------------------------------------------------------
+# end_on_success (the sensor started in the triggerer): a job that passes ends the task here
+
+
+async def last_event(trigger: WorkflowJobTrigger) -> Any:
+    return await asyncio.wait_for(trigger.run().__anext__(), 10)
+
+
+def summary_of(event: Any, *, fail_on_failed_files: bool = True) -> dict[str, Any]:
+    from airflow_provider_workflowsvc.wait.outcome import parse_event
+
+    return parse_event(event.payload).summary(fail_on_failed_files=fail_on_failed_files)
+
+
+@pytest.mark.parametrize(
+    ("fail_on_failed_files", "push_summary"), [(True, True), (False, True), (True, False)]
+)
+async def test_a_passing_job_ends_the_task_in_the_triggerer(
+    mock_service: Any, fail_on_failed_files: bool, push_summary: bool
+) -> None:
+    from airflow.triggers.base import TaskSuccessEvent
+    from airflow.utils.state import TaskInstanceState
+
+    failed = [] if fail_on_failed_files else [("x.bin", "unsupported")]
+    mock_service.get("/jobs/j1/details").mock(return_value=ok(details_json("j1", "completed", "done")))
+    route_finish(mock_service, failed=failed, outputs=[("a.txt", "n1")])
+    flags = {"fail_on_failed_files": fail_on_failed_files, "push_summary": push_summary}
+    event = await last_event(make(end_on_success=True, **flags))
+    assert isinstance(event, TaskSuccessEvent)
+    assert event.task_instance_state == TaskInstanceState.SUCCESS
+    assert event.xcoms is not None
+    assert event.xcoms["job_id"] == "j1"
+    if not push_summary:
+        assert set(event.xcoms) == {"job_id"}
+        return
+    summary = event.xcoms["return_value"]
+    assert json.loads(json.dumps(summary)) == summary  # the triggerer stores it as JSON
+    assert (summary["job_id"], summary["workflow_id"]) == ("j1", FAKE_WORKFLOW_ID)
+    assert summary["status"] == "completed"
+    assert summary["outcome"] == "success"
+    assert summary["output_files"] == [{"file_id": "a.txt", "node_id": "n1"}]
+    assert summary["failed_file_count"] == len(failed)
+    # the same summary the default trigger's event gives the task (bar the times, read later)
+    plain_event = await last_event(make(fail_on_failed_files=fail_on_failed_files))
+    plain = summary_of(plain_event, fail_on_failed_files=fail_on_failed_files)
+    timings = {"elapsed_seconds": None, "job_seconds": None}
+    assert {**summary, **timings} == {**plain, **timings}
+
+
+@pytest.mark.parametrize(
+    ("status", "failed", "verdict"),
+    [
+        ("completed", [("x.bin", "unsupported")], "success"),  # failed files fail the task (default)
+        ("failed", [("x.pdf", "bad pdf")], "failed"),
+        ("stopped", [], "stopped"),
+    ],
+)
+async def test_any_other_outcome_resumes_the_task_in_a_worker(
+    mock_service: Any, status: str, failed: list[tuple[str, str]], verdict: str
+) -> None:
+    from airflow.triggers.base import BaseTaskEndEvent
+
+    mock_service.get("/jobs/j1/details").mock(return_value=ok(details_json("j1", status, "it broke")))
+    route_finish(mock_service, status, failed=failed)
+    event = await last_event(make(end_on_success=True))
+    assert not isinstance(event, BaseTaskEndEvent)
+    assert event.payload["status"] == verdict
+    assert len(event.payload["failed_files"]) == len(failed)
+
+
+async def test_a_timeout_or_an_error_resumes_the_task_in_a_worker(mock_service: Any) -> None:
+    from airflow.triggers.base import BaseTaskEndEvent
+
+    details = mock_service.get("/jobs/j1/details")
+    details.mock(return_value=ok(details_json("j1", "in progress")))
+    event = await last_event(make(end_on_success=True, deadline=time.time() + 0.3, poll_interval=0.1))
+    assert not isinstance(event, BaseTaskEndEvent)
+    assert event.payload["status"] == "timeout"
+    details.mock(return_value=httpx.Response(404, json={"detail": "no such job"}))
+    event = await last_event(make(end_on_success=True))
+    assert not isinstance(event, BaseTaskEndEvent)
+    assert event.payload["status"] == "error"
+
+
+async def test_by_default_a_passing_job_still_resumes_the_task(mock_service: Any) -> None:
+    from airflow.triggers.base import BaseTaskEndEvent
+
+    mock_service.get("/jobs/j1/details").mock(return_value=ok(details_json("j1", "completed")))
+    route_finish(mock_service)
+    trigger = make()
+    assert trigger.serialize()[1]["end_on_success"] is False
+    event = await last_event(trigger)
+    assert not isinstance(event, BaseTaskEndEvent)
+    assert event.payload["status"] == "success"

@@ -60,7 +60,8 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
     :param fail_on_failed_files: fail when the job completed but some files failed.
     :param deferrable: wait in the triggerer; default ``[operators] default_deferrable``. With a
         ``job_id`` (given, or templated without XCom) on Airflow 3.3+, the sensor starts in the
-        triggerer: no worker runs it until the job has ended.
+        triggerer and, when the job passes, ends there too: no worker runs it at all (a job that
+        fails resumes it in a worker, to fail with the provider's error).
     :param start_from_trigger: with ``deferrable`` and a ``job_id`` that is not pulled from XCom: start
         in the triggerer (Airflow 3.3+); False: poke once in a worker first, then defer.
     :param poke_interval: seconds (or a timedelta) between checks of the job, at least
@@ -110,7 +111,10 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         arguments); older Airflow runs the first poke in a worker and defers from there, as before. Not
         for a ``job_id`` pulled from XCom (:func:`_renders_in_the_triggerer`).
         The trigger's deadline is Airflow's deferral timeout less ``DEFERRAL_BACKSTOP``: ``timeout``
-        counts from the moment the scheduler deferred the task.
+        counts from the moment the scheduler deferred the task. When the job passes, the trigger ends
+        the task itself (``end_on_success``: the XComs :meth:`execute_complete` would push, no worker);
+        any other outcome resumes :meth:`execute_complete` in a worker, which fails the task. A sensor
+        with ``outlets`` always ends in a worker: Airflow 3.3.2 emits outlet asset events only there.
         """
         from airflow_provider_workflowsvc._compat import AIRFLOW_V_3_3_PLUS
 
@@ -130,6 +134,10 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
                 "poll_interval": interval_seconds(self.poke_interval, "poke_interval"),
                 "workflowsvc_conn_id": self.workflowsvc_conn_id,
                 "cancel_on_kill": False,
+                # Airflow emits a task's outlet asset events only when a worker ends it.
+                "end_on_success": not self.outlets,
+                "fail_on_failed_files": self.fail_on_failed_files,
+                "push_summary": self.do_xcom_push,
             },
             timeout=timedelta(seconds=self.timeout + DEFERRAL_BACKSTOP),
         )

@@ -52,6 +52,14 @@ class WorkflowJobTrigger(BaseTrigger):
         the workflow whose job to wait for.
     :param created_after: with ``job_id=None``: only jobs created after this ISO-8601 date-time count.
     :param pick: with ``job_id=None``: ``latest`` or ``earliest`` of the matching jobs.
+    :param end_on_success: end the task here when the job's outcome passes (a ``TaskSuccessEvent``
+        carrying the XComs the task would push, :meth:`_success_xcoms`):
+        no worker resumes it. Any other outcome still resumes the task, which fails with the provider's
+        error and Airflow's retries. Only the sensor started in the triggerer sets it.
+    :param fail_on_failed_files: with ``end_on_success``: whether failed files fail the task (then it
+        resumes in a worker to fail).
+    :param push_summary: with ``end_on_success``: push the job summary as ``return_value`` (the task's
+        ``do_xcom_push``).
     """
 
     def __init__(
@@ -66,6 +74,9 @@ class WorkflowJobTrigger(BaseTrigger):
         workflow_id: str | None = None,
         created_after: str | None = None,
         pick: str = "latest",
+        end_on_success: bool = False,
+        fail_on_failed_files: bool = True,
+        push_summary: bool = True,
     ) -> None:
         from airflow_provider_workflowsvc.operators._base import interval_seconds
 
@@ -81,6 +92,9 @@ class WorkflowJobTrigger(BaseTrigger):
         self.workflow_id = workflow_id
         self.created_after = created_after
         self.pick = pick
+        self.end_on_success = end_on_success
+        self.fail_on_failed_files = fail_on_failed_files
+        self.push_summary = push_summary
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -95,6 +109,9 @@ class WorkflowJobTrigger(BaseTrigger):
                 "workflow_id": self.workflow_id,
                 "created_after": self.created_after,
                 "pick": self.pick,
+                "end_on_success": self.end_on_success,
+                "fail_on_failed_files": self.fail_on_failed_files,
+                "push_summary": self.push_summary,
             },
         )
 
@@ -125,7 +142,39 @@ class WorkflowJobTrigger(BaseTrigger):
             self.log.exception("Waiting for the job failed")
             outcome = unfound_outcome("error", f"{type(exc).__name__}: {exc}", time.time() - started)
             outcome = outcome.model_copy(update={"job_id": self.job_id})
-        yield TriggerEvent(outcome.to_event())
+        yield self._event(outcome)
+
+    def _event(self, outcome: JobOutcome) -> TriggerEvent:
+        """
+        Return the event that ends the wait: the outcome for the task to resume with, or (with
+        ``end_on_success``, when the outcome passes) Airflow's ``TaskSuccessEvent``: no worker resumes it.
+        """
+        xcoms = self._success_xcoms(outcome) if self.end_on_success else None
+        if xcoms is None:
+            return TriggerEvent(outcome.to_event())
+        from airflow.triggers.base import TaskSuccessEvent
+
+        from airflow_provider_workflowsvc.wait.outcome import log_outcome
+
+        log_outcome(outcome, self.log, fail_on_failed_files=self.fail_on_failed_files)
+        self.log.info("Job %s passed: the task ends here, without a worker", outcome.job_id)
+        return TaskSuccessEvent(xcoms=xcoms)
+
+    def _success_xcoms(self, outcome: JobOutcome) -> dict[str, Any] | None:
+        """
+        Return the XComs the sensor's ``execute_complete`` pushes when ``outcome`` passes (the job id,
+        and the summary as ``return_value``), or None when the outcome fails the task (it resumes to fail).
+        """
+        from airflow_provider_workflowsvc.operators._base import XCOM_JOB_ID
+        from airflow_provider_workflowsvc.wait.outcome import failure_for
+
+        passes = failure_for(outcome, fail_on_failed_files=self.fail_on_failed_files) is None
+        if not (passes and outcome.job_id):
+            return None
+        xcoms: dict[str, Any] = {XCOM_JOB_ID: outcome.job_id}
+        if self.push_summary:
+            xcoms["return_value"] = outcome.summary(fail_on_failed_files=self.fail_on_failed_files)
+        return xcoms
 
     async def _wait(
         self, hook: WorkflowServiceAsyncHook, schedule: PollSchedule, started: float
