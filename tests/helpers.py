@@ -121,3 +121,14 @@ def check_spelling(dialect: str, status: str) -> str:
 def accepted_code(dialect: str) -> int:
     """The status code of a run or a connection-check start."""
     return 202 if dialect == "platform" else 200
+
+
+SHARED_STATUS_POLL_ENV = "AIRFLOW__WORKFLOWSVC__SHARED_STATUS_POLL"
+"""Turns the opt-in shared status poll on (``[workflowsvc] shared_status_poll``) where a test sets it."""
+
+
+def write_good_and_empty(folder: Any) -> Any:
+    """Write ``good.txt`` (processed) and ``empty.txt`` (failed by the service) into ``folder``."""
+    (folder / "good.txt").write_text("Some text that the emulator processes.")
+    (folder / "empty.txt").write_text("")
+    return folder

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import SHARED_STATUS_POLL_ENV, write_good_and_empty
 
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceApiError
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
@@ -24,15 +25,13 @@ VERDICT = {"completed": ("success", 0), "failed_files": ("success", 1), "failed"
 
 @pytest.fixture(autouse=True)
 def shared_status_poll_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The shared status poll is opt-in (``[workflowsvc] shared_status_poll``): these tests turn it on."""
-    monkeypatch.setenv("AIRFLOW__WORKFLOWSVC__SHARED_STATUS_POLL", "True")
+    """The shared status poll is opt-in: these tests turn it on."""
+    monkeypatch.setenv(SHARED_STATUS_POLL_ENV, "True")
 
 
 @pytest.fixture
 def inputs(tmp_path: Path) -> Path:
-    (tmp_path / "good.txt").write_text("Some text that the emulator processes.")
-    (tmp_path / "empty.txt").write_text("")
-    return tmp_path
+    return write_good_and_empty(tmp_path)
 
 
 def start_jobs(settings: Any, inputs: Path, count: int, name: str = "shared") -> tuple[str, list[str]]:
@@ -114,7 +113,7 @@ async def test_by_default_each_wait_polls_its_own_job(
     workflowsvc_conn: Any, settings: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without ``[workflowsvc] shared_status_poll`` the waits on one workflow send no listing."""
-    monkeypatch.delenv("AIRFLOW__WORKFLOWSVC__SHARED_STATUS_POLL")
+    monkeypatch.delenv(SHARED_STATUS_POLL_ENV)
     emulator = workflowsvc_conn
     emulator.configure(processing_delay=0.3)
     workflow, jobs = start_jobs(settings, inputs, 4)

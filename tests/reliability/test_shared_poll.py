@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from airflow.sdk._shared.module_loading import import_string
 from airflow.sdk.exceptions import TaskDeferred
+from helpers import SHARED_STATUS_POLL_ENV, write_good_and_empty
 
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceResponseError
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
@@ -41,15 +42,13 @@ UNREADABLE_RATE = 0.2
 
 @pytest.fixture(autouse=True)
 def shared_status_poll_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The shared status poll is opt-in (``[workflowsvc] shared_status_poll``): these tests turn it on."""
-    monkeypatch.setenv("AIRFLOW__WORKFLOWSVC__SHARED_STATUS_POLL", "True")
+    """The shared status poll is opt-in: these tests turn it on."""
+    monkeypatch.setenv(SHARED_STATUS_POLL_ENV, "True")
 
 
 @pytest.fixture
 def inputs(tmp_path: Path) -> Path:
-    (tmp_path / "good.txt").write_text("Some text that the emulator processes.")
-    (tmp_path / "empty.txt").write_text("")
-    return tmp_path
+    return write_good_and_empty(tmp_path)
 
 
 def start_jobs(settings: Any, inputs: Path, workflows: int, per_workflow: int) -> list[tuple[str, str, str]]:
