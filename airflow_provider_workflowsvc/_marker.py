@@ -27,12 +27,6 @@ def with_marker(name: str, marker: str) -> str:
     return f"{folder}/{marked}" if folder else marked
 
 
-def marker_in(name: str) -> str | None:
-    """Return the marker an uploaded name carries, None when it carries none."""
-    found = _MARKER.search(name)
-    return found.group(0) if found else None
-
-
 def user_names(text: str) -> str:
     """Return ``text`` (a file name, or a message naming files) with every marker removed."""
     return _MARKER.sub("", text) if MARK_PREFIX in text else text

@@ -297,3 +297,33 @@ def test_get_or_create_fails_closed_only_for_an_unreadable_item_of_its_name(
     else:
         assert operator.execute({}) == good["id"]
         assert created.called
+
+
+def test_a_page_of_unreadable_workflows_neither_ends_the_paging_nor_hides_a_name(mock_service: Any) -> None:
+    """Page 1 holds only an unreadable workflow named 'wanted'; page 2 a readable one of another name. The
+    paging goes on past page 1, and CreateWorkflowOperator fails closed instead of creating 'wanted'."""
+    from airflow_provider_workflowsvc.exceptions import ExistingResourceError
+    from airflow_provider_workflowsvc.hooks.workflowsvc import all_workflows
+    from airflow_provider_workflowsvc.operators.workflows import CreateWorkflowOperator
+
+    good = sample(shared.WorkflowInformation)
+    odd = {"id": {"not": "a string"}, "name": "wanted"}
+    pages = mock_service.get("/workflows/").mock(
+        side_effect=[
+            httpx.Response(200, json=[odd]),
+            httpx.Response(200, json=[{**good, "name": "other"}]),
+            httpx.Response(200, json=[]),
+        ]
+    )
+    created = mock_service.post("/workflows/").respond(json={**good, "name": "wanted"})
+    with WorkflowServiceHook() as hook:
+        found = all_workflows(hook, page_size=1)
+    assert [w.name for w in found] == ["other"]
+    assert found.skipped == [odd]
+    assert pages.call_count == 3
+    pages.reset()
+    pages.side_effect = [httpx.Response(200, json=[odd]), httpx.Response(200, json=[])]
+    operator = CreateWorkflowOperator(task_id="create", name="wanted", workflow_type="basic")
+    with pytest.raises(ExistingResourceError, match="named 'wanted' exists but the provider cannot read it"):
+        operator.execute({})
+    assert not created.called

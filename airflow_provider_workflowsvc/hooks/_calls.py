@@ -161,7 +161,8 @@ def _ignore_body(_: Any) -> None:
 def _parse_run_result(data: Any) -> Job | None:
     """Read the run answer (not shown in the spec): a job record when it looks like one, else None."""
     if isinstance(data, Mapping) and "id" in data and ("status" in data or "workflow_id" in data):
-        return _adapter(Job).validate_python(data)
+        parsed: Job = _parser(Job)(data)
+        return parsed
     if isinstance(data, Mapping) and isinstance(data.get("job"), Mapping):
         return _parse_run_result(data["job"])
     return None

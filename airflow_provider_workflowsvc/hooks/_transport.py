@@ -22,7 +22,6 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
-import pydantic
 from tenacity import RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.stop import stop_base
 
@@ -149,7 +148,7 @@ def _parse_body(call: ApiCall[T], path: str, response: httpx.Response, redact: C
         ) from None
     try:
         return call.parse(data)
-    except (ResponseShapeError, pydantic.ValidationError) as exc:
+    except ResponseShapeError as exc:
         detail = _cut(redact(str(exc).replace("\n", " ")), 300)
         raise WorkflowServiceResponseError(call.method, path, response.status_code, detail) from None
 

@@ -26,7 +26,7 @@ from tenacity import AsyncRetrying, Retrying
 from airflow_provider_workflowsvc._compat import CONN_FIELDS_READ, BaseHook
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceAuthError, WorkflowServiceError
 from airflow_provider_workflowsvc.hooks import CONN_TYPE, DEFAULT_CONN_ID, _calls
-from airflow_provider_workflowsvc.hooks._calls import ApiCall, LocalFile
+from airflow_provider_workflowsvc.hooks._calls import ApiCall, Listing, LocalFile
 from airflow_provider_workflowsvc.hooks._files import _atomic_file
 from airflow_provider_workflowsvc.hooks._pool import (
     _acquire_client,
@@ -99,17 +99,39 @@ class _Pages:
         self._page = int(self._params.pop("page", None) or 1)
         self._size = int(self._params.pop("page_size", None) or 100)
         self._seen: set[Any] = set()
+        self.skipped: list[Any] = []
+        """The raw items of the pages read so far that the provider could not read."""
 
     def query(self) -> dict[str, Any]:
         """Return the ``list_workflows`` arguments of the next page."""
         return {**self._params, "page": self._page, "page_size": self._size}
 
-    def new(self, batch: list[Workflow]) -> list[Workflow]:
-        """Return the workflows of ``batch`` not seen before (none: the last page was reached)."""
+    def new(self, batch: list[Workflow]) -> list[Workflow] | None:
+        """
+        Return the workflows of ``batch`` not seen before; None when the last page was reached (nothing
+        new, readable or not: a page of unreadable items alone does not end the paging).
+        """
         new = [w for w in batch if w.id not in self._seen]
+        unreadable = [raw for raw in getattr(batch, "skipped", ()) if repr(raw) not in self._seen]
+        if not new and not unreadable:
+            return None
         self._seen.update(w.id for w in new)
+        self._seen.update(repr(raw) for raw in unreadable)
+        self.skipped.extend(unreadable)
         self._page += 1
         return new
+
+
+def all_workflows(hook: WorkflowServiceHook, **params: Any) -> Listing[Workflow]:
+    """
+    Every workflow matching ``params`` (as :meth:`WorkflowServiceHook.iter_workflows`), with the items of
+    every page that could not be read in ``skipped`` (a name check must see them: it fails closed).
+    """
+    pages = _Pages(params)
+    workflows: list[Workflow] = []
+    while (new := pages.new(hook.list_workflows(**pages.query()))) is not None:
+        workflows.extend(new)
+    return Listing(workflows, pages.skipped)
 
 
 class _HookBase(BaseHook):
@@ -491,7 +513,7 @@ class WorkflowServiceHook(_HookBase):
         caps ``page_size`` or ignores ``page`` cannot make it stop early or loop forever).
         """
         pages = _Pages(params)
-        while new := pages.new(self.list_workflows(**pages.query())):
+        while (new := pages.new(self.list_workflows(**pages.query()))) is not None:
             yield from new
 
     def test_connection(self) -> tuple[bool, str]:
@@ -830,6 +852,6 @@ class WorkflowServiceAsyncHook(_HookBase):
         Stops at the first page that is empty or brings no workflow not seen before.
         """
         pages = _Pages(params)
-        while new := pages.new(await self.list_workflows(**pages.query())):
+        while (new := pages.new(await self.list_workflows(**pages.query()))) is not None:
             for workflow in new:
                 yield workflow

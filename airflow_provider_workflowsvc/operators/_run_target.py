@@ -67,6 +67,7 @@ def _check_declared_source(workflow_id: Any, files: Any) -> None:
 def resolve_workflow(hook: WorkflowServiceHook, workflow_id: Any, workflow_name: Any) -> Workflow:
     """Return the workflow of that id, or the one workflow of that exact name (none or several fail)."""
     from airflow_provider_workflowsvc.exceptions import InvalidTaskInputError
+    from airflow_provider_workflowsvc.hooks.workflowsvc import all_workflows
     from airflow_provider_workflowsvc.operators._execution import only_one_named
 
     if workflow_name is None:
@@ -74,7 +75,7 @@ def resolve_workflow(hook: WorkflowServiceHook, workflow_id: Any, workflow_name:
     name = str(workflow_name)
     if not name.strip():
         raise InvalidTaskInputError("workflow_name rendered to an empty string")
-    found = only_one_named(list(hook.iter_workflows(name=name)), name, "workflow")
+    found = only_one_named(all_workflows(hook, name=name), name, "workflow")
     if found is None:
         raise InvalidTaskInputError(
             f"no workflow is named {name!r}; RunWorkflowOperator never creates one (create it with "

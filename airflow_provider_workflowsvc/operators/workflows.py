@@ -185,6 +185,7 @@ class CreateWorkflowOperator(_WorkflowOperator):
 
     def execute(self, context: Context) -> str:
         from airflow_provider_workflowsvc.exceptions import validate_input
+        from airflow_provider_workflowsvc.hooks.workflowsvc import all_workflows
         from airflow_provider_workflowsvc.models import CreateWorkflow
         from airflow_provider_workflowsvc.operators._execution import UniqueName
 
@@ -198,7 +199,7 @@ class CreateWorkflowOperator(_WorkflowOperator):
                 what="workflow",
                 name=body.name,
                 if_exists=self.if_exists,
-                find=lambda: list(hook.iter_workflows(name=body.name)),
+                find=lambda: all_workflows(hook, name=body.name),
                 create=lambda: hook.create_workflow(**fields),
                 update=lambda existing: hook.update_workflow(str(existing.id), **self.declared_fields()),
                 mismatch=lambda existing: self._mismatch(existing, body),
