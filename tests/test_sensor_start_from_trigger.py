@@ -50,6 +50,13 @@ def test_a_deferrable_sensor_on_a_job_starts_in_the_triggerer() -> None:
     with_outlets = sensor(job_id="j", outlets=[Asset("s3://bucket/out")]).start_trigger_args
     assert with_outlets is not None
     assert with_outlets.trigger_kwargs["end_on_success"] is False
+    # one timeout whatever the mode: an execution_timeout shorter than timeout bounds the wait too
+    bounded = sensor(job_id="j", timeout=100, execution_timeout=timedelta(seconds=30)).start_trigger_args
+    assert bounded is not None
+    assert bounded.timeout == timedelta(seconds=30 + DEFERRAL_BACKSTOP)
+    longer = sensor(job_id="j", timeout=100, execution_timeout=timedelta(hours=1)).start_trigger_args
+    assert longer is not None
+    assert longer.timeout == timedelta(seconds=100 + DEFERRAL_BACKSTOP)
 
 
 @pytest.mark.airflow_min("3.3", reason="the triggerer renders a start-from-trigger task's fields from 3.3")

@@ -110,11 +110,12 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         Airflow 3.3+ only (where the triggerer renders the task's templated fields into the trigger's
         arguments); older Airflow runs the first poke in a worker and defers from there, as before. Not
         for a ``job_id`` pulled from XCom (:func:`_renders_in_the_triggerer`).
-        The trigger's deadline is Airflow's deferral timeout less ``DEFERRAL_BACKSTOP``: ``timeout``
-        counts from the moment the scheduler deferred the task. When the job passes, the trigger ends
-        the task itself (``end_on_success``: the XComs :meth:`execute_complete` would push, no worker);
-        any other outcome resumes :meth:`execute_complete` in a worker, which fails the task. A sensor
-        with ``outlets`` always ends in a worker: Airflow 3.3.2 emits outlet asset events only there.
+        The trigger's deadline is Airflow's deferral timeout less ``DEFERRAL_BACKSTOP``: the earlier of
+        ``timeout`` and ``execution_timeout``, counted from the moment the scheduler deferred the task.
+        When the job passes, the trigger ends the task itself (``end_on_success``: the XComs
+        :meth:`execute_complete` would push, no worker); any other outcome resumes
+        :meth:`execute_complete` in a worker, which fails the task. A sensor with ``outlets`` always
+        ends in a worker: Airflow 3.3.2 emits outlet asset events only there.
         """
         from airflow_provider_workflowsvc._compat import AIRFLOW_V_3_3_PLUS
 
@@ -139,8 +140,14 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
                 "fail_on_failed_files": self.fail_on_failed_files,
                 "push_summary": self.do_xcom_push,
             },
-            timeout=timedelta(seconds=self.timeout + DEFERRAL_BACKSTOP),
+            timeout=timedelta(seconds=self._start_bound() + DEFERRAL_BACKSTOP),
         )
+
+    def _start_bound(self) -> float:
+        """Seconds a wait started in the triggerer may last: ``timeout``, or less ``execution_timeout``."""
+        if self.execution_timeout is None:
+            return float(self.timeout)
+        return min(float(self.timeout), self.execution_timeout.total_seconds())
 
     def execute(self, context: Context) -> Any:
         self._watch = None
