@@ -39,7 +39,7 @@ from airflow_provider_workflowsvc.hooks._calls import ApiCall, ResponseShapeErro
 from airflow_provider_workflowsvc.hooks._files import _PartFile
 from airflow_provider_workflowsvc.hooks._pool import LaneTimeLimit
 from airflow_provider_workflowsvc.hooks._settings import ConnectionSettings
-from airflow_provider_workflowsvc.models import Job
+from airflow_provider_workflowsvc.models import platform_spelling
 
 log = logging.getLogger("airflow_provider_workflowsvc.hooks.workflowsvc")
 
@@ -292,10 +292,9 @@ class _Transport:
 
     def observe_spelling(self, result: Any) -> None:
         """Remember how the service spells job statuses, from the job records it just sent."""
-        jobs = result if isinstance(result, list) else [result]
-        raw = next((job.raw_status for job in jobs if isinstance(job, Job) and job.raw_status), None)
-        if raw is not None and any(c.isalpha() for c in raw):
-            self.platform_spelling = raw == raw.upper()
+        spelled = platform_spelling(result if isinstance(result, list) else [result])
+        if spelled is not None:
+            self.platform_spelling = spelled
 
     def request_timeout(self, method: str, path: str) -> Any:
         """

@@ -278,13 +278,12 @@ def _active_filters(jobs_seen: Iterable[Job]) -> Sequence[str]:
 
 
 def _spelled(filters: tuple[tuple[str, ...], tuple[str, ...]], jobs_seen: Iterable[Job]) -> Sequence[str]:
-    raw = next(
-        (job.raw_status for job in jobs_seen if job.raw_status and any(c.isalpha() for c in job.raw_status)),
-        None,
-    )
-    if raw is None:
+    from airflow_provider_workflowsvc.models import platform_spelling
+
+    platform = platform_spelling(jobs_seen)
+    if platform is None:
         return (*filters[0], *filters[1])
-    return filters[1] if raw == raw.upper() else filters[0]
+    return filters[1] if platform else filters[0]
 
 
 def _listed(

@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
-from airflow_provider_workflowsvc.models import JobStatus
+from airflow_provider_workflowsvc.models import JobStatus, platform_spelling
 from airflow_provider_workflowsvc.wait.poll import apoll_once, await_job, is_transient
 
 if TYPE_CHECKING:
@@ -159,11 +159,11 @@ class WorkflowPoll:
         """Keep the spelling of the statuses the service listed (upper case: the platform's)."""
         if self.spelling is not None:
             return
-        raw = next((j.raw_status for j in listed.values() if j.raw_status and j.raw_status.strip()), None)
-        if raw is None:
+        platform = platform_spelling(listed.values())
+        if platform is None:
             self._guesses += 1  # no evidence (nothing listed): the next listing tries the other spelling
             return
-        self.spelling = "platform" if raw == raw.upper() else "spec"
+        self.spelling = "platform" if platform else "spec"
 
     def _statuses(self) -> tuple[JobStatus, ...]:
         """In progress always; scheduled too while some wait has not seen its job in progress yet."""
