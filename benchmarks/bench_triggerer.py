@@ -162,8 +162,8 @@ def _waiter(variant: Variant) -> Waiter:
     if variant.raw_httpx:
         return functools.partial(_raw_wait, jittered=variant.jittered)
     trigger_cls = _trigger_class(variant)
-    if variant.shared:  # the shared status poll is opt-in (off by default)
-        os.environ["AIRFLOW__WORKFLOWSVC__SHARED_STATUS_POLL"] = "True"
+    # the shared status poll (on by default) only where the variant measures it
+    os.environ["AIRFLOW__WORKFLOWSVC__SHARED_STATUS_POLL"] = str(variant.shared)
 
     async def wait(job_id: str, workflow_id: str | None, deadline: float, interval: float) -> dict[str, Any]:
         workflow = workflow_id if variant.shared else None

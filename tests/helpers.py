@@ -124,7 +124,8 @@ def accepted_code(dialect: str) -> int:
 
 
 SHARED_STATUS_POLL_ENV = "AIRFLOW__WORKFLOWSVC__SHARED_STATUS_POLL"
-"""Turns the opt-in shared status poll on (``[workflowsvc] shared_status_poll``) where a test sets it."""
+"""``[workflowsvc] shared_status_poll`` (on by default): tests of the shared poll pin it, whatever the
+environment says; tests of the per-job poll turn it off."""
 
 
 def write_good_and_empty(folder: Any) -> Any:

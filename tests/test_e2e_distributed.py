@@ -1,10 +1,12 @@
 """End to end on a distributed Airflow: PostgreSQL, CeleryExecutor with Redis, one Celery worker, two
 triggerers (``scripts/local_airflow.py``'s distributed shape) and the emulator as a subprocess.
 
-* Triggerer failover: 20 deferred ``RunWorkflowOperator`` waits spread over both triggerers; one
-  triggerer gets SIGKILL mid-wait; Airflow hands its triggers to the other; every task succeeds with
-  its own job (exactly one job per workflow in the emulator), the same trigger, job id and absolute
-  deadline as before the kill, one try and one fired event each.
+* Triggerer failover: 20 deferred ``RunWorkflowOperator`` waits on jobs of 2 workflows (10 each, as a
+  mapped task's) spread over both triggerers, whose waits on one workflow share one status poll; one
+  triggerer gets SIGKILL mid-wait; Airflow hands its triggers to the other, which lists both workflows
+  for them; every task succeeds with its own job (one job per task in the emulator, one run request
+  each), the same trigger, job id and absolute deadline as before the kill, one try and one fired
+  event each.
 * Worker crash: the Celery worker's process group gets SIGKILL while a durable, non-deferrable task
   waits for its job; a new worker runs the retry, which reattaches to the stored job (Airflow 3.3
   durable execution): one job in the emulator, one run request.
@@ -15,11 +17,13 @@ One deployment serves the module; everything started is stopped by PID at the en
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +45,12 @@ FANOUT_DAG = "workflowsvc_e2e_fanout"
 DURABLE_DAG = "workflowsvc_e2e_durable"
 DURABLE_TASK = "run_in_worker"
 TASKS = 20
+WORKFLOWS = 2
+"""The tasks' jobs belong to this many workflows (``TASKS / WORKFLOWS`` each): the waits share polls."""
 SLOW = 3600.0  # emulator seconds per file per node (the most it takes): jobs run until the clock moves
 TRIGGERERS = ("triggerer-1", "triggerer-2")
+POLL_INTERVAL = 2.0
+"""The fan-out tasks' ``poll_interval`` (e2e_dags/distributed/e2e_fanout.py)."""
 
 
 def _say(message: str) -> None:
@@ -119,6 +127,28 @@ def _polls(emulator: Any, job_id: str) -> int:
     return len(emulator.requests(method="GET", path_contains=f"/jobs/{job_id}"))
 
 
+def _listings(emulator: Any, workflow_id: str) -> int:
+    """Shared status polls of ``workflow_id``: listings of its jobs in one status."""
+    listed = emulator.requests(method="GET", path_contains="/jobs")
+    return sum(1 for r in listed if f"workflow_id={workflow_id}&status=" in (r.get("query") or ""))
+
+
+def _started_since(airflow: DistributedAirflow, run_id: str, task_id: str, job_id: str, since: float) -> bool:
+    """Whether a triggerer started the task's trigger (its first log line) at or after ``since``."""
+    for path in airflow.trigger_log_files(FANOUT_DAG, run_id, task_id):
+        for line in path.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if not str(entry.get("event", "")).startswith(f"Waiting for job {job_id}"):
+                continue
+            stamp = str(entry.get("timestamp", "")).replace("Z", "+00:00")
+            if stamp and datetime.fromisoformat(stamp).timestamp() >= since:
+                return True
+    return False
+
+
 def _fired_events(airflow: DistributedAirflow, dag_id: str, run_id: str, task_id: str) -> int:
     """``Trigger fired event`` lines of the task's trigger logs (every triggerer that ran it)."""
     logs = airflow.trigger_log_files(dag_id, run_id, task_id)
@@ -129,9 +159,9 @@ def test_a_killed_triggerers_waits_finish_on_the_other_one(stack: tuple[Distribu
     airflow, emulator = stack
     started = time.monotonic()
     emulator.configure(processing_delay=SLOW)
-    workflows = _create_workflows(emulator, TASKS, "fanout")
+    shared_by = _create_workflows(emulator, WORKFLOWS, "fanout")
     task_ids = [f"run_{n:02d}" for n in range(TASKS)]
-    workflow_of = dict(zip(task_ids, workflows, strict=True))
+    workflow_of = {task_id: shared_by[n % WORKFLOWS] for n, task_id in enumerate(task_ids)}
     victim, survivor = TRIGGERERS
     # A spread over both triggerers that does not depend on which one looks first: the victim takes
     # at most half (--capacity) while it runs alone; the survivor starts afterwards and takes the rest
@@ -140,7 +170,7 @@ def test_a_killed_triggerers_waits_finish_on_the_other_one(stack: tuple[Distribu
     airflow.kill_component(victim)
     airflow.start_component(victim, ("triggerer", "--skip-serve-logs", "--capacity", str(TASKS // 2)))
 
-    run_id = airflow.trigger_dag(FANOUT_DAG, conf={"workflows": workflows})
+    run_id = airflow.trigger_dag(FANOUT_DAG, conf={"workflows": [workflow_of[t] for t in task_ids]})
 
     def half_held() -> bool:
         deferred = airflow.deferred_tasks(FANOUT_DAG, run_id)
@@ -158,22 +188,24 @@ def test_a_killed_triggerers_waits_finish_on_the_other_one(stack: tuple[Distribu
         return None
 
     before = _wait_for(all_held, timeout=240, what=f"{TASKS} tasks deferred and held by a triggerer")
-    # Each trigger runs: it polled its job at least once.
+    # Each trigger runs (its first log line), and the waits share their workflow's status poll: the
+    # victim holds ten waits on two workflows, so at least five on one of them.
     _wait_for(
-        lambda: all(_polls(emulator, d["kwargs"]["job_id"]) for d in before.values()),
+        lambda: all(_started_since(airflow, run_id, t, d["kwargs"]["job_id"], 0) for t, d in before.items()),
         timeout=60,
-        what="every trigger to poll its job",
+        what="every trigger to start",
     )
+    _wait_for(lambda: any(_listings(emulator, w) for w in shared_by), timeout=60, what="a shared status poll")
     held = Counter(d["triggerer"] for d in before.values())
     _say(
         f"triggers per triggerer before the kill: {dict(held)} "
         f"(all deferred after {time.monotonic() - started:.0f} s)"
     )
     assert set(held) == set(TRIGGERERS), f"the triggers were not spread over both triggerers: {dict(held)}"
+    assert all(d["kwargs"]["workflow_id"] == workflow_of[t] for t, d in before.items())
 
     moved = sorted(t for t, d in before.items() if d["triggerer"] == victim)
-    polls_at_kill = {t: _polls(emulator, before[t]["kwargs"]["job_id"]) for t in moved}
-    killed_at = time.monotonic()
+    killed_at, killed_epoch = time.monotonic(), time.time()
     airflow.kill_component(victim)  # SIGKILL to its process group, waits until no process is left
     assert victim not in [c.name for c in airflow.components]
 
@@ -185,18 +217,35 @@ def test_a_killed_triggerers_waits_finish_on_the_other_one(stack: tuple[Distribu
 
     after = _wait_for(taken_over, timeout=90, what=f"{survivor} to take over {victim}'s triggers")
     reassigned_s = time.monotonic() - killed_at
-    # Running elsewhere: each moved trigger polls its job again, now from the survivor.
+    # Running elsewhere: each moved trigger started again, now on the survivor, which holds ten waits
+    # on each workflow and lists both for them.
     _wait_for(
-        lambda: all(_polls(emulator, before[t]["kwargs"]["job_id"]) > polls_at_kill[t] for t in moved),
+        lambda: all(
+            _started_since(airflow, run_id, t, before[t]["kwargs"]["job_id"], killed_epoch) for t in moved
+        ),
         timeout=60,
-        what="the moved triggers to poll their jobs again",
+        what="the moved triggers to start again",
         interval=0.2,
     )
     running_s = time.monotonic() - killed_at
+    listed = {w: _listings(emulator, w) for w in shared_by}
+    _wait_for(
+        lambda: all(_listings(emulator, w) >= listed[w] + 2 for w in shared_by),
+        timeout=60,
+        what=f"{survivor} to list both workflows",
+    )
+    steady_from, gets_from = time.monotonic(), len(emulator.requests(method="GET", path_contains="/jobs"))
+    time.sleep(10.0)
+    gets = len(emulator.requests(method="GET", path_contains="/jobs")) - gets_from
+    per_wait = gets / TASKS / ((time.monotonic() - steady_from) / POLL_INTERVAL)
     _say(
         f"killed {victim} holding {len(moved)} triggers: reassigned to {survivor} "
-        f"after {reassigned_s:.1f} s, all polling again after {running_s:.1f} s"
+        f"after {reassigned_s:.1f} s, all started again after {running_s:.1f} s; then {gets} status "
+        f"requests in 10 s for {TASKS} waits on {WORKFLOWS} workflows: {per_wait:.2f} per wait per interval"
     )
+    # Sharing: per workflow and interval, at most two listings (waits deferred at two moments) of two
+    # statuses (the jobs are still scheduled): 8 / 20 = 0.4. Polling each job: 1.0.
+    assert per_wait < 0.6, f"the waits did not share their status polls: {per_wait:.2f} requests each"
     for task_id in task_ids:  # the same trigger row moved: same job, same absolute deadline
         assert after[task_id]["trigger_id"] == before[task_id]["trigger_id"], task_id
         assert after[task_id]["kwargs"]["job_id"] == before[task_id]["kwargs"]["job_id"], task_id
@@ -207,23 +256,24 @@ def test_a_killed_triggerers_waits_finish_on_the_other_one(stack: tuple[Distribu
     tis = {ti["task_id"]: ti for ti in airflow.task_instances(FANOUT_DAG, run_id)}
     assert run["state"] == "success", {t: ti["state"] for t, ti in tis.items()}
 
-    jobs_per_task, fired = {}, {}
-    for task_id, workflow_id in workflow_of.items():
-        jobs = _jobs_of(emulator, workflow_id)
-        jobs_per_task[task_id] = len(jobs)
+    fired = {}
+    for task_id in task_ids:
+        job_id = before[task_id]["kwargs"]["job_id"]
         summary = airflow.xcom(FANOUT_DAG, run_id, task_id)
-        assert jobs == [before[task_id]["kwargs"]["job_id"]], task_id  # exactly one job: the trigger's
-        assert summary["job_id"] == jobs[0], task_id
+        assert summary["job_id"] == job_id, task_id  # each task reports its own trigger's job
         assert summary["status"] == "completed", task_id
-        assert airflow.xcom(FANOUT_DAG, run_id, task_id, key="job_id") == jobs[0], task_id
-        assert _run_requests(emulator, workflow_id) == 1, task_id
+        assert airflow.xcom(FANOUT_DAG, run_id, task_id, key="job_id") == job_id, task_id
         assert tis[task_id]["state"] == "success", task_id
         assert tis[task_id]["try_number"] == 1, task_id
         fired[task_id] = _fired_events(airflow, FANOUT_DAG, run_id, task_id)
+    for workflow_id in shared_by:  # one job per task: exactly the triggers' jobs, one run request each
+        mine = sorted(before[t]["kwargs"]["job_id"] for t, w in workflow_of.items() if w == workflow_id)
+        assert sorted(_jobs_of(emulator, workflow_id)) == mine, workflow_id
+        assert len(set(mine)) == TASKS // WORKFLOWS
+        assert _run_requests(emulator, workflow_id) == TASKS // WORKFLOWS, workflow_id
     assert set(fired.values()) == {1}, f"fired events per task: {fired}"
-    assert set(jobs_per_task.values()) == {1}
     _say(
-        f"jobs per task: {Counter(jobs_per_task.values())}; "
+        f"jobs per task: 1 ({TASKS} jobs of {WORKFLOWS} workflows); "
         f"fired events per task: {Counter(fired.values())}; duplicates: 0; "
         f"wall time {time.monotonic() - started:.0f} s"
     )

@@ -25,7 +25,7 @@ VERDICT = {"completed": ("success", 0), "failed_files": ("success", 1), "failed"
 
 @pytest.fixture(autouse=True)
 def shared_status_poll_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The shared status poll is opt-in: these tests turn it on."""
+    """The shared status poll is on by default; pinned on here, whatever the environment says."""
     monkeypatch.setenv(SHARED_STATUS_POLL_ENV, "True")
 
 
@@ -109,11 +109,25 @@ async def test_waits_on_one_workflow_share_one_listing(
     assert workflow_poll._POLLS == {} or all(not polls for polls in workflow_poll._POLLS.values())
 
 
-async def test_by_default_each_wait_polls_its_own_job(
+async def test_by_default_the_waits_on_one_workflow_share_its_listing(
     workflowsvc_conn: Any, settings: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without ``[workflowsvc] shared_status_poll`` the waits on one workflow send no listing."""
+    """With nothing configured the waits on one workflow share one listing."""
     monkeypatch.delenv(SHARED_STATUS_POLL_ENV)
+    emulator = workflowsvc_conn
+    emulator.configure(processing_delay=0.6)
+    workflow, jobs = start_jobs(settings, inputs, 4)
+    emulator.clear_requests()
+    events = await asyncio.gather(*(event(job, workflow) for job in jobs))
+    check_kinds(events)
+    assert requests_by_kind(emulator, jobs, workflow)["listing"] >= 1
+
+
+async def test_switched_off_each_wait_polls_its_own_job(
+    workflowsvc_conn: Any, settings: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``[workflowsvc] shared_status_poll = False`` the waits on one workflow send no listing."""
+    monkeypatch.setenv(SHARED_STATUS_POLL_ENV, "False")
     emulator = workflowsvc_conn
     emulator.configure(processing_delay=0.3)
     workflow, jobs = start_jobs(settings, inputs, 4)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import os
 import weakref
 from collections.abc import AsyncIterator, Callable
@@ -83,6 +84,15 @@ class _Lanes(httpx.AsyncBaseTransport):
     over the same connection, now counted in the overflow, and a new connection takes the lane's place
     for the requests waiting. With the overflow full, it is cut instead (:class:`LaneTimeLimit`): a
     hung read delays only itself.
+
+    A lane is given back only after a request that ended cleanly (its response closed without error).
+    One that ended otherwise (an error, or a cancellation: a wait's deadline, a listing's time limit)
+    is retired: closed, then a new lane takes its place (so the bound holds). A cancellation can cut
+    short httpcore's own clean-up (its shield does not hold against ``Task.cancel``), leaving the
+    connection counted as busy: the next request on that lane would wait for it forever. As a guard, a
+    request waits at most half the lane limit for its lane's connection (a clean lane never makes it
+    wait), then fails as never sent (``httpx.PoolTimeout``, which the hook retries), and the lane is
+    retired.
     """
 
     def __init__(
@@ -109,7 +119,10 @@ class _Lanes(httpx.AsyncBaseTransport):
         return len(self._overflowing)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        lane = await self._take(request.extensions.get("timeout", {}).get("pool"))
+        timeouts = request.extensions.get("timeout", {})
+        lane = await self._take(timeouts.get("pool"))
+        # A clean lane never makes its request wait; one that does is retired (before the lane limit)
+        request.extensions["timeout"] = {**timeouts, "pool": self.lane_limit / 2}
         hold = _Hold(self, lane)
         timer = (
             asyncio.get_running_loop().call_later(self.lane_limit, hold.expire)
@@ -119,18 +132,17 @@ class _Lanes(httpx.AsyncBaseTransport):
         try:
             response = await lane.handle_async_request(request)
         except asyncio.CancelledError:
+            hold.release(clean=False)
             if not hold.cut:
-                hold.release()
                 raise
             hold.uncancel()
-            hold.release()
             raise LaneTimeLimit(
                 f"no answer within {self.lane_limit:g} s while all {self.overflow} overflow connections "
                 "were held by reads that hang; not retried (a wait polls again)",
                 request=request,
             ) from None
         except BaseException:
-            hold.release()
+            hold.release(clean=False)
             raise
         finally:
             if timer is not None:
@@ -143,17 +155,33 @@ class _Lanes(httpx.AsyncBaseTransport):
         if len(self._overflowing) >= self.overflow:
             return False
         self._overflowing.add(lane)
+        self._replace(lane)
+        return True
+
+    def _replace(self, lane: httpx.AsyncHTTPTransport) -> None:
+        """Put a new lane in ``lane``'s place, free for the next request."""
         replacement = self._new_lane()
         self._lanes[self._lanes.index(lane)] = replacement
         self._give_back(replacement)
-        return True
+
+    def _retire(self, lane: httpx.AsyncHTTPTransport) -> None:
+        """Close a lane whose request did not end cleanly; once it is closed, a new lane takes its place."""
+        self._close_later(lane).add_done_callback(lambda _: self._replace(lane))
 
     def _leave_overflow(self, lane: httpx.AsyncHTTPTransport) -> None:
         """Close an overflow connection whose read ended; it counts in the overflow until it is closed."""
-        task = asyncio.get_running_loop().create_task(lane.aclose())
+        self._close_later(lane).add_done_callback(lambda _: self._overflowing.discard(lane))
+
+    def _close_later(self, lane: httpx.AsyncHTTPTransport) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(self._close(lane))
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
-        task.add_done_callback(lambda _: self._overflowing.discard(lane))
+        return task
+
+    async def _close(self, lane: httpx.AsyncHTTPTransport) -> None:
+        """Close ``lane`` (its connection); a close that fails or takes over the lane limit is left."""
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(lane.aclose(), self.lane_limit)
 
     async def _take(self, timeout: float | None) -> httpx.AsyncHTTPTransport:
         if self._free:
@@ -182,6 +210,7 @@ class _Lanes(httpx.AsyncBaseTransport):
     async def aclose(self) -> None:
         for lane in [*self._lanes, *self._overflowing]:
             await lane.aclose()
+        await asyncio.gather(*self._closing, return_exceptions=True)  # lanes being retired
 
 
 class _Hold:
@@ -209,34 +238,39 @@ class _Hold:
         if uncancel is not None:
             uncancel()
 
-    def release(self) -> None:
+    def release(self, clean: bool = True) -> None:
+        """End the hold: the lane back to the free ones after a ``clean`` end, else retired (a new one)."""
         if self.released:
             return
         self.released = True
         if self.moved:
             self.lanes._leave_overflow(self.lane)
-        else:
+        elif clean:
             self.lanes._give_back(self.lane)
+        else:
+            self.lanes._retire(self.lane)
 
 
 class _GiveBackOnClose(httpx.AsyncByteStream):
     """A response body that gives its lane back when it is closed (once)."""
 
-    def __init__(self, stream: Any, give_back: Callable[[], None]) -> None:
+    def __init__(self, stream: Any, give_back: Callable[[bool], None]) -> None:
         self._stream, self._give_back = stream, give_back
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._stream.__aiter__()  # the body's own iterator: no extra generator per chunk
 
     async def aclose(self) -> None:
+        clean = False
         try:
             await self._stream.aclose()
+            clean = True
         finally:
             give_back, self._give_back = self._give_back, _nothing
-            give_back()
+            give_back(clean)  # a close cut short (cancelled) may leave the connection busy: retired
 
 
-def _nothing() -> None:
+def _nothing(clean: bool) -> None:
     return None
 
 

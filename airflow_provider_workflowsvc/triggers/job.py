@@ -33,9 +33,9 @@ class WorkflowJobTrigger(BaseTrigger):
 
     One HTTP client serves the whole wait: the one every trigger of the same connection settings in
     this triggerer shares (one bounded pool, extra ``max_connections``). Each poll is one request
-    (``GET /jobs/{id}/details``); with ``[workflowsvc] shared_status_poll`` on (off by default) and the
-    job's ``workflow_id`` given, the waits of this triggerer on jobs of one workflow share one listing
-    of its active jobs instead (a job not shown active is polled on its own). Transient errors (429,
+    (``GET /jobs/{id}/details``); with the job's ``workflow_id`` given, the waits of this triggerer on
+    jobs of one workflow share one listing of its active jobs instead (a job not shown active is polled
+    on its own; ``[workflowsvc] shared_status_poll = False`` turns the sharing off). Transient errors (429,
     5xx, dropped connections, timeouts) are retried by the hook and then by the next poll, until the
     deadline. No request outlives the deadline.
 
@@ -46,8 +46,8 @@ class WorkflowJobTrigger(BaseTrigger):
     :param workflowsvc_conn_id: the Workflow Service connection.
     :param started_at: epoch seconds the wait began (for the elapsed time in the event and logs).
     :param cancel_on_kill: cancel the job when a user marks the deferred task failed/success or clears it.
-    :param workflow_id: the workflow of the job (with ``[workflowsvc] shared_status_poll`` on, its waits
-        in one triggerer share one status poll per interval,
+    :param workflow_id: the workflow of the job (its waits in one triggerer share one status poll per
+        interval unless ``[workflowsvc] shared_status_poll`` is off,
         :mod:`~airflow_provider_workflowsvc.wait.workflow_poll`); with ``job_id=None``:
         the workflow whose job to wait for.
     :param created_after: with ``job_id=None``: only jobs created after this ISO-8601 date-time count.
@@ -233,9 +233,9 @@ class WorkflowJobTrigger(BaseTrigger):
             self.log.warning("Could not cancel job %s: %s", job_id, exc)
 
 
-SHARED_STATUS_POLL = False
+SHARED_STATUS_POLL = True
 """Whether waits on one workflow's jobs share one status poll by default (``[workflowsvc]
-shared_status_poll``): off until every failure seen under fault injection is explained."""
+shared_status_poll``; ``False`` makes every wait poll its own job)."""
 
 
 def shared_status_poll() -> bool:

@@ -1,7 +1,8 @@
 """Distributed end-to-end DAGs: many deferred waits at once, and one non-deferrable durable wait.
 
-``workflowsvc_e2e_fanout``: 20 ``RunWorkflowOperator`` tasks, each running its own workflow (ids in
-the run's conf, ``workflows``), all deferred to the triggerers while the emulator keeps the jobs busy.
+``workflowsvc_e2e_fanout``: 20 ``RunWorkflowOperator`` tasks, each running the workflow at its place in
+the run's conf (``workflows``; the test gives two workflows ten tasks each, whose waits share status
+polls), all deferred to the triggerers while the emulator keeps the jobs busy.
 ``workflowsvc_e2e_durable``: one task waiting in the worker (``deferrable=False``) with a retry, so a
 killed worker's retry must reattach to the job stored in the task state store (Airflow 3.3+).
 """

@@ -1,0 +1,80 @@
+"""The shared client's lanes after a request that did not end cleanly (real httpcore, real loopback server).
+
+A cancellation (a wait's deadline, the shared listing's time limit, a trigger cancelled by Airflow) can
+land inside httpcore's own clean-up of a response: its shield does not hold against ``Task.cancel``, so
+the connection stays counted as busy. The lane must not be handed out again: the next request on it
+would wait for that connection until its wait's deadline (seen under fault injection, issue #27).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpcore
+import httpx
+import pytest
+
+from airflow_provider_workflowsvc.hooks import _pool
+
+LANE_LIMIT = 0.5
+HEALTH = "/jobs/"
+Http11 = httpcore._async.http11.AsyncHTTP11Connection
+
+
+@pytest.fixture
+async def client(emulator: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """One lane, as a pool whose every request takes the same connection."""
+    lanes = _pool._Lanes(1, overflow=0, lane_limit=LANE_LIMIT)
+    with emulator.api_client() as api:
+        headers = dict(api.headers)
+    async with httpx.AsyncClient(transport=lanes, base_url=emulator.base_url, headers=headers) as client:
+        yield client
+
+
+async def test_a_close_cut_short_retires_its_lane(client: httpx.AsyncClient, monkeypatch: Any) -> None:
+    """The first request is cancelled inside httpcore's close of its response; the next one is served
+    at once, over a new lane."""
+    closing = asyncio.Event()
+    response_closed = Http11._response_closed
+
+    async def stuck_close(self: Any) -> None:
+        closing.set()
+        await asyncio.sleep(3600)  # the cancellation lands here, inside httpcore's clean-up
+        await response_closed(self)
+
+    monkeypatch.setattr(Http11, "_response_closed", stuck_close)
+    first = asyncio.ensure_future(client.get(HEALTH))
+    await asyncio.wait_for(closing.wait(), 10)
+    first.cancel()
+    await asyncio.gather(first, return_exceptions=True)
+    assert first.cancelled()
+    monkeypatch.setattr(Http11, "_response_closed", response_closed)
+
+    started = time.monotonic()
+    response = await asyncio.wait_for(client.get(HEALTH), 10)
+    assert response.status_code == 200
+    assert time.monotonic() - started < LANE_LIMIT  # no wait for the old connection
+
+
+async def test_a_lane_found_busy_fails_fast_and_is_retired(
+    client: httpx.AsyncClient, monkeypatch: Any
+) -> None:
+    """A lane whose connection is busy behind the pool's back (its close skipped) makes the next request
+    fail before the lane limit as never sent (``PoolTimeout``), not wait; the request after it is served."""
+    response_closed = Http11._response_closed
+
+    async def skipped_close(self: Any) -> None:
+        return None  # the connection stays counted as busy
+
+    monkeypatch.setattr(Http11, "_response_closed", skipped_close)
+    assert (await client.get(HEALTH)).status_code == 200
+    monkeypatch.setattr(Http11, "_response_closed", response_closed)
+
+    started = time.monotonic()
+    with pytest.raises(httpx.PoolTimeout):
+        await asyncio.wait_for(client.get(HEALTH), 10)
+    assert time.monotonic() - started < LANE_LIMIT
+    assert (await asyncio.wait_for(client.get(HEALTH), 10)).status_code == 200
