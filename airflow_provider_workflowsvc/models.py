@@ -12,7 +12,7 @@ import functools
 import logging
 import re
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timezone
 from enum import Enum
 from typing import Annotated, Any, ClassVar, Literal, TypeVar
 from uuid import UUID
@@ -946,6 +946,17 @@ class Job(_Response):
     @classmethod
     def _null_is_empty(cls, value: Any) -> Any:
         return [] if value is None else value
+
+    @property
+    def created_utc(self) -> datetime | None:
+        """
+        ``created_at`` with a zone: as sent, or (none sent) read as UTC. The run's evidence does not
+        use it: there a time without a zone proves nothing (``operators._submit``).
+        """
+        created = self.created_at
+        if created is None or created.tzinfo is not None:
+            return created
+        return created.replace(tzinfo=timezone.utc)
 
 
 class NodeStats(_Response):

@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Hashable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
@@ -32,13 +32,6 @@ CURSOR_KEY_PREFIX = "workflowsvc_job_events"
 
 # --------------------------------------------------------------------------------------------------
 # The cursor: which jobs were already reported
-
-
-def _created(job: Job) -> datetime | None:
-    created = job.created_at
-    if created is None:
-        return None
-    return created if created.tzinfo else created.replace(tzinfo=timezone.utc)
 
 
 @dataclass
@@ -83,14 +76,14 @@ class JobCursor:
         self.pending.discard(job_id)
 
     def _is_new(self, job: Job) -> bool:
-        created = _created(job)
+        created = job.created_utc
         assert created is not None
         if self.watermark is None or created > self.watermark:
             return True
         return created == self.watermark and job.id not in self.at_watermark
 
     def _see(self, job: Job) -> None:
-        created = _created(job)
+        created = job.created_utc
         assert created is not None
         if self.watermark is None or created > self.watermark:
             self.watermark, self.at_watermark = created, set()
@@ -100,12 +93,12 @@ class JobCursor:
         """Return the jobs in creation order; an undated job cannot be placed: skipped (warned once)."""
         dated = []
         for job in jobs:
-            if _created(job) is not None:
+            if job.created_utc is not None:
                 dated.append(job)
             elif job.id not in self._undated:
                 self._undated.add(job.id)
                 log.warning("Job %s has no created_at; it cannot be ordered and is not reported", job.id)
-        return sorted(dated, key=lambda job: (_created(job), job.id))
+        return sorted(dated, key=lambda job: (job.created_utc, job.id))
 
     def to_json(self) -> dict[str, Any]:
         return {

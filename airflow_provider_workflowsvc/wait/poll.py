@@ -256,9 +256,9 @@ def pick_job(jobs: list[Job], created_after: datetime | None, pick: str = "lates
     """Return the latest (or earliest) job created after ``created_after``; undated jobs never match."""
     dated = []
     for job in jobs:
-        if job.created_at is None:
+        created = job.created_utc
+        if created is None:
             continue
-        created = job.created_at if job.created_at.tzinfo else job.created_at.replace(tzinfo=timezone.utc)
         if created_after is None or created > created_after:
             dated.append((created, job))
     if not dated:

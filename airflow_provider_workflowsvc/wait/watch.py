@@ -15,7 +15,6 @@ import logging
 import math
 import random
 import time
-from datetime import timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_workflowsvc._marker import user_names
@@ -262,8 +261,8 @@ def job_run_time(job: Job) -> dict[str, Any]:
     seconds = _runtime_seconds(job.runtime)
     if seconds is not None:
         return {"job_seconds": seconds, "job_seconds_from": "runtime"}
-    if job.created_at is not None:
-        created = job.created_at if job.created_at.tzinfo else job.created_at.replace(tzinfo=timezone.utc)
+    created = job.created_utc
+    if created is not None:
         return {"job_seconds": max(0.0, time.time() - created.timestamp()), "job_seconds_from": "created_at"}
     return {}
 
