@@ -42,6 +42,31 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "extra-links": [f"{_PKG}.operators.jobs.WorkflowJobLink"],
+        "config": {
+            "workflowsvc": {
+                "description": "Deployment settings of the Workflow Service provider, read where the DAG "
+                "is parsed, the task runs or the trigger waits (not per DAG).",
+                "options": {
+                    "min_poll_interval": {
+                        "description": "Smallest poll_interval / poke_interval a DAG may set, in seconds; "
+                        "checked when the DAG is parsed.",
+                        "version_added": "0.1.0",
+                        "type": "float",
+                        "example": "5",
+                        "default": "1.0",
+                    },
+                    "shared_status_poll": {
+                        "description": "Whether a triggerer's waits on jobs of one workflow share one "
+                        "listing of its active jobs per interval (a job it does not show active is read "
+                        "on its own). False: every wait polls its own job.",
+                        "version_added": "0.2.0",
+                        "type": "boolean",
+                        "example": "False",
+                        "default": "True",
+                    },
+                },
+            }
+        },
         "connection-types": [
             {
                 "connection-type": "workflowsvc",

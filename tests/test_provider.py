@@ -238,6 +238,28 @@ def test_provider_info_is_valid_for_airflows_schema() -> None:
     jsonschema.validate(get_provider_info(), schema)
 
 
+def test_declared_settings_defaults_are_the_codes() -> None:
+    """The ``[workflowsvc]`` options Airflow lists (``airflow config list``) default to what the code
+    falls back to when they are not set."""
+    from airflow_provider_workflowsvc.operators._base import MIN_POLL_INTERVAL
+    from airflow_provider_workflowsvc.triggers.job import SHARED_STATUS_POLL
+
+    options = get_provider_info()["config"]["workflowsvc"]["options"]
+    assert float(options["min_poll_interval"]["default"]) == MIN_POLL_INTERVAL
+    assert options["shared_status_poll"]["default"] == str(SHARED_STATUS_POLL)
+
+
+def test_airflow_reads_the_declared_defaults(tmp_path: Path) -> None:
+    """Airflow's own CLI knows the provider's settings and their defaults (nothing set)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__WORKFLOWSVC__")}
+    env["AIRFLOW_HOME"] = str(tmp_path)
+    command = [sys.executable, "-m", "airflow", "config", "get-value", "workflowsvc"]
+    for option, expected in (("shared_status_poll", "True"), ("min_poll_interval", "1.0")):
+        done = subprocess.run([*command, option], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip().splitlines()[-1] == expected, (option, done.stdout)  # after any log
+
+
 def test_provider_info_points_to_no_placeholder_page() -> None:
     """No public page of the provider or the service exists yet (docs/decisions.md, Packaging)."""
     for integration in get_provider_info()["integrations"]:

@@ -139,6 +139,17 @@ def test_the_connection_page_documents_every_field_with_its_default() -> None:
             assert f"Default ``{json.dumps(default)}``" in entries[name], name
 
 
+def test_the_configuration_page_documents_every_setting_with_its_default() -> None:
+    text = (DOCS / "configuration.rst").read_text()
+    entries = {
+        name: " ".join(body.split()) for name, body in re.findall(r"^``(\w+)``\n((?:    .*\n)+)", text, re.M)
+    }
+    options = get_provider_info()["config"]["workflowsvc"]["options"]
+    assert set(entries) == set(options)
+    for name, option in options.items():
+        assert f"Default ``{option['default']}``." in entries[name], name
+
+
 def test_the_connection_page_names_the_hidden_and_relabelled_fields() -> None:
     text = CONNECTION_PAGE.read_text()
     behaviour = get_provider_info()["connection-types"][0]["ui-field-behaviour"]
@@ -172,8 +183,8 @@ def test_the_index_documents_every_published_extra() -> None:
 
 def test_the_index_links_every_page() -> None:
     text = (DOCS / "index.rst").read_text()
-    pages = ("connections/workflowsvc", "operators", "try-your-own-dag", "api", "service-api", "changelog")
-    for page in pages:
+    guides = ("connections/workflowsvc", "configuration", "operators", "try-your-own-dag")
+    for page in (*guides, "api", "service-api", "changelog"):
         assert f"<{page}>" in text, page
 
 
