@@ -109,18 +109,24 @@ async def test_waits_on_one_workflow_share_one_listing(
     assert workflow_poll._POLLS == {} or all(not polls for polls in workflow_poll._POLLS.values())
 
 
+async def four_waits_on_one_workflow(
+    emulator: Any, settings: Any, inputs: Path, processing_delay: float
+) -> collections.Counter[str]:
+    """Four waits on jobs of one new workflow, each ending with its kind's verdict; their requests by kind."""
+    emulator.configure(processing_delay=processing_delay)
+    workflow, jobs = start_jobs(settings, inputs, 4)
+    emulator.clear_requests()
+    check_kinds(await asyncio.gather(*(event(job, workflow) for job in jobs)))
+    return requests_by_kind(emulator, jobs, workflow)
+
+
 async def test_by_default_the_waits_on_one_workflow_share_its_listing(
     workflowsvc_conn: Any, settings: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With nothing configured the waits on one workflow share one listing."""
     monkeypatch.delenv(SHARED_STATUS_POLL_ENV)
-    emulator = workflowsvc_conn
-    emulator.configure(processing_delay=0.6)
-    workflow, jobs = start_jobs(settings, inputs, 4)
-    emulator.clear_requests()
-    events = await asyncio.gather(*(event(job, workflow) for job in jobs))
-    check_kinds(events)
-    assert requests_by_kind(emulator, jobs, workflow)["listing"] >= 1
+    used = await four_waits_on_one_workflow(workflowsvc_conn, settings, inputs, processing_delay=0.6)
+    assert used["listing"] >= 1, used
 
 
 async def test_switched_off_each_wait_polls_its_own_job(
@@ -128,15 +134,9 @@ async def test_switched_off_each_wait_polls_its_own_job(
 ) -> None:
     """With ``[workflowsvc] shared_status_poll = False`` the waits on one workflow send no listing."""
     monkeypatch.setenv(SHARED_STATUS_POLL_ENV, "False")
-    emulator = workflowsvc_conn
-    emulator.configure(processing_delay=0.3)
-    workflow, jobs = start_jobs(settings, inputs, 4)
-    emulator.clear_requests()
-    events = await asyncio.gather(*(event(job, workflow) for job in jobs))
-    check_kinds(events)
-    used = requests_by_kind(emulator, jobs, workflow)
+    used = await four_waits_on_one_workflow(workflowsvc_conn, settings, inputs, processing_delay=0.3)
     assert used["listing"] == 0, used
-    assert used["record"] == used["failed-files"] == len(jobs), used
+    assert used["record"] == used["failed-files"] == 4, used
 
 
 async def test_a_wait_alone_on_its_workflow_polls_as_before(
