@@ -48,7 +48,7 @@ class Backend:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     clock = Clock()
-    monkeypatch.setattr(SETTINGS_CACHE, "_clock", clock)
+    monkeypatch.setattr(SETTINGS_CACHE, "clock", clock)
     return clock
 
 

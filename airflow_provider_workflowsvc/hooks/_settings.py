@@ -314,7 +314,8 @@ class SettingsCache:
 
     def __init__(self, ttl: float = SETTINGS_TTL, clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl = ttl
-        self._clock = clock
+        self.clock = clock
+        """The cache's clock (monotonic seconds): hooks time their own settings by it."""
         self._entries: dict[str, _CachedSettings] = {}
         self._reads: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, dict[tuple[str, str | None], asyncio.Future[ConnectionSettings]]
@@ -326,7 +327,7 @@ class SettingsCache:
         """Return the settings of ``conn_id``: cached ones still fresh, or those ``read()`` returns."""
         source = os.environ.get(_CONN_ENV_PREFIX + conn_id.upper())
         entry = self._entries.get(conn_id)
-        if entry is not None and entry.source == source and self._clock() < entry.expires:
+        if entry is not None and entry.source == source and self.clock() < entry.expires:
             return entry.settings
         reads = self._reads.setdefault(asyncio.get_running_loop(), {})
         key = (conn_id, source)
@@ -335,10 +336,6 @@ class SettingsCache:
             pending = reads[key] = asyncio.ensure_future(self._read(conn_id, source, read))
             pending.add_done_callback(functools.partial(_forget_read, reads, key))
         return await asyncio.shield(pending)  # a cancelled caller does not cancel the others' read
-
-    def now(self) -> float:
-        """Return the cache's clock (monotonic seconds): hooks time their own settings by it."""
-        return self._clock()
 
     async def refresh(
         self,
@@ -361,7 +358,7 @@ class SettingsCache:
         self, conn_id: str, source: str | None, read: Callable[[], Awaitable[ConnectionSettings]]
     ) -> ConnectionSettings:
         settings = await read()
-        self._entries[conn_id] = _CachedSettings(source, self._clock() + self.ttl, settings)
+        self._entries[conn_id] = _CachedSettings(source, self.clock() + self.ttl, settings)
         return settings
 
     def clear(self) -> None:
