@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from enum import Enum
 from typing import Annotated, Any, ClassVar, Literal, TypeVar
@@ -1054,18 +1054,3 @@ class Element(_Response):
     text: str = ""
     metadata: ElementMetadata = Field(default_factory=ElementMetadata)
 
-
-def platform_spelling(jobs: Iterable[Any]) -> bool | None:
-    """
-    Whether the service spells job statuses the platform's way (upper case), from the first job record
-    whose raw status has letters; None when no record shows it.
-    """
-    raw = next(
-        (
-            job.raw_status
-            for job in jobs
-            if isinstance(job, Job) and job.raw_status and any(c.isalpha() for c in job.raw_status)
-        ),
-        None,
-    )
-    return None if raw is None else raw == raw.upper()

@@ -71,10 +71,13 @@ def _fresh_secrets_masker() -> None:
 
 @pytest.fixture(autouse=True)
 def _fresh_settings_cache() -> None:
-    """Each test reads its connections again, as a new process does (the async hooks cache them)."""
+    """Each test reads its connections again, and learns how its service spells job statuses, as a new
+    process does (the async hooks cache settings; the transport remembers spellings by base URL)."""
     from airflow_provider_workflowsvc.hooks._settings import SETTINGS_CACHE
+    from airflow_provider_workflowsvc.hooks._transport import _SPELLINGS
 
     SETTINGS_CACHE.clear()
+    _SPELLINGS.clear()
 
 
 EMULATOR_DIALECTS = tuple(os.environ.get("WORKFLOWSVC_TEST_DIALECTS", "spec,platform").split(","))

@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
-from airflow_provider_workflowsvc.models import JobStatus, platform_spelling
+from airflow_provider_workflowsvc.models import JobStatus
 from airflow_provider_workflowsvc.wait.poll import apoll_once, await_job, is_transient
 
 if TYPE_CHECKING:
@@ -27,10 +27,8 @@ FRESH_FOR = 0.5
 """A listing answers the polls that come due up to this share of their interval after it started: the
 waits of a workflow deferred at different moments need at most two listings per interval."""
 ACTIVE_LISTED = (JobStatus.IN_PROGRESS, JobStatus.SCHEDULED)
-"""The statuses listed, in this order; ``scheduled`` only while some wait has not seen its job start."""
-SPELLINGS = ("platform", "spec")
-"""How the status filter is spelled: ``IN_PROGRESS`` (the platform), ``im progress`` (the spec's listing);
-until a listing has shown how the service spells statuses, tried in turn in this order."""
+"""The statuses listed, in this order; ``scheduled`` only while some wait has not seen its job start
+(the hook spells each filter as the service spells statuses)."""
 
 ANSWER_GRACE = 0.2
 """Seconds past a listing's limit the other waits of its round still wait for its answer."""
@@ -86,12 +84,7 @@ class WorkflowPoll:
         self.waits: dict[int, JobWatch] = {}
         self._round: _Round | None = None
         self.refused = False
-        """The service refused a listing (say, the status filter): every wait polls its own job."""
-        self.spelling: str | None = None
-        """The filter's spelling, once a listed job record has shown the service's (``SPELLINGS``)."""
-        self._guesses = 0
-        self._tried = SPELLINGS[0]
-        self._refused_spellings: set[str] = set()
+        """The service refused a listing (say, its status filter): every wait polls its own job."""
 
     @property
     def shared(self) -> bool:
@@ -140,30 +133,10 @@ class WorkflowPoll:
 
     async def _list_active(self, hook: WorkflowServiceAsyncHook) -> Listed:
         listed: Listed = {}
-        spelling = self._tried = self._spelling()
         for status in self._statuses():
-            text = status.platform_value if spelling == "platform" else status.wire_value
-            for job in await hook.list_jobs(workflow_id=self.workflow_id, status=text):
+            for job in await hook.list_jobs(workflow_id=self.workflow_id, status=status):
                 listed.setdefault(job.id, job)
-        self._learn_spelling(listed)
         return listed
-
-    def _spelling(self) -> str:
-        """Return the spelling to send: the service's once known, else the next guess not refused yet."""
-        if self.spelling is not None:
-            return self.spelling
-        guesses = [s for s in SPELLINGS if s not in self._refused_spellings]
-        return guesses[self._guesses % len(guesses)]
-
-    def _learn_spelling(self, listed: Listed) -> None:
-        """Keep the spelling of the statuses the service listed (upper case: the platform's)."""
-        if self.spelling is not None:
-            return
-        platform = platform_spelling(listed.values())
-        if platform is None:
-            self._guesses += 1  # no evidence (nothing listed): the next listing tries the other spelling
-            return
-        self.spelling = "platform" if platform else "spec"
 
     def _statuses(self) -> tuple[JobStatus, ...]:
         """In progress always; scheduled too while some wait has not seen its job in progress yet."""
@@ -172,15 +145,6 @@ class WorkflowPoll:
         return ACTIVE_LISTED
 
     def _listing_failed(self, exc: Exception) -> None:
-        if not is_transient(exc) and self.spelling is None:
-            self._refused_spellings.add(self._tried)  # maybe the filter's spelling was refused
-            if len(self._refused_spellings) < len(SPELLINGS):
-                _log.info(
-                    "Listing the jobs of workflow %s failed (%s); trying the other spelling",
-                    self.workflow_id,
-                    exc,
-                )
-                return
         if is_transient(exc):
             _log.warning(
                 "Listing the active jobs of workflow %s failed (%s); its waits poll their own jobs this time",
