@@ -1053,4 +1053,3 @@ class Element(_Response):
     element_id: str
     text: str = ""
     metadata: ElementMetadata = Field(default_factory=ElementMetadata)
-
