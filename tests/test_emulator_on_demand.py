@@ -5,7 +5,7 @@ emulator's own guarantees (faults, request log, no echo). Every wait is a step o
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -51,12 +51,11 @@ def api(emu: EmulatorHandle) -> Iterator[httpx.Client]:
         yield client
 
 
+Files = Sequence[tuple[str, bytes]]
+
+
 def launch(
-    api: httpx.Client,
-    request_data: Any = None,
-    files: list[tuple[str, bytes]] = (),  # type: ignore[assignment]
-    *,
-    part: str = "input_files",
+    api: httpx.Client, request_data: Any, files: Files = (), *, part: str = "input_files"
 ) -> httpx.Response:
     """POST /jobs/ as the SDK does: a ``request_data`` text part and one part per file."""
     data = {"request_data": request_data if isinstance(request_data, str) else json.dumps(request_data)}
@@ -64,7 +63,7 @@ def launch(
     return api.post("/jobs/", data=data, files=parts or None)
 
 
-def launched(api: httpx.Client, request_data: Any, files: list[tuple[str, bytes]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+def launched(api: httpx.Client, request_data: Any, files: Files = ()) -> dict[str, Any]:
     response = launch(api, request_data, files)
     assert response.status_code == 200, response.text
     job: dict[str, Any] = response.json()
