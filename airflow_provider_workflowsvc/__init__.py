@@ -23,6 +23,8 @@ if TYPE_CHECKING:
         InvalidJobEventError,
         InvalidTaskInputError,
         NoFilesMatchedError,
+        UnprocessedDocumentsError,
+        UnprocessedDocumentsNoRetryError,
         WorkflowJobError,
         WorkflowJobFailedError,
         WorkflowJobTimeoutError,
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
         WorkflowServiceError,
         WorkflowServiceInputError,
         WorkflowServiceNotFoundError,
+        WorkflowServiceQuotaError,
         WorkflowServiceRateLimitError,
         WorkflowServiceResponseError,
         WorkflowServiceServerError,
@@ -55,6 +58,7 @@ if TYPE_CHECKING:
         RunWorkflowOperator,
         WorkflowJobLink,
     )
+    from airflow_provider_workflowsvc.operators.on_demand import OnDemandJobLink, RunOnDemandJobOperator
     from airflow_provider_workflowsvc.operators.workflows import (
         CreateWorkflowOperator,
         DeleteWorkflowOperator,
@@ -63,6 +67,7 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc.sensors.job import WorkflowJobSensor
     from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
     from airflow_provider_workflowsvc.triggers.job_events import WorkflowJobEventTrigger
+    from airflow_provider_workflowsvc.triggers.jobs import WorkflowJobsTrigger
 
 # Each public name and the module (under this package) that defines it; the TYPE_CHECKING imports above
 # name the same, for type checkers and IDEs (a test keeps the three lists equal).
@@ -82,11 +87,15 @@ _EXPORTS: dict[str, str] = {
     "InvalidJobEventError": "exceptions",
     "InvalidTaskInputError": "exceptions",
     "NoFilesMatchedError": "exceptions",
+    "OnDemandJobLink": "operators.on_demand",
+    "RunOnDemandJobOperator": "operators.on_demand",
     "RunWorkflowOperator": "operators.jobs",
     "SourceConnectionCheckOperator": "operators.connectors",
     "UpdateDestinationConnectorOperator": "operators.connectors",
     "UpdateSourceConnectorOperator": "operators.connectors",
     "UpdateWorkflowOperator": "operators.workflows",
+    "UnprocessedDocumentsError": "exceptions",
+    "UnprocessedDocumentsNoRetryError": "exceptions",
     "WorkflowJobError": "exceptions",
     "WorkflowJobFailedError": "exceptions",
     "WorkflowJobLink": "operators.jobs",
@@ -94,6 +103,7 @@ _EXPORTS: dict[str, str] = {
     "WorkflowJobTimeoutError": "exceptions",
     "WorkflowJobEventTrigger": "triggers.job_events",
     "WorkflowJobTrigger": "triggers.job",
+    "WorkflowJobsTrigger": "triggers.jobs",
     "WorkflowServiceApiError": "exceptions",
     "WorkflowServiceAsyncHook": "hooks.workflowsvc",
     "WorkflowServiceAuthError": "exceptions",
@@ -103,6 +113,7 @@ _EXPORTS: dict[str, str] = {
     "WorkflowServiceHook": "hooks.workflowsvc",
     "WorkflowServiceInputError": "exceptions",
     "WorkflowServiceNotFoundError": "exceptions",
+    "WorkflowServiceQuotaError": "exceptions",
     "WorkflowServiceRateLimitError": "exceptions",
     "WorkflowServiceResponseError": "exceptions",
     "WorkflowServiceServerError": "exceptions",
@@ -126,8 +137,12 @@ __all__ = [
     "InvalidJobEventError",
     "InvalidTaskInputError",
     "NoFilesMatchedError",
+    "OnDemandJobLink",
+    "RunOnDemandJobOperator",
     "RunWorkflowOperator",
     "SourceConnectionCheckOperator",
+    "UnprocessedDocumentsError",
+    "UnprocessedDocumentsNoRetryError",
     "UpdateDestinationConnectorOperator",
     "UpdateSourceConnectorOperator",
     "UpdateWorkflowOperator",
@@ -138,6 +153,7 @@ __all__ = [
     "WorkflowJobSensor",
     "WorkflowJobTimeoutError",
     "WorkflowJobTrigger",
+    "WorkflowJobsTrigger",
     "WorkflowServiceApiError",
     "WorkflowServiceAsyncHook",
     "WorkflowServiceAuthError",
@@ -147,6 +163,7 @@ __all__ = [
     "WorkflowServiceHook",
     "WorkflowServiceInputError",
     "WorkflowServiceNotFoundError",
+    "WorkflowServiceQuotaError",
     "WorkflowServiceRateLimitError",
     "WorkflowServiceResponseError",
     "WorkflowServiceServerError",

@@ -27,6 +27,8 @@ __all__ = [
     "InvalidJobEventError",
     "InvalidTaskInputError",
     "NoFilesMatchedError",
+    "UnprocessedDocumentsError",
+    "UnprocessedDocumentsNoRetryError",
     "WorkflowJobError",
     "WorkflowJobFailedError",
     "WorkflowJobTimeoutError",
@@ -288,6 +290,26 @@ class WorkflowJobFailedError(WorkflowJobError):
 
 class WorkflowJobTimeoutError(WorkflowJobError):
     """The job did not finish before the task's timeout."""
+
+
+class UnprocessedDocumentsError(WorkflowServiceError):
+    """
+    Some documents of an on-demand task were not processed (failed, stopped, timed out, never
+    launched); ``summary`` holds every document's outcome. A retry (durable execution, Airflow 3.3+)
+    launches only those documents.
+    """
+
+    def __init__(self, message: str, summary: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.summary = summary or {}
+
+
+class UnprocessedDocumentsNoRetryError(UnprocessedDocumentsError, AirflowFailException):
+    """
+    :class:`UnprocessedDocumentsError` that fails the task without retries: a retry cannot help (a
+    used-up quota, a refused request, an unproven launch), or nothing remembers which documents were
+    processed (no task state store), so a retry would launch them all again.
+    """
 
 
 class ConnectionCheckFailedError(WorkflowServiceError):

@@ -5,6 +5,7 @@ DAG-bag plumbing. Fixtures live in conftest.py, which imports from here too.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -14,6 +15,17 @@ TEST_API_KEY = "key-test-47ab20"
 
 MOCK_BASE_URL = "https://svc.test/api/v1"
 """The base URL of the respx-mocked service (conftest's ``mock_service``)."""
+
+
+def connect(emulator: Any, monkeypatch: Any) -> None:
+    """Point ``workflowsvc_default`` at ``emulator`` (AIRFLOW_CONN_WORKFLOWSVC_DEFAULT JSON, a ``ui_url``)."""
+    conn = {
+        "conn_type": "workflowsvc",
+        "host": emulator.base_url,
+        "password": emulator.token,
+        "extra": {"api_key": emulator.api_key, "retry_wait": 0.05, "ui_url": "https://ui.example.test"},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_WORKFLOWSVC_DEFAULT", json.dumps(conn))
 
 
 def dag_bag(folder: str | os.PathLike[str] = os.devnull, *, collect_dags: bool = False) -> Any:

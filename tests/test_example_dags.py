@@ -19,6 +19,7 @@ EXPECTED_DAG_IDS = {
     "workflowsvc_example_asset_producer",
     "workflowsvc_example_asset_consumer",
     "workflowsvc_example_job_events",
+    "workflowsvc_example_on_demand",
 }
 
 
@@ -76,3 +77,32 @@ def test_local_files_example_runs_against_the_emulator(
     assert len(runs) == 1
     downloads = workflowsvc_conn.requests(method="GET", path_contains="/download")
     assert len(downloads) == 4
+
+
+def test_on_demand_example_parses_the_folder_in_one_deferral_and_reads_the_elements(
+    example_bag: Any, airflow_db: None, platform_service: Any, tmp_path: Path
+) -> None:
+    dag = example_bag.dags["workflowsvc_example_on_demand"]
+    sync_dags_to_db(example_bag)
+
+    dr = dag.test(run_conf={"output_dir": str(tmp_path)})
+
+    states = {ti.task_id: ti.state for ti in dr.get_task_instances()}
+    assert dr.state == "success", states
+    parsed = dr.get_task_instance("parse_folder").xcom_pull(task_ids="parse_folder")
+    statuses = {d["document"]: d["status"] for d in parsed["documents"]}
+    assert statuses == {
+        "empty.txt": "failed",
+        "faq.html": "completed",
+        "inventory.csv": "completed",
+        "release-notes.md": "completed",
+        "welcome.txt": "completed",
+    }
+    read = dr.get_task_instance("read_elements").xcom_pull(task_ids="read_elements")
+    assert set(read) == {"faq.html", "inventory.csv", "release-notes.md", "welcome.txt"}
+    assert read["inventory.csv"]["elements"] == {"Table": 1}
+    assert all(sum(doc["elements"].values()) >= 1 for doc in read.values())
+    # One launch of the five files, its job waited for in the triggerer (dag.test runs it inline).
+    launches = [r for r in platform_service.requests(method="POST") if r["path"] == "/api/v1/jobs/"]
+    assert [r["status"] for r in launches] == [200]
+    assert all(Path(p).parent == tmp_path / dr.run_id for d in parsed["documents"] for p in d["output_files"])

@@ -189,16 +189,9 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
         Resolve the input files (path, name sent); bad ``files`` fail the task without retries, no
         match skips it if asked.
         """
-        from airflow_provider_workflowsvc._compat import AirflowSkipException
-        from airflow_provider_workflowsvc.operators._files import NoFilesMatchedError, resolve_named_files
+        from airflow_provider_workflowsvc.operators._files import resolve_task_files
 
-        with invalid_input_fails():
-            try:
-                return resolve_named_files(self.files, empty_ok=self.skip_if_no_files)
-            except NoFilesMatchedError as exc:
-                if not self.skip_if_no_files:
-                    raise
-                raise AirflowSkipException(f"{exc}: nothing to run (skip_if_no_files=True)") from None
+        return resolve_task_files(self.files, skip_if_no_files=self.skip_if_no_files, nothing_to="run")
 
     def _resolve_target(self) -> None:
         """
@@ -533,19 +526,12 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
         return download_lineage(self.hook.settings.base_url, *self._downloaded)
 
     def _download(self, job_id: str, file_id: str, node_id: str, directory: Path, names: Any) -> str:
-        """Stream one output to a hidden name, then give it its final name (never a partial file)."""
-        from airflow_provider_workflowsvc.operators._files import document_name, inside, safe_name
+        """Download one output under its final name (:func:`~._files.download_output`)."""
+        from airflow_provider_workflowsvc.operators._files import download_output
 
-        staging = inside(directory, f".{safe_name(file_id)}.{safe_name(node_id)}.download")
-        try:
-            self.hook.download_job_output(job_id, file_id, node_id, path=staging)
-            target = inside(directory, names.allocate(file_id, node_id, document_name(staging)))
-            target.parent.mkdir(parents=True, exist_ok=True)
-            staging.replace(target)
-        finally:
-            staging.unlink(missing_ok=True)
+        target, _ = download_output(self.hook, job_id, file_id, node_id, directory, names)
         self.log.info("Downloaded output %s (node %s) to %s", file_id, node_id, target)
-        return str(target)
+        return target
 
 
 class CancelJobOperator(WorkflowServiceBaseOperator):
