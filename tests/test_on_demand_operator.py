@@ -211,6 +211,22 @@ def test_any_number_of_files_in_jobs_within_the_limits(
     assert {j["job_id"]: j["documents"] for j in summary["jobs"]} == held
 
 
+def test_a_launch_refused_for_the_gap_is_sent_again_after_retry_after(
+    service: EmulatorHandle, driven: DrivenClock, tmp_path: Path
+) -> None:
+    """Another task launched a moment ago: the service's 429 says how long to wait, and the launch waits."""
+    service.configure(on_demand_launch_interval=30)
+    inputs = folder(tmp_path, 12)
+    with service.api_client() as api:
+        other = api.post("/jobs/", data={"request_data": '{"template_id": "hi_res_partition"}'})
+    assert other.status_code == 200
+    summary = op(inputs, launch_interval=30).execute(ctx())
+    assert summary["completed_count"] == 12
+    assert [r["status"] for r in launches(service)] == [200, 429, 200, 200]
+    assert driven.pauses[0] >= 29  # the Retry-After of the refusal (whole seconds), then the gap
+    assert driven.pauses[1:] == [30.0]
+
+
 def test_a_file_over_the_size_limit_fails_the_task_before_anything_is_uploaded(
     service: EmulatorHandle, driven: DrivenClock, tmp_path: Path
 ) -> None:
