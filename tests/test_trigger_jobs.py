@@ -105,6 +105,10 @@ async def test_many_jobs_one_event_their_polls_shared(
     shared_status = (used["listing"] + used["details"]) / 9 / shared_intervals
     lone_status = per_job["details"] / 9 / alone_intervals
     assert shared_status < 0.6 * lone_status, (used, per_job, shared_intervals, alone_intervals)
+    print(
+        f"\nstatus requests per waiting job per interval: shared {shared_status:.3f} "
+        f"({used['listing']} listings, {used['details']} details), lone {lone_status:.3f}"
+    )
     assert all(not polls for polls in workflow_poll._POLLS.values())
 
 
