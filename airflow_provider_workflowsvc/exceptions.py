@@ -199,17 +199,8 @@ class WorkflowServiceQuotaError(WorkflowServiceApiError, AirflowFailException):
     cannot cure it, so it is never retried and the task fails without retries, saying what to do.
     """
 
-    def __init__(
-        self,
-        status_code: int,
-        method: str,
-        path: str,
-        detail: str,
-        reason: str = "",
-        *,
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(status_code, method, path, detail, reason, retry_after=retry_after)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.args = (f"{self.args[0]}. {QUOTA_ADVICE}",)
 
 

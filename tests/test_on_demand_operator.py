@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
 from helpers import connect
+from reliability._helpers import FakeTI
 
 from airflow_provider_workflowsvc import RunOnDemandJobOperator
 from airflow_provider_workflowsvc._compat import AirflowFailException
@@ -35,16 +36,9 @@ reaches it, so a launch sent too early is always refused; the test's clock steps
 JOBS = "/api/v1/jobs/"
 
 
-class FakeTI:
-    def __init__(self) -> None:
-        self.pushed: dict[str, Any] = {}
-        self.stats_tags: dict[str, str] = {}
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.pushed[key] = value
-
-
 class FakeStore:
+    """A task state store that keeps JSON, as the real one does (what the task writes must be JSON)."""
+
     def __init__(self) -> None:
         self.values: dict[str, Any] = {}
 

@@ -946,6 +946,11 @@ def test_run_identity_uses_the_relative_names_sent(tmp_path: Any) -> None:
     assert run.carried_by(job("2024/report.txt", "2025/report.txt")) is False, "the same names: not proof"
     assert run.carried_by(job("report__wfsvc-ffffffffffffffff.txt")) is False, "another run's marker"
     assert run.carried_by(Job.model_validate({"id": "j"})) is None, "a record without file names"
+    unmarked = SentRun(WF, 0.0, ("2024/report.txt", "2025/report.txt"), None)
+    assert unmarked.carried_by(job("2024/report.txt", "2025/report.txt")) is None, "the same names: no proof"
+    assert unmarked.carried_by(job("report.txt")) is None, "the same base name: may be ours"
+    assert unmarked.carried_by(job("invoice.pdf")) is False, "other names only: another's"
+    assert unmarked.carried_by(Job.model_validate({"id": "j"})) is None
 
 
 def test_a_status_spelling_the_service_refuses_is_skipped(

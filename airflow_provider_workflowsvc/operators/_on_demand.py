@@ -510,8 +510,8 @@ def summarize(
     per job its status, documents, link and output files (the service's ids); and the counts.
 
     A document's ``status``: ``completed``; ``failed`` (a failed file of a completed job);
-    ``failed``/``stopped``/``timeout``/``error`` as its job ended; ``not_launched`` (the launches
-    stopped before it) or ``skipped`` (over the size limit).
+    ``job_failed``, ``stopped``, ``timeout`` or ``error`` as its job ended; ``not_launched`` (the
+    launches stopped before it) or ``skipped`` (over the size limit).
     """
     docs: list[dict[str, Any]] = []
     jobs: list[dict[str, Any]] = []
@@ -563,7 +563,8 @@ def _document_status(name: str, outcome: JobOutcome, failed: Mapping[str, str]) 
             error = failed.get(name, failed.get(name.rsplit("/", 1)[-1], ""))
             return "failed", error or "the service gave no error"
         return "completed", None
-    return outcome.status, outcome.message or f"job {outcome.job_id} ended {outcome.job_status or 'unknown'}"
+    status = "job_failed" if outcome.status == "failed" else outcome.status
+    return status, outcome.message or f"job {outcome.job_id} ended {outcome.job_status or 'unknown'}"
 
 
 def _document(

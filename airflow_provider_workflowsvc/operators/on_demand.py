@@ -83,9 +83,9 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
     ``status``, ``error``, ``output_files``), ``jobs`` (per job: ``job_id``, ``status``,
     ``outcome``, ``documents``, ``job_url``, ``failed_files``, ``output_files``, the times),
     ``outcome``, ``document_count``, ``completed_count``, ``unprocessed_count``. A document's
-    ``status`` is ``completed``, ``failed`` (the service could not process it), ``stopped``,
-    ``timeout``, ``error``, ``not_launched`` or ``skipped``. On failure the summary is pushed as the
-    return value before the task fails.
+    ``status`` is ``completed``, ``failed`` (the service could not process it), ``job_failed`` (its
+    job failed), ``stopped``, ``timeout``, ``error``, ``not_launched`` or ``skipped``. On failure the
+    summary is pushed as the return value before the task fails.
 
     :param files: local input files: a path, directory (all its non-hidden files, recursively,
         sorted), glob pattern (``**`` recurses), or a list of them (templated), as
