@@ -58,6 +58,7 @@ __all__ = [
     "JobFailedFiles",
     "JobStatus",
     "ListWorkflowsParams",
+    "NodeCounts",
     "NodeStats",
     "OutputNodeFile",
     "PermissionAction",
@@ -1013,8 +1014,8 @@ class Job(_Response):
         return created.replace(tzinfo=timezone.utc)
 
 
-class NodeStats(_Response):
-    """How many files one node of a job has ready, in progress, done and failed."""
+class NodeCounts(BaseModel):
+    """How many files one node of a job has ready, in progress, done and failed (the fields, once)."""
 
     node_name: str | None = None
     node_type: str | None = None
@@ -1023,6 +1024,10 @@ class NodeStats(_Response):
     in_progress: int = 0
     success: int = 0
     failure: int = 0
+
+
+class NodeStats(_Response, NodeCounts):
+    """A node's file counts as the service sends them (extra fields kept)."""
 
 
 class JobDetails(_Response):

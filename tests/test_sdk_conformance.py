@@ -21,12 +21,14 @@ from typing import Any
 import httpx
 import pytest
 import respx
-from unstructured_client import UnstructuredClient
-from unstructured_client import destinations as sdk_destinations
-from unstructured_client import jobs as sdk_jobs
-from unstructured_client import sources as sdk_sources
-from unstructured_client import templates as sdk_templates
-from unstructured_client import workflows as sdk_workflows
+from unstructured_client import (
+    UnstructuredClient,
+    destinations as sdk_destinations,
+    jobs as sdk_jobs,
+    sources as sdk_sources,
+    templates as sdk_templates,
+    workflows as sdk_workflows,
+)
 from unstructured_client.models import errors, shared
 from unstructured_client.utils import BackoffStrategy, RetryConfig
 

@@ -25,7 +25,6 @@ from airflow_provider_workflowsvc.operators._base import (
     positive_seconds,
     static_str,
 )
-from airflow_provider_workflowsvc.operators.jobs import DEFER_TIMEOUT_GRACE
 from airflow_provider_workflowsvc.operators.workflows import check_nodes
 
 if TYPE_CHECKING:
@@ -355,6 +354,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         return extra.get("ui_url")
 
     def _defer(self, plan: Plan, started: float, deadline: float) -> None:
+        from airflow_provider_workflowsvc.triggers.job import deferral_timeout
         from airflow_provider_workflowsvc.triggers.jobs import WorkflowJobsTrigger
 
         trigger = WorkflowJobsTrigger(
@@ -369,7 +369,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         self.defer(
             trigger=trigger,
             method_name="execute_complete",
-            timeout=timedelta(seconds=max(0.0, deadline - time.time()) + DEFER_TIMEOUT_GRACE),
+            timeout=deferral_timeout(deadline),
         )
 
     def _wait_here(self, started: float, deadline: float) -> list[JobOutcome]:

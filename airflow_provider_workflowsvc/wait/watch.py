@@ -161,8 +161,8 @@ class JobWatch:
 
     def _node_stats(self) -> list[NodeProgress]:
         stats = self.details.node_stats if self.details is not None else []
-        fields = NodeProgress.model_fields
-        return [NodeProgress(**{k: v for k, v in n.model_dump().items() if k in fields}) for n in stats]
+        fields = set(NodeProgress.model_fields)
+        return [NodeProgress(**n.model_dump(include=fields)) for n in stats]
 
     def timed_out(self) -> JobOutcome:
         return self._unfinished("timeout", "")
