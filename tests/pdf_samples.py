@@ -8,7 +8,7 @@ PDFs written at test time, in the shapes real writers give them (no PDF is commi
   office suite's export): a CID-keyed (Type0, Identity-H) font, so every glyph is a two-byte code that
   only the ToUnicode map turns into text, and each word drawn in a text object of its own; a heading,
   a paragraph and bulleted items whose long lines wrap under the item's text.
-* :func:`pdf_document`: a PDF from raw object bodies (for page trees and streams fpdf2 does not write).
+* :func:`pages_pdf`, :func:`stream`: PDFs from raw objects (page trees and streams fpdf2 does not write).
 
 The font is built here with fontTools (which fpdf2 brings): boxes for glyphs, the text is what counts.
 """
@@ -26,6 +26,8 @@ from pathlib import Path
 from fontTools.fontBuilder import FontBuilder
 from fontTools.pens.ttGlyphPen import TTGlyphPen
 from fpdf import FPDF
+
+from airflow_provider_workflowsvc.emulator.samples import pdf_document
 
 LIGATURES = "\ufb00\ufb01\ufb02\ufb03\ufb04"  # ﬀ ﬁ ﬂ ﬃ ﬄ
 BULLET = "\u25cf"  # ●
@@ -137,20 +139,6 @@ def _words(pdf: FPDF, text: str, left: float, top: float, *, size: float, width:
         pdf.text(x, y, word)
         x += advance + pdf.get_string_width(" ")
     return y
-
-
-def pdf_document(objects: list[bytes]) -> bytes:
-    """A PDF of these object bodies (object 1 is the catalog), with its cross-reference table."""
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
 
 
 def stream(body: bytes, *, flate: bool = True) -> bytes:

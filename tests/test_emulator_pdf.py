@@ -23,7 +23,6 @@ from pdf_samples import (
     list_items_pdf,
     pages_pdf,
     paper_pdf,
-    pdf_document,
     sample_font,
     stream,
 )
@@ -31,7 +30,7 @@ from pdf_samples import (
 from airflow_provider_workflowsvc.emulator import _pdf
 from airflow_provider_workflowsvc.emulator._pdf import MAX_STREAM_BYTES, PdfError, pdf_pages
 from airflow_provider_workflowsvc.emulator.partition import PartitionError, partition
-from airflow_provider_workflowsvc.emulator.samples import simple_pdf
+from airflow_provider_workflowsvc.emulator.samples import pdf_document, simple_pdf
 from airflow_provider_workflowsvc.models import Element
 
 
@@ -339,6 +338,20 @@ def test_the_decoded_total_spans_pages(monkeypatch: pytest.MonkeyPatch) -> None:
         pdf_pages(pages_pdf([page, page, page]))
 
 
+def test_the_decoded_count_takes_each_stream_once_also_when_decoded_after_it_was_read() -> None:
+    import io
+
+    import pypdf
+
+    reader = pypdf.PdfReader(io.BytesIO(pages_pdf([[text_stream("abc")]])))
+    decoded = _pdf._DecodedBytes(reader)
+    content = reader.get_object(4)  # the page's content stream: read, not decoded yet
+    assert decoded.count() == 0
+    content.get_data()
+    assert decoded.count() == len(text_content("abc"))
+    assert decoded.count() == len(text_content("abc"))
+
+
 def test_too_many_pages_fail_before_any_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_pdf, "MAX_PAGES", 3)
     page = [text_stream("Hello")]
@@ -363,7 +376,7 @@ _LOADS_PYPDF = """
 import sys
 from airflow_provider_workflowsvc.emulator import create_app
 from airflow_provider_workflowsvc.emulator.partition import partition
-from airflow_provider_workflowsvc.emulator.samples import simple_pdf
+from airflow_provider_workflowsvc.emulator.samples import pdf_document, simple_pdf
 create_app()
 print("pypdf" in sys.modules, end=" ")
 partition("a.pdf", None, simple_pdf([["Hello"]]))

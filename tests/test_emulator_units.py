@@ -84,6 +84,14 @@ def test_element_ids_are_deterministic_and_distinct() -> None:
                 ("NarrativeText", "loose text here."),
             ],
         ),
+        (
+            "bullets.txt",
+            "Options\n\n\u25cf round\n\u2022 dot\n\u25aa square\n\u2013 dash\n- hyphen\n2) two".encode(),
+            [
+                ("Title", "Options"),
+                *[("ListItem", item) for item in ("round", "dot", "square", "dash", "hyphen", "two")],
+            ],
+        ),
         ("data.csv", b"name,qty\napple,3\n", [("Table", "name qty\napple 3")]),
         ("data.tsv", b"name\tqty\npear\t4\n", [("Table", "name qty\npear 4")]),
         (
