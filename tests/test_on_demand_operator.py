@@ -344,6 +344,26 @@ def test_without_a_task_state_store_a_failure_after_a_launch_is_not_retried(
         op(inputs).execute(ctx(None))
 
 
+def test_a_kill_while_launching_cancels_the_jobs_launched_so_far(
+    service: EmulatorHandle, driven: DrivenClock, tmp_path: Path
+) -> None:
+    service.configure(processing_delay=3600)
+    task = op(folder(tmp_path, 15), timeout=1)
+    killed: list[str] = []
+
+    def kill_before_the_second_launch(n: int) -> None:
+        if n == 1:
+            killed.extend(task._job_ids)
+            task.on_kill()  # Airflow's SIGTERM handler, while the task is still launching
+
+    driven.before_pause.append(kill_before_the_second_launch)
+    with pytest.raises(UnprocessedDocumentsError):
+        task.execute(ctx(FakeStore()))
+    assert len(killed) == 1
+    with service.api_client() as api:
+        assert api.get(f"/jobs/{killed[0]}").json()["status"] == "STOPPED"
+
+
 # --------------------------------------------------------------------------------------------------
 # A lost launch answer
 

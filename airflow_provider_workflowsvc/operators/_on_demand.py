@@ -383,10 +383,12 @@ def launch(
     grace: float,
     mark: bool,
     log: Log,
+    on_launch: Callable[[str], None] | None = None,
 ) -> Launches:
     """
     Launch each batch as one job, at least ``interval`` seconds apart; the first launch that fails
     stops the launches (the documents of it and of the batches after it are not launched).
+    ``on_launch`` hears of each job as soon as it is recorded.
     """
     done, pacer = Launches(), Pacer(interval)
     for index, batch in enumerate(batches):
@@ -419,6 +421,8 @@ def launch(
         names = [doc.name for doc in batch]
         book.launched(job.id, names)
         done.jobs.append(LaunchedJob(job.id, tuple(names)))
+        if on_launch is not None:
+            on_launch(job.id)
         log.info("Launched job %s (%d of %d) for %d file(s)", job.id, index + 1, len(batches), len(batch))
     return done
 

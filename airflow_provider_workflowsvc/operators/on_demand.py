@@ -198,6 +198,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
     # -- execution ---------------------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
+        self._job_ids = []
         context["ti"].xcom_push(key=OnDemandJobLink().xcom_key, value="")
         try:
             plan = self._launch(context)
@@ -257,6 +258,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         self._check_operation()
         od.adopt_pending(self.hook, book, self.launch_grace_period, self.log)
         kept, _ = od.redo(self.hook, book, self.fail_on_failed_files, self.log)
+        self._job_ids = [job.job_id for job in kept]  # a kill from now on cancels what was launched
         covered = {name for job in kept for name in job.documents}
         todo = [doc for doc in docs if doc not in big and doc.name not in covered]
         batches = od.split(todo, self.max_files_per_job)
@@ -278,6 +280,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
             grace=self.launch_grace_period,
             mark=self.mark_uploads,
             log=self.log,
+            on_launch=self._job_ids.append,
         )
         refusal = launches.refusal
         if refusal is not None:
