@@ -3,8 +3,8 @@ How one request travels, once for both hooks: an exchange without I/O, driven by
 
 :func:`exchange` is a generator holding every decision of a request's way (URL, deadline, redirects,
 retries, body cap, error mapping, the re-read of a refused connection, how the service spells job
-statuses); it yields the I/O it needs as steps (:class:`_Send`, :class:`_Read`, :class:`_Save`,
-:class:`_Sleep`, :class:`_Reread`). :func:`send` and :func:`asend` perform those steps with an
+statuses); it yields the I/O it needs as steps (:class:`_Send`, :class:`_Body`, :class:`_Sleep`,
+:class:`_Reread`). :func:`send` and :func:`asend` perform those steps with an
 ``httpx.Client`` or an ``httpx.AsyncClient``: they are the hooks' ``_send``. Nothing else differs.
 """
 
@@ -566,19 +566,11 @@ class _Send:
 
 
 @dataclass
-class _Read:
-    """Read the response's body into ``cap``."""
+class _Body:
+    """Read the response's body, chunk by chunk, into ``sink``."""
 
     response: httpx.Response
-    cap: _BodyCap
-
-
-@dataclass
-class _Save:
-    """Stream the response's body into a file beside ``target``, then rename it (never a partial one)."""
-
-    response: httpx.Response
-    target: Path
+    sink: Callable[[bytes], Any]
 
 
 @dataclass
@@ -595,7 +587,7 @@ class _Reread:
     refused: ConnectionSettings = field(repr=False)
 
 
-Step = _Send | _Read | _Save | _Sleep | _Reread
+Step = _Send | _Body | _Sleep | _Reread
 Exchange = Generator[Step, Any, T]
 
 
@@ -680,10 +672,11 @@ def _attempt(transport: _Transport, call: ApiCall[T], spelling: str) -> Exchange
         method, path = follow
     try:
         if call.download_to is not None and response.is_success and method == call.method:
-            yield _Save(response, call.download_to)
+            with _atomic_file(call.download_to) as file:  # never a partial file at the target
+                yield _Body(response, file.write)
             return call.download_to  # type: ignore[return-value]
         cap = _BodyCap(transport, method, path, response)
-        yield _Read(response, cap)
+        yield _Body(response, cap.add)
     except httpx.TransportError as exc:
         raise transport.transport_error(method, path, exc) from None
     return transport.finish(call, method, path, cap.done())
@@ -726,13 +719,9 @@ def send(hook: WorkflowServiceHook, call: ApiCall[T], retries: bool = True) -> T
                     if opened is not None:
                         opened.close()
                     opened = answer = client.send(client.build_request(**step.request), stream=True)
-                elif isinstance(step, _Read):
+                elif isinstance(step, _Body):
                     for chunk in step.response.iter_bytes():
-                        step.cap.add(chunk)
-                elif isinstance(step, _Save):
-                    with _atomic_file(step.target) as fh:
-                        for chunk in step.response.iter_bytes():
-                            fh.write(chunk)
+                        step.sink(chunk)
                 elif isinstance(step, _Sleep):
                     hook._sleep(step.seconds)
                 else:
@@ -764,13 +753,9 @@ async def asend(hook: WorkflowServiceAsyncHook, call: ApiCall[T], retries: bool 
                     if opened is not None:
                         await opened.aclose()
                     opened = answer = await client.send(client.build_request(**step.request), stream=True)
-                elif isinstance(step, _Read):
+                elif isinstance(step, _Body):
                     async for chunk in step.response.aiter_bytes():
-                        step.cap.add(chunk)
-                elif isinstance(step, _Save):
-                    with _atomic_file(step.target) as fh:
-                        async for chunk in step.response.aiter_bytes():
-                            fh.write(chunk)
+                        step.sink(chunk)
                 elif isinstance(step, _Sleep):
                     await hook._sleep(step.seconds)
                 else:
