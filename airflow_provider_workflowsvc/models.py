@@ -152,21 +152,17 @@ def request_json(model: BaseModel) -> dict[str, Any]:
 # Tolerant enums
 
 
-def _normalize(value: str) -> str:
-    return re.sub(r"[\s_\-]+", " ", value.strip().lower())
-
-
 @functools.lru_cache(maxsize=1024)
 def _member_spelled(cls: type[Enum], value: str) -> Any:
     """
     Return the member of ``cls`` that ``value`` spells in any case or separators (or by an alias), else
     None. Remembered: every status a wait polls is parsed this way (the platform sends ``IN_PROGRESS``).
     """
-    wanted = _normalize(value)
+    wanted = connectors_catalog.normalized(value)
     aliases = getattr(cls, "_aliases", None)
     if aliases is not None:
         wanted = aliases().get(wanted, wanted)
-    return next((member for member in cls if _normalize(member.value) == wanted), None)
+    return next((member for member in cls if connectors_catalog.normalized(member.value) == wanted), None)
 
 
 class _TolerantEnum(str, Enum):

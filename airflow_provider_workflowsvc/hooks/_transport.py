@@ -342,7 +342,6 @@ class _Transport:
         self.settings = settings
         self._base_path = urlsplit(settings.base_url).path
         self._urls: dict[str, httpx.URL] = {}
-        self._client_timeout = httpx.Timeout(settings.timeout, connect=settings.connect_timeout)
         self.conn_id = conn_id
         """The Airflow connection the settings came from ("" when given directly): named in errors."""
         self._path_forms: dict[str, str] = {}
@@ -389,8 +388,8 @@ class _Transport:
 
     def _url(self, path: str) -> httpx.URL:
         """
-        Return the absolute URL of ``path``, parsed once: a wait polls the same few paths again and again,
-        and parsing a URL is a large part of building a request.
+        Return the absolute URL of ``path``, parsed once: a wait polls the same few paths again and again.
+        Measured (#33): ~20 of the ~40 µs of building a status request, ~2 % of a fan-in poll's CPU.
         """
         url = self._urls.get(path)
         if url is None:
@@ -411,8 +410,6 @@ class _Transport:
         if left <= 0:
             reason = "not sent: the deadline for this wait has passed"
             raise self.connection_error(method, path, reason, sent=False, kind="deadline")
-        if left >= self.settings.timeout and left >= self.settings.connect_timeout:
-            return self._client_timeout
         read = min(self.settings.timeout, left)
         return httpx.Timeout(read, connect=min(self.settings.connect_timeout, left))
 

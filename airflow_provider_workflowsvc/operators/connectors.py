@@ -24,7 +24,6 @@ from airflow_provider_workflowsvc.operators._base import (
     interval_seconds,
     invalid_input_fails,
     is_deferred_value,
-    normalize_choice,
     rendered,
     static_str,
 )
@@ -50,6 +49,7 @@ __all__ = [
 ]
 
 Kind = Literal["source", "destination"]
+
 
 @dataclass(frozen=True)
 class _Connectors:
@@ -113,10 +113,15 @@ def _check_vocabulary(operator: _ConnectorOperator, connector_type: Any, config:
     if not isinstance(connector_type, str) or not connector_type.strip():
         what = f"{operator.kind} connector type"
         raise input_error(f"{what} must be a non-empty string, got {connector_type!r}")
-    from airflow_provider_workflowsvc.connectors_catalog import check_config, did_you_mean, known_types
+    from airflow_provider_workflowsvc.connectors_catalog import (
+        check_config,
+        did_you_mean,
+        known_types,
+        normalized,
+    )
 
     known = known_types(operator.kind)  # the docs' types: SourceType / DestinationType are held to them
-    if normalize_choice(connector_type) not in {normalize_choice(t) for t in known}:
+    if normalized(connector_type) not in {normalized(t) for t in known}:
         operator.log.warning(
             "%s connector type %r is not one the provider knows; it is sent as given%s",
             operator.kind,
@@ -241,7 +246,9 @@ class _CreateConnectorOperator(_ConfigOperator):
 
 def _type_mismatch(existing_type: str, wanted_type: str) -> str | None:
     """Why a connector of ``existing_type`` cannot stand for one of ``wanted_type``, or None."""
-    if normalize_choice(existing_type) == normalize_choice(wanted_type):
+    from airflow_provider_workflowsvc.connectors_catalog import normalized
+
+    if normalized(existing_type) == normalized(wanted_type):
         return None
     return f"its type is {existing_type!r}, not {wanted_type!r} (a connector's type cannot change)"
 
