@@ -117,7 +117,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.dags = (args.workdir / args.dags).resolve()
     if not args.dags.is_dir():
         parser.error(f"--dags {args.dags}: no such folder")
+    args.home = (args.workdir / args.home).resolve()
+    if not may_empty(args.home):
+        parser.error(f"--home {args.home}: it is emptied at each start, and holds more than an Airflow home")
     return args
+
+
+def may_empty(home: Path) -> bool:
+    """Whether ``home`` may be emptied: missing, empty, or an Airflow home (its database, config, logs)."""
+    if not home.exists():
+        return True
+    known = {"airflow.db", "airflow.cfg", "components", "logs", "webserver_config.py", "simple_auth_manager"}
+    return all(
+        entry.name in known or entry.name.startswith(("airflow.db", "simple_auth"))
+        for entry in home.iterdir()
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             args.dags,
             emulator_options={"dialect": args.dialect, "processing_delay": args.processing_delay},
             env=passed_through(dict(os.environ)),
-            home=args.home.resolve(),
+            home=args.home,
             db_template=REPO_ROOT / ".demo" / "cache" / f"airflow-{version('apache-airflow')}.db",
             progress=say,
             stop_timeout=30,

@@ -236,3 +236,47 @@ def test_a_get_answered_5xx_is_asked_again_and_other_methods_are_not(
     with pytest.raises(LocalAirflowError, match="POST /api/v2/dags -> 500"):
         airflow.api("POST", "/dags")
     assert seen == ["GET", "GET", "GET", "POST"]
+
+
+# --------------------------------------------------------------------------------------------------
+# ./dev airflow's arguments (scripts/local_run.py): what it runs on, and what it may empty
+
+
+def test_local_run_resolves_the_folders_against_the_callers_directory(tmp_path: Path) -> None:
+    from scripts.local_run import parse_args
+
+    (tmp_path / "my_dags").mkdir()
+    args = parse_args(["--dags", "my_dags", "--home", "airflow-home", "--workdir", str(tmp_path)])
+    assert (args.dags, args.home) == (tmp_path / "my_dags", tmp_path / "airflow-home")
+
+
+def test_local_run_refuses_to_empty_a_folder_that_is_not_an_airflow_home(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scripts.local_run import parse_args
+
+    (tmp_path / "dags").mkdir()
+    home = tmp_path / "home"
+    (home / "components").mkdir(parents=True)
+    (home / "airflow.db").write_text("")
+    assert parse_args(["--dags", str(tmp_path / "dags"), "--home", str(home)]).home == home
+    (home / "notes.txt").write_text("mine")
+    with pytest.raises(SystemExit) as exited:
+        parse_args(["--dags", str(tmp_path / "dags"), "--home", str(home)])
+    assert exited.value.code == 2
+    assert f"--home {home}: it is emptied at each start" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_args(["--dags", str(tmp_path / "missing"), "--home", str(tmp_path / "new")])
+
+
+def test_local_run_passes_the_shells_variables_and_connections_but_its_own() -> None:
+    from scripts.local_run import passed_through
+
+    environ = {
+        "AIRFLOW_VAR_BUCKET": "b",
+        "AIRFLOW_CONN_MY_DB": "postgres://x",
+        "AIRFLOW_CONN_WORKFLOWSVC_DEFAULT": "{}",
+        "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+        "HOME": "/root",
+    }
+    assert passed_through(environ) == {"AIRFLOW_VAR_BUCKET": "b", "AIRFLOW_CONN_MY_DB": "postgres://x"}
