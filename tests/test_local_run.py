@@ -28,7 +28,7 @@ import pytest
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.airflow_min("3.3", reason="the e2e harness runs on the newest Airflow"),
-    pytest.mark.timeout(480, method="signal"),
+    pytest.mark.timeout(600, method="signal"),
 ]
 
 REPO = Path(__file__).resolve().parents[1]
