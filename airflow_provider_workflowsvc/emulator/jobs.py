@@ -58,7 +58,15 @@ class JobRecord:
     """Why a job with no files fails (None: a job with no files completes)."""
     stopped_at: float | None = None
     scheduled: bool = False
+    stamp_offset: float = 0.0
+    """Seconds between when the job was created and the ``created_at`` written on it (config
+    ``job_stamp_offset`` at its creation)."""
     _finish_slot: int = field(default=-1, repr=False, compare=False)
+
+    @property
+    def stamped_at(self) -> float:
+        """The ``created_at`` written on the job (its creation time, off by ``stamp_offset``)."""
+        return self.created_at + self.stamp_offset
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

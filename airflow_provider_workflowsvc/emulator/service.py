@@ -595,6 +595,7 @@ class Service:
             local_destination=local_destination,
             empty_message=_NO_SCHEDULED_INPUT if workflow["source_id"] is None and not files else None,
             scheduled=scheduled,
+            stamp_offset=self.config.job_stamp_offset,
         )
         with self.store.transaction():
             self._save_job(job)
@@ -650,7 +651,7 @@ class Service:
         return job
 
     def _save_job(self, job: JobRecord) -> None:
-        self.store.put("jobs", job.id, job.to_dict(), workflow_id=job.workflow_id, created=job.created_at)
+        self.store.put("jobs", job.id, job.to_dict(), workflow_id=job.workflow_id, created=job.stamped_at)
         self._cache_job(job)
 
     def _job_json(self, job: JobRecord, spelling: JobSpelling) -> dict[str, Any]:
@@ -660,7 +661,7 @@ class Service:
             workflow_id=job.workflow_id,
             workflow_name=job.workflow_name,
             status=job_status(job.status(now), self.dialect, spelling),
-            created_at=to_datetime(job.created_at),
+            created_at=to_datetime(job.stamped_at),
             job_type="scheduled" if job.scheduled else "ephemeral",
             input_file_ids=[f.name for f in job.files],
             output_node_files=[
@@ -671,7 +672,7 @@ class Service:
             ],
         ).model_dump(mode="json")
         if self.config.clock_skew or self.config.timestamp_style != "iso":
-            data["created_at"] = self._written_time(job.created_at)
+            data["created_at"] = self._written_time(job.stamped_at)
         if self.dialect == "spec":  # the spec shows no more than these
             del data["job_type"], data["input_file_ids"]
             data["output_node_files"] = [
