@@ -78,7 +78,8 @@ def test_reading_stops_past_the_time_asked_for_only_once_the_order_is_known() ->
     since = T0 + timedelta(minutes=45)
     first = read(body, since, 100)
     assert [job.id for job in first.listing() or []] == [f"job-{n}" for n in (49, 48, 47, 46, 45)]
-    assert first.complete and not first.stopped, "the order is not known yet: read to the end"
+    assert first.complete, "the order is not known yet: read to the end"
+    assert not first.stopped
     assert _listing.lists_newest_first(BASE)
     again = read(body, since, 100)
     assert again.stopped, "known newest first: two older jobs in a row end the reading"

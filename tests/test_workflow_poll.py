@@ -285,3 +285,40 @@ async def test_the_filter_is_spelled_as_the_service_lists_statuses(
     in_progress = [s for s in sent if s.upper().replace(" ", "_") in ("IN_PROGRESS", "IM_PROGRESS")]
     assert in_progress[-1] == matched, sent
     assert in_progress.count(matched) >= len(in_progress) - 2, sent  # at most a wrong guess or two
+
+
+async def test_a_stale_listing_holds_no_job_past_a_few_polls(
+    workflowsvc_conn: Any, settings: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """
+    The listing is stuck (a lagging replica: it answers as it did the first time, every job active) and
+    the jobs end: each wait learns of its job's end from its own poll within ``OWN_POLL_EVERY`` polls
+    after its record shows it, not at its deadline.
+    """
+    emulator = workflowsvc_conn
+    emulator.configure(processing_delay=1000)  # the jobs wait until the emulator's clock is moved
+    workflow, jobs = start_jobs(settings, inputs, 4)
+    stale: dict[str, Any] = {}
+    list_active, poll = workflow_poll.WorkflowPoll._list_active, workflow_poll.WorkflowPoll.poll
+    polls: collections.Counter[str] = collections.Counter()
+
+    async def stuck(self: workflow_poll.WorkflowPoll, hook: Any) -> Any:
+        if "answer" not in stale:
+            stale["answer"] = await list_active(self, hook)
+        return stale["answer"]
+
+    async def counted(self: workflow_poll.WorkflowPoll, hook: Any, watch: Any, schedule: Any) -> Any:
+        polls[watch.job_id] += 1
+        return await poll(self, hook, watch, schedule)
+
+    monkeypatch.setattr(workflow_poll.WorkflowPoll, "_list_active", stuck)
+    monkeypatch.setattr(workflow_poll.WorkflowPoll, "poll", counted)
+    waits = [asyncio.ensure_future(event(job, workflow, seconds=30)) for job in jobs]
+    while not stale or min(polls[job] for job in jobs) < 2:  # the listing answers, and will not change
+        await asyncio.sleep(0.05)
+    emulator.advance_clock(100_000)  # every job ends; the listing still shows them active
+    ended = dict(polls)
+    check_kinds(await asyncio.gather(*waits))
+    after = {job: polls[job] - ended[job] for job in jobs}
+    print(f"\nstale listing: polls from the jobs' end to their events: {sorted(after.values())}")
+    assert max(after.values()) <= workflow_poll.OWN_POLL_EVERY, after

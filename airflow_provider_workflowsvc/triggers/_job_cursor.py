@@ -94,19 +94,16 @@ class JobCursor:
             self.horizon = horizon
         self.known = {job_id: at for job_id, at in self.known.items() if at >= self.horizon}
         if len(self.known) > MAX_KNOWN:
-            self._shed(_utc(listed_at))
+            self._shed()
         self._last_listed = listed_at
 
-    def _shed(self, now: datetime) -> None:
-        """Keep the newest ``MAX_KNOWN`` ids: the horizon moves up past the others (never past now)."""
+    def _shed(self) -> None:
+        """Keep the newest ``MAX_KNOWN`` ids: the horizon moves up past the others (warned)."""
         by_age = sorted(self.known.items(), key=lambda item: item[1])
-        dropped = by_age[: len(by_age) - MAX_KNOWN]
-        horizon = min(dropped[-1][1] + timedelta(microseconds=1), now)
-        if horizon <= (self.horizon or horizon):
-            return  # all of them dated ahead of this triggerer: kept rather than silencing newer jobs
+        horizon = by_age[len(by_age) - MAX_KNOWN - 1][1] + timedelta(microseconds=1)
         log.warning(
-            "More than %d jobs were created within the lateness window: jobs created before %s that were "
-            "not listed yet will not be reported",
+            "More than %d jobs are dated within the lateness window or ahead of it: jobs created before "
+            "%s that were not listed yet will not be reported",
             MAX_KNOWN,
             horizon.isoformat(),
         )
