@@ -78,6 +78,9 @@ class EmulatorConfig(BaseModel):
     is off, or a transaction stamped when it began and committed later (such a job appears in the
     listing after newer ones). Listings order jobs by the time written."""
     jobs_list_order: ListOrder = "newest-first"
+    jobs_list_file_ids: bool = True
+    """Whether job listings show ``input_file_ids`` (platform dialect); False: only the job's own record
+    (``GET /jobs/{id}``) does, as a service that lists fewer fields than it records."""
     jobs_list_cap: int | None = Field(default=None, ge=1)
     """At most this many jobs in a ``GET /jobs`` answer (after the filters, in ``jobs_list_order``)."""
     api_token: SecretStr | None = None

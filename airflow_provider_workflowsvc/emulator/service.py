@@ -699,7 +699,11 @@ class Service:
             rows = list(reversed(rows))
         jobs = [self._jobs.get(r["id"]) or self._cache_job(JobRecord.from_dict(r)) for r in rows]
         listed = [j for j in jobs if wanted is None or j.status(now) is wanted]
-        return [self._job_json(j, "listing") for j in listed[: self.config.jobs_list_cap]]
+        answer = [self._job_json(j, "listing") for j in listed[: self.config.jobs_list_cap]]
+        if not self.config.jobs_list_file_ids:
+            for item in answer:
+                item.pop("input_file_ids", None)
+        return answer
 
     def _status_filter(self, value: str) -> JobState:
         """Return the job state a ``status`` filter names, in any dialect's spelling."""
