@@ -1093,3 +1093,14 @@ def platform_spelling(jobs: Iterable[Any]) -> bool | None:
         None,
     )
     return None if raw is None else raw == raw.upper()
+
+
+def status_spellings(status: JobStatus, jobs_seen: Iterable[Any]) -> tuple[str, ...]:
+    """
+    Return the ``status`` filter values to send for ``status``: in the spelling the job records seen
+    show (:func:`platform_spelling`), or in both dialects' while none shows it.
+    """
+    platform = platform_spelling(jobs_seen)
+    if platform is None:
+        return (status.wire_value, status.platform_value)
+    return (status.platform_value,) if platform else (status.wire_value,)

@@ -421,7 +421,7 @@ async def test_a_job_that_appears_after_a_newer_one_is_reported(hourly: str, emu
     watch = await Running(watcher(hourly, store)).started(store)
     fire(emulator)
     (first,) = await watch.events(1)
-    stamped(emulator, -3 * 3600)  # the next two hourly jobs are dated three hours early: before ``first``
+    stamped(emulator, -(2 * 3600 + 600))  # the next two hourly jobs are dated before ``first``
     fire(emulator, 2)
     late = await watch.events(2)
     stamped(emulator, 0)
@@ -523,3 +523,26 @@ async def test_events_handed_over_are_saved_within_the_settle_time_of_a_long_bur
     assert again["job_id"] == last
     assert await restarted.event(0.5) is None
     await restarted.stop()
+
+
+async def test_a_job_running_at_the_first_start_is_reported_whatever_its_date(
+    hourly: str, emulator: Any
+) -> None:
+    """A job dated hours before the watch began (outside the lateness window) and still running then is
+    found by the status filter at the first start, read on its own while it runs, reported once it ends."""
+    emulator.configure(
+        processing_delay=400
+    )  # it runs 40 minutes (emulator time), half an hour old at the start
+    ahead = (emulator.now() - datetime.now(timezone.utc)).total_seconds()
+    stamped(emulator, -(ahead + 3 * 3600))  # dated three hours before the triggerer's now
+    fire(emulator)
+    stamped(emulator, 0)
+    (old,) = emulator_jobs(emulator, hourly)
+    store = FakeAssetStore()
+    watch = await Running(watcher(hourly, store)).started(store)
+    assert old["id"] in store.values[watch.trigger.cursor_key]["pending"]
+    emulator.advance_clock(900)  # it ends (before the next hourly job)
+    (payload,) = await watch.events(1)
+    assert payload["job_id"] == old["id"]
+    assert await watch.event(0.5) is None
+    await watch.stop()

@@ -51,14 +51,18 @@ class JobCursor:
     @classmethod
     def starting_at(cls, jobs: Iterable[Job], listed_at: float, max_lateness: float) -> JobCursor:
         """
-        Start a cursor at a first start from the whole listing: the jobs already final are never
-        reported, the unfinished ones (whatever their age) are once they end.
+        Start a cursor at a first start from the jobs listed (those of the lateness window, and the
+        unfinished ones of any age): the jobs already final are never reported, the others are once
+        they end.
         """
-        cursor = cls(horizon=_utc(listed_at - max_lateness))
-        for job in cursor._dated(jobs):
+        horizon = _utc(listed_at - max_lateness)
+        cursor = cls(horizon=horizon)
+        for job in jobs:
             created = job.created_utc
-            assert created is not None
-            if created >= cursor.horizon:  # type: ignore[operator]
+            if created is None:
+                cursor._undated_warning(job)
+                continue
+            if created >= horizon:
                 cursor.known[job.id] = created
             if not job.status.is_terminal:
                 cursor.pending.add(job.id)
@@ -139,12 +143,14 @@ class JobCursor:
         for job in jobs:
             if job.created_utc is not None:
                 dated.append(job)
-            elif job.id not in self._undated:
-                self._undated.add(job.id)
-                log.warning(
-                    "Job %s has no created_at; it cannot be placed in time and is not reported", job.id
-                )
+            else:
+                self._undated_warning(job)
         return sorted(dated, key=lambda job: (job.created_utc, job.id))
+
+    def _undated_warning(self, job: Job) -> None:
+        if job.id not in self._undated:
+            self._undated.add(job.id)
+            log.warning("Job %s has no created_at; it cannot be placed in time and is not reported", job.id)
 
     def to_json(self, unsettled: Iterable[str] = ()) -> dict[str, Any]:
         """Return the stored form; ``unsettled``: jobs reported so recently they are stored as pending."""

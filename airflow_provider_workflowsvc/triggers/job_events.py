@@ -157,6 +157,29 @@ class JobListing:
                 self.since, self.jobs = since, jobs
         return self.jobs
 
+    async def unfinished(self) -> list[Job] | None:
+        """
+        Return the workflow's scheduled and in-progress jobs, whatever their age (for a first start),
+        with the ``status`` filter spelled as this listing's records show (both spellings while none
+        does; one the service refuses as invalid is skipped). None: a listing failed for now.
+        """
+        from airflow_provider_workflowsvc.exceptions import WorkflowServiceApiError
+        from airflow_provider_workflowsvc.models import JobStatus, status_spellings
+
+        found: dict[str, Job] = {}
+        for status in (JobStatus.SCHEDULED, JobStatus.IN_PROGRESS):
+            for text in status_spellings(status, self.jobs):
+                try:
+                    jobs = await _listed(self._hook, self._workflow_id, None, "next listing", status=text)
+                except WorkflowServiceApiError as exc:
+                    if exc.status_code in (400, 422):
+                        continue  # a spelling of the other dialect
+                    raise
+                if jobs is None:
+                    return None
+                found.update((job.id, job) for job in jobs if job.id not in found)
+        return list(found.values())
+
     async def record(self, job_id: str) -> Job | str | None:
         """
         Return job ``job_id`` as the service now records it (once per listing for every watcher); None
@@ -180,16 +203,20 @@ class JobListing:
 
 
 async def _listed(
-    hook: WorkflowServiceAsyncHook, workflow_id: str | None, since: datetime | None, retry: str
+    hook: WorkflowServiceAsyncHook,
+    workflow_id: str | None,
+    since: datetime | None,
+    retry: str,
+    status: str | None = None,
 ) -> list[Job] | None:
-    """List the workflow's jobs created since ``since``; None: a transient failure (logged)."""
+    """List the workflow's jobs created since ``since`` (in ``status``); None: failed transiently (logged)."""
     from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
     from airflow_provider_workflowsvc.wait.poll import survive_transient
 
     what = f"Listing the jobs of workflow {workflow_id}" if workflow_id else "Listing the jobs"
     try:
         with deadline(time.time() + LISTING_BUDGET):
-            return await hook.list_jobs(workflow_id=workflow_id, created_since=since)
+            return await hook.list_jobs(workflow_id=workflow_id, status=status, created_since=since)
     except Exception as exc:
         survive_transient(exc, log, what, retry=retry)
         return None
@@ -374,14 +401,18 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
                 saver.close()
 
     async def _first_start(self, listing: JobListing) -> JobCursor | None:
-        """Start a cursor from the whole listing (read once): its unfinished jobs are reported later."""
+        """
+        Start a cursor from the jobs of the lateness window and the unfinished ones (whatever their age):
+        those already final are never reported, the others are once they end.
+        """
         from airflow_provider_workflowsvc.triggers._job_cursor import JobCursor
 
-        jobs = await listing.reaching(None)
-        if jobs is None:
+        window = await listing.reaching(_utc(listing.listed_at - self.max_lateness))
+        unfinished = await listing.unfinished() if window is not None else None
+        if window is None or unfinished is None:
             return None
         self.log.info("Watching %s from now on", self._watched())
-        return JobCursor.starting_at(jobs, listing.listed_at, self.max_lateness)
+        return JobCursor.starting_at([*window, *unfinished], listing.listed_at, self.max_lateness)
 
     async def _due(self, cursor: JobCursor, listing: JobListing) -> list[Job] | None:
         """
