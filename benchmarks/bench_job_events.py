@@ -11,6 +11,10 @@ requests per finished job (details, record, failed files) and the events each wa
 
     python -m benchmarks.bench_job_events [--interval 1.0] [--intervals 12] [--jobs 3]
 
+``--restart``: a burst of 30 finished jobs whose summaries the emulator slows (0.5 s each); the watcher
+is stopped 8 s after its first event and started again from its stored cursor: how many events it hands
+over again, and whether any of them was handed over more than ``cursor_settle_seconds`` before the stop.
+
 ``--history 0,20000,60000`` measures instead what a watcher and a workflow-mode sensor's trigger cost
 the triggerer's event loop when the workflow has that many past jobs: an emulator in a child process
 (its CPU never holds this process's interpreter) runs a workflow every 15 minutes of its clock, advanced
@@ -309,6 +313,92 @@ def run_history(histories: Sequence[int], interval: float = 2.0, intervals: int 
     return rows
 
 
+# --------------------------------------------------------------------------------------------------
+# What a restart repeats
+
+
+async def _restart_repeats(emu: Any, jobs: int, restart_after: float) -> dict[str, float]:
+    """
+    ``jobs`` finished jobs reported in one burst (each summary slowed by the emulator); the watcher is
+    stopped ``restart_after`` seconds after the first event and started again from the stored cursor:
+    the events it hands over again, and how many of those were handed within the settle time.
+    """
+    from airflow_provider_workflowsvc.triggers.job_events import WorkflowJobEventTrigger
+
+    workflow_id = _scheduled_workflow(emu)
+    store = _Store()
+
+    def watcher() -> WorkflowJobEventTrigger:
+        trigger = WorkflowJobEventTrigger(workflow_id=workflow_id, poll_interval=1.0)
+        trigger.asset_state_store = store  # type: ignore[assignment]
+        return trigger
+
+    first = watcher()
+    settle = first.cursor_settle_seconds
+    events = first.run()
+    pending = asyncio.ensure_future(events.__anext__())
+    while first.cursor_key not in store.values:
+        await asyncio.sleep(0.05)
+    emu.set_faults(method="GET", path="/api/v1/jobs/*/details", latency=0.5)
+    await asyncio.to_thread(emu.advance_clock, 3600 * jobs)
+    handed: dict[str, float] = {}
+    stop_at = None
+    while stop_at is None or time.monotonic() < stop_at:
+        timeout = None if stop_at is None else max(stop_at - time.monotonic(), 0.0)
+        done, _ = await asyncio.wait({pending}, timeout=timeout)
+        if not done:
+            break
+        handed[pending.result().payload["job_id"]] = time.monotonic()
+        stop_at = stop_at or time.monotonic() + restart_after
+        pending = asyncio.ensure_future(events.__anext__())
+    stopped = time.monotonic()
+    pending.cancel()
+    with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+        await pending
+    await events.aclose()  # type: ignore[attr-defined]
+    emu.clear_faults()
+    again: list[str] = []
+    events = watcher().run()
+    while True:
+        try:
+            event = await asyncio.wait_for(events.__anext__(), timeout=5.0)
+        except asyncio.TimeoutError:
+            break
+        again.append(event.payload["job_id"])
+    await events.aclose()  # type: ignore[attr-defined]
+    repeated = [job_id for job_id in again if job_id in handed]
+    recent = [job_id for job_id in repeated if stopped - handed[job_id] <= settle]
+    return {
+        "handed_before_restart": len(handed),
+        "repeated": len(repeated),
+        "repeated_within_settle": len(recent),
+        "lost": jobs - len(set(handed) | set(again)),
+    }
+
+
+def run_restart(jobs: int = 30, restart_after: float = 8.0) -> list[Row]:
+    from airflow_provider_workflowsvc.emulator.testing import running_emulator
+
+    with running_emulator(subprocess=True, token="bench-token", api_key="bench-key") as emu:
+        emu.configure(processing_delay=0.01)
+        with mock.patch.dict(os.environ, {CONN_ENV: conn_json(emu.base_url, emu.token, emu.api_key)}):
+            result = asyncio.run(_restart_repeats(emu, jobs, restart_after))
+    section = f"restart {restart_after:g} s into a burst of {jobs} finished jobs (summaries slowed 0.5 s)"
+    return [
+        Row(section, "events handed over before the restart", [result["handed_before_restart"]], "events"),
+        Row(section, "of them handed over again after it", [result["repeated"]], "events"),
+        Row(
+            section,
+            "repeated beyond the settle time (5 s)",
+            [result["repeated"] - result["repeated_within_settle"]],
+            "events",
+            target="= 0",
+            met=result["repeated"] == result["repeated_within_settle"],
+        ),
+        Row(section, "jobs never reported", [result["lost"]], "jobs", target="= 0", met=result["lost"] == 0),
+    ]
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     from benchmarks._common import airflow_home, machine, table
 
@@ -318,10 +408,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--intervals", type=int, default=12)
     parser.add_argument("--jobs", type=int, default=3)
     parser.add_argument("--history", help="past jobs, comma-separated: the event loop's cost (see above)")
+    parser.add_argument("--restart", action="store_true", help="what a restart during a burst repeats")
     args = parser.parse_args(argv)
     with airflow_home():
         os.environ.setdefault("AIRFLOW__WORKFLOWSVC__MIN_POLL_INTERVAL", "0.01")
-        if args.history:
+        if args.restart:
+            rows = run_restart()
+        elif args.history:
             histories = [int(n) for n in args.history.split(",")]
             rows = run_history(histories, args.interval, args.intervals)
         else:
