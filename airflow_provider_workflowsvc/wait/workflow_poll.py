@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 import weakref
+import zlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -115,12 +116,13 @@ class WorkflowPoll:
         than the moment it is taken; so is every ``OWN_POLL_EVERY``-th.
         """
         key = id(watch)
-        if self.shared and not schedule.final and self._listed_polls.get(key, 0) < OWN_POLL_EVERY - 1:
+        listed_polls = self._listed_polls.get(key, _stagger(watch.job_id))
+        if self.shared and not schedule.final and listed_polls < OWN_POLL_EVERY - 1:
             listed = await self._listing(hook, schedule)
             job = listed.get(watch.job_id) if listed is not None else None
             if job is not None and job.status.is_active:
                 watch.observe(None, job)
-                self._listed_polls[key] = self._listed_polls.get(key, 0) + 1
+                self._listed_polls[key] = listed_polls + 1
                 return None
         self._listed_polls[key] = 0
         return await apoll_once(hook, watch)
@@ -205,6 +207,14 @@ class WorkflowPoll:
             self.workflow_id,
             exc,
         )
+
+
+def _stagger(job_id: str) -> int:
+    """
+    Return where a wait starts counting to its own poll: the waits of one workflow (often started
+    together) take their own polls in different rounds, ``1 / OWN_POLL_EVERY`` of them each round.
+    """
+    return zlib.crc32(job_id.encode()) % OWN_POLL_EVERY
 
 
 _POLLS: weakref.WeakKeyDictionary[Any, dict[str, WorkflowPoll]] = weakref.WeakKeyDictionary()
