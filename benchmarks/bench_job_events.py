@@ -56,17 +56,23 @@ class _Store:
         self.values[key] = value
 
 
-def _scheduled_workflow(emu: Any) -> str:
+def _scheduled_workflow(emu: Any, schedule: str = "every hour", documents: int = 3) -> str:
+    """
+    Create a workflow on the service's own ``schedule``, reading ``documents`` from an S3 source; at half
+    past the hour, so that each hour advanced starts exactly one job of an hourly one.
+    """
     from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
 
-    now = emu.now()  # half past the hour: each hour advanced then starts exactly one job
+    now = emu.now()
     emu.advance_clock((1800 - (now.minute * 60 + now.second)) % 3600)
     settings = ConnectionSettings(base_url=emu.base_url, token=emu.token, api_key=emu.api_key)
-    config = {"remote_url": "s3://bench/in/", "key": "AKIABENCH", "secret": "bench", "emulator_documents": 3}
+    config = {"remote_url": "s3://bench/in/", "key": "AKIABENCH", "secret": "bench"}
     with WorkflowServiceHook(settings=settings) as hook:
-        source = hook.create_source(f"bench-{time.time_ns()}", "s3", config)
+        source = hook.create_source(
+            f"bench-{time.time_ns()}", "s3", {**config, "emulator_documents": documents}
+        )
         workflow = hook.create_workflow(
-            f"bench-{time.time_ns()}", "basic", source_id=str(source.id), schedule="every hour"
+            f"bench-{time.time_ns()}", "basic", source_id=str(source.id), schedule=schedule
         )
     return str(workflow.id)
 
@@ -221,19 +227,6 @@ def _seed_history(emu: Any, workflow_id: str, jobs: int) -> None:
     emu.configure(job_stamp_offset=0)
 
 
-def _quarter_hourly_workflow(emu: Any) -> str:
-    from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
-
-    settings = ConnectionSettings(base_url=emu.base_url, token=emu.token, api_key=emu.api_key)
-    config = {"remote_url": "s3://bench/in/", "key": "AKIABENCH", "secret": "bench", "emulator_documents": 1}
-    with WorkflowServiceHook(settings=settings) as hook:
-        source = hook.create_source(f"history-{time.time_ns()}", "s3", config)
-        workflow = hook.create_workflow(
-            f"history-{time.time_ns()}", "basic", source_id=str(source.id), schedule="every 15 minutes"
-        )
-    return str(workflow.id)
-
-
 async def _history_cost(workflow_id: str, interval: float, intervals: int) -> dict[str, float]:
     from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
     from airflow_provider_workflowsvc.triggers.job_events import WorkflowJobEventTrigger
@@ -292,7 +285,7 @@ def run_history(histories: Sequence[int], interval: float = 2.0, intervals: int 
     rows: list[Row] = []
     for history in histories:
         with running_emulator(subprocess=True, token="bench-token", api_key="bench-key") as emu:
-            workflow_id = _quarter_hourly_workflow(emu)
+            workflow_id = _scheduled_workflow(emu, "every 15 minutes", documents=1)
             _seed_history(emu, workflow_id, history)
             with mock.patch.dict(os.environ, {CONN_ENV: conn_json(emu.base_url, emu.token, emu.api_key)}):
                 result = asyncio.run(_history_cost(workflow_id, interval, intervals))
