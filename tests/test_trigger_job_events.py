@@ -120,6 +120,9 @@ def test_arguments_are_checked_and_serialize_round_trips() -> None:
         WorkflowJobEventTrigger(statuses=["in progress"])
     with pytest.raises(ValueError, match="final job statuses"):
         WorkflowJobEventTrigger(statuses=[])
+    with pytest.raises(ValueError, match="max_lateness must be a positive number of seconds"):
+        WorkflowJobEventTrigger(max_lateness=0)
+    assert kwargs["max_lateness"] == 3600.0
 
 
 def test_watchers_of_one_connection_and_workflow_share_a_stream_key() -> None:
