@@ -106,7 +106,8 @@ async def test_waits_on_one_workflow_share_one_listing(
     intervals = seconds / INTERVAL
     shared_status = (used["listing"] + used["details"]) / len(jobs) / intervals
     lone_status = per_job["details"] / len(jobs) / intervals
-    assert shared_status < 0.6 * lone_status, (used, per_job, intervals)
+    # a listing per round for all nine, and each wait's own poll one round in OWN_POLL_EVERY (4)
+    assert shared_status < 0.8 * lone_status, (used, per_job, intervals)
     assert workflow_poll._POLLS == {} or all(not polls for polls in workflow_poll._POLLS.values())
 
 

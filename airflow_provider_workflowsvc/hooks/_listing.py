@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
+from array import array
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
@@ -50,8 +51,8 @@ class _ArrayItems:
     def buffered(self) -> int:
         return len(self._text)
 
-    def feed(self, chunk: bytes, final: bool = False) -> Iterator[tuple[Any, int]]:
-        """Yield each item completed by ``chunk`` with the length of its text; ValueError: not JSON."""
+    def feed(self, chunk: bytes, final: bool = False) -> Iterator[tuple[Any, str]]:
+        """Yield each item completed by ``chunk`` with its text; ValueError: not JSON."""
         text = self._text + self._decode.decode(chunk, final)
         pos, end = 0, len(text)
         while self._state != "other":
@@ -80,7 +81,7 @@ class _ArrayItems:
                 if stop == end and not final:
                     break  # a number may go on in the next piece
                 self.count += 1
-                yield item, stop - pos
+                yield item, text[pos:stop]
                 pos, self._state = stop, "next"
         self._text = text[pos:]
         if final and self._state == "start":
@@ -92,8 +93,11 @@ class _ArrayItems:
 class JobItems:
     """
     Reads a job listing's body as it arrives (``add`` each piece), keeping the jobs created at or after
-    ``since`` (all of them without one; undated jobs always), parsed one by one: no piece of work grows
-    with the length of the listing, so an event loop is never held by a long history.
+    ``since`` (all of them without one; undated jobs always). Each item is decoded as soon as it is whole;
+    one not kept is dropped there (only its ``created_at`` is read), so no piece of work grows with the
+    length of the listing and an event loop is never held by a long history. The jobs kept are held as
+    their text while reading and read as models once the body has ended (what an answer cut at the
+    limit leaves behind is no more than its text).
 
     Once the service's listings are known to come newest first (:func:`lists_newest_first`), ``add``
     returns True after two jobs in a row older than ``since``: the rest is not read. Every listing is
@@ -116,7 +120,11 @@ class JobItems:
         self.service, self.since, self.learn, self._limit, self._fail = service, since, learn, limit, fail
         self._response = response
         self._items = _ArrayItems()
-        self._listing: Listing[Job] = Listing()
+        self._kept_text: list[str] = []
+        """The jobs kept, as JSON lists of their text, one per piece of the body (read at the end)."""
+        self._kept_at = array("q")
+        """Their places in the listing (named when one cannot be read)."""
+        self._batch: list[str] = []
         self._raw = bytearray()
         self._kept = 0
         self._stop_early = since is not None and lists_newest_first(service)
@@ -132,14 +140,16 @@ class JobItems:
         if not self._items.is_array:
             return self._keep_raw(chunk)
         try:
-            for item, size in self._items.feed(chunk):
-                if self._take(item, size):
+            for item, text in self._items.feed(chunk):
+                if self._take(item, text):
                     self.stopped = True
+                    self._keep_batch()
                     return True
         except ValueError as exc:
             raise self._fail(f"not JSON ({exc})") from None
         if not self._items.is_array:
             return self._keep_raw(chunk)
+        self._keep_batch()
         if self._kept + self._items.buffered > self._limit:
             raise self._fail(f"the jobs kept passed {self._limit} bytes (max_response_bytes)")
         return False
@@ -152,13 +162,26 @@ class JobItems:
         """Return the jobs kept, once the body has ended; None when it was not a list (parse it whole)."""
         if self._items.is_array and not (self.stopped or self.complete):
             try:
-                for item, size in self._items.feed(b"", final=True):
-                    self._take(item, size)
+                for item, text in self._items.feed(b"", final=True):
+                    self._take(item, text)
             except ValueError as exc:
                 raise self._fail(f"not JSON ({exc})") from None
+            self._keep_batch()
             self.complete = self._items.is_array
             self._learn()
-        return self._listing if self._items.is_array else None
+        if not self._items.is_array:
+            return None
+        listing: Listing[Job] = Listing()
+        places = iter(self._kept_at)
+        for text in self._kept_text:
+            for item in json.loads(text):
+                parse_listed(Job, next(places), item, listing)
+        return listing
+
+    def _keep_batch(self) -> None:
+        if self._batch:
+            self._kept_text.append("[" + ",".join(self._batch) + "]")
+            self._batch = []
 
     def raw_body(self) -> bytes:
         """Return the body read when it was not a list (parsed whole, as any answer)."""
@@ -178,14 +201,15 @@ class JobItems:
         text = self._items._text  # the decoder kept every character: no item was complete
         return text.encode("utf-8") if text else chunk
 
-    def _take(self, item: Any, size: int) -> bool:
+    def _take(self, item: Any, text: str) -> bool:
         """Keep ``item`` if wanted; True when the listing need not be read further."""
         created = listed_created_utc(item)
         if created is not None:
             self._order(created)
         if created is None or self.since is None or created >= self.since:
-            parse_listed(Job, self._items.count - 1, item, self._listing)
-            self._kept += size
+            self._batch.append(text)
+            self._kept_at.append(self._items.count - 1)
+            self._kept += len(text)
             self._below = 0
             return False
         self._below += 1
