@@ -13,6 +13,7 @@ import mimetypes
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import Enum
 from functools import cache
 from pathlib import Path
@@ -45,6 +46,7 @@ from airflow_provider_workflowsvc.models import (
     UpdateConnector,
     UpdateWorkflow,
     Workflow,
+    as_utc,
     connector_type_name,
     parse_connector_type,
     parse_enum,
@@ -56,6 +58,9 @@ log = logging.getLogger("airflow_provider_workflowsvc.hooks.workflowsvc")
 
 STATUS_FILTER = "status_filter"
 """``ApiCall.extra`` key: the :class:`JobStatus` whose wire spelling follows the service's dialect."""
+CREATED_SINCE = "created_since"
+"""``ApiCall.extra`` key of a job listing: the jobs to keep are those created at or after this UTC
+date-time (None: every job); the answer is read item by item (:mod:`._listing`)."""
 
 RetryPolicy = Literal["idempotent", "unsent-only"]
 """``idempotent``: retry on any transient failure. ``unsent-only``: only when the request never left."""
@@ -141,17 +146,23 @@ def _list_parser(tp: Any) -> Callable[[Any], Listing[Any]]:
     def parse(data: Any) -> Listing[Any]:
         if not isinstance(data, list):
             raise ResponseShapeError(f"expected a list of {what} records, got {type(data).__name__}")
-        items, skipped = [], []
+        listing: Listing[Any] = Listing()
         for index, raw in enumerate(data):
-            try:
-                items.append(_adapter(tp).validate_python(raw))
-            except ValidationError as exc:
-                skipped.append(raw)
-                reason = format_validation_errors(exc.errors(include_input=False, include_url=False))
-                log.warning("Skipped item %d of a %s listing (%s): %s", index, what, _item_label(raw), reason)
-        return Listing(items, skipped)
+            parse_listed(tp, index, raw, listing)
+        return listing
 
     return parse
+
+
+def parse_listed(tp: Any, index: int, raw: Any, listing: Listing[Any]) -> None:
+    """Add item ``index`` of a listing to ``listing``: read as ``tp``, or skipped with a warning naming it."""
+    try:
+        listing.append(_adapter(tp).validate_python(raw))
+    except ValidationError as exc:
+        listing.skipped.append(raw)
+        reason = format_validation_errors(exc.errors(include_input=False, include_url=False))
+        what = getattr(tp, "__name__", str(tp))
+        log.warning("Skipped item %d of a %s listing (%s): %s", index, what, _item_label(raw), reason)
 
 
 def _ignore_body(_: Any) -> None:
@@ -196,6 +207,14 @@ def _enum(enum_cls: type[E], value: Any, what: str) -> E:
         return parse_enum(enum_cls, value, what)
     except ValueError as exc:
         raise WorkflowServiceInputError(str(exc)) from None
+
+
+def _moment(value: datetime | None, what: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise WorkflowServiceInputError(f"{what} must be a datetime, got {type(value).__name__}")
+    return as_utc(value)
 
 
 def _non_empty(value: str, what: str) -> str:
@@ -475,7 +494,9 @@ def run_workflow(
 
 
 def list_jobs(
-    workflow_id: str | UUID | None = None, status: JobStatus | str | None = None
+    workflow_id: str | UUID | None = None,
+    status: JobStatus | str | None = None,
+    created_since: datetime | None = None,
 ) -> ApiCall[list[Job]]:
     """
     List jobs, optionally of one workflow and/or in one status (both filters combine).
@@ -483,9 +504,14 @@ def list_jobs(
     ``status`` is sent in the spelling of the dialect the hook last saw in a job record (``im
     progress`` in the spec's, ``IN_PROGRESS`` in the platform's), unless it is given as text in one
     dialect's exact spelling: then it is sent as written.
+
+    ``created_since`` keeps only the jobs created at or after it (a date-time without a zone is UTC),
+    and jobs without a readable ``created_at``. The service has no such filter: the answer is read item
+    by item as it arrives, the others are dropped unread, and once the service's listings have shown
+    they come newest first, reading stops past the jobs asked for (:mod:`._listing`).
     """
     params: dict[str, str] = {}
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {CREATED_SINCE: _moment(created_since, "created_since")}
     if workflow_id is not None:
         params["workflow_id"] = _uuid(workflow_id, "workflow_id")
     if status is not None:

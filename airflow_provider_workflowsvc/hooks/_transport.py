@@ -35,8 +35,9 @@ from airflow_provider_workflowsvc.exceptions import (
     format_validation_errors,
 )
 from airflow_provider_workflowsvc.hooks import _calls
-from airflow_provider_workflowsvc.hooks._calls import ApiCall, ResponseShapeError
+from airflow_provider_workflowsvc.hooks._calls import ApiCall, Listing, ResponseShapeError
 from airflow_provider_workflowsvc.hooks._files import _PartFile
+from airflow_provider_workflowsvc.hooks._listing import JobItems
 from airflow_provider_workflowsvc.hooks._pool import LaneTimeLimit
 from airflow_provider_workflowsvc.hooks._settings import ConnectionSettings
 from airflow_provider_workflowsvc.models import platform_spelling
@@ -390,6 +391,27 @@ class _Transport:
         self.observe_spelling(result)
         return result
 
+    def job_items(self, call: ApiCall[Any], method: str, path: str, response: httpx.Response) -> JobItems:
+        """Return the item-by-item reader of a job listing's successful answer (:mod:`._listing`)."""
+        full = self.full_path(path)
+
+        def fail(detail: str) -> WorkflowServiceResponseError:
+            return WorkflowServiceResponseError(method, full, response.status_code, self.redact(detail))
+
+        return JobItems(
+            self.settings.base_url,
+            call.extra[_calls.CREATED_SINCE],
+            learn=not (call.params or {}).get("status"),
+            limit=self.settings.max_response_bytes,
+            fail=fail,
+            response=response,
+        )
+
+    def finish_listing(self, listing: Listing[Any]) -> Listing[Any]:
+        """Return the jobs a listing read item by item kept (their spelling observed, as any answer's)."""
+        self.observe_spelling(listing)
+        return listing
+
     def api_error(self, method: str, full_path: str, response: httpx.Response) -> WorkflowServiceApiError:
         if response.is_redirect:
             location = response.headers.get("location", "")
@@ -450,6 +472,7 @@ class _Exchange(Generic[T]):
         self.transport, self.call = transport, call
         self.method, self.path = call.method, transport.url_path(call)
         self._redirects = 0
+        self._items: JobItems | None = None
 
     def request(self, client: httpx.Client | httpx.AsyncClient, stack: contextlib.ExitStack) -> httpx.Request:
         """Build the next request (its upload parts close with ``stack``)."""
@@ -475,12 +498,26 @@ class _Exchange(Generic[T]):
             return call.download_to
         return None
 
-    def body_cap(self, response: httpx.Response) -> _BodyCap:
-        """Return a reader of the body, which fails once it grows past ``max_response_bytes``."""
+    def body_cap(self, response: httpx.Response) -> _BodyCap | JobItems:
+        """
+        Return a reader of the body: its ``add(chunk)`` fails once the body grows past
+        ``max_response_bytes``, and returns True when the rest of the body is not needed (a job listing
+        read down to the jobs asked for, :class:`~._listing.JobItems`).
+        """
+        self._items = None
+        call = self.call
+        if _calls.CREATED_SINCE in call.extra and response.is_success and self.method == call.method:
+            self._items = self.transport.job_items(call, self.method, self.path, response)
+            return self._items
         return _BodyCap(self.transport, self.method, self.path, response)
 
     def finish(self, response: httpx.Response) -> T:
-        """Raise the error the (fully read) response stands for, or parse its body."""
+        """Raise the error the (read) response stands for, or parse its body."""
+        if self._items is not None:
+            listing = self._items.listing()
+            if listing is not None:
+                return self.transport.finish_listing(listing)  # type: ignore[return-value]
+            response._content = self._items.raw_body()
         return self.transport.finish(self.call, self.method, self.path, response)
 
     def failed(self, exc: httpx.TransportError) -> WorkflowServiceConnectionError:

@@ -15,6 +15,7 @@ import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -309,7 +310,8 @@ class WorkflowServiceHook(_HookBase):
                         return self._save(target, response)  # type: ignore[return-value]
                     cap = exchange.body_cap(response)
                     for chunk in response.iter_bytes():
-                        cap.add(chunk)
+                        if cap.add(chunk):
+                            break  # the rest is not needed (a job listing read down to the jobs wanted)
                     return exchange.finish(cap.done())
         except httpx.TransportError as exc:
             raise exchange.failed(exc) from None
@@ -462,7 +464,10 @@ class WorkflowServiceHook(_HookBase):
         return self._send(_calls.run_workflow(workflow_id, files))
 
     def list_jobs(
-        self, workflow_id: str | UUID | None = None, status: JobStatus | str | None = None
+        self,
+        workflow_id: str | UUID | None = None,
+        status: JobStatus | str | None = None,
+        created_since: datetime | None = None,
     ) -> list[Job]:
         """
         List jobs, optionally of one workflow and/or in one status (both filters combine).
@@ -470,8 +475,13 @@ class WorkflowServiceHook(_HookBase):
         ``status`` is sent in the spelling of the dialect the hook last saw in a job record (``im
         progress`` in the spec's, ``IN_PROGRESS`` in the platform's), unless it is given as text in one
         dialect's exact spelling: then it is sent as written.
+
+        ``created_since`` keeps only the jobs created at or after it (a date-time without a zone is UTC),
+        and jobs without a readable ``created_at``. The service has no such filter: the answer is read item
+        by item as it arrives, the others are dropped unread, and once the service's listings have shown
+        they come newest first, reading stops past the jobs asked for (:mod:`._listing`).
         """
-        return self._send(_calls.list_jobs(workflow_id, status))
+        return self._send(_calls.list_jobs(workflow_id, status, created_since))
 
     def get_job(self, job_id: str) -> Job:
         """Fetch one job."""
@@ -647,7 +657,8 @@ class WorkflowServiceAsyncHook(_HookBase):
                             return await self._save(target, response)  # type: ignore[return-value]
                         cap = exchange.body_cap(response)
                         async for chunk in response.aiter_bytes():
-                            cap.add(chunk)
+                            if cap.add(chunk):
+                                break  # the rest is not needed (a job listing read down to the jobs wanted)
                         return exchange.finish(cap.done())
                     finally:
                         await response.aclose()
@@ -802,7 +813,10 @@ class WorkflowServiceAsyncHook(_HookBase):
         return await self._send(_calls.run_workflow(workflow_id, files))
 
     async def list_jobs(
-        self, workflow_id: str | UUID | None = None, status: JobStatus | str | None = None
+        self,
+        workflow_id: str | UUID | None = None,
+        status: JobStatus | str | None = None,
+        created_since: datetime | None = None,
     ) -> list[Job]:
         """
         List jobs, optionally of one workflow and/or in one status (both filters combine).
@@ -810,8 +824,13 @@ class WorkflowServiceAsyncHook(_HookBase):
         ``status`` is sent in the spelling of the dialect the hook last saw in a job record (``im
         progress`` in the spec's, ``IN_PROGRESS`` in the platform's), unless it is given as text in one
         dialect's exact spelling: then it is sent as written.
+
+        ``created_since`` keeps only the jobs created at or after it (a date-time without a zone is UTC),
+        and jobs without a readable ``created_at``. The service has no such filter: the answer is read item
+        by item as it arrives, the others are dropped unread, and once the service's listings have shown
+        they come newest first, reading stops past the jobs asked for (:mod:`._listing`).
         """
-        return await self._send(_calls.list_jobs(workflow_id, status))
+        return await self._send(_calls.list_jobs(workflow_id, status, created_since))
 
     async def get_job(self, job_id: str) -> Job:
         """Fetch one job."""
