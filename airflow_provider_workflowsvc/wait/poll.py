@@ -227,7 +227,7 @@ def find_job(
     hook: WorkflowServiceHook, workflow_id: str, created_after: datetime | None, pick: str
 ) -> Job | None:
     """Return the workflow's latest (or earliest) job created after ``created_after``, if any yet."""
-    return pick_job(hook.list_jobs(workflow_id=workflow_id), created_after, pick)
+    return pick_job(hook.list_jobs(workflow_id=workflow_id, created_since=created_after), created_after, pick)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -324,12 +324,18 @@ async def await_new_job(
     schedule: PollSchedule,
     log: Log,
 ) -> Job | None:
-    """Poll the workflow's jobs until one created after ``created_after`` appears; None at the deadline."""
+    """
+    Poll the workflow's jobs until one created after ``created_after`` appears; None at the deadline.
+
+    Each poll reads the listing only down to ``created_after`` once the service's listings are known to
+    come newest first (the workflow's history is dropped unread: the cost follows the new jobs).
+    """
     while (pause := schedule.next_pause()) is not None:
         await asyncio.sleep(pause)
         try:
             with deadline(schedule.cutoff):
-                jobs = await _bounded(hook.list_jobs(workflow_id=workflow_id), schedule)
+                listed = hook.list_jobs(workflow_id=workflow_id, created_since=created_after)
+                jobs = await _bounded(listed, schedule)
         except Exception as exc:
             survive_transient(exc, log, f"Listing the jobs of workflow {workflow_id}")
             continue
