@@ -24,6 +24,7 @@ from pydantic import (
     PlainSerializer,
     SecretStr,
     SerializationInfo,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -156,21 +157,17 @@ def request_json(model: BaseModel) -> dict[str, Any]:
 # Tolerant enums
 
 
-def _normalize(value: str) -> str:
-    return re.sub(r"[\s_\-]+", " ", value.strip().lower())
-
-
 @functools.lru_cache(maxsize=1024)
 def _member_spelled(cls: type[Enum], value: str) -> Any:
     """
     Return the member of ``cls`` that ``value`` spells in any case or separators (or by an alias), else
     None. Remembered: every status a wait polls is parsed this way (the platform sends ``IN_PROGRESS``).
     """
-    wanted = _normalize(value)
+    wanted = connectors_catalog.normalized(value)
     aliases = getattr(cls, "_aliases", None)
     if aliases is not None:
         wanted = aliases().get(wanted, wanted)
-    return next((member for member in cls if _normalize(member.value) == wanted), None)
+    return next((member for member in cls if connectors_catalog.normalized(member.value) == wanted), None)
 
 
 class _TolerantEnum(str, Enum):
@@ -992,10 +989,7 @@ class Job(_Response):
     @field_validator("created_at", mode="before")
     @classmethod
     def _offset_in_hours(cls, value: Any) -> Any:
-        """Read PostgreSQL's short offsets (``2026-11-24 10:00:00+00``, ``...-0530``) as ISO ones."""
-        if isinstance(value, str):
-            return _SHORT_OFFSET.sub(lambda m: f"{m[1]}{m[2]}:{m[3] or '00'}", value.strip())
-        return value
+        return _iso_offset(value)
 
     @field_validator("output_node_files", mode="before")
     @classmethod
@@ -1008,10 +1002,36 @@ class Job(_Response):
         ``created_at`` with a zone: as sent, or (none sent) read as UTC. The run's evidence does not
         use it: there a time without a zone proves nothing (``operators._submit``).
         """
-        created = self.created_at
-        if created is None or created.tzinfo is not None:
-            return created
-        return created.replace(tzinfo=timezone.utc)
+        return None if self.created_at is None else as_utc(self.created_at)
+
+
+def _iso_offset(value: Any) -> Any:
+    """Read PostgreSQL's short offsets (``2026-11-24 10:00:00+00``, ``...-0530``) as ISO ones."""
+    if isinstance(value, str):
+        return _SHORT_OFFSET.sub(lambda m: f"{m[1]}{m[2]}:{m[3] or '00'}", value.strip())
+    return value
+
+
+def as_utc(moment: datetime) -> datetime:
+    """``moment`` with a zone: as given, or (none given) read as UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+_CREATED_AT: TypeAdapter[datetime] = TypeAdapter(datetime)
+
+
+def listed_created_utc(item: Any) -> datetime | None:
+    """
+    Return the ``created_at`` of a raw job item, read as :attr:`Job.created_utc` reads it, without
+    reading the rest of the item; None when absent or unreadable.
+    """
+    value = item.get("created_at") if isinstance(item, Mapping) else None
+    if value is None:
+        return None
+    try:
+        return as_utc(_CREATED_AT.validate_python(_iso_offset(value)))
+    except ValidationError:
+        return None
 
 
 class NodeCounts(BaseModel):

@@ -57,6 +57,7 @@ HOMES = [
     ("AirflowFailException", (3, 2), "airflow.sdk.exceptions", "airflow.exceptions"),
     ("AirflowSensorTimeout", (3, 2), "airflow.sdk.exceptions", "airflow.exceptions"),
     ("AirflowSkipException", (3, 2), "airflow.sdk.exceptions", "airflow.exceptions"),
+    ("AirflowTaskTimeout", (3, 2), "airflow.sdk.exceptions", "airflow.exceptions"),
 ]
 
 
@@ -79,14 +80,21 @@ def test_the_task_sdk_has_what_the_fallbacks_stand_in_for_from_their_release() -
 
 
 def test_every_provider_module_imports_without_a_deprecation_warning_of_ours() -> None:
-    """A fresh interpreter imports each module; no warning points at a line of the provider."""
+    """
+    A fresh interpreter imports each module; no warning points at a line of the provider.
+
+    Airflow is imported first: it sends warnings to its logs when it configures logging, which would
+    empty the record (the probe proves the record still works after the imports).
+    """
     script = """
 import importlib, json, sys, warnings
+import airflow.sdk
 package_dir = sys.argv[2]
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     for name in json.loads(sys.argv[1]):
         importlib.import_module(name)
+    warnings.warn_explicit("probe", DeprecationWarning, package_dir + "/probe.py", 1)
 ours = [w for w in caught if w.filename.startswith(package_dir)]
 print(json.dumps([f"{w.filename}:{w.lineno}: {w.message}" for w in ours]))
 """
@@ -97,7 +105,7 @@ print(json.dumps([f"{w.filename}:{w.lineno}: {w.message}" for w in ours]))
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [f"{PACKAGE_DIR}/probe.py:1: probe"]
     assert "airflow_provider_workflowsvc.operators.jobs" in PROVIDER_MODULES
 
 
@@ -126,18 +134,16 @@ def test_airflow_providers_hooks_imports_the_hook() -> None:
     assert (hook["class"], hook["package_name"]) == (HOOK_CLASS, PACKAGE)
 
 
-# -- durable execution (3.3) and its stand-in (3.0-3.2) ----------------------------------------------
+# -- durable execution (3.3), and none on 3.0-3.2 --------------------------------------------------------
 
 
-@pytest.mark.airflow_min("3.3", reason="durable execution: ResumableJobMixin")
+@pytest.mark.airflow_min("3.3", reason="durable execution: the task state store")
 def test_run_operator_has_durable_execution() -> None:
-    from airflow.sdk import ResumableJobMixin
-
     from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 
     assert _compat.HAS_DURABLE_EXECUTION
-    assert _compat.ResumableJobMixin is ResumableJobMixin
-    assert issubclass(RunWorkflowOperator, ResumableJobMixin)
+    assert RunWorkflowOperator(task_id="run", workflow_id=FAKE_WORKFLOW_ID).durable is True
+    assert RunWorkflowOperator(task_id="off", workflow_id=FAKE_WORKFLOW_ID, durable=False).durable is False
 
 
 def _route_one_job(router: Any, job_ids: list[str]) -> Any:
@@ -167,14 +173,12 @@ class _TaskInstance:
         self.pushed[key] = value
 
 
-@pytest.mark.airflow_below("3.3", reason="the durable-execution stand-in")
+@pytest.mark.airflow_below("3.3", reason="no task state store before 3.3")
 def test_without_durable_execution_every_try_runs_a_new_job(mock_service: Any) -> None:
-    """The stand-in submits, waits and returns; with no task state store a second try submits again."""
+    """Without a task state store (``durable`` accepted and ignored) a second try submits again."""
     from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 
     assert not _compat.HAS_DURABLE_EXECUTION
-    assert _compat.ResumableJobMixin is _compat.ResumableJobStandIn
-    assert issubclass(RunWorkflowOperator, _compat.ResumableJobStandIn)
     run = _route_one_job(mock_service, ["j1", "j2"])
     task = RunWorkflowOperator(
         task_id="run", workflow_id=FAKE_WORKFLOW_ID, poll_interval=0.01, deferrable=False, durable=True

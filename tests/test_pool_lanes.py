@@ -19,6 +19,10 @@ import pytest
 
 from airflow_provider_workflowsvc.hooks import _pool
 
+# The owner suite of hooks/_pool.py: run on every Airflow of the matrix (./dev), a release gate.
+pytestmark = pytest.mark.pool
+
+
 LANE_LIMIT = 0.5
 HEALTH = "/jobs/"
 Http11 = httpcore._async.http11.AsyncHTTP11Connection

@@ -355,6 +355,62 @@ def test_a_listing_without_file_ids_is_completed_from_the_job_record(
     assert op(files=a_file).execute(ctx())["job_id"] == "j1"
 
 
+def other_runs_and_ours(run: Any, ours_age: float, count: int = 40) -> tuple[list[Any], Any]:
+    """
+    ``count`` jobs of other runs made over the last two seconds, and this run's made ``ours_age`` seconds
+    ago; the listing shows no input files; each record (``GET /jobs/{id}``) does, counted.
+    """
+    others = {f"other-{i}": new_job(f"other-{i}", None, age=2.0 * i / count) for i in range(count)}
+    records = {
+        job_id: {**job, "input_file_ids": [f"o{i}__wfsvc-{i:016x}.txt"]}
+        for i, (job_id, job) in enumerate(others.items())
+    }
+
+    def record(request: httpx.Request, job_id: str) -> httpx.Response:
+        if job_id == "j1":
+            return ok(new_job("j1", names_sent(run), age=ours_age, status="completed"))
+        return ok(records[job_id])
+
+    listing = [*others.values(), lambda: new_job("j1", None, age=ours_age)]
+    return listing, record
+
+
+def test_proving_a_lost_answer_reads_few_records_however_many_runs_went_with_it(
+    mock_service: Any, no_backoff: list[float], a_file: str
+) -> None:
+    """Issue #31: 40 other runs' jobs appeared with this run's and the listing leaves files out: the
+    records made closest to the run's answer are read first; its own is the first."""
+    from airflow_provider_workflowsvc.operators._submit import PROOF_READS
+
+    run = mock_service.post(RUN).mock(side_effect=[httpx.Response(502)])
+    listing, record = other_runs_and_ours(run, ours_age=0.0)
+    route_listings(mock_service, no_backoff, listing)
+    records = mock_service.get(path__regex=r"/jobs/(?P<job_id>[^/]+)$").mock(side_effect=record)
+    route_job(mock_service, "j1")
+    assert op(files=a_file).execute(ctx())["job_id"] == "j1"
+    reads = [r.request.url.path.rsplit("/", 1)[-1] for r in records.calls]
+    assert reads[0] == "j1", reads
+    assert len([r for r in reads if r != "j1"]) <= PROOF_READS
+
+
+def test_a_proof_that_would_need_more_reads_fails_closed_naming_the_jobs_left(
+    mock_service: Any, no_backoff: list[float], a_file: str
+) -> None:
+    """This run's job was made long before its answer came back (held, late): the closest records are
+    others'; past PROOF_READS the task fails closed, naming the jobs it could not rule out."""
+    from airflow_provider_workflowsvc.operators._submit import PROOF_READS
+
+    run = mock_service.post(RUN).mock(side_effect=[httpx.Response(502)])
+    listing, record = other_runs_and_ours(run, ours_age=1.9)
+    route_listings(mock_service, no_backoff, listing)
+    records = mock_service.get(path__regex=r"/jobs/(?P<job_id>[^/]+)$").mock(side_effect=record)
+    with pytest.raises(AmbiguousRunError, match=r"j1") as error:
+        op(files=a_file, run_grace_period=1).execute(ctx())
+    assert records.call_count == PROOF_READS
+    assert "other-0" not in str(error.value), "a job whose record was read is ruled out"
+    assert run.call_count == 1
+
+
 def test_a_job_that_ended_before_it_was_looked_for_is_found_among_the_ended(
     mock_service: Any, no_backoff: list[float], a_file: str
 ) -> None:
@@ -833,14 +889,30 @@ def test_deferrable_retry_defers_on_the_stored_job(mock_service: Any) -> None:
     assert run.call_count == 0
 
 
-def test_unknown_stored_status_reconnects_rather_than_duplicating() -> None:
-    task = op()
-    assert task.is_job_active("archived-ish")
-    assert task.is_job_active("im progress")
-    assert not task.is_job_active("completed")
-    assert not task.is_job_active("completed with failed files")
-    assert task.is_job_succeeded("completed")
-    assert not task.is_job_succeeded("failed")
+@pytest.mark.parametrize(
+    ("stored", "goes_on"),
+    [
+        ("archived-ish", True),
+        ("im progress", True),
+        ("SCHEDULED", True),
+        ("completed", True),
+        ("failed", False),
+    ],
+)
+@pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
+def test_a_stored_job_in_a_status_nobody_knows_is_waited_for_rather_than_run_again(
+    mock_service: Any, stored: str, goes_on: bool
+) -> None:
+    run, _ = route_run(mock_service, ok(job_json("j1", "scheduled")))
+    route_job(mock_service, "j1")
+    ended = "completed" if goes_on else stored  # the record read when the wait sees the job end
+    mock_service.get("/jobs/j0").mock(
+        side_effect=[ok(job_json("j0", stored))] + [ok(job_json("j0", ended))] * 3
+    )
+    mock_service.get("/jobs/j0/details").mock(return_value=ok(details_json("j0", "completed")))
+    mock_service.get("/jobs/j0/failed-files").mock(return_value=ok(failed_json()))
+    summary = op().execute(ctx(FakeStore(workflowsvc_job_id="j0")))
+    assert (summary["job_id"], run.call_count) == (("j0", 0) if goes_on else ("j1", 1))
 
 
 # -- link -------------------------------------------------------------------------------------------

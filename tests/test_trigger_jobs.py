@@ -89,7 +89,7 @@ async def test_many_jobs_one_event_their_polls_shared(
 ) -> None:
     """Nine jobs waited for by one trigger: the events of nine lone waits, a fraction of the requests."""
     inputs = write_good_and_empty(tmp_path)
-    service.configure(processing_delay=0.8)  # ~2.5 s a job: five polls or so
+    service.configure(processing_delay=1.6)  # ~5 s a job: ten polls or so
     shared, shared_jobs, used, shared_intervals = await waited(service, inputs, monkeypatch, share=True)
     alone, _, per_job, alone_intervals = await waited(service, inputs, monkeypatch, share=False)
 
@@ -104,7 +104,8 @@ async def test_many_jobs_one_event_their_polls_shared(
     assert per_job["listing"] == 0
     shared_status = (used["listing"] + used["details"]) / 9 / shared_intervals
     lone_status = per_job["details"] / 9 / alone_intervals
-    assert shared_status < 0.6 * lone_status, (used, per_job, shared_intervals, alone_intervals)
+    # a listing per round for all nine, each wait's own poll one round in OWN_POLL_EVERY (4), its last
+    assert shared_status < 0.8 * lone_status, (used, per_job, shared_intervals, alone_intervals)
     print(
         f"\nstatus requests per waiting job per interval: shared {shared_status:.3f} "
         f"({used['listing']} listings, {used['details']} details), lone {lone_status:.3f}"

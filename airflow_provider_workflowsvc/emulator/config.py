@@ -73,7 +73,14 @@ class EmulatorConfig(BaseModel):
     """How job times are written: ``iso`` (UTC, with its offset), ``naive`` (the local time of a
     service ``naive_zone_hours`` east of UTC, without a zone), ``postgres`` (``2026-11-24 10:00:00+00``)."""
     naive_zone_hours: float = Field(default=2.0, ge=-14, le=14)
+    job_stamp_offset: float = Field(default=0.0, ge=-1e9, le=1e9)
+    """Seconds added to the ``created_at`` written on the jobs created from now on: a replica whose clock
+    is off, or a transaction stamped when it began and committed later (such a job appears in the
+    listing after newer ones). Listings order jobs by the time written."""
     jobs_list_order: ListOrder = "newest-first"
+    jobs_list_file_ids: bool = True
+    """Whether job listings show ``input_file_ids`` (platform dialect); False: only the job's own record
+    (``GET /jobs/{id}``) does, as a service that lists fewer fields than it records."""
     jobs_list_cap: int | None = Field(default=None, ge=1)
     """At most this many jobs in a ``GET /jobs`` answer (after the filters, in ``jobs_list_order``)."""
     api_token: SecretStr | None = None

@@ -61,12 +61,20 @@ class JobRecord:
     """Why a job with no files fails (None: a job with no files completes)."""
     stopped_at: float | None = None
     scheduled: bool = False
+    stamp_offset: float = 0.0
+    """Seconds between when the job was created and the ``created_at`` written on it (config
+    ``job_stamp_offset`` at its creation)."""
     on_demand: bool = False
     """Launched by ``POST /jobs/`` on a temporary workflow, not by a run of a workflow."""
     template_id: str | None = None
     started_at: float | None = None
     """When an on-demand job was admitted (None: still queued); other jobs start when created."""
     _finish_slot: int = field(default=-1, repr=False, compare=False)
+
+    @property
+    def stamped_at(self) -> float:
+        """The ``created_at`` written on the job (its creation time, off by ``stamp_offset``)."""
+        return self.created_at + self.stamp_offset
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -630,6 +630,7 @@ class Service:
             empty_message=None if files else _NO_ON_DEMAND_INPUT,
             on_demand=True,
             template_id=request.template_id,
+            stamp_offset=self.config.job_stamp_offset,
         )
         with self.store.transaction():
             self._save_job(job)
@@ -697,6 +698,7 @@ class Service:
             local_destination=local_destination,
             empty_message=_NO_SCHEDULED_INPUT if workflow["source_id"] is None and not files else None,
             scheduled=scheduled,
+            stamp_offset=self.config.job_stamp_offset,
         )
         with self.store.transaction():
             self._save_job(job)
@@ -752,7 +754,7 @@ class Service:
         return job
 
     def _save_job(self, job: JobRecord) -> None:
-        self.store.put("jobs", job.id, job.to_dict(), workflow_id=job.workflow_id, created=job.created_at)
+        self.store.put("jobs", job.id, job.to_dict(), workflow_id=job.workflow_id, created=job.stamped_at)
         self._cache_job(job)
 
     def _job_json(self, job: JobRecord, spelling: JobSpelling, now: float | None = None) -> dict[str, Any]:
@@ -762,7 +764,7 @@ class Service:
             workflow_id=job.workflow_id,
             workflow_name=job.workflow_name,
             status=job_status(job.status(now), self.dialect, spelling),
-            created_at=to_datetime(job.created_at),
+            created_at=to_datetime(job.stamped_at),
             job_type=job.job_type,
             input_file_ids=[f.name for f in job.files],
             output_node_files=[
@@ -773,7 +775,7 @@ class Service:
             ],
         ).model_dump(mode="json")
         if self.config.clock_skew or self.config.timestamp_style != "iso":
-            data["created_at"] = self._written_time(job.created_at)
+            data["created_at"] = self._written_time(job.stamped_at)
         if self.dialect == "spec":  # the spec shows no more than these
             del data["job_type"], data["input_file_ids"]
             data["output_node_files"] = [
@@ -800,7 +802,11 @@ class Service:
             rows = list(reversed(rows))
         jobs = [self._jobs.get(r["id"]) or self._cache_job(JobRecord.from_dict(r)) for r in rows]
         listed = [j for j in jobs if wanted is None or j.status(now) is wanted]
-        return [self._job_json(j, "listing", now) for j in listed[: self.config.jobs_list_cap]]
+        answer = [self._job_json(j, "listing", now) for j in listed[: self.config.jobs_list_cap]]
+        if not self.config.jobs_list_file_ids:
+            for item in answer:
+                item.pop("input_file_ids", None)
+        return answer
 
     def _status_filter(self, value: str) -> JobState:
         """Return the job state a ``status`` filter names, in any dialect's spelling."""

@@ -14,7 +14,9 @@ import json
 import mimetypes
 import os
 import sys
+import typing
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from datetime import datetime
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
@@ -34,6 +36,7 @@ from airflow_provider_workflowsvc.hooks._transport import (
     ignore_body,
     list_parser,
     parser,
+    sending,
 )
 from airflow_provider_workflowsvc.models import (
     ConnectionCheck,
@@ -56,6 +59,7 @@ from airflow_provider_workflowsvc.models import (
     UpdateConnector,
     UpdateWorkflow,
     Workflow,
+    as_utc,
     connector_type_name,
     parse_connector_type,
     parse_enum,
@@ -95,7 +99,7 @@ class Endpoint(Generic[P, T]):
 
     def method(self, owner: type, asynchronous: bool) -> Callable[..., Any]:
         """Return ``owner``'s method that sends this endpoint's call, named, typed and documented as it."""
-        method = _sending(self, asynchronous)
+        method = sending(self, asynchronous)
         qualname = f"{owner.__qualname__}.{self.name}"
         if sys.version_info >= (3, 11):  # a traceback names the endpoint
             method.__code__ = method.__code__.replace(co_name=self.name, co_qualname=qualname)
@@ -107,7 +111,8 @@ class Endpoint(Generic[P, T]):
         method.__signature__ = signature.replace(  # type: ignore[attr-defined]
             parameters=[self_parameter, *signature.parameters.values()], return_annotation=answer
         )
-        method.__annotations__ = {**self.build.__annotations__, "return": answer}
+        hints = typing.get_type_hints(self.build)  # resolved here: the method's own module lacks the names
+        method.__annotations__ = {**hints, "return": typing.get_args(hints["return"])[0]}
         method.__name__, method.__qualname__, method.__module__ = self.name, qualname, owner.__module__
         method.__doc__ = self.build.__doc__
         return method
@@ -116,18 +121,6 @@ class Endpoint(Generic[P, T]):
         """Return the ``T`` of the builder's ``ApiCall[T]`` return annotation, as text."""
         returned = str(self.build.__annotations__["return"])
         return returned.removeprefix("ApiCall[").removesuffix("]")
-
-
-def _sending(endpoint: Endpoint[Any, Any], asynchronous: bool) -> Callable[..., Any]:
-    """Return a function that builds ``endpoint``'s call and sends it with the hook's ``_send``."""
-
-    async def send_async(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return await self._send(endpoint.build(*args, **kwargs))
-
-    def send_sync(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return self._send(endpoint.build(*args, **kwargs))
-
-    return send_async if asynchronous else send_sync
 
 
 def endpoint(build: Callable[P, ApiCall[T]]) -> Endpoint[P, T]:
@@ -165,6 +158,14 @@ def _enum(enum_cls: type[E], value: Any, what: str) -> E:
         return parse_enum(enum_cls, value, what)
     except ValueError as exc:
         raise WorkflowServiceInputError(str(exc)) from None
+
+
+def _moment(value: datetime | None, what: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise WorkflowServiceInputError(f"{what} must be a datetime, got {type(value).__name__}")
+    return as_utc(value)
 
 
 def _non_empty(value: str, what: str) -> str:
@@ -479,7 +480,9 @@ class Endpoints:
 
     @endpoint
     def list_jobs(
-        workflow_id: str | UUID | None = None, status: JobStatus | str | None = None
+        workflow_id: str | UUID | None = None,
+        status: JobStatus | str | None = None,
+        created_since: datetime | None = None,
     ) -> ApiCall[list[Job]]:
         """
         List jobs, optionally of one workflow and/or in one status (both filters combine).
@@ -488,6 +491,11 @@ class Endpoints:
         ``IN_PROGRESS`` in the platform's), learnt from the job records it sent; until one showed it,
         the platform's spelling is sent first, then the spec's when that finds nothing. A status given
         as text in one dialect's exact spelling is sent as written.
+
+        ``created_since`` keeps only the jobs created at or after it (a date-time without a zone is UTC),
+        and jobs without a readable ``created_at``. The service has no such filter: the answer is read item
+        by item as it arrives, the others are dropped unread, and once the service's listings have shown
+        they come newest first, reading stops past the jobs asked for (:mod:`._listing`).
         """
         params: dict[str, str] = {}
         status_filter = None
@@ -501,7 +509,16 @@ class Endpoints:
                 params["status"] = str(status)
             else:
                 status_filter = parsed
-        return ApiCall("GET", "/jobs/", list_parser(Job), params=params or None, status_filter=status_filter)
+        since = _moment(created_since, "created_since")
+        return ApiCall(
+            "GET",
+            "/jobs/",
+            list_parser(Job),
+            params=params or None,
+            status_filter=status_filter,
+            job_listing=True,
+            created_since=since,
+        )
 
     @endpoint
     def get_job(job_id: str) -> ApiCall[Job]:

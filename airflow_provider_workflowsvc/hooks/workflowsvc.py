@@ -22,6 +22,7 @@ import httpx
 from airflow_provider_workflowsvc._compat import CONN_FIELDS_READ, BaseHook
 from airflow_provider_workflowsvc.hooks import CONN_TYPE, DEFAULT_CONN_ID
 from airflow_provider_workflowsvc.hooks._calls import ENDPOINTS, Endpoints
+from airflow_provider_workflowsvc.hooks._listing import Listing
 from airflow_provider_workflowsvc.hooks._pool import (
     _acquire_client,
     _ClientKey,
@@ -36,7 +37,6 @@ from airflow_provider_workflowsvc.hooks._settings import (
     _mask_secrets,
 )
 from airflow_provider_workflowsvc.hooks._transport import (
-    Listing,
     _Transport,
     asend,
     connection_failed,

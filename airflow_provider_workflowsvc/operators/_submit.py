@@ -37,7 +37,7 @@ import enum
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -77,6 +77,10 @@ ACTIVE = (JobStatus.SCHEDULED, JobStatus.IN_PROGRESS)
 """The statuses of the active jobs (the hook spells each filter as the service does)."""
 ENDED = (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.STOPPED)
 """The statuses of the ended jobs (the workflow's history)."""
+PROOF_READS = 6
+"""Job records (``GET /jobs/{id}``) one search reads at most when the listing leaves ``input_file_ids``
+out: those created closest to the run's sending first, each once. The bound does not grow with the
+workflow's other runs; a search that needs more fails closed, naming the jobs it could not rule out."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -174,6 +178,9 @@ class SentRun:
     failed_closed: bool = False
     """A try already failed with AmbiguousRunError on this run (a new try then comes from a person
     clearing the task: no automatic retry follows that error)."""
+    answered_at: float | None = None
+    """Epoch seconds (the sending worker's clock) the request's failure came back: a job the service
+    made before answering was made just before (None: not known, an earlier try's run)."""
     record_key: str = "workflowsvc_pending_run"
     """The task state key of its pending record (the messages say how to send it again)."""
 
@@ -324,11 +331,15 @@ def _names(run: SentRun, shown: int = 5) -> str:
 
 
 def _listed(
-    hook: WorkflowServiceHook, workflow_id: str | None, statuses: Sequence[JobStatus], seen: dict[str, Job]
+    hook: WorkflowServiceHook,
+    workflow_id: str | None,
+    statuses: Sequence[JobStatus],
+    seen: dict[str, Job],
+    records: _Records | None = None,
 ) -> list[Job]:
     """
     List the workflow's jobs (None: all the account's) in each of ``statuses`` (each job once); ``seen``
-    keeps every job read.
+    keeps every job read (and ``records`` each listing's reading of the service's clock).
 
     A status the service refuses as a filter (400, 422, in either dialect's spelling) is skipped.
     """
@@ -340,6 +351,8 @@ def _listed(
             if exc.status_code not in (400, 422):
                 raise
             continue
+        if records is not None:
+            records.clock_reading(listed)
         for job in listed:
             found.setdefault(job.id, job)
     seen.update(found)
@@ -366,13 +379,14 @@ def await_own_job(
     waited, pauses = 0.0, list(GRACE_PAUSES)
     budget = max(until - now(), 0.0)
     seen: dict[str, Job] = {}
+    records = _Records()
     while True:
-        listed = _listed(hook, run.workflow_id, ACTIVE, seen)
-        job = own_job(_with_records(hook, candidates(listed, run, log), run), run, log)
+        listed = _listed(hook, run.workflow_id, ACTIVE, seen, records)
+        job = own_job(records.complete(hook, listed, run, log), run, log)
         if job is not None:
             return job, True
         if waited >= budget:
-            return _look_among_ended(hook, run, log, seen)
+            return _look_among_ended(hook, run, log, seen, records)
         pause = min(pauses.pop(0) if len(pauses) > 1 else pauses[0], budget - waited)
         log.info("No job of this run yet; looking again in %.1f s (%.0f s left)", pause, budget - waited)
         sleep(pause)
@@ -380,25 +394,67 @@ def await_own_job(
 
 
 def _look_among_ended(
-    hook: WorkflowServiceHook, run: SentRun, log: Log, seen: dict[str, Job]
+    hook: WorkflowServiceHook, run: SentRun, log: Log, seen: dict[str, Job], records: _Records
 ) -> tuple[Job | None, bool]:
     """Look once among the workflow's ended jobs (its history: a fast job may have ended already)."""
     try:
-        listed = _listed(hook, run.workflow_id, ENDED, seen)
+        listed = _listed(hook, run.workflow_id, ENDED, seen, records)
     except WorkflowServiceResponseError as exc:
         log.warning("Could not read the workflow's ended jobs (%s): the search is inconclusive", exc)
         return None, False
-    return own_job(_with_records(hook, candidates(listed, run, log), run), run, log), True
+    return own_job(records.complete(hook, listed, run, log), run, log), True
 
 
-def _with_records(hook: WorkflowServiceHook, jobs: list[Job], run: SentRun) -> list[Job]:
+class _Records:
     """
-    ``jobs``, each read in full (``GET /jobs/{id}``) when the listing left out ``input_file_ids``
-    and the run sent files: a service may list only some fields of its job records.
+    The job records one search reads (``GET /jobs/{id}``) when the listing leaves out ``input_file_ids``
+    (a service may list only some fields of its records): each at most once, ``PROOF_READS`` in all.
     """
-    if not run.files:
-        return jobs
-    return [hook.get_job(job.id) if job.input_file_ids is None else job for job in jobs]
+
+    def __init__(self) -> None:
+        self.read: dict[str, Job] = {}
+        self.ahead: float | None = None
+        """Seconds the service's clock is ahead of this worker's at least, as its listings showed."""
+
+    def clock_reading(self, listed: Sequence[Job]) -> None:
+        """Take a listing just answered as a reading of the service's clock (its newest job is older)."""
+        times = [t for t in (_created(job) for job in listed) if t is not None]
+        if times:
+            ahead = max(times).timestamp() - _now()
+            self.ahead = ahead if self.ahead is None else max(self.ahead, ahead)
+
+    def complete(self, hook: WorkflowServiceHook, listed: Sequence[Job], run: SentRun, log: Log) -> list[Job]:
+        """
+        Return the candidates of ``run`` among ``listed``, each with its record when the listing left its
+        files out: the records read closest in time to the run's sending first, until one carries its
+        marker or ``PROOF_READS`` are spent (the others stay unproven: the search fails closed on them).
+        """
+        found = candidates(listed, run, log)
+        if not run.files or run.marker is None:
+            return found  # a record can prove nothing of a run without a marker
+        unread = [job for job in found if job.input_file_ids is None and job.id not in self.read]
+        for job in self._closest_to_making(unread, run)[: PROOF_READS - len(self.read)]:
+            self.read[job.id] = record = hook.get_job(job.id)
+            if run.carried_by(record):
+                break
+        return [self.read.get(job.id, job) if job.input_file_ids is None else job for job in found]
+
+    def _closest_to_making(self, jobs: list[Job], run: SentRun) -> list[Job]:
+        """
+        Return ``jobs`` ordered by how close their creation is to when this run's job was most likely
+        made: just before its failed answer came back (else when it was sent), on the service's clock
+        as its listings read it. A service processes requests in turn: the jobs of runs sent at the
+        same moment are made one after the other, and each run's answer follows its own job.
+        """
+        if self.ahead is None:
+            return jobs
+        made = (run.answered_at or run.sent_at) + self.ahead
+
+        def distance(job: Job) -> float:
+            created = _created(job)
+            return abs(created.timestamp() - made) if created is not None else 0.0
+
+        return sorted(jobs, key=distance)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -578,6 +634,7 @@ def _submit(
         try:
             job = sending.send(hook, sent)
         except Exception as exc:
+            run = replace(run, answered_at=_now())
             if what_it_proves(exc) is Proof.REFUSED:
                 if journal is not None:
                     journal.clear()  # the service refused it, or it never left: nothing happened

@@ -11,18 +11,18 @@ import asyncio
 import logging
 import time
 import weakref
+import zlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
 from airflow_provider_workflowsvc.models import JobStatus
-from airflow_provider_workflowsvc.wait.poll import apoll_once, await_job, is_transient
+from airflow_provider_workflowsvc.wait.poll import is_transient
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
     from airflow_provider_workflowsvc.models import Job
-    from airflow_provider_workflowsvc.wait.outcome import JobOutcome
     from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
 
 SHARE_FROM = 3
@@ -37,6 +37,10 @@ ACTIVE_LISTED = (JobStatus.IN_PROGRESS, JobStatus.SCHEDULED)
 
 ANSWER_GRACE = 0.2
 """Seconds past a listing's limit the other waits of its round still wait for its answer."""
+OWN_POLL_EVERY = 4
+"""Every this many polls a wait polls its own job even while the listing shows it active: a listing
+that lags (a stale replica, a cache) holds no job past this many intervals after the job's own record
+shows its end."""
 
 _log = logging.getLogger(__name__)
 
@@ -78,16 +82,20 @@ class WorkflowPoll:
     workflow's active jobs answers the polls of all of them that come due while it is fresh.
 
     A job the listing shows as scheduled or in progress has not ended: its wait learns its status and
-    sends nothing. Any other job (not shown: it has ended, the list is capped, its item was unreadable;
-    or shown in another status) is polled on its own, exactly as a lone wait polls (details, then the
-    job record and its failed files). A failed listing leaves every wait of that round to its own poll;
-    one the service refuses (not a transient failure) ends the sharing for this workflow.
+    sends nothing, except at every ``OWN_POLL_EVERY``-th poll, which is its own whatever the listing
+    says (a listing can lag behind the job's record). Any other job (not shown: it has ended, the list
+    is capped, its item was unreadable; or shown in another status) is polled on its own, exactly as a
+    lone wait polls (details, then the job record and its failed files). A failed listing leaves every
+    wait of that round to its own poll; one the service refuses (not a transient failure) ends the
+    sharing for this workflow.
     """
 
     def __init__(self, workflow_id: str | None) -> None:
         self.workflow_id = workflow_id
         """The workflow whose active jobs are listed; None: all the account's active jobs."""
         self.waits: dict[int, JobWatch] = {}
+        self._listed_polls: dict[int, int] = {}
+        """Per wait: its polls answered by the listing since its last own poll."""
         self._round: _Round | None = None
         self.refused = False
         """The service refused a listing (say, its status filter): every wait polls its own job."""
@@ -96,22 +104,26 @@ class WorkflowPoll:
     def shared(self) -> bool:
         return not self.refused and len(self.waits) >= SHARE_FROM
 
-    async def poll(
+    async def shows_active(
         self, hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule
-    ) -> JobOutcome | None:
+    ) -> bool:
         """
-        One poll of ``watch``'s job: from a fresh listing while it shows the job active, else its own.
-
-        The last poll before the deadline is always the job's own: the wait's final word is never older
-        than the moment it is taken.
+        Whether a fresh listing shows ``watch``'s job scheduled or in progress (its status is then
+        recorded, and its own poll is not needed). The last poll before the deadline is always the
+        job's own: the wait's final word is never older than the moment it is taken; so is every
+        ``OWN_POLL_EVERY``-th.
         """
-        if self.shared and not schedule.final:
+        key = id(watch)
+        listed_polls = self._listed_polls.get(key, _stagger(watch.job_id))
+        if self.shared and not schedule.final and listed_polls < OWN_POLL_EVERY - 1:
             listed = await self._listing(hook, schedule)
             job = listed.get(watch.job_id) if listed is not None else None
             if job is not None and job.status.is_active:
                 watch.observe(None, job)
-                return None
-        return await apoll_once(hook, watch)
+                self._listed_polls[key] = listed_polls + 1
+                return True
+        self._listed_polls[key] = 0
+        return False
 
     async def _listing(self, hook: WorkflowServiceAsyncHook, schedule: PollSchedule) -> Listed | None:
         """Return the answer of a listing fresh for this poll: one under way or just done, or a new one."""
@@ -164,6 +176,14 @@ class WorkflowPoll:
         _log.warning("Listing %s failed (%s); its waits poll their own jobs from now on", self._listed, exc)
 
 
+def _stagger(job_id: str) -> int:
+    """
+    Return where a wait starts counting to its own poll: the waits of one workflow (often started
+    together) take their own polls in different rounds, ``1 / OWN_POLL_EVERY`` of them each round.
+    """
+    return zlib.crc32(job_id.encode()) % OWN_POLL_EVERY
+
+
 _POLLS: weakref.WeakKeyDictionary[Any, dict[str | None, WorkflowPoll]] = weakref.WeakKeyDictionary()
 """The shared polls of each shared HTTP client (one per event loop and connection settings), by workflow."""
 
@@ -174,7 +194,7 @@ async def sharing(
 ) -> AsyncIterator[WorkflowPoll]:
     """
     Register ``watch`` with the shared poll of its workflow (None: of the account's on-demand jobs),
-    created if none, until the block ends.
+    created if none, until the block ends; the wait passes it to :func:`~.poll.await_job`.
     """
     polls = _POLLS.setdefault(await hook.get_async_conn(), {})
     poll = polls.get(workflow_id)
@@ -185,16 +205,6 @@ async def sharing(
         yield poll
     finally:
         del poll.waits[id(watch)]
+        poll._listed_polls.pop(id(watch), None)
         if not poll.waits and polls.get(workflow_id) is poll:
             del polls[workflow_id]
-
-
-async def await_job_sharing(
-    hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule, workflow_id: str | None
-) -> JobOutcome:
-    """
-    :func:`~.poll.await_job`, its polls shared with the other waits on jobs of ``workflow_id`` (None:
-    on jobs listed by no workflow, the account's active jobs).
-    """
-    async with sharing(hook, workflow_id, watch) as poll:
-        return await await_job(hook, watch, schedule, poll=poll.poll)

@@ -15,6 +15,10 @@ from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
 
 from ._helpers import use_connection
 
+# The owner suite of hooks/_pool.py: run on every Airflow of the matrix (./dev), a release gate.
+pytestmark = pytest.mark.pool
+
+
 INTERVAL = 0.1
 HANG = 8.0
 HUNG_WAIT = 4.0
