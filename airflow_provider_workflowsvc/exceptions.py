@@ -31,6 +31,7 @@ __all__ = [
     "WorkflowJobTimeoutError",
     "WorkflowServiceApiError",
     "WorkflowServiceAuthError",
+    "WorkflowServiceAuthUnconfirmedError",
     "WorkflowServiceConflictError",
     "WorkflowServiceConnectionError",
     "WorkflowServiceError",
@@ -167,6 +168,14 @@ class WorkflowServiceApiError(WorkflowServiceError):
 
 class WorkflowServiceAuthError(WorkflowServiceApiError):
     """401 or 403: the token or API key is missing, wrong, or lacks access."""
+
+
+class WorkflowServiceAuthUnconfirmedError(WorkflowServiceAuthError):
+    """
+    401 or 403 while the Airflow connection could not be read again: the credentials may have been
+    rotated, so the refusal is not final. A wait goes on (its next poll tries again); a task fails,
+    and its retries apply.
+    """
 
 
 class WorkflowServiceNotFoundError(WorkflowServiceApiError):

@@ -10,7 +10,12 @@ import pytest
 
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError
 from airflow_provider_workflowsvc.hooks._pool import _ClientKey
-from airflow_provider_workflowsvc.hooks._settings import SETTINGS_CACHE, SETTINGS_TTL, SettingsCache
+from airflow_provider_workflowsvc.hooks._settings import (
+    SETTINGS_CACHE,
+    SETTINGS_RETRY,
+    SETTINGS_TTL,
+    SettingsCache,
+)
 from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceAsyncHook
 
 
@@ -27,7 +32,7 @@ class Clock:
 class Backend:
     """Stands for the secrets backends: the connections by id, and how many times each was read."""
 
-    def __init__(self, **tokens: str) -> None:
+    def __init__(self, **tokens: str | Exception) -> None:
         self.tokens = tokens
         self.reads: list[str] = []
 
@@ -37,6 +42,8 @@ class Backend:
         conn_id = hook.workflowsvc_conn_id
         self.reads.append(conn_id)
         await asyncio.sleep(0)  # a real lookup awaits: concurrent hooks overlap here
+        if isinstance(self.tokens[conn_id], Exception):
+            raise self.tokens[conn_id]
         return Connection(
             conn_id=conn_id,
             conn_type="workflowsvc",
@@ -109,13 +116,45 @@ async def test_concurrent_hooks_share_one_read(backend: Backend, clock: Clock) -
     assert backend.reads == ["conn_a"]
 
 
-async def test_a_failed_read_is_not_kept(backend: Backend, clock: Clock) -> None:
+async def test_a_failed_read_is_tried_again_after_the_retry_time(backend: Backend, clock: Clock) -> None:
     backend.tokens["conn_a"] = "bad\ntoken"
     with pytest.raises(WorkflowServiceInputError, match="line feed"):
         await settings_of("conn_a")
     backend.tokens["conn_a"] = "token-a-fixed"
+    clock.now += SETTINGS_RETRY - 1
+    with pytest.raises(WorkflowServiceInputError, match="line feed"):  # remembered, not read again
+        await settings_of("conn_a")
+    clock.now += 1
     assert token_of(await settings_of("conn_a")) == "token-a-fixed"
     assert backend.reads == ["conn_a", "conn_a"]
+
+
+async def test_many_waits_keep_their_settings_with_one_read_per_retry_time(
+    backend: Backend, clock: Clock, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Scenario: the secrets backend fails while 20 waits are due to read their connection again: one
+    read fails, every hook keeps the settings it has (one warning each, no secret in it), and the
+    connection is read once again after ``SETTINGS_RETRY``."""
+    hooks = [WorkflowServiceAsyncHook("conn_a") for _ in range(20)]
+    for hook in hooks:
+        await hook._atransport()
+    backend.tokens["conn_a"] = TimeoutError("the vault lease of token-a-abcdef did not renew in 5 s")
+    clock.now += SETTINGS_TTL
+    for _ in range(3):  # three polls of each wait while it fails
+        kept = await asyncio.gather(*(hook._atransport() for hook in hooks))
+        assert {token_of(t.settings) for t in kept} == {"token-a-abcdef"}
+        clock.now += SETTINGS_RETRY / 4
+    assert backend.reads == ["conn_a", "conn_a"]  # the first read, and one failed read for all
+    said = (capfd.readouterr().out + caplog.text).splitlines()
+    warnings = [line for line in said if "keeping the settings read before" in line]
+    assert len(warnings) == 20, said  # one per hook: the same failure again is not repeated
+    assert not [line for line in said if "token-a-abcdef" in line]
+    backend.tokens["conn_a"] = "token-a-rotated"
+    clock.now += SETTINGS_RETRY
+    renewed = await asyncio.gather(*(hook._atransport() for hook in hooks))
+    assert {token_of(t.settings) for t in renewed} == {"token-a-rotated"}
+    assert backend.reads == ["conn_a"] * 3
+    await asyncio.gather(*(hook.aclose() for hook in hooks))
 
 
 async def test_a_cancelled_reader_does_not_fail_the_others() -> None:
