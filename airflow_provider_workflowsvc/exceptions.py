@@ -29,6 +29,7 @@ __all__ = [
     "WorkflowJobError",
     "WorkflowJobFailedError",
     "WorkflowJobTimeoutError",
+    "WorkflowJobWaitError",
     "WorkflowServiceApiError",
     "WorkflowServiceAuthError",
     "WorkflowServiceAuthUnconfirmedError",
@@ -259,6 +260,14 @@ class WorkflowJobFailedError(WorkflowJobError):
 
 class WorkflowJobTimeoutError(WorkflowJobError):
     """The job did not finish before the task's timeout."""
+
+
+class WorkflowJobWaitError(WorkflowJobError):
+    """
+    The wait could not observe its job (the service refused or did not find it, or answered in a way
+    no poll survives): nothing is known of the job's end, so the task's retries apply, also for a
+    sensor, and ``soft_fail`` does not skip it.
+    """
 
 
 class ConnectionCheckFailedError(WorkflowServiceError):

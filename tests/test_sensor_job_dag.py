@@ -127,3 +127,71 @@ def test_execution_timeout_bounds_the_sensor_in_both_modes(
     dr = dag_runner(dag)
     assert state(dr, "sensor") == TaskInstanceState.FAILED
     assert time.monotonic() - started < 20  # the job alone: 40 min; the sensor's own timeout: 1 h
+
+
+def test_only_the_jobs_verdict_forbids_a_retry(
+    dag_runner: Any, emulator: Any, settings: Any, tmp_path: Path
+) -> None:
+    """
+    Issue #31, item 5: each job exists when its sensor first looks, then every read of it answers 404
+    (a replica that does not have it): the wait could not observe its job, so each try fails
+    retryably, in poke mode and after the trigger, and ``soft_fail`` does not skip it (2 tries of
+    ``retries=1``). A failed job is the job's verdict: 1 try.
+    """
+    emulator.configure(processing_delay=3600)  # the jobs run until the test ends
+    (tmp_path / "a.txt").write_text("some text")
+    (tmp_path / "bad.txt").write_text("")
+    modes = {
+        "poke": {"deferrable": False},
+        "deferred": {"deferrable": True, "start_from_trigger": False},
+        "deferred_soft": {"deferrable": True, "start_from_trigger": False, "soft_fail": True},
+    }
+    with WorkflowServiceHook(settings=settings) as hook:
+        workflow = str(hook.create_workflow(f"wf-{time.time_ns()}", "basic").id)
+        jobs = {task_id: hook.run_workflow(workflow, files=[tmp_path / "a.txt"]) for task_id in modes}
+    retried = {"retries": 1, "retry_delay": timedelta(0), "poke_interval": 0.05}
+    with DAG("wfsvc_sensor_broken_wait", schedule=None, start_date=START, catchup=False) as dag:
+        for task_id, mode in modes.items():
+            WorkflowJobSensor(task_id=task_id, job_id=str(jobs[task_id].id), **retried, **mode)  # type: ignore[union-attr]
+        bad = RunWorkflowOperator(
+            task_id="run_bad",
+            workflow_id=workflow,
+            files=str(tmp_path / "bad.txt"),
+            wait_for_completion=False,
+        )
+        bad_job = "{{ ti.xcom_pull(task_ids='run_bad', key='job_id') }}"
+        bad >> WorkflowJobSensor(task_id="verdict", job_id=bad_job, **retried)
+
+    ended = threading.Event()
+    lost = threading.Thread(target=lose_each_job_once_seen, args=(emulator, jobs.values(), ended))
+    lost.start()
+    emulator.configure(processing_delay=0.05)  # jobs run from now on are quick: run_bad fails at once
+    try:
+        dr = dag_runner(dag)
+    finally:
+        ended.set()
+        lost.join()
+    tries = {
+        t: (dr.get_task_instance(t).state, dr.get_task_instance(t).try_number) for t in [*modes, "verdict"]
+    }
+    assert tries == {
+        "poke": (TaskInstanceState.FAILED, 2),
+        "deferred": (TaskInstanceState.FAILED, 2),
+        "deferred_soft": (TaskInstanceState.FAILED, 2),
+        "verdict": (TaskInstanceState.FAILED, 1),
+    }
+    assert {xcom(dr, t)["outcome"] for t in modes} == {"error"}
+    assert xcom(dr, "verdict")["outcome"] == "failed"
+
+
+def lose_each_job_once_seen(emulator: Any, jobs: Any, ended: threading.Event) -> None:
+    """Once a sensor has read a job (its first poke, in a worker), every later read of it is a 404."""
+    rules: list[dict[str, Any]] = []
+    pending = {str(job.id) for job in jobs}
+    while pending and not ended.is_set():
+        for job_id in sorted(pending):
+            if emulator.requests(method="GET", path_contains=f"/jobs/{job_id}/details"):
+                pending.discard(job_id)
+                rules.append({"method": "GET", "path": f"*/jobs/{job_id}*", "errors": [404]})
+                emulator.set_faults(rules=rules)
+        time.sleep(0.02)

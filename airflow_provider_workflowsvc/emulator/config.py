@@ -30,7 +30,7 @@ DEFAULT_CONNECTION_CHECK_DELAY = 0.2
 RedirectMode = Literal["off", "spec", "add", "strip"]
 TimestampStyle = Literal["iso", "naive", "postgres"]
 ListOrder = Literal["newest-first", "oldest-first"]
-FaultKind = Literal[429, 500, 502, 503, 504, "drop", "unreadable"]
+FaultKind = Literal[404, 429, 500, 502, 503, 504, "drop", "unreadable"]
 FaultPhase = Literal["before", "after"]
 
 

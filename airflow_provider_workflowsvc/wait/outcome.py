@@ -4,7 +4,8 @@ What a finished (or abandoned) wait for a job means: the verdict, the task's fai
 * :class:`JobOutcome` is the trigger event payload and the source of the task's XCom summary. It is
   validated strictly when it comes back from the triggerer (:func:`parse_event`): anything unexpected
   fails the task.
-* :func:`failure_for` turns an outcome into the exception that fails the task (or ``None``);
+* :func:`failure_for` turns an outcome into the exception that fails the task (or ``None``), and
+  decides whether the task's retries apply: the one rule of every waiting mode;
   :func:`log_outcome` writes the final lines of the task log.
 
 The first room of the wait: it needs neither the hook nor the rest of :mod:`.wait`. Imported lazily
@@ -18,11 +19,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from airflow_provider_workflowsvc._compat import AirflowFailException, AirflowSensorTimeout
 from airflow_provider_workflowsvc.exceptions import (
     InvalidJobEventError,
     WorkflowJobError,
     WorkflowJobFailedError,
     WorkflowJobTimeoutError,
+    WorkflowJobWaitError,
     format_validation_errors,
 )
 from airflow_provider_workflowsvc.models import JobStatus
@@ -97,6 +100,14 @@ class JobOutcome(_Strict):
         """Return the JSON-serializable trigger event payload."""
         return self.model_dump(mode="json")
 
+    @property
+    def observed(self) -> bool:
+        """
+        Whether the wait observed its job to the end, or to its own deadline: False when it could not
+        (``error``: refused, not found, unreadable), so nothing is known of how the job ends.
+        """
+        return self.status != "error"
+
     def verdict(self, *, fail_on_failed_files: bool) -> str:
         """Return the task's verdict: ``status``, or ``failed_files`` when they fail a completed job."""
         if self.status == "success" and self.failed_files and fail_on_failed_files:
@@ -160,9 +171,30 @@ def describe_failed_files(files: list[FailedDocument], limit: int = FAILED_FILES
 
 
 def failure_for(
-    outcome: JobOutcome, *, fail_on_failed_files: bool = True, timeout_note: str = ""
-) -> WorkflowJobError | None:
-    """Return the error that fails the task for ``outcome``, or None when the task succeeds."""
+    outcome: JobOutcome, *, fail_on_failed_files: bool = True, timeout_note: str = "", owns_job: bool = True
+) -> BaseException | None:
+    """
+    Return the error that fails the task for ``outcome``, or None when the task succeeds.
+
+    Whether the task's retries apply, in every waiting mode (sync, deferred, poke, started in the
+    triggerer): a wait that could not observe its job (:attr:`JobOutcome.observed` false) is a
+    :class:`WorkflowJobWaitError`, always retryable. A task that ran the job (``owns_job``) may retry
+    whatever the job did: the retry runs the workflow again. A task that waits for a job it does not
+    own (the sensor) cannot change the job's verdict (failed, stopped, failed files) nor its own
+    timeout by retrying: those become ``AirflowFailException`` and ``AirflowSensorTimeout`` (no retry;
+    ``soft_fail`` skips them), caused by the provider's error.
+    """
+    error = _job_error(outcome, fail_on_failed_files, timeout_note)
+    if error is None or owns_job or not outcome.observed:
+        return error
+    final = (
+        AirflowSensorTimeout(str(error)) if outcome.status == "timeout" else AirflowFailException(str(error))
+    )
+    final.__cause__ = error
+    return final
+
+
+def _job_error(outcome: JobOutcome, fail_on_failed_files: bool, timeout_note: str) -> WorkflowJobError | None:
     job = f"Workflow Service job {outcome.job_id}" if outcome.job_id else "Workflow Service job"
     message = outcome.message or "the service gave no message"
     if outcome.status == "success":
@@ -187,7 +219,7 @@ def failure_for(
             f"{outcome.job_status or 'unknown'}"
         )
         return WorkflowJobTimeoutError(text + (f"; {timeout_note}" if timeout_note else ""), outcome)
-    return WorkflowJobError(f"Waiting for {job} failed: {message}", outcome)
+    return WorkflowJobWaitError(f"Waiting for {job} failed: {message}", outcome)
 
 
 def _seconds(value: float | None) -> str:
@@ -224,3 +256,10 @@ def log_outcome(outcome: JobOutcome, log: logging.Logger | Any, *, fail_on_faile
 def unfound_outcome(status: OutcomeStatus, message: str, elapsed: float) -> JobOutcome:
     """Build the outcome of a wait that never found its job (sensor waiting for a workflow's job)."""
     return JobOutcome(status=status, job_id=None, message=message, elapsed=elapsed)
+
+
+def broken_outcome(exc: BaseException, job_id: str | None, elapsed: float) -> JobOutcome:
+    """Build the outcome of a wait that could not observe its job: what stopped it (see ``failure_for``)."""
+    return JobOutcome(
+        status="error", job_id=job_id or None, message=f"{type(exc).__name__}: {exc}", elapsed=elapsed
+    )
