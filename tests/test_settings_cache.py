@@ -138,7 +138,9 @@ async def test_many_waits_keep_their_settings_with_one_read_per_retry_time(
     hooks = [WorkflowServiceAsyncHook("conn_a") for _ in range(20)]
     for hook in hooks:
         await hook._atransport()
-    backend.tokens["conn_a"] = TimeoutError("the vault lease of token-a-abcdef did not renew in 5 s")
+    backend.tokens["conn_a"] = TimeoutError(
+        "the lease of token-a-abcdef at https://vault.test/v1/renew?token=vault-tok-123456 timed out"
+    )
     clock.now += SETTINGS_TTL
     for _ in range(3):  # three polls of each wait while it fails
         kept = await asyncio.gather(*(hook._atransport() for hook in hooks))
@@ -148,7 +150,8 @@ async def test_many_waits_keep_their_settings_with_one_read_per_retry_time(
     said = (capfd.readouterr().out + caplog.text).splitlines()
     warnings = [line for line in said if "keeping the settings read before" in line]
     assert len(warnings) == 20, said  # one per hook: the same failure again is not repeated
-    assert not [line for line in said if "token-a-abcdef" in line]
+    assert not [line for line in said if "token-a-abcdef" in line or "vault-tok-123456" in line]
+    assert "https://vault.test/v1/renew?***" in warnings[0]
     backend.tokens["conn_a"] = "token-a-rotated"
     clock.now += SETTINGS_RETRY
     renewed = await asyncio.gather(*(hook._atransport() for hook in hooks))

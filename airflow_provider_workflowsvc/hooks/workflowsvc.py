@@ -190,7 +190,7 @@ class _HookBase(BaseHook):
         """
         if self._transport_obj is None:
             return False
-        reason = self._transport_obj.redact(f"{type(exc).__name__}: {exc}".rstrip(": "))
+        reason = self._transport_obj.redact_foreign(f"{type(exc).__name__}: {exc}".rstrip(": "))
         if reason != self._unread:
             self.log.warning(
                 "Could not read connection %r again (%s); keeping the settings read before, "

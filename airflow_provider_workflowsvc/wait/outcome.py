@@ -15,11 +15,12 @@ The first room of the wait: it needs neither the hook nor the rest of :mod:`.wai
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from airflow_provider_workflowsvc._compat import AirflowFailException, AirflowSensorTimeout
+from airflow_provider_workflowsvc._url_secrets import mask_url_secrets
 from airflow_provider_workflowsvc.exceptions import (
     InvalidJobEventError,
     WorkflowJobError,
@@ -41,6 +42,11 @@ STATUS_OUTCOME: dict[JobStatus, OutcomeStatus] = {
     JobStatus.STOPPED: "stopped",
 }
 """The outcome of a wait that saw its job end in each final status (any other: ``error``)."""
+
+ServiceText = Annotated[str, AfterValidator(mask_url_secrets)]
+"""Text the service wrote (its job message, failed-file names and errors, what ended a wait), masked as it
+enters the outcome: what its URLs may carry as credentials never reaches the event, the XCom, the
+exception or the log (the same rule as operator fields)."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -66,8 +72,8 @@ class NodeProgress(_Strict):
 class FailedDocument(_Strict):
     """A document the job could not process, with the service's error."""
 
-    document: str
-    error: str = ""
+    document: ServiceText
+    error: ServiceText = ""
 
 
 class OutputFile(_Strict):
@@ -84,7 +90,7 @@ class JobOutcome(_Strict):
     job_id: str | None = Field(min_length=1)
     workflow_id: str | None = None
     job_status: str | None = None
-    message: str = ""
+    message: ServiceText = ""
     node_stats: list[NodeProgress] = Field(default_factory=list)
     failed_files: list[FailedDocument] = Field(default_factory=list)
     output_files: list[OutputFile] = Field(default_factory=list)
