@@ -133,3 +133,12 @@ def write_good_and_empty(folder: Any) -> Any:
     (folder / "good.txt").write_text("Some text that the emulator processes.")
     (folder / "empty.txt").write_text("")
     return folder
+
+
+def events_built(emulator: Any, job_id: str) -> int:
+    """
+    Events a trigger built for ``job_id``: the one read of the job's failed files a trigger makes, to
+    build the event it fires (the emulator's request log: an event no busy log can drop).
+    """
+    reads = emulator.requests(method="GET", path_contains=f"/jobs/{job_id}/failed-files")
+    return sum(1 for r in reads if r["status"] == 200)

@@ -209,13 +209,15 @@ def rotate_in_db(emulator: Any, token: str) -> None:
 def test_a_db_connection_rotated_mid_wait_fails_no_wait(
     dag_runner: Any, emulator: Any, settings: Any, db_connection: str, tmp_path: Path, deferrable: bool
 ) -> None:
+    """The job runs until the rotation has been seen and survived (a refusal, then a poll with the new
+    token): only then does the test let it complete, so the wait cannot end before the rotation."""
     from airflow.utils.state import TaskInstanceState
 
     from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 
     with WorkflowServiceHook(settings=settings) as hook:
         workflow = str(hook.create_workflow(f"wf-{time.time_ns()}", "basic").id)
-    emulator.configure(processing_delay=1.5)  # 3 nodes: the job takes ~4.5 s
+    emulator.configure(processing_delay=HELD)
     (tmp_path / "a.txt").write_text("one")
     with DAG(f"wfsvc_rotation_{deferrable}", schedule=None, start_date=START, catchup=False) as dag:
         RunWorkflowOperator(
@@ -224,24 +226,45 @@ def test_a_db_connection_rotated_mid_wait_fails_no_wait(
             files=str(tmp_path / "a.txt"),
             workflowsvc_conn_id=db_connection,
             poll_interval=0.2,
-            timeout=120,
+            timeout=HELD,
             deferrable=deferrable,
         )
+    ended = threading.Event()
 
-    def rotate_after_some_polls() -> None:
-        deadline = time.monotonic() + 60
-        while len(emulator.requests(path_contains="/details")) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
+    def rotate_then_let_the_job_complete() -> None:
+        if not until(lambda: len(polls(emulator)) >= 3, ended):
+            return
         rotate_in_db(emulator, ROTATED)
+        if until(lambda: [r["status"] for r in polls(emulator)][-2:] == [401, 200], ended):
+            emulator.advance_clock(HELD * 10)
 
-    rotator = threading.Thread(target=rotate_after_some_polls, daemon=True)
+    rotator = threading.Thread(target=rotate_then_let_the_job_complete)
     rotator.start()
-    dr = dag_runner(dag)
-    rotator.join(timeout=65)
+    try:
+        dr = dag_runner(dag)
+    finally:
+        ended.set()
+        rotator.join()
     assert dr.get_task_instance("run").state == TaskInstanceState.SUCCESS
-    details = emulator.requests(path_contains="/details")
-    assert [r["status"] for r in details].count(401) == 1, [r["status"] for r in details]
-    assert details[-1]["status"] == 200  # polled on with the new token after the refusal
+    statuses = [r["status"] for r in polls(emulator)]
+    assert statuses.count(401) == 1, statuses
+    assert statuses[-1] == 200  # polled on with the new token after the refusal
+
+
+HELD = 3600.0
+"""Emulator seconds per file per node: the job runs until the test moves the emulator's clock."""
+
+
+def polls(emulator: Any) -> list[dict[str, Any]]:
+    return emulator.requests(path_contains="/details")
+
+
+def until(happened: Any, ended: threading.Event) -> bool:
+    """Wait for an event (True), or for the run to end first (False)."""
+    while not happened():
+        if ended.wait(0.05):
+            return False
+    return True
 
 
 def test_a_long_sync_wait_reads_its_connection_again_after_the_lifetime(

@@ -397,8 +397,7 @@ def test_the_flate_bomb_is_what_it_claims() -> None:
     assert zlib.decompress(flate_bomb(3)) == bytes(3 * 4 * 1024 * 1024)
 
 
-def test_a_flate_bomb_fails_fast_without_inflating() -> None:
-    import time
+def test_a_flate_bomb_fails_without_inflating() -> None:
     import tracemalloc
 
     from airflow_provider_workflowsvc.emulator._pdf import MAX_STREAM_BYTES
@@ -406,14 +405,12 @@ def test_a_flate_bomb_fails_fast_without_inflating() -> None:
     data = _pdf_with_streams([flate_bomb(512)])  # 2 MiB that would inflate to 2 GiB
     assert 1.9 * 1024 * 1024 < len(data) < 2.1 * 1024 * 1024
     tracemalloc.start()
-    started = time.monotonic()
     try:
         with pytest.raises(PartitionError, match="PDF content too large"):
             partition("bomb.pdf", "application/pdf", data)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert time.monotonic() - started < 5
     assert peak < 3 * MAX_STREAM_BYTES + 2 * len(data)  # the capped output and its buffer, not 2 GiB
 
 

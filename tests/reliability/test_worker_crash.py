@@ -243,9 +243,13 @@ def test_killed_before_the_job_id_was_stored(
     assert len(run_requests(emulator, workflow)) == 1
 
     emulator.clear_requests()
-    finisher = _finish_the_job_once_polled(emulator)
-    ti = retry_in_the_same_run(spec)
-    finisher.join(10)
+    ended = threading.Event()
+    finisher = _finish_the_job_once_polled(emulator, ended)
+    try:
+        ti = retry_in_the_same_run(spec)
+    finally:
+        ended.set()
+        finisher.join()
     retry_runs = run_requests(emulator, workflow)
     with WorkflowServiceHook(settings=_settings(emulator)) as hook:
         jobs = hook.list_jobs(workflow_id=workflow)
@@ -266,19 +270,17 @@ def test_killed_before_the_job_id_was_stored(
     )
 
 
-def _finish_the_job_once_polled(emulator: Any) -> threading.Thread:
+def _finish_the_job_once_polled(emulator: Any, ended: threading.Event) -> threading.Thread:
     """Let the jobs complete once the retry is polling (whichever job it polls: a wrong one fails the
-    test on its job id, not on a timeout)."""
+    test on its job id, not on a timeout); ``ended``: the retry ended first (it never polled)."""
 
     def finish() -> None:
-        deadline = time.monotonic() + 60
         while not emulator.requests(path_contains="/details"):
-            if time.monotonic() > deadline:
+            if ended.wait(0.1):
                 return
-            time.sleep(0.1)
         emulator.advance_clock(1000)
 
-    thread = threading.Thread(target=finish, daemon=True)
+    thread = threading.Thread(target=finish)
     thread.start()
     return thread
 
