@@ -31,11 +31,19 @@ def xcom(dr: Any, task_id: str, key: str = "return_value") -> Any:
     return dr.get_task_instance(task_id).xcom_pull(task_ids=task_id, key=key)
 
 
+def failing_run(workflow: str, tmp_path: Path) -> tuple[RunWorkflowOperator, str]:
+    """A run of an empty file (a job the service fails) in the DAG defined now; its job id template."""
+    (tmp_path / "bad.txt").write_text("")
+    run = RunWorkflowOperator(
+        task_id="run_bad", workflow_id=workflow, files=str(tmp_path / "bad.txt"), wait_for_completion=False
+    )
+    return run, "{{ ti.xcom_pull(task_ids='run_bad', key='job_id') }}"
+
+
 def test_sensor_modes_and_soft_fail(dag_runner: Any, emulator: Any, settings: Any, tmp_path: Path) -> None:
     emulator.configure(processing_delay=0.1)
     (tmp_path / "good").mkdir()
     (tmp_path / "good" / "a.txt").write_text("some text")
-    (tmp_path / "bad.txt").write_text("")
     with WorkflowServiceHook(settings=settings) as hook:
         workflow = str(hook.create_workflow(f"wf-{time.time_ns()}", "basic").id)
     with DAG("wfsvc_sensors", schedule=None, start_date=START, catchup=False) as dag:
@@ -45,13 +53,7 @@ def test_sensor_modes_and_soft_fail(dag_runner: Any, emulator: Any, settings: An
         poke = WorkflowJobSensor(task_id="poke", job_id=JOB_ID, poke_interval=0.1, deferrable=False)
         deferred = WorkflowJobSensor(task_id="deferred", job_id=JOB_ID, poke_interval=0.1, deferrable=True)
         run >> [poke, deferred]
-        bad = RunWorkflowOperator(
-            task_id="run_bad",
-            workflow_id=workflow,
-            files=str(tmp_path / "bad.txt"),
-            wait_for_completion=False,
-        )
-        bad_job = "{{ ti.xcom_pull(task_ids='run_bad', key='job_id') }}"
+        bad, bad_job = failing_run(workflow, tmp_path)
         skipped = WorkflowJobSensor(task_id="skipped", job_id=bad_job, poke_interval=0.1, soft_fail=True)
         failed = WorkflowJobSensor(task_id="failed", job_id=bad_job, poke_interval=0.1, deferrable=True)
         bad >> [skipped, failed]
@@ -148,7 +150,6 @@ def test_only_the_jobs_verdict_forbids_a_retry(
     """
     emulator.configure(processing_delay=3600)  # the jobs run until the test ends
     (tmp_path / "a.txt").write_text("some text")
-    (tmp_path / "bad.txt").write_text("")
     modes = {
         "poke": {"deferrable": False},
         "deferred": {"deferrable": True, "start_from_trigger": False},
@@ -161,13 +162,7 @@ def test_only_the_jobs_verdict_forbids_a_retry(
     with DAG("wfsvc_sensor_broken_wait", schedule=None, start_date=START, catchup=False) as dag:
         for task_id, mode in modes.items():
             WorkflowJobSensor(task_id=task_id, job_id=str(jobs[task_id].id), **retried, **mode)  # type: ignore[union-attr]
-        bad = RunWorkflowOperator(
-            task_id="run_bad",
-            workflow_id=workflow,
-            files=str(tmp_path / "bad.txt"),
-            wait_for_completion=False,
-        )
-        bad_job = "{{ ti.xcom_pull(task_ids='run_bad', key='job_id') }}"
+        bad, bad_job = failing_run(workflow, tmp_path)
         bad >> WorkflowJobSensor(task_id="verdict", job_id=bad_job, **retried)
 
     ended = threading.Event()
