@@ -213,10 +213,8 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         try:
             outcome = poll_once(self.hook, watch)
         except Exception as exc:
-            if not is_transient(exc):  # the wait broke: failed as the trigger's error event fails it
-                return PokeReturnValue(
-                    True, self._finish(context, broken_outcome(exc, watch.job_id, watch.elapsed))
-                )
+            if not is_transient(exc):  # the wait broke: it fails as the trigger's error event does (raises)
+                self._finish(context, broken_outcome(exc, watch.job_id, watch.elapsed))
             survive_transient(exc, self.log, f"Job {watch.job_id}: status check", retry="next poke")
             return False
         if outcome is None:

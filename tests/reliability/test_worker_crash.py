@@ -92,20 +92,25 @@ def stored_state(dag_id: str) -> dict[str, Any]:
     engine = create_engine(settings.SQL_ALCHEMY_CONN)
     query = select(TaskStateStoreModel).where(TaskStateStoreModel.dag_id == dag_id)
     try:
-        for attempt in range(5):
+        for attempt in range(STORE_READS):
             try:
                 with Session(engine) as session:
                     return {row.key: json.loads(row.value) for row in session.scalars(query)}
             except OperationalError:
                 # SQLite, read while the worker process writes (or right after it was killed mid-write):
-                # "disk I/O error" or "database is locked" for a moment. Read again; fail if it lasts.
-                if attempt == 4:
+                # "disk I/O error" or "database is locked" while it lasts, longer on a busy machine (a
+                # second was too short at load 10). Read again until a read works; fail if it never does.
+                if attempt == STORE_READS - 1:
                     raise
                 engine.dispose()
                 time.sleep(0.2)
         raise AssertionError("unreachable")
     finally:
         engine.dispose()
+
+
+STORE_READS = 300
+"""Tries to read the task state store while the worker process holds SQLite (0.2 s apart)."""
 
 
 def start_worker(spec: dict[str, Any], log_path: Path) -> subprocess.Popen[bytes]:
