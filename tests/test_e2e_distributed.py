@@ -20,7 +20,6 @@ One deployment serves the module; everything started is stopped by PID at the en
 from __future__ import annotations
 
 import shutil
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -30,11 +29,7 @@ from typing import Any
 import pytest
 from helpers import events_built
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:  # ``scripts`` is not part of the installed package
-    sys.path.insert(0, str(REPO_ROOT))
-
-from scripts.local_airflow import DistributedAirflow, local_stack  # noqa: E402
+from scripts.local_airflow import DistributedAirflow, local_stack
 
 pytestmark = [
     pytest.mark.e2e_distributed,
