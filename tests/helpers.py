@@ -1,11 +1,15 @@
 """
 Helpers the test modules import (``from helpers import ...``): fake service answers, dialect spellings,
-DAG-bag plumbing. Fixtures live in conftest.py, which imports from here too.
+DAG-bag plumbing, a connection store and a clock the test moves. Fixtures live in conftest.py, which
+imports from here too.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import threading
 from typing import Any
 
 TEST_TOKEN = "tok-test-9f3c1e"
@@ -133,3 +137,81 @@ def write_good_and_empty(folder: Any) -> Any:
     (folder / "good.txt").write_text("Some text that the emulator processes.")
     (folder / "empty.txt").write_text("")
     return folder
+
+
+def events_built(emulator: Any, job_id: str) -> int:
+    """
+    Events a trigger built for ``job_id``: the one read of the job's failed files a trigger makes, to
+    build the event it fires (the emulator's request log: an event no busy log can drop).
+    """
+    reads = emulator.requests(method="GET", path_contains=f"/jobs/{job_id}/failed-files")
+    return sum(1 for r in reads if r["status"] == 200)
+
+
+# --------------------------------------------------------------------------------------------------
+# The Airflow connection as the hooks read it, and the settings cache's clock
+
+
+class ManualClock:
+    """A monotonic clock (seconds) that only the test moves: ``clock.now += 60``."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class ConnectionStore:
+    """
+    Airflow's connection store for connections to one emulator, as the hooks read them (``install``):
+    credentials the test can rotate, a store that can fail (``failing``: ``timeout``, ``absent`` or
+    ``empty``), and the count of reads that worked (``reads``) and failed (``failed``).
+    """
+
+    def __init__(self, emulator: Any) -> None:
+        self.emulator = emulator
+        self.token, self.api_key = emulator.token, emulator.api_key
+        self.failing: str | None = None
+        self.reads = self.failed = 0
+        self._lock = threading.Lock()
+
+    def install(self, monkeypatch: Any) -> None:
+        """Make both hooks read their connection from this store."""
+        from airflow_provider_workflowsvc.hooks.workflowsvc import (
+            WorkflowServiceAsyncHook,
+            WorkflowServiceHook,
+        )
+
+        monkeypatch.setattr(WorkflowServiceAsyncHook, "_aget_connection", lambda hook: self.aconnection(hook))
+        monkeypatch.setattr(
+            WorkflowServiceHook, "get_connection", lambda hook, conn_id: self.connection(conn_id)
+        )
+
+    def rotate_to(self, credential: str) -> None:
+        """The connection gets the new credential, as its token and its API key (the live service's)."""
+        self.token = self.api_key = credential
+
+    def connection(self, conn_id: str) -> Any:
+        from airflow.sdk import Connection
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
+        with self._lock:
+            failing = self.failing
+            if failing is None:
+                self.reads += 1
+            else:
+                self.failed += 1
+        if failing == "timeout":
+            raise TimeoutError("the secrets backend did not answer within 5 s")
+        if failing == "absent":
+            raise AirflowNotFoundException(f"The conn_id `{conn_id}` isn't defined")
+        extra = json.dumps({"api_key": self.api_key, "retry_wait": 0.05})
+        host = "" if failing == "empty" else self.emulator.base_url
+        return Connection(
+            conn_id=conn_id, conn_type="workflowsvc", host=host, password=self.token, extra=extra
+        )
+
+    async def aconnection(self, hook: Any) -> Any:
+        await asyncio.sleep(0)
+        return self.connection(hook.workflowsvc_conn_id)

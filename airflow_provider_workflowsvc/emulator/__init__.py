@@ -27,7 +27,7 @@ Control endpoints under ``/_emulator`` need the same ``Authorization: Bearer <to
   ``quota_exhausted`` (402 to runs and launches), and the rest of ``EmulatorConfig``.
 * ``GET /faults``, ``PUT /faults``, ``DELETE /faults`` - fault rules: ``{"rules": [rule, ...], "seed": n}``
   or one rule's fields at top level; a rule has ``method``, ``path`` (glob) or ``path_regex``,
-  ``latency`` (seconds), ``errors`` (429, 500, 502, 503, ``"drop"``), ``rate`` (0..1), ``count``,
+  ``latency`` (seconds), ``errors`` (404, 429, 500, 502, 503, ``"drop"``), ``rate`` (0..1), ``count``,
   ``retry_after``.
 * ``GET /requests?method=&path_contains=``, ``DELETE /requests`` - the request log of ``/api/v1``:
   time, method, path, query, status, fault, duration_ms (never headers or bodies).

@@ -30,7 +30,7 @@ DEFAULT_CONNECTION_CHECK_DELAY = 0.2
 RedirectMode = Literal["off", "spec", "add", "strip"]
 TimestampStyle = Literal["iso", "naive", "postgres"]
 ListOrder = Literal["newest-first", "oldest-first"]
-FaultKind = Literal[429, 500, 502, 503, 504, "drop", "unreadable"]
+FaultKind = Literal[404, 429, 500, 502, 503, 504, "drop", "unreadable"]
 FaultPhase = Literal["before", "after"]
 
 
@@ -87,6 +87,10 @@ class EmulatorConfig(BaseModel):
     """One credential the API accepts instead of the start-up ones (a credential rotated under running
     clients): as the bearer token, the ``service-api-key`` and the ``unstructured-api-key``; the start-up
     ones are then refused. The control API keeps the start-up token. Never shown in answers."""
+    failure_detail: str | None = Field(default=None, max_length=2000)
+    """Text added to the error of every file a job cannot process (and so to a failed job's message),
+    as the live service quotes a location it could not read: what clients do with service text (which
+    may hold credentials the user put in a URL) can be tested. Fixed per job when it is created."""
     allow_remote_source_download: bool = False
     """Let jobs of remote-source, local-destination workflows be downloaded (the spec allows only
     local-to-local), so element permissions from a remote source can be inspected."""

@@ -47,6 +47,7 @@ _SPEC_FORMS = {  # the spelling the spec gives each collection request
     ("GET", "/jobs"): "/jobs",
 }
 _ERROR_DETAILS = {
+    404: "Not found (injected by the emulator: a replica that does not have the record yet)",
     429: "Too many requests (injected by the emulator)",
     500: "Internal server error (injected by the emulator)",
     502: "Bad gateway (injected by the emulator)",

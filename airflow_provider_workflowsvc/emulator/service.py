@@ -12,7 +12,7 @@ import json
 import math
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, BinaryIO, Literal, get_args
 
@@ -686,6 +686,9 @@ class Service:
             files, outputs = self._process_uploads(job_id, uploads)
         else:
             files, outputs = self._process_remote(job_id, workflow["source_id"])
+        detail = self.config.failure_detail
+        if detail:
+            files = [f if f.error is None else replace(f, error=f"{f.error}: {detail}") for f in files]
         job = JobRecord(
             id=job_id,
             workflow_id=workflow["id"],

@@ -25,6 +25,7 @@ import httpx
 from tenacity import RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.stop import stop_base
 
+from airflow_provider_workflowsvc._url_secrets import mask_url_secrets
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceApiError,
     WorkflowServiceConnectionError,
@@ -240,6 +241,13 @@ class _Transport:
             text = text.replace(secret, "***")
         return text
 
+    def redact_foreign(self, text: str) -> str:
+        """
+        Text this provider did not write (the service's answers, a secrets backend's error) with the
+        token and API key masked, and what its URLs may carry as credentials (``user:pass@``, a query).
+        """
+        return mask_url_secrets(self.redact(text))
+
     def url_path(self, call: ApiCall[Any]) -> str:
         """Return the path to use for ``call``, after any redirect the server taught us (``/x`` ↔ ``/x/``)."""
         return self._path_forms.get(call.path, call.path)
@@ -387,7 +395,7 @@ class _Transport:
         full = self.full_path(path)
         if not response.is_success:
             raise self.api_error(method, full, response)
-        result = _parse_body(call, full, response, self.redact)
+        result = _parse_body(call, full, response, self.redact_foreign)
         self.observe_spelling(result)
         return result
 
@@ -419,7 +427,7 @@ class _Transport:
                 f"redirect to {location} not followed (another origin, or not the same path for {method})"
             )
         else:
-            detail = _error_detail(response, self.redact)
+            detail = _error_detail(response, self.redact_foreign)
         cls = error_for_status(response.status_code)
         return cls(
             response.status_code,
