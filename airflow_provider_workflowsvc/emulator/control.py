@@ -7,7 +7,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import APIRouter, Body, Request
 from pydantic import BaseModel, Field, ValidationError
 
-from airflow_provider_workflowsvc.emulator.config import API_PREFIX, CONTROL_PREFIX, EmulatorConfig, FaultSpec
+from airflow_provider_workflowsvc.emulator.config import (
+    API_PREFIX,
+    CONTROL_PREFIX,
+    EmulatorConfig,
+    FaultRule,
+    FaultSpec,
+)
 from airflow_provider_workflowsvc.emulator.errors import InvalidRequest
 
 if TYPE_CHECKING:
@@ -79,6 +85,17 @@ async def put_faults(request: Request, spec: Annotated[dict[str, Any], Body()]) 
     return faults.describe()
 
 
+@router.post("/faults/rules")
+async def add_fault_rule(request: Request, rule: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
+    """Add one fault rule after the active ones (their counts go on)."""
+    faults = _state(request).faults
+    try:
+        faults.add(FaultRule.model_validate(rule))
+    except ValidationError as exc:
+        raise InvalidRequest.from_pydantic(exc, ("body",)) from None
+    return faults.describe()
+
+
 @router.delete("/faults")
 async def delete_faults(request: Request) -> dict[str, Any]:
     faults = _state(request).faults
@@ -98,6 +115,12 @@ async def get_requests(
 async def delete_requests(request: Request) -> dict[str, str]:
     _state(request).log.clear()
     return {"status": "cleared"}
+
+
+@router.get("/jobs")
+async def get_jobs(request: Request) -> list[dict[str, Any]]:
+    """Every job, oldest first: status, times, and each file's name as received and why it failed."""
+    return _state(request).service.job_records()
 
 
 def _clock(state: EmulatorState) -> dict[str, Any]:
