@@ -5,8 +5,12 @@ DAG-bag plumbing. Fixtures live in conftest.py, which imports from here too.
 
 from __future__ import annotations
 
-import os
 from typing import Any
+
+# The DAG-bag plumbing is the test kit's (re-exported for the suite's modules).
+from airflow_provider_workflowsvc.testing.dag_runs import dag_bag as dag_bag
+from airflow_provider_workflowsvc.testing.dag_runs import serialize_dags
+from airflow_provider_workflowsvc.testing.dag_runs import sync_dags_to_db as sync_dags_to_db
 
 TEST_TOKEN = "tok-test-9f3c1e"
 TEST_API_KEY = "key-test-47ab20"
@@ -16,44 +20,9 @@ MOCK_BASE_URL = "https://svc.test/api/v1"
 """The base URL of the respx-mocked service (conftest's ``mock_service``)."""
 
 
-def dag_bag(folder: str | os.PathLike[str] = os.devnull, *, collect_dags: bool = False) -> Any:
-    """A ``DagBag`` of ``folder`` (from its home on the running Airflow: it moved in 3.2)."""
-    from airflow_provider_workflowsvc._compat import AIRFLOW_V_3_2_PLUS
-
-    if AIRFLOW_V_3_2_PLUS:
-        from airflow.dag_processing.dagbag import DagBag
-    else:
-        from airflow.models.dagbag import DagBag
-    return DagBag(dag_folder=str(folder), collect_dags=collect_dags)
-
-
-def sync_dags_to_db(bag: Any) -> None:
-    """Write a DagBag's DAGs to the DB as the ``dags-folder`` bundle, so that ``dag.test()`` can run them.
-
-    The ``dags-folder`` bundle row must exist before a DAG of that bundle is written.
-    """
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-
-    from airflow_provider_workflowsvc._compat import AIRFLOW_V_3_1_PLUS, AIRFLOW_V_3_2_PLUS
-
-    DagBundlesManager().sync_bundles_to_db()
-    if AIRFLOW_V_3_2_PLUS:
-        from airflow.dag_processing.dagbag import sync_bag_to_db
-    elif AIRFLOW_V_3_1_PLUS:
-        from airflow.models.dagbag import sync_bag_to_db
-    else:  # Airflow 3.0: only a DagBag that parsed the file sets relative_fileloc, which the DB needs
-        for dag in bag.dags.values():
-            dag.relative_fileloc = dag.relative_fileloc or dag.fileloc
-        bag.sync_to_db("dags-folder", None)
-        return
-    sync_bag_to_db(bag, "dags-folder", None)
-
-
 def run_dag(dag: Any, **kwargs: Any) -> Any:
     """Serialize a DAG defined in a test to the DB, then ``dag.test()`` it; returns the DagRun."""
-    bag = dag_bag()
-    bag.bag_dag(dag)
-    sync_dags_to_db(bag)
+    serialize_dags(dag)
     return dag.test(**kwargs)
 
 
