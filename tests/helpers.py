@@ -20,6 +20,16 @@ MOCK_BASE_URL = "https://svc.test/api/v1"
 """The base URL of the respx-mocked service (conftest's ``mock_service``)."""
 
 
+def hourly_workflow(name: str, conn_id: str = "workflowsvc_default") -> str:
+    """Create a workflow the service runs every hour on two documents of an S3 source; return its id."""
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+
+    with WorkflowServiceHook(conn_id) as hook:
+        config = {"remote_url": "s3://scheduled/in/", "emulator_documents": 2}
+        source = hook.create_source(f"{name}-in", "s3", config)
+        return str(hook.create_workflow(name, "basic", source_id=source.id, schedule="every hour").id)
+
+
 def run_dag(dag: Any, **kwargs: Any) -> Any:
     """Serialize a DAG defined in a test to the DB, then ``dag.test()`` it; returns the DagRun."""
     serialize_dags(dag)

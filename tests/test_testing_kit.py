@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 from airflow.sdk import DAG, task
+from helpers import hourly_workflow
 
 from airflow_provider_workflowsvc import (
     CreateWorkflowOperator,
     RunWorkflowOperator,
     WorkflowJobSensor,
-    WorkflowServiceHook,
 )
 from airflow_provider_workflowsvc.testing import DagFileError, DagRunner, ServiceEmulator
 from airflow_provider_workflowsvc.testing.emulator import route_regex
@@ -241,14 +241,6 @@ def test_a_dag_defined_outside_the_dag_folder_is_serialized_for_the_user(
 
 # --------------------------------------------------------------------------------------------------
 # One clock for the DAG run and the service: a sensor finds the job the schedule started after the run
-
-
-def hourly_workflow(name: str) -> str:
-    """A workflow the service runs every hour, on two documents of an S3 source (emulator time)."""
-    with WorkflowServiceHook() as hook:
-        config = {"remote_url": "s3://kit/in/", "emulator_documents": 2}
-        source = hook.create_source(f"{name}-in", "s3", config)
-        return str(hook.create_workflow(name, "basic", source_id=source.id, schedule="every hour").id)
 
 
 def sensor_dag(dag_id: str, workflow_id: str) -> DAG:
