@@ -183,7 +183,7 @@ def test_the_index_documents_every_published_extra() -> None:
 
 def test_the_index_links_every_page() -> None:
     text = (DOCS / "index.rst").read_text()
-    guides = ("connections/workflowsvc", "configuration", "operators", "try-your-own-dag")
+    guides = ("connections/workflowsvc", "configuration", "operators", "try-your-own-dag", "testing")
     for page in (*guides, "api", "service-api", "changelog"):
         assert f"<{page}>" in text, page
 

@@ -20,8 +20,6 @@ from airflow_provider_workflowsvc import (
 from airflow_provider_workflowsvc.testing import DagFileError, DagRunner, ServiceEmulator
 from airflow_provider_workflowsvc.testing.emulator import route_regex
 
-pytestmark = pytest.mark.compat  # the kit works on every Airflow of the matrix
-
 START = datetime(2025, 1, 1, tzinfo=timezone.utc)
 
 

@@ -20,7 +20,11 @@ if TYPE_CHECKING:
         RecordedRequest,
         ServiceEmulator,
     )
-    from airflow_provider_workflowsvc.testing.job_events import JobEventWatch, job_event_triggers
+    from airflow_provider_workflowsvc.testing.job_events import (
+        JobEventWatch,
+        job_event_trigger,
+        job_event_triggers,
+    )
 
 _EXPORTS: dict[str, str] = {
     "DagFileError": "dag_runs",
@@ -32,6 +36,7 @@ _EXPORTS: dict[str, str] = {
     "JobEventWatch": "job_events",
     "RecordedRequest": "emulator",
     "ServiceEmulator": "emulator",
+    "job_event_trigger": "job_events",
     "job_event_triggers": "job_events",
 }
 __all__ = [
@@ -44,6 +49,7 @@ __all__ = [
     "JobEventWatch",
     "RecordedRequest",
     "ServiceEmulator",
+    "job_event_trigger",
     "job_event_triggers",
 ]
 

@@ -15,7 +15,15 @@ import pluggy
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.testing.isolated_airflow import IsolatedAirflow
 
-__all__ = ["DagFileError", "DagRunResult", "DagRunner", "dag_bag", "serialize_dags", "sync_dags_to_db"]
+__all__ = [
+    "DagFileError",
+    "DagRunResult",
+    "DagRunner",
+    "dag_bag",
+    "parse_dag_file",
+    "serialize_dags",
+    "sync_dags_to_db",
+]
 
 FAST_POLL_INTERVAL = 0.1
 """Seconds between the polls of the provider's waits in a kit run (the DAG's own intervals are for
@@ -109,8 +117,8 @@ def serialize_dags(*dags: Any) -> None:
     sync_dags_to_db(bag)
 
 
-def load_dag_file(path: Path, dag_id: str | None) -> Any:
-    """Parse a DAG file as the DAG processor does, serialize its DAGs, and return the one asked for."""
+def parse_dag_file(path: Path, dag_id: str | None = None) -> tuple[Any, Any]:
+    """Parse a DAG file as the DAG processor does; return its DagBag and the DAG asked for (or its one)."""
     bag = dag_bag(path, collect_dags=True)
     if bag.import_errors:
         errors = "\n".join(f"{file}: {error}" for file, error in bag.import_errors.items())
@@ -121,8 +129,7 @@ def load_dag_file(path: Path, dag_id: str | None) -> Any:
         [dag_id] = bag.dags
     if dag_id not in bag.dags:
         raise DagFileError(f"{path} holds no DAG {dag_id!r}, only {sorted(bag.dags)}")
-    sync_dags_to_db(bag)
-    return bag.dags[dag_id]
+    return bag, bag.dags[dag_id]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -165,7 +172,8 @@ class DagRunner:
         extra = {_MIN_POLL_ENV: str(poll_interval)} if poll_interval is not None else {}
         with self.airflow.active(folder, extra):
             if folder is not None:
-                dag = load_dag_file(Path(dag).resolve(), dag_id)
+                bag, dag = parse_dag_file(Path(dag).resolve(), dag_id)
+                sync_dags_to_db(bag)
             else:
                 serialize_dags(dag)
             with _polling_every(dag, poll_interval), _recording_failures() as errors:

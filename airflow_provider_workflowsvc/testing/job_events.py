@@ -6,9 +6,10 @@ import asyncio
 import os
 import threading
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
-__all__ = ["JobEventWatch", "job_event_triggers"]
+__all__ = ["JobEventWatch", "job_event_trigger", "job_event_triggers"]
 
 FAST_POLL_INTERVAL = 0.05
 """Seconds between two listings of a watched workflow's jobs in a test (the DAG's own interval is for
@@ -30,6 +31,26 @@ def job_event_triggers(dag: Any) -> list[Any]:
         for watcher in getattr(asset, "watchers", None) or ()
         if isinstance(watcher.trigger, WorkflowJobEventTrigger)
     ]
+
+
+def job_event_trigger(watched: Any, *, dag_id: str | None = None) -> Any:
+    """
+    Return the job-event trigger of ``watched``: a DAG (object, or the path of its file) scheduled on
+    exactly one job-event watcher, or the trigger itself.
+    """
+    if isinstance(watched, (str, os.PathLike)):
+        from airflow_provider_workflowsvc.testing.dag_runs import parse_dag_file
+
+        _, watched = parse_dag_file(Path(watched).resolve(), dag_id)
+    if not hasattr(watched, "timetable"):
+        return watched
+    triggers = job_event_triggers(watched)
+    if len(triggers) != 1:
+        raise AssertionError(
+            f"DAG {watched.dag_id} is scheduled on {len(triggers)} job-event watcher(s), not one: "
+            "pass the trigger itself"
+        )
+    return triggers[0]
 
 
 def _assets(condition: Any) -> Iterator[Any]:

@@ -135,24 +135,16 @@ def workflowsvc_run_dag(request: pytest.FixtureRequest, _workflowsvc_airflow: Is
 @pytest.fixture
 def workflowsvc_job_events() -> Iterator[Callable[..., JobEventWatch]]:
     """
-    Start a job-event watch: ``workflowsvc_job_events(dag)`` (the DAG's one job-event watcher) or
-    ``workflowsvc_job_events(trigger)``; ``workflow_id=`` watches a test's workflow instead.
+    Start a job-event watch: ``workflowsvc_job_events(dag)`` (a DAG object or file scheduled on one
+    job-event watcher) or ``workflowsvc_job_events(trigger)``; ``workflow_id=`` watches a test's
+    workflow instead of the watcher's own. Every watch is stopped after the test.
     """
-    from airflow_provider_workflowsvc.testing.job_events import JobEventWatch, job_event_triggers
+    from airflow_provider_workflowsvc.testing.job_events import JobEventWatch, job_event_trigger
 
     watches: list[JobEventWatch] = []
 
-    def start(dag_or_trigger: Any, *, workflow_id: str | None = None) -> JobEventWatch:
-        trigger = dag_or_trigger
-        if hasattr(dag_or_trigger, "timetable"):
-            triggers = job_event_triggers(dag_or_trigger)
-            if len(triggers) != 1:
-                raise AssertionError(
-                    f"DAG {dag_or_trigger.dag_id} is scheduled on {len(triggers)} job-event watcher(s), "
-                    "not one: pass the trigger itself"
-                )
-            [trigger] = triggers
-        watch = JobEventWatch(trigger, workflow_id=workflow_id)
+    def start(watched: Any, *, workflow_id: str | None = None, dag_id: str | None = None) -> JobEventWatch:
+        watch = JobEventWatch(job_event_trigger(watched, dag_id=dag_id), workflow_id=workflow_id)
         watches.append(watch)
         return watch.start()
 
