@@ -208,6 +208,19 @@ def test_dag_files_that_cannot_run_say_why(workflowsvc_run_dag: DagRunner, tmp_p
     assert workflowsvc_run_dag(two, dag_id="kit_two").xcom("add") == 6
 
 
+def test_a_dag_file_is_read_without_airflows_examples_whatever_load_examples_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before Airflow 3.3 a DagBag adds Airflow's example DAGs when [core] load_examples is on (default)."""
+    from airflow_provider_workflowsvc.testing.dag_runs import parse_dag_file
+
+    monkeypatch.setenv("AIRFLOW__CORE__LOAD_EXAMPLES", "True")
+    path = tmp_path / "maths.py"
+    path.write_text(DAG_FILE.format(dag_id="kit_no_examples"))
+    bag, dag = parse_dag_file(path)
+    assert (sorted(bag.dags), dag.dag_id) == (["kit_no_examples"], "kit_no_examples")
+
+
 def test_the_kit_runs_in_an_airflow_of_its_own_and_puts_the_sessions_back(
     workflowsvc_run_dag: DagRunner, airflow_db: None
 ) -> None:

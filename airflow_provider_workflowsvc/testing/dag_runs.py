@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -75,14 +76,21 @@ class DagRunResult:
 
 
 def dag_bag(folder: str | os.PathLike[str] = os.devnull, *, collect_dags: bool = False) -> Any:
-    """Return a ``DagBag`` of ``folder`` (a folder or one file), from its home on the running Airflow."""
+    """
+    Return a ``DagBag`` of ``folder`` (a folder or one file), from its home on the running Airflow; never
+    with Airflow's example DAGs (before 3.3 a DagBag adds them when ``[core] load_examples`` is on, as it
+    is by default).
+    """
     from airflow_provider_workflowsvc._compat import AIRFLOW_V_3_2_PLUS
 
     if AIRFLOW_V_3_2_PLUS:
         from airflow.dag_processing.dagbag import DagBag
     else:
         from airflow.models.dagbag import DagBag  # type: ignore[no-redef]
-    return DagBag(dag_folder=str(folder), collect_dags=collect_dags)
+    options: dict[str, Any] = {"collect_dags": collect_dags}
+    if "include_examples" in inspect.signature(DagBag).parameters:
+        options["include_examples"] = False
+    return DagBag(dag_folder=str(folder), **options)
 
 
 def sync_dags_to_db(bag: Any) -> None:
