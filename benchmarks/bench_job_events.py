@@ -23,20 +23,8 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 from unittest import mock
 
+from airflow_provider_workflowsvc.testing.job_events import MemoryAssetStore
 from benchmarks._common import CONN_ENV, Row, conn_json
-
-
-class _Store:
-    """The asset state store's async accessor, in memory (one per watcher, as one asset each)."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
-
-    async def aget(self, key: str, default: Any = None) -> Any:
-        return self.values.get(key, default)
-
-    async def aset(self, key: str, value: Any) -> None:
-        self.values[key] = value
 
 
 def _scheduled_workflow(emu: Any) -> str:
@@ -62,7 +50,7 @@ async def _watch(
     from airflow_provider_workflowsvc.triggers.job_events import WorkflowJobEventTrigger
 
     workflow_id = _scheduled_workflow(emu)
-    triggers, stores = [], [_Store() for _ in range(watchers)]
+    triggers, stores = [], [MemoryAssetStore() for _ in range(watchers)]
     for store in stores:
         trigger = WorkflowJobEventTrigger(workflow_id=workflow_id, poll_interval=interval)
         trigger.asset_state_store = store  # type: ignore[assignment]

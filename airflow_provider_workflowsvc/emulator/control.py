@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Body, Request
 from pydantic import BaseModel, Field, ValidationError
@@ -22,10 +22,19 @@ if TYPE_CHECKING:
 __all__ = ["router"]
 
 router = APIRouter(prefix=CONTROL_PREFIX, tags=["emulator control"])
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 class Advance(BaseModel):
     seconds: float = Field(ge=0)
+
+
+def _body(model: type[_Model], data: dict[str, Any]) -> _Model:
+    """Return ``data`` read as ``model``; a 422 naming the body's fields when it does not fit."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidRequest.from_pydantic(exc, ("body",)) from None
 
 
 def _state(request: Request) -> EmulatorState:
@@ -62,10 +71,7 @@ async def get_config(request: Request) -> dict[str, Any]:
 async def put_config(request: Request, updates: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
     """Change some settings (the others keep their values)."""
     service = _state(request).service
-    try:
-        service.config = EmulatorConfig.model_validate({**service.config.model_dump(), **updates})
-    except ValidationError as exc:
-        raise InvalidRequest.from_pydantic(exc, ("body",)) from None
+    service.config = _body(EmulatorConfig, {**service.config.model_dump(), **updates})
     return service.config.model_dump()
 
 
@@ -78,10 +84,7 @@ async def get_faults(request: Request) -> dict[str, Any]:
 async def put_faults(request: Request, spec: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
     """Replace the fault rules: ``{"rules": [...], "seed": n}`` or one rule's fields at top level."""
     faults = _state(request).faults
-    try:
-        faults.set(FaultSpec.model_validate(spec))
-    except ValidationError as exc:
-        raise InvalidRequest.from_pydantic(exc, ("body",)) from None
+    faults.set(_body(FaultSpec, spec))
     return faults.describe()
 
 
@@ -89,10 +92,7 @@ async def put_faults(request: Request, spec: Annotated[dict[str, Any], Body()]) 
 async def add_fault_rule(request: Request, rule: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
     """Add one fault rule after the active ones (their counts go on)."""
     faults = _state(request).faults
-    try:
-        faults.add(FaultRule.model_validate(rule))
-    except ValidationError as exc:
-        raise InvalidRequest.from_pydantic(exc, ("body",)) from None
+    faults.add(_body(FaultRule, rule))
     return faults.describe()
 
 

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["JobEventWatch", "job_event_trigger", "job_event_triggers"]
+__all__ = ["JobEventWatch", "MemoryAssetStore", "job_event_trigger", "job_event_triggers"]
 
 FAST_POLL_INTERVAL = 0.05
 """Seconds between two listings of a watched workflow's jobs in a test (the DAG's own interval is for
@@ -65,8 +65,8 @@ def _assets(condition: Any) -> Iterator[Any]:
         yield from _assets(child)
 
 
-class _MemoryAssetStore:
-    """The asset state store a triggerer hands a watcher (Airflow 3.3), kept in memory."""
+class MemoryAssetStore:
+    """The asset state store a triggerer hands a watcher (Airflow 3.3), kept in memory (``values``)."""
 
     def __init__(self) -> None:
         self.values: dict[str, Any] = {}
@@ -127,7 +127,7 @@ class JobEventWatch:
                 os.environ.pop(_MIN_POLL_ENV, None)
             else:
                 os.environ[_MIN_POLL_ENV] = saved
-        trigger.asset_state_store = _MemoryAssetStore()
+        trigger.asset_state_store = MemoryAssetStore()
         trigger.cursor_settle_seconds = 0.0
         self._thread = threading.Thread(target=self._serve, args=(trigger,), name="job-event-watch")
         self._thread.start()
