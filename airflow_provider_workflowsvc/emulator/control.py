@@ -71,7 +71,7 @@ async def get_config(request: Request) -> dict[str, Any]:
 async def put_config(request: Request, updates: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
     """Change some settings (the others keep their values)."""
     service = _state(request).service
-    service.config = _body(EmulatorConfig, {**service.config.model_dump(), **updates})
+    service.apply_config(_body(EmulatorConfig, {**service.config.model_dump(), **updates}))
     return service.config.model_dump()
 
 
