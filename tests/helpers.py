@@ -5,6 +5,9 @@ DAG-bag plumbing. Fixtures live in conftest.py, which imports from here too.
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
 from typing import Any
 
 # The DAG-bag plumbing is the test kit's (re-exported for the suite's modules).
@@ -28,6 +31,15 @@ def hourly_workflow(name: str, conn_id: str = "workflowsvc_default") -> str:
         config = {"remote_url": "s3://scheduled/in/", "emulator_documents": 2}
         source = hook.create_source(f"{name}-in", "s3", config)
         return str(hook.create_workflow(name, "basic", source_id=source.id, schedule="every hour").id)
+
+
+def run_pytest(python: str | Path, folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run pytest in ``folder`` with ``python``, in an environment with no setting of this repository's."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "WORKFLOWSVC", "PYTEST"))}
+    env.pop("PYTHONPATH", None)
+    env["HOME"] = str(folder / "home")  # a CI runner's own home: Airflow writes ~/airflow when imported
+    command = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q", *args]
+    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
 
 
 def run_dag(dag: Any, **kwargs: Any) -> Any:

@@ -7,7 +7,6 @@ session that does not use it alone: no fixture of its own set up, neither Airflo
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import run_pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "provider" / "testing.rst"
@@ -33,15 +33,6 @@ def user_repository(root: Path) -> Path:
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(code)
     return root
-
-
-def run_pytest(python: str | Path, folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run pytest in ``folder`` with ``python``, in an environment with no setting of this repository's."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "WORKFLOWSVC", "PYTEST"))}
-    env.pop("PYTHONPATH", None)
-    env["HOME"] = str(folder / "home")  # a CI runner's own home: Airflow writes ~/airflow when imported
-    command = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q", *args]
-    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
 
 
 def test_the_page_shows_a_dag_its_four_tests_and_an_event_driven_dag_with_its_test() -> None:

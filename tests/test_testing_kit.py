@@ -4,13 +4,15 @@ for the DAG run and the service, the job-event watch."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 from airflow.sdk import DAG, task
-from helpers import hourly_workflow
+from helpers import hourly_workflow, run_pytest
 
 from airflow_provider_workflowsvc import (
     CreateWorkflowOperator,
@@ -335,3 +337,63 @@ def test_an_asset_watcher_dag_gets_one_event_per_finished_job(
     emulator.advance_clock(3600)
     (third,) = watch.events(1)
     assert third["job_id"] == emulator.jobs()[-1].id
+
+
+# --------------------------------------------------------------------------------------------------
+# The marker's keep_state and the option, in a pytest session of their own (the tests run in order)
+
+MARKER_TESTS = """
+import pytest
+
+from airflow_provider_workflowsvc import WorkflowServiceHook
+
+pytestmark = pytest.mark.usefixtures("workflowsvc_connection")
+
+
+def names():
+    with WorkflowServiceHook() as hook:
+        return [w.name for w in hook.list_workflows()]
+
+
+def test_creates_a_workflow(workflowsvc_emulator):
+    assert workflowsvc_emulator.dialect == "platform"  # --workflowsvc-dialect
+    with WorkflowServiceHook() as hook:
+        hook.create_workflow("left-behind", "basic")
+
+
+@pytest.mark.workflowsvc(keep_state=True)
+def test_keeps_what_the_earlier_test_left(workflowsvc_emulator):
+    assert names() == ["left-behind"]
+
+
+def test_starts_empty_without_it(workflowsvc_emulator):
+    assert names() == []
+
+
+@pytest.mark.workflowsvc(dialect="spec", keep_state=True)
+def test_the_other_dialect_is_another_emulator(workflowsvc_emulator):
+    assert (workflowsvc_emulator.dialect, names()) == ("spec", [])
+
+
+@pytest.mark.workflowsvc(dialekt="spec")
+def test_a_misspelt_keyword_is_refused(workflowsvc_emulator):
+    pass
+"""
+
+
+def test_keep_state_the_dialect_option_and_a_misspelt_marker(tmp_path: Path) -> None:
+    (tmp_path / "test_marker.py").write_text(MARKER_TESTS)
+    result = run_pytest(sys.executable, tmp_path, "--workflowsvc-dialect", "platform", "-rE")
+    assert "4 passed, 1 error" in result.stdout, result.stdout[-4000:]
+    assert "takes the keywords dialect, keep_state, conn_id" in result.stdout
+
+
+def test_without_the_emulator_extra_a_fixture_says_what_to_install() -> None:
+    code = (
+        "import sys; sys.modules['fastapi'] = None\n"
+        "from airflow_provider_workflowsvc.testing.emulator import emulator_for_tests\n"
+        "with emulator_for_tests(): pass\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "pip install 'airflow-provider-workflowsvc[emulator]'" in result.stderr, result.stderr[-2000:]
