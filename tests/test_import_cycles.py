@@ -170,13 +170,3 @@ def test_type_checking_imports_count_when_asked(tmp_path: Path) -> None:
     graph = import_graph(package, type_checking=True)
     [component] = cycles(graph)
     assert describe(component, graph, "pkg") == "a -> b -> a  (component: pkg.a, pkg.b)"
-
-
-def test_the_provider_never_imports_its_tools() -> None:
-    """The emulator and the test kit are tools for tests: no module of the provider imports them."""
-    tools = (f"{PACKAGE}.emulator", f"{PACKAGE}.testing")
-    graph = import_graph(type_checking=True)
-    provider = {name: deps for name, deps in graph.items() if not name.startswith(tools)}
-    found = {name: sorted(d for d in deps if d.startswith(tools)) for name, deps in provider.items()}
-    assert {name: deps for name, deps in found.items() if deps} == {}
-    assert any(dep.startswith(f"{PACKAGE}.emulator") for dep in graph[f"{PACKAGE}.testing.emulator"])
