@@ -241,6 +241,19 @@ def test_the_kit_runs_in_an_airflow_of_its_own_and_puts_the_sessions_back(
     assert workflowsvc_run_dag.airflow.home.as_posix() not in before
 
 
+def test_without_the_emulator_a_run_is_due_now_as_dag_test_makes_it(workflowsvc_run_dag: DagRunner) -> None:
+    with DAG("kit_no_emulator", schedule="@daily", start_date=START) as dag:
+
+        @task
+        def day(ds: str | None = None) -> str | None:
+            return ds
+
+        day()
+    before = datetime.now(timezone.utc).date().isoformat()
+    result = workflowsvc_run_dag(dag)
+    assert result.xcom("day") in {before, datetime.now(timezone.utc).date().isoformat()}
+
+
 @pytest.mark.airflow_min("3.1", reason="Airflow 3.0's dag.test() serializes the DAG itself")
 def test_a_dag_defined_outside_the_dag_folder_is_serialized_for_the_user(
     workflowsvc_run_dag: DagRunner,

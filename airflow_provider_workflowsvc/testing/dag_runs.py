@@ -185,8 +185,8 @@ class DagRunner:
             else:
                 serialize_dags(dag)
             with _polling_every(dag, poll_interval), _recording_failures() as errors:
-                due = self.clock() if self.clock is not None else None
-                run = dag.test(run_after=due, logical_date=due, run_conf=run_conf)
+                due = {} if self.clock is None else dict.fromkeys(("run_after", "logical_date"), self.clock())
+                run = dag.test(run_conf=run_conf, **due)  # without a clock: dag.test()'s own (now)
             return _result(run.dag_id, run.run_id, errors)
 
 
