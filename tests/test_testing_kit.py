@@ -4,6 +4,7 @@ for the DAG run and the service, the job-event watch."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -152,7 +153,6 @@ def test_the_marker_chooses_the_dialect_and_the_connection_id(
 
 
 def test_route_globs_match_both_slash_forms_only_under_the_api() -> None:
-    import re
 
     pattern = re.compile(route_regex("/workflows/*/run"))
     assert pattern.search("/api/v1/workflows/abc/run")
@@ -397,7 +397,7 @@ def test_a_misspelt_keyword_is_refused(workflowsvc_emulator):
 def test_keep_state_the_dialect_option_and_a_misspelt_marker(tmp_path: Path) -> None:
     (tmp_path / "test_marker.py").write_text(MARKER_TESTS)
     result = run_pytest(sys.executable, tmp_path, "--workflowsvc-dialect", "platform", "-rE")
-    assert "4 passed, 1 error" in result.stdout, result.stdout[-4000:]
+    assert re.search(r"\b4 passed\b.*\b1 error\b", result.stdout), result.stdout[-4000:]  # warnings between
     assert "takes the keywords dialect, keep_state, conn_id" in result.stdout
 
 
