@@ -9,8 +9,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import threading
+from pathlib import Path
 from typing import Any
+
+# The DAG-bag plumbing is the test kit's (re-exported for the suite's modules).
+from airflow_provider_workflowsvc.testing.dag_runs import dag_bag as dag_bag
+from airflow_provider_workflowsvc.testing.dag_runs import serialize_dags
+from airflow_provider_workflowsvc.testing.dag_runs import sync_dags_to_db as sync_dags_to_db
 
 TEST_TOKEN = "tok-test-9f3c1e"
 TEST_API_KEY = "key-test-47ab20"
@@ -20,44 +27,28 @@ MOCK_BASE_URL = "https://svc.test/api/v1"
 """The base URL of the respx-mocked service (conftest's ``mock_service``)."""
 
 
-def dag_bag(folder: str | os.PathLike[str] = os.devnull, *, collect_dags: bool = False) -> Any:
-    """A ``DagBag`` of ``folder`` (from its home on the running Airflow: it moved in 3.2)."""
-    from airflow_provider_workflowsvc._compat import AIRFLOW_V_3_2_PLUS
+def hourly_workflow(name: str, conn_id: str = "workflowsvc_default") -> str:
+    """Create a workflow the service runs every hour on two documents of an S3 source; return its id."""
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 
-    if AIRFLOW_V_3_2_PLUS:
-        from airflow.dag_processing.dagbag import DagBag
-    else:
-        from airflow.models.dagbag import DagBag
-    return DagBag(dag_folder=str(folder), collect_dags=collect_dags)
+    with WorkflowServiceHook(conn_id) as hook:
+        config = {"remote_url": "s3://scheduled/in/", "emulator_documents": 2}
+        source = hook.create_source(f"{name}-in", "s3", config)
+        return str(hook.create_workflow(name, "basic", source_id=source.id, schedule="every hour").id)
 
 
-def sync_dags_to_db(bag: Any) -> None:
-    """Write a DagBag's DAGs to the DB as the ``dags-folder`` bundle, so that ``dag.test()`` can run them.
-
-    The ``dags-folder`` bundle row must exist before a DAG of that bundle is written.
-    """
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-
-    from airflow_provider_workflowsvc._compat import AIRFLOW_V_3_1_PLUS, AIRFLOW_V_3_2_PLUS
-
-    DagBundlesManager().sync_bundles_to_db()
-    if AIRFLOW_V_3_2_PLUS:
-        from airflow.dag_processing.dagbag import sync_bag_to_db
-    elif AIRFLOW_V_3_1_PLUS:
-        from airflow.models.dagbag import sync_bag_to_db
-    else:  # Airflow 3.0: only a DagBag that parsed the file sets relative_fileloc, which the DB needs
-        for dag in bag.dags.values():
-            dag.relative_fileloc = dag.relative_fileloc or dag.fileloc
-        bag.sync_to_db("dags-folder", None)
-        return
-    sync_bag_to_db(bag, "dags-folder", None)
+def run_pytest(python: str | Path, folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run pytest in ``folder`` with ``python``, in an environment with no setting of this repository's."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "WORKFLOWSVC", "PYTEST"))}
+    env.pop("PYTHONPATH", None)
+    env["HOME"] = str(folder / "home")  # a CI runner's own home: Airflow writes ~/airflow when imported
+    command = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q", *args]
+    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
 
 
 def run_dag(dag: Any, **kwargs: Any) -> Any:
     """Serialize a DAG defined in a test to the DB, then ``dag.test()`` it; returns the DagRun."""
-    bag = dag_bag()
-    bag.bag_dag(dag)
-    sync_dags_to_db(bag)
+    serialize_dags(dag)
     return dag.test(**kwargs)
 
 
