@@ -29,8 +29,10 @@ if TYPE_CHECKING:
         WorkflowJobError as WorkflowJobError,
         WorkflowJobFailedError as WorkflowJobFailedError,
         WorkflowJobTimeoutError as WorkflowJobTimeoutError,
+        WorkflowJobWaitError as WorkflowJobWaitError,
         WorkflowServiceApiError as WorkflowServiceApiError,
         WorkflowServiceAuthError as WorkflowServiceAuthError,
+        WorkflowServiceAuthUnconfirmedError as WorkflowServiceAuthUnconfirmedError,
         WorkflowServiceConflictError as WorkflowServiceConflictError,
         WorkflowServiceConnectionError as WorkflowServiceConnectionError,
         WorkflowServiceError as WorkflowServiceError,
@@ -86,7 +88,10 @@ def _exports() -> dict[str, str]:
     """
     global _EXPORTS
     if _EXPORTS is None:
-        tree = ast.parse(__loader__.get_source(__name__) or "")  # type: ignore[name-defined]
+        # this file's own text (not its loader's: pytest's assertion rewriter, which imports the
+        # package when the test kit's plugin loads, has no get_source)
+        with open(__file__, encoding="utf-8") as source:
+            tree = ast.parse(source.read())
         (block,) = [node for node in tree.body if isinstance(node, ast.If)]
         _EXPORTS = {
             alias.name: node.module.removeprefix(f"{__name__}.")

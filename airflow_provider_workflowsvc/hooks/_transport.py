@@ -32,9 +32,11 @@ from pydantic import ValidationError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity.stop import stop_base
 
+from airflow_provider_workflowsvc._url_secrets import mask_url_secrets
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceApiError,
     WorkflowServiceAuthError,
+    WorkflowServiceAuthUnconfirmedError,
     WorkflowServiceConnectionError,
     WorkflowServiceError,
     WorkflowServiceQuotaError,
@@ -327,6 +329,9 @@ class _Transport:
         self.conn_id = conn_id
         """The Airflow connection the settings came from ("" when given directly): named in errors."""
         self._path_forms: dict[str, str] = {}
+        self.unread: str | None = None
+        """Why the hook could not read its connection again, these settings kept (None: its last read
+        worked): a refusal is then not final, the credentials may have been rotated."""
         shortest = _min_masked_length()
         self._secrets = sorted((s for s in settings.secrets() if len(s) >= shortest), key=len, reverse=True)
 
@@ -341,6 +346,13 @@ class _Transport:
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return text
+
+    def redact_foreign(self, text: str) -> str:
+        """
+        Text this provider did not write (the service's answers, a secrets backend's error) with the
+        token and API key masked, and what its URLs may carry as credentials (``user:pass@``, a query).
+        """
+        return mask_url_secrets(self.redact(text))
 
     def full_path(self, path: str) -> str:
         return self._base_path + path
@@ -465,13 +477,13 @@ class _Transport:
         try:
             data = response.json() if response.content else None
         except ValueError:
-            snippet = _cut(self.redact(response.text.replace("\n", " ")), 120)
+            snippet = _cut(self.redact_foreign(response.text.replace("\n", " ")), 120)
             detail = f"not JSON ({len(response.content)} bytes): {snippet!r}"
             raise WorkflowServiceResponseError(method, full, response.status_code, detail) from None
         try:
             result = call.parse(data)
         except ResponseShapeError as exc:
-            detail = _cut(self.redact(str(exc).replace("\n", " ")), 300)
+            detail = _cut(self.redact_foreign(str(exc).replace("\n", " ")), 300)
             raise WorkflowServiceResponseError(method, full, response.status_code, detail) from None
         record_spelling(self.settings.base_url, result)
         return result
@@ -483,7 +495,7 @@ class _Transport:
                 f"redirect to {location} not followed (another origin, or not the same path for {method})"
             )
         else:
-            detail = _error_detail(response, self.redact)
+            detail = _error_detail(response, self.redact_foreign)
         cls = error_for_status(response.status_code, detail)
         return cls(
             response.status_code,
@@ -498,6 +510,14 @@ class _Transport:
         """Return the error of a request refused again after the connection was read anew, naming it."""
         if not self.conn_id:
             return exc
+        if self.unread is not None:
+            detail = (
+                f"{exc.detail}; connection {self.conn_id!r} could not be read again ({self.unread}), so the "
+                "refusal is not taken as final: its credentials may have been rotated"
+            )
+            return WorkflowServiceAuthUnconfirmedError(
+                exc.status_code, exc.method, exc.path, detail, exc.reason
+            )
         detail = (
             f"{exc.detail}; connection {self.conn_id!r} was read again and the service still refuses its "
             "credentials (check the token in its password field and its api_key extra)"

@@ -33,6 +33,7 @@ from airflow_provider_workflowsvc.hooks._settings import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_RESPONSE_BYTES,
     SETTINGS_CACHE,
+    SETTINGS_RETRY,
     ConnectionSettings,
     _mask_secrets,
 )
@@ -160,8 +161,36 @@ class _HookBase(BaseHook):
             return None
         return self._transport_obj
 
+    def _keeps_settings(self, exc: Exception) -> bool:
+        """
+        After a failed read of the connection: True when the settings in use are kept (warned, read
+        again in ``SETTINGS_RETRY`` s); False for the first read, which has none to keep (it fails).
+
+        A secrets backend that times out once, or a connection briefly absent or empty while it is
+        deleted and added again, must not end a wait whose credentials still work: only the service's
+        refusal after a read that worked may (``_Transport.still_refused``).
+        """
+        transport = self._transport_obj
+        if transport is None:
+            return False
+        reason = transport.redact_foreign(f"{type(exc).__name__}: {exc}".rstrip(": "))
+        if reason != transport.unread:
+            self.log.warning(
+                "Could not read connection %r again (%s); keeping the settings read before, "
+                "trying again in %.0f s",
+                self.workflowsvc_conn_id,
+                reason,
+                SETTINGS_RETRY,
+            )
+        transport.unread = reason
+        self._settings_due = SETTINGS_CACHE.clock() + SETTINGS_RETRY
+        return True
+
     def _renew(self, settings: ConnectionSettings) -> bool:
         """Use ``settings`` read again from the connection; True when they differ from those in use."""
+        if self._transport_obj is not None and self._transport_obj.unread is not None:
+            self.log.info("Connection %r could be read again", self.workflowsvc_conn_id)
+            self._transport_obj.unread = None
         current = self._transport_obj.settings if self._transport_obj is not None else None
         if settings == current:
             self._settings_due = SETTINGS_CACHE.clock() + SETTINGS_CACHE.ttl
@@ -228,9 +257,15 @@ class WorkflowServiceHook(_HookBase, Endpoints):
     def _reread(self) -> bool:
         """
         Read the connection again, bypassing the time settings are kept for; True when its settings
-        changed (the client is then replaced).
+        changed (the client is then replaced). A failed read keeps the settings in use, but the first.
         """
-        changed = self._renew(self._settings_from(self.get_connection(self.workflowsvc_conn_id)))
+        try:
+            settings = self._settings_from(self.get_connection(self.workflowsvc_conn_id))
+        except Exception as exc:
+            if not self._keeps_settings(exc):
+                raise
+            return False
+        changed = self._renew(settings)
         if changed:
             self.close()
         return changed
@@ -316,7 +351,13 @@ class WorkflowServiceAsyncHook(_HookBase, Endpoints):
 
     async def _areread(self, read: Awaitable[ConnectionSettings]) -> bool:
         """Take the settings ``read`` returns; True when they changed (the shared client is then let go)."""
-        changed = self._renew(await read)
+        try:
+            settings = await read
+        except Exception as exc:
+            if not self._keeps_settings(exc):
+                raise
+            return False
+        changed = self._renew(settings)
         if changed:
             await self.aclose()
         return changed

@@ -85,7 +85,7 @@ class WorkflowJobsTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from airflow_provider_workflowsvc.triggers.job import shared_status_poll
         from airflow_provider_workflowsvc.wait.jobs import await_jobs
-        from airflow_provider_workflowsvc.wait.outcome import JobsOutcome, unfound_outcome
+        from airflow_provider_workflowsvc.wait.outcome import JobsOutcome, broken_outcome
 
         started = self.started_at if self.started_at is not None else time.time()
         self.log.info("Waiting for %d job(s) (polling every %g s)", len(self.job_ids), self.poll_interval)
@@ -103,8 +103,8 @@ class WorkflowJobsTrigger(BaseTrigger):
                 )
         except Exception as exc:  # the task must hear about it: never end without an event
             self.log.exception("Waiting for the jobs failed")
-            failed = unfound_outcome("error", f"{type(exc).__name__}: {exc}", time.time() - started)
-            outcomes = [failed.model_copy(update={"job_id": job_id}) for job_id in self.job_ids]
+            elapsed = time.time() - started
+            outcomes = [broken_outcome(exc, job_id, elapsed) for job_id in self.job_ids]
         yield TriggerEvent(JobsOutcome(outcomes=outcomes, resume_with=self.resume_with).to_event())
 
     def _mark_ended(self, outcome: JobOutcome) -> None:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_workflowsvc.wait.outcome import JobOutcome, unfound_outcome
+from airflow_provider_workflowsvc.wait.outcome import JobOutcome, broken_outcome
 from airflow_provider_workflowsvc.wait.poll import acancel_quietly, await_job
 from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
 from airflow_provider_workflowsvc.wait.workflow_poll import sharing
@@ -53,9 +53,7 @@ async def await_jobs(
             else:
                 outcome = await await_job(hook, watch, schedule)
         except Exception as exc:
-            message = f"{type(exc).__name__}: {exc}"
-            outcome = unfound_outcome("error", message, time.time() - started_at)
-            outcome = outcome.model_copy(update={"job_id": job_id})
+            outcome = broken_outcome(exc, job_id, time.time() - started_at)
         ended += 1
         log.info(
             "Job %s ended waiting: %s (job status %s, %d failed file(s)); %d of %d jobs done",
