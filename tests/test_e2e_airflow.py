@@ -570,11 +570,38 @@ def _mapped_xcom(airflow: LocalAirflow, dag_id: str, run_id: str, task_id: str, 
     return json.loads(value) if isinstance(value, str) else value
 
 
+def _deferrals_handled(airflow: LocalAirflow, run_id: str, indexes: range, within: float = 120) -> None:
+    """
+    Wait until the scheduler has handled the end of each mapped ``parse`` task's deferring process (its
+    executor event, read while the task is deferred). Airflow fails a task whose resumed try is already
+    running when that event is read late ("task state changed externally"): on a busy machine, jobs that
+    end at once let the trigger resume the task first.
+    """
+    log = airflow.airflow_home / "components" / "scheduler.log"
+    deadline = time.monotonic() + within
+    while True:
+        text = log.read_text() if log.exists() else ""
+        handled = {
+            index
+            for index in indexes
+            for line in text.splitlines()
+            if "TaskInstance Finished" in line
+            and f"run_id={run_id}," in line
+            and "task_id=parse," in line
+            and f"map_index={index}," in line
+            and "state=deferred" in line
+        }
+        if handled == set(indexes):
+            return
+        assert time.monotonic() < deadline, f"the scheduler handled the deferrals of {sorted(handled)} only"
+        time.sleep(0.5)
+
+
 def test_a_mapped_on_demand_run_of_several_batches(stack: tuple[LocalAirflow, Any], tmp_path: Path) -> None:
     """Two folders, one mapped task each, each folder in several jobs: launches paced across both tasks
     (the account's launch gap), every job waited for in one deferral per task, each document once."""
     airflow, emulator = stack
-    emulator.configure(processing_delay=FAST)
+    emulator.configure(processing_delay=SLOW)  # the jobs wait for the clock: they end when both tasks wait
     sizes = {"a": 7, "b": 5}
     for folder, count in sizes.items():
         (tmp_path / folder).mkdir()
@@ -584,6 +611,8 @@ def test_a_mapped_on_demand_run_of_several_batches(stack: tuple[LocalAirflow, An
     conf = {"folders": [str(tmp_path / f) for f in sizes], "output_dir": str(tmp_path / "out")}
 
     run_id = airflow.trigger_dag(ON_DEMAND_DAG, conf=conf)
+    _deferrals_handled(airflow, run_id, range(len(sizes)))
+    emulator.advance_clock(10 * SLOW)  # scheduled, then at most 3 files through one node: every job ends
     run = airflow.wait_for_run(ON_DEMAND_DAG, run_id, timeout=240)
 
     states = {
