@@ -40,20 +40,8 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 from unittest import mock
 
+from airflow_provider_workflowsvc.testing.job_events import MemoryAssetStore
 from benchmarks._common import CONN_ENV, Row, conn_json
-
-
-class _Store:
-    """The asset state store's async accessor, in memory (one per watcher, as one asset each)."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
-
-    async def aget(self, key: str, default: Any = None) -> Any:
-        return self.values.get(key, default)
-
-    async def aset(self, key: str, value: Any) -> None:
-        self.values[key] = value
 
 
 def _scheduled_workflow(emu: Any, schedule: str = "every hour", documents: int = 3) -> str:
@@ -85,7 +73,7 @@ async def _watch(
     from airflow_provider_workflowsvc.triggers.job_events import WorkflowJobEventTrigger
 
     workflow_id = _scheduled_workflow(emu)
-    triggers, stores = [], [_Store() for _ in range(watchers)]
+    triggers, stores = [], [MemoryAssetStore() for _ in range(watchers)]
     for store in stores:
         trigger = WorkflowJobEventTrigger(workflow_id=workflow_id, poll_interval=interval)
         trigger.asset_state_store = store  # type: ignore[assignment]
@@ -231,7 +219,7 @@ async def _history_cost(workflow_id: str, interval: float, intervals: int) -> di
     from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
     from airflow_provider_workflowsvc.triggers.job_events import WorkflowJobEventTrigger
 
-    store = _Store()
+    store = MemoryAssetStore()
     probe = _LoopProbe()
 
     def watcher() -> WorkflowJobEventTrigger:
@@ -319,7 +307,7 @@ async def _restart_repeats(emu: Any, jobs: int, restart_after: float) -> dict[st
     from airflow_provider_workflowsvc.triggers.job_events import WorkflowJobEventTrigger
 
     workflow_id = _scheduled_workflow(emu)
-    store = _Store()
+    store = MemoryAssetStore()
 
     def watcher() -> WorkflowJobEventTrigger:
         trigger = WorkflowJobEventTrigger(workflow_id=workflow_id, poll_interval=1.0)

@@ -668,15 +668,17 @@ def test_failed_files_can_be_tolerated(mock_service: Any) -> None:
 
 
 def test_timeout_is_the_one_set_and_the_summary_names_the_workflow(mock_service: Any, capsys: Any) -> None:
-    """``timeout=4`` waits 4 s (± one poll), not 3.0 (issue #15); the workflow id is known."""
+    """``timeout=4`` waits 4 s, not 3.0 (issue #15), polling no more than that allows; the workflow id
+    is known."""
     route_run(mock_service, ok(job_json("j1", "scheduled")))
-    mock_service.get("/jobs/j1/details").mock(return_value=ok(details_json("j1", "in progress")))
+    details = mock_service.get("/jobs/j1/details").mock(return_value=ok(details_json("j1", "in progress")))
     mock_service.post("/jobs/j1/cancel").mock(return_value=httpx.Response(200))
     context = ctx()
     with pytest.raises(WorkflowJobTimeoutError) as err:
         op(timeout=4, poll_interval=1).execute(context)
     summary = context["ti"].pushed["return_value"]
-    assert 4.0 <= summary["elapsed_seconds"] <= 5.0
+    assert summary["elapsed_seconds"] >= 4.0  # a busy machine only makes it later
+    assert details.call_count <= 5  # ceil(timeout / poll_interval) + the last poll
     assert str(err.value).startswith(
         f"Workflow Service job j1 did not finish in time: the wait took {summary['elapsed_seconds']:.1f} s, "
         "last status in progress"

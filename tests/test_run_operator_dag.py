@@ -169,7 +169,9 @@ def test_a_job_cancelled_while_running_fails_the_task(
 def test_timeout_fails_and_cancels_the_job(
     dag_runner: Any, emulator: Any, settings: Any, workflow: str, tmp_path: Path
 ) -> None:
-    emulator.configure(processing_delay=30)
+    """The timeouts end both waits (the jobs would run for hours: the run ending at all is the timeouts'
+    doing), fail the tasks, and cancel the job unless cancel_on_timeout=False."""
+    emulator.configure(processing_delay=3600)
     inputs = write(tmp_path, a_txt="one")
     with DAG("wfsvc_timeout", schedule=None, start_date=START, catchup=False) as dag:
         RunWorkflowOperator(
@@ -184,16 +186,14 @@ def test_timeout_fails_and_cancels_the_job(
             deferrable=True,
             cancel_on_timeout=False,
         )
-    started = time.monotonic()
     dr = dag_runner(dag)
-    assert time.monotonic() - started < 25  # the job alone would take 90 s: the timeouts ended it
     assert state(dr, "run") == FAILED
     assert state(dr, "run_deferred") == FAILED
+    assert {xcom(dr, t)["outcome"] for t in ("run", "run_deferred")} == {"timeout"}
     ids = {t: xcom(dr, t, "job_id") for t in ("run", "run_deferred")}
     with WorkflowServiceHook(settings=settings) as hook:
         assert hook.get_job(ids["run"]).status.value == "stopped"
-        assert hook.get_job(ids["run_deferred"]).status.value != "stopped"  # cancel_on_timeout=False
-    assert xcom(dr, "run")["outcome"] == "timeout"
+        assert hook.get_job(ids["run_deferred"]).status.is_active  # cancel_on_timeout=False: still running
 
 
 def test_cancel_operator(
@@ -415,8 +415,9 @@ def test_execution_timeout_bounds_the_wait_in_both_modes(
     dag_runner: Any, emulator: Any, settings: Any, workflow: str, tmp_path: Path, deferrable: bool
 ) -> None:
     """Airflow's execution_timeout ends the wait (deferred time included), fails the task as a timeout
-    and cancels the job; the operator's own timeout (an hour) would not."""
-    emulator.configure(processing_delay=600)
+    and cancels the job; the operator's own timeout (an hour) would not, nor the job (hours long): the
+    run ending at all is the execution_timeout's doing."""
+    emulator.configure(processing_delay=3600)
     inputs = write(tmp_path, a_txt="one")
     dag_id = f"wfsvc_execution_timeout_{deferrable}"
     with DAG(dag_id, schedule=None, start_date=START, catchup=False) as dag:
@@ -429,11 +430,12 @@ def test_execution_timeout_bounds_the_wait_in_both_modes(
             execution_timeout=timedelta(seconds=3),
             deferrable=deferrable,
         )
-    started = time.monotonic()
     dr = dag_runner(dag)
-    took = time.monotonic() - started
     assert state(dr, "run") == FAILED
-    assert took < 20, took  # the job alone would take 30 min and the operator's timeout is an hour
-    assert xcom(dr, "run")["outcome"] == "timeout"
+    summary = xcom(dr, "run")
+    if deferrable or summary is not None:
+        assert summary["outcome"] == "timeout"
+    # else: in a worker, the wait's end and Airflow's own timeout (SIGALRM) fall at the same moment, and on a
+    # busy machine Airflow's may come first, before the summary is pushed: its on_kill cancels the job then
     with WorkflowServiceHook(settings=settings) as hook:
         assert hook.get_job(xcom(dr, "run", "job_id")).status.value == "stopped"

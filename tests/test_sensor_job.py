@@ -16,7 +16,7 @@ from airflow.sdk.exceptions import (
 )
 from helpers import FAKE_WORKFLOW_ID, details_json, failed_json, job_json
 
-from airflow_provider_workflowsvc.exceptions import InvalidJobEventError
+from airflow_provider_workflowsvc.exceptions import InvalidJobEventError, WorkflowJobWaitError
 from airflow_provider_workflowsvc.sensors.job import WorkflowJobSensor
 
 WF = FAKE_WORKFLOW_ID
@@ -255,3 +255,61 @@ def test_arguments_are_checked() -> None:
         WorkflowJobSensor(task_id="s")
     with pytest.raises(ValueError, match="pick"):
         WorkflowJobSensor(task_id="s", workflow_id=WF, pick="newest")
+
+
+# --------------------------------------------------------------------------------------------------
+# Only the job's own verdict forbids a retry (issue #31, item 5): a wait that could not observe its job
+# (a 404 from a replica that does not have the job yet, a refusal, an unreadable answer) fails the task
+# retryably in every mode, and soft_fail does not skip it.
+
+BROKEN = "GET /api/v1/jobs/j1/details → 404 Not Found: job not found"
+
+
+def not_found(router: Any) -> None:
+    router.get("/jobs/j1/details").mock(return_value=httpx.Response(404, json={"detail": "job not found"}))
+
+
+def test_the_error_of_a_broken_wait_lets_retries_apply() -> None:
+    assert not issubclass(WorkflowJobWaitError, (AirflowFailException, AirflowSensorTimeout))
+
+
+@pytest.mark.parametrize("soft_fail", [False, True])
+def test_a_broken_wait_is_retryable_after_the_trigger(soft_fail: bool) -> None:
+    """Deferred from a worker, or started in the triggerer: the trigger's ``error`` event resumes the task."""
+    broken = {"event": event(status="error", job_status=None, message=BROKEN)}
+    with pytest.raises(WorkflowJobWaitError, match="404"):
+        sensor(soft_fail=soft_fail, deferrable=True).resume_execution("execute_complete", broken, ctx())
+
+
+@pytest.mark.parametrize("soft_fail", [False, True])
+@pytest.mark.parametrize("deferrable", [False, True])
+def test_a_broken_wait_is_retryable_in_a_poke(mock_service: Any, soft_fail: bool, deferrable: bool) -> None:
+    """Poke mode, and a deferrable sensor's first poke in a worker: the same error as after the trigger."""
+    not_found(mock_service)
+    context = ctx()
+    with pytest.raises(WorkflowJobWaitError, match="404"):
+        sensor(soft_fail=soft_fail, deferrable=deferrable).execute(context)
+    assert context["ti"].pushed["return_value"]["outcome"] == "error"  # the summary, as for a verdict
+
+
+def test_a_broken_wait_keeps_the_job_a_retry_follows(mock_service: Any) -> None:
+    store = FakeStore()
+    store.set("workflowsvc_sensor_job", {"workflow_id": WF, "job_id": "j1"})
+    with pytest.raises(WorkflowJobWaitError, match="404"):
+        sensor(workflow_id=WF).execute_complete(ctx(store), event(status="error", message=BROKEN))
+    assert store.values == {"workflowsvc_sensor_job": {"workflow_id": WF, "job_id": "j1"}}
+
+
+def test_the_jobs_verdict_and_the_sensors_timeout_still_forbid_a_retry() -> None:
+    for status, raised in (("failed", AirflowFailException), ("stopped", AirflowFailException)):
+        with pytest.raises(raised):
+            sensor().execute_complete(ctx(), event(status=status, job_status=status))
+    with pytest.raises(AirflowFailException, match="file"):
+        failed_files = [{"document": "a.pdf", "error": "bad"}]
+        sensor().execute_complete(ctx(), event(failed_files=failed_files))
+    with pytest.raises(AirflowSensorTimeout):
+        sensor().execute_complete(ctx(), event(status="timeout", job_status="in progress"))
+    for status in ("failed", "timeout"):
+        verdict = {"event": event(status=status, job_status="failed")}
+        with pytest.raises(AirflowSkipException):
+            sensor(soft_fail=True).resume_execution("execute_complete", verdict, ctx())

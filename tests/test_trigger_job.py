@@ -127,24 +127,26 @@ async def test_deadline_gives_timeout_and_bounded_requests(mock_service: Any) ->
     interval, budget = 0.1, 0.55
     started = time.time()
     payload = await first_event(make(deadline=started + budget, poll_interval=interval, started_at=started))
-    took = time.time() - started
     assert payload["status"] == "timeout"
     assert payload["job_status"] == "in progress"
-    assert budget - 0.15 <= payload["elapsed"] <= budget + 0.2
-    assert took < budget + 0.3
-    assert details.call_count <= math.ceil(budget / interval) + 1
+    assert payload["elapsed"] >= budget - 0.15  # it lasts its timeout (a busy loop only makes it later)
+    assert details.call_count <= math.ceil(budget / interval) + 1  # and polls no more than it allows
 
 
 async def test_a_hanging_request_does_not_outlive_the_deadline(mock_service: Any) -> None:
+    cut = asyncio.Event()
+
     async def hang(request: httpx.Request) -> httpx.Response:
-        await asyncio.sleep(30)
+        try:
+            await asyncio.Event().wait()  # no answer, ever: only the deadline can end this wait
+        finally:
+            cut.set()
         return ok(details_json("j1", "completed"))
 
     mock_service.get("/jobs/j1/details").mock(side_effect=hang)
-    started = time.time()
-    payload = await first_event(make(deadline=started + 0.4, poll_interval=0.05))
+    payload = await first_event(make(deadline=time.time() + 0.4, poll_interval=0.05))
     assert payload["status"] == "timeout"
-    assert time.time() - started < 1.0
+    assert cut.is_set()  # the request was cut at the deadline, not left running
 
 
 async def test_transient_errors_keep_the_wait_going(mock_service: Any, capsys: Any) -> None:

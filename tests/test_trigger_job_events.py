@@ -13,6 +13,7 @@ import pytest
 
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 from airflow_provider_workflowsvc.models import Job
+from airflow_provider_workflowsvc.testing.job_events import MemoryAssetStore
 from airflow_provider_workflowsvc.triggers._job_cursor import JobCursor
 from airflow_provider_workflowsvc.triggers.job_events import FAILED_FILES_IN_EVENT, WorkflowJobEventTrigger
 
@@ -138,21 +139,18 @@ def test_watchers_of_one_connection_and_workflow_share_a_stream_key() -> None:
 # Against the emulator: a workflow on the service's own schedule, fired by the emulator's clock
 
 
-class FakeAssetStore:
-    """The asset state store's async accessor (``aget``/``aset``), as the triggerer injects it on 3.3."""
+class FakeAssetStore(MemoryAssetStore):
+    """The test kit's in-memory asset state store, whose next ``fail_reads`` reads fail."""
 
     def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
+        super().__init__()
         self.fail_reads = 0
 
     async def aget(self, key: str, default: Any = None) -> Any:
         if self.fail_reads:
             self.fail_reads -= 1
             raise RuntimeError("the API server did not answer")
-        return self.values.get(key, default)
-
-    async def aset(self, key: str, value: Any) -> None:
-        self.values[key] = value
+        return await super().aget(key, default)
 
 
 def scheduled_workflow(emulator: Any, settings: Any, documents: int = 3, failing: int = 1) -> str:

@@ -32,9 +32,11 @@ from pydantic import ValidationError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity.stop import stop_base
 
+from airflow_provider_workflowsvc._url_secrets import mask_url_secrets
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceApiError,
     WorkflowServiceAuthError,
+    WorkflowServiceAuthUnconfirmedError,
     WorkflowServiceConnectionError,
     WorkflowServiceError,
     WorkflowServiceRateLimitError,
@@ -335,6 +337,13 @@ class _Transport:
             text = text.replace(secret, "***")
         return text
 
+    def redact_foreign(self, text: str) -> str:
+        """
+        Text this provider did not write (the service's answers, a secrets backend's error) with the
+        token and API key masked, and what its URLs may carry as credentials (``user:pass@``, a query).
+        """
+        return mask_url_secrets(self.redact(text))
+
     def full_path(self, path: str) -> str:
         return self._base_path + path
 
@@ -457,13 +466,13 @@ class _Transport:
         try:
             data = response.json() if response.content else None
         except ValueError:
-            snippet = _cut(self.redact(response.text.replace("\n", " ")), 120)
+            snippet = _cut(self.redact_foreign(response.text.replace("\n", " ")), 120)
             detail = f"not JSON ({len(response.content)} bytes): {snippet!r}"
             raise WorkflowServiceResponseError(method, full, response.status_code, detail) from None
         try:
             result = call.parse(data)
         except ResponseShapeError as exc:
-            detail = _cut(self.redact(str(exc).replace("\n", " ")), 300)
+            detail = _cut(self.redact_foreign(str(exc).replace("\n", " ")), 300)
             raise WorkflowServiceResponseError(method, full, response.status_code, detail) from None
         record_spelling(self.settings.base_url, result)
         return result
@@ -475,7 +484,7 @@ class _Transport:
                 f"redirect to {location} not followed (another origin, or not the same path for {method})"
             )
         else:
-            detail = _error_detail(response, self.redact)
+            detail = _error_detail(response, self.redact_foreign)
         cls = error_for_status(response.status_code)
         return cls(
             response.status_code,
@@ -486,10 +495,24 @@ class _Transport:
             retry_after=_retry_after_seconds(response),
         )
 
-    def still_refused(self, exc: WorkflowServiceAuthError) -> WorkflowServiceAuthError:
-        """Return the error of a request refused again after the connection was read anew, naming it."""
+    def still_refused(
+        self, exc: WorkflowServiceAuthError, unread: str | None = None
+    ) -> WorkflowServiceAuthError:
+        """
+        Return the error of a request refused again after the connection was read anew, naming it; when
+        it could not be read again (``unread``: why), the refusal is not final: its credentials may have
+        been rotated (``WorkflowServiceAuthUnconfirmedError``, which a wait survives).
+        """
         if not self.conn_id:
             return exc
+        if unread is not None:
+            detail = (
+                f"{exc.detail}; connection {self.conn_id!r} could not be read again ({unread}), so the "
+                "refusal is not taken as final: its credentials may have been rotated"
+            )
+            return WorkflowServiceAuthUnconfirmedError(
+                exc.status_code, exc.method, exc.path, detail, exc.reason
+            )
         detail = (
             f"{exc.detail}; connection {self.conn_id!r} was read again and the service still refuses its "
             "credentials (check the token in its password field and its api_key extra)"
@@ -554,7 +577,10 @@ class _Sleep:
 
 @dataclass
 class _Reread:
-    """Read the hook's connection again after a refusal; the answer: a new transport, None if unchanged."""
+    """
+    Read the hook's connection again after a refusal; the answer: a new transport when its settings
+    changed, else why it could not be read again (None: read, unchanged; see ``_HookBase._keeps_settings``).
+    """
 
     refused: ConnectionSettings = field(repr=False)
 
@@ -573,8 +599,8 @@ def exchange(transport: _Transport, call: ApiCall[T], retries: bool = True) -> E
         return (yield from _spelled_attempts(transport, call, retries))
     except WorkflowServiceAuthError as exc:
         renewed = (yield _Reread(transport.settings)) if retries and transport.conn_id else None
-        if renewed is None:
-            raise transport.still_refused(exc) from None
+        if not isinstance(renewed, _Transport):
+            raise transport.still_refused(exc, unread=renewed) from None
     try:
         return (yield from _spelled_attempts(renewed, call, retries))
     except WorkflowServiceAuthError as exc:
@@ -664,7 +690,9 @@ def _job_listing(
     full = transport.full_path(path)
 
     def fail(detail: str) -> WorkflowServiceResponseError:
-        return WorkflowServiceResponseError(method, full, response.status_code, transport.redact(detail))
+        return WorkflowServiceResponseError(
+            method, full, response.status_code, transport.redact_foreign(detail)
+        )
 
     items = JobItems(
         transport.settings.base_url,
@@ -726,7 +754,7 @@ def send(hook: WorkflowServiceHook, call: ApiCall[T], retries: bool = True) -> T
                 elif isinstance(step, _Sleep):
                     hook._sleep(step.seconds)
                 else:
-                    answer = hook._transport if hook._reread() else None
+                    answer = hook._transport if hook._reread() else hook._unread
                     client = hook.get_conn()
             except Exception as exc:
                 error = exc
@@ -761,7 +789,9 @@ async def asend(hook: WorkflowServiceAsyncHook, call: ApiCall[T], retries: bool 
                 elif isinstance(step, _Sleep):
                     await hook._sleep(step.seconds)
                 else:
-                    answer = await hook._atransport() if await hook._reread_refused(step.refused) else None
+                    answer = (
+                        await hook._atransport() if await hook._reread_refused(step.refused) else hook._unread
+                    )
                     client = await hook.get_async_conn()
             except Exception as exc:
                 error = exc

@@ -407,14 +407,16 @@ class _ConnectionCheckOperator(_ConnectorOperator):
         return exc if time.time() < at else self._no_result(why)
 
     def _result(self, check: ConnectionCheck) -> str:
+        from airflow_provider_workflowsvc._url_secrets import mask_url_secrets
         from airflow_provider_workflowsvc.models import ConnectionCheckStatus
 
         if check.status is not ConnectionCheckStatus.SUCCESS:
-            reason = check.reason or "the service gave no reason"
+            reason = mask_url_secrets(check.reason) if check.reason else None  # the service's text
             raise ConnectionCheckFailedError(
-                f"connection check of {self.what} {self.connector_id} failed: {reason}",
+                f"connection check of {self.what} {self.connector_id} failed: "
+                f"{reason or 'the service gave no reason'}",
                 connector_id=str(self.connector_id),
-                reason=check.reason,
+                reason=reason,
             )
         self.log.info("Connection check of %s %s succeeded", self.what, self.connector_id)
         return str(self.connector_id)

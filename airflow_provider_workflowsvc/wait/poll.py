@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_workflowsvc.exceptions import (
+    WorkflowServiceAuthUnconfirmedError,
     WorkflowServiceConflictError,
     WorkflowServiceConnectionError,
     WorkflowServiceError,
@@ -62,13 +63,16 @@ def is_transient(exc: BaseException) -> bool:
 
     An unreadable or unexpected 2xx answer counts, like a 503: the job goes on whatever one answer
     said, and failing the wait would leave it running, untracked. A refused connection counts (the
-    service may be restarting); a TLS mismatch or an unknown host name does not.
+    service may be restarting); a TLS mismatch or an unknown host name does not. A refusal while the
+    connection could not be read again (its credentials may have been rotated) counts: only a refusal
+    of credentials read anew is the service's word.
     """
     if isinstance(exc, WorkflowServiceResponseError):
         return 200 <= exc.status_code < 300
     if isinstance(exc, WorkflowServiceConnectionError) and exc.permanent:
         return False  # a TLS or certificate mismatch, an unknown host: polling again will not help
     transient = (
+        WorkflowServiceAuthUnconfirmedError,
         WorkflowServiceConnectionError,
         WorkflowServiceRateLimitError,
         WorkflowServiceServerError,

@@ -92,20 +92,25 @@ def stored_state(dag_id: str) -> dict[str, Any]:
     engine = create_engine(settings.SQL_ALCHEMY_CONN)
     query = select(TaskStateStoreModel).where(TaskStateStoreModel.dag_id == dag_id)
     try:
-        for attempt in range(5):
+        for attempt in range(STORE_READS):
             try:
                 with Session(engine) as session:
                     return {row.key: json.loads(row.value) for row in session.scalars(query)}
             except OperationalError:
                 # SQLite, read while the worker process writes (or right after it was killed mid-write):
-                # "disk I/O error" or "database is locked" for a moment. Read again; fail if it lasts.
-                if attempt == 4:
+                # "disk I/O error" or "database is locked" while it lasts, longer on a busy machine (a
+                # second was too short at load 10). Read again until a read works; fail if it never does.
+                if attempt == STORE_READS - 1:
                     raise
                 engine.dispose()
                 time.sleep(0.2)
         raise AssertionError("unreachable")
     finally:
         engine.dispose()
+
+
+STORE_READS = 300
+"""Tries to read the task state store while the worker process holds SQLite (0.2 s apart)."""
 
 
 def start_worker(spec: dict[str, Any], log_path: Path) -> subprocess.Popen[bytes]:
@@ -243,9 +248,13 @@ def test_killed_before_the_job_id_was_stored(
     assert len(run_requests(emulator, workflow)) == 1
 
     emulator.clear_requests()
-    finisher = _finish_the_job_once_polled(emulator)
-    ti = retry_in_the_same_run(spec)
-    finisher.join(10)
+    ended = threading.Event()
+    finisher = _finish_the_job_once_polled(emulator, ended)
+    try:
+        ti = retry_in_the_same_run(spec)
+    finally:
+        ended.set()
+        finisher.join()
     retry_runs = run_requests(emulator, workflow)
     with WorkflowServiceHook(settings=_settings(emulator)) as hook:
         jobs = hook.list_jobs(workflow_id=workflow)
@@ -266,19 +275,17 @@ def test_killed_before_the_job_id_was_stored(
     )
 
 
-def _finish_the_job_once_polled(emulator: Any) -> threading.Thread:
+def _finish_the_job_once_polled(emulator: Any, ended: threading.Event) -> threading.Thread:
     """Let the jobs complete once the retry is polling (whichever job it polls: a wrong one fails the
-    test on its job id, not on a timeout)."""
+    test on its job id, not on a timeout); ``ended``: the retry ended first (it never polled)."""
 
     def finish() -> None:
-        deadline = time.monotonic() + 60
         while not emulator.requests(path_contains="/details"):
-            if time.monotonic() > deadline:
+            if ended.wait(0.1):
                 return
-            time.sleep(0.1)
         emulator.advance_clock(1000)
 
-    thread = threading.Thread(target=finish, daemon=True)
+    thread = threading.Thread(target=finish)
     thread.start()
     return thread
 
