@@ -84,12 +84,12 @@ if TYPE_CHECKING:
 def _exports() -> dict[str, str]:
     """
     Each public name and its module (under this package): read once from the imports above, the one
-    list of the public names (type checkers read it as it is; here it is never executed).
+    list of the public names (type checkers read it as it is; here it is never executed). Read from the
+    file itself: the loader may give no source (pytest's assertion rewriter loads this distribution's
+    modules, as the test kit's plugin is one of its entry points).
     """
     global _EXPORTS
     if _EXPORTS is None:
-        # this file's own text (not its loader's: pytest's assertion rewriter, which imports the
-        # package when the test kit's plugin loads, has no get_source)
         with open(__file__, encoding="utf-8") as source:
             tree = ast.parse(source.read())
         (block,) = [node for node in tree.body if isinstance(node, ast.If)]

@@ -329,9 +329,6 @@ class _Transport:
         self.conn_id = conn_id
         """The Airflow connection the settings came from ("" when given directly): named in errors."""
         self._path_forms: dict[str, str] = {}
-        self.unread: str | None = None
-        """Why the hook could not read its connection again, these settings kept (None: its last read
-        worked): a refusal is then not final, the credentials may have been rotated."""
         shortest = _min_masked_length()
         self._secrets = sorted((s for s in settings.secrets() if len(s) >= shortest), key=len, reverse=True)
 
@@ -506,13 +503,19 @@ class _Transport:
             retry_after=_retry_after_seconds(response),
         )
 
-    def still_refused(self, exc: WorkflowServiceAuthError) -> WorkflowServiceAuthError:
-        """Return the error of a request refused again after the connection was read anew, naming it."""
+    def still_refused(
+        self, exc: WorkflowServiceAuthError, unread: str | None = None
+    ) -> WorkflowServiceAuthError:
+        """
+        Return the error of a request refused again after the connection was read anew, naming it; when
+        it could not be read again (``unread``: why), the refusal is not final: its credentials may have
+        been rotated (``WorkflowServiceAuthUnconfirmedError``, which a wait survives).
+        """
         if not self.conn_id:
             return exc
-        if self.unread is not None:
+        if unread is not None:
             detail = (
-                f"{exc.detail}; connection {self.conn_id!r} could not be read again ({self.unread}), so the "
+                f"{exc.detail}; connection {self.conn_id!r} could not be read again ({unread}), so the "
                 "refusal is not taken as final: its credentials may have been rotated"
             )
             return WorkflowServiceAuthUnconfirmedError(
@@ -582,7 +585,10 @@ class _Sleep:
 
 @dataclass
 class _Reread:
-    """Read the hook's connection again after a refusal; the answer: a new transport, None if unchanged."""
+    """
+    Read the hook's connection again after a refusal; the answer: a new transport when its settings
+    changed, else why it could not be read again (None: read, unchanged; see ``_HookBase._keeps_settings``).
+    """
 
     refused: ConnectionSettings = field(repr=False)
 
@@ -601,8 +607,8 @@ def exchange(transport: _Transport, call: ApiCall[T], retries: bool = True) -> E
         return (yield from _spelled_attempts(transport, call, retries))
     except WorkflowServiceAuthError as exc:
         renewed = (yield _Reread(transport.settings)) if retries and transport.conn_id else None
-        if renewed is None:
-            raise transport.still_refused(exc) from None
+        if not isinstance(renewed, _Transport):
+            raise transport.still_refused(exc, unread=renewed) from None
     try:
         return (yield from _spelled_attempts(renewed, call, retries))
     except WorkflowServiceAuthError as exc:
@@ -692,7 +698,9 @@ def _job_listing(
     full = transport.full_path(path)
 
     def fail(detail: str) -> WorkflowServiceResponseError:
-        return WorkflowServiceResponseError(method, full, response.status_code, transport.redact(detail))
+        return WorkflowServiceResponseError(
+            method, full, response.status_code, transport.redact_foreign(detail)
+        )
 
     items = JobItems(
         transport.settings.base_url,
@@ -754,7 +762,7 @@ def send(hook: WorkflowServiceHook, call: ApiCall[T], retries: bool = True) -> T
                 elif isinstance(step, _Sleep):
                     hook._sleep(step.seconds)
                 else:
-                    answer = hook._transport if hook._reread() else None
+                    answer = hook._transport if hook._reread() else hook._unread
                     client = hook.get_conn()
             except Exception as exc:
                 error = exc
@@ -789,7 +797,9 @@ async def asend(hook: WorkflowServiceAsyncHook, call: ApiCall[T], retries: bool 
                 elif isinstance(step, _Sleep):
                     await hook._sleep(step.seconds)
                 else:
-                    answer = await hook._atransport() if await hook._reread_refused(step.refused) else None
+                    answer = (
+                        await hook._atransport() if await hook._reread_refused(step.refused) else hook._unread
+                    )
                     client = await hook.get_async_conn()
             except Exception as exc:
                 error = exc

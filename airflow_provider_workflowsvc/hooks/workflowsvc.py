@@ -33,7 +33,6 @@ from airflow_provider_workflowsvc.hooks._settings import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_RESPONSE_BYTES,
     SETTINGS_CACHE,
-    SETTINGS_RETRY,
     ConnectionSettings,
     _mask_secrets,
 )
@@ -134,6 +133,8 @@ class _HookBase(BaseHook):
         self._settings_due = 0.0
         """When (``SETTINGS_CACHE`` clock) the connection is due to be read again."""
         self._transport_obj: _Transport | None = None
+        self._unread: str | None = None
+        """Why the connection could not be read again (None: its last read worked)."""
 
     @staticmethod
     def _settings_from(conn: Connection) -> ConnectionSettings:
@@ -164,33 +165,32 @@ class _HookBase(BaseHook):
     def _keeps_settings(self, exc: Exception) -> bool:
         """
         After a failed read of the connection: True when the settings in use are kept (warned, read
-        again in ``SETTINGS_RETRY`` s); False for the first read, which has none to keep (it fails).
+        again in ``SETTINGS_CACHE.retry`` s); False for the first read, which has none to keep (it fails).
 
         A secrets backend that times out once, or a connection briefly absent or empty while it is
         deleted and added again, must not end a wait whose credentials still work: only the service's
         refusal after a read that worked may (``_Transport.still_refused``).
         """
-        transport = self._transport_obj
-        if transport is None:
+        if self._transport_obj is None:
             return False
-        reason = transport.redact_foreign(f"{type(exc).__name__}: {exc}".rstrip(": "))
-        if reason != transport.unread:
+        reason = self._transport_obj.redact_foreign(f"{type(exc).__name__}: {exc}".rstrip(": "))
+        if reason != self._unread:
             self.log.warning(
                 "Could not read connection %r again (%s); keeping the settings read before, "
                 "trying again in %.0f s",
                 self.workflowsvc_conn_id,
                 reason,
-                SETTINGS_RETRY,
+                SETTINGS_CACHE.retry,
             )
-        transport.unread = reason
-        self._settings_due = SETTINGS_CACHE.clock() + SETTINGS_RETRY
+        self._unread = reason
+        self._settings_due = SETTINGS_CACHE.clock() + SETTINGS_CACHE.retry
         return True
 
     def _renew(self, settings: ConnectionSettings) -> bool:
         """Use ``settings`` read again from the connection; True when they differ from those in use."""
-        if self._transport_obj is not None and self._transport_obj.unread is not None:
+        if self._unread is not None:
             self.log.info("Connection %r could be read again", self.workflowsvc_conn_id)
-            self._transport_obj.unread = None
+            self._unread = None
         current = self._transport_obj.settings if self._transport_obj is not None else None
         if settings == current:
             self._settings_due = SETTINGS_CACHE.clock() + SETTINGS_CACHE.ttl
@@ -257,7 +257,7 @@ class WorkflowServiceHook(_HookBase, Endpoints):
     def _reread(self) -> bool:
         """
         Read the connection again, bypassing the time settings are kept for; True when its settings
-        changed (the client is then replaced). A failed read keeps the settings in use, but the first.
+        changed (the client is then replaced).
         """
         try:
             settings = self._settings_from(self.get_connection(self.workflowsvc_conn_id))
