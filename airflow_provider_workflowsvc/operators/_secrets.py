@@ -34,6 +34,7 @@ __all__ = [
     "plain_config_keys",
     "plain_data",
     "url_secrets",
+    "without_url_secrets",
 ]
 
 NON_SECRET_CONFIG_KEYS: dict[str, frozenset[str]] = {
@@ -145,6 +146,22 @@ def url_secrets(text: str) -> list[str]:
         if parts.fragment and "=" in parts.fragment:  # a token in a fragment (#access_token=...)
             found.append(parts.fragment)
     return found + [unquote(s) for s in found if unquote(s) != s]
+
+
+def without_url_secrets(value: Any) -> Any:
+    """
+    ``value`` as a message may show it: in every string (nested too), what :func:`url_secrets` finds
+    replaced by ``***``; the rest as it is.
+    """
+    if isinstance(value, str):
+        for secret in sorted(set(url_secrets(value)), key=len, reverse=True):
+            value = value.replace(secret, "***")
+        return value
+    if isinstance(value, Mapping):
+        return {k: without_url_secrets(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [without_url_secrets(v) for v in value]
+    return value
 
 
 _AZURE_STORAGE_SCHEMES = frozenset({"wasb", "wasbs", "abfs", "abfss"})
