@@ -639,9 +639,8 @@ class _EndlessOutput(httpx.SyncByteStream, httpx.AsyncByteStream):
     a chunk past ``limit`` bytes fails the test."""
 
     def __init__(self, document: str, limit: int) -> None:
-        self.head = (
-            '[{"type": "Title", "text": "Q3", "metadata": {"filename": %s}}' % json.dumps(document)
-        ).encode()
+        element = {"type": "Title", "text": "Q3", "metadata": {"filename": document}}
+        self.head = ("[" + json.dumps(element)).encode()
         self.limit, self.sent = limit, 0
 
     def _chunks(self) -> Iterator[bytes]:
