@@ -3,6 +3,9 @@
 A provider model bug must not be able to hide behind an emulator that parses and answers with the same
 models. Checked statically (every import statement of every emulator module) and at run time (what
 importing the emulator's app, CLI and test helpers loads).
+
+The other way too: no provider module imports the emulator or a library of its extra (FastAPI, uvicorn,
+croniter, pypdf, ...), which a plain install of the provider does not have.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import airflow_provider_workflowsvc.emulator as emulator_package
+from airflow_provider_workflowsvc.emulator.__main__ import EXTRA_MODULES
 
 PACKAGE = "airflow_provider_workflowsvc"
 EMULATOR = f"{PACKAGE}.emulator"
@@ -28,6 +32,15 @@ def _is_emulator_or_root(module: str) -> bool:
 
 def provider_imports(source: str, module: str) -> list[str]:
     """The provider modules (outside the emulator) that ``source``, the text of ``module``, imports."""
+    return [
+        n
+        for n in imported_names(source, module)
+        if n.split(".")[0] == PACKAGE and not _is_emulator_or_root(n)
+    ]
+
+
+def imported_names(source: str, module: str) -> list[str]:
+    """The absolute names of the modules that ``source``, the text of ``module``, imports."""
     package_parts = module.split(".")[:-1]
     found = []
     for node in ast.walk(ast.parse(source)):
@@ -42,8 +55,18 @@ def provider_imports(source: str, module: str) -> list[str]:
             names = [base] if base != PACKAGE else [f"{base}.{alias.name}" for alias in node.names]
         else:
             continue
-        found += [n for n in names if n.split(".")[0] == PACKAGE and not _is_emulator_or_root(n)]
+        found += names
     return found
+
+
+def _provider_modules() -> list[tuple[str, Path]]:
+    root = EMULATOR_DIR.parent
+    modules = []
+    for path in sorted(root.rglob("*.py")):
+        if EMULATOR_DIR not in path.parents:
+            parts = path.relative_to(root).with_suffix("").parts
+            modules.append((".".join((PACKAGE, *parts)).removesuffix(".__init__"), path))
+    return modules
 
 
 def _emulator_modules() -> list[tuple[str, Path]]:
@@ -111,3 +134,38 @@ def test_importing_and_creating_the_emulator_loads_no_provider_module() -> None:
     assert f"{EMULATOR}.service" in loaded
     assert f"{EMULATOR}.schema" in loaded
     assert [m for m in loaded if not _is_emulator_or_root(m)] == []
+
+
+@pytest.mark.parametrize(("module", "path"), _provider_modules(), ids=lambda v: getattr(v, "name", v))
+def test_no_provider_module_imports_the_emulator_or_its_extra(module: str, path: Path) -> None:
+    imported = imported_names(path.read_text(encoding="utf-8"), module)
+    assert [n for n in imported if n.split(".")[0] in EXTRA_MODULES or n.startswith(EMULATOR)] == []
+
+
+def test_the_provider_modules_are_all_seen_and_the_extra_names_pypdf() -> None:
+    names = {name for name, _ in _provider_modules()}
+    assert {f"{PACKAGE}.hooks.workflowsvc", f"{PACKAGE}.operators.workflows", PACKAGE} <= names
+    assert not [n for n in names if n.startswith(EMULATOR)]
+    assert "pypdf" in EXTRA_MODULES
+
+
+_PROVIDER_LOADED = """
+import importlib, json, sys
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+print(json.dumps(sorted(m for m in sys.modules if m.startswith(("pypdf", "airflow_provider_workflowsvc")))))
+"""
+
+
+def test_importing_every_provider_module_loads_no_pypdf_nor_the_emulator() -> None:
+    names = [name for name, _ in _provider_modules()]
+    result = subprocess.run(
+        [sys.executable, "-c", _PROVIDER_LOADED, *names],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert f"{PACKAGE}.hooks.workflowsvc" in loaded
+    assert [m for m in loaded if m.startswith(("pypdf", EMULATOR))] == []

@@ -1,4 +1,7 @@
-"""Unit tests of the emulator's pure parts: partitioning, PDFs, remote documents, job timeline, faults."""
+"""Unit tests of the emulator's pure parts: partitioning, remote documents, job timeline, faults.
+
+PDFs have their own module: test_emulator_pdf.py.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_workflowsvc.emulator._pdf import PdfError, pdf_pages
 from airflow_provider_workflowsvc.emulator.config import EmulatorConfig, FaultSpec
 from airflow_provider_workflowsvc.emulator.errors import render_errors
 from airflow_provider_workflowsvc.emulator.faults import FaultInjector
@@ -14,7 +16,6 @@ from airflow_provider_workflowsvc.emulator.jobs import JobFile, JobNode, JobReco
 from airflow_provider_workflowsvc.emulator.middleware import redirect_target
 from airflow_provider_workflowsvc.emulator.partition import PartitionError, partition
 from airflow_provider_workflowsvc.emulator.remote import remote_documents
-from airflow_provider_workflowsvc.emulator.samples import simple_pdf
 from airflow_provider_workflowsvc.emulator.schema import JobState
 from airflow_provider_workflowsvc.emulator.service import check_failure
 from airflow_provider_workflowsvc.models import Element
@@ -83,6 +84,14 @@ def test_element_ids_are_deterministic_and_distinct() -> None:
                 ("NarrativeText", "loose text here."),
             ],
         ),
+        (
+            "bullets.txt",
+            "Options\n\n\u25cf round\n\u2022 dot\n\u25aa square\n\u2013 dash\n- hyphen\n2) two".encode(),
+            [
+                ("Title", "Options"),
+                *[("ListItem", item) for item in ("round", "dot", "square", "dash", "hyphen", "two")],
+            ],
+        ),
         ("data.csv", b"name,qty\napple,3\n", [("Table", "name qty\napple 3")]),
         ("data.tsv", b"name\tqty\npear\t4\n", [("Table", "name qty\npear 4")]),
         (
@@ -113,40 +122,6 @@ def test_media_type_decides_when_there_is_no_extension() -> None:
     (element,) = partition("README", "text/markdown", b"# Hello")
     assert element["type"] == "Title"
     assert element["metadata"]["filetype"] == "text/markdown"
-
-
-@pytest.mark.parametrize("compress", [False, True])
-def test_simple_pdf_pages(compress: bool) -> None:
-    data = simple_pdf([["Hello PDF", "First page body text."], ["Second (page) title"]], compress=compress)
-    elements = partition("doc.pdf", "application/pdf", data)
-    assert kinds(elements) == [
-        ("Title", "Hello PDF"),
-        ("NarrativeText", "First page body text."),
-        ("Title", "Second (page) title"),
-    ]
-    assert [e["metadata"]["page_number"] for e in elements] == [1, 1, 2]
-    assert elements[0]["metadata"]["filetype"] == "application/pdf"
-
-
-def test_pdf_text_operators() -> None:
-    content = b"BT /F1 12 Tf [(Hel) -10 (lo) -500 (world)] TJ T* (next) Tj ET"
-    header = b"%PDF-1.4\n1 0 obj\n<< /Length " + str(len(content)).encode() + b" >>\nstream\n"
-    data = header + content + b"\nendstream\nendobj\n"
-    assert pdf_pages(data) == [["Hello world", "next"]]
-
-
-@pytest.mark.parametrize(
-    ("data", "reason"),
-    [
-        (b"hello", "not a PDF"),
-        (b"%PDF-1.4\n/Encrypt 5 0 R\n", "encrypted"),
-        (b"%PDF-1.4\n1 0 obj\n<< /Length 3 >>\nstream\nabc\nendstream\n", "no extractable text"),
-        (b"%PDF-1.4\n1 0 obj\n<< /Filter /FlateDecode /Length 3 >>\nstream\nabc\nendstream\n", "corrupt"),
-    ],
-)
-def test_unreadable_pdfs(data: bytes, reason: str) -> None:
-    with pytest.raises(PdfError, match=reason):
-        pdf_pages(data)
 
 
 @pytest.mark.parametrize(
@@ -362,83 +337,6 @@ def test_rendered_errors_never_echo_input() -> None:
         {"loc": ["body", "x"], "msg": "Invalid value", "type": "value_error"},
         {"loc": ["body", "name"], "msg": "Field required", "type": "missing"},
     ]
-
-
-# --------------------------------------------------------------------------------------------------
-# Hostile PDFs
-
-
-def _pdf_with_streams(streams: list[bytes]) -> bytes:
-    body = b"%PDF-1.4\n"
-    for number, stream in enumerate(streams, start=1):
-        body += b"%d 0 obj << /Length %d /Filter /FlateDecode >> stream\n" % (number, len(stream))
-        body += stream + b"\nendstream endobj\n"
-    return body + b"%%EOF\n"
-
-
-def flate_bomb(segments: int) -> bytes:
-    """A zlib stream of ``segments`` times 4 MiB of zeros, built without ever holding them (about 4 KiB each).
-
-    Each segment is a raw deflate run ending byte-aligned (sync flush) that only refers one byte back,
-    so repeating it is a valid stream; a final empty block and the Adler-32 of all those zeros close it.
-    """
-    import zlib
-
-    chunk = 4 * 1024 * 1024
-    deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
-    segment = deflate.compress(bytes(chunk)) + deflate.flush(zlib.Z_SYNC_FLUSH)
-    adler = ((segments * chunk) % 65521) << 16 | 1  # Adler-32 of zeros: a = 1, b = length
-    return b"\x78\xda" + segment * segments + b"\x03\x00" + adler.to_bytes(4, "big")
-
-
-def test_the_flate_bomb_is_what_it_claims() -> None:
-    import zlib
-
-    assert zlib.decompress(flate_bomb(3)) == bytes(3 * 4 * 1024 * 1024)
-
-
-def test_a_flate_bomb_fails_fast_without_inflating() -> None:
-    import time
-    import tracemalloc
-
-    from airflow_provider_workflowsvc.emulator._pdf import MAX_STREAM_BYTES
-
-    data = _pdf_with_streams([flate_bomb(512)])  # 2 MiB that would inflate to 2 GiB
-    assert 1.9 * 1024 * 1024 < len(data) < 2.1 * 1024 * 1024
-    tracemalloc.start()
-    started = time.monotonic()
-    try:
-        with pytest.raises(PartitionError, match="PDF content too large"):
-            partition("bomb.pdf", "application/pdf", data)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert time.monotonic() - started < 5
-    assert peak < 3 * MAX_STREAM_BYTES + 2 * len(data)  # the capped output and its buffer, not 2 GiB
-
-
-def test_too_many_pages_fail_with_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    import zlib
-
-    from airflow_provider_workflowsvc.emulator import _pdf
-
-    monkeypatch.setattr(_pdf, "MAX_PAGES", 3)
-    page = zlib.compress(b"BT (Hello) Tj ET")
-    assert len(pdf_pages(_pdf_with_streams([page] * 3))) == 3
-    with pytest.raises(PdfError, match="too many pages: the emulator reads at most 3"):
-        pdf_pages(_pdf_with_streams([page] * 4))
-
-
-def test_the_content_budget_spans_streams(monkeypatch: pytest.MonkeyPatch) -> None:
-    import zlib
-
-    from airflow_provider_workflowsvc.emulator import _pdf
-
-    monkeypatch.setattr(_pdf, "MAX_CONTENT_BYTES", 110)  # two 51-byte pages fit, three do not
-    page = zlib.compress(b"BT (" + b"x" * 40 + b") Tj ET")
-    assert len(pdf_pages(_pdf_with_streams([page, page]))) == 2
-    with pytest.raises(PdfError, match="PDF content too large"):
-        pdf_pages(_pdf_with_streams([page, page, page]))
 
 
 # --------------------------------------------------------------------------------------------------

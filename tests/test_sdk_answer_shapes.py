@@ -11,6 +11,7 @@ the others and names the one it skipped.
 
 from __future__ import annotations
 
+import json
 import logging
 import typing
 from collections.abc import Callable, Iterator
@@ -327,3 +328,64 @@ def test_a_page_of_unreadable_workflows_neither_ends_the_paging_nor_hides_a_name
     with pytest.raises(ExistingResourceError, match="named 'wanted' exists but the provider cannot read it"):
         operator.execute({})
     assert not created.called
+
+
+# --------------------------------------------------------------------------------------------------
+# The platform's own operations (templates, on-demand jobs): every answer the emulator gives them, in
+# every state an on-demand job passes through, is a shape the SDK's models accept. (The hook reads the
+# SDK's shapes of these operations once it calls them: issue #34, item 1.)
+
+STEP = 100.0
+
+
+def _emulator_platform_answers(emulator: Any, api: httpx.Client) -> list[tuple[str, type[BaseModel], Any]]:
+    """The emulator's answers to the platform's own operations, labelled with the SDK model of each."""
+    answers: list[tuple[str, type[BaseModel], Any]] = []
+    for item in api.get("/templates/").json():
+        answers.append(("list_templates", shared.TemplateListItem, item))
+        answers.append(("get_template", shared.TemplateDetail, api.get(f"/templates/{item['id']}").json()))
+    nodes = [{"name": "Partitioner", "type": "partition", "subtype": "unstructured_api", "settings": None}]
+    launches = [
+        ({"template_id": "hi_res_partition"}, [("a.txt", b"Text."), ("bad.txt", b"")]),
+        ({"template_id": "hi_res_and_enrichment"}, [("b.txt", b"Text.")]),
+        ({"job_nodes": nodes}, []),
+        ({"job_nodes": nodes}, [("c.txt", b"\x00")]),
+        ({"template_id": "hi_res_partition"}, [("d.txt", b"Text.")]),
+    ]
+    jobs = []
+    for request_data, files in launches:
+        parts = [("input_files[]", (name, data, "text/plain")) for name, data in files]
+        created = api.post("/jobs/", data={"request_data": json.dumps(request_data)}, files=parts or None)
+        assert created.status_code == 200, created.text
+        answers.append(("create_job", shared.JobInformation, created.json()))
+        jobs.append(created.json()["id"])
+    api.post(f"/jobs/{jobs[-1]}/cancel")
+    for step in (0, 1.5 * STEP, 2 * STEP, 3 * STEP, 10 * STEP):
+        emulator.advance_clock(step)
+        answers += [("list_jobs", shared.JobInformation, item) for item in api.get("/jobs/").json()]
+        for job_id in jobs:
+            answers.append(("get_job", shared.JobInformation, api.get(f"/jobs/{job_id}").json()))
+            answers.append(("get_job_details", shared.JobDetails, api.get(f"/jobs/{job_id}/details").json()))
+            failed = api.get(f"/jobs/{job_id}/failed-files").json()
+            answers.append(("get_job_failed_files", shared.JobFailedFiles, failed))
+    return answers
+
+
+def test_the_emulators_answers_to_the_platforms_own_operations_are_sdk_shapes() -> None:
+    from airflow_provider_workflowsvc.emulator.testing import running_emulator
+
+    with (
+        running_emulator(dialect="platform", processing_delay=STEP) as emulator,
+        emulator.api_client() as api,
+    ):
+        emulator.configure(on_demand_max_running=2, on_demand_launch_interval=0)
+        answers = _emulator_platform_answers(emulator, api)
+    refused = [f"{label}: {answer}" for label, model, answer in answers if not sdk_accepts(model, answer)]
+    assert refused == []
+    statuses = {a["status"] for label, _, a in answers if label in ("get_job", "list_jobs", "create_job")}
+    details = {a["processing_status"] for label, _, a in answers if label == "get_job_details"}
+    job_types = {a["job_type"] for label, _, a in answers if label == "get_job"}
+    assert statuses == {"SCHEDULED", "IN_PROGRESS", "COMPLETED", "FAILED", "STOPPED"}
+    assert details == {"SCHEDULED", "IN_PROGRESS", "SUCCESS", "COMPLETED_WITH_ERRORS", "FAILED", "STOPPED"}
+    assert job_types == {"template", "ephemeral"}
+    print(f"\n{len(answers)} emulator answers to the platform's own operations, all valid for the SDK")

@@ -12,7 +12,8 @@ own ``unstructured-api-key`` header (the API key, or the token when no key is se
 
 When bound to loopback, every request's ``Host`` must be a loopback name or address with the bound
 port (421 otherwise, against DNS rebinding). ``--dialect platform`` answers as the live service does
-(see ``dialect.py``).
+(see ``dialect.py``) and also serves its templates (``GET /templates/``, ``GET /templates/{id}``) and
+on-demand jobs (``POST /jobs/``) within the documented limits (``limits.py``).
 
 Control endpoints under ``/_emulator`` need the same ``Authorization: Bearer <token>`` (no API key):
 
@@ -21,7 +22,9 @@ Control endpoints under ``/_emulator`` need the same ``Authorization: Bearer <to
   restore the start-up config; clock offset back to 0.
 * ``GET /config``, ``PUT /config`` - run-time settings (partial update): ``processing_delay``,
   ``connection_check_delay``, ``redirect_slashes`` (off/spec/add/strip), ``redirect_status``,
-  ``allow_remote_source_download``.
+  ``allow_remote_source_download``, the on-demand limits (``on_demand_max_files``,
+  ``on_demand_max_file_bytes``, ``on_demand_launch_interval``, ``on_demand_max_running``),
+  ``quota_exhausted`` (402 to runs and launches), and the rest of ``EmulatorConfig``.
 * ``GET /faults``, ``PUT /faults``, ``DELETE /faults`` - fault rules: ``{"rules": [rule, ...], "seed": n}``
   or one rule's fields at top level; a rule has ``method``, ``path`` (glob) or ``path_regex``,
   ``latency`` (seconds), ``errors`` (429, 500, 502, 503, ``"drop"``), ``rate`` (0..1), ``count``,

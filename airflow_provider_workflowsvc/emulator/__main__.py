@@ -36,7 +36,9 @@ API_KEY_ENV = "WORKFLOWSVC_EMULATOR_API_KEY"
 DIALECT_ENV = "WORKFLOWSVC_EMULATOR_DIALECT"
 EXTRA_STATUS = 2
 # Top-level modules of the ``[emulator]`` extra (pyproject.toml) and of what FastAPI brings with it.
-EXTRA_MODULES = frozenset({"fastapi", "starlette", "uvicorn", "multipart", "python_multipart", "croniter"})
+EXTRA_MODULES = frozenset(
+    {"fastapi", "starlette", "uvicorn", "multipart", "python_multipart", "croniter", "pypdf"}
+)
 INSTALL_EXTRA = "pip install 'airflow-provider-workflowsvc[emulator]'"
 
 

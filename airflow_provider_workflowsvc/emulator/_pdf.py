@@ -1,229 +1,176 @@
-"""
-Text of simple PDFs: each content stream (uncompressed or FlateDecode) in file order is a page.
-
-Enough for PDFs written by ordinary generators with standard fonts: text shown with ``Tj``, ``TJ``,
-``'`` and ``"`` inside ``BT``/``ET``. Encrypted PDFs, other stream filters and CID-keyed fonts are not
-supported (their text is not extracted).
-"""
+"""The text lines of each page of a PDF, read by pypdf within the emulator's bounds on size and decoding."""
 
 from __future__ import annotations
 
-import re
-import zlib
+import io
+import itertools
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
-__all__ = ["MAX_CONTENT_BYTES", "MAX_PAGES", "MAX_STREAM_BYTES", "PdfError", "pdf_pages"]
+import pypdf
+from pypdf.errors import LimitReachedError
+from pypdf.generic import EncodedStreamObject
+
+__all__ = ["MAX_CONTENT_BYTES", "MAX_PAGES", "MAX_STREAM_BYTES", "PdfError", "PdfLine", "pdf_pages"]
 
 MAX_STREAM_BYTES = 16 * 1024 * 1024
-"""The most one content stream may decompress to (a Flate bomb stops here, not at gigabytes)."""
+"""The most one stream may decompress to (a Flate bomb stops here, not at gigabytes)."""
 MAX_CONTENT_BYTES = 64 * 1024 * 1024
-"""The most all content streams of one PDF may decompress to together."""
+"""The most all decompressed streams of one PDF may hold together."""
 MAX_PAGES = 2_000
-"""The most content streams (pages) read from one PDF."""
+"""The most pages read from one PDF."""
 
 _HEADER_WINDOW = 1024
-_STREAM = re.compile(rb"obj\s*<<(.*?)>>\s*stream\r?\n", re.S)
-_LENGTH = re.compile(rb"/Length\s+(\d+)(?!\s+\d+\s+R)")
-_DELIMITERS = b"()<>[]{}/%"
-_WHITESPACE = b" \t\r\n\f\x00"
-_ESCAPES = {ord("n"): b"\n", ord("r"): b"\r", ord("t"): b"\t", ord("b"): b"\b", ord("f"): b"\f"}
-_TJ_SPACE = -200
-_NEW_LINE_OPS = frozenset({b"T*", b"Tm", b"'", b'"'})
+# A piece of text this close to a line's baseline (in font sizes) is on that line: superscripts stay.
+_SAME_BASELINE = 0.5
+# Control characters (Unicode category Cc) go: a glyph without Unicode comes out as one; line breaks and
+# tabs become spaces (a line's words are spaced once, at the end).
+_CONTROLS = {code: None for code in [*range(0x20), *range(0x7F, 0xA0)]} | {ord(ch): " " for ch in "\t\n\r"}
 
 
 class PdfError(Exception):
-    """The PDF cannot be read; the message says why."""
+    """The PDF cannot be read; the message says why (it never quotes the file's content)."""
 
 
-def pdf_pages(data: bytes) -> list[list[str]]:
-    """Return the text lines of each page; raise :class:`PdfError` when there is no text to extract."""
+@dataclass
+class PdfLine:
+    """One line of text on a page: its text, where it starts (PDF points, y upwards) and its font size."""
+
+    text: str
+    x: float
+    y: float
+    size: float
+
+
+def pdf_pages(data: bytes) -> list[list[PdfLine]]:
+    """Return the text lines of each page, in reading order; raise :class:`PdfError` when there is no text."""
     if b"%PDF-" not in data[:_HEADER_WINDOW]:
         raise PdfError("not a PDF: the %PDF- header is missing")
-    if b"/Encrypt" in data:
-        raise PdfError("encrypted PDFs are not supported")
-    pages = [lines for content in _content_streams(data) if (lines := _text_lines(content)) is not None]
-    if not any(pages):
-        raise PdfError(
-            "no extractable text in this PDF (scanned images, or fonts/filters the emulator does not read)"
-        )
+    with _reading_limits(), _failures_explained():
+        reader = pypdf.PdfReader(io.BytesIO(data))  # an encrypted PDF: opened with the empty password
+        if reader.is_encrypted and reader.decrypt("") == pypdf.PasswordType.NOT_DECRYPTED:
+            raise PdfError("encrypted PDF: it needs a password to open (decrypt it first)")
+        if len(reader.pages) > MAX_PAGES:
+            raise PdfError(f"PDF has too many pages: the emulator reads at most {MAX_PAGES}")
+        decoded, pages = _DecodedBytes(reader), []
+        for page in reader.pages:
+            pages.append(_page_lines(page))
+            if decoded.count() > MAX_CONTENT_BYTES:
+                raise PdfError(
+                    f"PDF content too large: its streams decode to more than {_mib(MAX_CONTENT_BYTES)} MiB "
+                    "together (the emulator's limit per file)"
+                )
+        if not any(pages):
+            raise PdfError(_no_text_reason(reader))
     return pages
 
 
-def _content_streams(data: bytes) -> list[bytes]:
-    streams: list[bytes] = []
-    budget = MAX_CONTENT_BYTES
-    for match in _STREAM.finditer(data):
-        dictionary, start = match.group(1), match.end()
-        if b"/Subtype" in dictionary and b"/Image" in dictionary:
-            continue
-        length = _LENGTH.search(dictionary)
-        end = start + int(length.group(1)) if length else data.find(b"endstream", start)
-        if end < start:
-            raise PdfError("corrupt PDF: a stream has no end")
-        raw = data[start:end]
-        if b"/Filter" not in dictionary:
-            content = raw
-        elif b"/FlateDecode" in dictionary:
-            content = _inflate(raw, min(MAX_STREAM_BYTES, budget))
-        else:
-            continue
-        if len(streams) == MAX_PAGES:
-            raise PdfError(f"PDF has too many pages: the emulator reads at most {MAX_PAGES}")
-        budget -= len(content)
-        streams.append(content)
-    return streams
+@contextmanager
+def _reading_limits() -> Iterator[None]:
+    """Stop pypdf's decoders at MAX_STREAM_BYTES, in this context only; run no external decoder."""
+    with pypdf.apply_configuration(
+        zlib_maximum_output_length=MAX_STREAM_BYTES,
+        lzw_maximum_output_length=MAX_STREAM_BYTES,
+        run_length_maximum_output_length=MAX_STREAM_BYTES,
+        array_based_stream_maximum_output_length=MAX_STREAM_BYTES,
+        jbig2_maximum_output_length=MAX_STREAM_BYTES,
+        image_maximum_buffer_size=MAX_STREAM_BYTES,
+        jbig2dec_binary=None,
+    ):
+        yield
 
 
-def _inflate(raw: bytes, limit: int) -> bytes:
-    """``raw`` decompressed, refusing to produce more than ``limit`` bytes."""
+@contextmanager
+def _failures_explained() -> Iterator[None]:
+    """Turn pypdf's errors into a :class:`PdfError` that names the kind of failure, never the content."""
     try:
-        content = zlib.decompressobj().decompress(raw, max(limit, 0) + 1)  # one byte more shows excess
-    except zlib.error:
-        raise PdfError("corrupt PDF: a compressed content stream cannot be decompressed") from None
-    if len(content) > limit:
+        yield
+    except PdfError:
+        raise
+    except LimitReachedError:
         raise PdfError(
-            "PDF content too large: its compressed streams expand beyond the emulator's limits "
-            f"({MAX_STREAM_BYTES // (1024 * 1024)} MiB per stream, {MAX_CONTENT_BYTES // (1024 * 1024)} MiB "
-            "per file)"
+            "PDF content too large or too complex: reading it reached a limit (the emulator's "
+            f"{_mib(MAX_STREAM_BYTES)} MiB per decoded stream, or one of pypdf's on a PDF's structure)"
+        ) from None
+    except Exception as exc:  # pypdf raises many types on malformed input; each is a failed file here
+        raise PdfError(f"corrupt PDF: pypdf cannot read it ({type(exc).__name__})") from None
+
+
+def _mib(size: int) -> int:
+    return size // (1024 * 1024)
+
+
+class _DecodedBytes:
+    """
+    The bytes of the streams pypdf has decoded for one reader (it keeps each with its object).
+
+    Each stream is counted once: :meth:`count` looks only at the objects read since its last call and
+    at the streams that were not decoded yet, so counting after every page stays linear in the file.
+    """
+
+    def __init__(self, reader: pypdf.PdfReader) -> None:
+        self._objects = reader.resolved_objects
+        self._seen = 0
+        self._waiting: list[EncodedStreamObject] = []
+        self._total = 0
+
+    def count(self) -> int:
+        fresh = itertools.islice(self._objects.values(), self._seen, None)
+        self._seen = len(self._objects)
+        streams = [*self._waiting, *(obj for obj in fresh if isinstance(obj, EncodedStreamObject))]
+        self._waiting = [stream for stream in streams if stream.decoded_self is None]
+        self._total += sum(len(s.decoded_self.get_data()) for s in streams if s.decoded_self is not None)
+        return self._total
+
+
+def _no_text_reason(reader: pypdf.PdfReader) -> str:
+    pages = len(reader.pages)
+    if any(len(page.images) for page in reader.pages):
+        return (
+            f"image-only PDF: its {pages} page(s) hold images but no text layer (a scan?); "
+            "the emulator does no OCR"
         )
-    return content
+    return f"no extractable text in this PDF: its {pages} page(s) show no text"
 
 
-def _text_lines(content: bytes) -> list[str] | None:
-    """Return the lines of text a content stream shows, or None when it shows none (not a page)."""
-    if b"BT" not in content:
-        return None
-    lines: list[str] = []
-    current: list[str] = []
-    operands: list[object] = []
-    for token in _tokens(content):
-        if not isinstance(token, _Operator):
-            operands.append(token)
-            continue
-        if token in _NEW_LINE_OPS or (token in (b"Td", b"TD") and _moves_down(operands)) or token == b"ET":
-            _end_line(current, lines)
-        if token in (b"Tj", b"'", b'"') and operands and isinstance(operands[-1], bytes):
-            current.append(_decode_text(operands[-1]))
-        elif token == b"TJ" and operands and isinstance(operands[-1], list):
-            current.append(_decode_array(operands[-1]))
-        operands.clear()
-    _end_line(current, lines)
-    return lines
+def _page_lines(page: pypdf.PageObject) -> list[PdfLine]:
+    """
+    Return the page's lines in content order: pypdf's pieces of text, those on one baseline joined.
 
+    pypdf decodes the text (fonts, encodings, ToUnicode maps) and spaces the words within a piece; it
+    also breaks lines between pieces drawn one text object each (as some writers draw each word), so
+    the pieces are joined again here by their baseline, with a space where pypdf saw a break.
+    """
+    lines: list[PdfLine] = []
+    apart = False
 
-def _moves_down(operands: list[object]) -> bool:
-    return len(operands) >= 2 and isinstance(operands[-1], float) and operands[-1] != 0
-
-
-def _end_line(current: list[str], lines: list[str]) -> None:
-    text = " ".join("".join(current).split())
-    if text and sum(ch.isprintable() for ch in text) >= 0.9 * len(text):
-        lines.append(text)
-    current.clear()
-
-
-def _decode_text(raw: bytes) -> str:
-    if raw.startswith(b"\xfe\xff"):
-        return raw[2:].decode("utf-16-be", errors="replace")
-    return raw.decode("latin-1")
-
-
-def _decode_array(items: list[object]) -> str:
-    parts = []
-    for item in items:
-        if isinstance(item, bytes):
-            parts.append(_decode_text(item))
-        elif isinstance(item, float) and item < _TJ_SPACE:
-            parts.append(" ")
-    return "".join(parts)
-
-
-class _Operator(bytes):
-    """A content-stream operator (``Tj``, ``BT``, ...)."""
-
-
-def _tokens(content: bytes) -> list[object]:
-    """Operands (strings as bytes, numbers as float, arrays as lists, names) and operators."""
-    tokens: list[object] = []
-    stack: list[list[object]] = [tokens]
-    i, size = 0, len(content)
-    while i < size:
-        ch = content[i]
-        if ch in _WHITESPACE:
-            i += 1
-        elif ch == ord("%"):
-            while i < size and content[i] not in b"\r\n":
-                i += 1
-        elif ch == ord("("):
-            value, i = _literal_string(content, i + 1)
-            stack[-1].append(value)
-        elif ch == ord("<") and content[i + 1 : i + 2] != b"<":
-            end = content.find(b">", i)
-            end = size if end < 0 else end
-            stack[-1].append(_hex_string(content[i + 1 : end]))
-            i = end + 1
-        elif ch == ord("["):
-            stack.append([])
-            i += 1
-        elif ch == ord("]"):
-            if len(stack) > 1:
-                array = stack.pop()
-                stack[-1].append(array)
-            i += 1
-        else:
-            start = i
-            i += 1
-            while i < size and content[i] not in _WHITESPACE and content[i] not in _DELIMITERS:
-                i += 1
-            stack[-1].append(_word(content[start:i]))
-    return tokens
-
-
-def _word(word: bytes) -> object:
-    if word.startswith(b"/") or word in (b"<<", b">>"):
-        return ("name", word)
-    try:
-        return float(word)
-    except ValueError:
-        return _Operator(word)
-
-
-def _literal_string(content: bytes, i: int) -> tuple[bytes, int]:
-    out = bytearray()
-    depth, size = 1, len(content)
-    while i < size:
-        ch = content[i]
-        if ch == ord("\\") and i + 1 < size:
-            nxt = content[i + 1]
-            if nxt in _ESCAPES:
-                out += _ESCAPES[nxt]
-                i += 2
-            elif ord("0") <= nxt <= ord("7"):
-                digits = re.match(rb"[0-7]{1,3}", content[i + 1 : i + 4])
-                assert digits is not None
-                out.append(int(digits.group(), 8) & 0xFF)
-                i += 1 + len(digits.group())
-            elif nxt in b"\r\n":
-                i += 2
+    def visit(text: str, cm: list[float], tm: list[float], _font: object, font_size: float) -> None:
+        nonlocal apart
+        if not text:
+            return
+        shown = text.translate(_CONTROLS)
+        if shown.strip():
+            x, y, size = _placement(cm, tm, font_size)
+            last = lines[-1] if lines else None
+            if last is not None and abs(y - last.y) <= _SAME_BASELINE * max(size, last.size):
+                last.text += (" " if apart else "") + shown
+                if size > last.size:  # a line's baseline is that of its largest text, not a superscript's
+                    last.y, last.size = y, size
             else:
-                out.append(nxt)
-                i += 2
-            continue
-        if ch == ord("("):
-            depth += 1
-        elif ch == ord(")"):
-            depth -= 1
-            if depth == 0:
-                return bytes(out), i + 1
-        out.append(ch)
-        i += 1
-    return bytes(out), i
+                lines.append(PdfLine(shown, x, y, size))
+        apart = text.endswith("\n") or not shown.strip()
+
+    page.extract_text(visitor_text=visit)
+    for line in lines:
+        line.text = " ".join(line.text.split())
+    return [line for line in lines if line.text]
 
 
-def _hex_string(raw: bytes) -> bytes:
-    digits = bytes(b for b in raw if b not in _WHITESPACE)
-    if len(digits) % 2:
-        digits += b"0"
-    try:
-        return bytes.fromhex(digits.decode("ascii"))
-    except ValueError:
-        return b""
+def _placement(cm: list[float], tm: list[float], font_size: float) -> tuple[float, float, float]:
+    """Where a piece of text starts on the page (x, y in points) and its rendered font size."""
+    x = tm[4] * cm[0] + tm[5] * cm[2] + cm[4]
+    y = tm[4] * cm[1] + tm[5] * cm[3] + cm[5]
+    scale = math.hypot(tm[2] * cm[0] + tm[3] * cm[2], tm[2] * cm[1] + tm[3] * cm[3])
+    return x, y, font_size * scale

@@ -12,21 +12,24 @@ import os
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from airflow_provider_workflowsvc.emulator import templates
 from airflow_provider_workflowsvc.emulator.config import API_PREFIX
-from airflow_provider_workflowsvc.emulator.dialect import accepted_status_code
+from airflow_provider_workflowsvc.emulator.dialect import Dialect, accepted_status_code
 from airflow_provider_workflowsvc.emulator.errors import InvalidRequest
 from airflow_provider_workflowsvc.emulator.service import Kind, Service, Upload
 
-__all__ = ["api_routes", "json_response"]
+__all__ = ["Form", "api_routes", "json_response", "multipart"]
 
 INPUT_FILE_PARTS = frozenset({"input_files", "input_files[]"})
+REQUEST_DATA_PART = "request_data"
+FORM_MEDIA_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")
 MAX_FORM_PARTS = 10_000
 
 
@@ -78,31 +81,52 @@ async def json_body(request: Request) -> dict[str, Any]:
     return body
 
 
+@dataclass
+class Form:
+    """What a multipart request carries: its ``input_files`` parts and its text parts."""
+
+    files: list[Upload] = field(default_factory=list)
+    texts: dict[str, list[str]] = field(default_factory=dict)
+
+    def text(self, name: str) -> str | None:
+        """Return the one text part of this name (None: none given); 422 when it is repeated."""
+        values = self.texts.get(name, [])
+        if len(values) > 1:
+            message = f"give one {name} part, not {len(values)}"
+            raise InvalidRequest.one(["body", name], message, "value_error")
+        return values[0] if values else None
+
+
 @asynccontextmanager
-async def uploads(request: Request) -> AsyncIterator[list[Upload]]:
+async def multipart(request: Request) -> AsyncIterator[Form]:
     """
-    Yield the ``input_files`` / ``input_files[]`` parts of a multipart run request (none for other bodies).
+    Yield the parts of a form request: ``input_files`` / ``input_files[]`` files, and text parts
+    (an empty form for other bodies). A form without files may come URL-encoded: that is how the SDK
+    (httpx) sends a multipart body that has no file parts.
 
     Parts are streamed to spooled temporary files (on disk beyond 1 MiB), never read whole into
     memory here; they are deleted when the block ends.
     """
-    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+    if not request.headers.get("content-type", "").startswith(FORM_MEDIA_TYPES):
         await request.body()
-        yield []
+        yield Form()
         return
     async with request.form(max_files=MAX_FORM_PARTS, max_fields=MAX_FORM_PARTS) as form:
-        files = []
+        parsed = Form()
         for index, (key, value) in enumerate(form.multi_items()):
-            if key not in INPUT_FILE_PARTS:
-                continue
-            if not isinstance(value, UploadFile) or not value.filename:
-                raise InvalidRequest.one(
-                    ["body", key, index],
-                    "each input_files part must be a file with a file name",
-                    "value_error",
-                )
-            files.append(Upload(value.filename, value.content_type, value.file, _size(value.file)))
-        yield files
+            if key in INPUT_FILE_PARTS:
+                if isinstance(value, str) or not value.filename:
+                    raise InvalidRequest.one(
+                        ["body", key, index],
+                        "each input_files part must be a file with a file name",
+                        "value_error",
+                    )
+                parsed.files.append(Upload(value.filename, value.content_type, value.file, _size(value.file)))
+            elif isinstance(value, str):
+                parsed.texts.setdefault(key, []).append(value)
+            elif key == REQUEST_DATA_PART:
+                raise InvalidRequest.one(["body", key], "request_data must be a text part", "string_type")
+        yield parsed
 
 
 def _size(file: BinaryIO) -> int:
@@ -175,9 +199,26 @@ async def delete_workflow(request: Request) -> Response:
 
 async def run_workflow(request: Request) -> Response:
     workflow_id, service = path_uuid(request, "workflow_id"), _service(request)
-    async with uploads(request) as files:
-        job = service.run_workflow(workflow_id, files)
+    async with multipart(request) as form:
+        job = service.run_workflow(workflow_id, form.files)
     return json_response(job, accepted_status_code(service.dialect))
+
+
+async def create_job(request: Request) -> Response:
+    """``POST /jobs/``: an on-demand job (200, as the live service's SDK requires)."""
+    service = _service(request)
+    async with multipart(request) as form:
+        job = service.create_job(form.text(REQUEST_DATA_PART), form.files)
+    return json_response(job)
+
+
+async def list_templates(request: Request) -> Response:
+    return json_response(templates.list_templates())
+
+
+async def get_template(request: Request) -> Response:
+    template = templates.get_template(request.path_params["template_id"])
+    return json_response(template.model_dump(mode="json"))
 
 
 async def list_jobs(request: Request) -> Response:
@@ -211,10 +252,15 @@ async def download(request: Request) -> Response:
     return Response(text, media_type="application/json")
 
 
-def api_routes() -> list[Route]:
-    """Every endpoint of the spec, the ones pollers hit most first."""
+def api_routes(dialect: Dialect) -> list[Route]:
+    """Every endpoint of the spec, the ones pollers hit most first; the platform's own ones in its dialect."""
     workflow = f"{API_PREFIX}/workflows/{{workflow_id}}"
     job = f"{API_PREFIX}/jobs/{{job_id}}"
+    platform_only = [
+        Route(f"{API_PREFIX}/jobs", create_job, methods=["POST"]),
+        Route(f"{API_PREFIX}/templates", list_templates, methods=["GET"]),
+        Route(f"{API_PREFIX}/templates/{{template_id}}", get_template, methods=["GET"]),
+    ]
     return [
         Route(job, get_job, methods=["GET"]),
         Route(f"{job}/details", job_details, methods=["GET"]),
@@ -230,4 +276,5 @@ def api_routes() -> list[Route]:
         Route(workflow, update_workflow, methods=["PUT"]),
         Route(workflow, delete_workflow, methods=["DELETE"]),
         Route(f"{workflow}/run", run_workflow, methods=["POST"]),
+        *(platform_only if dialect == "platform" else []),
     ]

@@ -62,7 +62,8 @@ def create_app(
     )
     app.state.emulator = state
     app.router.redirect_slashes = False
-    app.router.routes[:0] = api_routes()  # first: the hot polling routes are matched soonest
+    # first: the hot polling routes are matched soonest
+    app.router.routes[:0] = api_routes(state.settings.dialect)
     app.include_router(control_router)
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(InvalidRequest, _invalid_request)

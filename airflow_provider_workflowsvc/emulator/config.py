@@ -83,6 +83,17 @@ class EmulatorConfig(BaseModel):
     allow_remote_source_download: bool = False
     """Let jobs of remote-source, local-destination workflows be downloaded (the spec allows only
     local-to-local), so element permissions from a remote source can be inspected."""
+    on_demand_max_files: int = Field(default=10, ge=1)
+    """Most files one on-demand job (``POST /jobs/``) takes; more: 422."""
+    on_demand_max_file_bytes: int = Field(default=10_000_000, ge=1)
+    """Largest file (bytes) an on-demand job takes, the docs' 10 MB; larger: 413."""
+    on_demand_launch_interval: float = Field(default=1.0, ge=0, le=86400)
+    """Least emulator seconds between two on-demand job launches; sooner: 429 with ``Retry-After``."""
+    on_demand_max_running: int = Field(default=5, ge=1)
+    """Most on-demand jobs running at once; more stay ``SCHEDULED`` until one ends."""
+    quota_exhausted: bool = False
+    """Answer 402 "Insufficient API quota" to every request that would start processing (a run, an
+    on-demand job)."""
 
 
 class FaultRule(BaseModel):

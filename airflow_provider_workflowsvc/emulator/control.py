@@ -57,9 +57,10 @@ async def put_config(request: Request, updates: Annotated[dict[str, Any], Body()
     """Change some settings (the others keep their values)."""
     service = _state(request).service
     try:
-        service.config = EmulatorConfig.model_validate({**service.config.model_dump(), **updates})
+        config = EmulatorConfig.model_validate({**service.config.model_dump(), **updates})
     except ValidationError as exc:
         raise InvalidRequest.from_pydantic(exc, ("body",)) from None
+    service.apply_config(config)
     return service.config.model_dump()
 
 

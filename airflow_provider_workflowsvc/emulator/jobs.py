@@ -6,6 +6,9 @@ workflow's nodes like a pipeline: file *i* is in node *j* during slot *i + j*. A
 processed fails at the first node (one slot) and goes no further. When every file is through, the job is
 ``completed`` (at least one file succeeded, or it had nothing to process) or ``failed``. Cancelling
 freezes the state at that instant as ``stopped``.
+
+An on-demand job's timeline starts when it is admitted (``started_at``, see ``ondemand.py``), not when
+it was created: until then it is ``scheduled``, queued behind the account's running on-demand jobs.
 """
 
 from __future__ import annotations
@@ -58,6 +61,11 @@ class JobRecord:
     """Why a job with no files fails (None: a job with no files completes)."""
     stopped_at: float | None = None
     scheduled: bool = False
+    on_demand: bool = False
+    """Launched by ``POST /jobs/`` on a temporary workflow, not by a run of a workflow."""
+    template_id: str | None = None
+    started_at: float | None = None
+    """When an on-demand job was admitted (None: still queued); other jobs start when created."""
     _finish_slot: int = field(default=-1, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -75,7 +83,27 @@ class JobRecord:
             }
         )
 
+    @property
+    def job_type(self) -> str:
+        """Return the ``job_type``: template/ephemeral on demand, scheduled, else ephemeral (a run)."""
+        if self.on_demand:
+            return "template" if self.template_id else "ephemeral"
+        return "scheduled" if self.scheduled else "ephemeral"
+
     # -- timeline ----------------------------------------------------------------------------------
+
+    @property
+    def origin(self) -> float | None:
+        """When the job's timeline starts: creation, or an on-demand job's admission (None: queued)."""
+        return self.started_at if self.on_demand else self.created_at
+
+    def ends_at(self) -> float:
+        """When the job stops occupying the service: its last slot's end, or its cancellation."""
+        stopped = math.inf if self.stopped_at is None else self.stopped_at
+        origin = self.origin
+        if origin is None:
+            return stopped
+        return min(origin + (self.finish_slot + 1) * max(self.delay, 0.0), stopped)
 
     @property
     def finish_slot(self) -> int:
@@ -89,10 +117,12 @@ class JobRecord:
 
     def _slot(self, at: float) -> float:
         """Return the processing slot at ``at``: -1 while scheduled, ``inf`` once every file is through."""
-        moment = at if self.stopped_at is None else min(at, self.stopped_at)
+        moment, origin = at if self.stopped_at is None else min(at, self.stopped_at), self.origin
+        if origin is None:
+            return -1
         if self.delay <= 0:
-            return _DONE if moment >= self.created_at else -1
-        elapsed = math.floor((moment - self.created_at) / self.delay + _EPSILON)
+            return _DONE if moment >= origin else -1
+        elapsed = math.floor((moment - origin) / self.delay + _EPSILON)
         if elapsed < 1:
             return -1
         return _DONE if elapsed - 1 >= self.finish_slot else elapsed - 1
@@ -151,6 +181,8 @@ class JobRecord:
         status = self.status(at)
         total, failed = len(self.files), len(self.failed_files(at))
         if status is JobState.SCHEDULED:
+            if self.origin is None:
+                return "Job is scheduled: it starts when one of the account's running on-demand jobs ends."
             return "Job is scheduled and will start shortly."
         if status is JobState.STOPPED:
             done = self._through(at)

@@ -2,8 +2,8 @@
 Turn an uploaded file into document elements, or say precisely why it cannot be processed.
 
 Supported: plain text (``.txt``; form feeds separate pages), Markdown, HTML, CSV/TSV, JSON, XML and
-simple PDFs (see :mod:`._pdf`). The format comes from the file name's extension, else from the part's
-media type.
+PDFs (their text lines read by pypdf, see :mod:`._pdf`; grouped into paragraphs here). The format comes
+from the file name's extension, else from the part's media type.
 """
 
 from __future__ import annotations
@@ -19,10 +19,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_provider_workflowsvc.emulator._pdf import PdfError, pdf_pages
 from airflow_provider_workflowsvc.emulator.schema import Element, ElementMetadata
+
+if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.emulator._pdf import PdfLine
 
 __all__ = ["Block", "PartitionError", "element_id", "file_format", "make_elements", "partition"]
 
@@ -58,7 +60,11 @@ _FORMATS_BY_MEDIA_TYPE = {
 }
 _TITLE_MAX_CHARS = 80
 _TITLE_MAX_WORDS = 12
-_LIST_MARKER = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
+_LIST_MARKER = re.compile(r"^\s*(?:[-*+\u2013\u2022\u25cf\u25cb\u25e6\u25aa\u2023]|\d{1,3}[.)])\s+")
+# A PDF paragraph goes on while each line follows the last within this many font sizes below it, in
+# about the same size (within this fraction), without a list marker or a first-line indent.
+_PDF_LINE_PITCH = 1.5
+_PDF_SIZE_TOLERANCE = 0.15
 
 
 class PartitionError(Exception):
@@ -141,15 +147,51 @@ def _decode(data: bytes) -> str:
 
 
 def _pdf_blocks(data: bytes) -> list[Block]:
+    try:  # pypdf is imported with the first PDF: the emulator starts without it (about half a second)
+        from airflow_provider_workflowsvc.emulator._pdf import PdfError, pdf_pages
+    except ModuleNotFoundError as exc:
+        if exc.name != "pypdf":
+            raise
+        raise PartitionError(
+            "PDFs need pypdf, which is not installed: pip install 'airflow-provider-workflowsvc[emulator]'"
+        ) from None
     try:
         pages = pdf_pages(data)
     except PdfError as exc:
         raise PartitionError(str(exc)) from None
     return [
-        Block(_classify(line), line, page_number)
+        _pdf_block(paragraph, page_number)
         for page_number, lines in enumerate(pages, start=1)
-        for line in lines
+        for paragraph in _pdf_paragraphs(lines)
     ]
+
+
+def _pdf_paragraphs(lines: list[PdfLine]) -> list[str]:
+    """Return the text of each paragraph of a page, from its lines in reading order."""
+    paragraphs: list[list[PdfLine]] = []
+    for line in lines:
+        if paragraphs and _continues_paragraph(paragraphs[-1], line):
+            paragraphs[-1].append(line)
+        else:
+            paragraphs.append([line])
+    return [" ".join(line.text for line in paragraph) for paragraph in paragraphs]
+
+
+def _continues_paragraph(paragraph: list[PdfLine], line: PdfLine) -> bool:
+    last = paragraph[-1]
+    return (
+        0 < last.y - line.y <= _PDF_LINE_PITCH * last.size
+        and abs(line.size - last.size) <= _PDF_SIZE_TOLERANCE * last.size
+        and not _LIST_MARKER.match(line.text)
+        # a list item's wrapped lines are indented past its marker; elsewhere an indent starts a paragraph
+        and (line.x <= last.x + last.size or bool(_LIST_MARKER.match(paragraph[0].text)))
+    )
+
+
+def _pdf_block(text: str, page_number: int) -> Block:
+    if _LIST_MARKER.match(text):
+        return Block("ListItem", _LIST_MARKER.sub("", text, count=1), page_number)
+    return Block(_classify(text), text, page_number)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import zlib
 from pathlib import Path
 
-__all__ = ["simple_pdf", "write_sample_files"]
+__all__ = ["pdf_document", "simple_pdf", "write_sample_files"]
 
 
 _FONT = "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
@@ -33,6 +33,11 @@ def simple_pdf(pages: list[list[str]], *, compress: bool = False) -> bytes:
         )
         objects.append(b"<< /Length %d%s >>\nstream\n" % (len(content), filters) + content + b"\nendstream")
     objects[1] = f"<< /Type /Pages /Kids [{' '.join(kids)}] /Count {len(kids)} >>".encode()
+    return pdf_document(objects)
+
+
+def pdf_document(objects: list[bytes]) -> bytes:
+    """Return a PDF of these object bodies (object 1 the catalog) with its cross-reference table."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, start=1):

@@ -40,7 +40,11 @@ __all__ = [
     "JobState",
     "ListWorkflowsParams",
     "NodeStats",
+    "OnDemandJobRequest",
     "OutputNodeFile",
+    "TemplateDetail",
+    "TemplateListItem",
+    "TemplateNode",
     "UpdateWorkflow",
     "Workflow",
     "WorkflowNode",
@@ -247,6 +251,25 @@ class UpdateWorkflow(_WorkflowFields):
         return self
 
 
+class OnDemandJobRequest(_Request):
+    """The ``request_data`` of ``POST /jobs/`` (platform dialect): a template's id or nodes given inline."""
+
+    template_id: NonEmptyStr | None = None
+    job_nodes: list[WorkflowNode] | None = None
+
+    @model_validator(mode="after")
+    def _one_way_to_give_nodes(self) -> OnDemandJobRequest:
+        given = [name for name in ("template_id", "job_nodes") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of template_id and job_nodes")
+        names = [n.name for n in self.job_nodes or []]
+        if self.job_nodes is not None and not names:
+            raise ValueError("job_nodes: an on-demand job needs at least one node")
+        if len(set(names)) != len(names):
+            raise ValueError("job_nodes: node names must be unique")
+        return self
+
+
 class ListWorkflowsParams(_Request):
     """The query parameters of the workflow listing."""
 
@@ -338,6 +361,32 @@ class Job(BaseModel):
     job_type: Literal["ephemeral", "persistent", "scheduled", "template"]
     input_file_ids: list[str] | None = None
     output_node_files: list[OutputNodeFile] | None = None
+
+
+class TemplateNode(BaseModel):
+    """One node of a workflow template."""
+
+    id: str
+    name: str
+    type: str
+    subtype: str
+    settings: dict[str, Any] | None = None
+
+
+class TemplateListItem(BaseModel):
+    """A workflow template as the template listing shows it."""
+
+    id: str
+    name: str
+    description: str
+    version: str
+    last_updated: str
+
+
+class TemplateDetail(TemplateListItem):
+    """A workflow template with its nodes."""
+
+    nodes: list[TemplateNode]
 
 
 class NodeStats(BaseModel):

@@ -1,5 +1,5 @@
 """
-The emulated Workflow Service: connectors, workflows, jobs, connection checks and schedules.
+The emulated Workflow Service: connectors, workflows, jobs, on-demand jobs, connection checks, schedules.
 
 Every method takes already-parsed arguments, reads and writes the :class:`Store`, and returns JSON-ready
 data shaped by the emulator's own models (``schema.py``) and spelled as its dialect says, or raises
@@ -32,6 +32,13 @@ from airflow_provider_workflowsvc.emulator.dialect import (
 )
 from airflow_provider_workflowsvc.emulator.errors import ApiError, InvalidRequest
 from airflow_provider_workflowsvc.emulator.jobs import JobFile, JobNode, JobRecord
+from airflow_provider_workflowsvc.emulator.limits import (
+    LaunchBook,
+    admit,
+    check_file_limits,
+    check_launch_gap,
+    check_quota,
+)
 from airflow_provider_workflowsvc.emulator.masking import looks_like_credential, mask_config
 from airflow_provider_workflowsvc.emulator.partition import PartitionError, make_elements, partition
 from airflow_provider_workflowsvc.emulator.remote import remote_documents
@@ -48,6 +55,7 @@ from airflow_provider_workflowsvc.emulator.schema import (
     JobState,
     ListWorkflowsParams,
     NodeStats,
+    OnDemandJobRequest,
     OutputNodeFile,
     UpdateWorkflow,
     Workflow,
@@ -57,6 +65,7 @@ from airflow_provider_workflowsvc.emulator.schema import (
     typed_config_model,
 )
 from airflow_provider_workflowsvc.emulator.store import Store
+from airflow_provider_workflowsvc.emulator.templates import TEMPLATES
 
 __all__ = ["Kind", "Service", "Upload"]
 
@@ -87,6 +96,10 @@ _STATUS_FILTER_ALIASES = {
 _NO_SCHEDULED_INPUT = (
     "No input files: this workflow has a local source, which takes its files from an on-demand run "
     "(multipart input_files); a scheduled run has none."
+)
+_NO_ON_DEMAND_INPUT = (
+    "No input files: an on-demand job processes the files sent with it (multipart input_files); "
+    "this one had none."
 )
 
 
@@ -160,13 +173,22 @@ class Service:
         self.store, self.clock, self.config, self.dialect = store, clock, config, dialect
         self._next_due: float | None = None
         self._jobs: dict[str, JobRecord] = {}
+        self.launches = LaunchBook(store)
 
     def reset(self) -> None:
         """Forget every connector, workflow, job and check; clock back to real time."""
         self.store.clear()
         self._jobs.clear()
+        self.launches.load()
         self.clock.offset = 0.0
         self._next_due = None
+
+    def apply_config(self, config: EmulatorConfig) -> None:
+        """Change the run-time settings; the on-demand queue is settled under the old ones until now."""
+        now = self.clock.time()
+        self._admit_on_demand(now)
+        self.launches.settled_at = now
+        self.config = config
 
     def advance_clock(self, seconds: float) -> int:
         """Move emulator time forward and fire the schedules that fall due; the number of jobs created."""
@@ -571,8 +593,88 @@ class Service:
                 "connector, so the run request has no body",
                 "value_error",
             )
+        check_quota(self.config)
         job = self._start_job(row, self.clock.time(), uploads, scheduled=False)
         return self._job_json(job, "listing")
+
+    # -- on-demand jobs (platform dialect) ----------------------------------------------------------
+
+    def create_job(self, request_data: str | None, uploads: list[Upload]) -> dict[str, Any]:
+        """
+        Launch an on-demand job: the files through a template's nodes or nodes given inline, on a
+        temporary workflow of its own. Checks, in order: the request (422), the file limits (422, 413),
+        the quota (402), the launch gap (429); a refused request creates nothing.
+        """
+        request = self._on_demand_request(request_data)
+        check_file_limits([(u.filename, u.size) for u in uploads], self.config)
+        check_quota(self.config)
+        now = self._now()
+        check_launch_gap(self.launches.last_launch, now, self.config)
+        job_id, workflow_id = str(uuid.uuid4()), str(uuid.uuid4())
+        if request.template_id is not None:
+            nodes = [JobNode(n.id, n.name, n.type, n.subtype) for n in TEMPLATES[request.template_id].nodes]
+        else:
+            given = self._nodes(workflow_id, "custom", request.job_nodes)
+            nodes = [JobNode(n["id"], n["name"], n["type"], n["subtype"]) for n in given]
+        files, outputs = self._process_uploads(job_id, uploads)
+        job = JobRecord(
+            id=job_id,
+            workflow_id=workflow_id,
+            workflow_name=f"job-{job_id[:8]}",
+            created_at=now,
+            delay=self.config.processing_delay,
+            nodes=nodes,
+            files=files,
+            local_source=True,
+            local_destination=True,
+            empty_message=None if files else _NO_ON_DEMAND_INPUT,
+            on_demand=True,
+            template_id=request.template_id,
+        )
+        with self.store.transaction():
+            self._save_job(job)
+            self.store.put_outputs(job_id, outputs)
+            self.launches.launched(job_id, now)
+        self._admit_on_demand(now)
+        return self._job_json(job, "listing", now)
+
+    @staticmethod
+    def _on_demand_request(raw: str | None) -> OnDemandJobRequest:
+        """Return ``request_data`` read as JSON and validated; 422 naming what is wrong, never its value."""
+        loc = ("body", "request_data")
+        if raw is None:
+            message = "Field required (a multipart/form-data part holding a JSON object)"
+            raise InvalidRequest.one(loc, message, "missing")
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise InvalidRequest.one(loc, "request_data is not valid JSON", "json_invalid") from None
+        if not isinstance(data, dict):
+            raise InvalidRequest.one(loc, "request_data must be a JSON object", "dict_type")
+        try:
+            request = OnDemandJobRequest.model_validate(data)
+        except ValidationError as exc:
+            raise InvalidRequest.from_pydantic(exc, loc) from None
+        if request.template_id is not None and request.template_id not in TEMPLATES:
+            raise InvalidRequest.one(
+                (*loc, "template_id"), f"unknown template_id; expected one of: {', '.join(TEMPLATES)}", "enum"
+            )
+        return request
+
+    def _now(self) -> float:
+        """Emulator time, with the on-demand jobs admitted that the running cap lets in by then."""
+        now = self.clock.time()
+        self._admit_on_demand(now)
+        return now
+
+    def _admit_on_demand(self, now: float) -> None:
+        if not self.launches.job_ids:
+            return
+        jobs = [self._job(job_id) for job_id in self.launches.job_ids]
+        admitted, watched = admit(jobs, self.config.on_demand_max_running, now, self.launches.settled_at)
+        for job in admitted:
+            self._save_job(job)
+        self.launches.keep([j.id for j in watched])
 
     def _start_job(
         self, workflow: dict[str, Any], at: float, uploads: list[Upload], *, scheduled: bool
@@ -653,15 +755,15 @@ class Service:
         self.store.put("jobs", job.id, job.to_dict(), workflow_id=job.workflow_id, created=job.created_at)
         self._cache_job(job)
 
-    def _job_json(self, job: JobRecord, spelling: JobSpelling) -> dict[str, Any]:
-        now = self.clock.time()
+    def _job_json(self, job: JobRecord, spelling: JobSpelling, now: float | None = None) -> dict[str, Any]:
+        now = self._now() if now is None else now
         data = Job(
             id=job.id,
             workflow_id=job.workflow_id,
             workflow_name=job.workflow_name,
             status=job_status(job.status(now), self.dialect, spelling),
             created_at=to_datetime(job.created_at),
-            job_type="scheduled" if job.scheduled else "ephemeral",
+            job_type=job.job_type,
             input_file_ids=[f.name for f in job.files],
             output_node_files=[
                 OutputNodeFile(
@@ -693,12 +795,12 @@ class Service:
     def list_jobs(self, workflow_id: str | None, status: str | None) -> list[dict[str, Any]]:
         wanted = None if status is None else self._status_filter(status)
         rows = self.store.all("jobs", workflow_id=workflow_id) if workflow_id else self.store.all("jobs")
-        now = self.clock.time()
+        now = self._now()
         if self.config.jobs_list_order == "newest-first":
             rows = list(reversed(rows))
         jobs = [self._jobs.get(r["id"]) or self._cache_job(JobRecord.from_dict(r)) for r in rows]
         listed = [j for j in jobs if wanted is None or j.status(now) is wanted]
-        return [self._job_json(j, "listing") for j in listed[: self.config.jobs_list_cap]]
+        return [self._job_json(j, "listing", now) for j in listed[: self.config.jobs_list_cap]]
 
     def _status_filter(self, value: str) -> JobState:
         """Return the job state a ``status`` filter names, in any dialect's spelling."""
@@ -723,7 +825,7 @@ class Service:
         return self._job_json(self._job(job_id), "record")
 
     def job_details(self, job_id: str) -> dict[str, Any]:
-        job, now = self._job(job_id), self.clock.time()
+        job, now = self._job(job_id), self._now()
         return JobDetails(
             id=job.id,
             processing_status=details_status(job.status(now), bool(job.failed_files(now)), self.dialect),
@@ -733,13 +835,11 @@ class Service:
 
     def job_failed_files(self, job_id: str) -> dict[str, Any]:
         job = self._job(job_id)
-        failed = [
-            FailedFile(document=f.name, error=f.error or "") for f in job.failed_files(self.clock.time())
-        ]
+        failed = [FailedFile(document=f.name, error=f.error or "") for f in job.failed_files(self._now())]
         return JobFailedFiles(failed_files=failed).model_dump(mode="json")
 
     def cancel_job(self, job_id: str) -> dict[str, Any]:
-        job, now = self._job(job_id), self.clock.time()
+        job, now = self._job(job_id), self._now()
         status = job.status(now)
         if not status.is_active:
             raise ApiError(409, f"job already completed: its status is {self._listed(status)}")
@@ -752,7 +852,7 @@ class Service:
 
     def download(self, job_id: str, file_id: str, node_id: str | None) -> str:
         """One output file's elements; without ``node_id`` (platform dialect) the last node's output."""
-        job, now = self._job(job_id), self.clock.time()
+        job, now = self._job(job_id), self._now()
         if not job.local_destination or not (job.local_source or self.config.allow_remote_source_download):
             raise ApiError(
                 409,
@@ -763,12 +863,29 @@ class Service:
         if status is not JobState.COMPLETED:
             raise ApiError(409, f"job has no downloadable output: its status is {self._listed(status)}")
         outputs = {(f, node.id) for f, node in job.outputs(now)}
+        file_id = self._named_file_id(job, file_id)
         if (file_id, node_id or (job.nodes[-1].id if job.nodes else "")) not in outputs:
             raise ApiError(404, f"job {job_id} has no output with this file_id and node_id")
         text = self.store.output(job_id, file_id)
         if text is None:
             raise ApiError(404, f"job {job_id} has no stored output for this file_id")
         return text
+
+    def _named_file_id(self, job: JobRecord, file_id: str) -> str:
+        """
+        Return the file id a download's ``file_id`` names: a file id, or (platform) a value of the job's
+        ``input_file_ids``, which the live docs give as the id to download a file's last-node output by.
+        """
+        if self.dialect != "platform" or any(f.file_id == file_id for f in job.files):
+            return file_id
+        named = [f.file_id for f in job.files if f.name == file_id]
+        if len(named) > 1:
+            raise ApiError(
+                409,
+                "this file_id is the name of several files of the job; download each by the file_id "
+                "of output_node_files",
+            )
+        return named[0] if named else file_id
 
     # -- schedules -------------------------------------------------------------------------------
 
