@@ -8,9 +8,11 @@ the request may be retried after an ambiguous failure.
 
 from __future__ import annotations
 
+import json
 import logging
 import mimetypes
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -91,6 +93,8 @@ class ApiCall(Generic[T]):
     files: tuple[UploadFile, ...] = ()
     retry: RetryPolicy = "idempotent"
     download_to: Path | None = None
+    head_bytes: int | None = None
+    """Read only the first ``head_bytes`` of a successful answer's body; ``parse`` gets them as bytes."""
     wants_body: bool = True
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -558,15 +562,51 @@ def download_job_output(
     spec requires one). A file written to ``path`` appears only once complete (written beside it,
     then renamed).
     """
-    params = {"file_id": _non_empty(file_id, "file_id")}
-    if node_id is not None:
-        params["node_id"] = _non_empty(node_id, "node_id")
+    params = _output_params(file_id, node_id)
     target = Path(path).expanduser() if path is not None else None
     if target is not None and target.is_dir():
         raise WorkflowServiceInputError(f"download path {str(target)!r} is a directory; give a file path")
     return ApiCall(
         "GET", f"/jobs/{_job_id(job_id)}/download", _parser(list[Element]), params=params, download_to=target
     )
+
+
+def _output_params(file_id: str, node_id: str | None) -> dict[str, str]:
+    params = {"file_id": _non_empty(file_id, "file_id")}
+    if node_id is not None:
+        params["node_id"] = _non_empty(node_id, "node_id")
+    return params
+
+
+OUTPUT_HEAD_BYTES = 65536
+"""How much of an output is read to learn its document's name (it is in the first element)."""
+_FILENAME_FIELD = re.compile(rb'"filename"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+def document_name_in(head: bytes) -> str | None:
+    """
+    Return the name of the document an output was made from, as the service wrote it: the first
+    ``"filename"`` in the output's first bytes (its first element's ``metadata.filename``); None
+    when there is none.
+    """
+    match = _FILENAME_FIELD.search(head)
+    if match is None:
+        return None
+    try:
+        name = json.loads(match.group(1))
+    except ValueError:
+        return None
+    return name if isinstance(name, str) and name.strip() else None
+
+
+def get_output_document(job_id: str, file_id: str, node_id: str | None = None) -> ApiCall[str | None]:
+    """
+    Read the name of the document one output of a job was made from (the download, its first
+    ``OUTPUT_HEAD_BYTES`` only); None when the output names none. Not an endpoint of its own.
+    """
+    path = f"/jobs/{_job_id(job_id)}/download"
+    params = _output_params(file_id, node_id)
+    return ApiCall("GET", path, document_name_in, params=params, head_bytes=OUTPUT_HEAD_BYTES)
 
 
 ENDPOINTS: tuple[Callable[..., ApiCall[Any]], ...] = (
@@ -598,3 +638,7 @@ ENDPOINTS: tuple[Callable[..., ApiCall[Any]], ...] = (
     download_job_output,
 )
 """Every endpoint of the spec, once: each hook has one method of the same name and signature per builder."""
+
+READINGS: tuple[Callable[..., ApiCall[Any]], ...] = (get_output_document,)
+"""Other readings of an endpoint of ``ENDPOINTS`` (a part of its answer): a hook method each, as for
+an endpoint, but no SDK operation of their own."""

@@ -141,6 +141,8 @@ def _error_detail(response: httpx.Response, redact: Callable[[str], str]) -> str
 def _parse_body(call: ApiCall[T], path: str, response: httpx.Response, redact: Callable[[str], str]) -> T:
     if not call.wants_body:
         return call.parse(None)
+    if call.head_bytes is not None:
+        return call.parse(response.content[: call.head_bytes])
     try:
         data = response.json() if response.content else None
     except ValueError:
@@ -157,23 +159,31 @@ def _parse_body(call: ApiCall[T], path: str, response: httpx.Response, redact: C
 
 class _BodyCap:
     """
-    Reads a response body chunk by chunk, failing as soon as it grows past ``max_response_bytes``.
+    Reads a response body chunk by chunk, failing as soon as it grows past ``max_response_bytes``;
+    or, given ``head`` (a successful answer of which only the start is wanted), stopping there.
 
     The body is kept on the response (as ``Response.read()`` does), so it is parsed as usual.
     """
 
-    def __init__(self, transport: _Transport, method: str, path: str, response: httpx.Response) -> None:
+    def __init__(
+        self, transport: _Transport, method: str, path: str, response: httpx.Response, head: int | None = None
+    ) -> None:
         self._transport, self._method, self._path, self._response = transport, method, path, response
+        self._head = head if response.is_success else None
         self._limit = transport.settings.max_response_bytes
         self._body = bytearray()
         declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self._limit:
+        if self._head is None and declared.isdigit() and int(declared) > self._limit:
             raise self._too_large(f"declares {int(declared)} bytes")
 
-    def add(self, chunk: bytes) -> None:
+    def add(self, chunk: bytes) -> bool:
+        """Keep ``chunk``; True once the wanted start of the body is read (read no further)."""
         self._body += chunk
+        if self._head is not None:
+            return len(self._body) >= self._head
         if len(self._body) > self._limit:
             raise self._too_large(f"passed {self._limit} bytes and was not read further")
+        return False
 
     def done(self) -> httpx.Response:
         """Keep the body read on the response (as ``Response.read()`` does) and return the response."""
@@ -510,14 +520,15 @@ class _Exchange(Generic[T]):
         """
         Return a reader of the body: its ``add(chunk)`` fails once the body grows past
         ``max_response_bytes``, and returns True when the rest of the body is not needed (a job listing
-        read down to the jobs asked for, :class:`~._listing.JobItems`).
+        read down to the jobs asked for, :class:`~._listing.JobItems`; the start of an answer of which
+        only its first ``head_bytes`` are wanted).
         """
         self._items = None
         call = self.call
         if _calls.CREATED_SINCE in call.extra and response.is_success and self.method == call.method:
             self._items = self.transport.job_items(call, self.method, self.path, response)
             return self._items
-        return _BodyCap(self.transport, self.method, self.path, response)
+        return _BodyCap(self.transport, self.method, self.path, response, call.head_bytes)
 
     def finish(self, response: httpx.Response) -> T:
         """Raise the error the (read) response stands for, or parse its body."""

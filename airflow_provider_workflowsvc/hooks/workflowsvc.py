@@ -359,7 +359,7 @@ class WorkflowServiceHook(_HookBase):
                     cap = exchange.body_cap(response)
                     for chunk in response.iter_bytes():
                         if cap.add(chunk):
-                            break  # the rest is not needed (a job listing read down to the jobs wanted)
+                            break  # the rest is not needed (a listing's window, an answer's start)
                     return exchange.finish(cap.done())
         except httpx.TransportError as exc:
             raise exchange.failed(exc) from None
@@ -563,6 +563,13 @@ class WorkflowServiceHook(_HookBase):
         """
         return self._send(_calls.download_job_output(job_id, file_id, node_id, path))
 
+    def get_output_document(self, job_id: str, file_id: str, node_id: str | None = None) -> str | None:
+        """
+        Read the name of the document one output of a job was made from (the download, its first
+        ``OUTPUT_HEAD_BYTES`` only); None when the output names none. Not an endpoint of its own.
+        """
+        return self._send(_calls.get_output_document(job_id, file_id, node_id))
+
     def iter_workflows(self, **params: Any) -> Iterator[Workflow]:
         """
         Yield every workflow matching ``params`` (any list_workflows filter), fetching page after page.
@@ -712,7 +719,7 @@ class WorkflowServiceAsyncHook(_HookBase):
                         cap = exchange.body_cap(response)
                         async for chunk in response.aiter_bytes():
                             if cap.add(chunk):
-                                break  # the rest is not needed (a job listing read down to the jobs wanted)
+                                break  # the rest is not needed (a listing's window, an answer's start)
                         return exchange.finish(cap.done())
                     finally:
                         await response.aclose()
@@ -917,6 +924,13 @@ class WorkflowServiceAsyncHook(_HookBase):
         then renamed).
         """
         return await self._send(_calls.download_job_output(job_id, file_id, node_id, path))
+
+    async def get_output_document(self, job_id: str, file_id: str, node_id: str | None = None) -> str | None:
+        """
+        Read the name of the document one output of a job was made from (the download, its first
+        ``OUTPUT_HEAD_BYTES`` only); None when the output names none. Not an endpoint of its own.
+        """
+        return await self._send(_calls.get_output_document(job_id, file_id, node_id))
 
     async def iter_workflows(self, **params: Any) -> AsyncIterator[Workflow]:
         """
