@@ -55,7 +55,7 @@ def test_the_book_records_a_job_and_drops_its_pending_launch_in_one_write() -> N
         None, sent_at, ("a.txt", "2024/b.txt"), None, record_key=od.BOOK_KEY
     )
     writes = store.writes
-    book.launched("job-1", ["a.txt", "2024/b.txt"])
+    book.launched(od.LaunchedJob("job-1", ("a.txt", "2024/b.txt")))
     assert store.writes == writes + 1
     assert store.values == {
         od.BOOK_KEY: {"jobs": [{"job_id": "job-1", "documents": ["a.txt", "2024/b.txt"]}]}

@@ -13,6 +13,7 @@ import inspect
 import json
 import mimetypes
 import os
+import re
 import sys
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -83,10 +84,12 @@ class Endpoint(Generic[P, T]):
     run time each hook class holds a real function, :meth:`method`).
     """
 
-    def __init__(self, build: Callable[P, ApiCall[T]]) -> None:
+    def __init__(self, build: Callable[P, ApiCall[T]], reading: bool = False) -> None:
         self.build = build
         self.name = build.__name__
         self.__doc__ = build.__doc__
+        self.reading = reading
+        """Another reading of an endpoint (a hook method of its own, not an endpoint of the API)."""
 
     @overload
     def __get__(self, hook: None, owner: type) -> Endpoint[P, T]: ...
@@ -126,6 +129,11 @@ class Endpoint(Generic[P, T]):
 def endpoint(build: Callable[P, ApiCall[T]]) -> Endpoint[P, T]:
     """Declare an endpoint of :class:`Endpoints`."""
     return Endpoint(build)
+
+
+def reading(build: Callable[P, ApiCall[T]]) -> Endpoint[P, T]:
+    """Declare another reading of an endpoint (``READINGS``): a hook method sent as an endpoint is."""
+    return Endpoint(build, reading=True)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -262,6 +270,34 @@ def _parse_check_started(data: Any) -> ConnectionCheck:
     return parsed
 
 
+def _output_params(file_id: str, node_id: str | None) -> dict[str, str]:
+    params = {"file_id": _non_empty(file_id, "file_id")}
+    if node_id is not None:
+        params["node_id"] = _non_empty(node_id, "node_id")
+    return params
+
+
+OUTPUT_HEAD_BYTES = 65536
+"""How much of an output is read to learn its document's name (it is in the first element)."""
+_FILENAME_FIELD = re.compile(rb'"filename"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+def document_name_in(head: bytes) -> str | None:
+    """
+    Return the name of the document an output was made from, as the service wrote it: the first
+    ``"filename"`` in the output's first bytes (its first element's ``metadata.filename``); None
+    when there is none.
+    """
+    match = _FILENAME_FIELD.search(head)
+    if match is None:
+        return None
+    try:
+        name = json.loads(match.group(1))
+    except ValueError:
+        return None
+    return name if isinstance(name, str) and name.strip() else None
+
+
 # --------------------------------------------------------------------------------------------------
 # The endpoints
 
@@ -279,7 +315,7 @@ class Endpoints:
         if send is None:
             return
         asynchronous = inspect.iscoroutinefunction(send)
-        for each in ENDPOINTS:  # a subclass keeps the methods it inherits or defines
+        for each in (*ENDPOINTS, *READINGS):  # a subclass keeps the methods it inherits or defines
             if isinstance(inspect.getattr_static(cls, each.name), Endpoint):
                 setattr(cls, each.name, each.method(cls, asynchronous))
 
@@ -551,14 +587,22 @@ class Endpoints:
         spec requires one). A file written to ``path`` appears only once complete (written beside it,
         then renamed).
         """
-        params = {"file_id": _non_empty(file_id, "file_id")}
-        if node_id is not None:
-            params["node_id"] = _non_empty(node_id, "node_id")
+        params = _output_params(file_id, node_id)
         target = Path(path).expanduser() if path is not None else None
         if target is not None and target.is_dir():
             raise WorkflowServiceInputError(f"download path {str(target)!r} is a directory; give a file path")
         path_of = f"/jobs/{_job_id(job_id)}/download"
         return ApiCall("GET", path_of, parser(list[Element]), params=params, download_to=target)
+
+    @reading
+    def get_output_document(job_id: str, file_id: str, node_id: str | None = None) -> ApiCall[str | None]:
+        """
+        Read the name of the document one output of a job was made from (the download, its first
+        ``OUTPUT_HEAD_BYTES`` only); None when the output names none. Not an endpoint of its own.
+        """
+        path = f"/jobs/{_job_id(job_id)}/download"
+        params = _output_params(file_id, node_id)
+        return ApiCall("GET", path, document_name_in, params=params, head_bytes=OUTPUT_HEAD_BYTES)
 
     # -- templates and on-demand jobs (the live service's; the spec has none) ----------------------
 
@@ -605,6 +649,10 @@ class Endpoints:
 
 
 ENDPOINTS: tuple[Endpoint[Any, Any], ...] = tuple(
-    value for value in vars(Endpoints).values() if isinstance(value, Endpoint)
+    value for value in vars(Endpoints).values() if isinstance(value, Endpoint) and not value.reading
 )
 """Every endpoint of the spec, in the order declared: each hook has one method of its name per endpoint."""
+READINGS: tuple[Endpoint[Any, Any], ...] = tuple(
+    value for value in vars(Endpoints).values() if isinstance(value, Endpoint) and value.reading
+)
+"""Other readings of the endpoints, each a hook method too (the document an output was made from)."""

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_workflowsvc._compat import AirflowFailException
-from airflow_provider_workflowsvc._marker import user_names
+from airflow_provider_workflowsvc._marker import run_marker, unmarked
 from airflow_provider_workflowsvc.exceptions import (
     InvalidJobEventError,
     UnprocessedDocumentsError,
@@ -190,13 +190,19 @@ def check_template(hook: WorkflowServiceHook, template_id: str, log: Log) -> Non
 
 @dataclass(frozen=True)
 class LaunchedJob:
-    """A job launched for this task, and the documents (the user's names) it is responsible for."""
+    """
+    A job launched for this task, and the documents (the user's names) it is responsible for;
+    ``marker``: the one its record shows in every name (``mark_uploads=True``), taken out of what the
+    service gives back.
+    """
 
     job_id: str
     documents: tuple[str, ...]
+    marker: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"job_id": self.job_id, "documents": list(self.documents)}
+        value: dict[str, Any] = {"job_id": self.job_id, "documents": list(self.documents)}
+        return value | ({"marker": self.marker} if self.marker else {})
 
     @classmethod
     def from_json(cls, value: Any) -> LaunchedJob:
@@ -205,7 +211,8 @@ class LaunchedJob:
         docs = value.get("documents")
         if not isinstance(docs, list) or not all(isinstance(d, str) for d in docs):
             raise ValueError(f"not a launched job's documents: {docs!r}")
-        return cls(value["job_id"], tuple(docs))
+        marker = value.get("marker")
+        return cls(value["job_id"], tuple(docs), marker if isinstance(marker, str) else None)
 
 
 class _Memory:
@@ -273,9 +280,9 @@ class LaunchBook:
             self.write(jobs=None)
             return []
 
-    def launched(self, job_id: str, docs: Sequence[str]) -> None:
+    def launched(self, job: LaunchedJob) -> None:
         """Record a launched job and drop the pending record, in one write."""
-        jobs = [*self.jobs(), LaunchedJob(job_id, tuple(docs))]
+        jobs = [*self.jobs(), job]
         self.write(jobs=[job.to_json() for job in jobs], pending=None)
 
     def keep(self, jobs: Sequence[LaunchedJob]) -> None:
@@ -306,7 +313,10 @@ def adopt_pending(hook: WorkflowServiceHook, book: LaunchBook, grace: float, log
     if job is None:
         book.journal.clear()
         return
-    book.launched(job.id, [user_names(name) for name in earlier.files or ()])
+    marker = run_marker(job.input_file_ids)
+    book.launched(
+        LaunchedJob(job.id, tuple(unmarked(name, earlier.marker) for name in earlier.files or ()), marker)
+    )
 
 
 def redo(
@@ -334,10 +344,12 @@ def redo(
             failed: set[str] = set()
             if fail_on_failed_files:
                 failures = hook.get_job_failed_files(job.job_id).failed_files
-                failed = {doc for doc in job.documents if is_named(doc, [f.document for f in failures])}
+                names = [unmarked(f.document, job.marker) for f in failures]
+                failed = {doc for doc in job.documents if is_named(doc, names)}
             again.update(failed)
             if len(failed) < len(job.documents):
-                kept.append(LaunchedJob(job.job_id, tuple(d for d in job.documents if d not in failed)))
+                rest = tuple(d for d in job.documents if d not in failed)
+                kept.append(LaunchedJob(job.job_id, rest, job.marker))
         else:
             log.info(
                 "Job %s of an earlier try ended %s: its documents are launched again", job.job_id, status
@@ -354,8 +366,8 @@ def redo(
 
 
 def is_named(document: str, names: Iterable[str]) -> bool:
-    """Whether a name the service gave (``names``, markers removed) is ``document`` (or its base name)."""
-    given = {user_names(name) for name in names}
+    """Whether a name the service gave (``names``, without the marker) is ``document`` (or its base name)."""
+    given = set(names)
     return document in given or document.rsplit("/", 1)[-1] in given
 
 
@@ -418,9 +430,9 @@ def launch(
             break
         finally:
             pacer.answered()
-        names = [doc.name for doc in batch]
-        book.launched(job.id, names)
-        done.jobs.append(LaunchedJob(job.id, tuple(names)))
+        launched = LaunchedJob(job.id, tuple(doc.name for doc in batch), run_marker(job.input_file_ids))
+        book.launched(launched)
+        done.jobs.append(launched)
         if on_launch is not None:
             on_launch(job.id)
         log.info("Launched job %s (%d of %d) for %d file(s)", job.id, index + 1, len(batches), len(batch))
@@ -521,7 +533,7 @@ def summarize(
     jobs: list[dict[str, Any]] = []
     for job in plan.jobs:
         outcome = outcomes[job.job_id]
-        failed = {user_names(f.document): f.error for f in outcome.failed_files}
+        failed = {f.document: f.error for f in outcome.failed_files}  # the wait took the marker out
         for name in job.documents:
             status, error = _document_status(name, outcome, failed)
             docs.append(_document(name, job.job_id, status, error, outputs.get(name, [])))
@@ -649,7 +661,7 @@ def download(
     output_directory(directory, create=True)
     names = OutputNames([(file_id, node_id) for _, file_id, node_id in wanted])
     for job, file_id, node_id in wanted:
-        path, document = download_output(hook, job.job_id, file_id, node_id, directory, names)
+        path, document = download_output(hook, job.job_id, file_id, node_id, directory, names, job.marker)
         owner = next((d for d in job.documents if document is not None and is_named(d, [document])), None)
         if owner is None:
             log.warning(

@@ -12,12 +12,14 @@ answer proves decides what happens next (:func:`what_it_proves`):
   the workflow's active jobs are read for a grace period (a delayed request may still be processed)
   and this run's job adopted when proven; otherwise the task fails with :class:`AmbiguousRunError`.
 
-Each file is uploaded under its own name with a marker unique to the request
-(``report.txt`` → ``report__wfsvc-<16 hex>.txt``, :mod:`hooks._marker`); the user sees their own
-names everywhere (failed files, summaries, downloads, lineage). A job is this run's only when its
-record lists a name carrying that marker (``input_file_ids``, platform dialect): no other client's
-run can produce it. Where the records list no file names (spec dialect) or the run sends no files,
-nothing proves which run created a job: the new jobs are named in the ambiguity error.
+Each file is uploaded under its own name (the default): then nothing in a job record shows which
+run created it (another run of the same files looks the same), and every lost answer fails closed,
+naming the jobs that appeared meanwhile. With ``mark_uploads=True`` each name carries a marker unique
+to the request (``report.txt`` → ``report__wfsvc-<16 hex>.txt``, :mod:`_marker`), which the service
+keeps in everything it writes: a job is this run's only when its record lists a name carrying that
+marker (``input_file_ids``, platform dialect), which no other client's run can produce. Where the
+records list no file names (spec dialect) or the run sends no files, nothing proves which run created
+a job either.
 
 What is read is bounded by the jobs still active (the ``status`` filter): a job of this run is
 scheduled or in progress when it is first looked for; the ended jobs (the workflow's history) are
@@ -169,9 +171,9 @@ class SentRun:
     sent_at: float
     """Epoch seconds (the sending worker's clock) just before the request left."""
     files: tuple[str, ...] | None
-    """The file names sent (with the marker), None for a run without a body."""
+    """The file names sent (with the marker, if any), None for a run without a body."""
     marker: str | None = None
-    """The marker every sent name carries; None for a run without files."""
+    """The marker every sent name carries; None for unmarked names or a run without files."""
     recorded: str | None = None
     """The job id the task state store already holds (an earlier try's job): never an unproven
     candidate of this run."""
@@ -208,6 +210,11 @@ class SentRun:
             return any(self.marker in name for name in job.input_file_ids)
         listed = {name.rsplit("/", 1)[-1] for name in job.input_file_ids}
         return None if listed & {name.rsplit("/", 1)[-1] for name in self.files} else False
+
+    def lists_these_files(self, job: Job) -> bool:
+        """Tell whether the job's record lists exactly the names sent (a hint for a person, never proof)."""
+        names = job.input_file_ids
+        return bool(self.files) and names is not None and sorted(names) == sorted(self.files or ())
 
 
 def _created(job: Job, log: Log | None = None) -> datetime | None:
@@ -283,8 +290,8 @@ def own_job(jobs: Sequence[Job], run: SentRun, log: Log) -> Job | None:
         reason = (
             "this run sent no files, so nothing in a job record can show which run created it"
             if not run.files
-            else "the uploaded names carry no marker (mark_uploads=False), so nothing shows which run "
-            "created them"
+            else "the files were uploaded under their own names (mark_uploads=False, the default), so "
+            "nothing shows which run created a job: another run of the same files looks the same"
             if run.marker is None
             else "the service's job records do not list their input files (no input_file_ids), so "
             "nothing shows which run created them"
@@ -295,39 +302,54 @@ def own_job(jobs: Sequence[Job], run: SentRun, log: Log) -> Job | None:
 
 def _ambiguous(run: SentRun, jobs: Sequence[Job], reason: str) -> AmbiguousRunError:
     ids = ", ".join(sorted(job.id for job in jobs))
+    same = sorted(job.id for job in jobs if run.marker is None and run.lists_these_files(job))
+    hint = f" (job(s) {', '.join(same)} list exactly this run's file names)" if same else ""
     return AmbiguousRunError(
         f"cannot prove which job this task's {run.what} created: job(s) {ids} appeared while its "
-        f"request was in flight, but {reason}. Nothing was sent again. What to do: check job(s) {ids} "
-        f"in the service; {_how_to_send_again(run)}"
+        f"request was in flight{hint}, but {reason}. Nothing was sent again. What to do: check job(s) "
+        f"{ids} in the service; {_how_to_send_again(run)}"
     )
 
 
 def _how_to_send_again(run: SentRun) -> str:
     again = "run the workflow" if run.workflow_id is not None else "launch those files"
+    record = (
+        f"(the pending record, task state key '{run.record_key}', expires {PENDING_RUN_TTL / 3600:g} h "
+        "after it was written)"
+    )
+    if run.marker is None:
+        follow = (
+            " A job of this run you find can be followed with WorkflowJobSensor(job_id=...)."
+            if run.workflow_id is not None
+            else ""
+        )
+        return (
+            f"to {again} again, clear this task: nothing can prove which job this request created, so a "
+            f"try after a clear sends it again {record}.{follow}"
+        )
     return (
         f"to {again} again, clear this task: its next try looks once more for this request's job and "
-        f"sends it again only when none carries the request's marker or, without a marker, when none "
-        f"can be its job (the pending record, task state key '{run.record_key}', expires "
-        f"{PENDING_RUN_TTL / 3600:g} h after it was written)."
+        f"sends it again only when none carries the request's marker {record}."
     )
 
 
 def _unfound(run: SentRun, looked: float, why: str, ended_read: bool) -> AmbiguousRunError:
     where = run.where if ended_read else f"{run.where[:-4]}active jobs (the ended ones could not be read)"
-    look_for = (
-        f"whose input files carry {run.marker}" if run.marker else f"whose input files are {_names(run)}"
-    )
     return AmbiguousRunError(
         f"{why}, and no job of this task's {run.what} appeared in {where} within {looked:.0f} s. Not "
         f"finding it does not prove the request was not processed, so it is not sent again. What to do: "
-        f"look for a job {look_for} in the service; {_how_to_send_again(run)}"
+        f"look in the service for a job {_listing(run)}; {_how_to_send_again(run)}"
     )
 
 
-def _names(run: SentRun, shown: int = 5) -> str:
-    names = list(run.files or ())
-    text = ", ".join(names[:shown]) or "none"
-    return text + (f" and {len(names) - shown} more" if len(names) > shown else "")
+def _listing(run: SentRun, shown: int = 3) -> str:
+    """Which job to look for: one whose input files carry the marker, or list the request's files."""
+    if run.marker is not None:
+        return f"whose input files carry {run.marker}"
+    if not run.files:
+        return "created at that time (the run sent no files)"
+    more = f" and {len(run.files) - shown} more" if len(run.files) > shown else ""
+    return f"listing {', '.join(run.files[:shown])}{more}"
 
 
 def _listed(
@@ -583,7 +605,7 @@ def submit(
     grace: float = RUN_GRACE,
     sleep: Callable[[float], None] | None = None,
     journal: RunJournal | None = None,
-    mark: bool = True,
+    mark: bool = False,
 ) -> Job:
     """
     Send a run (or a launch) once, with ``files`` or no body, and return the job it created.
@@ -677,7 +699,7 @@ def _find_or_fail(
     log.warning(
         "The %s created job %s; adopting it (its input files carry %s)", run.what, found.id, run.marker
     )
-    return found
+    return found  # only a marked request's job is ever found: an unmarked one fails closed above
 
 
 def job_of_earlier_try(
@@ -724,12 +746,14 @@ def _after_a_clear(
     """
     Return the job of a run an earlier try failed as ambiguous on, when it is now proven; None to run
     the workflow: this try was started by a person clearing the task, which decides what nothing proved.
+    Only a marked run's job can be proven: an unmarked run's is not looked for again.
     """
-    try:
-        found, _ = await_own_job(hook, earlier, _now(), log, sleep)
-    except AmbiguousRunError as exc:
-        log.warning("Still no proof of which job the earlier run created (%s)", exc)
-        found = None
+    found = None
+    if earlier.marker is not None:
+        try:
+            found, _ = await_own_job(hook, earlier, _now(), log, sleep)
+        except AmbiguousRunError as exc:
+            log.warning("Still no proof of which job the earlier run created (%s)", exc)
     if found is not None:
         log.warning(
             "The earlier try's %s created job %s after all: adopting it (nothing sent again)",
@@ -738,10 +762,13 @@ def _after_a_clear(
         )
         return found
     log.warning(
-        "An earlier try failed as ambiguous on its %s (sent at %s) and the task was cleared: no job can be "
-        "proven its, so it is sent again",
+        "An earlier try failed as ambiguous on its %s (sent at %s) and the task was cleared: %s, so it "
+        "is sent again",
         earlier.what,
         _utc(earlier.sent_at).isoformat(timespec="seconds"),
+        "no job carries that run's marker"
+        if earlier.marker
+        else "nothing can prove which job that run created (its files were sent unmarked)",
     )
     return None
 
