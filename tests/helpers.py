@@ -79,6 +79,14 @@ def job_json(
     }
 
 
+def route_documents(router: Any, job_id: str, **documents: str) -> None:
+    """Answer the download of each output file of ``job_id`` (``file_id=document``): its elements
+    name the document it was made from."""
+    for file_id, document in documents.items():
+        element = {"type": "Title", "element_id": "e1", "text": "A", "metadata": {"filename": document}}
+        router.get(f"/jobs/{job_id}/download", params={"file_id": file_id}).respond(json=[element])
+
+
 def details_json(job_id: str, status: str, message: str = "", nodes: Any = ()) -> dict[str, Any]:
     """Job details; ``nodes`` are ``(name, ready, in_progress, success, failure)`` tuples."""
     stats = [

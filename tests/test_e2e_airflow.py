@@ -141,9 +141,10 @@ def test_example_dag_succeeds_and_waits_in_the_triggerer(
     assert "airflow_provider_workflowsvc.triggers.job.WorkflowJobTrigger" in task_log
     assert f"Waiting for job {job_id}" in task_log
 
-    # Job polled by the triggerer through the job endpoints, output downloaded by the worker.
+    # Job polled by the triggerer through the job endpoints (with each output's start, for the
+    # summary's document names: issue #32), output downloaded by the worker.
     assert emulator.requests(method="GET", path_contains=f"/jobs/{job_id}/details")
-    assert len(emulator.requests(method="GET", path_contains=f"/jobs/{job_id}/download")) == 4
+    assert len(emulator.requests(method="GET", path_contains=f"/jobs/{job_id}/download")) == 4 + 4
 
 
 def test_marking_the_deferred_task_failed_cancels_the_job(stack: tuple[LocalAirflow, Any]) -> None:

@@ -75,7 +75,8 @@ def test_local_files_example_runs_against_the_emulator(
     # The run really went through the service: files uploaded in one run request, job polled, output read.
     emulator = workflowsvc_connection.emulator
     assert len(emulator.requests("POST", "/workflows/*/run")) == 1
-    assert len(emulator.requests("GET", "/jobs/*/download")) == 4
+    # each output's start, read for the run summary's document names (issue #32), then each download
+    assert len(emulator.requests("GET", "/jobs/*/download")) == 4 + 4
     (job,) = emulator.jobs()
     assert (job.id, len(job.files)) == (summary["job_id"], 5)
 

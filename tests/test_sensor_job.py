@@ -14,7 +14,8 @@ from airflow.sdk.exceptions import (
     AirflowSkipException,
     TaskDeferred,
 )
-from helpers import FAKE_WORKFLOW_ID, details_json, failed_json, job_json
+from helpers import FAKE_WORKFLOW_ID, details_json, failed_json, job_json, route_documents
+from structlog.testing import capture_logs
 
 from airflow_provider_workflowsvc.exceptions import InvalidJobEventError, WorkflowJobWaitError
 from airflow_provider_workflowsvc.sensors.job import WorkflowJobSensor
@@ -75,6 +76,7 @@ def route(router: Any, *statuses: str, failed: Any = (), message: str = "") -> A
     )
     router.get("/jobs/j1").mock(return_value=ok(job_json("j1", statuses[-1], outputs=[("f", "n")])))
     router.get("/jobs/j1/failed-files").mock(return_value=ok(failed_json(*failed)))
+    route_documents(router, "j1", f="Q3 report.pdf")
     return details
 
 
@@ -85,8 +87,29 @@ def test_poke_until_the_job_completes(mock_service: Any) -> None:
     assert task.poke(context) is False
     summary = value(task.poke(context))
     assert summary["status"] == "completed"
-    assert summary["output_files"] == [{"file_id": "f", "node_id": "n"}]
+    assert summary["output_files"] == [{"file_id": "f", "node_id": "n", "document": "Q3 report.pdf"}]
     assert context["ti"].pushed["job_id"] == "j1"
+
+
+def test_an_output_whose_document_cannot_be_read_is_named_none(mock_service: Any) -> None:
+    """Issue #32: an output the service will not serve (404) leaves its document unknown (a warning);
+    the outcome stands. A marked run's marker (in the job record's names) is taken out of the name."""
+    route(mock_service, "completed")
+    mock_service.get("/jobs/j1").respond(
+        json={
+            **job_json("j1", "completed", outputs=[("f", "n"), ("g", "n")]),
+            "input_file_ids": ["a__wfsvc-0123456789abcdef.txt", "b__wfsvc-0123456789abcdef.txt"],
+        }
+    )
+    route_documents(mock_service, "j1", f="a__wfsvc-0123456789abcdef.txt")
+    mock_service.get("/jobs/j1/download", params={"file_id": "g"}).respond(404, json={"detail": "gone"})
+    with capture_logs() as logs:
+        summary = sensor().execute(ctx())
+    assert summary["output_files"] == [
+        {"file_id": "f", "node_id": "n", "document": "a.txt"},
+        {"file_id": "g", "node_id": "n", "document": None},
+    ]
+    assert any("could not read which document output g was made from" in e["event"] for e in logs)
 
 
 def test_poke_mode_execute_returns_the_summary(mock_service: Any) -> None:

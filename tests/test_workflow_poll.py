@@ -153,8 +153,9 @@ async def test_a_wait_alone_on_its_workflow_polls_as_before(
     assert payload["status"] == "success", payload
     used = requests_by_kind(emulator, [job], workflow)
     assert used["listing"] == 0
-    assert set(used) == {"details", "record", "failed-files"}, used
+    assert set(used) == {"details", "record", "failed-files", "download"}, used
     assert used["record"] == used["failed-files"] == 1, used
+    assert used["download"] == len(payload["output_files"]) == 1, "the output's document (issue #32)"
 
 
 async def test_jobs_a_capped_or_odd_listing_does_not_show_are_polled_on_their_own(

@@ -10,8 +10,10 @@ endpoint from it (sync or async, by its ``_send``), with the endpoint's name, si
 from __future__ import annotations
 
 import inspect
+import json
 import mimetypes
 import os
+import re
 import sys
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -252,6 +254,34 @@ def _parse_check_started(data: Any) -> ConnectionCheck:
 
 # --------------------------------------------------------------------------------------------------
 # The endpoints
+
+
+def _output_params(file_id: str, node_id: str | None) -> dict[str, str]:
+    params = {"file_id": _non_empty(file_id, "file_id")}
+    if node_id is not None:
+        params["node_id"] = _non_empty(node_id, "node_id")
+    return params
+
+
+OUTPUT_HEAD_BYTES = 65536
+"""How much of an output is read to learn its document's name (it is in the first element)."""
+_FILENAME_FIELD = re.compile(rb'"filename"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+def document_name_in(head: bytes) -> str | None:
+    """
+    Return the name of the document an output was made from, as the service wrote it: the first
+    ``"filename"`` in the output's first bytes (its first element's ``metadata.filename``); None
+    when there is none.
+    """
+    match = _FILENAME_FIELD.search(head)
+    if match is None:
+        return None
+    try:
+        name = json.loads(match.group(1))
+    except ValueError:
+        return None
+    return name if isinstance(name, str) and name.strip() else None
 
 
 class Endpoints:
@@ -539,14 +569,22 @@ class Endpoints:
         spec requires one). A file written to ``path`` appears only once complete (written beside it,
         then renamed).
         """
-        params = {"file_id": _non_empty(file_id, "file_id")}
-        if node_id is not None:
-            params["node_id"] = _non_empty(node_id, "node_id")
+        params = _output_params(file_id, node_id)
         target = Path(path).expanduser() if path is not None else None
         if target is not None and target.is_dir():
             raise WorkflowServiceInputError(f"download path {str(target)!r} is a directory; give a file path")
         path_of = f"/jobs/{_job_id(job_id)}/download"
         return ApiCall("GET", path_of, parser(list[Element]), params=params, download_to=target)
+
+    @endpoint
+    def get_output_document(job_id: str, file_id: str, node_id: str | None = None) -> ApiCall[str | None]:
+        """
+        Read the name of the document one output of a job was made from (the download, its first
+        ``OUTPUT_HEAD_BYTES`` only); None when the output names none. A reading of the download endpoint.
+        """
+        path = f"/jobs/{_job_id(job_id)}/download"
+        params = _output_params(file_id, node_id)
+        return ApiCall("GET", path, document_name_in, params=params, head_bytes=OUTPUT_HEAD_BYTES)
 
 
 ENDPOINTS: tuple[Endpoint[Any, Any], ...] = tuple(

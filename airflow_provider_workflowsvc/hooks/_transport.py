@@ -94,6 +94,8 @@ class ApiCall(Generic[T]):
     files: tuple[UploadFile, ...] = ()
     retry: RetryPolicy = "idempotent"
     download_to: Path | None = None
+    head_bytes: int | None = None
+    """Read only the first ``head_bytes`` of a successful answer's body; ``parse`` gets them as bytes."""
     wants_body: bool = True
     status_filter: JobStatus | None = None
     job_listing: bool = False
@@ -248,20 +250,32 @@ def _error_detail(response: httpx.Response, redact: Callable[[str], str]) -> str
 
 
 class _BodyCap:
-    """Collects a response body chunk by chunk, failing as soon as it grows past ``max_response_bytes``."""
+    """
+    Reads a response body chunk by chunk, failing as soon as it grows past ``max_response_bytes``;
+    or, given ``head`` (a successful answer of which only the start is wanted), stopping there.
 
-    def __init__(self, transport: _Transport, method: str, path: str, response: httpx.Response) -> None:
+    The body is kept on the response (as ``Response.read()`` does), so it is parsed as usual.
+    """
+
+    def __init__(
+        self, transport: _Transport, method: str, path: str, response: httpx.Response, head: int | None = None
+    ) -> None:
         self._transport, self._method, self._path, self._response = transport, method, path, response
+        self._head = head if response.is_success else None
         self._limit = transport.settings.max_response_bytes
         self._body = bytearray()
         declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self._limit:
+        if self._head is None and declared.isdigit() and int(declared) > self._limit:
             raise self._too_large(f"declares {int(declared)} bytes")
 
-    def add(self, chunk: bytes) -> None:
+    def add(self, chunk: bytes) -> bool:
+        """Keep ``chunk``; True once the wanted start of the body is read (read no further)."""
         self._body += chunk
+        if self._head is not None:
+            return len(self._body) >= self._head
         if len(self._body) > self._limit:
             raise self._too_large(f"passed {self._limit} bytes and was not read further")
+        return False
 
     def done(self) -> httpx.Response:
         """Keep the body read on the response (as ``Response.read()`` does) and return the response."""
@@ -463,6 +477,8 @@ class _Transport:
             raise self.api_error(method, full, response)
         if not call.wants_body:
             return call.parse(None)
+        if call.head_bytes is not None:
+            return call.parse(response.content[: call.head_bytes])
         try:
             data = response.json() if response.content else None
         except ValueError:
@@ -676,7 +692,7 @@ def _attempt(transport: _Transport, call: ApiCall[T], spelling: str) -> Exchange
             return call.download_to  # type: ignore[return-value]
         if call.job_listing and own_answer:
             return (yield from _job_listing(transport, call, method, path, response))
-        cap = _BodyCap(transport, method, path, response)
+        cap = _BodyCap(transport, method, path, response, call.head_bytes)
         yield _Body(response, cap.add)
     except httpx.TransportError as exc:
         raise transport.transport_error(method, path, exc) from None

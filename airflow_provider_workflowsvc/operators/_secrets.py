@@ -24,7 +24,7 @@ from urllib.parse import unquote
 
 from pydantic import BaseModel, SecretStr
 
-from airflow_provider_workflowsvc._url_secrets import uri_password, url_secrets
+from airflow_provider_workflowsvc._url_secrets import mask_url_secrets, uri_password, url_secrets
 from airflow_provider_workflowsvc.models import is_secret_field
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "plain_config_keys",
     "plain_data",
     "url_secrets",
+    "without_url_secrets",
 ]
 
 NON_SECRET_CONFIG_KEYS: dict[str, frozenset[str]] = {
@@ -105,6 +106,20 @@ def _strings(value: Any) -> Iterator[str]:
     elif isinstance(value, (list, tuple)):
         for item in value:
             yield from _strings(item)
+
+
+def without_url_secrets(value: Any) -> Any:
+    """
+    ``value`` as a message may show it: in every string (nested too), what URLs may carry as credentials
+    masked (:func:`~airflow_provider_workflowsvc._url_secrets.mask_url_secrets`); the rest as it is.
+    """
+    if isinstance(value, str):
+        return mask_url_secrets(value)
+    if isinstance(value, Mapping):
+        return {k: without_url_secrets(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [without_url_secrets(v) for v in value]
+    return value
 
 
 def _with_uri_passwords(secrets: list[str], values: Any) -> list[str]:

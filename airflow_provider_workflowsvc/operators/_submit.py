@@ -12,12 +12,14 @@ decides what happens next (:func:`what_it_proves`):
   the workflow's active jobs are read for a grace period (a delayed request may still be processed)
   and this run's job adopted when proven; otherwise the task fails with :class:`AmbiguousRunError`.
 
-Each file is uploaded under its own name with a marker unique to the request
-(``report.txt`` → ``report__wfsvc-<16 hex>.txt``, :mod:`hooks._marker`); the user sees their own
-names everywhere (failed files, summaries, downloads, lineage). A job is this run's only when its
-record lists a name carrying that marker (``input_file_ids``, platform dialect): no other client's
-run can produce it. Where the records list no file names (spec dialect) or the run sends no files,
-nothing proves which run created a job: the new jobs are named in the ambiguity error.
+Each file is uploaded under its own name (the default): then nothing in a job record shows which
+run created it (another run of the same files looks the same), and every lost answer fails closed,
+naming the jobs that appeared meanwhile. With ``mark_uploads=True`` each name carries a marker unique
+to the request (``report.txt`` → ``report__wfsvc-<16 hex>.txt``, :mod:`_marker`), which the service
+keeps in everything it writes: a job is this run's only when its record lists a name carrying that
+marker (``input_file_ids``, platform dialect), which no other client's run can produce. Where the
+records list no file names (spec dialect) or the run sends no files, nothing proves which run created
+a job either.
 
 What is read is bounded by the jobs still active (the ``status`` filter): a job of this run is
 scheduled or in progress when it is first looked for; the ended jobs (the workflow's history) are
@@ -144,9 +146,9 @@ class SentRun:
     sent_at: float
     """Epoch seconds (the sending worker's clock) just before the request left."""
     files: tuple[str, ...] | None
-    """The file names sent (with the marker), None for a run without a body."""
+    """The file names sent (with the marker, if any), None for a run without a body."""
     marker: str | None = None
-    """The marker every sent name carries; None for a run without files."""
+    """The marker every sent name carries; None for unmarked names or a run without files."""
     recorded: str | None = None
     """The job id the task state store already holds (an earlier try's job): never an unproven
     candidate of this run."""
@@ -165,6 +167,11 @@ class SentRun:
         if job.input_file_ids is None or self.marker is None:
             return None
         return any(self.marker in name for name in job.input_file_ids)
+
+    def lists_these_files(self, job: Job) -> bool:
+        """Tell whether the job's record lists exactly the names sent (a hint for a person, never proof)."""
+        names = job.input_file_ids
+        return bool(self.files) and names is not None and sorted(names) == sorted(self.files or ())
 
 
 def _created(job: Job, log: Log | None = None) -> datetime | None:
@@ -240,8 +247,8 @@ def own_job(jobs: Sequence[Job], run: SentRun, log: Log) -> Job | None:
         reason = (
             "this run sent no files, so nothing in a job record can show which run created it"
             if not run.files
-            else "the uploaded names carry no marker (mark_uploads=False), so nothing shows which run "
-            "created them"
+            else "the files were uploaded under their own names (mark_uploads=False, the default), so "
+            "nothing shows which run created a job: another run of the same files looks the same"
             if run.marker is None
             else "the service's job records do not list their input files (no input_file_ids), so "
             "nothing shows which run created them"
@@ -252,18 +259,30 @@ def own_job(jobs: Sequence[Job], run: SentRun, log: Log) -> Job | None:
 
 def _ambiguous(run: SentRun, jobs: Sequence[Job], reason: str) -> AmbiguousRunError:
     ids = ", ".join(sorted(job.id for job in jobs))
+    same = sorted(job.id for job in jobs if run.marker is None and run.lists_these_files(job))
+    hint = f" (job(s) {', '.join(same)} list exactly this run's file names)" if same else ""
     return AmbiguousRunError(
         f"cannot prove which job this task's run of workflow {run.workflow_id} created: job(s) {ids} "
-        f"appeared while its run request was in flight, but {reason}. Nothing was run again. What to do: "
-        f"check job(s) {ids} in the service; {_HOW_TO_RUN_AGAIN}"
+        f"appeared while its run request was in flight{hint}, but {reason}. Nothing was run again. "
+        f"What to do: check job(s) {ids} in the service; {_how_to_run_again(run)}"
     )
 
 
-_HOW_TO_RUN_AGAIN = (
-    "to run the workflow again, clear this task: its next try looks once more for this run's job and "
-    "runs the workflow only when none carries the run's marker (the pending-run record, task state key "
-    f"'workflowsvc_pending_run', expires {PENDING_RUN_TTL / 3600:g} h after it was written)."
-)
+def _how_to_run_again(run: SentRun) -> str:
+    record = (
+        f"(the pending-run record, task state key 'workflowsvc_pending_run', expires "
+        f"{PENDING_RUN_TTL / 3600:g} h after it was written)"
+    )
+    if run.marker is None:
+        return (
+            "to run the workflow again, clear this task: nothing can prove which job this run created, "
+            f"so a try after a clear runs the workflow {record}. A job of this run you find can be "
+            "followed with WorkflowJobSensor(job_id=...)."
+        )
+    return (
+        "to run the workflow again, clear this task: its next try looks once more for this run's job "
+        f"and runs the workflow only when none carries the run's marker {record}."
+    )
 
 
 def _unfound(run: SentRun, looked: float, why: str, ended_read: bool) -> AmbiguousRunError:
@@ -275,9 +294,19 @@ def _unfound(run: SentRun, looked: float, why: str, ended_read: bool) -> Ambiguo
     return AmbiguousRunError(
         f"{why}, and no job of this task's run of workflow {run.workflow_id} appeared in {where} within "
         f"{looked:.0f} s. Not finding it does not prove the run was not processed, so it is not sent "
-        f"again. What to do: look for a job of this workflow whose input files carry "
-        f"{run.marker or 'no marker'} in the service; {_HOW_TO_RUN_AGAIN}"
+        f"again. What to do: look in the service for a job of this workflow {_listing(run)}; "
+        f"{_how_to_run_again(run)}"
     )
+
+
+def _listing(run: SentRun, shown: int = 3) -> str:
+    """Which job to look for: one whose input files carry the marker, or list the run's files."""
+    if run.marker is not None:
+        return f"whose input files carry {run.marker}"
+    if not run.files:
+        return "created at that time (the run sent no files)"
+    more = f" and {len(run.files) - shown} more" if len(run.files) > shown else ""
+    return f"listing {', '.join(run.files[:shown])}{more}"
 
 
 def _listed(
@@ -525,7 +554,7 @@ def submit_run(
     grace: float = RUN_GRACE,
     sleep: Callable[[float], None] | None = None,
     journal: RunJournal | None = None,
-    mark: bool = True,
+    mark: bool = False,
 ) -> Job:
     """
     Run ``workflow_id`` once (with ``files``, or no body) and return the job it created.
@@ -614,7 +643,7 @@ def _find_or_fail(
     if found is None:
         raise _unfound(run, grace, why, ended_read) from cause
     log.warning("The run created job %s; adopting it (its input files carry %s)", found.id, run.marker)
-    return found
+    return found  # only a marked run's job is ever found: an unmarked one fails closed above
 
 
 def _job_of_earlier_try(
@@ -660,20 +689,25 @@ def _after_a_clear(
     """
     Return the job of a run an earlier try failed as ambiguous on, when it is now proven; None to run
     the workflow: this try was started by a person clearing the task, which decides what nothing proved.
+    Only a marked run's job can be proven: an unmarked run's is not looked for again.
     """
-    try:
-        found, _ = await_own_job(hook, earlier, _now(), log, sleep)
-    except AmbiguousRunError as exc:
-        log.warning("Still no proof of which job the earlier run created (%s)", exc)
-        found = None
+    found = None
+    if earlier.marker is not None:
+        try:
+            found, _ = await_own_job(hook, earlier, _now(), log, sleep)
+        except AmbiguousRunError as exc:
+            log.warning("Still no proof of which job the earlier run created (%s)", exc)
     if found is not None:
         log.warning("The earlier try's run created job %s after all: adopting it (no new run)", found.id)
         return found
     log.warning(
         "An earlier try failed as ambiguous on its run of workflow %s (sent at %s) and the task was "
-        "cleared: no job carries that run's marker, so the workflow is run again",
+        "cleared: %s, so the workflow is run again",
         earlier.workflow_id,
         _utc(earlier.sent_at).isoformat(timespec="seconds"),
+        "no job carries that run's marker"
+        if earlier.marker
+        else "nothing can prove which job that run created (its files were sent unmarked)",
     )
     return None
 

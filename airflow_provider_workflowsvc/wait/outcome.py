@@ -69,10 +69,14 @@ class FailedDocument(_Strict):
 
 
 class OutputFile(_Strict):
-    """An output of the job (local destinations): the file and the node that wrote it."""
+    """
+    An output of the job (local destinations): the file, the node that wrote it, and the document it
+    was made from (the user's own file name, as the output names it; None when unknown).
+    """
 
     file_id: str
     node_id: str
+    document: str | None = None
 
 
 class JobOutcome(_Strict):

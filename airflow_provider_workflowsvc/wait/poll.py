@@ -6,8 +6,9 @@ to the time left, no retry past it), and a cancel sent when a task ends gets ``C
 
 One poll is ONE request (``GET /jobs/{id}/details``: status and per-node counts), plus ``GET /jobs/{id}``
 only when the details carry a status this provider does not know. Once the job is terminal, two more
-requests fetch the job record (output files) and the failed files. A wait of ``T`` seconds at interval
-``I`` therefore costs at most ``ceil(T / I) + 3`` requests.
+requests fetch the job record (output files) and the failed files, and one per output file (a local
+destination's only) reads the start of that output for its document's name. A wait of ``T`` seconds
+at interval ``I`` therefore costs at most ``ceil(T / I) + 3`` requests, and one per output file.
 
 Each sync function has its awaited twin next to it (``poll_once``/``apoll_once``, ...): the same steps,
 the same helpers for every decision. Imported lazily (inside methods), never at DAG-parse time.
@@ -105,7 +106,36 @@ def poll_once(hook: WorkflowServiceHook, watch: JobWatch) -> JobOutcome | None:
     job = job or hook.get_job(watch.job_id)
     if not watch.confirmed_by(job):
         return None
-    return watch.outcome(job, hook.get_job_failed_files(watch.job_id).failed_files)
+    failed = hook.get_job_failed_files(watch.job_id).failed_files
+    return watch.outcome(job, failed, output_documents(hook, job, watch.log))
+
+
+def output_documents(hook: WorkflowServiceHook, job: Job, log: Log) -> dict[str, str | None]:
+    """
+    Return the document of each of ``job``'s output files, as the output names it (the start of one
+    output per file is read); an output that cannot be read is logged and its document left unknown.
+    """
+    documents: dict[str, str | None] = {}
+    for file_id, node_id in _one_output_per_file(job).items():
+        try:
+            documents[file_id] = hook.get_output_document(job.id, file_id, node_id)
+        except WorkflowServiceError as exc:
+            documents[file_id] = _unread_document(job, file_id, exc, log)
+    return documents
+
+
+def _one_output_per_file(job: Job) -> dict[str, str]:
+    """Return the node of each output file's first output (any output of a file names its document)."""
+    found: dict[str, str] = {}
+    for output in job.output_node_files:
+        found.setdefault(output.file_id, output.node_id)
+    return found
+
+
+def _unread_document(job: Job, file_id: str, exc: Exception, log: Log) -> str | None:
+    """Log that an output's document could not be read; it stays unknown (None)."""
+    log.warning("Job %s: could not read which document output %s was made from: %s", job.id, file_id, exc)
+    return None
 
 
 def wait_for_job(
@@ -283,7 +313,18 @@ async def apoll_once(hook: WorkflowServiceAsyncHook, watch: JobWatch) -> JobOutc
     if not watch.confirmed_by(job):
         return None
     failed = await hook.get_job_failed_files(watch.job_id)
-    return watch.outcome(job, failed.failed_files)
+    return watch.outcome(job, failed.failed_files, await aoutput_documents(hook, job, watch.log))
+
+
+async def aoutput_documents(hook: WorkflowServiceAsyncHook, job: Job, log: Log) -> dict[str, str | None]:
+    """:func:`output_documents`, awaited."""
+    documents: dict[str, str | None] = {}
+    for file_id, node_id in _one_output_per_file(job).items():
+        try:
+            documents[file_id] = await hook.get_output_document(job.id, file_id, node_id)
+        except WorkflowServiceError as exc:
+            documents[file_id] = _unread_document(job, file_id, exc, log)
+    return documents
 
 
 async def await_job(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -75,18 +76,20 @@ def pending_record(
     return {"workflow_id": workflow_id, "sent_at": time.time() - age, "files": files, "marker": marker}
 
 
+MARKER = re.compile(r"__wfsvc-[0-9a-f]{16}")
+"""A run's marker in a name (``mark_uploads=True``); the tests' own file names never hold one."""
+
+
 def documents_of(hook: Any, job_id: str) -> list[str]:
     """The file names a (completed) job processed, as the service wrote them into its outputs (in
-    the user's names: a run's marker removed): the service's own record of which run a job belongs
-    to, whatever its job records say."""
-    from airflow_provider_workflowsvc._marker import user_names
-
+    the user's names: any run's marker removed, also where the job record lists no files): the
+    service's own record of which run a job belongs to, whatever its job records say."""
     job = hook.get_job(job_id)
     names = []
     for output in job.output_node_files:
         elements = hook.download_job_output(job_id, output.file_id, output.node_id)
         assert isinstance(elements, list)
-        names.append(user_names(str(elements[0].metadata.filename)))
+        names.append(MARKER.sub("", str(elements[0].metadata.filename)))
     return sorted(names)
 
 
