@@ -10,7 +10,7 @@ import os
 import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_workflowsvc.exceptions import (
     NoFilesMatchedError,  # re-exported: raised here
@@ -22,6 +22,9 @@ MAX_WALK_ENTRIES = 200_000
 """How many directory entries one directory or pattern of ``files`` may go through."""
 
 log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 
 
 def resolve_files(spec: Any, *, empty_ok: bool = False) -> list[str]:
@@ -64,6 +67,23 @@ def resolve_named_files(spec: Any, *, empty_ok: bool = False) -> list[tuple[str,
     if not resolved:
         raise NoFilesMatchedError(f"files: {', '.join(map(repr, entries))} match no files")
     return [(str(path), name) for path, name in resolved.values()]
+
+
+def resolve_task_files(spec: Any, *, skip_if_no_files: bool, nothing_to: str) -> list[tuple[str, str]]:
+    """
+    Resolve a task's ``files`` (:func:`resolve_named_files`): bad input fails the task without retries;
+    matching no file at all skips it when ``skip_if_no_files`` (``nothing_to``: what is then not done).
+    """
+    from airflow_provider_workflowsvc._compat import AirflowSkipException
+    from airflow_provider_workflowsvc.operators._base import invalid_input_fails
+
+    with invalid_input_fails():
+        try:
+            return resolve_named_files(spec, empty_ok=skip_if_no_files)
+        except NoFilesMatchedError as exc:
+            if not skip_if_no_files:
+                raise
+            raise AirflowSkipException(f"{exc}: nothing to {nothing_to} (skip_if_no_files=True)") from None
 
 
 def _entries(spec: Any) -> list[str]:
@@ -354,3 +374,35 @@ def inside(directory: Path, name: str) -> Path:
     if root not in target.parents:
         raise WorkflowServiceInputError(f"refusing to write {name!r} outside {str(root)!r}")
     return target
+
+
+def download_output(
+    hook: WorkflowServiceHook,
+    job_id: str,
+    file_id: str,
+    node_id: str,
+    directory: Path,
+    names: OutputNames,
+    marker: str | None = None,
+) -> tuple[str, str | None]:
+    """
+    Stream one output of a job into ``directory`` under a hidden name, then give it its final name
+    (:class:`OutputNames`, from the document it holds): never a partial file. Return the path and the
+    document's name (without the run's ``marker``, the one its job record shows; None when the output
+    names no document).
+    """
+    import secrets
+
+    from airflow_provider_workflowsvc._marker import unmarked
+
+    staging = inside(directory, f".wfsvc-{secrets.token_hex(8)}.download")
+    try:
+        hook.download_job_output(job_id, file_id, node_id, path=staging)
+        document = document_name(staging)
+        document = None if document is None else unmarked(document, marker)
+        target = inside(directory, names.allocate(file_id, node_id, document))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging.replace(target)
+    finally:
+        staging.unlink(missing_ok=True)
+    return str(target), document

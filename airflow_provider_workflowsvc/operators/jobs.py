@@ -201,16 +201,9 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         Resolve the input files (path, name sent); bad ``files`` fail the task without retries, no
         match skips it if asked.
         """
-        from airflow_provider_workflowsvc._compat import AirflowSkipException
-        from airflow_provider_workflowsvc.operators._files import NoFilesMatchedError, resolve_named_files
+        from airflow_provider_workflowsvc.operators._files import resolve_task_files
 
-        with invalid_input_fails():
-            try:
-                return resolve_named_files(self.files, empty_ok=self.skip_if_no_files)
-            except NoFilesMatchedError as exc:
-                if not self.skip_if_no_files:
-                    raise
-                raise AirflowSkipException(f"{exc}: nothing to run (skip_if_no_files=True)") from None
+        return resolve_task_files(self.files, skip_if_no_files=self.skip_if_no_files, nothing_to="run")
 
     def _resolve_target(self) -> None:
         """
@@ -543,24 +536,12 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
     def _download(
         self, job_id: str, file_id: str, node_id: str, directory: Path, names: Any, marker: str | None
     ) -> str:
-        """Stream one output to a hidden name, then give it its document's name (never a partial file)."""
-        import secrets
+        """Download one output under its document's name (:func:`~._files.download_output`)."""
+        from airflow_provider_workflowsvc.operators._files import download_output
 
-        from airflow_provider_workflowsvc._marker import unmarked
-        from airflow_provider_workflowsvc.operators._files import document_name, inside
-
-        staging = inside(directory, f".wfsvc-{secrets.token_hex(8)}.download")
-        try:
-            self.hook.download_job_output(job_id, file_id, node_id, path=staging)
-            document = document_name(staging)
-            document = None if document is None else unmarked(document, marker)
-            target = inside(directory, names.allocate(file_id, node_id, document))
-            target.parent.mkdir(parents=True, exist_ok=True)
-            staging.replace(target)
-        finally:
-            staging.unlink(missing_ok=True)
+        target, _ = download_output(self.hook, job_id, file_id, node_id, directory, names, marker)
         self.log.info("Downloaded output %s (node %s) to %s", file_id, node_id, target)
-        return str(target)
+        return target
 
 
 class CancelJobOperator(WorkflowServiceBaseOperator):
