@@ -14,6 +14,7 @@ import json
 import mimetypes
 import os
 import sys
+import typing
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from enum import Enum
 from pathlib import Path
@@ -34,6 +35,7 @@ from airflow_provider_workflowsvc.hooks._transport import (
     ignore_body,
     list_parser,
     parser,
+    sending,
 )
 from airflow_provider_workflowsvc.models import (
     ConnectionCheck,
@@ -95,7 +97,7 @@ class Endpoint(Generic[P, T]):
 
     def method(self, owner: type, asynchronous: bool) -> Callable[..., Any]:
         """Return ``owner``'s method that sends this endpoint's call, named, typed and documented as it."""
-        method = _sending(self, asynchronous)
+        method = sending(self, asynchronous)
         qualname = f"{owner.__qualname__}.{self.name}"
         if sys.version_info >= (3, 11):  # a traceback names the endpoint
             method.__code__ = method.__code__.replace(co_name=self.name, co_qualname=qualname)
@@ -107,7 +109,8 @@ class Endpoint(Generic[P, T]):
         method.__signature__ = signature.replace(  # type: ignore[attr-defined]
             parameters=[self_parameter, *signature.parameters.values()], return_annotation=answer
         )
-        method.__annotations__ = {**self.build.__annotations__, "return": answer}
+        hints = typing.get_type_hints(self.build)  # resolved here: the method's own module lacks the names
+        method.__annotations__ = {**hints, "return": typing.get_args(hints["return"])[0]}
         method.__name__, method.__qualname__, method.__module__ = self.name, qualname, owner.__module__
         method.__doc__ = self.build.__doc__
         return method
@@ -116,18 +119,6 @@ class Endpoint(Generic[P, T]):
         """Return the ``T`` of the builder's ``ApiCall[T]`` return annotation, as text."""
         returned = str(self.build.__annotations__["return"])
         return returned.removeprefix("ApiCall[").removesuffix("]")
-
-
-def _sending(endpoint: Endpoint[Any, Any], asynchronous: bool) -> Callable[..., Any]:
-    """Return a function that builds ``endpoint``'s call and sends it with the hook's ``_send``."""
-
-    async def send_async(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return await self._send(endpoint.build(*args, **kwargs))
-
-    def send_sync(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return self._send(endpoint.build(*args, **kwargs))
-
-    return send_async if asynchronous else send_sync
 
 
 def endpoint(build: Callable[P, ApiCall[T]]) -> Endpoint[P, T]:

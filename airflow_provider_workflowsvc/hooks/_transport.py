@@ -698,7 +698,22 @@ def _attempt(transport: _Transport, call: ApiCall[T], spelling: str) -> Exchange
 
 
 # --------------------------------------------------------------------------------------------------
-# The drivers: the hooks' ``_send``
+# The drivers: the hooks' ``_send``, and the endpoint methods that call it
+
+
+def sending(endpoint: Any, asynchronous: bool) -> Callable[..., Any]:
+    """
+    Return a method that builds ``endpoint``'s call (its ``build``) and sends it with the hook's
+    ``_send``. Here, not beside the endpoints: a wait's awaits then stay in this room.
+    """
+
+    async def send_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return await self._send(endpoint.build(*args, **kwargs))
+
+    def send_sync(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._send(endpoint.build(*args, **kwargs))
+
+    return send_async if asynchronous else send_sync
 
 
 def send(hook: WorkflowServiceHook, call: ApiCall[T], retries: bool = True) -> T:

@@ -218,9 +218,10 @@ class WorkflowJobTrigger(BaseTrigger):
         watch = JobWatch(job_id, self.log, started)
         if self.workflow_id is None or not shared_status_poll():
             return await await_job(hook, watch, schedule)  # each wait polls its own job
-        from airflow_provider_workflowsvc.wait.workflow_poll import await_job_sharing
+        from airflow_provider_workflowsvc.wait.workflow_poll import sharing
 
-        return await await_job_sharing(hook, watch, schedule, self.workflow_id)
+        async with sharing(hook, self.workflow_id, watch) as shared:
+            return await await_job(hook, watch, schedule, shared)
 
     async def on_kill(self) -> None:
         """

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_workflowsvc.wait.outcome import JobOutcome, unfound_outcome
 from airflow_provider_workflowsvc.wait.poll import acancel_quietly, await_job
 from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
-from airflow_provider_workflowsvc.wait.workflow_poll import await_job_sharing
+from airflow_provider_workflowsvc.wait.workflow_poll import sharing
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
@@ -48,7 +48,8 @@ async def await_jobs(
         schedule = PollSchedule(deadline, interval)
         try:
             if share:
-                outcome = await await_job_sharing(hook, watch, schedule, None)
+                async with sharing(hook, None, watch) as shared:
+                    outcome = await await_job(hook, watch, schedule, shared)
             else:
                 outcome = await await_job(hook, watch, schedule)
         except Exception as exc:

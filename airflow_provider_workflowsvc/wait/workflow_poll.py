@@ -17,12 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
 from airflow_provider_workflowsvc.models import JobStatus
-from airflow_provider_workflowsvc.wait.poll import apoll_once, await_job, is_transient
+from airflow_provider_workflowsvc.wait.poll import is_transient
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
     from airflow_provider_workflowsvc.models import Job
-    from airflow_provider_workflowsvc.wait.outcome import JobOutcome
     from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
 
 SHARE_FROM = 3
@@ -96,22 +95,22 @@ class WorkflowPoll:
     def shared(self) -> bool:
         return not self.refused and len(self.waits) >= SHARE_FROM
 
-    async def poll(
+    async def shows_active(
         self, hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule
-    ) -> JobOutcome | None:
+    ) -> bool:
         """
-        One poll of ``watch``'s job: from a fresh listing while it shows the job active, else its own.
-
-        The last poll before the deadline is always the job's own: the wait's final word is never older
-        than the moment it is taken.
+        Whether a fresh listing shows ``watch``'s job scheduled or in progress (its status is then
+        recorded, and its own poll is not needed). The last poll before the deadline is always the
+        job's own: the wait's final word is never older than the moment it is taken.
         """
-        if self.shared and not schedule.final:
-            listed = await self._listing(hook, schedule)
-            job = listed.get(watch.job_id) if listed is not None else None
-            if job is not None and job.status.is_active:
-                watch.observe(None, job)
-                return None
-        return await apoll_once(hook, watch)
+        if not self.shared or schedule.final:
+            return False
+        listed = await self._listing(hook, schedule)
+        job = listed.get(watch.job_id) if listed is not None else None
+        if job is None or not job.status.is_active:
+            return False
+        watch.observe(None, job)
+        return True
 
     async def _listing(self, hook: WorkflowServiceAsyncHook, schedule: PollSchedule) -> Listed | None:
         """Return the answer of a listing fresh for this poll: one under way or just done, or a new one."""
@@ -174,7 +173,7 @@ async def sharing(
 ) -> AsyncIterator[WorkflowPoll]:
     """
     Register ``watch`` with the shared poll of its workflow (None: of the account's on-demand jobs),
-    created if none, until the block ends.
+    created if none, until the block ends; the wait passes it to :func:`~.poll.await_job`.
     """
     polls = _POLLS.setdefault(await hook.get_async_conn(), {})
     poll = polls.get(workflow_id)
@@ -187,14 +186,3 @@ async def sharing(
         del poll.waits[id(watch)]
         if not poll.waits and polls.get(workflow_id) is poll:
             del polls[workflow_id]
-
-
-async def await_job_sharing(
-    hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule, workflow_id: str | None
-) -> JobOutcome:
-    """
-    :func:`~.poll.await_job`, its polls shared with the other waits on jobs of ``workflow_id`` (None:
-    on jobs listed by no workflow, the account's active jobs).
-    """
-    async with sharing(hook, workflow_id, watch) as poll:
-        return await await_job(hook, watch, schedule, poll=poll.poll)
