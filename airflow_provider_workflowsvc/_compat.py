@@ -38,15 +38,20 @@ else:  # Airflow 3.0: the Task SDK has neither yet
 
 if typing.TYPE_CHECKING or AIRFLOW_V_3_2_PLUS:
     from airflow.sdk import conf
-    from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
+    from airflow.sdk.exceptions import (
+        AirflowFailException,
+        AirflowSensorTimeout,
+        AirflowSkipException,
+        AirflowTaskTimeout,
+    )
 else:  # Airflow 3.0 and 3.1: configuration and these exceptions are still in core only
     from airflow.configuration import conf
-    from airflow.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
-
-if typing.TYPE_CHECKING or AIRFLOW_V_3_3_PLUS:
-    from airflow.sdk.exceptions import AirflowTaskTimeout
-else:  # Airflow < 3.3: core has it on every 3.x (its Task SDK home is verified on 3.3 only)
-    from airflow.exceptions import AirflowTaskTimeout
+    from airflow.exceptions import (
+        AirflowFailException,
+        AirflowSensorTimeout,
+        AirflowSkipException,
+        AirflowTaskTimeout,
+    )
 
 
 HAS_DURABLE_EXECUTION = AIRFLOW_V_3_3_PLUS
