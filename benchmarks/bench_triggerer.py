@@ -254,10 +254,10 @@ def _trigger_class(variant: Variant) -> type[Any]:
                 await self._client.aclose()
                 self._client = None
 
-        async def _send(self, call: Any) -> Any:
+        async def _send(self, call: Any, **options: Any) -> Any:
             await self.aclose()
             try:
-                return await asend(self, call)
+                return await asend(self, call, **options)
             finally:
                 await self.aclose()
 

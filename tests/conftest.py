@@ -31,7 +31,7 @@ from collections.abc import Iterator  # noqa: E402
 from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
-from helpers import MOCK_BASE_URL, TEST_API_KEY, TEST_TOKEN, connect, run_dag  # noqa: E402
+from helpers import MOCK_BASE_URL, TEST_API_KEY, TEST_TOKEN, MetricsRecorder, connect, run_dag  # noqa: E402
 
 # --------------------------------------------------------------------------------------------------
 # Airflow-version markers: @pytest.mark.airflow_min("3.3", reason=...) runs a test only on Airflow >= 3.3,
@@ -163,6 +163,16 @@ def workflowsvc_conn(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
 def dag_runner(airflow_db: None, workflowsvc_conn: Any) -> Any:
     """``run_dag`` with the DB ready and ``workflowsvc_default`` pointing at a clean emulator."""
     return run_dag
+
+
+@pytest.fixture
+def recorded_metrics(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The provider's metrics of this test, kept by a stand-in for Airflow's ``Stats``."""
+    from airflow_provider_workflowsvc import metrics
+
+    recorder = MetricsRecorder()
+    monkeypatch.setattr(metrics, "_stats", lambda: recorder)
+    return recorder
 
 
 @pytest.fixture

@@ -75,8 +75,8 @@ def requests_by_kind(emulator: Any, jobs: list[str], workflow: str) -> collectio
 
 
 def _without_times(payload: dict[str, Any]) -> dict[str, Any]:
-    """The event, less what differs from job to job (ids, times)."""
-    varying = ("job_id", "workflow_id", "elapsed", "job_seconds", "output_files")
+    """The event, less what differs from job to job (ids, names, times)."""
+    varying = ("job_id", "workflow_id", "workflow_name", "elapsed", "job_seconds", "output_files")
     same = {k: v for k, v in payload.items() if k not in varying}
     return {**same, "output_files": len(payload["output_files"])}
 

@@ -390,9 +390,12 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
 
     def _finish(self, context: Context, outcome: JobOutcome) -> dict[str, Any]:
         """Log the outcome; return the summary, or push it and raise the task's failure."""
+        from airflow_provider_workflowsvc import metrics
         from airflow_provider_workflowsvc.wait.outcome import failure_for, log_outcome
 
         log_outcome(outcome, self.log, fail_on_failed_files=self.fail_on_failed_files)
+        known = self.workflow_name or self._known_workflow_id()
+        metrics.job_ended(outcome, self.workflowsvc_conn_id, metrics.workflow_of(outcome, known))
         note = ""
         if outcome.status == "timeout" and outcome.job_id:
             from airflow_provider_workflowsvc.wait.poll import cancel_after_timeout

@@ -289,20 +289,24 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
     @classmethod
     async def open_shared_stream(cls, kwargs: dict[str, Any]) -> AsyncIterator[Any]:
         """List the jobs now, then every ``poll_interval`` seconds; yield each listing (forever)."""
+        from airflow_provider_workflowsvc import metrics
         from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, deadline
         from airflow_provider_workflowsvc.wait.poll import survive_transient
 
         workflow_id, interval = kwargs.get("workflow_id"), float(kwargs.get("poll_interval") or 60.0)
+        conn_id = kwargs.get("workflowsvc_conn_id") or DEFAULT_CONN_ID
         what = f"Listing the jobs of workflow {workflow_id}" if workflow_id else "Listing the jobs"
-        async with WorkflowServiceAsyncHook(kwargs.get("workflowsvc_conn_id") or DEFAULT_CONN_ID) as hook:
+        async with WorkflowServiceAsyncHook(conn_id) as hook:
             summaries, number = JobSummaries(hook), 0
             while True:
                 try:
                     with deadline(time.time() + max(interval, SUMMARY_BUDGET)):
                         jobs = await hook.list_jobs(workflow_id=workflow_id)
                 except Exception as exc:
+                    metrics.watcher_listing(workflow_id, conn_id, failed=True)
                     survive_transient(exc, log, what, retry="next interval")
                 else:
+                    metrics.watcher_listing(workflow_id, conn_id)
                     number += 1
                     summaries.forget_all_but({job.id for job in jobs})
                     yield JobListing(number, jobs, summaries)
@@ -310,6 +314,8 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
 
     async def filter_shared_stream(self, shared_stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
         """Turn the listings into this watcher's events: the jobs its own cursor has not reported."""
+        from airflow_provider_workflowsvc import metrics
+
         read, cursor = False, None
         async for listing in shared_stream:
             if not read:
@@ -331,6 +337,7 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
                 if payload is None:
                     continue  # stays pending: the next listing tries again
                 self.log.info("Job %s of %s ended %s", job.id, self._watched(), payload["status"])
+                metrics.watcher_event(self.workflow_id, self.workflowsvc_conn_id, event_lag(job))
                 yield TriggerEvent(payload)
                 cursor.reported(job.id)
                 emitted = True
@@ -391,6 +398,21 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
             await store.aset(self.cursor_key, cursor.to_json())
         except Exception as exc:  # the next listing saves it again
             self.log.warning("Could not save the job cursor to the asset state store: %s", exc)
+
+
+def event_lag(job: Job) -> float | None:
+    """
+    Seconds from ``job``'s end to now: its end is its ``created_at`` plus its ``runtime``; without a
+    readable ``runtime``, its ``created_at`` (the lag then includes the job's run: an upper bound).
+    """
+    from airflow_provider_workflowsvc.wait.watch import job_run_time
+
+    created = job.created_utc
+    if created is None:
+        return None
+    ran = job_run_time(job)
+    ended = created.timestamp() + (ran["job_seconds"] if ran.get("job_seconds_from") == "runtime" else 0.0)
+    return max(0.0, time.time() - ended)
 
 
 def _final_statuses(statuses: Iterable[str]) -> tuple[str, ...]:

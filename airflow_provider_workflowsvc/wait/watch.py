@@ -147,6 +147,7 @@ class JobWatch:
             status=STATUS_OUTCOME.get(status, "error"),
             job_id=self.job_id,
             workflow_id=job.workflow_id,
+            workflow_name=job.workflow_name,
             job_status=status.value,
             message=user_names((details.message if details is not None else None) or ""),
             node_stats=self._node_stats(),

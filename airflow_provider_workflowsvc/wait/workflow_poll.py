@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
 from airflow_provider_workflowsvc.models import JobStatus
 from airflow_provider_workflowsvc.wait.poll import is_transient
@@ -110,6 +111,7 @@ class WorkflowPoll:
         if job is None or not job.status.is_active:
             return False
         watch.observe(None, job)
+        metrics.shared_poll_served(self.workflow_id, hook.workflowsvc_conn_id)
         return True
 
     async def _listing(self, hook: WorkflowServiceAsyncHook, schedule: PollSchedule) -> Listed | None:
@@ -131,10 +133,13 @@ class WorkflowPoll:
         limit = FRESH_FOR * schedule.interval  # as the round's
         try:
             with deadline(min(schedule.cutoff, time.time() + limit)):
-                return await asyncio.wait_for(self._list_active(hook), timeout=limit)
+                listed = await asyncio.wait_for(self._list_active(hook), timeout=limit)
         except Exception as exc:
+            metrics.shared_listing(self.workflow_id, hook.workflowsvc_conn_id, failed=True)
             self._listing_failed(exc)
             return None
+        metrics.shared_listing(self.workflow_id, hook.workflowsvc_conn_id)
+        return listed
 
     async def _list_active(self, hook: WorkflowServiceAsyncHook) -> Listed:
         listed: Listed = {}
