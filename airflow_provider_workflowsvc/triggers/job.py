@@ -218,11 +218,12 @@ class WorkflowJobTrigger(BaseTrigger):
             )
         self.log.info("Waiting for job %s (polling every %.0f s)", job_id, self.poll_interval)
         watch = JobWatch(job_id, self.log, started)
-        if self.workflow_id is None or not shared_status_poll():
+        if not shared_status_poll():
             return await await_job(hook, watch, schedule)  # each wait polls its own job
-        from airflow_provider_workflowsvc.wait.workflow_poll import sharing
+        from airflow_provider_workflowsvc.wait.workflow_poll import joining, sharing
 
-        async with sharing(hook, self.workflow_id, watch) as shared:
+        given = self.workflow_id
+        async with sharing(hook, given, watch) if given else joining(hook, watch) as shared:
             return await await_job(hook, watch, schedule, shared)
 
     async def on_kill(self) -> None:
