@@ -7,15 +7,17 @@ from typing import Any
 import httpx
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
-from helpers import FAKE_WORKFLOW_ID, details_json, failed_json, job_json
+from helpers import FAKE_WORKFLOW_ID, details_json, job_json
+from reliability import _helpers as reliability_helpers
 from reliability._helpers import FakeStore
+from test_run_operator import _spelled, ok, op, route_job
 
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowAlreadyRunningError,
     WorkflowJobTimeoutError,
     WorkflowServiceInputError,
 )
-from airflow_provider_workflowsvc.operators.jobs import RUNNING_JOB_KEY, RunWorkflowOperator
+from airflow_provider_workflowsvc.operators.jobs import RUNNING_JOB_KEY
 from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
 
 WF = FAKE_WORKFLOW_ID
@@ -26,15 +28,8 @@ DURABLE = [
 ]
 
 
-class FakeTI:
-    """XCom push and pull; a pull reads what this try pushed (as Airflow keeps it across a deferral)."""
-
-    def __init__(self) -> None:
-        self.pushed: dict[str, Any] = {}
-        self.stats_tags: dict[str, str] = {}
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.pushed[key] = value
+class FakeTI(reliability_helpers.FakeTI):
+    """A pull reads what this try pushed (as Airflow keeps a try's XCom across a deferral)."""
 
     def xcom_pull(self, task_ids: str, key: str = "return_value") -> Any:
         return self.pushed.get(key)
@@ -44,22 +39,8 @@ def ctx(store: FakeStore | None = None) -> Any:
     return {"ti": FakeTI(), "task_state_store": store}
 
 
-def ok(data: Any) -> httpx.Response:
-    return httpx.Response(200, json=data)
-
-
-def op(**kwargs: Any) -> RunWorkflowOperator:
-    args: dict[str, Any] = {"task_id": "run", "workflow_id": WF, "poll_interval": 0.01, "deferrable": False}
-    return RunWorkflowOperator(**{**args, **kwargs})
-
-
 def job(job_id: str, status: str, created_at: str | None = "2026-01-01T00:00:00Z") -> dict[str, Any]:
     return {**job_json(job_id, status), "created_at": created_at}
-
-
-def _spelled(status: str) -> str:
-    plain = status.lower().replace("_", " ")
-    return "in progress" if plain == "im progress" else plain
 
 
 @pytest.fixture
@@ -72,15 +53,6 @@ def service(mock_service: Any) -> Any:
     route_job(mock_service, "mine")
     mock_service.post(url__regex=r"/jobs/[^/]+/cancel$").mock(return_value=httpx.Response(200))
     return mock_service
-
-
-def route_job(router: Any, job_id: str, status: str = "completed") -> None:
-    """Answers for waiting for ``job_id``: in progress once, then ``status``."""
-    router.get(f"/jobs/{job_id}/details").mock(
-        side_effect=[ok(details_json(job_id, "in progress"))] + [ok(details_json(job_id, status))] * 5
-    )
-    router.get(f"/jobs/{job_id}").mock(return_value=ok(job_json(job_id, status)))
-    router.get(f"/jobs/{job_id}/failed-files").mock(return_value=ok(failed_json()))
 
 
 def route_listing(router: Any, *jobs: dict[str, Any], honour_filter: bool = True) -> Any:
