@@ -654,6 +654,13 @@ def emulator_jobs(emulator: Any, workflow_id: str) -> list[dict[str, Any]]:
 # On-demand jobs: a mapped run of several batches (issue #34)
 
 
+def _log_tails(airflow: LocalAirflow, dag_id: str, run_id: str, task_id: str, chars: int = 2500) -> str:
+    """The end of each log file of a task (every map index and try), to say why it failed."""
+    folder = airflow.task_log_dir(dag_id, run_id, task_id)
+    files = sorted(folder.rglob("*.log")) if folder.exists() else []
+    return "\n".join(f"--- {path.relative_to(folder)}\n{path.read_text()[-chars:]}" for path in files)
+
+
 def _mapped(airflow: LocalAirflow, dag_id: str, run_id: str, task_id: str, index: int) -> dict[str, Any]:
     path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/{index}"
     body: dict[str, Any] = airflow.api("GET", path)
@@ -685,6 +692,9 @@ def test_a_mapped_on_demand_run_of_several_batches(stack: tuple[LocalAirflow, An
     states = {
         (ti["task_id"], ti["map_index"]): ti["state"] for ti in airflow.task_instances(ON_DEMAND_DAG, run_id)
     }
+    if run["state"] != "success":
+        print(_log_tails(airflow, ON_DEMAND_DAG, run_id, "parse", chars=6000))
+        print(airflow.component_log("scheduler", 300))
     assert run["state"] == "success", states
     counts = airflow.xcom(ON_DEMAND_DAG, run_id, "count_elements")
     assert sorted(counts) == sorted(f"{f}{i}.txt" for f, n in sizes.items() for i in range(n))
@@ -814,7 +824,12 @@ def test_a_pool_counting_deferred_tasks_caps_the_jobs_in_flight(stack: tuple[Loc
                 _wait_for(functools.partial(_pool_filled, airflow, run_id, done), 240, "the pool to fill")
             except AssertionError as exc:
                 states = _states(airflow, run_id)
-                raise AssertionError(f"{exc}: {done} done, {POOL_SLOTS} deferred wanted; {states}") from exc
+                failed = [t for t, state in states.items() if state == "failed"]
+                logs = "\n".join(_log_tails(airflow, POOL_DAG, run_id, t) for t in failed)
+                print(airflow.component_log("scheduler", 300))
+                raise AssertionError(
+                    f"{exc}: {done} done, {POOL_SLOTS} deferred wanted; {states}\n{logs}"
+                ) from exc
             pool = _pool(airflow)
             assert (pool["deferred_slots"], pool["open_slots"]) == (POOL_SLOTS, 0), pool
             workflow_id = workflow_id or airflow.xcom(POOL_DAG, run_id, "create_workflow")
