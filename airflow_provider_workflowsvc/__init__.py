@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         NoFilesMatchedError as NoFilesMatchedError,
         UnprocessedDocumentsError as UnprocessedDocumentsError,
         UnprocessedDocumentsNoRetryError as UnprocessedDocumentsNoRetryError,
+        WorkflowAlreadyRunningError as WorkflowAlreadyRunningError,
         WorkflowJobError as WorkflowJobError,
         WorkflowJobFailedError as WorkflowJobFailedError,
         WorkflowJobTimeoutError as WorkflowJobTimeoutError,

@@ -56,11 +56,11 @@ async def test_a_hung_request_does_not_hold_up_the_other_triggers(
     polls: dict[str, list[float]] = {job: [] for job in others}
     send = WorkflowServiceAsyncHook._send
 
-    async def recorded(self: WorkflowServiceAsyncHook, call: Any) -> Any:
+    async def recorded(self: WorkflowServiceAsyncHook, call: Any, **options: Any) -> Any:
         job = call.path.split("/")[2]
         if job in polls and call.path.endswith("/details"):
             polls[job].append(time.monotonic())
-        return await send(self, call)
+        return await send(self, call, **options)
 
     monkeypatch.setattr(WorkflowServiceAsyncHook, "_send", recorded)
     started = time.monotonic()
@@ -120,11 +120,11 @@ async def test_more_hung_reads_than_lanes_delay_only_themselves(
     polls: dict[str, list[float]] = {job: [] for job in healthy}
     send = WorkflowServiceAsyncHook._send
 
-    async def recorded(self: WorkflowServiceAsyncHook, call: Any) -> Any:
+    async def recorded(self: WorkflowServiceAsyncHook, call: Any, **options: Any) -> Any:
         job = call.path.split("/")[2]
         if job in polls and call.path.endswith("/details"):
             polls[job].append(time.monotonic())
-        return await send(self, call)
+        return await send(self, call, **options)
 
     monkeypatch.setattr(WorkflowServiceAsyncHook, "_send", recorded)
     open_connections, most = [0], [0]
