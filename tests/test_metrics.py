@@ -232,8 +232,8 @@ def test_a_connection_read_again_is_counted_with_its_failures(
     assert recorded_metrics.sent == []
     hook._reread()
     monkeypatch.delenv("AIRFLOW_CONN_WORKFLOWSVC_METRICS")
-    with pytest.raises(Exception, match="isn't defined"):
-        hook._reread()
+    assert not hook._reread()  # a failed re-read keeps the settings in use (#31), counted as failed
+    assert hook.settings.base_url == MOCK_BASE_URL
     assert recorded_metrics.total("connection.reread", conn_id=CONN) == 1
     assert recorded_metrics.total("connection.reread_failed", conn_id=CONN) == 1
 
@@ -256,6 +256,8 @@ async def test_the_triggerers_settings_cache_counts_its_re_reads(
     await cache.get(CONN, read)
     await cache.get(CONN, read)
     with pytest.raises(RuntimeError):
+        await cache.get(CONN, read)
+    with pytest.raises(RuntimeError):  # within its retry time the failed read is not repeated (#31)
         await cache.get(CONN, read)
     assert recorded_metrics.total("connection.reread", conn_id=CONN) == 1
     assert recorded_metrics.total("connection.reread_failed", conn_id=CONN) == 1

@@ -122,18 +122,18 @@ def jobs_show(args: argparse.Namespace) -> None:
     if args.output in ("json", "yaml"):
         _print(args, [_job_in_full(job, details, failed)])
         return
-    _print(args, [{**_job_row(job), "message": _user_names(details.message or "")}])
+    _print(args, [{**_job_row(job), "message": _service_text(details.message or "", job)}])
     _print(args, [_node_row(node) for node in details.node_stats])
-    _print(args, _failed_rows(failed))
+    _print(args, _failed_rows(failed, job))
 
 
 def _job_in_full(job: Job, details: JobDetails, failed: JobFailedFiles) -> dict[str, Any]:
     return {
         **_job_row(job),
         "runtime": job.runtime,
-        "message": _user_names(details.message or ""),
+        "message": _service_text(details.message or "", job),
         "node_stats": [_node_row(node) for node in details.node_stats],
-        "failed_files": _failed_rows(failed),
+        "failed_files": _failed_rows(failed, job),
         "output_files": [{"file_id": o.file_id, "node_id": o.node_id} for o in job.output_node_files],
     }
 
@@ -143,18 +143,22 @@ def _node_row(node: Any) -> dict[str, Any]:
     return {"node": node.node_name or node.node_type, **{field: getattr(node, field) for field in fields}}
 
 
-def _failed_rows(failed: JobFailedFiles) -> list[dict[str, str]]:
+def _failed_rows(failed: JobFailedFiles, job: Job) -> list[dict[str, str]]:
     return [
-        {"document": _user_names(f.document), "error": _user_names(f.error or "")}
+        {"document": _service_text(f.document, job), "error": _service_text(f.error or "", job)}
         for f in failed.failed_files
     ]
 
 
-def _user_names(text: str) -> str:
-    """Return ``text`` with the user's own file names (the uploads' markers out), as the operators show it."""
-    from airflow_provider_workflowsvc._marker import user_names
+def _service_text(text: str, job: Job) -> str:
+    """
+    Return the service's ``text`` as the operators show it: a marked run's marker out where ``job``'s
+    record shows it (never from an unmarked name), and what a URL in it carries as credentials masked.
+    """
+    from airflow_provider_workflowsvc._marker import run_marker, unmarked
+    from airflow_provider_workflowsvc._url_secrets import mask_url_secrets
 
-    return user_names(text)
+    return mask_url_secrets(unmarked(text, run_marker(job.input_file_ids)))
 
 
 @command
