@@ -207,3 +207,23 @@ def test_declaring_the_commands_loads_nothing_but_airflows_cli_declarations() ->
     loaded = set(ast.literal_eval(done.stdout.strip().splitlines()[-1]))
     ours = {"airflow_provider_workflowsvc.cli", "airflow_provider_workflowsvc.cli.definition"}
     assert ours <= loaded <= {*ours, "airflow_provider_workflowsvc"}  # the package root imports nothing
+
+
+def test_the_services_text_is_shown_by_the_operators_rules() -> None:
+    """
+    A marker comes out only where the job record shows the run was marked (an unmarked name keeps a
+    look-alike), and what a URL carries as credentials is masked, as in a task's summary and log.
+    """
+    from helpers import job_json
+
+    from airflow_provider_workflowsvc.cli.commands import _service_text
+    from airflow_provider_workflowsvc.models import Job
+
+    marker = "__wfsvc-0123456789abcdef"
+    marked = Job.model_validate({**job_json("j1", "completed"), "input_file_ids": [f"a{marker}.txt"]})
+    unmarked = Job.model_validate(job_json("j2", "completed"))
+    assert _service_text(f"a{marker}.txt failed", marked) == "a.txt failed"
+    assert _service_text(f"a{marker}.txt failed", unmarked) == f"a{marker}.txt failed"
+    masked = _service_text("cannot reach mongodb://admin:hunter2@db.example/x", unmarked)
+    assert "hunter2" not in masked
+    assert "***" in masked
