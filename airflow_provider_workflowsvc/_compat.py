@@ -41,10 +41,20 @@ else:  # Airflow 3.0: the Task SDK has neither yet
 
 if TYPE_CHECKING or AIRFLOW_V_3_2_PLUS:
     from airflow.sdk import conf
-    from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
+    from airflow.sdk.exceptions import (
+        AirflowFailException,
+        AirflowNotFoundException,
+        AirflowSensorTimeout,
+        AirflowSkipException,
+    )
 else:  # Airflow 3.0 and 3.1: configuration and these exceptions are still in core only
     from airflow.configuration import conf
-    from airflow.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
+    from airflow.exceptions import (
+        AirflowFailException,
+        AirflowNotFoundException,
+        AirflowSensorTimeout,
+        AirflowSkipException,
+    )
 
 if TYPE_CHECKING or AIRFLOW_V_3_3_PLUS:
     from airflow.sdk.exceptions import AirflowTaskTimeout
@@ -94,6 +104,7 @@ __all__ = [
     "HAS_DURABLE_EXECUTION",
     "AirflowException",
     "AirflowFailException",
+    "AirflowNotFoundException",
     "AirflowSensorTimeout",
     "AirflowSkipException",
     "AirflowTaskTimeout",

@@ -169,7 +169,7 @@ def test_an_unreadable_workflow_leaves_connectors_out_but_keeps_files_and_facets
             workflow_id=FAKE_WORKFLOW_ID,
             job_id="j-1",
             summary=summary,
-            files=paths,
+            uploaded=file_datasets(paths),
             log=logging.getLogger("lineage-test"),
         )
     assert [(d.namespace, d.name) for d in lineage.inputs] == [("file", paths[0])]

@@ -22,6 +22,7 @@ from uuid import UUID
 
 from pydantic import TypeAdapter, ValidationError
 
+from airflow_provider_workflowsvc import storage
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceInputError,
     format_validation_errors,
@@ -50,6 +51,7 @@ from airflow_provider_workflowsvc.models import (
     parse_enum,
     request_json,
 )
+from airflow_provider_workflowsvc.storage import StagedObject, StoredObject
 
 T = TypeVar("T")
 log = logging.getLogger("airflow_provider_workflowsvc.hooks.workflowsvc")
@@ -63,9 +65,9 @@ RetryPolicy = Literal["idempotent", "unsent-only"]
 
 @dataclass(frozen=True)
 class UploadFile:
-    """A local file sent as one ``input_files`` part, streamed from disk."""
+    """A file sent as one ``input_files`` part, streamed: a local file, or an object in storage."""
 
-    path: Path
+    path: Path | StoredObject
     filename: str
     media_type: str
 
@@ -85,7 +87,7 @@ class ApiCall(Generic[T]):
     json: Any = None
     files: tuple[UploadFile, ...] = ()
     retry: RetryPolicy = "idempotent"
-    download_to: Path | None = None
+    download_to: Path | StagedObject | None = None
     wants_body: bool = True
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -216,35 +218,61 @@ def check_upload_name(path: Path) -> None:
         ) from None
 
 
-LocalFile = str | os.PathLike[str] | tuple[str | os.PathLike[str], str]
-"""A local file to upload: its path (sent under its base name), or ``(path, name to send)``."""
+LocalFile = str | os.PathLike[str] | Any | tuple[str | os.PathLike[str] | Any, str]
+"""A file to upload: a local path (sent under its base name), an object in storage (an
+``ObjectStoragePath``, a URI such as ``s3://conn_id@bucket/key``, a ``storage.StoredObject``), or
+``(either, name to send)``."""
 
 
 def upload_files(paths: Iterable[LocalFile] | str | os.PathLike[str]) -> tuple[UploadFile, ...]:
     """
-    Check local files exist and are readable; name each (its base name, or the name given with it)
+    Check the files exist and are readable; name each (its base name, or the name given with it)
     and guess its media type.
 
     A single path (not in a list) is one file, not a sequence of one-letter names. A given name may
     hold ``/`` (a path relative to the folder the files came from): the service records that name.
+    An object in storage is looked up (its size) through Airflow's ``ObjectStoragePath``.
     """
-    if isinstance(paths, (str, os.PathLike)):
+    if isinstance(paths, (str, os.PathLike)) or storage.is_location(paths):
         paths = [paths]
     files = []
     for item in paths:
         raw, name = item if isinstance(item, tuple) else (item, None)
-        path = Path(raw).expanduser()
-        check_upload_name(path)
-        if not path.is_file():
-            reason = "is a directory" if path.is_dir() else "does not exist"
-            raise WorkflowServiceInputError(f"input file {str(path)!r} {reason}")
-        if not os.access(path, os.R_OK):
-            raise WorkflowServiceInputError(f"input file {str(path)!r} is not readable")
-        media_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-        files.append(UploadFile(path=path, filename=name or path.name, media_type=media_type))
+        source = _upload_source(raw)
+        media_type = mimetypes.guess_type(source.name)[0] or "application/octet-stream"
+        files.append(UploadFile(path=source, filename=name or source.name, media_type=media_type))
     if not files:
         raise WorkflowServiceInputError("files is empty: give at least one file, or files=None for no body")
     return tuple(files)
+
+
+def _upload_source(raw: Any) -> Path | StoredObject:
+    """Check a file to upload: a readable local file, or an object in storage (looked up)."""
+    if isinstance(raw, StoredObject):
+        return raw
+    if storage.is_location(raw):
+        local = storage.local_path(raw)
+        if local is None:
+            return _stored_object(raw)
+        raw = local
+    path = Path(raw).expanduser()
+    check_upload_name(path)
+    if not path.is_file():
+        reason = "is a directory" if path.is_dir() else "does not exist"
+        raise WorkflowServiceInputError(f"input file {str(path)!r} {reason}")
+    if not os.access(path, os.R_OK):
+        raise WorkflowServiceInputError(f"input file {str(path)!r} is not readable")
+    return path
+
+
+def _stored_object(raw: Any) -> StoredObject:
+    text = storage.without_userinfo(raw if isinstance(raw, str) else storage.shown(raw))
+    path = storage.location(raw, None, "input file")
+    kind, size = storage.kind_of(path, text, "input file")
+    if kind != "file":
+        reason = "is a folder" if kind == "directory" else "does not exist"
+        raise WorkflowServiceInputError(f"input file {text!r} {reason}")
+    return StoredObject(path, size)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -523,7 +551,10 @@ def cancel_job(job_id: str) -> ApiCall[None]:
 
 
 def download_job_output(
-    job_id: str, file_id: str, node_id: str | None = None, path: str | os.PathLike[str] | None = None
+    job_id: str,
+    file_id: str,
+    node_id: str | None = None,
+    path: str | os.PathLike[str] | StagedObject | None = None,
 ) -> ApiCall[list[Element] | Path]:
     """
     Download one output of a local-to-local job: parsed elements, or streamed to ``path`` when given.
@@ -535,12 +566,19 @@ def download_job_output(
     params = {"file_id": _non_empty(file_id, "file_id")}
     if node_id is not None:
         params["node_id"] = _non_empty(node_id, "node_id")
-    target = Path(path).expanduser() if path is not None else None
-    if target is not None and target.is_dir():
+    target = _download_target(path)
+    if isinstance(target, Path) and target.is_dir():
         raise WorkflowServiceInputError(f"download path {str(target)!r} is a directory; give a file path")
     return ApiCall(
         "GET", f"/jobs/{_job_id(job_id)}/download", _parser(list[Element]), params=params, download_to=target
     )
+
+
+def _download_target(path: Any) -> Path | StagedObject | None:
+    """Where a download is streamed to: a local file, or an object being written in storage."""
+    if path is None or isinstance(path, StagedObject):
+        return path
+    return Path(path).expanduser()
 
 
 ENDPOINTS: tuple[Callable[..., ApiCall[Any]], ...] = (

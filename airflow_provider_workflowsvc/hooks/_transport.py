@@ -35,7 +35,7 @@ from airflow_provider_workflowsvc.exceptions import (
     format_validation_errors,
 )
 from airflow_provider_workflowsvc.hooks import _calls
-from airflow_provider_workflowsvc.hooks._calls import ApiCall, ResponseShapeError
+from airflow_provider_workflowsvc.hooks._calls import ApiCall, ResponseShapeError, StagedObject
 from airflow_provider_workflowsvc.hooks._files import _PartFile
 from airflow_provider_workflowsvc.hooks._pool import LaneTimeLimit
 from airflow_provider_workflowsvc.hooks._settings import ConnectionSettings
@@ -468,7 +468,7 @@ class _Exchange(Generic[T]):
         self.method, self.path = hop
         return True
 
-    def download_target(self, response: httpx.Response) -> Path | None:
+    def download_target(self, response: httpx.Response) -> Path | StagedObject | None:
         """Return the file to stream a successful download into (None: the body is read into memory)."""
         call = self.call
         if call.download_to is not None and response.is_success and self.method == call.method:

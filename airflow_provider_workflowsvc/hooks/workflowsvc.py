@@ -26,7 +26,7 @@ from tenacity import AsyncRetrying, Retrying
 from airflow_provider_workflowsvc._compat import CONN_FIELDS_READ, BaseHook
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceAuthError, WorkflowServiceError
 from airflow_provider_workflowsvc.hooks import CONN_TYPE, DEFAULT_CONN_ID, _calls
-from airflow_provider_workflowsvc.hooks._calls import ApiCall, Listing, LocalFile
+from airflow_provider_workflowsvc.hooks._calls import ApiCall, Listing, LocalFile, StagedObject
 from airflow_provider_workflowsvc.hooks._files import _atomic_file
 from airflow_provider_workflowsvc.hooks._pool import (
     _acquire_client,
@@ -315,7 +315,7 @@ class WorkflowServiceHook(_HookBase):
             raise exchange.failed(exc) from None
 
     @staticmethod
-    def _save(target: Path, response: httpx.Response) -> Path:
+    def _save(target: Path | StagedObject, response: httpx.Response) -> Path | StagedObject:
         """Stream the body into a file beside ``target``, then rename it: never a partial ``target``."""
         with _atomic_file(target) as fh:
             for chunk in response.iter_bytes():
@@ -494,7 +494,7 @@ class WorkflowServiceHook(_HookBase):
         job_id: str,
         file_id: str,
         node_id: str | None = None,
-        path: str | os.PathLike[str] | None = None,
+        path: str | os.PathLike[str] | StagedObject | None = None,
     ) -> list[Element] | Path:
         """
         Download one output of a local-to-local job: parsed elements, or streamed to ``path`` when given.
@@ -655,7 +655,7 @@ class WorkflowServiceAsyncHook(_HookBase):
             raise exchange.failed(exc) from None
 
     @staticmethod
-    async def _save(target: Path, response: httpx.Response) -> Path:
+    async def _save(target: Path | StagedObject, response: httpx.Response) -> Path | StagedObject:
         """Stream the body into a file beside ``target``, then rename it: never a partial ``target``."""
         with _atomic_file(target) as fh:
             async for chunk in response.aiter_bytes():
@@ -834,7 +834,7 @@ class WorkflowServiceAsyncHook(_HookBase):
         job_id: str,
         file_id: str,
         node_id: str | None = None,
-        path: str | os.PathLike[str] | None = None,
+        path: str | os.PathLike[str] | StagedObject | None = None,
     ) -> list[Element] | Path:
         """
         Download one output of a local-to-local job: parsed elements, or streamed to ``path`` when given.

@@ -1,4 +1,7 @@
-"""Local files: the inputs of a run (paths, directories, globs) and safe names for downloaded outputs."""
+"""
+The inputs of a run (local paths, directories, globs, and the same in object storage) and the folder a
+job's outputs are downloaded into (local, or object storage), with safe names for them.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +11,12 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator
+import secrets
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_workflowsvc import storage
 from airflow_provider_workflowsvc.exceptions import (
     NoFilesMatchedError,  # re-exported: raised here
     WorkflowServiceInputError,
@@ -21,19 +26,26 @@ _GLOB_CHARS = frozenset("*?[")
 _UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_NAME_LENGTH = 150
 MAX_WALK_ENTRIES = 200_000
-"""How many directory entries one directory or pattern of ``files`` may go through."""
+"""How many directory entries (or listed objects) one directory, prefix or pattern of ``files`` may
+go through."""
 
 log = logging.getLogger(__name__)
 
-
-def resolve_files(spec: Any, *, empty_ok: bool = False) -> list[str]:
-    """Return the paths of :func:`resolve_named_files`."""
-    return [path for path, _ in resolve_named_files(spec, empty_ok=empty_ok)]
+Source = Any
+"""Where an input is read from: a local file's absolute path (``str``), or a ``storage.StoredObject``."""
 
 
-def resolve_named_files(spec: Any, *, empty_ok: bool = False) -> list[tuple[str, str]]:
+def resolve_files(spec: Any, *, empty_ok: bool = False, conn_id: str | None = None) -> list[Source]:
+    """Return the sources of :func:`resolve_named_files`."""
+    return [source for source, _ in resolve_named_files(spec, empty_ok=empty_ok, conn_id=conn_id)]
+
+
+def resolve_named_files(
+    spec: Any, *, empty_ok: bool = False, conn_id: str | None = None
+) -> list[tuple[Source, str]]:
     """
-    Expand ``files`` (a path, directory or glob, or a list of them) into a de-duplicated list.
+    Expand ``files`` (a path, directory or glob, a location in object storage, or a list of them)
+    into a de-duplicated list.
 
     A path that exists is always taken literally (even with ``*``, ``?`` or ``[`` in it). Directories
     contribute every non-hidden file below them, sorted; globs (``**`` recurses) their matching files,
@@ -43,9 +55,16 @@ def resolve_named_files(spec: Any, *, empty_ok: bool = False) -> list[tuple[str,
     error raised before any request is sent. With ``empty_ok``, a directory or pattern matching
     nothing adds nothing, and :class:`NoFilesMatchedError` is raised only when no entry matched.
 
-    Returns ``(absolute path, name)`` pairs; the name is the one the service sees (the multipart
-    file name): the path relative to the directory or to the glob's root, with ``/`` (``2024/a.txt``),
-    or the base name for a file given by its path.
+    Object storage (an ``ObjectStoragePath``, or a URI such as ``s3://bucket/prefix/``, reached with
+    its own connection, ``s3://conn_id@bucket/...``, else ``conn_id``) follows the same rules: an
+    object is a file, a prefix holding objects a directory (a URI ending in ``/`` is one even when it
+    holds none), a key with ``*``, ``?`` or ``[`` a glob; hidden names (a part starting with ``.``)
+    are left out of prefixes and patterns alike. ``file://`` locations are local paths.
+
+    Returns ``(source, name)`` pairs: the source is a local file's absolute path, or a
+    ``storage.StoredObject``; the name is the one the service sees (the multipart file name): the
+    path relative to the directory, prefix or glob root, with ``/`` (``2024/a.txt``), or the base
+    name of a file given by its path.
     """
     entries = _entries(spec)
     if not entries:
@@ -53,22 +72,25 @@ def resolve_named_files(spec: Any, *, empty_ok: bool = False) -> list[tuple[str,
             "files rendered to nothing: give at least one file, directory or glob pattern, "
             "or files=None to run the workflow without files"
         )
-    resolved: dict[str, tuple[Path, str]] = {}
+    resolved: dict[str, tuple[Source, str]] = {}
     for entry in entries:
         try:
-            paths = _expand(entry)
+            found = _expand_entry(entry, conn_id)
         except NoFilesMatchedError:
             if not empty_ok:
                 raise
             continue
-        for path, name in paths:
-            resolved.setdefault(os.path.realpath(path), (Path(os.path.abspath(path)), name))
+        for identity, source, name in found:
+            resolved.setdefault(identity, (source, name))
     if not resolved:
-        raise NoFilesMatchedError(f"files: {', '.join(map(repr, entries))} match no files")
-    return [(str(path), name) for path, name in resolved.values()]
+        shown = ", ".join(repr(_shown_entry(entry)) for entry in entries)
+        raise NoFilesMatchedError(f"files: {shown} match no files")
+    return list(resolved.values())
 
 
-def _entries(spec: Any) -> list[str]:
+def _entries(spec: Any) -> list[Any]:
+    if storage.is_location(spec) and not isinstance(spec, str):
+        return [spec]  # an ObjectStoragePath
     if isinstance(spec, (str, os.PathLike)):
         text = os.fspath(spec).strip()
         if text.startswith("[") and text.endswith("]") and not os.path.lexists(text):
@@ -80,12 +102,87 @@ def _entries(spec: Any) -> list[str]:
     if isinstance(spec, Iterable) and not isinstance(spec, (bytes, dict)):
         return [entry for item in spec for entry in _entries(item)]
     raise WorkflowServiceInputError(
-        f"files must be a path, a glob pattern or a list of them, got {type(spec).__name__}"
+        "files must be a path, a glob pattern, a location in object storage (an ObjectStoragePath, "
+        f"or a URI such as s3://bucket/prefix/) or a list of them, got {type(spec).__name__}"
     )
 
 
+def _shown_entry(entry: Any) -> str:
+    """Show an entry as messages do (a location without its connection id or credentials)."""
+    return (
+        entry
+        if not storage.is_location(entry)
+        else storage.without_userinfo(entry if isinstance(entry, str) else storage.shown(entry))
+    )
+
+
+def _expand_entry(entry: Any, conn_id: str | None) -> list[tuple[str, Source, str]]:
+    """List the files of one entry: ``(what tells it apart, source, name)`` each."""
+    if storage.is_location(entry):
+        local = storage.local_path(entry)
+        if local is None:
+            return _expand_stored(entry, conn_id)
+        entry = local
+    return [(os.path.realpath(path), str(Path(os.path.abspath(path))), name) for path, name in _expand(entry)]
+
+
+def _expand_stored(entry: Any, conn_id: str | None) -> list[tuple[str, Source, str]]:
+    """
+    List the objects of one location in object storage, each with its name relative to the prefix
+    or the pattern's root (the rules of :func:`_expand`, on keys).
+    """
+    text = _shown_entry(entry)
+    path = storage.location(entry, conn_id, "files")
+    kind, size = storage.kind_of(path, text, "files")
+    key = str(path.path)
+    if kind == "file":
+        found = [(str(path.name), storage.StoredObject(path, size))]
+    elif kind == "directory" or (kind is None and text.endswith("/") and not _GLOB_CHARS & set(key)):
+        listed = storage.objects_below(path, text, "files", None, MAX_WALK_ENTRIES)
+        found = [(name, obj) for name, obj in listed if _matches_parts(name.split("/"), ("**", "*"))]
+        if not found:
+            raise NoFilesMatchedError(f"files: the folder {text!r} holds no objects")
+    elif _GLOB_CHARS & set(key):
+        root, pattern = _split_key_pattern(path, text)
+        depth = None if "**" in pattern else len(pattern)
+        listed = storage.objects_below(root, text, "files", depth, MAX_WALK_ENTRIES)
+        found = [(name, obj) for name, obj in listed if _matches_parts(name.split("/"), pattern)]
+        if not found:
+            raise NoFilesMatchedError(f"files: the pattern {text!r} matches no objects")
+    else:
+        raise WorkflowServiceInputError(f"files: {text!r} does not exist")
+    return [(obj.identity, obj, name) for name, obj in found]
+
+
+def _split_key_pattern(path: Any, text: str) -> tuple[Any, tuple[str, ...]]:
+    """Split a pattern of object keys into the prefix it starts from and the rest (bucket kept whole)."""
+    parts = str(path.path).split("/")
+    first = next(i for i, part in enumerate(parts) if _GLOB_CHARS & set(part))
+    if first == 0:
+        raise WorkflowServiceInputError(f"files: {text!r}: a pattern cannot match bucket names")
+    root = path.parents[len(parts) - first - 1] if first < len(parts) - 1 else path.parent
+    return root, tuple(parts[first:])
+
+
+def _matches_parts(parts: Sequence[str], pattern: Sequence[str]) -> bool:
+    """
+    Whether a relative key (its parts) matches a glob of parts, as the walk of local files matches:
+    ``**`` stands for any number of non-hidden folders, ``*`` and ``?`` never match a hidden name.
+    """
+    if not pattern:
+        return not parts
+    first, rest = pattern[0], pattern[1:]
+    if first == "**":
+        if _matches_parts(parts, rest or ("*",)):
+            return True
+        return len(parts) > 1 and _matches_name(parts[0], "*") and _matches_parts(parts[1:], pattern)
+    if not parts or not (parts[0] == first or _matches_name(parts[0], first)):
+        return False
+    return _matches_parts(parts[1:], rest)
+
+
 def _expand(entry: str) -> list[tuple[Path, str]]:
-    """List the files of one entry, each with its name relative to the directory or glob root."""
+    """List the files of one local entry, each with its name relative to the directory or glob root."""
     path = Path(entry).expanduser()
     root = path
     if path.is_dir():
@@ -225,6 +322,48 @@ def output_directory(value: Any, *, create: bool = False) -> Path:
     return directory
 
 
+def output_folder(value: Any, conn_id: str | None = None) -> LocalFolder | storage.StoredFolder:
+    """
+    ``output_dir`` as the folder to download into, checked before any request: a local directory
+    (also ``file://``), or a folder of object storage (an ``ObjectStoragePath``, or a URI reached with
+    its own connection, else ``conn_id``) whose bucket exists.
+    """
+    if storage.is_location(value):
+        local = storage.local_path(value)
+        if local is None:
+            folder = storage.StoredFolder(storage.location(value, conn_id, "output_dir"))
+            folder.check()
+            return folder
+        value = local
+    return LocalFolder(output_directory(value))
+
+
+class LocalFolder:
+    """A local directory outputs are downloaded into: each written under a hidden name, then renamed."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def __str__(self) -> str:
+        return str(self.directory)
+
+    def create(self) -> None:
+        output_directory(self.directory, create=True)
+
+    def staging(self) -> Path:
+        return inside(self.directory, f"{storage.STAGING_PREFIX}{secrets.token_hex(8)}.download")
+
+    def publish(self, staging: Path, name: str) -> str:
+        """Give a completely written output its name (a rename: atomic); return its path."""
+        target = inside(self.directory, name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging.replace(target)
+        return str(target)
+
+    def discard(self, staging: Path) -> None:
+        staging.unlink(missing_ok=True)
+
+
 def safe_name(raw: str, fallback: str = "output") -> str:
     """Make a file name from a server-given id: last path component only, no leading dots, plain chars."""
     name = str(raw).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
@@ -272,10 +411,10 @@ class OutputNames:
 _FILENAME_FIELD = re.compile(rb'"filename"\s*:\s*("(?:[^"\\]|\\.)*")')
 
 
-def document_name(path: Path, limit: int = 65536) -> str | None:
+def document_name(path: Any, limit: int = 65536) -> str | None:
     """
     Read the original document name in a downloaded output (first element's ``metadata.filename``),
-    in the user's own name (a run's marker removed).
+    in the user's own name (a run's marker removed); ``path`` is a local file or a staged object.
     """
     with path.open("rb") as fh:
         head = fh.read(limit)
