@@ -272,6 +272,7 @@ def kind_of(path: Any, text: str, what: str) -> tuple[str | None, int]:
     Return what ``path`` is: ``("file", size)`` for an object, ``("directory", 0)`` for a prefix that
     holds objects (or a folder of a store that has folders), ``(None, 0)`` when nothing is there.
     """
+    _forget_listings(path)
     try:
         info = path.fs.info(path.path)
     except FileNotFoundError as exc:
@@ -285,6 +286,12 @@ def kind_of(path: Any, text: str, what: str) -> tuple[str | None, int]:
     return "file", int(info.get("size") or 0)
 
 
+def _forget_listings(path: Any) -> None:
+    """Drop the listings the filesystem kept (s3fs keeps them per process): read the store as it is now."""
+    with contextlib.suppress(Exception):
+        path.fs.invalidate_cache()
+
+
 def objects_below(
     path: Any, text: str, what: str, depth: int | None, limit: int
 ) -> list[tuple[str, StoredObject]]:
@@ -294,6 +301,7 @@ def objects_below(
     ``limit`` objects listed is an input error.
     """
     root = str(path.path).rstrip("/")
+    _forget_listings(path)
     try:
         found = path.fs.find(root, maxdepth=depth, withdirs=False, detail=True)
     except Exception as exc:
