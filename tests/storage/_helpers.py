@@ -47,7 +47,7 @@ class Bucket:
             self.name, {k: v.encode() if isinstance(v, str) else v for k, v in objects.items()}
         )
 
-    def keys(self, prefix: str = "") -> dict[str, int]:
+    def listing(self, prefix: str = "") -> dict[str, int]:
         return self.server.keys(self.name, prefix)
 
     def read(self, key: str) -> bytes:

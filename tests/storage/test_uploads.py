@@ -75,7 +75,7 @@ def test_a_run_fed_from_a_bucket_writes_its_outputs_to_a_bucket(
         f"{prefix}2024/q2.txt.json",
         f"{prefix}readme.md.json",
     ]
-    keys = bucket.keys("out/")
+    keys = bucket.listing("out/")
     assert sorted(keys) == sorted(w.removeprefix(f"s3://{bucket.name}/") for w in written)
     assert all(size > 0 for size in keys.values())
     elements = json.loads(bucket.read("out/run-1/2024/q1.txt.json"))
