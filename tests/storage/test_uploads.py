@@ -13,7 +13,7 @@ import pytest
 from reliability._helpers import FakeStore, LoopbackServer, task_context
 
 from airflow_provider_workflowsvc import storage
-from airflow_provider_workflowsvc.exceptions import InputReadError
+from airflow_provider_workflowsvc.exceptions import InputReadError, WorkflowServiceInputError
 from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
 from airflow_provider_workflowsvc.operators._files import resolve_named_files
 from airflow_provider_workflowsvc.operators.jobs import DownloadJobOutputOperator, RunWorkflowOperator
@@ -228,3 +228,25 @@ def test_a_read_failing_inside_an_object_aborts_the_run(
         task.execute(task_context())
     assert deleted
     assert jobs_of(workflowsvc_conn, workflow) == []
+
+
+def test_the_hook_takes_objects_as_it_takes_local_files(bucket: Bucket) -> None:
+    """``hook.run_workflow(files=...)``: an ObjectStoragePath, a URI naming its connection, or either
+    with the name to send; a prefix is not a file."""
+    bucket.put({"in/a.txt": "alpha", "in/b.txt": "bravo"})
+    received = bytearray()
+    server = LoopbackServer(job_answer)
+    server.on_body = received.extend
+    try:
+        with WorkflowServiceHook(settings=ConnectionSettings(base_url=server.url, token="tok-s3")) as hook:
+            files = [bucket.path("in/a.txt"), (bucket.uri("in/b.txt", with_conn=True), "2024/renamed.txt")]
+            assert hook.run_workflow(WORKFLOW_ID, files=files) is not None
+            with pytest.raises(WorkflowServiceInputError, match=r"input file 's3://[^']+/in' is a folder"):
+                hook.run_workflow(WORKFLOW_ID, files=[bucket.path("in")])
+    finally:
+        server.close()
+    assert b'filename="a.txt"' in received
+    assert b'filename="2024/renamed.txt"' in received
+    assert b"alpha" in received
+    assert b"bravo" in received
+    assert len(server.requests) == 1
