@@ -46,6 +46,7 @@ if TYPE_CHECKING or AIRFLOW_V_3_2_PLUS:
         AirflowNotFoundException,
         AirflowSensorTimeout,
         AirflowSkipException,
+        AirflowTaskTimeout,
     )
 else:  # Airflow 3.0 and 3.1: configuration and these exceptions are still in core only
     from airflow.configuration import conf
@@ -54,12 +55,8 @@ else:  # Airflow 3.0 and 3.1: configuration and these exceptions are still in co
         AirflowNotFoundException,
         AirflowSensorTimeout,
         AirflowSkipException,
+        AirflowTaskTimeout,
     )
-
-if TYPE_CHECKING or AIRFLOW_V_3_3_PLUS:
-    from airflow.sdk.exceptions import AirflowTaskTimeout
-else:  # Airflow < 3.3: core has it on every 3.x (its Task SDK home is verified on 3.3 only)
-    from airflow.exceptions import AirflowTaskTimeout
 
 
 class ResumableJobStandIn:

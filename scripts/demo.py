@@ -19,11 +19,11 @@ import sys
 import time
 from importlib.metadata import version
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import httpx
 
+from scripts.console import detail, raise_keyboard_interrupt, relative, say
 from scripts.local_airflow import REPO_ROOT, DistributedAirflow, LocalAirflow, LocalAirflowError, local_stack
 
 DAG_ID = "workflowsvc_example_local_files"
@@ -40,22 +40,6 @@ EMULATOR_VARIABLES = {
     "AIRFLOW_VAR_WORKFLOWSVC_ASTRA_ENDPOINT": "https://demo-db.apps.astra.example.com",
     "AIRFLOW_VAR_WORKFLOWSVC_ASTRA_TOKEN": "emulator-accepts-any-token",
 }
-
-
-def say(message: str) -> None:
-    print(f"\033[1m==>\033[0m {message}", flush=True)
-
-
-def detail(message: str) -> None:
-    print(f"    {message}", flush=True)
-
-
-def _relative(path: Path | str) -> str:
-    path = Path(path)
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 class JobWatcher:
@@ -132,7 +116,7 @@ def wait_holder(airflow: LocalAirflow, run_id: str, triggerers: list[str]) -> st
     logs = airflow.trigger_log_files(DAG_ID, run_id, RUN_TASK)
     if not logs:
         return "no triggerer (the task did not defer)"
-    log = _relative(logs[0])
+    log = relative(logs[0])
     if isinstance(airflow, DistributedAirflow):
         return f"a triggerer, which one was not caught between two looks (the trigger's log: {log})"
     return f"the triggerer, the only one of this local Airflow (the trigger's log: {log})"
@@ -174,13 +158,13 @@ def print_summary(airflow: LocalAirflow, run_id: str, run: dict[str, Any]) -> bo
     for item in failed:
         detail(f"  {item['document']}: {item['error']}")
     paths = summary.get("output_paths") or []
-    folder = _relative(Path(paths[0]).parent) if paths else "(none)"
+    folder = relative(Path(paths[0]).parent) if paths else "(none)"
     detail(f"output files ({len(paths)}) in {folder}/:")
     for path in paths:
         detail(f"  {Path(path).name}")
     triggers = airflow.trigger_log_files(DAG_ID, run_id, RUN_TASK)
     if triggers:
-        detail(f"the wait ran in the triggerer; its log: {_relative(triggers[0])}")
+        detail(f"the wait ran in the triggerer; its log: {relative(triggers[0])}")
     return True
 
 
@@ -188,17 +172,13 @@ def keep_running(airflow: LocalAirflow) -> None:
     say(f"Airflow keeps running: open {airflow.base_url}/ in a browser")
     detail("login: none needed (simple auth manager, every visitor is an admin: a throwaway box)")
     detail(f"DAG:   {airflow.base_url}/dags/{DAG_ID}")
-    detail(f"logs:  {_relative(airflow.airflow_home)}/components/ and {_relative(airflow.logs_dir)}/")
+    detail(f"logs:  {relative(airflow.airflow_home)}/components/ and {relative(airflow.logs_dir)}/")
     detail("press Ctrl-C to stop Airflow and the emulator")
     try:
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
         print()
-
-
-def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -218,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         help="how the emulator answers: the spec's examples or the live service (default %(default)s)",
     )
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)  # stop cleanly when killed, too
+    signal.signal(signal.SIGTERM, raise_keyboard_interrupt)  # stop cleanly when killed, too
 
     started = time.monotonic()
     output_dir = DEMO_DIR / "output"
@@ -259,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except (LocalAirflowError, RuntimeError) as exc:
         say(f"the demo failed: {exc}")
-        detail(f"component logs: {_relative(DEMO_DIR / 'airflow' / 'components')}/")
+        detail(f"component logs: {relative(DEMO_DIR / 'airflow' / 'components')}/")
         return 1
     finally:
         say(f"total wall time {time.monotonic() - started:.0f} s")

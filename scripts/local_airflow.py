@@ -52,10 +52,13 @@ from typing import Any
 
 import httpx
 
+from scripts.component_path.local_airflow_host import HOST_ENV
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
+COMPONENT_PATH = Path(__file__).resolve().parent / "component_path"
+"""The one folder on the components' ``PYTHONPATH`` (the hostname callable): see its module."""
+HOSTNAME_CALLABLE = "local_airflow_host.component_hostname"
 CONN_ENV = "AIRFLOW_CONN_WORKFLOWSVC_DEFAULT"
-HOST_ENV = "WORKFLOWSVC_COMPONENT_HOST"
-"""The name each component reports as its hostname (``[core] hostname_callable``): where a task ran."""
 
 COMPONENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("api-server", ("api-server",)),
@@ -78,16 +81,6 @@ TERMINAL_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed
 
 class LocalAirflowError(RuntimeError):
     """Something in the local deployment did not come up or did not behave in time."""
-
-
-def component_hostname() -> str:
-    """
-    Return the component's name as its hostname (``[core] hostname_callable``), else the FQDN.
-
-    Every component runs on this one machine: the name tells which triggerer held a trigger and which
-    worker ran a task (``trigger.triggerer_id`` -> ``job.hostname``, ``task_instance.hostname``).
-    """
-    return os.environ.get(HOST_ENV) or socket.getfqdn()
 
 
 def free_port() -> int:
@@ -186,7 +179,8 @@ class LocalAirflow:
 
     ``env`` is added to the components' environment (e.g. ``AIRFLOW_CONN_WORKFLOWSVC_DEFAULT``); the
     caller's own ``AIRFLOW*`` variables are not inherited. ``home`` defaults to a new temp directory
-    (removed on stop unless ``keep_home``); a given ``home`` is emptied first and kept.
+    (removed on stop unless ``keep_home``); a given ``home`` is emptied first and kept. The components
+    (and so the tasks) run in ``workdir``, by default the home.
     """
 
     dags_folder: Path
@@ -198,6 +192,7 @@ class LocalAirflow:
     port: int = 0
     progress: Callable[[str], None] | None = None
     python: str = sys.executable
+    workdir: Path | None = None
 
     components: list[Component] = field(default_factory=list, init=False)
     _owns_home: bool = field(default=False, init=False)
@@ -240,6 +235,11 @@ class LocalAirflow:
         return f"http://localhost:{self.port}"
 
     @property
+    def cwd(self) -> Path:
+        """Where the components run: ``workdir``, else the Airflow home."""
+        return self.workdir or self.airflow_home
+
+    @property
     def logs_dir(self) -> Path:
         return self.airflow_home / "logs"
 
@@ -250,11 +250,12 @@ class LocalAirflow:
     def component_env(self) -> dict[str, str]:
         """Return the environment every component (and ``airflow`` CLI call) runs with."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
-        pythonpath = [str(REPO_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+        pythonpath = [str(COMPONENT_PATH), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
         env.update(
             {
                 "PYTHONPATH": os.pathsep.join(pythonpath),
                 "PYTHONUNBUFFERED": "1",
+                "PYTHONSAFEPATH": "1",  # `python -m airflow` never puts the working directory on the path
                 "AIRFLOW_HOME": str(self.airflow_home),
                 "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
                 "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
@@ -268,7 +269,7 @@ class LocalAirflow:
                 "AIRFLOW__API__PORT": str(self.port),
                 "AIRFLOW__API__BASE_URL": self.base_url,
                 "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.logs_dir),
-                "AIRFLOW__CORE__HOSTNAME_CALLABLE": f"{__name__}.component_hostname",
+                "AIRFLOW__CORE__HOSTNAME_CALLABLE": HOSTNAME_CALLABLE,
             }
         )
         env.update(self._secrets)
@@ -280,7 +281,7 @@ class LocalAirflow:
         result = subprocess.run(
             [self.python, "-m", "airflow", *args],
             env=self.component_env(),
-            cwd=self.airflow_home,
+            cwd=self.cwd,
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -320,7 +321,7 @@ class LocalAirflow:
             process = subprocess.Popen(
                 [self.python, "-m", "airflow", *args],
                 env=env,
-                cwd=self.airflow_home,
+                cwd=self.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,

@@ -5,8 +5,15 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
+
+# ``scripts`` (the local-Airflow harness) is not part of the package: the checkout's root comes LAST on
+# the path, after site-packages, so it never shadows the installed provider (the built wheel in CI).
+REPO_ROOT = str(Path(__file__).resolve().parent.parent)
+if REPO_ROOT not in sys.path:
+    sys.path.append(REPO_ROOT)
 
 _AIRFLOW_HOME = tempfile.mkdtemp(prefix="wfsvc-airflow-home-")
 atexit.register(shutil.rmtree, _AIRFLOW_HOME, ignore_errors=True)  # a test run leaves nothing behind

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 from airflow_provider_workflowsvc import connectors_catalog as catalog
@@ -16,12 +13,7 @@ from airflow_provider_workflowsvc.connectors_catalog import (
 )
 from airflow_provider_workflowsvc.models import DestinationType, SourceType
 from airflow_provider_workflowsvc.operators._secrets import config_secrets
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:  # ``scripts`` is not part of the installed package
-    sys.path.insert(0, str(REPO_ROOT))
-
-from scripts.connector_settings_page import PAGE, render  # noqa: E402
+from scripts.connector_settings_page import PAGE, render
 
 ALL = [(k, t) for k in ("source", "destination") for t in known_types(k)]  # type: ignore[arg-type]
 

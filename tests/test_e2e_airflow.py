@@ -19,7 +19,6 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,11 +26,9 @@ from typing import Any
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:  # ``scripts`` is not part of the installed package
-    sys.path.insert(0, str(REPO_ROOT))
+from scripts.local_airflow import LocalAirflow, local_stack
 
-from scripts.local_airflow import LocalAirflow, local_stack  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(360, method="signal")]
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -29,11 +28,7 @@ from typing import Any
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:  # ``scripts`` is not part of the installed package
-    sys.path.insert(0, str(REPO_ROOT))
-
-from scripts.local_airflow import DistributedAirflow, local_stack  # noqa: E402
+from scripts.local_airflow import DistributedAirflow, local_stack
 
 pytestmark = [
     pytest.mark.e2e_distributed,

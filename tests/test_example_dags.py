@@ -76,3 +76,49 @@ def test_local_files_example_runs_against_the_emulator(
     assert len(runs) == 1
     downloads = workflowsvc_conn.requests(method="GET", path_contains="/download")
     assert len(downloads) == 4
+
+
+# A fresh interpreter parses the example DAGs as Airflow's DAG processor does (a DagBag, which records
+# each file's warnings: what the UI shows as DAG warnings), and reports every warning, recorded by the
+# DagBag or raised around it, as "filename:lineno: category: message". The probe at the end proves the
+# recording still worked after Airflow configured its logging (which takes over warnings.showwarning).
+PARSE_SCRIPT = """
+import json, sys, warnings
+import airflow
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    try:
+        from airflow.dag_processing.dagbag import DagBag
+    except ImportError:  # Airflow < 3.2
+        from airflow.models.dagbag import DagBag
+    bag = DagBag(dag_folder=sys.argv[1], collect_dags=True)
+    warnings.warn_explicit("probe", DeprecationWarning, "probe.py", 1)
+shown = [f"{w.filename}:{w.lineno}: {w.category.__name__}: {w.message}" for w in caught]
+shown += [text for texts in bag.captured_warnings.values() for text in texts]
+print(json.dumps({"dags": sorted(bag.dag_ids), "errors": list(bag.import_errors), "warnings": shown}))
+"""
+
+
+def test_parsing_the_example_dags_raises_no_warning_from_the_provider() -> None:
+    """Issue #32: on Airflow 3.2 every DAG parse warned of ``airflow.exceptions.AirflowTaskTimeout``."""
+    import os
+    import subprocess
+    import sys
+
+    import airflow_provider_workflowsvc
+
+    package_dir = str(Path(airflow_provider_workflowsvc.__file__).parent)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    done = subprocess.run(
+        [sys.executable, "-c", PARSE_SCRIPT, str(EXAMPLE_DAGS)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    parsed = json.loads(done.stdout.strip().splitlines()[-1])
+    assert parsed["errors"] == []
+    assert set(parsed["dags"]) == EXPECTED_DAG_IDS
+    assert "probe.py:1: DeprecationWarning: probe" in parsed["warnings"]
+    assert [w for w in parsed["warnings"] if w.startswith(package_dir)] == []

@@ -14,18 +14,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:  # ``scripts`` is not part of the installed package
-    sys.path.insert(0, str(REPO_ROOT))
-
-from scripts.local_airflow import (  # noqa: E402
-    HOST_ENV,
+from scripts.component_path.local_airflow_host import HOST_ENV, component_hostname
+from scripts.local_airflow import (
+    COMPONENT_PATH,
+    HOSTNAME_CALLABLE,
+    REPO_ROOT,
     Component,
     DistributedAirflow,
     LocalAirflow,
     LocalAirflowError,
     _group_members,
-    component_hostname,
     connection_json,
     free_port,
 )
@@ -143,7 +141,7 @@ def test_the_distributed_shape_runs_celery_on_postgres_with_two_triggerers(tmp_p
     assert env["AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD"] == "5"
     assert env["AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC"] == "1"
     assert env["AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT"] == "15"
-    assert env["AIRFLOW__CORE__HOSTNAME_CALLABLE"] == "scripts.local_airflow.component_hostname"
+    assert env["AIRFLOW__CORE__HOSTNAME_CALLABLE"] == HOSTNAME_CALLABLE
     assert env["AIRFLOW__CORE__FERNET_KEY"]
     assert env["EXTRA"] == "1"
     assert len({airflow.port, airflow.pg_port, airflow.redis_port}) == 3
@@ -154,6 +152,30 @@ def test_each_component_reports_its_name_as_hostname(monkeypatch: pytest.MonkeyP
     assert component_hostname() == "triggerer-2"
     monkeypatch.delenv(HOST_ENV)
     assert component_hostname() == socket.getfqdn()
+
+
+def test_components_import_the_installed_provider_and_find_the_hostname_callable(tmp_path: Path) -> None:
+    """Only the hostname's folder is on the components' path: the provider is the installed one (the
+    built wheel in CI), never the checkout's source put first by the harness."""
+    import airflow_provider_workflowsvc
+
+    env = LocalAirflow(dags_folder=tmp_path, home=tmp_path / "home").component_env()
+    path = env["PYTHONPATH"].split(os.pathsep)
+    assert path[0] == str(COMPONENT_PATH)
+    assert str(REPO_ROOT) not in path
+    module, _, function = HOSTNAME_CALLABLE.rpartition(".")
+    code = (
+        f"import {module}, airflow_provider_workflowsvc as p; print({module}.{function}()); print(p.__file__)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, HOST_ENV: "scheduler"},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.splitlines() == ["scheduler", airflow_provider_workflowsvc.__file__]
 
 
 def test_kill_component_sigkills_the_whole_group_and_forgets_it(tmp_path: Path) -> None:
@@ -214,3 +236,47 @@ def test_a_get_answered_5xx_is_asked_again_and_other_methods_are_not(
     with pytest.raises(LocalAirflowError, match="POST /api/v2/dags -> 500"):
         airflow.api("POST", "/dags")
     assert seen == ["GET", "GET", "GET", "POST"]
+
+
+# --------------------------------------------------------------------------------------------------
+# ./dev airflow's arguments (scripts/local_run.py): what it runs on, and what it may empty
+
+
+def test_local_run_resolves_the_folders_against_the_callers_directory(tmp_path: Path) -> None:
+    from scripts.local_run import parse_args
+
+    (tmp_path / "my_dags").mkdir()
+    args = parse_args(["--dags", "my_dags", "--home", "airflow-home", "--workdir", str(tmp_path)])
+    assert (args.dags, args.home) == (tmp_path / "my_dags", tmp_path / "airflow-home")
+
+
+def test_local_run_refuses_to_empty_a_folder_that_is_not_an_airflow_home(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scripts.local_run import parse_args
+
+    (tmp_path / "dags").mkdir()
+    home = tmp_path / "home"
+    (home / "components").mkdir(parents=True)
+    (home / "airflow.db").write_text("")
+    assert parse_args(["--dags", str(tmp_path / "dags"), "--home", str(home)]).home == home
+    (home / "notes.txt").write_text("mine")
+    with pytest.raises(SystemExit) as exited:
+        parse_args(["--dags", str(tmp_path / "dags"), "--home", str(home)])
+    assert exited.value.code == 2
+    assert f"--home {home}: it is emptied at each start" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_args(["--dags", str(tmp_path / "missing"), "--home", str(tmp_path / "new")])
+
+
+def test_local_run_passes_the_shells_variables_and_connections_but_its_own() -> None:
+    from scripts.local_run import passed_through
+
+    environ = {
+        "AIRFLOW_VAR_BUCKET": "b",
+        "AIRFLOW_CONN_MY_DB": "postgres://x",
+        "AIRFLOW_CONN_WORKFLOWSVC_DEFAULT": "{}",
+        "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+        "HOME": "/root",
+    }
+    assert passed_through(environ) == {"AIRFLOW_VAR_BUCKET": "b", "AIRFLOW_CONN_MY_DB": "postgres://x"}

@@ -198,13 +198,15 @@ def test_connection_form_test_button_path(monkeypatch: pytest.MonkeyPatch) -> No
     assert request.headers["service-api-key"] == api_key
 
 
-def test_readme_lists_every_schedule_and_the_full_providers_get() -> None:
-    """Issue #15: the README shows the full schedule list, and the command that shows everything."""
+def test_the_docs_list_every_schedule_and_the_full_providers_get() -> None:
+    """Issue #15: the docs show the full schedule list, and the command that shows everything."""
     from airflow_provider_workflowsvc.operators.workflows import SCHEDULES
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    assert [s for s in SCHEDULES if f"`{s}`" not in readme] == []
-    assert "airflow providers get airflow-provider-workflowsvc --full -o yaml" in readme
+    docs = Path(__file__).parents[1] / "docs" / "provider"
+    operators = " ".join((docs / "operators.rst").read_text().split())
+    assert [s for s in SCHEDULES if f"``{s}``" not in operators] == []
+    installation = (docs / "installation.rst").read_text()
+    assert "airflow providers get airflow-provider-workflowsvc --full -o yaml" in installation
 
 
 def test_providers_get_full_shows_hooks_operators_and_the_connection_type(tmp_path: Path) -> None:

@@ -166,24 +166,25 @@ def test_the_changelog_page_includes_the_changelog() -> None:
     assert (DOCS / target).resolve() == REPO / "CHANGELOG.md"
 
 
-def test_the_index_documents_every_published_extra() -> None:
+def test_the_installation_page_documents_every_published_extra() -> None:
     try:
         import tomllib
     except ImportError:  # Python 3.10: pytest brings tomli there
         import tomli as tomllib  # type: ignore[no-redef]
 
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    text = (DOCS / "index.rst").read_text()
+    text = (DOCS / "installation.rst").read_text()
     for extra, requirements in extras.items():
-        assert f"``{extra}``" in text, f"index.rst: no row for the extra {extra}"
+        assert f"``{extra}``" in text, f"installation.rst: no row for the extra {extra}"
         for requirement in requirements:
             name = re.split(r"[\[<>=!~; ]", requirement, maxsplit=1)[0]
-            assert f"``{name}``" in text, f"index.rst: the extra {extra} does not name {name}"
+            assert f"``{name}``" in text, f"installation.rst: the extra {extra} does not name {name}"
 
 
 def test_the_index_links_every_page() -> None:
     text = (DOCS / "index.rst").read_text()
-    guides = ("connections/workflowsvc", "configuration", "operators", "try-your-own-dag")
+    guides = ("installation", "connections/workflowsvc", "configuration", "operators", "failures")
+    guides += ("job_events", "try-your-own-dag")
     for page in (*guides, "api", "service-api", "changelog"):
         assert f"<{page}>" in text, page
 
@@ -324,3 +325,32 @@ def test_a_build_between_releases_carries_a_development_version() -> None:
         assert version.is_devrelease, f"{version}: the Unreleased changes are in it, say so (X.Y.Z.devN)"
         assert f"`{root.__version__}`" in text.split("\n## ", 1)[0], "the CHANGELOG's intro names it"
     assert version > Version(released[0])
+
+
+# --------------------------------------------------------------------------------------------------
+# The README: a landing page for users, its links inside the repository, CI's command its own
+
+README = REPO / "README.md"
+
+
+def test_the_readme_reads_in_five_minutes() -> None:
+    assert len(README.read_text().splitlines()) <= 150
+
+
+def test_every_link_of_the_readme_points_at_a_file_of_the_repository() -> None:
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README.read_text())
+    local = [link for link in links if "://" not in link]
+    assert len(local) >= 10
+    assert [link for link in local if not (REPO / link).exists()] == []
+
+
+def test_ci_runs_exactly_the_readmes_test_command() -> None:
+    """``.ci/run`` execs the one ``./dev test`` the README names as what CI runs."""
+    readme_commands = [
+        line.split("#", 1)[0].strip() for line in README.read_text().splitlines() if "# what CI runs" in line
+    ]
+    ci = [
+        line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines() if line.startswith("exec ")
+    ]
+    assert readme_commands == ["./dev test"]
+    assert ci == [f"exec {readme_commands[0]}"]

@@ -266,6 +266,32 @@ async def test_without_a_store_a_restart_starts_from_now(hourly: str, emulator: 
     await restarted.stop()
 
 
+async def test_each_start_logs_where_the_watch_resumes(hourly: str, emulator: Any, capsys: Any) -> None:
+    """Issue #32: after a restart the log says what the saved cursor holds, or that the watch starts now."""
+    store = FakeAssetStore()
+    watch = await Running(watcher(hourly, store)).started(store)
+    started = f"No saved job cursor for workflow {hourly} (kept in the asset state store): starting from now"
+    assert started in capsys.readouterr().out
+    fire(emulator)
+    (reported,) = await watch.events(1)
+    await watch.stop()
+    fire(emulator)  # a job that runs while the watcher is down: seen by no listing yet
+    restarted = Running(watcher(hourly, store))
+    await restarted.events(1)  # the job that ended while down: the restart loaded the cursor before it
+    (listed,) = [j for j in emulator_jobs(emulator, hourly) if j["id"] == reported["job_id"]]
+    created = Job.model_validate(listed).created_utc
+    assert created is not None
+    assert (
+        f"Resuming workflow {hourly} from the saved job cursor: newest job seen created at "
+        f"{created.isoformat()} (1 job(s) at that time), 0 job(s) seen but not reported yet"
+    ) in capsys.readouterr().out
+    await restarted.stop()
+    memory_only = await Running(watcher(hourly, None)).started(None)
+    in_memory = f"No saved job cursor for workflow {hourly} (kept in memory only (Airflow < 3.3)): starting"
+    assert in_memory in capsys.readouterr().out
+    await memory_only.stop()
+
+
 async def test_only_the_statuses_asked_for_are_reported(hourly: str, emulator: Any, settings: Any) -> None:
     store = FakeAssetStore()
     trigger = watcher(hourly, store, statuses=["stopped"])

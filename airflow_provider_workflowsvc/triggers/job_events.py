@@ -316,6 +316,7 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
                 read, cursor = await self._load_cursor()
                 if not read:
                     continue
+                self._log_start(cursor)
             if cursor is None:
                 cursor = JobCursor.starting_at(listing.jobs)
                 self.log.info("Watching %s from now on", self._watched())
@@ -362,6 +363,24 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
         except Exception as exc:  # never start from "now" just because the store did not answer
             self.log.warning("Could not read the job cursor (%s); trying again at the next listing", exc)
             return False, None
+
+    def _log_start(self, cursor: JobCursor | None) -> None:
+        """Say where the watch resumes after a (re)start: the saved cursor, or "now"."""
+        if cursor is None:
+            kept = (
+                "in the asset state store" if self._store() is not None else "in memory only (Airflow < 3.3)"
+            )
+            self.log.info("No saved job cursor for %s (kept %s): starting from now", self._watched(), kept)
+            return
+        newest = cursor.watermark.isoformat() if cursor.watermark else "none yet"
+        self.log.info(
+            "Resuming %s from the saved job cursor: newest job seen created at %s (%d job(s) at that time),"
+            " %d job(s) seen but not reported yet",
+            self._watched(),
+            newest,
+            len(cursor.at_watermark),
+            len(cursor.pending),
+        )
 
     async def _save_cursor(self, cursor: JobCursor) -> None:
         self._memory = cursor
