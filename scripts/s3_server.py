@@ -62,7 +62,9 @@ class S3Server:
         """Return the environment variable that defines ``conn_id`` as this server's connection."""
         return {f"AIRFLOW_CONN_{conn_id.upper()}": json.dumps(self.connection(**keys))}
 
-    def client(self, service: str = "s3", access_key: str | None = None, secret_key: str | None = None) -> Any:
+    def client(
+        self, service: str = "s3", access_key: str | None = None, secret_key: str | None = None
+    ) -> Any:
         """Return a boto3 client of ``service`` on this server."""
         import boto3
 
