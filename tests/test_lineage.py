@@ -36,13 +36,9 @@ from airflow_provider_workflowsvc.lineage import (
     object_dataset,
     uploaded_datasets,
 )
+from scripts.s3_server import running_s3_server
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(REPO_ROOT) not in sys.path:  # ``scripts`` is not part of the installed package
-    sys.path.insert(0, str(REPO_ROOT))
-
-from scripts.s3_server import running_s3_server  # noqa: E402
-
 EXAMPLES_JSON = REPO_ROOT / "docs" / "lineage-examples.json"
 UPDATE_EXAMPLES_ENV = "WORKFLOWSVC_UPDATE_LINEAGE_EXAMPLES"
 STORAGE_BUCKET = "lineage-storage"

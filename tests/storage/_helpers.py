@@ -3,16 +3,10 @@
 from __future__ import annotations
 
 import secrets
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-if str(REPO_ROOT) not in sys.path:  # ``scripts`` is not part of the installed package
-    sys.path.insert(0, str(REPO_ROOT))
-
-from scripts.s3_server import S3Server, running_s3_server  # noqa: E402
+from scripts.s3_server import S3Server, running_s3_server
 
 __all__ = ["Bucket", "S3Server", "running_s3_server"]
 
