@@ -12,6 +12,9 @@ its extra), the Amazon provider's s3 filesystem (s3fs).
   ``WorkflowServiceHook.run_workflow(workflow_id, files=...)``, to the emulator's run route (multipart,
   ``.bin`` files the emulator does not partition): from ``s3://bucket/in/`` (the objects streamed in
   ``storage.READ_BLOCK`` reads) and from a local directory holding the same files.
+* The store alone, the reference for what S3 itself costs here: the same objects read through the same
+  filesystem (64 KiB reads, ``READ_BLOCK`` blocks) into nothing (``s3-read``), and the same bytes
+  written and copied to a name (``s3-write``), without the service.
 * Download: the download operator's path (``output_folder`` → staging → ``download_job_output`` →
   ``publish``) of a 1 GiB output from ``benchmarks/_download_server.py``, into ``s3://bucket/out/``
   (``storage.WRITE_BLOCK`` parts, then the server-side copy to its name) and into a local directory.
@@ -37,7 +40,7 @@ from typing import Any
 
 from benchmarks._common import MIB, Row, child_env, proc_status_kib, reset_peak_rss, run_child
 
-KINDS = ("s3-upload", "local-upload", "s3-download", "local-download")
+KINDS = ("s3-upload", "local-upload", "s3-read", "s3-download", "local-download", "s3-write")
 CONN_ID = "bench_s3"
 BUCKET = "wfsvc-bench"
 
@@ -61,7 +64,9 @@ def _child(kind: str, spec: dict[str, Any]) -> None:
     reset_peak_rss()
     base_kib = proc_status_kib("VmRSS")
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    if kind.endswith("upload"):
+    if kind in ("s3-read", "s3-write"):
+        detail = _store_alone(kind, spec)
+    elif kind.endswith("upload"):
         files = resolve_named_files(spec["source"], conn_id=CONN_ID)
         job = hook.run_workflow(spec["workflow_id"], files=files)
         detail = f"{len(files)} files, job {job.id if job else None}"
@@ -79,6 +84,29 @@ def _child(kind: str, spec: dict[str, Any]) -> None:
     emit({"wall_s": wall, "cpu_s": cpu, "base_kib": base_kib, "peak_kib": peak_kib, "detail": detail})
 
 
+def _store_alone(kind: str, spec: dict[str, Any]) -> str:
+    """Read the input objects, or write one output and copy it to its name, with nothing else."""
+    from airflow_provider_workflowsvc import storage
+
+    root = storage.location(f"s3://{BUCKET}/", CONN_ID, "files")
+    fs = root.fs
+    if kind == "s3-read":
+        total = 0
+        for key in sorted(fs.find(f"{BUCKET}/in")):
+            with fs.open(key, "rb", block_size=storage.READ_BLOCK) as fh:
+                while chunk := fh.read(64 * 1024):
+                    total += len(chunk)
+        return f"{total} bytes read"
+    chunk, left = os.urandom(64 * 1024), spec["size"]
+    staging = f"{BUCKET}/out/alone/.staging"
+    with fs.open(staging, "wb", block_size=storage.WRITE_BLOCK) as fh:
+        while left > 0:
+            left -= fh.write(chunk[: min(left, len(chunk))])
+    fs.mv(staging, f"{BUCKET}/out/alone/output.json")
+    fs.rm_file(f"{BUCKET}/out/alone/output.json")
+    return f"{spec['size']} bytes written and copied"
+
+
 # --------------------------------------------------------------------------------------------------
 # Parent
 
@@ -87,7 +115,7 @@ def _order(index: int) -> tuple[str, ...]:
     """S3 first in even runs, local first in odd ones (ABBA)."""
     if index % 2 == 0:
         return KINDS
-    return ("local-upload", "s3-upload", "local-download", "s3-download")
+    return ("s3-read", "local-upload", "s3-upload", "s3-write", "local-download", "s3-download")
 
 
 def run(
@@ -111,7 +139,7 @@ def run(
         env = child_env(s3.connection_env(CONN_ID))
         for index in range(runs):
             for kind in _order(index):
-                upload = kind.endswith("upload")
+                upload = kind.endswith("upload") or kind == "s3-read"
                 local_out = tmp / "out"
                 spec = {
                     "base_url": emu.base_url if upload else download_url,
@@ -119,6 +147,7 @@ def run(
                     "workflow_id": workflow_id,
                     "source": f"s3://{BUCKET}/in/" if kind.startswith("s3") else str(tmp / "in"),
                     "target": f"s3://{BUCKET}/out/{index}" if kind.startswith("s3") else str(local_out),
+                    "size": size,
                 }
                 os.sync()  # the previous transfer's dirty pages are written back now, not during this one
                 result = run_child(
@@ -126,7 +155,7 @@ def run(
                     env=env,
                     timeout=1800,
                 )
-                if not upload:
+                if kind.endswith("download"):
                     _check_download(kind, size, s3, index, local_out)
                 emu.clear_requests()
                 results[kind].append(result)
@@ -163,6 +192,8 @@ def _rows(results: dict[str, list[dict[str, Any]]], size: int, files: int) -> li
         growth = [(r["peak_kib"] - r["base_kib"]) / 1024 for r in s3]
         local_growth = [(r["peak_kib"] - r["base_kib"]) / 1024 for r in local]
         ratio = [a["wall_s"] / b["wall_s"] for a, b in zip(s3, local, strict=True)]
+        alone = results["s3-read" if direction == "upload" else "s3-write"]
+        over_store = [a["wall_s"] / b["wall_s"] for a, b in zip(s3, alone, strict=True)]
         what = (
             f"{size / MIB:.0f} MiB in {files} objects from S3 into the emulator's run route"
             if direction == "upload"
@@ -191,6 +222,17 @@ def _rows(results: dict[str, list[dict[str, Any]]], size: int, files: int) -> li
                 note=(
                     f"client CPU {statistics.median(r['cpu_s'] for r in s3):.1f} s (S3) vs "
                     f"{statistics.median(r['cpu_s'] for r in local):.1f} s (local)"
+                ),
+            ),
+            Row(
+                section,
+                f"{direction}: wall time S3 / the store alone (same run)",
+                over_store,
+                "ratio",
+                reference=(
+                    f"the store alone ({'reading' if direction == 'upload' else 'writing, copying'}): "
+                    f"{statistics.median(r['wall_s'] for r in alone):.1f} s, RSS growth "
+                    f"{statistics.median((r['peak_kib'] - r['base_kib']) / 1024 for r in alone):.1f} MiB"
                 ),
             ),
         ]

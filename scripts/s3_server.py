@@ -28,6 +28,8 @@ from typing import Any
 import httpx
 
 REGION = "us-east-1"
+READ_TIMEOUT = 600
+"""Seconds botocore waits for an answer of this server (its default is 60)."""
 
 
 def _free_port() -> int:
@@ -55,7 +57,13 @@ class S3Server:
             "conn_type": "aws",
             "login": access_key or self.access_key,
             "password": secret_key or self.secret_key,
-            "extra": {"endpoint_url": self.endpoint, "region_name": REGION},
+            "extra": {
+                "endpoint_url": self.endpoint,
+                "region_name": REGION,
+                # moto completes a multipart upload of 1 GiB in more than botocore's 60 s on a busy
+                # machine; botocore then sends the completion again, which moto answers with a 500
+                "config_kwargs": {"read_timeout": READ_TIMEOUT},
+            },
         }
 
     def connection_env(self, conn_id: str, **keys: Any) -> dict[str, str]:

@@ -149,10 +149,14 @@ def test_a_listing_is_bounded(bucket: Bucket, monkeypatch: pytest.MonkeyPatch) -
 def test_the_bucket_is_read_as_it_is_now(bucket: Bucket) -> None:
     """s3fs keeps listings for its process; a resolution never works from an old one."""
     bucket.put({"in/a.txt": "a"})
-    assert names(resolve_named_files(bucket.uri("in/"), conn_id=bucket.conn_id)) == ["a.txt"]
+    for location in ("in/", "in/*.txt", "in/a.txt"):
+        assert names(resolve_named_files(bucket.uri(location), conn_id=bucket.conn_id)) == ["a.txt"]
     bucket.put({"in/b.txt": "b"})
     bucket.delete("in/a.txt")
-    assert names(resolve_named_files(bucket.uri("in/"), conn_id=bucket.conn_id)) == ["b.txt"]
+    for location in ("in/", "in/*.txt"):
+        assert names(resolve_named_files(bucket.uri(location), conn_id=bucket.conn_id)) == ["b.txt"]
+    with pytest.raises(WorkflowServiceInputError, match="does not exist"):
+        resolve_named_files(bucket.uri("in/a.txt"), conn_id=bucket.conn_id)
 
 
 def test_files_and_files_conn_id_are_templated_also_an_object_storage_path(bucket: Bucket) -> None:
