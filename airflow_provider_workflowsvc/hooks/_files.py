@@ -107,6 +107,6 @@ class _PartFile:
     def _unreadable(self, reason: str) -> InputReadError:
         return InputReadError(
             f"input file {str(self._path)!r} failed after {self._position} of its {self._size} bytes: "
-            f"{reason.rstrip('.')}. The run request was aborted before its body was complete: the service received "
-            "no complete request, so this request created no job"
+            f"{reason.rstrip('.')}. The run request was aborted before its body was complete: the service "
+            "received no complete request, so this request created no job"
         )

@@ -14,7 +14,7 @@ import re
 import secrets
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_provider_workflowsvc import storage
 from airflow_provider_workflowsvc.exceptions import (
@@ -30,6 +30,9 @@ MAX_WALK_ENTRIES = 200_000
 go through."""
 
 log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 
 Source = Any
 """Where an input is read from: a local file's absolute path (``str``), or a ``storage.StoredObject``."""
@@ -86,6 +89,25 @@ def resolve_named_files(
         shown = ", ".join(repr(_shown_entry(entry)) for entry in entries)
         raise NoFilesMatchedError(f"files: {shown} match no files")
     return list(resolved.values())
+
+
+def resolve_task_files(
+    spec: Any, *, skip_if_no_files: bool, nothing_to: str, conn_id: str | None = None
+) -> list[tuple[Source, str]]:
+    """
+    Resolve a task's ``files`` (:func:`resolve_named_files`): bad input fails the task without retries;
+    matching no file at all skips it when ``skip_if_no_files`` (``nothing_to``: what is then not done).
+    """
+    from airflow_provider_workflowsvc._compat import AirflowSkipException
+    from airflow_provider_workflowsvc.operators._base import invalid_input_fails
+
+    with invalid_input_fails():
+        try:
+            return resolve_named_files(spec, empty_ok=skip_if_no_files, conn_id=conn_id)
+        except NoFilesMatchedError as exc:
+            if not skip_if_no_files:
+                raise
+            raise AirflowSkipException(f"{exc}: nothing to {nothing_to} (skip_if_no_files=True)") from None
 
 
 def _entries(spec: Any) -> list[Any]:
@@ -322,7 +344,19 @@ def output_directory(value: Any, *, create: bool = False) -> Path:
     return directory
 
 
-def output_folder(value: Any, conn_id: str | None = None) -> LocalFolder | storage.StoredFolder:
+class OutputFolder(Protocol):
+    """Where a job's outputs are downloaded: :class:`LocalFolder`, or ``storage.StoredFolder``."""
+
+    def create(self) -> None: ...
+
+    def staging(self) -> Any: ...
+
+    def publish(self, staging: Any, name: str) -> str: ...
+
+    def discard(self, staging: Any) -> None: ...
+
+
+def output_folder(value: Any, conn_id: str | None = None) -> OutputFolder:
     """
     ``output_dir`` as the folder to download into, checked before any request: a local directory
     (also ``file://``), or a folder of object storage (an ``ObjectStoragePath``, or a URI reached with
@@ -440,3 +474,27 @@ def inside(directory: Path, name: str) -> Path:
     if root not in target.parents:
         raise WorkflowServiceInputError(f"refusing to write {name!r} outside {str(root)!r}")
     return target
+
+
+def download_output(
+    hook: WorkflowServiceHook,
+    job_id: str,
+    file_id: str,
+    node_id: str,
+    folder: OutputFolder,
+    names: OutputNames,
+) -> tuple[str, str | None]:
+    """
+    Stream one output of a job into ``folder`` under a hidden name, then give it its final name
+    (:class:`OutputNames`, from the document it holds): never a partial file, locally or in a bucket.
+    Return where it is (a path, or a URI) and the document's name as the output gives it (None when
+    the output names none).
+    """
+    staging = folder.staging()
+    try:
+        hook.download_job_output(job_id, file_id, node_id, path=staging)
+        document = document_name(staging)
+        target = folder.publish(staging, names.allocate(file_id, node_id, document))
+    finally:
+        folder.discard(staging)
+    return target, document

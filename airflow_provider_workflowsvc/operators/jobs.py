@@ -199,21 +199,17 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
 
     def _resolve_files(self) -> list[tuple[Any, str]]:
         """
-        Resolve the input files (path, name sent); bad ``files`` fail the task without retries, no
+        Resolve the input files (source, name sent); bad ``files`` fail the task without retries, no
         match skips it if asked.
         """
-        from airflow_provider_workflowsvc._compat import AirflowSkipException
-        from airflow_provider_workflowsvc.operators._files import NoFilesMatchedError, resolve_named_files
+        from airflow_provider_workflowsvc.operators._files import resolve_task_files
 
-        with invalid_input_fails():
-            try:
-                return resolve_named_files(
-                    self.files, empty_ok=self.skip_if_no_files, conn_id=self.files_conn_id or None
-                )
-            except NoFilesMatchedError as exc:
-                if not self.skip_if_no_files:
-                    raise
-                raise AirflowSkipException(f"{exc}: nothing to run (skip_if_no_files=True)") from None
+        return resolve_task_files(
+            self.files,
+            skip_if_no_files=self.skip_if_no_files,
+            nothing_to="run",
+            conn_id=self.files_conn_id or None,
+        )
 
     def _resolve_target(self) -> None:
         """
@@ -567,16 +563,11 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
 
     def _download(self, job_id: str, file_id: str, node_id: str, folder: Any, names: Any) -> str:
         """Stream one output to a hidden name, then give it its final name (never a partial file)."""
-        from airflow_provider_workflowsvc.operators._files import document_name
+        from airflow_provider_workflowsvc.operators._files import download_output
 
-        staging = folder.staging()
-        try:
-            self.hook.download_job_output(job_id, file_id, node_id, path=staging)
-            target = folder.publish(staging, names.allocate(file_id, node_id, document_name(staging)))
-        finally:
-            folder.discard(staging)
+        target, _ = download_output(self.hook, job_id, file_id, node_id, folder, names)
         self.log.info("Downloaded output %s (node %s) to %s", file_id, node_id, target)
-        return str(target)
+        return target
 
 
 class CancelJobOperator(WorkflowServiceBaseOperator):

@@ -124,7 +124,13 @@ def test_an_empty_prefix_skips_the_task_when_asked(quiet_service: Any, bucket: B
 
 @pytest.fixture(scope="module")
 def guarded_server() -> Iterator[tuple[S3Server, dict[str, str]]]:
-    """A second S3 server checking IAM policies: a reader may use bucket ``open`` and nothing else."""
+    """
+    A second S3 server checking IAM policies: a reader may use bucket ``open`` and nothing else.
+
+    pytest may start it more than once in a session (tests grouped by the emulator's dialect); Airflow
+    keeps one filesystem per scheme and connection id for the life of the process, so each server gets a
+    connection id of its own (its port).
+    """
     setup_requests = 6  # the requests below; every later one is checked against the signer's policies
     with running_s3_server(guarded=setup_requests) as server:
         s3, iam = server.client(), server.client("iam")
@@ -142,19 +148,24 @@ def guarded_server() -> Iterator[tuple[S3Server, dict[str, str]]]:
         yield server, {"access_key": key["AccessKeyId"], "secret_key": key["SecretAccessKey"]}
 
 
+def reader_conn_id(server: S3Server) -> str:
+    return f"s3_reader_{server.endpoint.rsplit(':', 1)[1]}"
+
+
 def test_no_permission_is_named_with_the_location(
     quiet_service: Any, guarded_server: tuple[S3Server, dict[str, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server, reader = guarded_server
-    monkeypatch.setenv("AIRFLOW_CONN_S3_READER", json.dumps(server.connection(**reader)))
+    conn_id = reader_conn_id(server)
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(server.connection(**reader)))
     with pytest.raises(
         InvalidTaskInputError,
-        match=r"files 's3://closed/in/': no permission to (list|read) it \(connection 's3_reader'\): "
+        match=rf"files 's3://closed/in/': no permission to (list|read) it \(connection '{conn_id}'\): "
         r"PermissionError: (Forbidden|Access Denied)",
     ):
-        run_with("s3://s3_reader@closed/in/")
+        run_with(f"s3://{conn_id}@closed/in/")
     with pytest.raises(InvalidTaskInputError, match=r"output_dir 's3://closed/out': no permission to"):
-        download_into("s3://s3_reader@closed/out")
+        download_into(f"s3://{conn_id}@closed/out")
 
 
 def test_a_store_that_cannot_be_reached_may_pass_on_a_retry(
