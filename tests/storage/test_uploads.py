@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from reliability._helpers import FakeStore, LoopbackServer, task_context
+from reliability.test_local_inputs import job_answer
 
 from airflow_provider_workflowsvc import storage
 from airflow_provider_workflowsvc.exceptions import InputReadError, WorkflowServiceInputError
@@ -24,18 +26,41 @@ WORKFLOW_ID = "0b8f3c1e-2a4d-4e6f-8a9b-1c2d3e4f5a6b"
 MiB = 2**20
 
 
-def job_answer(handler: Any) -> None:
-    body = json.dumps({"id": "job-1", "status": "SCHEDULED", "workflow_id": WORKFLOW_ID}).encode()
-    handler.send_response(200)
-    handler.send_header("content-type", "application/json")
-    handler.send_header("content-length", str(len(body)))
-    handler.end_headers()
-    handler.send(body)
+def through_loopback(
+    use: Callable[[WorkflowServiceHook], Any], behaviour: Callable[[Any], None] = job_answer
+) -> tuple[Any, list[str], list[bytearray]]:
+    """Call ``use(hook)`` with a hook on a loopback server; return its result, the requests, their bodies."""
+    bodies: list[bytearray] = []
+    server = LoopbackServer(behaviour)
+
+    def on_body(chunk: bytes) -> None:
+        if len(server.requests) > len(bodies):  # a request is logged before its body is read
+            bodies.append(bytearray())
+        bodies[-1].extend(chunk)
+
+    server.on_body = on_body
+    try:
+        with WorkflowServiceHook(settings=ConnectionSettings(base_url=server.url, token="tok-s3")) as hook:
+            result = use(hook)
+    finally:
+        server.close()
+    return result, server.requests, bodies
 
 
 def new_workflow(name: str) -> str:
     with WorkflowServiceHook() as hook:
         return str(hook.create_workflow(name, "basic").id)
+
+
+def run_of_prefix(workflow: str, bucket: Bucket) -> RunWorkflowOperator:
+    """A task running ``workflow`` on every object under ``in/`` of the bucket."""
+    return RunWorkflowOperator(
+        task_id="run",
+        workflow_id=workflow,
+        files=bucket.uri("in/", with_conn=True),
+        poll_interval=0.05,
+        timeout=60,
+    )
 
 
 def jobs_of(emulator: Any, workflow_id: str) -> list[dict[str, Any]]:
@@ -52,13 +77,7 @@ def test_a_run_fed_from_a_bucket_writes_its_outputs_to_a_bucket(
     the download rule, nothing left under a temporary key, nothing on local disk."""
     bucket.put({"in/2024/q1.txt": "first quarter", "in/2024/q2.txt": "second quarter", "in/readme.md": "# R"})
     workflow = new_workflow("s3-fed")
-    run = RunWorkflowOperator(
-        task_id="run",
-        workflow_id=workflow,
-        files=bucket.uri("in/", with_conn=True),
-        poll_interval=0.05,
-        timeout=60,
-    )
+    run = run_of_prefix(workflow, bucket)
     result = run.execute(task_context())
     assert result["status"] == "completed", result
     assert result["failed_files"] == []
@@ -103,15 +122,8 @@ def test_an_object_streams_into_the_body_in_small_reads(
 
     monkeypatch.setattr(storage._ObjectReader, "__init__", spying_init)
     monkeypatch.setattr(storage._ObjectReader, "read", spying_read)
-    received = bytearray()
-    server = LoopbackServer(job_answer)
-    server.on_body = received.extend
-    try:
-        files = resolve_named_files(bucket.uri("big/"), conn_id=bucket.conn_id)
-        with WorkflowServiceHook(settings=ConnectionSettings(base_url=server.url, token="tok-s3")) as hook:
-            job = hook.run_workflow(WORKFLOW_ID, files=files)
-    finally:
-        server.close()
+    files = resolve_named_files(bucket.uri("big/"), conn_id=bucket.conn_id)
+    job, _, (received,) = through_loopback(lambda hook: hook.run_workflow(WORKFLOW_ID, files=files))
     assert job is not None
     assert blocks == [storage.READ_BLOCK]
     assert max(reads) <= 64 * 1024, "httpx read more than a chunk at once"
@@ -125,10 +137,11 @@ def test_a_body_sent_again_reads_each_object_again_from_its_start(bucket: Bucket
     retry of a request that never left): both bodies hold every object whole."""
     objects = {"in/a.bin": os.urandom(3 * MiB), "in/b.bin": os.urandom(MiB + 7)}
     bucket.put(objects)
-    bodies: list[bytearray] = []
+    answered: list[int] = []
 
     def redirect_then_job(handler: Any) -> None:
-        if len(bodies) == 1:
+        answered.append(1)
+        if len(answered) == 1:
             handler.send_response(307)
             handler.send_header("location", handler.path.rstrip("/") + "/")
             handler.send_header("content-length", "0")
@@ -136,23 +149,13 @@ def test_a_body_sent_again_reads_each_object_again_from_its_start(bucket: Bucket
             return
         job_answer(handler)
 
-    server = LoopbackServer(redirect_then_job)
-
-    def on_body(chunk: bytes) -> None:
-        if not bodies or (server.requests and len(server.requests) > len(bodies)):
-            bodies.append(bytearray())
-        bodies[-1].extend(chunk)
-
-    server.on_body = on_body
-    try:
-        files = resolve_named_files(bucket.uri("in/*.bin"), conn_id=bucket.conn_id)
-        with WorkflowServiceHook(settings=ConnectionSettings(base_url=server.url, token="tok-s3")) as hook:
-            job = hook.run_workflow(WORKFLOW_ID, files=files)
-    finally:
-        server.close()
+    files = resolve_named_files(bucket.uri("in/*.bin"), conn_id=bucket.conn_id)
+    job, requests, bodies = through_loopback(
+        lambda hook: hook.run_workflow(WORKFLOW_ID, files=files), redirect_then_job
+    )
     assert job is not None
-    assert [r.split()[0] for r in server.requests] == ["POST", "POST"]
-    assert server.requests[1].endswith("/run/")
+    assert [r.split()[0] for r in requests] == ["POST", "POST"]
+    assert requests[1].endswith("/run/")
     assert len(bodies) == 2
     for body in bodies:
         assert all(body.count(data) == 1 for data in objects.values())
@@ -175,13 +178,7 @@ def test_an_object_gone_after_listing_aborts_the_run_and_no_job_exists(
 
     monkeypatch.setattr(RunWorkflowOperator, "_resolve_files", resolve_then_delete)
     store = FakeStore()
-    task = RunWorkflowOperator(
-        task_id="run",
-        workflow_id=workflow,
-        files=bucket.uri("in/", with_conn=True),
-        poll_interval=0.05,
-        timeout=60,
-    )
+    task = run_of_prefix(workflow, bucket)
     with pytest.raises(InputReadError) as caught:
         task.execute(task_context(store))
     message = str(caught.value)
@@ -215,13 +212,7 @@ def test_a_read_failing_inside_an_object_aborts_the_run(
         return chunk
 
     monkeypatch.setattr(storage._ObjectReader, "read", read_then_delete)
-    task = RunWorkflowOperator(
-        task_id="run",
-        workflow_id=workflow,
-        files=bucket.uri("in/", with_conn=True),
-        poll_interval=0.05,
-        timeout=60,
-    )
+    task = run_of_prefix(workflow, bucket)
     with pytest.raises(
         InputReadError, match=r"'s3://[^']+/in/big.bin' failed after [1-9]\d* of its 4194304 bytes"
     ):
@@ -234,19 +225,18 @@ def test_the_hook_takes_objects_as_it_takes_local_files(bucket: Bucket) -> None:
     """``hook.run_workflow(files=...)``: an ObjectStoragePath, a URI naming its connection, or either
     with the name to send; a prefix is not a file."""
     bucket.put({"in/a.txt": "alpha", "in/b.txt": "bravo"})
-    received = bytearray()
-    server = LoopbackServer(job_answer)
-    server.on_body = received.extend
-    try:
-        with WorkflowServiceHook(settings=ConnectionSettings(base_url=server.url, token="tok-s3")) as hook:
-            files = [bucket.path("in/a.txt"), (bucket.uri("in/b.txt", with_conn=True), "2024/renamed.txt")]
-            assert hook.run_workflow(WORKFLOW_ID, files=files) is not None
-            with pytest.raises(WorkflowServiceInputError, match=r"input file 's3://[^']+/in' is a folder"):
-                hook.run_workflow(WORKFLOW_ID, files=[bucket.path("in")])
-    finally:
-        server.close()
+    files = [bucket.path("in/a.txt"), (bucket.uri("in/b.txt", with_conn=True), "2024/renamed.txt")]
+
+    def run_then_refuse_a_folder(hook: WorkflowServiceHook) -> Any:
+        job = hook.run_workflow(WORKFLOW_ID, files=files)
+        with pytest.raises(WorkflowServiceInputError, match=r"input file 's3://[^']+/in' is a folder"):
+            hook.run_workflow(WORKFLOW_ID, files=[bucket.path("in")])
+        return job
+
+    job, requests, (received,) = through_loopback(run_then_refuse_a_folder)
+    assert job is not None
+    assert len(requests) == 1
     assert b'filename="a.txt"' in received
     assert b'filename="2024/renamed.txt"' in received
     assert b"alpha" in received
     assert b"bravo" in received
-    assert len(server.requests) == 1
