@@ -113,7 +113,13 @@ def location(value: Any, conn_id: str | None, what: str) -> Any:
         scheme, text = str(value.protocol), shown(value)
     else:
         text = without_userinfo(value)
-        scheme = urlsplit(str(value).strip()).scheme.lower()
+        parts = urlsplit(str(value).strip())
+        scheme = parts.scheme.lower()
+        if parts.password is not None:
+            raise WorkflowServiceInputError(
+                f"{what} {text!r}: the URI holds a password; the part before '@' names an Airflow "
+                "connection (s3://conn_id@bucket/key): keep credentials in the connection"
+            )
     if not has_fs(scheme):
         package = BACKENDS.get(scheme)
         hint = (

@@ -93,6 +93,16 @@ def test_an_undefined_connection_is_named(quiet_service: Any, bucket: Bucket) ->
         download_into(bucket.uri("out/"), output_conn_id="no_such_conn")
 
 
+def test_credentials_in_a_uri_are_refused_and_never_shown(quiet_service: Any) -> None:
+    """The user part of a URI names a connection; a password there is refused without being echoed."""
+    with pytest.raises(InvalidTaskInputError) as caught:
+        run_with("s3://AKIAEXAMPLE:wJalrXUtnFEMI-secret@bucket/in/")
+    message = str(caught.value)
+    assert message.startswith("files 's3://bucket/in/': the URI holds a password")
+    assert "AKIAEXAMPLE" not in message
+    assert "wJalrXUtnFEMI-secret" not in message
+
+
 def test_a_missing_bucket_a_missing_key_and_an_empty_prefix(quiet_service: Any, bucket: Bucket) -> None:
     bucket.put({"in/a.txt": "a"})
     missing = f"{bucket.name}-missing"
