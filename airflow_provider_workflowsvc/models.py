@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from enum import Enum
 from typing import Annotated, Any, ClassVar, Literal, TypeVar
@@ -24,6 +24,7 @@ from pydantic import (
     PlainSerializer,
     SecretStr,
     SerializationInfo,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -42,6 +43,7 @@ __all__ = [
     "ConnectionCheck",
     "ConnectionCheckStatus",
     "CreateDestinationConnector",
+    "CreateJob",
     "CreateSourceConnector",
     "CreateWorkflow",
     "CronTabEntry",
@@ -57,6 +59,7 @@ __all__ = [
     "JobFailedFiles",
     "JobStatus",
     "ListWorkflowsParams",
+    "NodeCounts",
     "NodeStats",
     "OutputNodeFile",
     "PermissionAction",
@@ -64,6 +67,9 @@ __all__ = [
     "Schedule",
     "SourceConnector",
     "SourceType",
+    "TemplateDetail",
+    "TemplateListItem",
+    "TemplateNode",
     "UpdateConnector",
     "UpdateWorkflow",
     "Workflow",
@@ -151,21 +157,17 @@ def request_json(model: BaseModel) -> dict[str, Any]:
 # Tolerant enums
 
 
-def _normalize(value: str) -> str:
-    return re.sub(r"[\s_\-]+", " ", value.strip().lower())
-
-
 @functools.lru_cache(maxsize=1024)
 def _member_spelled(cls: type[Enum], value: str) -> Any:
     """
     Return the member of ``cls`` that ``value`` spells in any case or separators (or by an alias), else
     None. Remembered: every status a wait polls is parsed this way (the platform sends ``IN_PROGRESS``).
     """
-    wanted = _normalize(value)
+    wanted = connectors_catalog.normalized(value)
     aliases = getattr(cls, "_aliases", None)
     if aliases is not None:
         wanted = aliases().get(wanted, wanted)
-    return next((member for member in cls if _normalize(member.value) == wanted), None)
+    return next((member for member in cls if connectors_catalog.normalized(member.value) == wanted), None)
 
 
 class _TolerantEnum(str, Enum):
@@ -787,24 +789,24 @@ class WorkflowSchedule(_Response):
     crontab_entries: list[CronTabEntry] = Field(default_factory=list)
 
 
-def _check_nodes(nodes: list[WorkflowNode] | None) -> None:
-    """Request-side checks of workflow nodes: only the spec's fields, unique names."""
+def _check_nodes(nodes: list[WorkflowNode] | None, field: str = "workflow_nodes") -> None:
+    """Check workflow nodes of a request (``field``: where given): only the spec's fields, unique names."""
     if not nodes:
         return
     for index, node in enumerate(nodes):
         empty = [f for f in ("name", "type", "subtype") if not getattr(node, f).strip()]
         if empty:
-            raise ValueError(f"workflow_nodes.{index}: {', '.join(empty)} must not be empty")
+            raise ValueError(f"{field}.{index}: {', '.join(empty)} must not be empty")
         if node.model_extra:
             unknown = ", ".join(sorted(node.model_extra))
             raise ValueError(
-                f"workflow_nodes.{index}: unknown field(s) {unknown}; a node has id, name, type, "
+                f"{field}.{index}: unknown field(s) {unknown}; a node has id, name, type, "
                 "subtype and settings"
             )
     names = [n.name for n in nodes]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
-        raise ValueError(f"workflow_nodes: node names must be unique, repeated: {', '.join(repeated)}")
+        raise ValueError(f"{field}: node names must be unique, repeated: {', '.join(repeated)}")
 
 
 class CreateWorkflow(_Request):
@@ -894,6 +896,55 @@ class ListWorkflowsParams(_Request):
 
 
 # --------------------------------------------------------------------------------------------------
+# Templates and on-demand jobs (platform dialect)
+
+
+class TemplateListItem(_Response):
+    """A workflow template of the service's catalogue (``GET /templates/``): its id and description."""
+
+    id: str
+    name: str | None = None
+    description: str | None = None
+    version: str | None = None
+    last_updated: str | None = None
+    """As the service writes it (the SDK types it as text, not a date)."""
+
+
+class TemplateNode(WorkflowNode):
+    """One node of a template: a workflow node like any other (it can be given in ``job_nodes``)."""
+
+
+class TemplateDetail(TemplateListItem):
+    """A template with its nodes (``GET /templates/{template_id}``)."""
+
+    nodes: list[TemplateNode] = Field(default_factory=list)
+
+    @field_validator("nodes", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: Any) -> Any:
+        return [] if value is None else value
+
+
+class CreateJob(_Request):
+    """
+    The ``request_data`` of an on-demand job (``POST /jobs/``): a template's id, or the nodes to run
+    (a custom workflow's nodes), never both.
+    """
+
+    template_id: NonEmptyStr | None = None
+    job_nodes: list[WorkflowNode] | None = None
+
+    @model_validator(mode="after")
+    def _template_or_nodes(self) -> CreateJob:
+        if (self.template_id is None) == (self.job_nodes is None):
+            raise ValueError("give template_id or job_nodes, not both and not neither")
+        if self.job_nodes is not None and not self.job_nodes:
+            raise ValueError("job_nodes: give at least one node")
+        _check_nodes(self.job_nodes, "job_nodes")
+        return self
+
+
+# --------------------------------------------------------------------------------------------------
 # Jobs
 
 
@@ -920,7 +971,8 @@ class Job(_Response):
     created_at: datetime | None = None
     runtime: str | float | None = None
     job_type: str | None = None
-    """Platform dialect: ``ephemeral``, ``persistent``, ``scheduled`` or ``template``."""
+    """Platform dialect: ``ephemeral``, ``persistent``, ``scheduled`` or ``template`` (an on-demand job of
+    a template); kept as sent, so a kind the service adds later is read, never a failure."""
     input_file_ids: list[str] | None = None
     """Platform dialect: the uploaded files' names (or the source's documents); None when not sent."""
     output_node_files: list[OutputNodeFile] = Field(default_factory=list)
@@ -937,10 +989,7 @@ class Job(_Response):
     @field_validator("created_at", mode="before")
     @classmethod
     def _offset_in_hours(cls, value: Any) -> Any:
-        """Read PostgreSQL's short offsets (``2026-11-24 10:00:00+00``, ``...-0530``) as ISO ones."""
-        if isinstance(value, str):
-            return _SHORT_OFFSET.sub(lambda m: f"{m[1]}{m[2]}:{m[3] or '00'}", value.strip())
-        return value
+        return _iso_offset(value)
 
     @field_validator("output_node_files", mode="before")
     @classmethod
@@ -953,14 +1002,40 @@ class Job(_Response):
         ``created_at`` with a zone: as sent, or (none sent) read as UTC. The run's evidence does not
         use it: there a time without a zone proves nothing (``operators._submit``).
         """
-        created = self.created_at
-        if created is None or created.tzinfo is not None:
-            return created
-        return created.replace(tzinfo=timezone.utc)
+        return None if self.created_at is None else as_utc(self.created_at)
 
 
-class NodeStats(_Response):
-    """How many files one node of a job has ready, in progress, done and failed."""
+def _iso_offset(value: Any) -> Any:
+    """Read PostgreSQL's short offsets (``2026-11-24 10:00:00+00``, ``...-0530``) as ISO ones."""
+    if isinstance(value, str):
+        return _SHORT_OFFSET.sub(lambda m: f"{m[1]}{m[2]}:{m[3] or '00'}", value.strip())
+    return value
+
+
+def as_utc(moment: datetime) -> datetime:
+    """``moment`` with a zone: as given, or (none given) read as UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+_CREATED_AT: TypeAdapter[datetime] = TypeAdapter(datetime)
+
+
+def listed_created_utc(item: Any) -> datetime | None:
+    """
+    Return the ``created_at`` of a raw job item, read as :attr:`Job.created_utc` reads it, without
+    reading the rest of the item; None when absent or unreadable.
+    """
+    value = item.get("created_at") if isinstance(item, Mapping) else None
+    if value is None:
+        return None
+    try:
+        return as_utc(_CREATED_AT.validate_python(_iso_offset(value)))
+    except ValidationError:
+        return None
+
+
+class NodeCounts(BaseModel):
+    """How many files one node of a job has ready, in progress, done and failed (the fields, once)."""
 
     node_name: str | None = None
     node_type: str | None = None
@@ -969,6 +1044,10 @@ class NodeStats(_Response):
     in_progress: int = 0
     success: int = 0
     failure: int = 0
+
+
+class NodeStats(_Response, NodeCounts):
+    """A node's file counts as the service sends them (extra fields kept)."""
 
 
 class JobDetails(_Response):
@@ -1053,19 +1132,3 @@ class Element(_Response):
     element_id: str
     text: str = ""
     metadata: ElementMetadata = Field(default_factory=ElementMetadata)
-
-
-def platform_spelling(jobs: Iterable[Any]) -> bool | None:
-    """
-    Whether the service spells job statuses the platform's way (upper case), from the first job record
-    whose raw status has letters; None when no record shows it.
-    """
-    raw = next(
-        (
-            job.raw_status
-            for job in jobs
-            if isinstance(job, Job) and job.raw_status and any(c.isalpha() for c in job.raw_status)
-        ),
-        None,
-    )
-    return None if raw is None else raw == raw.upper()

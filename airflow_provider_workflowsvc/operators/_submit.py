@@ -1,8 +1,8 @@
 """
-Run a workflow once, and report only a job this task can prove it created.
+Run a workflow (or launch an on-demand job) once; report only a job this task can prove it created.
 
-The hook never retries the run POST once it may have reached the server. What the answer proves
-decides what happens next (:func:`what_it_proves`):
+The hook never retries the run POST (or the launch) once it may have reached the server. What the
+answer proves decides what happens next (:func:`what_it_proves`):
 
 * a job in a 2xx answer: the run's job;
 * a refusal (429, 503, any other 4xx, a request never sent, an error before sending, an input that
@@ -13,16 +13,20 @@ decides what happens next (:func:`what_it_proves`):
   the workflow's active jobs are read for a grace period (a delayed request may still be processed)
   and this run's job adopted when proven; otherwise the task fails with :class:`AmbiguousRunError`.
 
-Each file is uploaded under its own name with a marker unique to the request
-(``report.txt`` → ``report__wfsvc-<16 hex>.txt``, :mod:`hooks._marker`); the user sees their own
-names everywhere (failed files, summaries, downloads, lineage). A job is this run's only when its
-record lists a name carrying that marker (``input_file_ids``, platform dialect): no other client's
-run can produce it. Where the records list no file names (spec dialect) or the run sends no files,
-nothing proves which run created a job: the new jobs are named in the ambiguity error.
+Each file is uploaded under its own name (the default): then nothing in a job record shows which
+run created it (another run of the same files looks the same), and every lost answer fails closed,
+naming the jobs that appeared meanwhile. With ``mark_uploads=True`` each name carries a marker unique
+to the request (``report.txt`` → ``report__wfsvc-<16 hex>.txt``, :mod:`_marker`), which the service
+keeps in everything it writes: a job is this run's only when its record lists a name carrying that
+marker (``input_file_ids``, platform dialect), which no other client's run can produce. Where the
+records list no file names (spec dialect) or the run sends no files, nothing proves which run created
+a job either.
 
 What is read is bounded by the jobs still active (the ``status`` filter): a job of this run is
 scheduled or in progress when it is first looked for; the ended jobs (the workflow's history) are
-read once, at the end of the grace period, only when the active ones did not show it.
+read once, at the end of the grace period, only when the active ones did not show it. An on-demand
+job has no workflow to look in before its answer names one: its launch is looked for among all the
+account's jobs, in the same two steps (:class:`Sending`).
 
 With a :class:`RunJournal` (durable execution: the task state store) a pending-run record (with the
 marker) is written just before each run request leaves and removed whenever no run happened; a
@@ -35,8 +39,8 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -46,8 +50,10 @@ from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceApiError,
     WorkflowServiceConnectionError,
     WorkflowServiceInputError,
+    WorkflowServiceQuotaError,
     WorkflowServiceResponseError,
 )
+from airflow_provider_workflowsvc.models import JobStatus
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks._calls import LocalFile
@@ -71,10 +77,14 @@ _now = time.time
 """This worker's clock (tests replace the module's ``time.sleep``, never the clock)."""
 REFUSED_STATUS = frozenset({429, 503})
 """Answers that prove the service did not process the request and ask to be tried again."""
-ACTIVE_FILTERS = (("scheduled", "im progress"), ("SCHEDULED", "IN_PROGRESS"))
-"""The ``status`` filters of the active jobs, in the spec's and in the platform's spelling."""
-ENDED_FILTERS = (("completed", "failed", "stopped"), ("COMPLETED", "FAILED", "STOPPED"))
-"""The ``status`` filters of the ended jobs (the workflow's history), in both spellings."""
+ACTIVE = (JobStatus.SCHEDULED, JobStatus.IN_PROGRESS)
+"""The statuses of the active jobs (the hook spells each filter as the service does)."""
+ENDED = (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.STOPPED)
+"""The statuses of the ended jobs (the workflow's history)."""
+PROOF_READS = 6
+"""Job records (``GET /jobs/{id}``) one search reads at most when the listing leaves ``input_file_ids``
+out: those created closest to the run's sending first, each once. The bound does not grow with the
+workflow's other runs; a search that needs more fails closed, naming the jobs it could not rule out."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -116,9 +126,14 @@ def what_it_proves(exc: BaseException) -> Proof:
 
 
 def may_retry_refused(exc: BaseException) -> bool:
-    """Tell whether a refusal is worth sending the run again for (service busy, or request never left)."""
+    """
+    Tell whether a refusal is worth sending the run again for (service busy, or request never left);
+    never a used-up quota (a 402, or a 429 saying so).
+    """
     if isinstance(exc, WorkflowServiceConnectionError):
         return not exc.sent
+    if isinstance(exc, WorkflowServiceQuotaError):
+        return False
     return isinstance(exc, WorkflowServiceApiError) and exc.status_code in REFUSED_STATUS
 
 
@@ -138,31 +153,74 @@ def _backoff(exc: BaseException, attempt: int, base: float) -> float:
 
 
 @dataclass(frozen=True)
-class SentRun:
-    """One run request: what identifies its job among the workflow's jobs."""
+class Sending:
+    """
+    What is sent: a workflow's run, or (``workflow_id`` None) an on-demand job's launch, whose job is
+    then looked for among all the account's jobs; ``send`` sends it with the files as named.
+    """
 
-    workflow_id: str
+    workflow_id: str | None
+    send: Callable[[WorkflowServiceHook, list[tuple[str, str]] | None], Job | None]
+
+    @classmethod
+    def run(cls, workflow_id: str) -> Sending:
+        """Return the sending of a run of ``workflow_id``."""
+        return cls(workflow_id, lambda hook, files: hook.run_workflow(workflow_id, files=files))
+
+
+@dataclass(frozen=True)
+class SentRun:
+    """One run request (or on-demand launch): what identifies its job among the jobs listed."""
+
+    workflow_id: str | None
+    """The workflow run; None for an on-demand launch (its job is looked for among all jobs)."""
     sent_at: float
     """Epoch seconds (the sending worker's clock) just before the request left."""
     files: tuple[str, ...] | None
-    """The file names sent (with the marker), None for a run without a body."""
+    """The file names sent (with the marker, if any), None for a run without a body."""
     marker: str | None = None
-    """The marker every sent name carries; None for a run without files."""
+    """The marker every sent name carries; None for unmarked names or a run without files."""
     recorded: str | None = None
     """The job id the task state store already holds (an earlier try's job): never an unproven
     candidate of this run."""
     failed_closed: bool = False
     """A try already failed with AmbiguousRunError on this run (a new try then comes from a person
     clearing the task: no automatic retry follows that error)."""
+    answered_at: float | None = None
+    """Epoch seconds (the sending worker's clock) the request's failure came back: a job the service
+    made before answering was made just before (None: not known, an earlier try's run)."""
+    record_key: str = "workflowsvc_pending_run"
+    """The task state key of its pending record (the messages say how to send it again)."""
+
+    @property
+    def what(self) -> str:
+        """This request in words: ``run of workflow …`` or ``launch of an on-demand job``."""
+        if self.workflow_id is None:
+            return "launch of an on-demand job"
+        return f"run of workflow {self.workflow_id}"
+
+    @property
+    def where(self) -> str:
+        """Where its job is looked for: the workflow's jobs, or (a launch) all the account's jobs."""
+        return "the account's jobs" if self.workflow_id is None else "the workflow's jobs"
 
     def carried_by(self, job: Job) -> bool | None:
         """
         Whether the job's record lists a name carrying this run's marker; None when it cannot tell
-        (the record lists no file names, or the run has no marker).
+        (the record lists no file names, or the run has no marker). Without a marker, a record that
+        lists none of the names sent (compared without folders) is another's: False.
         """
-        if job.input_file_ids is None or self.marker is None:
+        if job.input_file_ids is None or not self.files:
             return None
-        return any(self.marker in name for name in job.input_file_ids)
+        if self.marker is not None:
+            return any(self.marker in name for name in job.input_file_ids)
+        listed = {name.rsplit("/", 1)[-1] for name in job.input_file_ids}
+        return None if listed & {name.rsplit("/", 1)[-1] for name in self.files} else False
+
+    def lists_these_files(self, job: Job) -> bool:
+        """Tell whether the job's record lists exactly the names sent (a hint for a person, never proof)."""
+        names = job.input_file_ids
+        return bool(self.files) and names is not None and sorted(names) == sorted(self.files or ())
 
 
 def _created(job: Job, log: Log | None = None) -> datetime | None:
@@ -238,8 +296,8 @@ def own_job(jobs: Sequence[Job], run: SentRun, log: Log) -> Job | None:
         reason = (
             "this run sent no files, so nothing in a job record can show which run created it"
             if not run.files
-            else "the uploaded names carry no marker (mark_uploads=False), so nothing shows which run "
-            "created them"
+            else "the files were uploaded under their own names (mark_uploads=False, the default), so "
+            "nothing shows which run created a job: another run of the same files looks the same"
             if run.marker is None
             else "the service's job records do not list their input files (no input_file_ids), so "
             "nothing shows which run created them"
@@ -250,64 +308,79 @@ def own_job(jobs: Sequence[Job], run: SentRun, log: Log) -> Job | None:
 
 def _ambiguous(run: SentRun, jobs: Sequence[Job], reason: str) -> AmbiguousRunError:
     ids = ", ".join(sorted(job.id for job in jobs))
+    same = sorted(job.id for job in jobs if run.marker is None and run.lists_these_files(job))
+    hint = f" (job(s) {', '.join(same)} list exactly this run's file names)" if same else ""
     return AmbiguousRunError(
-        f"cannot prove which job this task's run of workflow {run.workflow_id} created: job(s) {ids} "
-        f"appeared while its run request was in flight, but {reason}. Nothing was run again. What to do: "
-        f"check job(s) {ids} in the service; {_HOW_TO_RUN_AGAIN}"
+        f"cannot prove which job this task's {run.what} created: job(s) {ids} appeared while its "
+        f"request was in flight{hint}, but {reason}. Nothing was sent again. What to do: check job(s) "
+        f"{ids} in the service; {_how_to_send_again(run)}"
     )
 
 
-_HOW_TO_RUN_AGAIN = (
-    "to run the workflow again, clear this task: its next try looks once more for this run's job and "
-    "runs the workflow only when none carries the run's marker (the pending-run record, task state key "
-    f"'workflowsvc_pending_run', expires {PENDING_RUN_TTL / 3600:g} h after it was written)."
-)
+def _how_to_send_again(run: SentRun) -> str:
+    again = "run the workflow" if run.workflow_id is not None else "launch those files"
+    record = (
+        f"(the pending record, task state key '{run.record_key}', expires {PENDING_RUN_TTL / 3600:g} h "
+        "after it was written)"
+    )
+    if run.marker is None:
+        follow = (
+            " A job of this run you find can be followed with WorkflowJobSensor(job_id=...)."
+            if run.workflow_id is not None
+            else ""
+        )
+        return (
+            f"to {again} again, clear this task: nothing can prove which job this request created, so a "
+            f"try after a clear sends it again {record}.{follow}"
+        )
+    return (
+        f"to {again} again, clear this task: its next try looks once more for this request's job and "
+        f"sends it again only when none carries the request's marker {record}."
+    )
 
 
 def _unfound(run: SentRun, looked: float, why: str, ended_read: bool) -> AmbiguousRunError:
-    where = (
-        "the workflow's jobs"
-        if ended_read
-        else "the workflow's active jobs (its ended jobs could not be read)"
-    )
+    where = run.where if ended_read else f"{run.where[:-4]}active jobs (the ended ones could not be read)"
     return AmbiguousRunError(
-        f"{why}, and no job of this task's run of workflow {run.workflow_id} appeared in {where} within "
-        f"{looked:.0f} s. Not finding it does not prove the run was not processed, so it is not sent "
-        f"again. What to do: look for a job of this workflow whose input files carry "
-        f"{run.marker or 'no marker'} in the service; {_HOW_TO_RUN_AGAIN}"
+        f"{why}, and no job of this task's {run.what} appeared in {where} within {looked:.0f} s. Not "
+        f"finding it does not prove the request was not processed, so it is not sent again. What to do: "
+        f"look in the service for a job {_listing(run)}; {_how_to_send_again(run)}"
     )
 
 
-def _active_filters(jobs_seen: Iterable[Job]) -> Sequence[str]:
-    """Return the active ``status`` filters, in the spelling the service uses (both until one is seen)."""
-    return _spelled(ACTIVE_FILTERS, jobs_seen)
-
-
-def _spelled(filters: tuple[tuple[str, ...], tuple[str, ...]], jobs_seen: Iterable[Job]) -> Sequence[str]:
-    from airflow_provider_workflowsvc.models import platform_spelling
-
-    platform = platform_spelling(jobs_seen)
-    if platform is None:
-        return (*filters[0], *filters[1])
-    return filters[1] if platform else filters[0]
+def _listing(run: SentRun, shown: int = 3) -> str:
+    """Which job to look for: one whose input files carry the marker, or list the request's files."""
+    if run.marker is not None:
+        return f"whose input files carry {run.marker}"
+    if not run.files:
+        return "created at that time (the run sent no files)"
+    more = f" and {len(run.files) - shown} more" if len(run.files) > shown else ""
+    return f"listing {', '.join(run.files[:shown])}{more}"
 
 
 def _listed(
-    hook: WorkflowServiceHook, workflow_id: str, filters: Sequence[str], seen: dict[str, Job]
+    hook: WorkflowServiceHook,
+    workflow_id: str | None,
+    statuses: Sequence[JobStatus],
+    seen: dict[str, Job],
+    records: _Records | None = None,
 ) -> list[Job]:
     """
-    List the workflow's jobs in each ``status`` filter (each job once); ``seen`` keeps every job read.
+    List the workflow's jobs (None: all the account's) in each of ``statuses`` (each job once); ``seen``
+    keeps every job read (and ``records`` each listing's reading of the service's clock).
 
-    A filter the service refuses as invalid (400, 422: a spelling of another dialect) is skipped.
+    A status the service refuses as a filter (400, 422, in either dialect's spelling) is skipped.
     """
     found: dict[str, Job] = {}
-    for status in filters:
+    for status in statuses:
         try:
             listed = hook.list_jobs(workflow_id=workflow_id, status=status)
         except WorkflowServiceApiError as exc:
             if exc.status_code not in (400, 422):
                 raise
             continue
+        if records is not None:
+            records.clock_reading(listed)
         for job in listed:
             found.setdefault(job.id, job)
     seen.update(found)
@@ -334,13 +407,14 @@ def await_own_job(
     waited, pauses = 0.0, list(GRACE_PAUSES)
     budget = max(until - now(), 0.0)
     seen: dict[str, Job] = {}
+    records = _Records()
     while True:
-        listed = _listed(hook, run.workflow_id, _active_filters(seen.values()), seen)
-        job = own_job(_with_records(hook, candidates(listed, run, log), run), run, log)
+        listed = _listed(hook, run.workflow_id, ACTIVE, seen, records)
+        job = own_job(records.complete(hook, listed, run, log), run, log)
         if job is not None:
             return job, True
         if waited >= budget:
-            return _look_among_ended(hook, run, log, seen)
+            return _look_among_ended(hook, run, log, seen, records)
         pause = min(pauses.pop(0) if len(pauses) > 1 else pauses[0], budget - waited)
         log.info("No job of this run yet; looking again in %.1f s (%.0f s left)", pause, budget - waited)
         sleep(pause)
@@ -348,25 +422,67 @@ def await_own_job(
 
 
 def _look_among_ended(
-    hook: WorkflowServiceHook, run: SentRun, log: Log, seen: dict[str, Job]
+    hook: WorkflowServiceHook, run: SentRun, log: Log, seen: dict[str, Job], records: _Records
 ) -> tuple[Job | None, bool]:
     """Look once among the workflow's ended jobs (its history: a fast job may have ended already)."""
     try:
-        listed = _listed(hook, run.workflow_id, _spelled(ENDED_FILTERS, seen.values()), seen)
+        listed = _listed(hook, run.workflow_id, ENDED, seen, records)
     except WorkflowServiceResponseError as exc:
         log.warning("Could not read the workflow's ended jobs (%s): the search is inconclusive", exc)
         return None, False
-    return own_job(_with_records(hook, candidates(listed, run, log), run), run, log), True
+    return own_job(records.complete(hook, listed, run, log), run, log), True
 
 
-def _with_records(hook: WorkflowServiceHook, jobs: list[Job], run: SentRun) -> list[Job]:
+class _Records:
     """
-    ``jobs``, each read in full (``GET /jobs/{id}``) when the listing left out ``input_file_ids``
-    and the run sent files: a service may list only some fields of its job records.
+    The job records one search reads (``GET /jobs/{id}``) when the listing leaves out ``input_file_ids``
+    (a service may list only some fields of its records): each at most once, ``PROOF_READS`` in all.
     """
-    if not run.files:
-        return jobs
-    return [hook.get_job(job.id) if job.input_file_ids is None else job for job in jobs]
+
+    def __init__(self) -> None:
+        self.read: dict[str, Job] = {}
+        self.ahead: float | None = None
+        """Seconds the service's clock is ahead of this worker's at least, as its listings showed."""
+
+    def clock_reading(self, listed: Sequence[Job]) -> None:
+        """Take a listing just answered as a reading of the service's clock (its newest job is older)."""
+        times = [t for t in (_created(job) for job in listed) if t is not None]
+        if times:
+            ahead = max(times).timestamp() - _now()
+            self.ahead = ahead if self.ahead is None else max(self.ahead, ahead)
+
+    def complete(self, hook: WorkflowServiceHook, listed: Sequence[Job], run: SentRun, log: Log) -> list[Job]:
+        """
+        Return the candidates of ``run`` among ``listed``, each with its record when the listing left its
+        files out: the records read closest in time to the run's sending first, until one carries its
+        marker or ``PROOF_READS`` are spent (the others stay unproven: the search fails closed on them).
+        """
+        found = candidates(listed, run, log)
+        if not run.files or run.marker is None:
+            return found  # a record can prove nothing of a run without a marker
+        unread = [job for job in found if job.input_file_ids is None and job.id not in self.read]
+        for job in self._closest_to_making(unread, run)[: PROOF_READS - len(self.read)]:
+            self.read[job.id] = record = hook.get_job(job.id)
+            if run.carried_by(record):
+                break
+        return [self.read.get(job.id, job) if job.input_file_ids is None else job for job in found]
+
+    def _closest_to_making(self, jobs: list[Job], run: SentRun) -> list[Job]:
+        """
+        Return ``jobs`` ordered by how close their creation is to when this run's job was most likely
+        made: just before its failed answer came back (else when it was sent), on the service's clock
+        as its listings read it. A service processes requests in turn: the jobs of runs sent at the
+        same moment are made one after the other, and each run's answer follows its own job.
+        """
+        if self.ahead is None:
+            return jobs
+        made = (run.answered_at or run.sent_at) + self.ahead
+
+        def distance(job: Job) -> float:
+            created = _created(job)
+            return abs(created.timestamp() - made) if created is not None else 0.0
+
+        return sorted(jobs, key=distance)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -376,8 +492,8 @@ def _with_records(hook: WorkflowServiceHook, jobs: list[Job], run: SentRun) -> l
 class RunJournal(Protocol):
     """Where a run being sent is recorded across task tries (the task state store)."""
 
-    def pending(self, workflow_id: str) -> SentRun | None:
-        """Return the run of ``workflow_id`` an earlier try sent and never resolved, or None."""
+    def pending(self, workflow_id: str | None) -> SentRun | None:
+        """Return the run of ``workflow_id`` (None: a launch) an earlier try sent and never resolved."""
 
     def sending(self, run: SentRun) -> None:
         """Record that ``run`` is about to be sent."""
@@ -404,7 +520,7 @@ class StoredRunJournal:
         self.store, self.key, self.known = store, key, known
         self.log = log or logging.getLogger(__name__)
 
-    def pending(self, workflow_id: str) -> SentRun | None:
+    def pending(self, workflow_id: str | None) -> SentRun | None:
         value = self.store.get(self.key)
         if not isinstance(value, dict) or value.get("workflow_id") != workflow_id:
             return None
@@ -416,6 +532,7 @@ class StoredRunJournal:
                 marker=None if value["marker"] is None else str(value["marker"]),
                 recorded=None if self.known is None else str(self.known),
                 failed_closed=value.get("failed_closed") is True,
+                record_key=self.key,
             )
         except (KeyError, TypeError, ValueError):
             self.log.warning("Ignoring a pending-run record this version cannot read: %r", value)
@@ -477,8 +594,15 @@ def named_files(files: Sequence[LocalFile] | None, marker: str | None) -> list[t
 
 
 def submit_run(
+    hook: WorkflowServiceHook, workflow_id: str, files: Sequence[LocalFile] | None, log: Log, **options: Any
+) -> Job:
+    """Run ``workflow_id`` once (with ``files``, or no body); return the job it created (:func:`submit`)."""
+    return submit(hook, Sending.run(workflow_id), files, log, **options)
+
+
+def submit(
     hook: WorkflowServiceHook,
-    workflow_id: str,
+    sending: Sending,
     files: Sequence[LocalFile] | None,
     log: Log,
     *,
@@ -487,17 +611,17 @@ def submit_run(
     grace: float = RUN_GRACE,
     sleep: Callable[[float], None] | None = None,
     journal: RunJournal | None = None,
-    mark: bool = True,
+    mark: bool = False,
 ) -> Job:
     """
-    Run ``workflow_id`` once (with ``files``, or no body) and return the job it created.
+    Send a run (or a launch) once, with ``files`` or no body, and return the job it created.
 
-    With a ``journal``, the job of a run an earlier try sent (and never recorded) is looked for
-    first, and adopted with the same evidence, instead of running the workflow again.
+    With a ``journal``, the job of a request an earlier try sent (and never recorded) is looked for
+    first, and adopted with the same evidence, instead of sending it again.
     """
     sleep = sleep or time.sleep
     try:
-        return _submit(hook, workflow_id, files, log, attempts, backoff, grace, sleep, journal, mark)
+        return _submit(hook, sending, files, log, attempts, backoff, grace, sleep, journal, mark)
     except AmbiguousRunError:
         if journal is not None:
             journal.failed_closed()
@@ -506,7 +630,7 @@ def submit_run(
 
 def _submit(
     hook: WorkflowServiceHook,
-    workflow_id: str,
+    sending: Sending,
     files: Sequence[LocalFile] | None,
     log: Log,
     attempts: int,
@@ -519,9 +643,9 @@ def _submit(
     from airflow_provider_workflowsvc._marker import new_marker
 
     if journal is not None:
-        earlier = journal.pending(workflow_id)
+        earlier = journal.pending(sending.workflow_id)
         if earlier is not None:
-            job = _job_of_earlier_try(hook, earlier, grace, log, sleep)
+            job = job_of_earlier_try(hook, earlier, grace, log, sleep)
             if job is not None:
                 return job
             journal.clear()
@@ -529,35 +653,39 @@ def _submit(
     for attempt in range(1, attempts + 1):
         marker = new_marker() if files is not None and mark else None
         sent = named_files(files, marker)
-        run = SentRun(workflow_id, _now(), None if sent is None else tuple(n for _, n in sent), marker)
+        run = SentRun(
+            sending.workflow_id, _now(), None if sent is None else tuple(n for _, n in sent), marker
+        )
         if journal is not None:
             journal.sending(run)
-        log.info("Running workflow %s with %s (attempt %d of %d)", workflow_id, what, attempt, attempts)
+        log.info("Sending the %s with %s (attempt %d of %d)", run.what, what, attempt, attempts)
         try:
-            job = hook.run_workflow(workflow_id, files=sent)
+            job = sending.send(hook, sent)
         except Exception as exc:
+            run = replace(run, answered_at=_now())
             if what_it_proves(exc) is Proof.REFUSED:
                 if journal is not None:
-                    journal.clear()  # the service refused it, or it never left: no run happened
+                    journal.clear()  # the service refused it, or it never left: nothing happened
                 if not may_retry_refused(exc) or attempt == attempts:
                     raise
                 pause = _backoff(exc, attempt, backoff)
-                log.warning("The service did not take the run (%s); sending it again in %.1f s", exc, pause)
+                log.warning(
+                    "The service did not take the %s (%s); sending it again in %.1f s", run.what, exc, pause
+                )
                 sleep(pause)
                 continue
             log.warning(
-                "The run request failed (%s): it may or may not have created a job. Looking for this "
-                "run's job for up to %g s; the run is not sent again",
+                "The %s failed (%s): it may or may not have created a job. Looking for its job for up to "
+                "%g s; it is not sent again",
+                run.what,
                 exc,
                 grace,
             )
-            return _find_or_fail(hook, run, grace, log, sleep, f"the run request failed ({exc})", exc)
+            return _find_or_fail(hook, run, grace, log, sleep, f"the {run.what} failed ({exc})", exc)
         if job is not None:
             return job
-        log.info("The run response did not name its job; looking for it among the workflow's jobs")
-        return _find_or_fail(
-            hook, run, grace, log, sleep, "the service accepted the run but did not name its job"
-        )
+        log.info("The answer did not name its job; looking for it among %s", run.where)
+        return _find_or_fail(hook, run, grace, log, sleep, "the service accepted it but did not name its job")
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -574,11 +702,13 @@ def _find_or_fail(
     found, ended_read = await_own_job(hook, run, _now() + grace, log, sleep)
     if found is None:
         raise _unfound(run, grace, why, ended_read) from cause
-    log.warning("The run created job %s; adopting it (its input files carry %s)", found.id, run.marker)
-    return found
+    log.warning(
+        "The %s created job %s; adopting it (its input files carry %s)", run.what, found.id, run.marker
+    )
+    return found  # only a marked request's job is ever found: an unmarked one fails closed above
 
 
-def _job_of_earlier_try(
+def job_of_earlier_try(
     hook: WorkflowServiceHook, earlier: SentRun, grace: float, log: Log, sleep: Callable[[float], None]
 ) -> Job | None:
     """
@@ -593,9 +723,8 @@ def _job_of_earlier_try(
     if earlier.failed_closed:
         return _after_a_clear(hook, earlier, log, sleep)
     log.info(
-        "An earlier try of this task sent a run of workflow %s at %s and stopped before recording its job; "
-        "looking for that run's job",
-        earlier.workflow_id,
+        "An earlier try of this task sent a %s at %s and stopped before recording its job; looking for it",
+        earlier.what,
         _utc(earlier.sent_at).isoformat(timespec="seconds"),
     )
     flight = float(getattr(hook.settings, "timeout", 60.0))
@@ -605,13 +734,15 @@ def _job_of_earlier_try(
         raise _unfound(
             earlier,
             until - earlier.sent_at,
-            "an earlier try sent a run and stopped before recording its job",
+            f"an earlier try sent a {earlier.what} and stopped before recording its job",
             ended_read,
         )
     if found.id == earlier.recorded:
-        log.info("The earlier try's run is job %s, already recorded: running the workflow", found.id)
+        log.info("The earlier try's request is job %s, already recorded: sending anew", found.id)
         return None
-    log.warning("The earlier try's run created job %s: adopting it (no new run)", found.id)
+    log.warning(
+        "The earlier try's %s created job %s: adopting it (nothing sent again)", earlier.what, found.id
+    )
     return found
 
 
@@ -621,20 +752,29 @@ def _after_a_clear(
     """
     Return the job of a run an earlier try failed as ambiguous on, when it is now proven; None to run
     the workflow: this try was started by a person clearing the task, which decides what nothing proved.
+    Only a marked run's job can be proven: an unmarked run's is not looked for again.
     """
-    try:
-        found, _ = await_own_job(hook, earlier, _now(), log, sleep)
-    except AmbiguousRunError as exc:
-        log.warning("Still no proof of which job the earlier run created (%s)", exc)
-        found = None
+    found = None
+    if earlier.marker is not None:
+        try:
+            found, _ = await_own_job(hook, earlier, _now(), log, sleep)
+        except AmbiguousRunError as exc:
+            log.warning("Still no proof of which job the earlier run created (%s)", exc)
     if found is not None:
-        log.warning("The earlier try's run created job %s after all: adopting it (no new run)", found.id)
+        log.warning(
+            "The earlier try's %s created job %s after all: adopting it (nothing sent again)",
+            earlier.what,
+            found.id,
+        )
         return found
     log.warning(
-        "An earlier try failed as ambiguous on its run of workflow %s (sent at %s) and the task was "
-        "cleared: no job carries that run's marker, so the workflow is run again",
-        earlier.workflow_id,
+        "An earlier try failed as ambiguous on its %s (sent at %s) and the task was cleared: %s, so it "
+        "is sent again",
+        earlier.what,
         _utc(earlier.sent_at).isoformat(timespec="seconds"),
+        "no job carries that run's marker"
+        if earlier.marker
+        else "nothing can prove which job that run created (its files were sent unmarked)",
     )
     return None
 

@@ -24,7 +24,6 @@ from airflow_provider_workflowsvc.operators._base import (
     interval_seconds,
     invalid_input_fails,
     is_deferred_value,
-    normalize_choice,
     rendered,
     static_str,
 )
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
 
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
     from airflow_provider_workflowsvc.models import ConnectionCheck, DestinationConnector, SourceConnector
+    from airflow_provider_workflowsvc.operators._execution import Difference
 
     Connector = SourceConnector | DestinationConnector
 
@@ -50,25 +50,6 @@ __all__ = [
 ]
 
 Kind = Literal["source", "destination"]
-
-SOURCE_TYPES = (
-    "azure", "box", "confluence", "couchbase", "databricks_volumes", "dropbox", "elasticsearch", "gcs",
-    "google_drive", "kafka-cloud", "mongodb", "onedrive", "opensearch", "outlook", "postgres", "s3",
-    "salesforce", "sharepoint", "slack", "snowflake", "jira", "teradata", "zendesk",
-)  # fmt: skip
-"""Source connector types the provider knows (the spec's and the live docs'; kept equal to
-``models.SourceType`` by a test). Another type passes with a warning."""
-
-DESTINATION_TYPES = (
-    "astradb", "azure", "azure_ai_search", "couchbase", "databricks_volumes",
-    "databricks_volume_delta_tables", "delta_table", "elasticsearch", "gcs", "kafka-cloud", "milvus",
-    "mongodb", "motherduck", "neo4j", "onedrive", "opensearch", "pinecone", "postgres", "redis",
-    "qdrant-cloud", "s3", "snowflake", "teradata", "weaviate-cloud", "ibm_watsonx_s3",
-)  # fmt: skip
-"""Destination connector types the provider knows (the spec's and the live docs'; kept equal to
-``models.DestinationType`` by a test). Another type passes with a warning."""
-
-_TYPES: dict[Kind, tuple[str, ...]] = {"source": SOURCE_TYPES, "destination": DESTINATION_TYPES}
 
 
 @dataclass(frozen=True)
@@ -133,15 +114,20 @@ def _check_vocabulary(operator: _ConnectorOperator, connector_type: Any, config:
     if not isinstance(connector_type, str) or not connector_type.strip():
         what = f"{operator.kind} connector type"
         raise input_error(f"{what} must be a non-empty string, got {connector_type!r}")
-    from airflow_provider_workflowsvc.connectors_catalog import check_config, did_you_mean
+    from airflow_provider_workflowsvc.connectors_catalog import (
+        check_config,
+        did_you_mean,
+        known_types,
+        normalized,
+    )
 
-    known = {normalize_choice(t) for t in _TYPES[operator.kind]}
-    if normalize_choice(connector_type) not in known:
+    known = known_types(operator.kind)  # the docs' types: SourceType / DestinationType are held to them
+    if normalized(connector_type) not in {normalized(t) for t in known}:
         operator.log.warning(
             "%s connector type %r is not one the provider knows; it is sent as given%s",
             operator.kind,
             connector_type,
-            did_you_mean(connector_type, _TYPES[operator.kind]),
+            did_you_mean(connector_type, known),
         )
         return
     if isinstance(config, Mapping) and not is_deferred_value(list(config)):
@@ -202,8 +188,11 @@ class _CreateConnectorOperator(_ConfigOperator):
     :param connector_type: the connector type (``confluence``, ``azure``, ``astradb``, ...).
     :param config: the type's settings: a config model (``ConfluenceSourceConfig``, ...) or a dict.
         Templates are rendered inside both; secret values are masked in logs and rendered fields.
-    :param if_exists: when a connector with this name exists: ``reuse`` it as is (default), ``update``
-        its config, or ``fail``. An existing connector of another type always fails the task.
+    :param if_exists: when a connector with this name exists: ``reuse`` it as is (default; each
+        declared setting it has otherwise is logged as a warning with both values, URL credentials as
+        ``***``, and the declared secret settings are named as not compared: the service does not
+        give secrets back), ``update`` its config (every declared setting is sent; each difference
+        seen is logged), or ``fail``. An existing connector of another type always fails the task.
     :return: the connector id (XCom).
     """
 
@@ -244,6 +233,8 @@ class _CreateConnectorOperator(_ConfigOperator):
                 create=lambda: connectors.create(name, connector_type, body.config),
                 update=lambda existing: connectors.update(str(existing.id), body.config, connector_type),
                 mismatch=lambda existing: _type_mismatch(existing.type, connector_type),
+                drift=lambda existing: config_drift(existing.config, self.config, connector_type),
+                verify_update=False,
                 log=self.log,
             ).ensure()
         finally:
@@ -259,9 +250,53 @@ class _CreateConnectorOperator(_ConfigOperator):
         return validate_input(model, self.what, body)
 
 
+def config_drift(current: Mapping[str, Any], config: Any, connector_type: str) -> list[Difference]:
+    """
+    Every declared setting of ``config`` the connector's ``current`` config has otherwise, with both
+    values, compared as a message shows them (URL credentials ``***``: the service masks them too).
+
+    A setting holding secrets (a string under a key the type does not know as plain: the masking rule
+    of :mod:`._secrets`), or one the service gives back as a secret, cannot be compared: it is
+    listed as such (:func:`~._execution.unseen_secret`). Settings the task does not declare are not
+    compared.
+    """
+    from pydantic import SecretStr
+
+    from airflow_provider_workflowsvc.operators._execution import NOT_SET, unseen_secret
+    from airflow_provider_workflowsvc.operators._secrets import (
+        plain_config_keys,
+        plain_data,
+        without_url_secrets,
+    )
+
+    declared = plain_data(config)
+    if not isinstance(declared, Mapping):
+        return []
+    plain = plain_config_keys(connector_type)
+    differences: list[Difference] = []
+    for key, wanted in declared.items():
+        have = current.get(key, NOT_SET)
+        if (key not in plain and _holds(str, wanted)) or _holds(SecretStr, have):
+            differences.append(unseen_secret(str(key)))
+        elif without_url_secrets(have) != without_url_secrets(wanted):
+            differences.append((str(key), have, wanted))
+    return differences
+
+
+def _holds(kind: type, value: Any) -> bool:
+    """Whether ``value`` is, or holds (nested in mappings and lists), a value of ``kind``."""
+    if isinstance(value, kind):
+        return True
+    if isinstance(value, Mapping):
+        return any(_holds(kind, v) for v in value.values())
+    return isinstance(value, (list, tuple)) and any(_holds(kind, v) for v in value)
+
+
 def _type_mismatch(existing_type: str, wanted_type: str) -> str | None:
     """Why a connector of ``existing_type`` cannot stand for one of ``wanted_type``, or None."""
-    if normalize_choice(existing_type) == normalize_choice(wanted_type):
+    from airflow_provider_workflowsvc.connectors_catalog import normalized
+
+    if normalized(existing_type) == normalized(wanted_type):
         return None
     return f"its type is {existing_type!r}, not {wanted_type!r} (a connector's type cannot change)"
 
@@ -420,14 +455,16 @@ class _ConnectionCheckOperator(_ConnectorOperator):
         return exc if time.time() < at else self._no_result(why)
 
     def _result(self, check: ConnectionCheck) -> str:
+        from airflow_provider_workflowsvc._url_secrets import mask_url_secrets
         from airflow_provider_workflowsvc.models import ConnectionCheckStatus
 
         if check.status is not ConnectionCheckStatus.SUCCESS:
-            reason = check.reason or "the service gave no reason"
+            reason = mask_url_secrets(check.reason) if check.reason else None  # the service's text
             raise ConnectionCheckFailedError(
-                f"connection check of {self.what} {self.connector_id} failed: {reason}",
+                f"connection check of {self.what} {self.connector_id} failed: "
+                f"{reason or 'the service gave no reason'}",
                 connector_id=str(self.connector_id),
-                reason=check.reason,
+                reason=reason,
             )
         self.log.info("Connection check of %s %s succeeded", self.what, self.connector_id)
         return str(self.connector_id)

@@ -19,7 +19,6 @@ from airflow_provider_workflowsvc.operators._base import (
     input_error,
     invalid_input_fails,
     is_deferred_value,
-    normalize_choice,
     rendered,
     static_str,
 )
@@ -48,9 +47,9 @@ _WORKFLOW_FIELDS = (
 _NODE_KEYS = ("name", "type", "subtype")
 
 
-def _check_node(index: int, node: Any) -> str | None:
+def _check_node(index: int, node: Any, field: str) -> str | None:
     """Check one node known at parse time; return its name when known."""
-    where = f"workflow_nodes[{index}]"
+    where = f"{field}[{index}]"
     if hasattr(node, "model_dump") or is_deferred_value(node):
         return static_str(getattr(node, "name", None))
     if not isinstance(node, Mapping):
@@ -67,16 +66,19 @@ def _check_node(index: int, node: Any) -> str | None:
     return static_str(node["name"])
 
 
-def _check_nodes(nodes: Any) -> None:
-    """Check a node list known at parse time: dicts with name, type and subtype; unique names."""
+def check_nodes(nodes: Any, field: str = "workflow_nodes") -> None:
+    """
+    Check a node list known at parse time (``field``: the argument that holds it): dicts with name,
+    type and subtype; unique names.
+    """
     if nodes is None or (is_deferred_value(nodes) and not isinstance(nodes, (list, tuple))):
         return
     if not isinstance(nodes, (list, tuple)):
-        raise input_error(f"workflow_nodes must be a list of nodes, got {type(nodes).__name__}")
-    names = [name for i, node in enumerate(nodes) if (name := _check_node(i, node)) is not None]
+        raise input_error(f"{field} must be a list of nodes, got {type(nodes).__name__}")
+    names = [name for i, node in enumerate(nodes) if (name := _check_node(i, node, field)) is not None]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
-        raise input_error(f"workflow_nodes: node names must be unique, repeated: {', '.join(repeated)}")
+        raise input_error(f"{field}: node names must be unique, repeated: {', '.join(repeated)}")
 
 
 def _check_fields(fields: Mapping[str, Any]) -> None:
@@ -88,7 +90,7 @@ def _check_fields(fields: Mapping[str, Any]) -> None:
     check_choice(fields.get("schedule"), SCHEDULES, "schedule")
     check_uuid(fields.get("source_id"), "source_id")
     check_uuid(fields.get("destination_id"), "destination_id")
-    _check_nodes(fields.get("workflow_nodes"))
+    check_nodes(fields.get("workflow_nodes"))
 
 
 class _WorkflowOperator(WorkflowServiceBaseOperator):
@@ -211,17 +213,21 @@ class CreateWorkflowOperator(_WorkflowOperator):
 
     def _mismatch(self, existing: Workflow, body: CreateWorkflow) -> str | None:
         """Say why a workflow of another type is not reused (an update may change the type), or None."""
+        from airflow_provider_workflowsvc.connectors_catalog import normalized
+
         wanted, current = body.workflow_type.value, existing.workflow_type
-        if self.if_exists == "update" or current is None or normalize_choice(current) == wanted:
+        if self.if_exists == "update" or current is None or normalized(current) == wanted:
             return None
         return f"its workflow_type is {current!r}, not {wanted!r} (use if_exists='update')"
 
 
 def _check_custom_has_nodes(workflow_type: Any, nodes: Any) -> None:
     """Check that a custom workflow known at parse time has a non-empty node list."""
+    from airflow_provider_workflowsvc.connectors_catalog import normalized
+
     text = static_str(workflow_type)
     no_nodes = nodes is None or (isinstance(nodes, (list, tuple)) and not nodes)
-    if text is not None and normalize_choice(text) == "custom" and no_nodes:
+    if text is not None and normalized(text) == "custom" and no_nodes:
         raise input_error("workflow_nodes: a custom workflow needs at least one node")
 
 
@@ -231,6 +237,8 @@ def _drift(existing: Workflow, body: CreateWorkflow) -> list[Difference]:
     ``None`` (no source, no schedule) differs from one the workflow has. Nodes declared ``None`` are
     the type's defaults, which only the service knows: not compared.
     """
+    from airflow_provider_workflowsvc.connectors_catalog import normalized
+
     differences: list[Difference] = []
 
     def compare(setting: str, current: Any, wanted: Any) -> None:
@@ -238,7 +246,7 @@ def _drift(existing: Workflow, body: CreateWorkflow) -> list[Difference]:
             differences.append((setting, current, wanted))
 
     if existing.workflow_type is not None:
-        compare("workflow_type", normalize_choice(existing.workflow_type), body.workflow_type.value)
+        compare("workflow_type", normalized(existing.workflow_type), body.workflow_type.value)
     compare("source_id", _one_or_all(existing.sources), _text(body.source_id))
     compare("destination_id", _one_or_all(existing.destinations), _text(body.destination_id))
     wanted_cron = body.schedule.cron_expression if body.schedule is not None else None
@@ -264,9 +272,11 @@ def _node_drift(current: Sequence[WorkflowNode], wanted: Sequence[WorkflowNode])
     """
     Node list differences: the nodes themselves, then each requested setting of each node.
 
-    Secret settings (``api_key``, ...) are not compared: a service does not give them back.
+    Secret settings (``api_key``, ...) are not compared (a service does not give them back): each is
+    listed as such.
     """
     from airflow_provider_workflowsvc.models import is_secret_field
+    from airflow_provider_workflowsvc.operators._execution import NOT_SET, unseen_secret
 
     if _node_keys(current) != _node_keys(wanted):
         return [("workflow_nodes", _node_keys(current), _node_keys(wanted))]
@@ -274,20 +284,12 @@ def _node_drift(current: Sequence[WorkflowNode], wanted: Sequence[WorkflowNode])
     for have, want in zip(current, wanted, strict=True):
         have_settings = have.settings or {}
         for key, value in (want.settings or {}).items():
+            setting = f"workflow_nodes[{want.name}].settings.{key}"
             if is_secret_field(key):
-                continue
-            if have_settings.get(key, _ABSENT) != value:
-                setting = f"workflow_nodes[{want.name}].settings.{key}"
-                differences.append((setting, have_settings.get(key, _ABSENT), value))
+                differences.append(unseen_secret(setting))
+            elif have_settings.get(key, NOT_SET) != value:
+                differences.append((setting, have_settings.get(key, NOT_SET), value))
     return differences
-
-
-class _Absent:
-    def __repr__(self) -> str:
-        return "(not set)"
-
-
-_ABSENT: Any = _Absent()
 
 
 def _cron_expressions(workflow: Workflow) -> list[str]:

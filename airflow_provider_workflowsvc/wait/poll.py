@@ -6,8 +6,9 @@ to the time left, no retry past it), and a cancel sent when a task ends gets ``C
 
 One poll is ONE request (``GET /jobs/{id}/details``: status and per-node counts), plus ``GET /jobs/{id}``
 only when the details carry a status this provider does not know. Once the job is terminal, two more
-requests fetch the job record (output files) and the failed files. A wait of ``T`` seconds at interval
-``I`` therefore costs at most ``ceil(T / I) + 3`` requests.
+requests fetch the job record (output files) and the failed files, and one per output file (a local
+destination's only) reads the start of that output for its document's name. A wait of ``T`` seconds
+at interval ``I`` therefore costs at most ``ceil(T / I) + 3`` requests, and one per output file.
 
 Each sync function has its awaited twin next to it (``poll_once``/``apoll_once``, ...): the same steps,
 the same helpers for every decision. Imported lazily (inside methods), never at DAG-parse time.
@@ -18,11 +19,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_workflowsvc.exceptions import (
+    WorkflowServiceAuthUnconfirmedError,
     WorkflowServiceConflictError,
     WorkflowServiceConnectionError,
     WorkflowServiceError,
@@ -39,10 +41,9 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc.models import Job
     from airflow_provider_workflowsvc.wait.outcome import JobOutcome
     from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
+    from airflow_provider_workflowsvc.wait.workflow_poll import WorkflowPoll
 
 Log = logging.Logger | Any
-AsyncPoll = Callable[["WorkflowServiceAsyncHook", "JobWatch", "PollSchedule"], Awaitable["JobOutcome | None"]]
-"""One poll of a wait, awaited: the job's outcome once it has ended, else None."""
 
 CANCEL_BUDGET = 5.0
 """Seconds a cancel sent as a task ends (timeout, kill) may take, retries included: the task is going
@@ -63,13 +64,16 @@ def is_transient(exc: BaseException) -> bool:
 
     An unreadable or unexpected 2xx answer counts, like a 503: the job goes on whatever one answer
     said, and failing the wait would leave it running, untracked. A refused connection counts (the
-    service may be restarting); a TLS mismatch or an unknown host name does not.
+    service may be restarting); a TLS mismatch or an unknown host name does not. A refusal while the
+    connection could not be read again (its credentials may have been rotated) counts: only a refusal
+    of credentials read anew is the service's word.
     """
     if isinstance(exc, WorkflowServiceResponseError):
         return 200 <= exc.status_code < 300
     if isinstance(exc, WorkflowServiceConnectionError) and exc.permanent:
         return False  # a TLS or certificate mismatch, an unknown host: polling again will not help
     transient = (
+        WorkflowServiceAuthUnconfirmedError,
         WorkflowServiceConnectionError,
         WorkflowServiceRateLimitError,
         WorkflowServiceServerError,
@@ -102,7 +106,36 @@ def poll_once(hook: WorkflowServiceHook, watch: JobWatch) -> JobOutcome | None:
     job = job or hook.get_job(watch.job_id)
     if not watch.confirmed_by(job):
         return None
-    return watch.outcome(job, hook.get_job_failed_files(watch.job_id).failed_files)
+    failed = hook.get_job_failed_files(watch.job_id).failed_files
+    return watch.outcome(job, failed, output_documents(hook, job, watch.log))
+
+
+def output_documents(hook: WorkflowServiceHook, job: Job, log: Log) -> dict[str, str | None]:
+    """
+    Return the document of each of ``job``'s output files, as the output names it (the start of one
+    output per file is read); an output that cannot be read is logged and its document left unknown.
+    """
+    documents: dict[str, str | None] = {}
+    for file_id, node_id in _one_output_per_file(job).items():
+        try:
+            documents[file_id] = hook.get_output_document(job.id, file_id, node_id)
+        except WorkflowServiceError as exc:
+            documents[file_id] = _unread_document(job, file_id, exc, log)
+    return documents
+
+
+def _one_output_per_file(job: Job) -> dict[str, str]:
+    """Return the node of each output file's first output (any output of a file names its document)."""
+    found: dict[str, str] = {}
+    for output in job.output_node_files:
+        found.setdefault(output.file_id, output.node_id)
+    return found
+
+
+def _unread_document(job: Job, file_id: str, exc: Exception, log: Log) -> str | None:
+    """Log that an output's document could not be read; it stays unknown (None)."""
+    log.warning("Job %s: could not read which document output %s was made from: %s", job.id, file_id, exc)
+    return None
 
 
 def wait_for_job(
@@ -195,41 +228,40 @@ def cancel_after_timeout(hook: WorkflowServiceHook, job_id: str, enabled: bool, 
     return "the job was cancelled" if cancelled else "the job had just ended"
 
 
-NOT_FOUND = "not found"
-COMPLETED_WITH_FAILED_FILES = "completed with failed files"
-
-
-def resumed_status(hook: WorkflowServiceHook, job_id: str, fail_on_failed_files: bool) -> str:
+def stored_job(hook: WorkflowServiceHook, job_id: str, fail_on_failed_files: bool, log: Log) -> Job | None:
     """
-    Return the status of a job a retried task stored; ``not found`` and ``completed with failed files``
-    (when those fail the task) mean: run the workflow again.
+    Return the job a retried task stored, when the task goes on with it: scheduled, in progress or in a
+    status nobody knows (never risk a duplicate run), or completed (its result); None when the workflow
+    is to run again: the job is gone, failed, was stopped, or completed with failed files that fail
+    the task.
     """
     try:
         job = hook.get_job(job_id)
     except WorkflowServiceNotFoundError:
-        return NOT_FOUND
-    completed = job.status.is_success
-    if completed and fail_on_failed_files and hook.get_job_failed_files(job.id).failed_files:
-        return COMPLETED_WITH_FAILED_FILES
-    return job.status.value if job.status is not JobStatus.UNKNOWN else (job.raw_status or "unknown")
-
-
-def is_resumable(status: str) -> bool:
-    """
-    Reconnect to a stored job that is scheduled, in progress, or in a status nobody knows (never
-    risk a duplicate run).
-    """
-    if status in (NOT_FOUND, COMPLETED_WITH_FAILED_FILES):
-        return False
-    parsed = JobStatus(status)
-    return parsed.is_active or parsed is JobStatus.UNKNOWN
+        log.warning(
+            "Job %s, which an earlier try of this task started, is gone; running the workflow again", job_id
+        )
+        return None
+    status = job.status
+    if status.is_active or status is JobStatus.UNKNOWN:
+        return job
+    failed = status.is_success and fail_on_failed_files and hook.get_job_failed_files(job.id).failed_files
+    if status.is_success and not failed:
+        return job
+    ended = "completed with failed files" if failed else (job.raw_status or status.value)
+    log.warning(
+        "Job %s, which an earlier try of this task started, ended %s; running the workflow again",
+        job_id,
+        ended,
+    )
+    return None
 
 
 def find_job(
     hook: WorkflowServiceHook, workflow_id: str, created_after: datetime | None, pick: str
 ) -> Job | None:
     """Return the workflow's latest (or earliest) job created after ``created_after``, if any yet."""
-    return pick_job(hook.list_jobs(workflow_id=workflow_id), created_after, pick)
+    return pick_job(hook.list_jobs(workflow_id=workflow_id, created_since=created_after), created_after, pick)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -281,23 +313,37 @@ async def apoll_once(hook: WorkflowServiceAsyncHook, watch: JobWatch) -> JobOutc
     if not watch.confirmed_by(job):
         return None
     failed = await hook.get_job_failed_files(watch.job_id)
-    return watch.outcome(job, failed.failed_files)
+    return watch.outcome(job, failed.failed_files, await aoutput_documents(hook, job, watch.log))
+
+
+async def aoutput_documents(hook: WorkflowServiceAsyncHook, job: Job, log: Log) -> dict[str, str | None]:
+    """:func:`output_documents`, awaited."""
+    documents: dict[str, str | None] = {}
+    for file_id, node_id in _one_output_per_file(job).items():
+        try:
+            documents[file_id] = await hook.get_output_document(job.id, file_id, node_id)
+        except WorkflowServiceError as exc:
+            documents[file_id] = _unread_document(job, file_id, exc, log)
+    return documents
 
 
 async def await_job(
-    hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule, poll: AsyncPoll | None = None
+    hook: WorkflowServiceAsyncHook,
+    watch: JobWatch,
+    schedule: PollSchedule,
+    shared: WorkflowPoll | None = None,
 ) -> JobOutcome:
     """
     :func:`wait_for_job`, awaited; each poll is cut off at the deadline (no request outlives it).
 
-    ``poll``: how one poll is made (default: :func:`apoll_once`; a shared one: :mod:`.workflow_poll`).
+    ``shared``: the waits on jobs of one workflow that share one listing (:mod:`.workflow_poll`); a poll
+    it answers (the job shown active) sends nothing of its own.
     """
     while (pause := schedule.next_pause()) is not None:
         await asyncio.sleep(pause)
         try:
             with deadline(schedule.cutoff):
-                polled = poll(hook, watch, schedule) if poll is not None else apoll_once(hook, watch)
-                outcome = await _bounded(polled, schedule)
+                outcome = await _bounded(_apoll(hook, watch, schedule, shared), schedule)
         except Exception as exc:
             survive_transient(exc, watch.log, f"Job {watch.job_id}: status check")
             continue
@@ -305,6 +351,14 @@ async def await_job(
             return outcome
     await asyncio.sleep(schedule.rest())
     return watch.timed_out()
+
+
+async def _apoll(
+    hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule, shared: WorkflowPoll | None
+) -> JobOutcome | None:
+    if shared is not None and await shared.shows_active(hook, watch, schedule):
+        return None
+    return await apoll_once(hook, watch)
 
 
 async def await_new_job(
@@ -315,12 +369,18 @@ async def await_new_job(
     schedule: PollSchedule,
     log: Log,
 ) -> Job | None:
-    """Poll the workflow's jobs until one created after ``created_after`` appears; None at the deadline."""
+    """
+    Poll the workflow's jobs until one created after ``created_after`` appears; None at the deadline.
+
+    Each poll reads the listing only down to ``created_after`` once the service's listings are known to
+    come newest first (the workflow's history is dropped unread: the cost follows the new jobs).
+    """
     while (pause := schedule.next_pause()) is not None:
         await asyncio.sleep(pause)
         try:
             with deadline(schedule.cutoff):
-                jobs = await _bounded(hook.list_jobs(workflow_id=workflow_id), schedule)
+                listed = hook.list_jobs(workflow_id=workflow_id, created_since=created_after)
+                jobs = await _bounded(listed, schedule)
         except Exception as exc:
             survive_transient(exc, log, f"Listing the jobs of workflow {workflow_id}")
             continue

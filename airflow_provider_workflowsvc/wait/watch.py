@@ -15,9 +15,10 @@ import logging
 import math
 import random
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_workflowsvc._marker import user_names
+from airflow_provider_workflowsvc._marker import run_marker, unmarked
 from airflow_provider_workflowsvc.models import JobStatus
 from airflow_provider_workflowsvc.wait.outcome import (
     STATUS_OUTCOME,
@@ -37,7 +38,8 @@ FINAL_POLL_RESERVE = 5.0
 """Seconds a wait that starts past its deadline gives its one poll."""
 POLL_GRID = 0.1
 """Seconds: polls of intervals of a second or more start on this grid of the clock, so the waits of one
-triggerer that are due within the same tenth of a second wake together, in one turn of the event loop."""
+triggerer that are due within the same tenth of a second wake together, in one turn of the event loop.
+Measured (#33, 1,000 triggers, three paired runs): 1.25 ms of CPU per request against 1.30 without it."""
 FINAL_POLL_LEAD = 1.0
 """Seconds before the deadline the last poll starts (at most one interval); its requests are cut at
 the deadline, and the wait ends at the deadline."""
@@ -139,30 +141,44 @@ class JobWatch:
             for n in stats
         )
 
-    def outcome(self, job: Job, failed: list[FailedFile]) -> JobOutcome:
-        """Build the outcome of a terminal job (status from the job record when it is terminal there)."""
+    def outcome(
+        self, job: Job, failed: list[FailedFile], documents: Mapping[str, str | None] | None = None
+    ) -> JobOutcome:
+        """
+        Build the outcome of a terminal job (status from the job record when it is terminal there);
+        ``documents``: the document of each output file id, as its output names it.
+
+        A marked run's marker (``mark_uploads=True``, read in the job's record) is taken out of every
+        name the service gives back: the user reads their own names.
+        """
         status = job.status if job.status.is_terminal else (self.status or JobStatus.UNKNOWN)
         details = self.details
+        marker = run_marker(job.input_file_ids)
+        documents = documents or {}
+        named = {file_id: unmarked(doc, marker) for file_id, doc in documents.items() if doc is not None}
         return JobOutcome(
             status=STATUS_OUTCOME.get(status, "error"),
             job_id=self.job_id,
             workflow_id=job.workflow_id,
             job_status=status.value,
-            message=user_names((details.message if details is not None else None) or ""),
+            message=unmarked((details.message if details is not None else None) or "", marker),
             node_stats=self._node_stats(),
             failed_files=[
-                FailedDocument(document=user_names(f.document), error=user_names(f.error or ""))
+                FailedDocument(document=unmarked(f.document, marker), error=unmarked(f.error or "", marker))
                 for f in failed
             ],
-            output_files=[OutputFile(file_id=o.file_id, node_id=o.node_id) for o in job.output_node_files],
+            output_files=[
+                OutputFile(file_id=o.file_id, node_id=o.node_id, document=named.get(o.file_id))
+                for o in job.output_node_files
+            ],
             elapsed=self.elapsed,
             **job_run_time(job),
         )
 
     def _node_stats(self) -> list[NodeProgress]:
         stats = self.details.node_stats if self.details is not None else []
-        fields = NodeProgress.model_fields
-        return [NodeProgress(**{k: v for k, v in n.model_dump().items() if k in fields}) for n in stats]
+        fields = set(NodeProgress.model_fields)
+        return [NodeProgress(**n.model_dump(include=fields)) for n in stats]
 
     def timed_out(self) -> JobOutcome:
         return self._unfinished("timeout", "")

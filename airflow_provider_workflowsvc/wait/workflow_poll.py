@@ -1,4 +1,9 @@
-"""One status poll per workflow: the waits of a triggerer on jobs of one workflow share one listing."""
+"""
+One status poll per workflow: the waits of a triggerer on jobs of one workflow share one listing.
+
+Jobs without a workflow to list them by (on-demand jobs: each runs on a temporary workflow of its own)
+share one listing of all the account's active jobs: the poll of workflow ``None``.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +11,18 @@ import asyncio
 import logging
 import time
 import weakref
+import zlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
-from airflow_provider_workflowsvc.models import JobStatus, platform_spelling
-from airflow_provider_workflowsvc.wait.poll import apoll_once, await_job, is_transient
+from airflow_provider_workflowsvc.models import JobStatus
+from airflow_provider_workflowsvc.wait.poll import is_transient
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
     from airflow_provider_workflowsvc.models import Job
-    from airflow_provider_workflowsvc.wait.outcome import JobOutcome
     from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
 
 SHARE_FROM = 3
@@ -27,13 +32,15 @@ FRESH_FOR = 0.5
 """A listing answers the polls that come due up to this share of their interval after it started: the
 waits of a workflow deferred at different moments need at most two listings per interval."""
 ACTIVE_LISTED = (JobStatus.IN_PROGRESS, JobStatus.SCHEDULED)
-"""The statuses listed, in this order; ``scheduled`` only while some wait has not seen its job start."""
-SPELLINGS = ("platform", "spec")
-"""How the status filter is spelled: ``IN_PROGRESS`` (the platform), ``im progress`` (the spec's listing);
-until a listing has shown how the service spells statuses, tried in turn in this order."""
+"""The statuses listed, in this order; ``scheduled`` only while some wait has not seen its job start
+(the hook spells each filter as the service spells statuses)."""
 
 ANSWER_GRACE = 0.2
 """Seconds past a listing's limit the other waits of its round still wait for its answer."""
+OWN_POLL_EVERY = 4
+"""Every this many polls a wait polls its own job even while the listing shows it active: a listing
+that lags (a stale replica, a cache) holds no job past this many intervals after the job's own record
+shows its end."""
 
 _log = logging.getLogger(__name__)
 
@@ -75,44 +82,48 @@ class WorkflowPoll:
     workflow's active jobs answers the polls of all of them that come due while it is fresh.
 
     A job the listing shows as scheduled or in progress has not ended: its wait learns its status and
-    sends nothing. Any other job (not shown: it has ended, the list is capped, its item was unreadable;
-    or shown in another status) is polled on its own, exactly as a lone wait polls (details, then the
-    job record and its failed files). A failed listing leaves every wait of that round to its own poll;
-    one the service refuses (not a transient failure) ends the sharing for this workflow.
+    sends nothing, except at every ``OWN_POLL_EVERY``-th poll, which is its own whatever the listing
+    says (a listing can lag behind the job's record). Any other job (not shown: it has ended, the list
+    is capped, its item was unreadable; or shown in another status) is polled on its own, exactly as a
+    lone wait polls (details, then the job record and its failed files). A failed listing leaves every
+    wait of that round to its own poll; one the service refuses (not a transient failure) ends the
+    sharing for this workflow.
     """
 
-    def __init__(self, workflow_id: str) -> None:
+    def __init__(self, workflow_id: str | None) -> None:
         self.workflow_id = workflow_id
+        """The workflow whose active jobs are listed; None: all the account's active jobs."""
         self.waits: dict[int, JobWatch] = {}
+        self._listed_polls: dict[int, int] = {}
+        """Per wait: its polls answered by the listing since its last own poll."""
         self._round: _Round | None = None
         self.refused = False
-        """The service refused a listing (say, the status filter): every wait polls its own job."""
-        self.spelling: str | None = None
-        """The filter's spelling, once a listed job record has shown the service's (``SPELLINGS``)."""
-        self._guesses = 0
-        self._tried = SPELLINGS[0]
-        self._refused_spellings: set[str] = set()
+        """The service refused a listing (say, its status filter): every wait polls its own job."""
 
     @property
     def shared(self) -> bool:
         return not self.refused and len(self.waits) >= SHARE_FROM
 
-    async def poll(
+    async def shows_active(
         self, hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule
-    ) -> JobOutcome | None:
+    ) -> bool:
         """
-        One poll of ``watch``'s job: from a fresh listing while it shows the job active, else its own.
-
-        The last poll before the deadline is always the job's own: the wait's final word is never older
-        than the moment it is taken.
+        Whether a fresh listing shows ``watch``'s job scheduled or in progress (its status is then
+        recorded, and its own poll is not needed). The last poll before the deadline is always the
+        job's own: the wait's final word is never older than the moment it is taken; so is every
+        ``OWN_POLL_EVERY``-th.
         """
-        if self.shared and not schedule.final:
+        key = id(watch)
+        listed_polls = self._listed_polls.get(key, _stagger(watch.job_id))
+        if self.shared and not schedule.final and listed_polls < OWN_POLL_EVERY - 1:
             listed = await self._listing(hook, schedule)
             job = listed.get(watch.job_id) if listed is not None else None
             if job is not None and job.status.is_active:
                 watch.observe(None, job)
-                return None
-        return await apoll_once(hook, watch)
+                self._listed_polls[key] = listed_polls + 1
+                return True
+        self._listed_polls[key] = 0
+        return False
 
     async def _listing(self, hook: WorkflowServiceAsyncHook, schedule: PollSchedule) -> Listed | None:
         """Return the answer of a listing fresh for this poll: one under way or just done, or a new one."""
@@ -140,30 +151,10 @@ class WorkflowPoll:
 
     async def _list_active(self, hook: WorkflowServiceAsyncHook) -> Listed:
         listed: Listed = {}
-        spelling = self._tried = self._spelling()
         for status in self._statuses():
-            text = status.platform_value if spelling == "platform" else status.wire_value
-            for job in await hook.list_jobs(workflow_id=self.workflow_id, status=text):
+            for job in await hook.list_jobs(workflow_id=self.workflow_id, status=status):
                 listed.setdefault(job.id, job)
-        self._learn_spelling(listed)
         return listed
-
-    def _spelling(self) -> str:
-        """Return the spelling to send: the service's once known, else the next guess not refused yet."""
-        if self.spelling is not None:
-            return self.spelling
-        guesses = [s for s in SPELLINGS if s not in self._refused_spellings]
-        return guesses[self._guesses % len(guesses)]
-
-    def _learn_spelling(self, listed: Listed) -> None:
-        """Keep the spelling of the statuses the service listed (upper case: the platform's)."""
-        if self.spelling is not None:
-            return
-        platform = platform_spelling(listed.values())
-        if platform is None:
-            self._guesses += 1  # no evidence (nothing listed): the next listing tries the other spelling
-            return
-        self.spelling = "platform" if platform else "spec"
 
     def _statuses(self) -> tuple[JobStatus, ...]:
         """In progress always; scheduled too while some wait has not seen its job in progress yet."""
@@ -171,40 +162,40 @@ class WorkflowPoll:
             return ACTIVE_LISTED[:1]
         return ACTIVE_LISTED
 
+    @property
+    def _listed(self) -> str:
+        if self.workflow_id is None:
+            return "the account's active jobs"
+        return f"the active jobs of workflow {self.workflow_id}"
+
     def _listing_failed(self, exc: Exception) -> None:
-        if not is_transient(exc) and self.spelling is None:
-            self._refused_spellings.add(self._tried)  # maybe the filter's spelling was refused
-            if len(self._refused_spellings) < len(SPELLINGS):
-                _log.info(
-                    "Listing the jobs of workflow %s failed (%s); trying the other spelling",
-                    self.workflow_id,
-                    exc,
-                )
-                return
         if is_transient(exc):
-            _log.warning(
-                "Listing the active jobs of workflow %s failed (%s); its waits poll their own jobs this time",
-                self.workflow_id,
-                exc,
-            )
+            _log.warning("Listing %s failed (%s); its waits poll their own jobs this time", self._listed, exc)
             return
         self.refused = True
-        _log.warning(
-            "Listing the active jobs of workflow %s failed (%s); its waits poll their own jobs from now on",
-            self.workflow_id,
-            exc,
-        )
+        _log.warning("Listing %s failed (%s); its waits poll their own jobs from now on", self._listed, exc)
 
 
-_POLLS: weakref.WeakKeyDictionary[Any, dict[str, WorkflowPoll]] = weakref.WeakKeyDictionary()
+def _stagger(job_id: str) -> int:
+    """
+    Return where a wait starts counting to its own poll: the waits of one workflow (often started
+    together) take their own polls in different rounds, ``1 / OWN_POLL_EVERY`` of them each round.
+    """
+    return zlib.crc32(job_id.encode()) % OWN_POLL_EVERY
+
+
+_POLLS: weakref.WeakKeyDictionary[Any, dict[str | None, WorkflowPoll]] = weakref.WeakKeyDictionary()
 """The shared polls of each shared HTTP client (one per event loop and connection settings), by workflow."""
 
 
 @asynccontextmanager
 async def sharing(
-    hook: WorkflowServiceAsyncHook, workflow_id: str, watch: JobWatch
+    hook: WorkflowServiceAsyncHook, workflow_id: str | None, watch: JobWatch
 ) -> AsyncIterator[WorkflowPoll]:
-    """Register ``watch`` with the shared poll of its workflow (created if none) until the block ends."""
+    """
+    Register ``watch`` with the shared poll of its workflow (None: of the account's on-demand jobs),
+    created if none, until the block ends; the wait passes it to :func:`~.poll.await_job`.
+    """
     polls = _POLLS.setdefault(await hook.get_async_conn(), {})
     poll = polls.get(workflow_id)
     if poll is None:
@@ -214,13 +205,6 @@ async def sharing(
         yield poll
     finally:
         del poll.waits[id(watch)]
+        poll._listed_polls.pop(id(watch), None)
         if not poll.waits and polls.get(workflow_id) is poll:
             del polls[workflow_id]
-
-
-async def await_job_sharing(
-    hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule, workflow_id: str
-) -> JobOutcome:
-    """:func:`~.poll.await_job`, its polls shared with the other waits on jobs of ``workflow_id``."""
-    async with sharing(hook, workflow_id, watch) as poll:
-        return await await_job(hook, watch, schedule, poll=poll.poll)
