@@ -155,6 +155,16 @@ def test_the_verdict_says_what_a_retry_does() -> None:
 
 
 def test_the_names_a_service_gives_match_the_documents() -> None:
-    assert od.is_named("2024/report.txt", ["report__wfsvc-0123456789abcdef.txt"])
+    assert od.is_named("2024/report.txt", ["report.txt"])
     assert od.is_named("2024/report.txt", ["2024/report.txt"])
+    assert not od.is_named("2024/report.txt", ["report__wfsvc-0123456789abcdef.txt"])  # marker not taken out
     assert not od.is_named("2024/report.txt", ["report.pdf"])
+
+
+def test_a_launched_jobs_marker_is_kept_in_the_book_and_the_plan() -> None:
+    """The marker a job's record shows travels with it (book, deferral) so its names lose it later."""
+    job = od.LaunchedJob("j1", ("a.txt",), "__wfsvc-0123456789abcdef")
+    assert od.LaunchedJob.from_json(job.to_json()) == job
+    assert od.LaunchedJob.from_json({"job_id": "j2", "documents": ["b.txt"]}).marker is None
+    plan = od.Plan(jobs=[job])
+    assert od.Plan.from_json(plan.to_json()).jobs == [job]

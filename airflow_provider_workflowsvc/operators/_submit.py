@@ -200,6 +200,11 @@ class SentRun:
         return f"run of workflow {self.workflow_id}"
 
     @property
+    def request(self) -> str:
+        """The request in words: ``run request`` or ``launch request``."""
+        return "launch request" if self.workflow_id is None else "run request"
+
+    @property
     def where(self) -> str:
         """Where its job is looked for: the workflow's jobs, or (a launch) all the account's jobs."""
         return "the account's jobs" if self.workflow_id is None else "the workflow's jobs"
@@ -312,8 +317,8 @@ def _ambiguous(run: SentRun, jobs: Sequence[Job], reason: str) -> AmbiguousRunEr
     hint = f" (job(s) {', '.join(same)} list exactly this run's file names)" if same else ""
     return AmbiguousRunError(
         f"cannot prove which job this task's {run.what} created: job(s) {ids} appeared while its "
-        f"request was in flight{hint}, but {reason}. Nothing was sent again. What to do: check job(s) "
-        f"{ids} in the service; {_how_to_send_again(run)}"
+        f"{run.request} was in flight{hint}, but {reason}. Nothing was sent again. What to do: check "
+        f"job(s) {ids} in the service; {_how_to_send_again(run)}"
     )
 
 
@@ -344,7 +349,8 @@ def _unfound(run: SentRun, looked: float, why: str, ended_read: bool) -> Ambiguo
     return AmbiguousRunError(
         f"{why}, and no job of this task's {run.what} appeared in {where} within {looked:.0f} s. Not "
         f"finding it does not prove the request was not processed, so it is not sent again. What to do: "
-        f"look in the service for a job {_listing(run)}; {_how_to_send_again(run)}"
+        f"look in the service for a job{'' if run.workflow_id is None else ' of this workflow'} "
+        f"{_listing(run)}; {_how_to_send_again(run)}"
     )
 
 
