@@ -344,6 +344,8 @@ CASES = [
          params={"file_id": "f-1", "node_id": "n-1"}),
     Case("download_job_output", (JID, "f-1"), {}, "GET", f"/jobs/{JID}/download", ELEMENTS,
          lambda r: [e.element_id for e in r] == ["e1", "e2"], params={"file_id": "f-1"}),
+    Case("get_output_document", (JID, "f-1", "n-1"), {}, "GET", f"/jobs/{JID}/download", ELEMENTS,
+         lambda r: r == "a.pdf", params={"file_id": "f-1", "node_id": "n-1"}),
     Case("create_workflow", ("wf", "custom"), {"template_id": "tpl-9"}, "POST", "/workflows/", WORKFLOW,
          lambda r: r.id == WID, body={"name": "wf", "workflow_type": "custom", "template_id": "tpl-9"}),
     Case("list_sources", (), {"source_type": "Lakehouse"}, "GET", "/sources/", [SOURCE, "unreadable"],

@@ -445,7 +445,8 @@ def test_the_hooks_cover_every_sdk_operation() -> None:
     from airflow_provider_workflowsvc.hooks.workflowsvc import ENDPOINT_NAMES
 
     assert set(SDK_TO_HOOK) == set(sdk_operations())
-    assert sorted(SDK_TO_HOOK.values()) == sorted(ENDPOINT_NAMES)
+    # get_output_document reads the start of a download (the SDK's download_job_output): no operation
+    assert sorted(SDK_TO_HOOK.values()) == sorted(set(ENDPOINT_NAMES) - {"get_output_document"})
 
 
 def test_the_table_covers_every_sdk_operation() -> None:

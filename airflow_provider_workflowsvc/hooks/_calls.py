@@ -86,12 +86,10 @@ class Endpoint(Generic[P, T]):
     run time each hook class holds a real function, :meth:`method`).
     """
 
-    def __init__(self, build: Callable[P, ApiCall[T]], reading: bool = False) -> None:
+    def __init__(self, build: Callable[P, ApiCall[T]]) -> None:
         self.build = build
         self.name = build.__name__
         self.__doc__ = build.__doc__
-        self.reading = reading
-        """Another reading of an endpoint (a hook method of its own, not an endpoint of the API)."""
 
     @overload
     def __get__(self, hook: None, owner: type) -> Endpoint[P, T]: ...
@@ -131,11 +129,6 @@ class Endpoint(Generic[P, T]):
 def endpoint(build: Callable[P, ApiCall[T]]) -> Endpoint[P, T]:
     """Declare an endpoint of :class:`Endpoints`."""
     return Endpoint(build)
-
-
-def reading(build: Callable[P, ApiCall[T]]) -> Endpoint[P, T]:
-    """Declare another reading of an endpoint (``READINGS``): a hook method sent as an endpoint is."""
-    return Endpoint(build, reading=True)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -305,6 +298,10 @@ def _parse_check_started(data: Any) -> ConnectionCheck:
     return parsed
 
 
+# --------------------------------------------------------------------------------------------------
+# The endpoints
+
+
 def _output_params(file_id: str, node_id: str | None) -> dict[str, str]:
     params = {"file_id": _non_empty(file_id, "file_id")}
     if node_id is not None:
@@ -333,10 +330,6 @@ def document_name_in(head: bytes) -> str | None:
     return name if isinstance(name, str) and name.strip() else None
 
 
-# --------------------------------------------------------------------------------------------------
-# The endpoints
-
-
 class Endpoints:
     """
     Every endpoint of the spec, once; a hook class that defines ``_send`` gets one method per endpoint.
@@ -350,7 +343,7 @@ class Endpoints:
         if send is None:
             return
         asynchronous = inspect.iscoroutinefunction(send)
-        for each in (*ENDPOINTS, *READINGS):  # a subclass keeps the methods it inherits or defines
+        for each in ENDPOINTS:  # a subclass keeps the methods it inherits or defines
             if isinstance(inspect.getattr_static(cls, each.name), Endpoint):
                 setattr(cls, each.name, each.method(cls, asynchronous))
 
@@ -632,11 +625,11 @@ class Endpoints:
         path_of = f"/jobs/{_job_id(job_id)}/download"
         return ApiCall("GET", path_of, parser(list[Element]), params=params, download_to=target)
 
-    @reading
+    @endpoint
     def get_output_document(job_id: str, file_id: str, node_id: str | None = None) -> ApiCall[str | None]:
         """
         Read the name of the document one output of a job was made from (the download, its first
-        ``OUTPUT_HEAD_BYTES`` only); None when the output names none. Not an endpoint of its own.
+        ``OUTPUT_HEAD_BYTES`` only); None when the output names none. A reading of the download endpoint.
         """
         path = f"/jobs/{_job_id(job_id)}/download"
         params = _output_params(file_id, node_id)
@@ -687,10 +680,6 @@ class Endpoints:
 
 
 ENDPOINTS: tuple[Endpoint[Any, Any], ...] = tuple(
-    value for value in vars(Endpoints).values() if isinstance(value, Endpoint) and not value.reading
+    value for value in vars(Endpoints).values() if isinstance(value, Endpoint)
 )
 """Every endpoint of the spec, in the order declared: each hook has one method of its name per endpoint."""
-READINGS: tuple[Endpoint[Any, Any], ...] = tuple(
-    value for value in vars(Endpoints).values() if isinstance(value, Endpoint) and value.reading
-)
-"""Other readings of the endpoints, each a hook method too (the document an output was made from)."""

@@ -256,7 +256,12 @@ def _error_detail(response: httpx.Response, redact: Callable[[str], str]) -> str
 
 
 class _BodyCap:
-    """Collects a response body chunk by chunk, failing as soon as it grows past ``max_response_bytes``."""
+    """
+    Reads a response body chunk by chunk, failing as soon as it grows past ``max_response_bytes``;
+    or, given ``head`` (a successful answer of which only the start is wanted), stopping there.
+
+    The body is kept on the response (as ``Response.read()`` does), so it is parsed as usual.
+    """
 
     def __init__(
         self, transport: _Transport, method: str, path: str, response: httpx.Response, head: int | None = None
