@@ -40,6 +40,7 @@ if typing.TYPE_CHECKING or AIRFLOW_V_3_2_PLUS:
     from airflow.sdk import conf
     from airflow.sdk.exceptions import (
         AirflowFailException,
+        AirflowNotFoundException,
         AirflowSensorTimeout,
         AirflowSkipException,
         AirflowTaskTimeout,
@@ -48,6 +49,7 @@ else:  # Airflow 3.0 and 3.1: configuration and these exceptions are still in co
     from airflow.configuration import conf
     from airflow.exceptions import (
         AirflowFailException,
+        AirflowNotFoundException,
         AirflowSensorTimeout,
         AirflowSkipException,
         AirflowTaskTimeout,
@@ -90,6 +92,7 @@ __all__ = [
     "HAS_DURABLE_EXECUTION",
     "AirflowException",
     "AirflowFailException",
+    "AirflowNotFoundException",
     "AirflowSensorTimeout",
     "AirflowSkipException",
     "AirflowTaskTimeout",

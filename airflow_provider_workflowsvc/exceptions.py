@@ -24,9 +24,11 @@ __all__ = [
     "AmbiguousRunError",
     "ConnectionCheckFailedError",
     "ExistingResourceError",
+    "InputReadError",
     "InvalidJobEventError",
     "InvalidTaskInputError",
     "NoFilesMatchedError",
+    "ObjectStorageError",
     "UnprocessedDocumentsError",
     "UnprocessedDocumentsNoRetryError",
     "WorkflowJobError",
@@ -258,6 +260,20 @@ class InvalidTaskInputError(WorkflowServiceInputError, AirflowFailException):
 
 class NoFilesMatchedError(WorkflowServiceInputError):
     """A directory or glob pattern of ``files`` matches no file."""
+
+
+class InputReadError(WorkflowServiceError):
+    """
+    An input file or object failed to read while the run request was sending it: the request was
+    aborted before its body reached its declared length, so no complete request reached the service.
+    """
+
+
+class ObjectStorageError(WorkflowServiceError):
+    """
+    Object storage could not be listed, read or written for a reason other than the location itself
+    (the store unreachable, throttling, a server error): a retry of the task may pass.
+    """
 
 
 class ExistingResourceError(WorkflowServiceError, AirflowFailException):

@@ -13,6 +13,7 @@ OpenLineage is imported only when facets are built (the ``[openlineage]`` extra)
 from __future__ import annotations
 
 import os
+import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -34,13 +35,16 @@ __all__ = [
     "download_lineage",
     "failed_count",
     "file_datasets",
-    "input_paths",
+    "folder_dataset",
+    "input_datasets",
     "job_output_dataset",
+    "object_dataset",
     "run_lineage",
+    "uploaded_datasets",
 ]
 
 FILE_DATASETS_MAX = 100
-"""More local input files than this are one dataset: their common directory."""
+"""More input files than this are one dataset per store: their common directory (or key prefix)."""
 IDENTIFYING_KEYS: dict[str, tuple[str, ...]] = {
     "s3": ("remote_url",),
     "azure": ("remote_url", "account_name"),
@@ -95,11 +99,21 @@ def _by_id(connector_type: str, connector_id: Any) -> DatasetIdentity:
     return DatasetIdentity(f"workflowsvc://{connector_type or 'unknown'}", str(connector_id or "unknown"))
 
 
+_OBJECT_SCHEMES = {"s3a": "s3", "s3n": "s3", "gcs": "gs"}
+"""Schemes of one store spelled otherwise; the OpenLineage naming spec names S3 ``s3``, GCS ``gs``."""
+
+
+def object_dataset(scheme: str, bucket: str, key: str) -> DatasetIdentity:
+    """Return an object or prefix of object storage: ``s3://bucket`` as the namespace, the key as the name."""
+    scheme = _OBJECT_SCHEMES.get(scheme.lower(), scheme.lower())
+    return DatasetIdentity(f"{scheme}://{bucket}", key.strip("/") or "/")
+
+
 def _s3(config: Mapping[str, Any]) -> list[DatasetIdentity]:
     scheme, bucket, path = _url(config.get("remote_url"))
     if scheme not in ("s3", "s3a") or not bucket:
         return []
-    return [DatasetIdentity(f"s3://{bucket}", path.strip("/") or "/")]
+    return [object_dataset(scheme, bucket, path)]
 
 
 _AZURE_HOSTS = {"wasbs": "blob", "wasb": "blob", "abfss": "dfs", "abfs": "dfs", "az": "blob"}
@@ -179,22 +193,66 @@ def file_datasets(paths: Sequence[str]) -> list[DatasetIdentity]:
     return [DatasetIdentity("file", p) for p in absolute]
 
 
-def input_paths(spec: Any, resolved: Sequence[tuple[str, str]] | None) -> list[str] | None:
+def uploaded_datasets(sources: Sequence[Any]) -> list[DatasetIdentity]:
     """
-    Return the local input files of a run: as its execute resolved them, else resolved again from
+    Return the files a run uploaded as datasets: local files as ``file`` datasets, objects as the
+    store names them (``s3://bucket`` and the key); more than :data:`FILE_DATASETS_MAX` in all give
+    one dataset per store: the common directory, or the common key prefix.
+    """
+    local = [str(s) for s in sources if isinstance(s, str)]
+    stored = sorted({_object_identity(s) for s in sources if not isinstance(s, str)}, key=_sort_key)
+    if len(local) + len(stored) <= FILE_DATASETS_MAX:
+        return [*file_datasets(local), *stored]
+    grouped: dict[str, list[str]] = {}
+    for identity in stored:
+        grouped.setdefault(identity.namespace, []).append(identity.name)
+    common = [
+        DatasetIdentity(
+            namespace, posixpath.commonpath(names) if len(names) > 1 else posixpath.dirname(names[0])
+        )
+        for namespace, names in sorted(grouped.items())
+    ]
+    return [
+        *([directory_dataset(os.path.commonpath([os.path.abspath(p) for p in local]))] if local else []),
+        *(DatasetIdentity(d.namespace, d.name or "/") for d in common),
+    ]
+
+
+def _object_identity(source: Any) -> DatasetIdentity:
+    path = source.path
+    return object_dataset(str(path.protocol), str(path.bucket), str(path.key))
+
+
+def _sort_key(identity: DatasetIdentity) -> tuple[str, str]:
+    return identity.namespace, identity.name
+
+
+def input_datasets(
+    spec: Any, resolved: Sequence[tuple[Any, str]] | None, conn_id: str | None = None
+) -> list[DatasetIdentity] | None:
+    """
+    Return the datasets of a run's input files: as its execute resolved them, else resolved again from
     ``spec`` (a deferred task resumes in a new process); None when there are none or they are gone.
     """
-    if resolved is not None:
-        return [path for path, _ in resolved]
-    if spec is None:
-        return None
-    from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
-    from airflow_provider_workflowsvc.operators._files import resolve_named_files
+    if resolved is None:
+        if spec is None:
+            return None
+        from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
+        from airflow_provider_workflowsvc.operators._files import resolve_named_files
 
-    try:
-        return [path for path, _ in resolve_named_files(spec, empty_ok=True)]
-    except (WorkflowServiceError, OSError):
-        return None
+        try:
+            resolved = resolve_named_files(spec, empty_ok=True, conn_id=conn_id)
+        except (WorkflowServiceError, OSError):
+            return None
+    return uploaded_datasets([source for source, _ in resolved])
+
+
+def folder_dataset(folder: Any) -> DatasetIdentity:
+    """Return a download's folder: a local directory, or a prefix of object storage."""
+    path = getattr(folder, "path", None)
+    if path is not None and getattr(path, "protocol", None):
+        return object_dataset(str(path.protocol), str(path.bucket), str(path.key))
+    return directory_dataset(str(folder))
 
 
 def directory_dataset(path: str) -> DatasetIdentity:
@@ -257,13 +315,14 @@ def run_lineage(
     workflow_id: str,
     job_id: str,
     summary: Mapping[str, Any] | None,
-    files: Sequence[str] | None,
+    uploaded: Sequence[DatasetIdentity] | None,
     log: Any,
 ) -> OperatorLineage:
     """
     Return the OpenLineage inputs, outputs and run facets of a workflow's job.
 
-    Inputs: the source connectors, else the local ``files``; outputs: the destination connectors, else
+    Inputs: the source connectors, else the files the run ``uploaded`` (:func:`input_datasets`: local
+    files, objects of object storage); outputs: the destination connectors, else
     the job's output kept in the service. Facets: the job (ids, name, counts) and its failed files.
     """
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -271,7 +330,7 @@ def run_lineage(
     from airflow_provider_workflowsvc._lineage_facets import failed_files_facet, job_facet
 
     workflow = _workflow_of(hook, workflow_id, log)
-    inputs = workflow.inputs or (file_datasets(files) if files else [])
+    inputs = workflow.inputs or list(uploaded or [])
     if workflow.outputs is None:  # the workflow could not be read: its destination is unknown
         outputs = []
     else:
@@ -287,13 +346,16 @@ def run_lineage(
     return OperatorLineage(inputs=_datasets(inputs), outputs=_datasets(outputs), run_facets=run_facets)
 
 
-def download_lineage(base_url: str, job_id: str, output_dir: str) -> OperatorLineage:
-    """Return the lineage of a download: the job's output in the service into a local directory."""
+def download_lineage(base_url: str, job_id: str, output: DatasetIdentity) -> OperatorLineage:
+    """
+    Return the lineage of a download: the job's output in the service into ``output`` (a local
+    directory, or a prefix of object storage: :func:`folder_dataset`).
+    """
     from airflow.providers.openlineage.extractors import OperatorLineage
 
     return OperatorLineage(
         inputs=_datasets([job_output_dataset(base_url, job_id)]),
-        outputs=_datasets([directory_dataset(output_dir)]),
+        outputs=_datasets([output]),
     )
 
 

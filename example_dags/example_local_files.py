@@ -6,6 +6,10 @@ Process local files with the Workflow Service, waiting in the triggerer (deferra
 2. ``run_workflow``: upload every file of ``params.input_dir`` (by default ``sample_docs/`` next to
    this file), then defer: while the job runs, the triggerer polls it and no worker slot is held.
 3. ``download_output``: write each output file (JSON elements) into ``params.output_dir/<job id>/``.
+
+Both folders may be in object storage, as on workers that share no disk: trigger the DAG with
+``{"input_dir": "s3://aws_default@my-bucket/incoming/", "output_dir": "s3://aws_default@my-bucket/out"}``
+(the connection id before ``@``, Airflow's form); objects stream from and to the bucket.
 4. ``summarize``: log job id, status, per-node counts, failed documents and output paths.
 
 One sample (``empty.txt``) is empty, so the service fails that one file. The run task sets
@@ -59,7 +63,7 @@ def workflowsvc_example_local_files() -> None:
     run = RunWorkflowOperator(
         task_id="run_workflow",
         workflow_id=workflow_id,
-        files="{{ params.input_dir }}",  # a directory: all its files; also a path, glob or list
+        files="{{ params.input_dir }}",  # a directory: all its files; a path, glob, list, s3:// location
         deferrable=True,
         poll_interval=5,  # small samples finish in seconds; poll less often for big batches
         timeout=3600,

@@ -7,16 +7,20 @@ prints what happened and where the output is (``.demo/output/<job id>/``), then 
 started, also on Ctrl-C or an error. ``--keep`` leaves Airflow up for a look at the UI until Ctrl-C.
 ``--distributed`` runs it on the distributed shape (PostgreSQL, CeleryExecutor with Redis, a Celery
 worker, two triggerers; Debian packages installed with apt-get when missing) and prints which worker
-ran each task and which triggerer held the wait.
+ran each task and which triggerer held the wait. There the documents come from a bucket and the outputs
+go to it (an S3-compatible server on loopback, moto, reached through an Airflow ``aws`` connection):
+workers share no disk.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import secrets
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -25,8 +29,12 @@ import httpx
 
 from scripts.console import detail, raise_keyboard_interrupt, relative, say
 from scripts.local_airflow import REPO_ROOT, DistributedAirflow, LocalAirflow, LocalAirflowError, local_stack
+from scripts.s3_server import S3Server, running_s3_server
 
 DAG_ID = "workflowsvc_example_local_files"
+DEMO_BUCKET = "workflowsvc-demo"
+DEMO_S3_CONN = "workflowsvc_demo_s3"
+"""The Airflow connection of the distributed demo's bucket (an ``aws`` connection with ``endpoint_url``)."""
 RUN_TASK = "run_workflow"
 DEMO_DIR = REPO_ROOT / ".demo"
 DISTRIBUTED_PROCESSING_DELAY = 1.0
@@ -157,15 +165,59 @@ def print_summary(airflow: LocalAirflow, run_id: str, run: dict[str, Any]) -> bo
     detail(f"failed documents ({len(failed)}):" if failed else "failed documents: none")
     for item in failed:
         detail(f"  {item['document']}: {item['error']}")
-    paths = summary.get("output_paths") or []
-    folder = relative(Path(paths[0]).parent) if paths else "(none)"
-    detail(f"output files ({len(paths)}) in {folder}/:")
+    paths = [str(p) for p in summary.get("output_paths") or []]
+    detail(f"output files ({len(paths)}) in {output_folder(paths)}/:")
     for path in paths:
-        detail(f"  {Path(path).name}")
+        detail(f"  {path.rsplit('/', 1)[-1]}")
     triggers = airflow.trigger_log_files(DAG_ID, run_id, RUN_TASK)
     if triggers:
         detail(f"the wait ran in the triggerer; its log: {relative(triggers[0])}")
     return True
+
+
+def output_folder(paths: list[str]) -> str:
+    """Name the folder of the outputs: a local directory (relative to here), or a bucket's prefix."""
+    if not paths:
+        return "(none)"
+    if "://" in paths[0]:
+        return paths[0].rsplit("/", 1)[0]
+    return relative(Path(paths[0]).parent)
+
+
+@contextlib.contextmanager
+def demo_storage(
+    distributed: bool, local_output: Path
+) -> Iterator[tuple[S3Server | None, dict[str, str], dict[str, str]]]:
+    """
+    Yield where the run reads and writes: on the distributed shape, a bucket of an S3 server started
+    here (the sample documents put into it), with the connection's environment and the run's conf;
+    locally, the example's own folder and ``local_output``.
+    """
+    if not distributed:
+        yield None, {}, {"output_dir": str(local_output)}
+        return
+    say("starting an S3-compatible server (moto) for the documents and the outputs")
+    with running_s3_server() as s3:
+        documents = sorted((REPO_ROOT / "example_dags" / "sample_docs").iterdir())
+        s3.put_tree(DEMO_BUCKET, {f"sample_docs/{doc.name}": doc.read_bytes() for doc in documents})
+        bucket = f"s3://{DEMO_S3_CONN}@{DEMO_BUCKET}"
+        detail(f"S3 on {s3.endpoint}: {len(documents)} documents in s3://{DEMO_BUCKET}/sample_docs/")
+        yield (
+            s3,
+            s3.connection_env(DEMO_S3_CONN),
+            {
+                "input_dir": f"{bucket}/sample_docs/",
+                "output_dir": f"{bucket}/output",
+            },
+        )
+
+
+def print_bucket(s3: S3Server) -> None:
+    """List what the bucket holds under output/ (the store's own listing, not the task's word)."""
+    keys = s3.keys(DEMO_BUCKET, "output/")
+    say(f"the bucket holds {len(keys)} output object(s) under s3://{DEMO_BUCKET}/output/")
+    for key, size in sorted(keys.items()):
+        detail(f"  {key} ({size} bytes)")
 
 
 def keep_running(airflow: LocalAirflow) -> None:
@@ -204,26 +256,29 @@ def main(argv: list[str] | None = None) -> int:
     output_dir = DEMO_DIR / "output"
     ok = False
     try:
-        with local_stack(
-            REPO_ROOT / "example_dags",
-            emulator_options={
-                "token": secrets.token_urlsafe(16),
-                "api_key": secrets.token_urlsafe(16),
-                "dialect": args.dialect,
-                **({"processing_delay": DISTRIBUTED_PROCESSING_DELAY} if args.distributed else {}),
-            },
-            env=EMULATOR_VARIABLES,
-            home=DEMO_DIR / ("airflow-distributed" if args.distributed else "airflow"),
-            db_template=DEMO_DIR / "cache" / f"airflow-{version('apache-airflow')}.db",
-            progress=say,
-            start_timeout=300 if args.distributed else 180,
-            stop_timeout=30,
-            distributed=args.distributed,
-        ) as (airflow, emulator):
+        with (
+            demo_storage(args.distributed, output_dir) as (s3, storage_env, conf),
+            local_stack(
+                REPO_ROOT / "example_dags",
+                emulator_options={
+                    "token": secrets.token_urlsafe(16),
+                    "api_key": secrets.token_urlsafe(16),
+                    "dialect": args.dialect,
+                    **({"processing_delay": DISTRIBUTED_PROCESSING_DELAY} if args.distributed else {}),
+                },
+                env={**EMULATOR_VARIABLES, **storage_env},
+                home=DEMO_DIR / ("airflow-distributed" if args.distributed else "airflow"),
+                db_template=DEMO_DIR / "cache" / f"airflow-{version('apache-airflow')}.db",
+                progress=say,
+                start_timeout=300 if args.distributed else 180,
+                stop_timeout=30,
+                distributed=args.distributed,
+            ) as (airflow, emulator),
+        ):
             say(f"waiting for the dag-processor to parse {DAG_ID}")
             airflow.wait_for_dag(DAG_ID)
             run_id = f"demo__{time.strftime('%Y%m%dT%H%M%S')}"
-            airflow.trigger_dag(DAG_ID, run_id, conf={"output_dir": str(output_dir)})
+            airflow.trigger_dag(DAG_ID, run_id, conf=conf)
             say(f"triggered DAG run {run_id}")
             watcher = JobWatcher(airflow, emulator, run_id)
             try:
@@ -232,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
                 watcher.close()
             ok = print_summary(airflow, run_id, run)
             print_placement(airflow, run_id, watcher.triggerers)
+            if s3 is not None:
+                print_bucket(s3)
             if args.keep:
                 keep_running(airflow)
     except KeyboardInterrupt:

@@ -12,6 +12,8 @@ triggerers (``scripts/local_airflow.py``'s distributed shape) and the emulator a
 * Worker crash: the Celery worker's process group gets SIGKILL while a durable, non-deferrable task
   waits for its job; a new worker runs the retry, which reattaches to the stored job (Airflow 3.3
   durable execution): one job in the emulator, one run request.
+* No shared disk: every run reads its input from a bucket (moto's S3 server on loopback, an Airflow
+  ``aws`` connection), and the example pipeline writes its outputs there.
 
 Figures (triggers per triggerer, failover time, jobs per task, duplicates) are printed with ``[dist]``.
 One deployment serves the module; everything started is stopped by PID at the end, also on failure.
@@ -30,6 +32,7 @@ import pytest
 from helpers import events_built
 
 from scripts.local_airflow import DistributedAirflow, local_stack
+from scripts.s3_server import S3Server, running_s3_server
 
 pytestmark = [
     pytest.mark.e2e_distributed,
@@ -47,6 +50,11 @@ SLOW = 3600.0  # emulator seconds per file per node (the most it takes): jobs ru
 TRIGGERERS = ("triggerer-1", "triggerer-2")
 POLL_INTERVAL = 2.0
 """The fan-out tasks' ``poll_interval`` (e2e_dags/distributed/e2e_fanout.py)."""
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUCKET = "dist-inputs"
+"""The bucket of every input and output (``s3://dist_s3@dist-inputs``: e2e_dags/distributed/)."""
+S3_CONN = "dist_s3"
+EXAMPLE_DAG = "workflowsvc_example_local_files"
 
 
 def _say(message: str) -> None:
@@ -57,15 +65,29 @@ def _say(message: str) -> None:
 def dags_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("dist-dags")
     for path in (Path(__file__).parent / "e2e_dags" / "distributed").iterdir():
-        if path.suffix in (".py", ".txt"):
+        if path.suffix == ".py":
             shutil.copy(path, folder)
+    shutil.copy(REPO_ROOT / "example_dags" / "example_local_files.py", folder)
     return folder
 
 
 @pytest.fixture(scope="module")
-def stack(dags_folder: Path) -> Iterator[tuple[DistributedAirflow, Any]]:
+def store() -> Iterator[S3Server]:
+    """The S3 server every worker reads its inputs from (and the example pipeline writes into)."""
+    with running_s3_server() as s3:
+        inputs = Path(__file__).parent / "e2e_dags" / "distributed"
+        documents = {"input.txt": (inputs / "input.txt").read_bytes()}
+        for doc in sorted((REPO_ROOT / "example_dags" / "sample_docs").iterdir()):
+            documents[f"sample_docs/{doc.name}"] = doc.read_bytes()
+        s3.put_tree(BUCKET, documents)
+        yield s3
+
+
+@pytest.fixture(scope="module")
+def stack(dags_folder: Path, store: S3Server) -> Iterator[tuple[DistributedAirflow, Any]]:
     with local_stack(
         dags_folder,
+        env=store.connection_env(S3_CONN),
         distributed=True,
         # the platform dialect only, as the single-triggerer e2e test: what real users meet
         emulator_options={
@@ -82,6 +104,7 @@ def stack(dags_folder: Path) -> Iterator[tuple[DistributedAirflow, Any]]:
         assert isinstance(airflow, DistributedAirflow)
         airflow.wait_for_dag(FANOUT_DAG, timeout=120)
         airflow.wait_for_dag(DURABLE_DAG, timeout=60)
+        airflow.wait_for_dag(EXAMPLE_DAG, timeout=60)
         yield airflow, emulator
 
 
@@ -294,3 +317,27 @@ def test_a_killed_workers_durable_task_reattaches_on_retry(stack: tuple[Distribu
         f"worker kill: retry running on celery-worker-2 {retry_s:.0f} s after the kill; jobs for the task: "
         f"{len(jobs)}; wall time {time.monotonic() - started:.0f} s"
     )
+
+
+def test_the_example_pipeline_reads_and_writes_a_bucket(
+    stack: tuple[DistributedAirflow, Any], store: S3Server
+) -> None:
+    """The example pipeline on Celery workers with inputs and outputs in the bucket: its outputs are
+    objects (the store's own listing), named by the download rule; its failed document is reported."""
+    airflow, emulator = stack
+    emulator.configure(processing_delay=0.05)
+    bucket = f"s3://{S3_CONN}@{BUCKET}"
+    conf = {"input_dir": f"{bucket}/sample_docs/", "output_dir": f"{bucket}/output"}
+    run_id = airflow.trigger_dag(EXAMPLE_DAG, conf=conf)
+    run = airflow.wait_for_run(EXAMPLE_DAG, run_id, timeout=240)
+    tis = {ti["task_id"]: ti for ti in airflow.task_instances(EXAMPLE_DAG, run_id)}
+    assert run["state"] == "success", {t: ti["state"] for t, ti in tis.items()}
+    assert {ti["hostname"] for ti in tis.values()} <= {"celery-worker-1", "celery-worker-2"}
+    summary = airflow.xcom(EXAMPLE_DAG, run_id, "summarize")
+    job_id = summary["job_id"]
+    names = ("faq.html", "inventory.csv", "release-notes.md", "welcome.txt")
+    expected = [f"output/{job_id}/{name}.json" for name in names]
+    assert sorted(store.keys(BUCKET, "output/")) == expected
+    assert sorted(summary["output_paths"]) == [f"s3://{BUCKET}/{key}" for key in expected]
+    assert [f["document"] for f in summary["failed_files"]] == ["empty.txt"]
+    _say(f"example pipeline on the bucket: {len(expected)} outputs in s3://{BUCKET}/output/{job_id}/")

@@ -1,7 +1,8 @@
 """Lineage: dataset identity of connectors and files, and the events the OpenLineage provider emits.
 
 The identity functions are checked directly. The events are the OpenLineage provider's own: the
-example DAGs and two connector-driven DAGs (``lineage_dags/``) run with ``dag.test()`` in a process
+example DAGs, two connector-driven DAGs and an S3-fed one (``lineage_dags/``; moto's S3 server) run
+with ``dag.test()`` in a process
 where the provider's plugin is on, with its ``file`` transport; the tests read the JSON events it
 wrote. Secrets (the connection's token and API key; connector secrets under key names no rule knows,
 in a URL's user info and query) are searched for in every event.
@@ -32,11 +33,15 @@ from airflow_provider_workflowsvc.lineage import (
     destination_identity,
     file_datasets,
     job_output_dataset,
+    object_dataset,
+    uploaded_datasets,
 )
+from scripts.s3_server import running_s3_server
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_JSON = REPO_ROOT / "docs" / "lineage-examples.json"
 UPDATE_EXAMPLES_ENV = "WORKFLOWSVC_UPDATE_LINEAGE_EXAMPLES"
+STORAGE_BUCKET = "lineage-storage"
 
 # The DAG runs behind `lineage_events` are one subprocess, set up inside the first test that uses it. The
 # bound only stops a hang: four DAGs ran past 280 s on a busy 3.2 leg (load 10-13), whose dag.test()
@@ -142,6 +147,30 @@ def test_many_local_files_become_their_directory(tmp_path: Path) -> None:
     assert ids(file_datasets(many)) == [("file", str(tmp_path / "a"))]
 
 
+def test_objects_are_named_as_openlineage_names_them() -> None:
+    """Issue #35: ``s3://bucket`` (also for s3a/s3n), ``gs://bucket`` (also gcs), the key as the name."""
+    assert ids([object_dataset("s3", "b", "in/a.txt")]) == [("s3://b", "in/a.txt")]
+    assert ids([object_dataset("s3a", "b", "/in/")]) == [("s3://b", "in")]
+    assert ids([object_dataset("gcs", "b", "")]) == [("gs://b", "/")]
+
+
+def test_many_objects_become_their_common_prefix_per_store(tmp_path: Path) -> None:
+    class Stored:  # what uploaded_datasets reads of a storage.StoredObject: its path
+        def __init__(self, protocol: str, bucket: str, key: str) -> None:
+            self.path = type("P", (), {"protocol": protocol, "bucket": bucket, "key": key})()
+
+    few = [Stored("s3", "b", f"in/{n}.txt") for n in range(3)]
+    assert ids(uploaded_datasets([*few, str(tmp_path / "a.txt")])) == [
+        ("file", str(tmp_path / "a.txt")),
+        ("s3://b", "in/0.txt"),
+        ("s3://b", "in/1.txt"),
+        ("s3://b", "in/2.txt"),
+    ]
+    many = [Stored("s3", "b", f"in/2024/{n}.txt") for n in range(FILE_DATASETS_MAX)]
+    many += [Stored("s3", "b", "in/2025/x.txt"), Stored("gs", "g", "docs/a.pdf")]
+    assert ids(uploaded_datasets(many)) == [("gs://g", "docs"), ("s3://b", "in")]
+
+
 def test_job_output_dataset_is_on_the_service_without_credentials() -> None:
     dataset = job_output_dataset("https://user:pw@svc.example.com:8443/api/v1/", "j-1")
     assert (dataset.namespace, dataset.name) == (
@@ -175,7 +204,7 @@ def test_an_unreadable_workflow_leaves_connectors_out_but_keeps_files_and_facets
             workflow_id=FAKE_WORKFLOW_ID,
             job_id="j-1",
             summary=summary,
-            files=paths,
+            uploaded=file_datasets(paths),
             log=logging.getLogger("lineage-test"),
         )
     assert [(d.namespace, d.name) for d in lineage.inputs] == [("file", paths[0])]
@@ -264,10 +293,15 @@ def lineage_events(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
     """Run the example DAGs and ``lineage_dags/`` once with OpenLineage on; yields their events."""
     folder = tmp_path_factory.mktemp("lineage-dags")
     shutil.copytree(REPO_ROOT / "example_dags", folder, dirs_exist_ok=True)
-    shutil.copy(Path(__file__).parent / "lineage_dags" / "lineage_connectors.py", folder)
+    for dag_file in ("lineage_connectors.py", "lineage_object_storage.py"):
+        shutil.copy(Path(__file__).parent / "lineage_dags" / dag_file, folder)
     events_file = folder.parent / "events.jsonl"
     token, api_key = f"tok-{secrets.token_hex(5)}", f"key-{secrets.token_hex(5)}"
-    with running_emulator(token=token, api_key=api_key, processing_delay=0.05, dialect="platform") as emu:
+    with (
+        running_emulator(token=token, api_key=api_key, processing_delay=0.05, dialect="platform") as emu,
+        running_s3_server() as s3,
+    ):
+        s3.put_tree(STORAGE_BUCKET, {"docs/a.txt": b"alpha", "docs/sub/b.md": b"# bravo"})
         conn = {
             "conn_type": "workflowsvc",
             "host": emu.base_url,
@@ -282,9 +316,12 @@ def lineage_events(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
             "workflowsvc_confluence_token": SECRETS["g"],
             "workflowsvc_astra_endpoint": "https://0c1d-eu-west-1.apps.astra.datastax.com",
             "workflowsvc_astra_token": SECRETS["h"],
+            "lineage_storage_bucket": STORAGE_BUCKET,
+            "lineage_storage_conn": "lineage_s3",
         }
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
         env["AIRFLOW_CONN_WORKFLOWSVC_DEFAULT"] = json.dumps(conn)
+        env.update(s3.connection_env("lineage_s3"))
         states_file = folder.parent / "states.jsonl"
         env["WORKFLOWSVC_LINEAGE_STATES"] = str(states_file)
         env.update({f"AIRFLOW_VAR_{k.upper()}": v for k, v in variables.items()})
@@ -293,6 +330,7 @@ def lineage_events(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
             "workflowsvc_example_connectors_pipeline",
             "lineage_s3_to_astradb",
             "lineage_box_to_s3",
+            "lineage_object_storage",
         ]
         process = subprocess.run(
             [
@@ -319,7 +357,7 @@ def lineage_events(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
         "raw": events_file.read_text(),
         "output": output,
         "folder": folder,
-        "secrets": [token, api_key, *SECRETS.values()],
+        "secrets": [token, api_key, *SECRETS.values(), s3.secret_key],
         "service": emu.base_url,
     }
 
@@ -387,6 +425,19 @@ def test_connector_driven_lineage_reads_only_identifying_settings(lineage_events
     assert namespace == "workflowsvc://box"
     assert re.fullmatch(r"[0-9a-f-]{36}", name)
     assert dataset_ids(box_to_s3, "outputs") == [("s3://lineage-out", "processed")]
+
+
+def test_an_s3_fed_run_names_its_objects_and_the_download_its_prefix(lineage_events: dict[str, Any]) -> None:
+    """Issue #35: objects as OpenLineage names them (``s3://bucket`` and the key), not a local path."""
+    events = lineage_events["events"]
+    run = complete_event(events, "lineage_object_storage.run_workflow")
+    namespace = f"s3://{STORAGE_BUCKET}"
+    assert dataset_ids(run, "inputs") == [(namespace, "docs/a.txt"), (namespace, "docs/sub/b.md")]
+    (output,) = dataset_ids(run, "outputs")
+    assert output[1].endswith(f"/jobs/{run['run']['facets']['workflowsvc_job']['jobId']}/output")
+    download = complete_event(events, "lineage_object_storage.download_output")
+    assert dataset_ids(download, "inputs") == [output]
+    assert dataset_ids(download, "outputs") == [(namespace, "out/lineage")]
 
 
 def test_no_secret_reaches_any_event(lineage_events: dict[str, Any]) -> None:

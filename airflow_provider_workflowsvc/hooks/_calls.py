@@ -26,6 +26,7 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
+from airflow_provider_workflowsvc import storage
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceInputError,
     format_validation_errors,
@@ -66,6 +67,7 @@ from airflow_provider_workflowsvc.models import (
     parse_enum,
     request_json,
 )
+from airflow_provider_workflowsvc.storage import StagedObject, StoredObject
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
@@ -207,35 +209,68 @@ def check_upload_name(path: Path) -> None:
         ) from None
 
 
-LocalFile = str | os.PathLike[str] | tuple[str | os.PathLike[str], str]
-"""A local file to upload: its path (sent under its base name), or ``(path, name to send)``."""
+LocalFile = str | os.PathLike[str] | Any | tuple[str | os.PathLike[str] | Any, str]
+"""A file to upload: a local path (sent under its base name), an object in storage (an
+``ObjectStoragePath``, a URI such as ``s3://conn_id@bucket/key``, a ``storage.StoredObject``), or
+``(either, name to send)``."""
 
 
 def upload_files(paths: Iterable[LocalFile] | str | os.PathLike[str]) -> tuple[UploadFile, ...]:
     """
-    Check local files exist and are readable; name each (its base name, or the name given with it)
+    Check the files exist and are readable; name each (its base name, or the name given with it)
     and guess its media type.
 
     A single path (not in a list) is one file, not a sequence of one-letter names. A given name may
     hold ``/`` (a path relative to the folder the files came from): the service records that name.
+    An object in storage is looked up (its size) through Airflow's ``ObjectStoragePath``.
     """
-    if isinstance(paths, (str, os.PathLike)):
+    if isinstance(paths, (str, os.PathLike)) or storage.is_location(paths):
         paths = [paths]
     files = []
     for item in paths:
         raw, name = item if isinstance(item, tuple) else (item, None)
-        path = Path(raw).expanduser()
-        check_upload_name(path)
-        if not path.is_file():
-            reason = "is a directory" if path.is_dir() else "does not exist"
-            raise WorkflowServiceInputError(f"input file {str(path)!r} {reason}")
-        if not os.access(path, os.R_OK):
-            raise WorkflowServiceInputError(f"input file {str(path)!r} is not readable")
-        media_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-        files.append(UploadFile(path=path, filename=name or path.name, media_type=media_type))
+        source = _upload_source(raw)
+        media_type = mimetypes.guess_type(source.name)[0] or "application/octet-stream"
+        files.append(UploadFile(path=source, filename=name or source.name, media_type=media_type))
     if not files:
         raise WorkflowServiceInputError("files is empty: give at least one file, or files=None for no body")
     return tuple(files)
+
+
+def _upload_source(raw: Any) -> Path | StoredObject:
+    """Check a file to upload: a readable local file, or an object in storage (looked up)."""
+    if isinstance(raw, StoredObject):
+        return raw
+    if storage.is_location(raw):
+        local = storage.local_path(raw)
+        if local is None:
+            return _stored_object(raw)
+        raw = local
+    path = Path(raw).expanduser()
+    check_upload_name(path)
+    if not path.is_file():
+        reason = "is a directory" if path.is_dir() else "does not exist"
+        raise WorkflowServiceInputError(f"input file {str(path)!r} {reason}")
+    if not os.access(path, os.R_OK):
+        raise WorkflowServiceInputError(f"input file {str(path)!r} is not readable")
+    return path
+
+
+def _stored_object(raw: Any) -> StoredObject:
+    text = storage.without_userinfo(raw if isinstance(raw, str) else storage.shown(raw))
+    path = storage.location(raw, None, "input file")
+    kind, size = storage.kind_of(path, text, "input file")
+    if kind != "file":
+        reason = "is a folder" if kind == "directory" else "does not exist"
+        raise WorkflowServiceInputError(f"input file {text!r} {reason}")
+    return StoredObject(path, size)
+
+
+def _download_target(path: Any) -> Path | StagedObject | None:
+    """Where a download is streamed to: a local file, or an object being written in storage."""
+    if path is None or isinstance(path, StagedObject):
+        return path
+    return Path(path).expanduser()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -571,7 +606,10 @@ class Endpoints:
 
     @endpoint
     def download_job_output(
-        job_id: str, file_id: str, node_id: str | None = None, path: str | os.PathLike[str] | None = None
+        job_id: str,
+        file_id: str,
+        node_id: str | None = None,
+        path: str | os.PathLike[str] | StagedObject | None = None,
     ) -> ApiCall[list[Element] | Path]:
         """
         Download one output of a local-to-local job: parsed elements, or streamed to ``path`` when given.
@@ -581,8 +619,8 @@ class Endpoints:
         then renamed).
         """
         params = _output_params(file_id, node_id)
-        target = Path(path).expanduser() if path is not None else None
-        if target is not None and target.is_dir():
+        target = _download_target(path)
+        if isinstance(target, Path) and target.is_dir():
             raise WorkflowServiceInputError(f"download path {str(target)!r} is a directory; give a file path")
         path_of = f"/jobs/{_job_id(job_id)}/download"
         return ApiCall("GET", path_of, parser(list[Element]), params=params, download_to=target)

@@ -51,6 +51,7 @@ from airflow_provider_workflowsvc.hooks._files import _atomic_file, _PartFile
 from airflow_provider_workflowsvc.hooks._listing import JobItems, Listing, adapter, parse_listed
 from airflow_provider_workflowsvc.hooks._pool import LaneTimeLimit
 from airflow_provider_workflowsvc.models import Job, JobStatus
+from airflow_provider_workflowsvc.storage import StagedObject, StoredObject
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks._settings import ConnectionSettings
@@ -70,9 +71,9 @@ RetryPolicy = Literal["idempotent", "unsent-only"]
 
 @dataclass(frozen=True)
 class UploadFile:
-    """A local file sent as one file part (``ApiCall.files_part``), streamed from disk."""
+    """A file sent as one file part (``ApiCall.files_part``), streamed: a local file or a stored object."""
 
-    path: Path
+    path: Path | StoredObject
     filename: str
     media_type: str
 
@@ -99,7 +100,7 @@ class ApiCall(Generic[T]):
     files_part: str = "input_files"
     form: Mapping[str, str] | None = None
     retry: RetryPolicy = "idempotent"
-    download_to: Path | None = None
+    download_to: Path | StagedObject | None = None
     head_bytes: int | None = None
     """Read only the first ``head_bytes`` of a successful answer's body; ``parse`` gets them as bytes."""
     wants_body: bool = True

@@ -1,4 +1,7 @@
-"""Local files: the inputs of a run (paths, directories, globs) and the names of downloaded outputs."""
+"""
+The inputs of a run (local paths, directories, globs, and the same in object storage) and the folder a
+job's outputs are downloaded into (local, or object storage), with safe names for them.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +10,13 @@ import fnmatch
 import itertools
 import logging
 import os
+import secrets
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from airflow_provider_workflowsvc import storage
 from airflow_provider_workflowsvc.exceptions import (
     NoFilesMatchedError,  # re-exported: raised here
     WorkflowServiceInputError,
@@ -19,22 +24,29 @@ from airflow_provider_workflowsvc.exceptions import (
 
 _GLOB_CHARS = frozenset("*?[")
 MAX_WALK_ENTRIES = 200_000
-"""How many directory entries one directory or pattern of ``files`` may go through."""
+"""How many directory entries (or listed objects) one directory, prefix or pattern of ``files`` may
+go through."""
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 
-
-def resolve_files(spec: Any, *, empty_ok: bool = False) -> list[str]:
-    """Return the paths of :func:`resolve_named_files`."""
-    return [path for path, _ in resolve_named_files(spec, empty_ok=empty_ok)]
+Source = Any
+"""Where an input is read from: a local file's absolute path (``str``), or a ``storage.StoredObject``."""
 
 
-def resolve_named_files(spec: Any, *, empty_ok: bool = False) -> list[tuple[str, str]]:
+def resolve_files(spec: Any, *, empty_ok: bool = False, conn_id: str | None = None) -> list[Source]:
+    """Return the sources of :func:`resolve_named_files`."""
+    return [source for source, _ in resolve_named_files(spec, empty_ok=empty_ok, conn_id=conn_id)]
+
+
+def resolve_named_files(
+    spec: Any, *, empty_ok: bool = False, conn_id: str | None = None
+) -> list[tuple[Source, str]]:
     """
-    Expand ``files`` (a path, directory or glob, or a list of them) into a de-duplicated list.
+    Expand ``files`` (a path, directory or glob, a location in object storage, or a list of them)
+    into a de-duplicated list.
 
     A path that exists is always taken literally (even with ``*``, ``?`` or ``[`` in it). Directories
     contribute every non-hidden file below them, sorted; globs (``**`` recurses) their matching files,
@@ -44,9 +56,16 @@ def resolve_named_files(spec: Any, *, empty_ok: bool = False) -> list[tuple[str,
     error raised before any request is sent. With ``empty_ok``, a directory or pattern matching
     nothing adds nothing, and :class:`NoFilesMatchedError` is raised only when no entry matched.
 
-    Returns ``(absolute path, name)`` pairs; the name is the one the service sees (the multipart
-    file name): the path relative to the directory or to the glob's root, with ``/`` (``2024/a.txt``),
-    or the base name for a file given by its path.
+    Object storage (an ``ObjectStoragePath``, or a URI such as ``s3://bucket/prefix/``, reached with
+    its own connection, ``s3://conn_id@bucket/...``, else ``conn_id``) follows the same rules: an
+    object is a file, a prefix holding objects a directory (a URI ending in ``/`` is one even when it
+    holds none), a key with ``*``, ``?`` or ``[`` a glob; hidden names (a part starting with ``.``)
+    are left out of prefixes and patterns alike. ``file://`` locations are local paths.
+
+    Returns ``(source, name)`` pairs: the source is a local file's absolute path, or a
+    ``storage.StoredObject``; the name is the one the service sees (the multipart file name): the
+    path relative to the directory, prefix or glob root, with ``/`` (``2024/a.txt``), or the base
+    name of a file given by its path.
     """
     entries = _entries(spec)
     if not entries:
@@ -54,22 +73,25 @@ def resolve_named_files(spec: Any, *, empty_ok: bool = False) -> list[tuple[str,
             "files rendered to nothing: give at least one file, directory or glob pattern, "
             "or files=None to run the workflow without files"
         )
-    resolved: dict[str, tuple[Path, str]] = {}
+    resolved: dict[str, tuple[Source, str]] = {}
     for entry in entries:
         try:
-            paths = _expand(entry)
+            found = _expand_entry(entry, conn_id)
         except NoFilesMatchedError:
             if not empty_ok:
                 raise
             continue
-        for path, name in paths:
-            resolved.setdefault(os.path.realpath(path), (Path(os.path.abspath(path)), name))
+        for identity, source, name in found:
+            resolved.setdefault(identity, (source, name))
     if not resolved:
-        raise NoFilesMatchedError(f"files: {', '.join(map(repr, entries))} match no files")
-    return [(str(path), name) for path, name in resolved.values()]
+        shown = ", ".join(repr(_shown_entry(entry)) for entry in entries)
+        raise NoFilesMatchedError(f"files: {shown} match no files")
+    return list(resolved.values())
 
 
-def resolve_task_files(spec: Any, *, skip_if_no_files: bool, nothing_to: str) -> list[tuple[str, str]]:
+def resolve_task_files(
+    spec: Any, *, skip_if_no_files: bool, nothing_to: str, conn_id: str | None = None
+) -> list[tuple[Source, str]]:
     """
     Resolve a task's ``files`` (:func:`resolve_named_files`): bad input fails the task without retries;
     matching no file at all skips it when ``skip_if_no_files`` (``nothing_to``: what is then not done).
@@ -79,14 +101,16 @@ def resolve_task_files(spec: Any, *, skip_if_no_files: bool, nothing_to: str) ->
 
     with invalid_input_fails():
         try:
-            return resolve_named_files(spec, empty_ok=skip_if_no_files)
+            return resolve_named_files(spec, empty_ok=skip_if_no_files, conn_id=conn_id)
         except NoFilesMatchedError as exc:
             if not skip_if_no_files:
                 raise
             raise AirflowSkipException(f"{exc}: nothing to {nothing_to} (skip_if_no_files=True)") from None
 
 
-def _entries(spec: Any) -> list[str]:
+def _entries(spec: Any) -> list[Any]:
+    if storage.is_location(spec) and not isinstance(spec, str):
+        return [spec]  # an ObjectStoragePath
     if isinstance(spec, (str, os.PathLike)):
         text = os.fspath(spec).strip()
         if text.startswith("[") and text.endswith("]") and not os.path.lexists(text):
@@ -98,12 +122,87 @@ def _entries(spec: Any) -> list[str]:
     if isinstance(spec, Iterable) and not isinstance(spec, (bytes, dict)):
         return [entry for item in spec for entry in _entries(item)]
     raise WorkflowServiceInputError(
-        f"files must be a path, a glob pattern or a list of them, got {type(spec).__name__}"
+        "files must be a path, a glob pattern, a location in object storage (an ObjectStoragePath, "
+        f"or a URI such as s3://bucket/prefix/) or a list of them, got {type(spec).__name__}"
     )
 
 
+def _shown_entry(entry: Any) -> str:
+    """Show an entry as messages do (a location without its connection id or credentials)."""
+    return (
+        entry
+        if not storage.is_location(entry)
+        else storage.without_userinfo(entry if isinstance(entry, str) else storage.shown(entry))
+    )
+
+
+def _expand_entry(entry: Any, conn_id: str | None) -> list[tuple[str, Source, str]]:
+    """List the files of one entry: ``(what tells it apart, source, name)`` each."""
+    if storage.is_location(entry):
+        local = storage.local_path(entry)
+        if local is None:
+            return _expand_stored(entry, conn_id)
+        entry = local
+    return [(os.path.realpath(path), str(Path(os.path.abspath(path))), name) for path, name in _expand(entry)]
+
+
+def _expand_stored(entry: Any, conn_id: str | None) -> list[tuple[str, Source, str]]:
+    """
+    List the objects of one location in object storage, each with its name relative to the prefix
+    or the pattern's root (the rules of :func:`_expand`, on keys).
+    """
+    text = _shown_entry(entry)
+    path = storage.location(entry, conn_id, "files")
+    kind, size = storage.kind_of(path, text, "files")
+    key = str(path.path)
+    if kind == "file":
+        found = [(str(path.name), storage.StoredObject(path, size))]
+    elif kind == "directory" or (kind is None and text.endswith("/") and not _GLOB_CHARS & set(key)):
+        listed = storage.objects_below(path, text, "files", None, MAX_WALK_ENTRIES)
+        found = [(name, obj) for name, obj in listed if _matches_parts(name.split("/"), ("**", "*"))]
+        if not found:
+            raise NoFilesMatchedError(f"files: the folder {text!r} holds no objects")
+    elif _GLOB_CHARS & set(key):
+        root, pattern = _split_key_pattern(path, text)
+        depth = None if "**" in pattern else len(pattern)
+        listed = storage.objects_below(root, text, "files", depth, MAX_WALK_ENTRIES)
+        found = [(name, obj) for name, obj in listed if _matches_parts(name.split("/"), pattern)]
+        if not found:
+            raise NoFilesMatchedError(f"files: the pattern {text!r} matches no objects")
+    else:
+        raise WorkflowServiceInputError(f"files: {text!r} does not exist")
+    return [(obj.identity, obj, name) for name, obj in found]
+
+
+def _split_key_pattern(path: Any, text: str) -> tuple[Any, tuple[str, ...]]:
+    """Split a pattern of object keys into the prefix it starts from and the rest (bucket kept whole)."""
+    parts = str(path.path).split("/")
+    first = next(i for i, part in enumerate(parts) if _GLOB_CHARS & set(part))
+    if first == 0:
+        raise WorkflowServiceInputError(f"files: {text!r}: a pattern cannot match bucket names")
+    root = path.parents[len(parts) - first - 1] if first < len(parts) - 1 else path.parent
+    return root, tuple(parts[first:])
+
+
+def _matches_parts(parts: Sequence[str], pattern: Sequence[str]) -> bool:
+    """
+    Whether a relative key (its parts) matches a glob of parts, as the walk of local files matches:
+    ``**`` stands for any number of non-hidden folders, ``*`` and ``?`` never match a hidden name.
+    """
+    if not pattern:
+        return not parts
+    first, rest = pattern[0], pattern[1:]
+    if first == "**":
+        if _matches_parts(parts, rest or ("*",)):
+            return True
+        return len(parts) > 1 and _matches_name(parts[0], "*") and _matches_parts(parts[1:], pattern)
+    if not parts or not (parts[0] == first or _matches_name(parts[0], first)):
+        return False
+    return _matches_parts(parts[1:], rest)
+
+
 def _expand(entry: str) -> list[tuple[Path, str]]:
-    """List the files of one entry, each with its name relative to the directory or glob root."""
+    """List the files of one local entry, each with its name relative to the directory or glob root."""
     path = Path(entry).expanduser()
     root = path
     if path.is_dir():
@@ -243,6 +342,60 @@ def output_directory(value: Any, *, create: bool = False) -> Path:
     return directory
 
 
+class OutputFolder(Protocol):
+    """Where a job's outputs are downloaded: :class:`LocalFolder`, or ``storage.StoredFolder``."""
+
+    def create(self) -> None: ...
+
+    def staging(self) -> Any: ...
+
+    def publish(self, staging: Any, name: str) -> str: ...
+
+    def discard(self, staging: Any) -> None: ...
+
+
+def output_folder(value: Any, conn_id: str | None = None) -> OutputFolder:
+    """
+    ``output_dir`` as the folder to download into, checked before any request: a local directory
+    (also ``file://``), or a folder of object storage (an ``ObjectStoragePath``, or a URI reached with
+    its own connection, else ``conn_id``) whose bucket exists.
+    """
+    if storage.is_location(value):
+        local = storage.local_path(value)
+        if local is None:
+            folder = storage.StoredFolder(storage.location(value, conn_id, "output_dir"))
+            folder.check()
+            return folder
+        value = local
+    return LocalFolder(output_directory(value))
+
+
+class LocalFolder:
+    """A local directory outputs are downloaded into: each written under a hidden name, then renamed."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def __str__(self) -> str:
+        return str(self.directory)
+
+    def create(self) -> None:
+        output_directory(self.directory, create=True)
+
+    def staging(self) -> Path:
+        return inside(self.directory, f"{storage.STAGING_PREFIX}{secrets.token_hex(8)}.download")
+
+    def publish(self, staging: Path, name: str) -> str:
+        """Give a completely written output its name (a rename: atomic); return its path."""
+        target = inside(self.directory, name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging.replace(target)
+        return str(target)
+
+    def discard(self, staging: Path) -> None:
+        staging.unlink(missing_ok=True)
+
+
 MAX_NAME_BYTES = 255
 """The longest file or folder name common file systems hold (ext4, XFS, Btrfs, APFS: 255 bytes)."""
 _KEPT_EXTENSION_BYTES = 32
@@ -353,10 +506,11 @@ def _folders_of(name: str) -> set[str]:
     return {"/".join(parts[: i + 1]) for i in range(len(parts))}
 
 
-def document_name(path: Path, limit: int = 65536) -> str | None:
+def document_name(path: Any, limit: int = 65536) -> str | None:
     """
     Return the name of the document a downloaded output was made from, as the service wrote it (its
-    first element's ``metadata.filename``; a marked run's marker is taken out by the caller).
+    first element's ``metadata.filename``; a marked run's marker is taken out by the caller);
+    ``path`` is a local file or a staged object.
     """
     from airflow_provider_workflowsvc.hooks._calls import document_name_in
 
@@ -381,28 +535,24 @@ def download_output(
     job_id: str,
     file_id: str,
     node_id: str,
-    directory: Path,
+    folder: OutputFolder,
     names: OutputNames,
     marker: str | None = None,
 ) -> tuple[str, str | None]:
     """
-    Stream one output of a job into ``directory`` under a hidden name, then give it its final name
-    (:class:`OutputNames`, from the document it holds): never a partial file. Return the path and the
-    document's name (without the run's ``marker``, the one its job record shows; None when the output
-    names no document).
+    Stream one output of a job into ``folder`` under a hidden name, then give it its final name
+    (:class:`OutputNames`, from the document it holds): never a partial file, locally or in a bucket.
+    Return where it is (a path, or a URI) and the document's name (without the run's ``marker``, the
+    one its job record shows; None when the output names no document).
     """
-    import secrets
-
     from airflow_provider_workflowsvc._marker import unmarked
 
-    staging = inside(directory, f".wfsvc-{secrets.token_hex(8)}.download")
+    staging = folder.staging()
     try:
         hook.download_job_output(job_id, file_id, node_id, path=staging)
         document = document_name(staging)
         document = None if document is None else unmarked(document, marker)
-        target = inside(directory, names.allocate(file_id, node_id, document))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging.replace(target)
+        target = folder.publish(staging, names.allocate(file_id, node_id, document))
     finally:
-        staging.unlink(missing_ok=True)
-    return str(target), document
+        folder.discard(staging)
+    return target, document

@@ -23,7 +23,6 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_workflowsvc._compat import AirflowFailException
@@ -45,6 +44,7 @@ from airflow_provider_workflowsvc.operators._submit import (
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+    from airflow_provider_workflowsvc.operators._files import OutputFolder
     from airflow_provider_workflowsvc.wait.outcome import JobOutcome
 
 Log = logging.Logger | Any
@@ -72,16 +72,26 @@ pause: Callable[[float], None] = time.sleep
 
 @dataclass(frozen=True)
 class Document:
-    """One input file: its path, the name the service sees (the user's), and its size."""
+    """
+    One input file: where it is read from (a local path, or a ``storage.StoredObject``), the name the
+    service sees (the user's), and its size.
+    """
 
-    path: str
+    path: Any
     name: str
     size: int
 
 
-def documents(named: Iterable[tuple[str, str]]) -> list[Document]:
-    """Return the resolved ``(path, name)`` pairs as documents, each with its size."""
-    return [Document(path, name, os.stat(path).st_size) for path, name in named]
+def documents(named: Iterable[tuple[Any, str]]) -> list[Document]:
+    """
+    Return the resolved ``(source, name)`` pairs as documents, each with its size: a local file's from
+    the disk, an object's as the store listed it (nothing of it is read here).
+    """
+    return [Document(source, name, _size(source)) for source, name in named]
+
+
+def _size(source: Any) -> int:
+    return os.stat(source).st_size if isinstance(source, str) else int(source.stat().st_size)
 
 
 def oversized(docs: Iterable[Document], limit: int) -> list[Document]:
@@ -645,23 +655,28 @@ def job_links(ui_url: str | None, job_ids: Iterable[str]) -> dict[str, str]:
 
 
 def download(
-    hook: WorkflowServiceHook, plan: Plan, outcomes: Mapping[str, JobOutcome], directory: Path, log: Log
+    hook: WorkflowServiceHook,
+    plan: Plan,
+    outcomes: Mapping[str, JobOutcome],
+    folder: OutputFolder,
+    log: Log,
 ) -> dict[str, list[str]]:
     """
-    Download every output of the completed jobs into ``directory`` (one naming rule for all:
-    :class:`._files.OutputNames`); return each document's files, by the name the output gives.
+    Download every output of the completed jobs into ``folder`` (a local directory, or a folder of
+    object storage; one naming rule for all: :class:`._files.OutputNames`); return each document's
+    files (paths or URIs), by the name the output gives.
     """
-    from airflow_provider_workflowsvc.operators._files import OutputNames, download_output, output_directory
+    from airflow_provider_workflowsvc.operators._files import OutputNames, download_output
 
     completed = [job for job in plan.jobs if outcomes[job.job_id].status == "success"]
     wanted = [(job, o.file_id, o.node_id) for job in completed for o in outcomes[job.job_id].output_files]
     found: dict[str, list[str]] = {}
     if not wanted:
         return found
-    output_directory(directory, create=True)
+    folder.create()
     names = OutputNames([(file_id, node_id) for _, file_id, node_id in wanted])
     for job, file_id, node_id in wanted:
-        path, document = download_output(hook, job.job_id, file_id, node_id, directory, names, job.marker)
+        path, document = download_output(hook, job.job_id, file_id, node_id, folder, names, job.marker)
         owner = next((d for d in job.documents if document is not None and is_named(d, [document])), None)
         if owner is None:
             log.warning(
@@ -673,5 +688,5 @@ def download(
             )
             continue
         found.setdefault(owner, []).append(path)
-    log.info("Downloaded %d output file(s) into %s", len(wanted), directory)
+    log.info("Downloaded %d output file(s) into %s", len(wanted), folder)
     return found

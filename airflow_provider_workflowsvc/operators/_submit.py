@@ -5,7 +5,8 @@ The hook never retries the run POST (or the launch) once it may have reached the
 answer proves decides what happens next (:func:`what_it_proves`):
 
 * a job in a 2xx answer: the run's job;
-* a refusal (429, 503, any other 4xx, a request never sent, an error before sending): no job was
+* a refusal (429, 503, any other 4xx, a request never sent, an error before sending, an input that
+  failed to read while the body was sent, so the body never reached its declared length): no job was
   created; the run is sent again after the pause (429, 503 and unsent only, at most ``attempts`` times);
 * anything else (a read timeout, a connection dropped after the body was sent, 500, 502, 504, any
   2xx that cannot be read or does not name its job): a job may exist. The run is never sent again:
@@ -46,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc.exceptions import (
     AmbiguousRunError,  # re-exported: raised here
+    InputReadError,
     WorkflowServiceApiError,
     WorkflowServiceConnectionError,
     WorkflowServiceInputError,
@@ -109,6 +111,10 @@ def what_it_proves(exc: BaseException) -> Proof:
     """
     if isinstance(exc, WorkflowServiceInputError):
         return Proof.REFUSED  # raised before the request was built: nothing was sent
+    if isinstance(exc, InputReadError):
+        # An input failed while its body was being sent: the request was aborted before its declared
+        # length, and a server acts on no incomplete HTTP request (a truncated multipart body is not a run).
+        return Proof.REFUSED
     if isinstance(exc, WorkflowServiceConnectionError):
         return Proof.MAY_EXIST if exc.sent else Proof.REFUSED
     if isinstance(exc, WorkflowServiceResponseError):
@@ -578,10 +584,10 @@ class StoredRunJournal:
 # Sending the run
 
 
-def named_files(files: Sequence[LocalFile] | None, marker: str | None) -> list[tuple[str, str]] | None:
+def named_files(files: Sequence[LocalFile] | None, marker: str | None) -> list[tuple[Any, str]] | None:
     """
-    Return ``files`` as ``(path, name sent)``, each name carrying ``marker`` when one is given
-    (checked: each file exists and is readable).
+    Return ``files`` as ``(source, name sent)``, each name carrying ``marker`` when one is given
+    (checked: each file exists and is readable; an object in storage stays one).
     """
     if files is None:
         return None
@@ -590,8 +596,8 @@ def named_files(files: Sequence[LocalFile] | None, marker: str | None) -> list[t
 
     uploads = upload_files(files)
     if marker is None:
-        return [(str(upload.path), upload.filename) for upload in uploads]
-    return [(str(upload.path), with_marker(upload.filename, marker)) for upload in uploads]
+        return [(upload.path, upload.filename) for upload in uploads]
+    return [(upload.path, with_marker(upload.filename, marker)) for upload in uploads]
 
 
 def submit_run(

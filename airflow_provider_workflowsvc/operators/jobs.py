@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from datetime import timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, BaseOperatorLink
@@ -68,7 +67,7 @@ class WorkflowJobLink(BaseOperatorLink):
 
 class RunWorkflowOperator(WorkflowServiceBaseOperator):
     """
-    Run a workflow (no body, or local files) and, by default, wait for its job to finish.
+    Run a workflow (no body, or files: local, or in object storage) and, by default, wait for its job.
 
     The run is never duplicated: a run request is sent again only when an answer proves it was not
     processed (429, 503); after a lost answer the task adopts this run's job only on proof
@@ -94,12 +93,18 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
     :param workflow_name: the name of the workflow to run (templated), instead of its id: the one
         workflow of exactly that name is run; none or several fail the task. A workflow is never
         created (``CreateWorkflowOperator`` does that).
-    :param files: local input files for a workflow with a local source (no source connector): a path,
-        directory (all its non-hidden files, recursively, sorted), glob pattern (``**`` recurses), or
-        a list of them (templated). ``None`` runs the workflow without a body, which only a workflow
-        with a source connector accepts. Files for a workflow with a source connector (or no files for
-        one without) fail the task before anything is uploaded, and fail the DAG import when the DAG
-        declares the workflow's source (``workflow_id`` is a ``CreateWorkflowOperator``'s output).
+    :param files: input files for a workflow with a local source (no source connector): a path,
+        directory (all its non-hidden files, recursively, sorted), glob pattern (``**`` recurses), a
+        location in object storage with the same meanings (an ``ObjectStoragePath``, or a URI:
+        ``s3://bucket/prefix/``, ``s3://bucket/2024/**/*.pdf``, ``gs://...``, ``file://...``), or a list
+        mixing them (templated). Objects are streamed from the store into the upload, never to local
+        disk. ``None`` runs the workflow without a body, which only a workflow with a source connector
+        accepts. Files for a workflow with a source connector (or no files for one without) fail the
+        task before anything is uploaded, and fail the DAG import when the DAG declares the workflow's
+        source (``workflow_id`` is a ``CreateWorkflowOperator``'s output).
+    :param files_conn_id: the Airflow connection of the storage URIs in ``files`` that name none
+        (templated); a URI may name its own (``s3://conn_id@bucket/prefix/``, Airflow's form) and an
+        ``ObjectStoragePath`` carries its own. ``None``: the store's default credentials.
     :param workflowsvc_conn_id: the Workflow Service connection (templated).
     :param wait_for_completion: wait for the job to finish (default); otherwise return once it exists.
     :param poll_interval: seconds between status checks (one request each).
@@ -137,7 +142,13 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         ``"fail"`` fails the task (``WorkflowAlreadyRunningError``; retries apply).
     """
 
-    template_fields: Sequence[str] = ("workflow_id", "workflow_name", "files", "workflowsvc_conn_id")
+    template_fields: Sequence[str] = (
+        "workflow_id",
+        "workflow_name",
+        "files",
+        "files_conn_id",
+        "workflowsvc_conn_id",
+    )
     operator_extra_links = (WorkflowJobLink(),)
     external_id_key = "workflowsvc_job_id"
     """Task state key of the run's job id (durable execution; never rename it)."""
@@ -148,7 +159,8 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         *,
         workflow_id: str | None = None,
         workflow_name: str | None = None,
-        files: str | Sequence[str] | None = None,
+        files: str | Any | Sequence[str | Any] | None = None,
+        files_conn_id: str | None = None,
         workflowsvc_conn_id: str = DEFAULT_CONN_ID,
         wait_for_completion: bool = True,
         poll_interval: float | timedelta = 30.0,
@@ -178,6 +190,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         self.workflow_id = workflow_id
         self.workflow_name = workflow_name
         self.files = files
+        self.files_conn_id = files_conn_id
         self.wait_for_completion = wait_for_completion
         self.poll_interval = interval_seconds(poll_interval, "poll_interval")
         self.timeout = positive_seconds(timeout, "timeout")
@@ -191,7 +204,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         self.run_grace_period = positive_seconds(run_grace_period, "run_grace_period")
         self._job_id: str | None = None
         self._result: dict[str, Any] | None = None
-        self._files: list[tuple[str, str]] | None = None
+        self._files: list[tuple[Any, str]] | None = None
         self._not_started: str | None = None
         """The job this task waits for but did not start (``if_running='wait'``), once known."""
 
@@ -222,14 +235,19 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         finally:
             self.close_hook()
 
-    def _resolve_files(self) -> list[tuple[str, str]]:
+    def _resolve_files(self) -> list[tuple[Any, str]]:
         """
-        Resolve the input files (path, name sent); bad ``files`` fail the task without retries, no
+        Resolve the input files (source, name sent); bad ``files`` fail the task without retries, no
         match skips it if asked.
         """
         from airflow_provider_workflowsvc.operators._files import resolve_task_files
 
-        return resolve_task_files(self.files, skip_if_no_files=self.skip_if_no_files, nothing_to="run")
+        return resolve_task_files(
+            self.files,
+            skip_if_no_files=self.skip_if_no_files,
+            nothing_to="run",
+            conn_id=self.files_conn_id or None,
+        )
 
     def _resolve_target(self) -> None:
         """
@@ -275,19 +293,19 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Return the job's lineage (``[openlineage]`` extra): sources or files in, destination out."""
-        from airflow_provider_workflowsvc.lineage import input_paths, run_lineage
+        from airflow_provider_workflowsvc.lineage import input_datasets, run_lineage
 
         job_id = self._job_id or (self._result or {}).get("job_id")
         if not job_id:
             return None
         try:
-            files = input_paths(self.files, self._files)
+            uploaded = input_datasets(self.files, self._files, self.files_conn_id or None)
             return run_lineage(
                 self.hook,
                 workflow_id=str(self._known_workflow_id()),
                 job_id=job_id,
                 summary=self._result,
-                files=files,
+                uploaded=uploaded,
                 log=self.log,
             )
         finally:
@@ -558,7 +576,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
 
 class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
     """
-    Download every output of a completed local-to-local job into a directory; returns the paths.
+    Download every output of a completed local-to-local job into a folder; returns where each went.
 
     Each output is named after its document, the name the service wrote in its first element (your
     own file's name: ``données.txt`` → ``données.txt.json``, ``sub/Q3 report.md`` → ``sub/Q3
@@ -569,18 +587,35 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
     ``.json``). A file appears under its final name only once fully written; a file of the same name
     left by an earlier download is replaced (use one directory per run, e.g. ``.../{{ run_id }}``).
 
-    :param output_dir: directory to write into, created if missing (templated).
+    ``output_dir`` may be a folder of object storage (an ``ObjectStoragePath``, or a URI such as
+    ``s3://bucket/outputs/{{ run_id }}``): each output is streamed into it, never to local disk, and
+    returned as its URI. A store without rename (S3) gets the same guarantee by another rule: each
+    output is written under a hidden temporary key, its size checked, then copied to its name and the
+    temporary key deleted.
+
+    :param output_dir: directory (or object storage folder) to write into, created if missing
+        (templated).
+    :param output_conn_id: the Airflow connection of an ``output_dir`` URI that names none
+        (templated; a URI may name its own, ``s3://conn_id@bucket/prefix``). ``None``: the store's
+        default credentials.
     :param job_id: the job (templated); when empty, taken from XCom ``job_id`` of ``run_task_id``.
     :param run_task_id: the task that ran the workflow (used when ``job_id`` is empty).
     :param workflowsvc_conn_id: the Workflow Service connection (templated).
     """
 
-    template_fields: Sequence[str] = ("job_id", "output_dir", "run_task_id", "workflowsvc_conn_id")
+    template_fields: Sequence[str] = (
+        "job_id",
+        "output_dir",
+        "output_conn_id",
+        "run_task_id",
+        "workflowsvc_conn_id",
+    )
 
     def __init__(
         self,
         *,
-        output_dir: str,
+        output_dir: str | Any,
+        output_conn_id: str | None = None,
         job_id: str | None = None,
         run_task_id: str | None = None,
         workflowsvc_conn_id: str = DEFAULT_CONN_ID,
@@ -590,18 +625,20 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
         if not job_id and not run_task_id:
             raise input_error("give job_id, or run_task_id to take the job id from that task's XCom")
         self.output_dir = output_dir
+        self.output_conn_id = output_conn_id
         self.job_id = job_id
         self.run_task_id = run_task_id
-        self._downloaded: tuple[str, str] | None = None
+        self._downloaded: tuple[str, Any] | None = None
 
     def execute(self, context: Context) -> list[str]:
         from airflow_provider_workflowsvc._marker import run_marker
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
         from airflow_provider_workflowsvc.models import JobStatus
-        from airflow_provider_workflowsvc.operators._files import OutputNames, output_directory
+        from airflow_provider_workflowsvc.operators._files import OutputNames, output_folder
 
         job_id = job_id_of(self.job_id, self.run_task_id, context)
-        directory = output_directory(self.output_dir)
+        with invalid_input_fails():
+            folder = output_folder(self.output_dir, self.output_conn_id or None)
         try:
             job = self.hook.get_job(job_id)
             if job.status is not JobStatus.COMPLETED:
@@ -613,34 +650,35 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
             if not outputs:
                 self.log.warning("Job %s has no output files (is its destination local?)", job_id)
                 return []
-            output_directory(directory, create=True)
+            folder.create()
             names = OutputNames(outputs)
             marker = run_marker(job.input_file_ids)
             paths = [
-                self._download(job_id, file_id, node_id, directory, names, marker)
+                self._download(job_id, file_id, node_id, folder, names, marker)
                 for file_id, node_id in outputs
             ]
         finally:
             self.close_hook()
-        self.log.info("Downloaded %d output file(s) of job %s into %s", len(paths), job_id, directory)
-        self._downloaded = (job_id, str(directory))
+        self.log.info("Downloaded %d output file(s) of job %s into %s", len(paths), job_id, folder)
+        self._downloaded = (job_id, folder)
         return paths
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Return the download's lineage (``[openlineage]`` extra): the job's output into ``output_dir``."""
-        from airflow_provider_workflowsvc.lineage import download_lineage
+        from airflow_provider_workflowsvc.lineage import download_lineage, folder_dataset
 
         if self._downloaded is None:
             return None
-        return download_lineage(self.hook.settings.base_url, *self._downloaded)
+        job_id, folder = self._downloaded
+        return download_lineage(self.hook.settings.base_url, job_id, folder_dataset(folder))
 
     def _download(
-        self, job_id: str, file_id: str, node_id: str, directory: Path, names: Any, marker: str | None
+        self, job_id: str, file_id: str, node_id: str, folder: Any, names: Any, marker: str | None
     ) -> str:
         """Download one output under its document's name (:func:`~._files.download_output`)."""
         from airflow_provider_workflowsvc.operators._files import download_output
 
-        target, _ = download_output(self.hook, job_id, file_id, node_id, directory, names, marker)
+        target, _ = download_output(self.hook, job_id, file_id, node_id, folder, names, marker)
         self.log.info("Downloaded output %s (node %s) to %s", file_id, node_id, target)
         return target
 

@@ -86,17 +86,26 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
     job failed), ``stopped``, ``timeout``, ``error``, ``not_launched`` or ``skipped``. On failure the
     summary is pushed as the return value before the task fails.
 
-    :param files: local input files: a path, directory (all its non-hidden files, recursively,
-        sorted), glob pattern (``**`` recurses), or a list of them (templated), as
-        ``RunWorkflowOperator`` takes them; the service sees each file's name relative to its
-        directory or pattern.
+    :param files: input files: a path, directory (all its non-hidden files, recursively, sorted),
+        glob pattern (``**`` recurses), a location in object storage with the same meanings (an
+        ``ObjectStoragePath``, or a URI: ``s3://bucket/prefix/``, ``s3://bucket/2024/**/*.pdf``,
+        ``gs://...``, ``file://...``), or a list mixing them (templated), as ``RunWorkflowOperator``
+        takes them; the service sees each file's name relative to its directory, prefix or pattern.
+        An object's size is the one the store lists; objects are streamed from the store into the
+        upload, never to local disk.
+    :param files_conn_id: the Airflow connection of the storage URIs in ``files`` that name none
+        (templated); a URI may name its own (``s3://conn_id@bucket/prefix/``) and an
+        ``ObjectStoragePath`` carries its own. ``None``: the store's default credentials.
     :param template_id: the service's workflow template to process them with (templated), e.g.
         ``hi_res_partition``. Give this or ``job_nodes``.
     :param job_nodes: the nodes to process them with, as a custom workflow's (templated; their
         settings are masked in logs and rendered fields).
     :param output_dir: directory to download every output into (templated), named after its document
         (``report.pdf`` → ``report.pdf.json``, as ``DownloadJobOutputOperator`` names them); each
-        document's files are in the summary. None: nothing is downloaded.
+        document's files are in the summary. A folder of object storage is accepted as
+        ``DownloadJobOutputOperator`` accepts it (written under a temporary key, size checked, then
+        published). None: nothing is downloaded.
+    :param output_conn_id: the Airflow connection of an ``output_dir`` URI that names none (templated).
     :param workflowsvc_conn_id: the Workflow Service connection (templated).
     :param max_files_per_job: most files per job (the service's limit: 10).
     :param max_file_bytes: largest file in bytes (the service's limit: 10 MB, read as 10,000,000).
@@ -126,9 +135,11 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
 
     template_fields: Sequence[str] = (
         "files",
+        "files_conn_id",
         "template_id",
         "job_nodes",
         "output_dir",
+        "output_conn_id",
         "workflowsvc_conn_id",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {"job_nodes": "json"}
@@ -139,10 +150,12 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
     def __init__(
         self,
         *,
-        files: str | Sequence[str],
+        files: str | Any | Sequence[str | Any],
+        files_conn_id: str | None = None,
         template_id: str | None = None,
         job_nodes: list[Any] | None = None,
-        output_dir: str | None = None,
+        output_dir: str | Any | None = None,
+        output_conn_id: str | None = None,
         workflowsvc_conn_id: str = DEFAULT_CONN_ID,
         max_files_per_job: int = 10,
         max_file_bytes: int = 10_000_000,
@@ -175,9 +188,11 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         if float(interval) < 0:
             raise input_error(f"launch_interval must not be negative, got {launch_interval!r}")
         self.files = files
+        self.files_conn_id = files_conn_id
         self.template_id = template_id
         self.job_nodes = job_nodes
         self.output_dir = output_dir
+        self.output_conn_id = output_conn_id
         self.max_files_per_job = max_files_per_job
         self.max_file_bytes = max_file_bytes
         self.launch_interval = float(interval)
@@ -301,20 +316,30 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         from airflow_provider_workflowsvc.operators._files import resolve_task_files
         from airflow_provider_workflowsvc.operators._on_demand import documents
 
-        named = resolve_task_files(self.files, skip_if_no_files=self.skip_if_no_files, nothing_to="process")
+        named = resolve_task_files(
+            self.files,
+            skip_if_no_files=self.skip_if_no_files,
+            nothing_to="process",
+            conn_id=self.files_conn_id or None,
+        )
         return documents(named)
 
     def _check_request(self) -> None:
-        """Check the rendered template id or nodes, and the output directory, before any request."""
+        """Check the rendered template id or nodes, and the output folder, before any request."""
         from airflow_provider_workflowsvc.exceptions import validate_input
         from airflow_provider_workflowsvc.models import CreateJob
-        from airflow_provider_workflowsvc.operators._files import output_directory
 
         _check_template_or_nodes(self.template_id, self.job_nodes)
         fields = {"template_id": self.template_id, "job_nodes": self.job_nodes}
         validate_input(CreateJob, "on-demand job", {k: v for k, v in fields.items() if v is not None})
         if self.output_dir is not None:
-            output_directory(self.output_dir)
+            self._output_folder()
+
+    def _output_folder(self) -> Any:
+        """``output_dir`` as a local directory or a folder of object storage (checked: bucket exists)."""
+        from airflow_provider_workflowsvc.operators._files import output_folder
+
+        return output_folder(self.output_dir, self.output_conn_id or None)
 
     def _check_operation(self) -> None:
         """
@@ -412,9 +437,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
             metrics.job_ended(outcome, self.workflowsvc_conn_id, metrics.ON_DEMAND)
         outputs = {}
         if self.output_dir is not None:
-            from airflow_provider_workflowsvc.operators._files import output_directory
-
-            outputs = od.download(self.hook, plan, by_job, output_directory(self.output_dir), self.log)
+            outputs = od.download(self.hook, plan, by_job, self._output_folder(), self.log)
         links = od.job_links(self._ui_url(), by_job) if by_job else {}
         summary = od.summarize(plan, by_job, outputs, links, fail_on_failed_files=self.fail_on_failed_files)
         od.log_summary(summary, self.log)

@@ -10,14 +10,14 @@ killed worker's retry must reattach to the job stored in the task state store (A
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from airflow.sdk import DAG
 
 from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 
 FANOUT_TASKS = 20
-INPUT = str(Path(__file__).resolve().parent / "input.txt")
+INPUT = "s3://dist_s3@dist-inputs/input.txt"
+"""In the test's bucket (moto's S3 server; connection ``dist_s3``): the workers share no disk."""
 
 with DAG(
     dag_id="workflowsvc_e2e_fanout",
