@@ -129,7 +129,11 @@ def test_airflow_providers_get_lists_the_provider() -> None:
 
 def test_airflow_providers_hooks_imports_the_hook() -> None:
     table, output = _airflow_cli("providers", "hooks")
-    assert "Error when importing hook" not in output
+    # another provider's hook may fail to import (the Amazon provider's duckdb_aws without duckdb): ours not
+    logged = [
+        line for line in output.splitlines() if not line.startswith("[") and "Error when importing" in line
+    ]
+    assert not [line for line in logged if "workflowsvc" in line], logged
     (hook,) = [row for row in table if row["connection_type"] == "workflowsvc"]
     assert (hook["class"], hook["package_name"]) == (HOOK_CLASS, PACKAGE)
 

@@ -29,6 +29,18 @@ LATE = 1.0
 """How much later than ``INTERVAL`` a poll may start on a loaded 2-core machine and still be "on time"."""
 
 
+@pytest.fixture(autouse=True)
+def _each_wait_polls_its_own_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """
+    The pool is under test, so every wait sends its own status reads through it: triggers given only
+    their job would otherwise learn the workflow and share one listing (#37), and the healthy waits'
+    own reads, whose gaps these tests measure, would not happen (the shared poll has its own suite).
+    """
+    from helpers import SHARED_STATUS_POLL_ENV
+
+    monkeypatch.setenv(SHARED_STATUS_POLL_ENV, "False")
+
+
 def _jobs(settings: Any, tmp_path: Path, count: int) -> list[str]:
     data = tmp_path / "doc.txt"
     data.write_text("a document")
