@@ -218,3 +218,26 @@ def test_a_retry_goes_on_waiting_for_the_running_job_still_marked(service: Any) 
 def test_if_running_is_checked_at_parse_time() -> None:
     with pytest.raises(WorkflowServiceInputError, match=r"if_running must be one of 'run', 'wait', 'fail'"):
         op(if_running="skip")
+
+
+@pytest.mark.airflow_min("3.3", reason="durable execution: the pending-run record in the task state store")
+@pytest.mark.parametrize("if_running", ["wait", "fail"])
+def test_an_earlier_tries_unrecorded_run_decides_before_if_running(service: Any, if_running: str) -> None:
+    """
+    An earlier try sent the run and died before recording its job; the job now running may be that run's.
+    Neither waited for as "not started by this task" nor refused as another's: the earlier run's evidence
+    rule decides (unmarked: the task fails closed, naming the candidates), and nothing is sent.
+    """
+    import time
+
+    from airflow_provider_workflowsvc.exceptions import AmbiguousRunError
+    from airflow_provider_workflowsvc.operators.jobs import PENDING_RUN_KEY
+
+    route_listing(service, job("j0", "in progress"))
+    route_job(service, "j0")
+    sent = {"workflow_id": WF, "sent_at": time.time() - 600, "files": None, "marker": None}
+    store = FakeStore(**{PENDING_RUN_KEY: sent})
+    with pytest.raises(AmbiguousRunError):
+        op(if_running=if_running, run_grace_period=0.01).execute(ctx(store))
+    assert runs(service) == 0
+    assert cancels(service) == 0

@@ -346,13 +346,31 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         worker crash goes on with this job.
         """
         state = self._state_store(context)
-        job_id = self._running_job(context) if self.if_running != "run" else None
+        job_id = None
+        if self.if_running != "run" and not self._earlier_run_pending(state):
+            job_id = self._running_job(context)
         if job_id is None:
             job_id = self._run(state)
         if store and state is not None:
             state.set(self.external_id_key, job_id)
         self._known(context, job_id)
         return job_id
+
+    def _earlier_run_pending(self, state: Any) -> bool:
+        """
+        Whether an earlier try sent a run and stopped before recording its job: that run decides first
+        (its job proven and adopted, or the task fails closed), never ``if_running``, for the job found
+        running may be that very run's.
+        """
+        from airflow_provider_workflowsvc.operators._submit import StoredRunJournal
+
+        if (
+            state is None
+            or StoredRunJournal(state, PENDING_RUN_KEY, log=self.log).pending(str(self.workflow_id)) is None
+        ):
+            return False
+        self.log.info("An earlier try sent a run it never recorded: that run decides, not if_running")
+        return True
 
     def _running_job(self, context: Context) -> str | None:
         """
