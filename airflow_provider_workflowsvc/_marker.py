@@ -1,14 +1,15 @@
-"""Try-unique markers in the names of uploaded files, and the user's own names back."""
+"""Markers in the names of uploaded files (``mark_uploads=True`` only), and the user's own names back."""
 
 from __future__ import annotations
 
 import os
 import re
 import secrets
+from collections.abc import Sequence
 
 MARK_PREFIX = "__wfsvc-"
 """What opens a marker in an uploaded file name (``report.txt`` → ``report__wfsvc-<16 hex>.txt``)."""
-_MARKER = re.compile(r"__wfsvc-[0-9a-f]{16}")
+_MARKER_AT_END = re.compile(r"__wfsvc-[0-9a-f]{16}$")
 
 
 def new_marker() -> str:
@@ -27,6 +28,21 @@ def with_marker(name: str, marker: str) -> str:
     return f"{folder}/{marked}" if folder else marked
 
 
-def user_names(text: str) -> str:
-    """Return ``text`` (a file name, or a message naming files) with every marker removed."""
-    return _MARKER.sub("", text) if MARK_PREFIX in text else text
+def run_marker(input_names: Sequence[str] | None) -> str | None:
+    """
+    Return the marker of a marked run, read in its job's record: the one marker every input name
+    carries just before its extension (where :func:`with_marker` puts it); None for a run of
+    unmarked names, or a record that lists none (nothing is then taken out of any name).
+    """
+    found = {_marker_of(name) for name in input_names or ()}
+    return found.pop() if len(found) == 1 and None not in found else None
+
+
+def _marker_of(name: str) -> str | None:
+    match = _MARKER_AT_END.search(os.path.splitext(name.rpartition("/")[2])[0])
+    return match.group(0) if match else None
+
+
+def unmarked(text: str, marker: str | None) -> str:
+    """Return ``text`` (a file name, or a message naming files) without a run's ``marker``."""
+    return text.replace(marker, "") if marker else text

@@ -31,8 +31,10 @@ __all__ = [
     "WorkflowJobError",
     "WorkflowJobFailedError",
     "WorkflowJobTimeoutError",
+    "WorkflowJobWaitError",
     "WorkflowServiceApiError",
     "WorkflowServiceAuthError",
+    "WorkflowServiceAuthUnconfirmedError",
     "WorkflowServiceConflictError",
     "WorkflowServiceConnectionError",
     "WorkflowServiceError",
@@ -171,6 +173,14 @@ class WorkflowServiceAuthError(WorkflowServiceApiError):
     """401 or 403: the token or API key is missing, wrong, or lacks access."""
 
 
+class WorkflowServiceAuthUnconfirmedError(WorkflowServiceAuthError):
+    """
+    401 or 403 while the Airflow connection could not be read again: the credentials may have been
+    rotated, so the refusal is not final. A wait goes on (its next poll tries again); a task fails,
+    and its retries apply.
+    """
+
+
 class WorkflowServiceNotFoundError(WorkflowServiceApiError):
     """404: the resource does not exist."""
 
@@ -266,6 +276,14 @@ class WorkflowJobFailedError(WorkflowJobError):
 
 class WorkflowJobTimeoutError(WorkflowJobError):
     """The job did not finish before the task's timeout."""
+
+
+class WorkflowJobWaitError(WorkflowJobError):
+    """
+    The wait could not observe its job (the service refused or did not find it, or answered in a way
+    no poll survives): nothing is known of the job's end, so the task's retries apply, also for a
+    sensor, and ``soft_fail`` does not skip it.
+    """
 
 
 class ConnectionCheckFailedError(WorkflowServiceError):

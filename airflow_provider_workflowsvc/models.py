@@ -24,6 +24,7 @@ from pydantic import (
     PlainSerializer,
     SecretStr,
     SerializationInfo,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -937,10 +938,7 @@ class Job(_Response):
     @field_validator("created_at", mode="before")
     @classmethod
     def _offset_in_hours(cls, value: Any) -> Any:
-        """Read PostgreSQL's short offsets (``2026-11-24 10:00:00+00``, ``...-0530``) as ISO ones."""
-        if isinstance(value, str):
-            return _SHORT_OFFSET.sub(lambda m: f"{m[1]}{m[2]}:{m[3] or '00'}", value.strip())
-        return value
+        return _iso_offset(value)
 
     @field_validator("output_node_files", mode="before")
     @classmethod
@@ -953,10 +951,36 @@ class Job(_Response):
         ``created_at`` with a zone: as sent, or (none sent) read as UTC. The run's evidence does not
         use it: there a time without a zone proves nothing (``operators._submit``).
         """
-        created = self.created_at
-        if created is None or created.tzinfo is not None:
-            return created
-        return created.replace(tzinfo=timezone.utc)
+        return None if self.created_at is None else as_utc(self.created_at)
+
+
+def _iso_offset(value: Any) -> Any:
+    """Read PostgreSQL's short offsets (``2026-11-24 10:00:00+00``, ``...-0530``) as ISO ones."""
+    if isinstance(value, str):
+        return _SHORT_OFFSET.sub(lambda m: f"{m[1]}{m[2]}:{m[3] or '00'}", value.strip())
+    return value
+
+
+def as_utc(moment: datetime) -> datetime:
+    """``moment`` with a zone: as given, or (none given) read as UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+_CREATED_AT: TypeAdapter[datetime] = TypeAdapter(datetime)
+
+
+def listed_created_utc(item: Any) -> datetime | None:
+    """
+    Return the ``created_at`` of a raw job item, read as :attr:`Job.created_utc` reads it, without
+    reading the rest of the item; None when absent or unreadable.
+    """
+    value = item.get("created_at") if isinstance(item, Mapping) else None
+    if value is None:
+        return None
+    try:
+        return as_utc(_CREATED_AT.validate_python(_iso_offset(value)))
+    except ValidationError:
+        return None
 
 
 class NodeStats(_Response):
@@ -1069,3 +1093,14 @@ def platform_spelling(jobs: Iterable[Any]) -> bool | None:
         None,
     )
     return None if raw is None else raw == raw.upper()
+
+
+def status_spellings(status: JobStatus, jobs_seen: Iterable[Any]) -> tuple[str, ...]:
+    """
+    Return the ``status`` filter values to send for ``status``: in the spelling the job records seen
+    show (:func:`platform_spelling`), or in both dialects' while none shows it.
+    """
+    platform = platform_spelling(jobs_seen)
+    if platform is None:
+        return (status.wire_value, status.platform_value)
+    return (status.platform_value,) if platform else (status.wire_value,)

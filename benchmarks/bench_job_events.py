@@ -10,6 +10,22 @@ requests per finished job (details, record, failed files) and the events each wa
 (must be 1).
 
     python -m benchmarks.bench_job_events [--interval 1.0] [--intervals 12] [--jobs 3]
+
+``--restart``: a burst of 30 finished jobs whose summaries the emulator slows (0.5 s each); the watcher
+is stopped 8 s after its first event and started again from its stored cursor: how many events it hands
+over again, and whether any of them was handed over more than ``cursor_settle_seconds`` before the stop.
+
+``--history 0,20000,60000`` measures instead what a watcher and a workflow-mode sensor's trigger cost
+the triggerer's event loop when the workflow has that many past jobs: an emulator in a child process
+(its CPU never holds this process's interpreter) runs a workflow every 15 minutes of its clock, advanced
+until that many jobs exist; then a ``WorkflowJobEventTrigger`` (restarted from its stored cursor, as
+after a triggerer restart) and a ``WorkflowJobTrigger(job_id=None, created_after=now)`` poll it on one
+event loop for ``--intervals`` intervals, while a probe sleeping 5 ms at a time records how late the loop
+wakes it. The table gives the longest block of the loop in any interval (Airflow warns past 0.2 s), the
+CPU time of the process per interval, and the first start's block (a new watcher reads the whole
+listing once).
+
+    python -m benchmarks.bench_job_events --history 0,20000,60000 [--interval 2] [--intervals 6]
 """
 
 from __future__ import annotations
@@ -17,39 +33,34 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime
 import os
 import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 from unittest import mock
 
+from airflow_provider_workflowsvc.testing.job_events import MemoryAssetStore
 from benchmarks._common import CONN_ENV, Row, conn_json
 
 
-class _Store:
-    """The asset state store's async accessor, in memory (one per watcher, as one asset each)."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
-
-    async def aget(self, key: str, default: Any = None) -> Any:
-        return self.values.get(key, default)
-
-    async def aset(self, key: str, value: Any) -> None:
-        self.values[key] = value
-
-
-def _scheduled_workflow(emu: Any) -> str:
+def _scheduled_workflow(emu: Any, schedule: str = "every hour", documents: int = 3) -> str:
+    """
+    Create a workflow on the service's own ``schedule``, reading ``documents`` from an S3 source; at half
+    past the hour, so that each hour advanced starts exactly one job of an hourly one.
+    """
     from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
 
-    now = emu.now()  # half past the hour: each hour advanced then starts exactly one job
+    now = emu.now()
     emu.advance_clock((1800 - (now.minute * 60 + now.second)) % 3600)
     settings = ConnectionSettings(base_url=emu.base_url, token=emu.token, api_key=emu.api_key)
-    config = {"remote_url": "s3://bench/in/", "key": "AKIABENCH", "secret": "bench", "emulator_documents": 3}
+    config = {"remote_url": "s3://bench/in/", "key": "AKIABENCH", "secret": "bench"}
     with WorkflowServiceHook(settings=settings) as hook:
-        source = hook.create_source(f"bench-{time.time_ns()}", "s3", config)
+        source = hook.create_source(
+            f"bench-{time.time_ns()}", "s3", {**config, "emulator_documents": documents}
+        )
         workflow = hook.create_workflow(
-            f"bench-{time.time_ns()}", "basic", source_id=str(source.id), schedule="every hour"
+            f"bench-{time.time_ns()}", "basic", source_id=str(source.id), schedule=schedule
         )
     return str(workflow.id)
 
@@ -62,7 +73,7 @@ async def _watch(
     from airflow_provider_workflowsvc.triggers.job_events import WorkflowJobEventTrigger
 
     workflow_id = _scheduled_workflow(emu)
-    triggers, stores = [], [_Store() for _ in range(watchers)]
+    triggers, stores = [], [MemoryAssetStore() for _ in range(watchers)]
     for store in stores:
         trigger = WorkflowJobEventTrigger(workflow_id=workflow_id, poll_interval=interval)
         trigger.asset_state_store = store  # type: ignore[assignment]
@@ -156,6 +167,219 @@ def run(
     return rows
 
 
+# --------------------------------------------------------------------------------------------------
+# The event loop's cost of a long history
+
+
+class _LoopProbe:
+    """Sleeps ``tick`` seconds at a time and records how late each wake-up is: the loop's blocks."""
+
+    def __init__(self, tick: float = 0.005) -> None:
+        self.tick, self.blocks = tick, [(time.monotonic(), 0.0)]
+        self._task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(self.tick)
+            after = time.monotonic()
+            self.blocks.append((after, after - before - self.tick))
+
+    def longest_since(self, moment: float) -> float:
+        return max((late for at, late in self.blocks if at >= moment), default=0.0)
+
+    def longest_per_window(self, start: float, window: float, count: int) -> list[float]:
+        return [self.longest_since_until(start + i * window, start + (i + 1) * window) for i in range(count)]
+
+    def longest_since_until(self, start: float, end: float) -> float:
+        return max((late for at, late in self.blocks if start <= at < end), default=0.0)
+
+    def stop(self) -> None:
+        self._task.cancel()
+
+
+def _seed_history(emu: Any, workflow_id: str, jobs: int) -> None:
+    """
+    Advance the emulator's clock until ``workflow_id`` (every 15 minutes) has ``jobs`` past jobs, dated
+    (``job_stamp_offset``) over the months before this machine's now, as a real history is.
+    """
+    ahead = (emu.now() - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+    emu.configure(job_stamp_offset=-(ahead + 900 * jobs + 7200))
+    per_call = 50  # the emulator fires at most 50 occurrences per clock move
+    done = 0
+    while done < jobs:
+        step = min(per_call, jobs - done)
+        emu.advance_clock(900 * step)
+        done += step
+    emu.advance_clock(3600)  # every job has ended
+    emu.configure(job_stamp_offset=0)
+
+
+async def _history_cost(workflow_id: str, interval: float, intervals: int) -> dict[str, float]:
+    from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
+    from airflow_provider_workflowsvc.triggers.job_events import WorkflowJobEventTrigger
+
+    store = MemoryAssetStore()
+    probe = _LoopProbe()
+
+    def watcher() -> WorkflowJobEventTrigger:
+        trigger = WorkflowJobEventTrigger(workflow_id=workflow_id, poll_interval=interval)
+        trigger.asset_state_store = store  # type: ignore[assignment]
+        trigger.cursor_settle_seconds = 0.0
+        return trigger
+
+    first = watcher()  # a first start: the whole listing, once
+    started = time.monotonic()
+    events = first.run()
+    pending = asyncio.ensure_future(events.__anext__())
+    while first.cursor_key not in store.values:
+        await asyncio.sleep(0.05)
+    first_start = probe.longest_since(started)
+    pending.cancel()
+    with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+        await pending
+    await events.aclose()  # type: ignore[attr-defined]
+
+    restarted = watcher()  # a restart from the stored cursor: the steady state
+    events = restarted.run()
+    pending = asyncio.ensure_future(events.__anext__())
+    created_after = datetime.datetime.now(datetime.timezone.utc).isoformat()
+    sensor = WorkflowJobTrigger(
+        job_id=None,
+        workflow_id=workflow_id,
+        deadline=time.time() + interval * (intervals + 1),
+        poll_interval=interval,
+        created_after=created_after,
+    )
+    cpu, begun = time.process_time(), time.monotonic()
+    await anext(sensor.run())  # no job is created: it polls every interval until its deadline
+    cpu, elapsed = time.process_time() - cpu, time.monotonic() - begun
+    windows = probe.longest_per_window(begun, interval, int(elapsed // interval))
+    pending.cancel()
+    with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+        await pending
+    await events.aclose()  # type: ignore[attr-defined]
+    probe.stop()
+    return {
+        "longest_block": max(windows, default=0.0),
+        "cpu_per_interval": cpu / max(elapsed / interval, 1.0),
+        "first_start_block": first_start,
+    }
+
+
+def run_history(histories: Sequence[int], interval: float = 2.0, intervals: int = 6) -> list[Row]:
+    from airflow_provider_workflowsvc.emulator.testing import running_emulator
+
+    rows: list[Row] = []
+    for history in histories:
+        with running_emulator(subprocess=True, token="bench-token", api_key="bench-key") as emu:
+            workflow_id = _scheduled_workflow(emu, "every 15 minutes", documents=1)
+            _seed_history(emu, workflow_id, history)
+            with mock.patch.dict(os.environ, {CONN_ENV: conn_json(emu.base_url, emu.token, emu.api_key)}):
+                result = asyncio.run(_history_cost(workflow_id, interval, intervals))
+        section = f"event loop, {history:,} past jobs (watcher + workflow-mode sensor, every {interval:g} s)"
+        rows.append(
+            Row(
+                section,
+                "longest loop block in an interval",
+                [result["longest_block"]],
+                "s",
+                target="<= 0.1",
+                met=result["longest_block"] <= 0.1,
+            )
+        )
+        rows.append(Row(section, "CPU time per interval", [result["cpu_per_interval"]], "s"))
+        once = [result["first_start_block"]]
+        rows.append(Row(section, "first start: longest loop block (once)", once, "s"))
+    return rows
+
+
+# --------------------------------------------------------------------------------------------------
+# What a restart repeats
+
+
+async def _restart_repeats(emu: Any, jobs: int, restart_after: float) -> dict[str, float]:
+    """
+    ``jobs`` finished jobs reported in one burst (each summary slowed by the emulator); the watcher is
+    stopped ``restart_after`` seconds after the first event and started again from the stored cursor:
+    the events it hands over again, and how many of those were handed within the settle time.
+    """
+    from airflow_provider_workflowsvc.triggers.job_events import WorkflowJobEventTrigger
+
+    workflow_id = _scheduled_workflow(emu)
+    store = MemoryAssetStore()
+
+    def watcher() -> WorkflowJobEventTrigger:
+        trigger = WorkflowJobEventTrigger(workflow_id=workflow_id, poll_interval=1.0)
+        trigger.asset_state_store = store  # type: ignore[assignment]
+        return trigger
+
+    first = watcher()
+    settle = first.cursor_settle_seconds
+    events = first.run()
+    pending = asyncio.ensure_future(events.__anext__())
+    while first.cursor_key not in store.values:
+        await asyncio.sleep(0.05)
+    emu.set_faults(method="GET", path="/api/v1/jobs/*/details", latency=0.5)
+    await asyncio.to_thread(emu.advance_clock, 3600 * jobs)
+    handed: dict[str, float] = {}
+    stop_at = None
+    while stop_at is None or time.monotonic() < stop_at:
+        timeout = None if stop_at is None else max(stop_at - time.monotonic(), 0.0)
+        done, _ = await asyncio.wait({pending}, timeout=timeout)
+        if not done:
+            break
+        handed[pending.result().payload["job_id"]] = time.monotonic()
+        stop_at = stop_at or time.monotonic() + restart_after
+        pending = asyncio.ensure_future(events.__anext__())
+    stopped = time.monotonic()
+    pending.cancel()
+    with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+        await pending
+    await events.aclose()  # type: ignore[attr-defined]
+    emu.clear_faults()
+    again: list[str] = []
+    events = watcher().run()
+    while True:
+        try:
+            event = await asyncio.wait_for(events.__anext__(), timeout=5.0)
+        except asyncio.TimeoutError:
+            break
+        again.append(event.payload["job_id"])
+    await events.aclose()  # type: ignore[attr-defined]
+    repeated = [job_id for job_id in again if job_id in handed]
+    recent = [job_id for job_id in repeated if stopped - handed[job_id] <= settle]
+    return {
+        "handed_before_restart": len(handed),
+        "repeated": len(repeated),
+        "repeated_within_settle": len(recent),
+        "lost": jobs - len(set(handed) | set(again)),
+    }
+
+
+def run_restart(jobs: int = 30, restart_after: float = 8.0) -> list[Row]:
+    from airflow_provider_workflowsvc.emulator.testing import running_emulator
+
+    with running_emulator(subprocess=True, token="bench-token", api_key="bench-key") as emu:
+        emu.configure(processing_delay=0.01)
+        with mock.patch.dict(os.environ, {CONN_ENV: conn_json(emu.base_url, emu.token, emu.api_key)}):
+            result = asyncio.run(_restart_repeats(emu, jobs, restart_after))
+    section = f"restart {restart_after:g} s into a burst of {jobs} finished jobs (summaries slowed 0.5 s)"
+    return [
+        Row(section, "events handed over before the restart", [result["handed_before_restart"]], "events"),
+        Row(section, "of them handed over again after it", [result["repeated"]], "events"),
+        Row(
+            section,
+            "repeated beyond the settle time (5 s)",
+            [result["repeated"] - result["repeated_within_settle"]],
+            "events",
+            target="= 0",
+            met=result["repeated"] == result["repeated_within_settle"],
+        ),
+        Row(section, "jobs never reported", [result["lost"]], "jobs", target="= 0", met=result["lost"] == 0),
+    ]
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     from benchmarks._common import airflow_home, machine, table
 
@@ -164,10 +388,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--interval", type=float, default=1.0)
     parser.add_argument("--intervals", type=int, default=12)
     parser.add_argument("--jobs", type=int, default=3)
+    parser.add_argument("--history", help="past jobs, comma-separated: the event loop's cost (see above)")
+    parser.add_argument("--restart", action="store_true", help="what a restart during a burst repeats")
     args = parser.parse_args(argv)
     with airflow_home():
         os.environ.setdefault("AIRFLOW__WORKFLOWSVC__MIN_POLL_INTERVAL", "0.01")
-        rows = run(args.runs, args.interval, args.intervals, args.jobs)
+        if args.restart:
+            rows = run_restart()
+        elif args.history:
+            histories = [int(n) for n in args.history.split(",")]
+            rows = run_history(histories, args.interval, args.intervals)
+        else:
+            rows = run(args.runs, args.interval, args.intervals, args.jobs)
     print(machine())
     print(table(rows))
 

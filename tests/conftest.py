@@ -31,7 +31,7 @@ from collections.abc import Iterator  # noqa: E402
 from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
-from helpers import MOCK_BASE_URL, TEST_API_KEY, TEST_TOKEN, run_dag  # noqa: E402
+from helpers import MOCK_BASE_URL, TEST_API_KEY, TEST_TOKEN, ConnectionStore, ManualClock, run_dag  # noqa: E402
 
 # --------------------------------------------------------------------------------------------------
 # Airflow-version markers: @pytest.mark.airflow_min("3.3", reason=...) runs a test only on Airflow >= 3.3,
@@ -82,6 +82,25 @@ def _fresh_settings_cache() -> None:
     from airflow_provider_workflowsvc.hooks._settings import SETTINGS_CACHE
 
     SETTINGS_CACHE.clear()
+
+
+@pytest.fixture
+def settings_clock(monkeypatch: pytest.MonkeyPatch) -> ManualClock:
+    """The settings cache's clock (and so the hooks'), moved by the test: ``settings_clock.now += 60``."""
+    from airflow_provider_workflowsvc.hooks._settings import SETTINGS_CACHE
+
+    clock = ManualClock()
+    monkeypatch.setattr(SETTINGS_CACHE, "_clock", clock)
+    return clock
+
+
+@pytest.fixture
+def connection_store(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[ConnectionStore]:
+    """The connection both hooks read, to the session emulator: rotatable, and able to fail."""
+    store = ConnectionStore(emulator)
+    store.install(monkeypatch)
+    yield store
+    emulator.configure(api_token=None)
 
 
 EMULATOR_DIALECTS = tuple(os.environ.get("WORKFLOWSVC_TEST_DIALECTS", "spec,platform").split(","))

@@ -1,12 +1,23 @@
 """
 Helpers the test modules import (``from helpers import ...``): fake service answers, dialect spellings,
-DAG-bag plumbing. Fixtures live in conftest.py, which imports from here too.
+DAG-bag plumbing, a connection store and a clock the test moves. Fixtures live in conftest.py, which
+imports from here too.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import subprocess
+import threading
+from pathlib import Path
 from typing import Any
+
+# The DAG-bag plumbing is the test kit's (re-exported for the suite's modules).
+from airflow_provider_workflowsvc.testing.dag_runs import dag_bag as dag_bag
+from airflow_provider_workflowsvc.testing.dag_runs import serialize_dags
+from airflow_provider_workflowsvc.testing.dag_runs import sync_dags_to_db as sync_dags_to_db
 
 TEST_TOKEN = "tok-test-9f3c1e"
 TEST_API_KEY = "key-test-47ab20"
@@ -16,44 +27,28 @@ MOCK_BASE_URL = "https://svc.test/api/v1"
 """The base URL of the respx-mocked service (conftest's ``mock_service``)."""
 
 
-def dag_bag(folder: str | os.PathLike[str] = os.devnull, *, collect_dags: bool = False) -> Any:
-    """A ``DagBag`` of ``folder`` (from its home on the running Airflow: it moved in 3.2)."""
-    from airflow_provider_workflowsvc._compat import AIRFLOW_V_3_2_PLUS
+def hourly_workflow(name: str, conn_id: str = "workflowsvc_default") -> str:
+    """Create a workflow the service runs every hour on two documents of an S3 source; return its id."""
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 
-    if AIRFLOW_V_3_2_PLUS:
-        from airflow.dag_processing.dagbag import DagBag
-    else:
-        from airflow.models.dagbag import DagBag
-    return DagBag(dag_folder=str(folder), collect_dags=collect_dags)
+    with WorkflowServiceHook(conn_id) as hook:
+        config = {"remote_url": "s3://scheduled/in/", "emulator_documents": 2}
+        source = hook.create_source(f"{name}-in", "s3", config)
+        return str(hook.create_workflow(name, "basic", source_id=source.id, schedule="every hour").id)
 
 
-def sync_dags_to_db(bag: Any) -> None:
-    """Write a DagBag's DAGs to the DB as the ``dags-folder`` bundle, so that ``dag.test()`` can run them.
-
-    The ``dags-folder`` bundle row must exist before a DAG of that bundle is written.
-    """
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-
-    from airflow_provider_workflowsvc._compat import AIRFLOW_V_3_1_PLUS, AIRFLOW_V_3_2_PLUS
-
-    DagBundlesManager().sync_bundles_to_db()
-    if AIRFLOW_V_3_2_PLUS:
-        from airflow.dag_processing.dagbag import sync_bag_to_db
-    elif AIRFLOW_V_3_1_PLUS:
-        from airflow.models.dagbag import sync_bag_to_db
-    else:  # Airflow 3.0: only a DagBag that parsed the file sets relative_fileloc, which the DB needs
-        for dag in bag.dags.values():
-            dag.relative_fileloc = dag.relative_fileloc or dag.fileloc
-        bag.sync_to_db("dags-folder", None)
-        return
-    sync_bag_to_db(bag, "dags-folder", None)
+def run_pytest(python: str | Path, folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run pytest in ``folder`` with ``python``, in an environment with no setting of this repository's."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "WORKFLOWSVC", "PYTEST"))}
+    env.pop("PYTHONPATH", None)
+    env["HOME"] = str(folder / "home")  # a CI runner's own home: Airflow writes ~/airflow when imported
+    command = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q", *args]
+    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
 
 
 def run_dag(dag: Any, **kwargs: Any) -> Any:
     """Serialize a DAG defined in a test to the DB, then ``dag.test()`` it; returns the DagRun."""
-    bag = dag_bag()
-    bag.bag_dag(dag)
-    sync_dags_to_db(bag)
+    serialize_dags(dag)
     return dag.test(**kwargs)
 
 
@@ -80,6 +75,14 @@ def job_json(
         "created_at": created_at or "2026-01-01T00:00:00Z",
         "output_node_files": [{"file_id": f, "node_id": n} for f, n in outputs],
     }
+
+
+def route_documents(router: Any, job_id: str, **documents: str) -> None:
+    """Answer the download of each output file of ``job_id`` (``file_id=document``): its elements
+    name the document it was made from."""
+    for file_id, document in documents.items():
+        element = {"type": "Title", "element_id": "e1", "text": "A", "metadata": {"filename": document}}
+        router.get(f"/jobs/{job_id}/download", params={"file_id": file_id}).respond(json=[element])
 
 
 def details_json(job_id: str, status: str, message: str = "", nodes: Any = ()) -> dict[str, Any]:
@@ -133,3 +136,81 @@ def write_good_and_empty(folder: Any) -> Any:
     (folder / "good.txt").write_text("Some text that the emulator processes.")
     (folder / "empty.txt").write_text("")
     return folder
+
+
+def events_built(emulator: Any, job_id: str) -> int:
+    """
+    Events a trigger built for ``job_id``: the one read of the job's failed files a trigger makes, to
+    build the event it fires (the emulator's request log: an event no busy log can drop).
+    """
+    reads = emulator.requests(method="GET", path_contains=f"/jobs/{job_id}/failed-files")
+    return sum(1 for r in reads if r["status"] == 200)
+
+
+# --------------------------------------------------------------------------------------------------
+# The Airflow connection as the hooks read it, and the settings cache's clock
+
+
+class ManualClock:
+    """A monotonic clock (seconds) that only the test moves: ``clock.now += 60``."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class ConnectionStore:
+    """
+    Airflow's connection store for connections to one emulator, as the hooks read them (``install``):
+    credentials the test can rotate, a store that can fail (``failing``: ``timeout``, ``absent`` or
+    ``empty``), and the count of reads that worked (``reads``) and failed (``failed``).
+    """
+
+    def __init__(self, emulator: Any) -> None:
+        self.emulator = emulator
+        self.token, self.api_key = emulator.token, emulator.api_key
+        self.failing: str | None = None
+        self.reads = self.failed = 0
+        self._lock = threading.Lock()
+
+    def install(self, monkeypatch: Any) -> None:
+        """Make both hooks read their connection from this store."""
+        from airflow_provider_workflowsvc.hooks.workflowsvc import (
+            WorkflowServiceAsyncHook,
+            WorkflowServiceHook,
+        )
+
+        monkeypatch.setattr(WorkflowServiceAsyncHook, "_aget_connection", lambda hook: self.aconnection(hook))
+        monkeypatch.setattr(
+            WorkflowServiceHook, "get_connection", lambda hook, conn_id: self.connection(conn_id)
+        )
+
+    def rotate_to(self, credential: str) -> None:
+        """The connection gets the new credential, as its token and its API key (the live service's)."""
+        self.token = self.api_key = credential
+
+    def connection(self, conn_id: str) -> Any:
+        from airflow.sdk import Connection
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
+        with self._lock:
+            failing = self.failing
+            if failing is None:
+                self.reads += 1
+            else:
+                self.failed += 1
+        if failing == "timeout":
+            raise TimeoutError("the secrets backend did not answer within 5 s")
+        if failing == "absent":
+            raise AirflowNotFoundException(f"The conn_id `{conn_id}` isn't defined")
+        extra = json.dumps({"api_key": self.api_key, "retry_wait": 0.05})
+        host = "" if failing == "empty" else self.emulator.base_url
+        return Connection(
+            conn_id=conn_id, conn_type="workflowsvc", host=host, password=self.token, extra=extra
+        )
+
+    async def aconnection(self, hook: Any) -> Any:
+        await asyncio.sleep(0)
+        return self.connection(hook.workflowsvc_conn_id)

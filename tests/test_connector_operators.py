@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import httpx
@@ -32,8 +33,11 @@ SECRET = "conf-token-SECRET-8842"
 CONFLUENCE = {"url": "https://wiki.example.com", "username": "bot@example.com", "token": SECRET}
 
 
-def connector(cid: str = SRC_ID, name: str = "wiki", type: str = "confluence") -> dict[str, Any]:
-    return {"id": cid, "name": name, "type": type, "config": {}, "created_at": "2026-01-01T00:00:00Z"}
+def connector(
+    cid: str = SRC_ID, name: str = "wiki", type: str = "confluence", config: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    record = {"id": cid, "name": name, "type": type, "config": config or {}}
+    return {**record, "created_at": "2026-01-01T00:00:00Z"}
 
 
 def create_source(**kwargs: Any) -> ops.CreateSourceConnectorOperator:
@@ -101,6 +105,72 @@ def test_reuse_returns_the_existing_id_and_writes_nothing(mock_service: Any) -> 
 
     assert calls(mock_service) == [("GET", "/api/v1/sources/")]
     assert any("reusing it" in entry["event"] and SRC_ID in entry["event"] for entry in logs)
+
+
+def test_reuse_names_each_setting_it_leaves_with_both_values_and_secrets_unshown(mock_service: Any) -> None:
+    """Issue #32: a reused connector whose settings differ from the task's: each difference is named
+    with both values; the declared secret (the service masks it) is named as not compared, never
+    shown; a setting the task does not declare is not compared."""
+    served = connector(config={"url": "https://old.example.com", "username": "bot@example.com"})
+    served["config"].update(token="**********", cloud=False)
+    mock_service.get("/sources/").respond(json=[served])
+    config = {**CONFLUENCE, "max_num_of_spaces": 3}
+
+    with capture_logs() as logs:
+        assert create_source(config=config).execute({}) == SRC_ID
+
+    assert calls(mock_service) == [("GET", "/api/v1/sources/")], "reuse writes nothing"
+    (warning,) = [e["event"] for e in logs if e["log_level"] == "warning"]
+    assert "differs from the task's settings in 2 setting(s), NOT changed (if_exists='reuse'" in warning
+    assert (
+        "url: the service has 'https://old.example.com', the task sets 'https://wiki.example.com'" in warning
+    )
+    assert "max_num_of_spaces: the service has (not set), the task sets 3" in warning
+    assert "username" not in warning
+    assert "cloud" not in warning
+    (secrets,) = [e["event"] for e in logs if "cannot be compared" in e["event"]]
+    assert "secret setting(s) token cannot be compared" in secrets
+    assert SECRET not in json.dumps([e["event"] for e in logs])
+
+
+def test_reuse_shows_the_credentials_of_a_url_setting_as_stars(mock_service: Any) -> None:
+    """A plain setting holding a URL with credentials is compared and shown as the service shows it
+    (user info and query masked): the same location masked by the service is no difference."""
+    url = "s3://AKIAEXAMPLE:pw-77665544@reports/in/?X-Amz-Signature=abcdef0123456789abcdef"
+    masked = "s3://**********@reports/in/?**********"
+    same = connector(type="s3", config={"remote_url": masked, "anonymous": True})
+    mock_service.get("/sources/").respond(json=[same])
+    config = {"remote_url": url, "anonymous": True}
+    with capture_logs() as logs:
+        create_source(connector_type="s3", config=config).execute({})
+    assert not [e for e in logs if "differs" in e["event"]], "the same location: no difference"
+
+    moved = connector(type="s3", config={"remote_url": "s3://archive/", "anonymous": True})
+    mock_service.get("/sources/").respond(json=[moved])
+    with capture_logs() as logs:
+        create_source(connector_type="s3", config=config).execute({})
+    (warning,) = [e["event"] for e in logs if "differs" in e["event"]]
+    assert "remote_url: the service has 's3://archive/', the task sets 's3://***@reports/in/?***'" in warning
+    assert "pw-77665544" not in warning
+    assert "AKIAEXAMPLE" not in warning
+    assert "abcdef0123" not in warning
+
+
+def test_update_logs_each_difference_and_trusts_the_answer(mock_service: Any) -> None:
+    """``update`` sends every declared setting and logs the differences it saw; a connector's answer
+    is not compared again (the service masks secrets and may give settings back normalised)."""
+    mock_service.get("/sources/").respond(json=[connector(config={"url": "https://old.example.com"})])
+    mock_service.put(f"/sources/{SRC_ID}").respond(json=connector())
+
+    with capture_logs() as logs:
+        assert create_source(if_exists="update").execute({}) == SRC_ID
+
+    (updating,) = [e["event"] for e in logs if "updating it to the task's settings" in e["event"]]
+    assert "url: 'https://old.example.com' → 'https://wiki.example.com'" in updating
+    assert "username: (not set) → 'bot@example.com'" in updating
+    assert SECRET not in updating
+    assert "token" not in updating
+    assert body(mock_service)["config"]["token"] == SECRET
 
 
 def test_update_puts_the_new_config_on_the_existing_connector(mock_service: Any) -> None:
@@ -458,9 +528,12 @@ def test_pending_and_unknown_statuses_never_count_as_success(mock_service: Any, 
     mock_service.post(path).respond(200)  # empty start answer
     mock_service.get(path).respond(json=check(status))
 
-    with pytest.raises(ops.ConnectionCheckFailedError, match=r"gave no result within 0.05 s \(last status: "):
-        check_op(timeout=0.05).execute({})
-    assert calls(mock_service, "GET")
+    from airflow_provider_workflowsvc.hooks import workflowsvc  # noqa: F401 - loaded before the clock runs
+
+    # The timeout counts from the task's start: on a busy machine, 2 s still leave time for polls
+    with pytest.raises(ops.ConnectionCheckFailedError, match=r"gave no result within 2 s \(last status: "):
+        check_op(timeout=2).execute({})
+    assert calls(mock_service, "GET")  # the statuses were read, and none counted as a result
 
 
 # --------------------------------------------------------------------------------------------------
@@ -564,3 +637,30 @@ def test_url_secrets_are_the_user_info_and_the_query_not_the_location() -> None:
     secrets = config_secrets({"remote_url": sas, "recursive": True}, "azure")
     assert sig in secrets
     assert sas not in secrets
+
+
+def test_reuse_against_the_emulator_names_what_it_leaves(workflowsvc_conn: Any, settings: Any) -> None:
+    """Issue #32, against the emulator (which masks every secret it gives back its own way): a reuse
+    with the same settings sees no difference; with another URL and token, the URL is named with both
+    values and the token as not compared, its value nowhere in the log."""
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+
+    name = f"wiki-{time.time_ns()}"
+    with WorkflowServiceHook(settings=settings) as hook:
+        created = hook.create_source(name, "confluence", dict(CONFLUENCE))
+
+    with capture_logs() as logs:
+        assert create_source(name=name).execute({}) == created.id
+    assert not [e for e in logs if "differs" in e["event"]]
+
+    moved = {**CONFLUENCE, "url": "https://wiki2.example.com", "token": "conf-token-NEW-5531"}
+    with capture_logs() as logs:
+        assert create_source(name=name, config=moved).execute({}) == created.id
+    (warning,) = [e["event"] for e in logs if "differs" in e["event"]]
+    assert "in 1 setting(s)" in warning
+    both = "the service has 'https://wiki.example.com', the task sets 'https://wiki2.example.com'"
+    assert f"url: {both}" in warning
+    assert any("secret setting(s) token cannot be compared" in e["event"] for e in logs)
+    shown = json.dumps([e["event"] for e in logs])
+    assert "conf-token-NEW-5531" not in shown
+    assert SECRET not in shown

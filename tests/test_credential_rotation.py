@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from airflow.sdk import DAG
+from helpers import ConnectionStore
 
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceAuthError
 from airflow_provider_workflowsvc.hooks._settings import SETTINGS_CACHE, SETTINGS_TTL
@@ -28,48 +29,9 @@ ROTATED = "tok-rotated-2c6e94"
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
-class Connections:
-    """Stands for Airflow's connection store: one connection to the emulator whose token can change."""
-
-    def __init__(self, emulator: Any) -> None:
-        self.emulator, self.token, self.api_key, self.reads = emulator, emulator.token, emulator.api_key, 0
-
-    def rotate_to(self, credential: str) -> None:
-        """The connection gets the new credential, as its token and its API key (the live service's)."""
-        self.token = self.api_key = credential
-
-    def connection(self, conn_id: str) -> Any:
-        from airflow.sdk import Connection
-
-        self.reads += 1
-        extra = json.dumps({"api_key": self.api_key, "retry_wait": 0.05})
-        return Connection(
-            conn_id=conn_id,
-            conn_type="workflowsvc",
-            host=self.emulator.base_url,
-            password=self.token,
-            extra=extra,
-        )
-
-    async def aconnection(self, hook: Any) -> Any:
-        await asyncio.sleep(0)
-        return self.connection(hook.workflowsvc_conn_id)
-
-
-@pytest.fixture
-def store(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Connections]:
-    store = Connections(emulator)
-    monkeypatch.setattr(WorkflowServiceAsyncHook, "_aget_connection", lambda hook: store.aconnection(hook))
-    monkeypatch.setattr(
-        WorkflowServiceHook, "get_connection", lambda self, conn_id: store.connection(conn_id)
-    )
-    yield store
-    emulator.configure(api_token=None)
-
-
-def rotate(store: Connections, emulator: Any, token: str = ROTATED) -> None:
+def rotate(connection_store: ConnectionStore, emulator: Any, token: str = ROTATED) -> None:
     """Rotate as an operator would: the connection gets the new token, then the old one is revoked."""
-    store.rotate_to(token)
+    connection_store.rotate_to(token)
     emulator.configure(api_token=token)
 
 
@@ -78,45 +40,47 @@ def refused(emulator: Any) -> list[dict[str, Any]]:
 
 
 async def test_a_refused_request_reads_the_connection_again_and_is_sent_again(
-    emulator: Any, store: Connections
+    emulator: Any, connection_store: ConnectionStore
 ) -> None:
     async with WorkflowServiceAsyncHook("rotating") as hook:
         assert await hook.list_workflows() == []
-        rotate(store, emulator)
+        rotate(connection_store, emulator)
         assert await hook.list_workflows() == []  # 401, connection read again, sent again: 200
-    assert store.reads == 2
+    assert connection_store.reads == 2
     assert len(refused(emulator)) == 1
 
 
-async def test_hooks_refused_together_read_the_connection_once(emulator: Any, store: Connections) -> None:
+async def test_hooks_refused_together_read_the_connection_once(
+    emulator: Any, connection_store: ConnectionStore
+) -> None:
     hooks = [WorkflowServiceAsyncHook("rotating") for _ in range(20)]
     await asyncio.gather(*(h.list_workflows() for h in hooks))
-    rotate(store, emulator)
+    rotate(connection_store, emulator)
     await asyncio.gather(*(h.list_workflows() for h in hooks))
     await asyncio.gather(*(h.aclose() for h in hooks))
-    assert store.reads == 2  # once at the start, once after the refusals (one read shared)
+    assert connection_store.reads == 2  # once at the start, once after the refusals (one read shared)
 
 
 async def test_a_long_wait_picks_up_rotated_credentials_within_the_cache_lifetime(
-    emulator: Any, store: Connections, monkeypatch: pytest.MonkeyPatch
+    emulator: Any, connection_store: ConnectionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = [1000.0]
     monkeypatch.setattr(SETTINGS_CACHE, "_clock", lambda: clock[0])
     async with WorkflowServiceAsyncHook("rotating") as hook:
         await hook.list_workflows()
-        store.rotate_to(ROTATED)  # the connection changed; the service still accepts both for now
+        connection_store.rotate_to(ROTATED)  # the connection changed; the service still accepts both for now
         clock[0] += SETTINGS_TTL - 1
         await hook.list_workflows()
-        assert store.reads == 1
+        assert connection_store.reads == 1
         clock[0] += 1
         emulator.configure(api_token=ROTATED)  # the old token is revoked only now: no refusal follows
         await hook.list_workflows()
-    assert store.reads == 2
+    assert connection_store.reads == 2
     assert refused(emulator) == []
 
 
 async def test_a_token_that_stays_wrong_fails_naming_the_connection(
-    emulator: Any, store: Connections
+    emulator: Any, connection_store: ConnectionStore
 ) -> None:
     async with WorkflowServiceAsyncHook("rotating") as hook:
         await hook.list_workflows()
@@ -126,20 +90,22 @@ async def test_a_token_that_stays_wrong_fails_naming_the_connection(
     text = str(caught.value)
     assert "connection 'rotating' was read again" in text
     assert caught.value.status_code == 401
-    assert store.token not in text
+    assert connection_store.token not in text
     assert ROTATED not in text
-    assert store.reads == 2
+    assert connection_store.reads == 2
 
 
-def test_the_sync_hook_reads_the_connection_again_when_refused(emulator: Any, store: Connections) -> None:
+def test_the_sync_hook_reads_the_connection_again_when_refused(
+    emulator: Any, connection_store: ConnectionStore
+) -> None:
     with WorkflowServiceHook("rotating") as hook:
         hook.list_workflows()
-        rotate(store, emulator)
+        rotate(connection_store, emulator)
         assert hook.list_workflows() == []
         emulator.configure(api_token="tok-never-given-0000")
         with pytest.raises(WorkflowServiceAuthError, match="connection 'rotating' was read again"):
             hook.list_workflows()
-    assert store.reads == 3
+    assert connection_store.reads == 3
 
 
 def test_settings_given_directly_are_never_read_again(emulator: Any, settings: Any) -> None:
@@ -209,13 +175,15 @@ def rotate_in_db(emulator: Any, token: str) -> None:
 def test_a_db_connection_rotated_mid_wait_fails_no_wait(
     dag_runner: Any, emulator: Any, settings: Any, db_connection: str, tmp_path: Path, deferrable: bool
 ) -> None:
+    """The job runs until the rotation has been seen and survived (a refusal, then a poll with the new
+    token): only then does the test let it complete, so the wait cannot end before the rotation."""
     from airflow.utils.state import TaskInstanceState
 
     from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 
     with WorkflowServiceHook(settings=settings) as hook:
         workflow = str(hook.create_workflow(f"wf-{time.time_ns()}", "basic").id)
-    emulator.configure(processing_delay=1.5)  # 3 nodes: the job takes ~4.5 s
+    emulator.configure(processing_delay=HELD)
     (tmp_path / "a.txt").write_text("one")
     with DAG(f"wfsvc_rotation_{deferrable}", schedule=None, start_date=START, catchup=False) as dag:
         RunWorkflowOperator(
@@ -224,36 +192,57 @@ def test_a_db_connection_rotated_mid_wait_fails_no_wait(
             files=str(tmp_path / "a.txt"),
             workflowsvc_conn_id=db_connection,
             poll_interval=0.2,
-            timeout=120,
+            timeout=HELD,
             deferrable=deferrable,
         )
+    ended = threading.Event()
 
-    def rotate_after_some_polls() -> None:
-        deadline = time.monotonic() + 60
-        while len(emulator.requests(path_contains="/details")) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
+    def rotate_then_let_the_job_complete() -> None:
+        if not until(lambda: len(polls(emulator)) >= 3, ended):
+            return
         rotate_in_db(emulator, ROTATED)
+        if until(lambda: [r["status"] for r in polls(emulator)][-2:] == [401, 200], ended):
+            emulator.advance_clock(HELD * 10)
 
-    rotator = threading.Thread(target=rotate_after_some_polls, daemon=True)
+    rotator = threading.Thread(target=rotate_then_let_the_job_complete)
     rotator.start()
-    dr = dag_runner(dag)
-    rotator.join(timeout=65)
+    try:
+        dr = dag_runner(dag)
+    finally:
+        ended.set()
+        rotator.join()
     assert dr.get_task_instance("run").state == TaskInstanceState.SUCCESS
-    details = emulator.requests(path_contains="/details")
-    assert [r["status"] for r in details].count(401) == 1, [r["status"] for r in details]
-    assert details[-1]["status"] == 200  # polled on with the new token after the refusal
+    statuses = [r["status"] for r in polls(emulator)]
+    assert statuses.count(401) == 1, statuses
+    assert statuses[-1] == 200  # polled on with the new token after the refusal
+
+
+HELD = 3600.0
+"""Emulator seconds per file per node: the job runs until the test moves the emulator's clock."""
+
+
+def polls(emulator: Any) -> list[dict[str, Any]]:
+    return emulator.requests(path_contains="/details")
+
+
+def until(happened: Any, ended: threading.Event) -> bool:
+    """Wait for an event (True), or for the run to end first (False)."""
+    while not happened():
+        if ended.wait(0.05):
+            return False
+    return True
 
 
 def test_a_long_sync_wait_reads_its_connection_again_after_the_lifetime(
-    emulator: Any, store: Connections, monkeypatch: pytest.MonkeyPatch
+    emulator: Any, connection_store: ConnectionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = [1000.0]
     monkeypatch.setattr(SETTINGS_CACHE, "_clock", lambda: clock[0])
     with WorkflowServiceHook("rotating") as hook:
         hook.list_workflows()
-        store.rotate_to(ROTATED)
+        connection_store.rotate_to(ROTATED)
         clock[0] += SETTINGS_TTL
         emulator.configure(api_token=ROTATED)
         assert hook.list_workflows() == []
-    assert store.reads == 2
+    assert connection_store.reads == 2
     assert refused(emulator) == []

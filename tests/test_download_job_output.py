@@ -12,7 +12,7 @@ import pytest
 from helpers import job_json
 
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceError, WorkflowServiceInputError
-from airflow_provider_workflowsvc.operators._files import OutputNames, document_name, inside, safe_name
+from airflow_provider_workflowsvc.operators._files import OutputNames, document_name, inside, output_name
 from airflow_provider_workflowsvc.operators.jobs import CancelJobOperator, DownloadJobOutputOperator
 
 
@@ -45,35 +45,70 @@ class BrokenStream(httpx.SyncByteStream):
 
 
 @pytest.mark.parametrize(
-    ("raw", "expected"),
+    ("document", "expected"),
     [
-        ("../../etc/passwd", "passwd"),
-        ("/abs/dir/x.txt", "x.txt"),
-        ("..\\..\\win.txt", "win.txt"),
-        ("..", "output"),
-        ("", "output"),
-        (".hidden", "hidden"),
-        ("a b?c*.txt", "a_b_c_.txt"),
-        ("dir/", "dir"),
-        ("ünï code.md", "n_code.md"),
-        ("x" * 400, "x" * 150),
+        ("données.txt", "données.txt.json"),  # issue #32: letters of any script kept
+        ("sub/Q3 report.md", "sub/Q3 report.md.json"),  # spaces and folders kept
+        ("报告 2024.pdf", "报告 2024.pdf.json"),
+        ("we?ird*na<me>|:x.txt", "we?ird*na<me>|:x.txt.json"),  # valid on POSIX: kept
+        ("..\\..\\win.txt", "..\\..\\win.txt.json"),  # a backslash is a character on POSIX
+        (".hidden", ".hidden.json"),
+        ("data.json", "data.json.json"),
+        ("../../etc/passwd", "etc/passwd.json"),  # `..` parts dropped
+        ("/abs/dir/x.txt", "abs/dir/x.txt.json"),  # absolute: made relative
+        ("a//./b.txt", "a/b.txt.json"),
+        ("dir/", "dir.json"),
+        ("tab\there\n.txt", "tab_here_.txt.json"),  # control characters
+        ("nul\x00byte.txt", "nul_byte.txt.json"),
+        ("lone\udc80surrogate.txt", "lone_surrogate.txt.json"),
+        ("..", None),
+        ("", None),
+        ("/", None),
     ],
 )
-def test_safe_name(raw: str, expected: str) -> None:
-    assert safe_name(raw) == expected
+def test_output_name_keeps_the_documents_name_but_what_a_file_system_cannot_hold(
+    document: str, expected: str | None
+) -> None:
+    assert output_name(document) == expected
 
 
-def test_output_names_are_unique_and_safe() -> None:
-    outputs = [("f1", "n1"), ("f2", "n1"), ("f3", "n1"), ("f3", "n2")]
+def test_output_name_cuts_an_over_long_part_before_its_extension() -> None:
+    long = "é" * 200 + ".pdf"  # 404 bytes in UTF-8
+    name = output_name(f"{'d' * 300}/{long}")
+    assert name is not None
+    folder, base = name.split("/")
+    assert folder == "d" * 255
+    assert len(base.encode()) <= 255
+    assert base.endswith(".pdf.json")
+    assert base.startswith("é" * 100)
+    assert output_name("x" * 300, ".n1-2.json") == "x" * (255 - len(".n1-2.json")) + ".n1-2.json"
+
+
+def test_output_names_never_share_a_name_in_one_download() -> None:
+    outputs = [("f1", "n1"), ("f2", "n1"), ("f3", "n1"), ("f3", "n2"), ("f4", "n1"), ("f5", "n1")]
     names = OutputNames(outputs)
     assert names.allocate("f1", "n1", "report.pdf") == "report.pdf.json"
-    assert names.allocate("f2", "n1", "REPORT.pdf") == "REPORT.pdf-2.json"
-    assert names.allocate("f3", "n1", None) == "f3.n1.json"
+    assert names.allocate("f2", "n1", "REPORT.pdf") == "REPORT.pdf-2.json", "case-insensitive systems"
+    assert names.allocate("f3", "n1", None) == "f3.n1.json", "no document: the file id"
     assert names.allocate("f3", "n2", "../../../etc/x") == "etc/x.n2.json"
-    names = OutputNames([("a", "n1"), ("b", "n1"), ("c", "n1")])
+    assert names.allocate("f4", "n1", "etc") == "etc.json", "a file beside the folder etc"
+    assert names.allocate("f5", "n1", "..") == "f5.json", "nothing left of the document: the file id"
+    names = OutputNames([("a", "n1"), ("b", "n1"), ("c", "n1"), ("d", "n1"), ("e", "n1")])
     assert names.allocate("a", "n1", "2024/report.txt") == "2024/report.txt.json", "issue #15: path kept"
     assert names.allocate("b", "n1", "2025/report.txt") == "2025/report.txt.json"
-    assert names.allocate("c", "n1", "2025/./x?.txt") == "2025/x_.txt.json"
+    assert names.allocate("c", "n1", "2025/./report.txt") == "2025/report.txt-2.json", "same after the rule"
+    assert names.allocate("d", "n1", "cafe\u0301.txt") == "cafe\u0301.txt.json"
+    assert names.allocate("e", "n1", "caf\u00e9.txt") == "caf\u00e9.txt-2.json", "the same name, normalised"
+
+
+def test_a_file_name_never_takes_a_folder_another_output_needs() -> None:
+    names = OutputNames([("a", "n"), ("b", "n"), ("c", "n")])
+    assert names.allocate("a", "n", "x.json/y") == "x.json/y.json"
+    assert names.allocate("b", "n", "x") == "x-2.json", "x.json is a folder of this download"
+    assert names.allocate("c", "n", "x.json/z") == "x.json/z.json", "a folder is shared"
+    names = OutputNames([("a", "n"), ("b", "n")])
+    assert names.allocate("a", "n", "x") == "x.json"
+    assert names.allocate("b", "n", "x.json/y") == "x.json-2/y.json", "x.json is a file of this download"
 
 
 def test_inside_refuses_escapes(tmp_path: Path) -> None:

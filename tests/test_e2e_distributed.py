@@ -3,10 +3,12 @@ triggerers (``scripts/local_airflow.py``'s distributed shape) and the emulator a
 
 * Triggerer failover: 20 deferred ``RunWorkflowOperator`` waits on jobs of 2 workflows (10 each, as a
   mapped task's) spread over both triggerers, whose waits on one workflow share one status poll; one
-  triggerer gets SIGKILL mid-wait; Airflow hands its triggers to the other, which lists both workflows
-  for them; every task succeeds with its own job (one job per task in the emulator, one run request
-  each), the same trigger, job id and absolute deadline as before the kill, one try and one fired
-  event each.
+  triggerer gets SIGKILL mid-wait (the jobs run until the test moves the emulator's clock); Airflow
+  hands its triggers to the other, which lists both workflows for them; every task succeeds with its
+  own job (one job per task in the emulator, one run request each), the same trigger, job id and
+  absolute deadline as before the kill, one try, and one event each: one read of its job's failed
+  files, which a trigger makes once, to build the event it fires (the emulator's request log, not
+  the trigger logs, whose last lines a busy triggerer may not write).
 * Worker crash: the Celery worker's process group gets SIGKILL while a durable, non-deferrable task
   waits for its job; a new worker runs the retry, which reattaches to the stored job (Airflow 3.3
   durable execution): one job in the emulator, one run request.
@@ -19,16 +21,15 @@ One deployment serves the module; everything started is stopped by PID at the en
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import events_built
 
 from scripts.local_airflow import DistributedAirflow, local_stack
 from scripts.s3_server import S3Server, running_s3_server
@@ -151,28 +152,6 @@ def _listings(emulator: Any, workflow_id: str) -> int:
     return sum(1 for r in listed if f"workflow_id={workflow_id}&status=" in (r.get("query") or ""))
 
 
-def _started_since(airflow: DistributedAirflow, run_id: str, task_id: str, job_id: str, since: float) -> bool:
-    """Whether a triggerer started the task's trigger (its first log line) at or after ``since``."""
-    for path in airflow.trigger_log_files(FANOUT_DAG, run_id, task_id):
-        for line in path.read_text().splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if not str(entry.get("event", "")).startswith(f"Waiting for job {job_id}"):
-                continue
-            stamp = str(entry.get("timestamp", "")).replace("Z", "+00:00")
-            if stamp and datetime.fromisoformat(stamp).timestamp() >= since:
-                return True
-    return False
-
-
-def _fired_events(airflow: DistributedAirflow, dag_id: str, run_id: str, task_id: str) -> int:
-    """``Trigger fired event`` lines of the task's trigger logs (every triggerer that ran it)."""
-    logs = airflow.trigger_log_files(dag_id, run_id, task_id)
-    return sum(path.read_text().count("Trigger fired event") for path in logs)
-
-
 def test_a_killed_triggerers_waits_finish_on_the_other_one(stack: tuple[DistributedAirflow, Any]) -> None:
     airflow, emulator = stack
     started = time.monotonic()
@@ -206,14 +185,8 @@ def test_a_killed_triggerers_waits_finish_on_the_other_one(stack: tuple[Distribu
         return None
 
     before = _wait_for(all_held, timeout=240, what=f"{TASKS} tasks deferred and held by a triggerer")
-    # Each trigger runs (its first log line), and the waits share their workflow's status poll: the
-    # victim holds ten waits on two workflows, so at least five on one of them.
-    _wait_for(
-        lambda: all(_started_since(airflow, run_id, t, d["kwargs"]["job_id"], 0) for t, d in before.items()),
-        timeout=60,
-        what="every trigger to start",
-    )
-    _wait_for(lambda: any(_listings(emulator, w) for w in shared_by), timeout=60, what="a shared status poll")
+    # The waits share their workflow's status poll: each triggerer holds waits on both workflows.
+    _wait_for(lambda: all(_listings(emulator, w) for w in shared_by), timeout=240, what="shared status polls")
     held = Counter(d["triggerer"] for d in before.values())
     _say(
         f"triggers per triggerer before the kill: {dict(held)} "
@@ -223,7 +196,7 @@ def test_a_killed_triggerers_waits_finish_on_the_other_one(stack: tuple[Distribu
     assert all(d["kwargs"]["workflow_id"] == workflow_of[t] for t, d in before.items())
 
     moved = sorted(t for t, d in before.items() if d["triggerer"] == victim)
-    killed_at, killed_epoch = time.monotonic(), time.time()
+    killed_at = time.monotonic()
     airflow.kill_component(victim)  # SIGKILL to its process group, waits until no process is left
     assert victim not in [c.name for c in airflow.components]
 
@@ -233,23 +206,14 @@ def test_a_killed_triggerers_waits_finish_on_the_other_one(stack: tuple[Distribu
             return deferred
         return None
 
-    after = _wait_for(taken_over, timeout=90, what=f"{survivor} to take over {victim}'s triggers")
+    after = _wait_for(taken_over, timeout=240, what=f"{survivor} to take over {victim}'s triggers")
     reassigned_s = time.monotonic() - killed_at
-    # Running elsewhere: each moved trigger started again, now on the survivor, which holds ten waits
-    # on each workflow and lists both for them.
-    _wait_for(
-        lambda: all(
-            _started_since(airflow, run_id, t, before[t]["kwargs"]["job_id"], killed_epoch) for t in moved
-        ),
-        timeout=60,
-        what="the moved triggers to start again",
-        interval=0.2,
-    )
-    running_s = time.monotonic() - killed_at
+    # Running elsewhere: the survivor, which now holds ten waits on each workflow, lists both for them
+    # (each moved trigger's own event, below, shows it ran there: the victim is gone by then).
     listed = {w: _listings(emulator, w) for w in shared_by}
     _wait_for(
         lambda: all(_listings(emulator, w) >= listed[w] + 2 for w in shared_by),
-        timeout=60,
+        timeout=240,
         what=f"{survivor} to list both workflows",
     )
     steady_from, gets_from = time.monotonic(), len(emulator.requests(method="GET", path_contains="/jobs"))
@@ -258,12 +222,13 @@ def test_a_killed_triggerers_waits_finish_on_the_other_one(stack: tuple[Distribu
     per_wait = gets / TASKS / ((time.monotonic() - steady_from) / POLL_INTERVAL)
     _say(
         f"killed {victim} holding {len(moved)} triggers: reassigned to {survivor} "
-        f"after {reassigned_s:.1f} s, all started again after {running_s:.1f} s; then {gets} status "
+        f"after {reassigned_s:.1f} s; then {gets} status "
         f"requests in 10 s for {TASKS} waits on {WORKFLOWS} workflows: {per_wait:.2f} per wait per interval"
     )
     # Sharing: per workflow and interval, at most two listings (waits deferred at two moments) of two
-    # statuses (the jobs are still scheduled): 8 / 20 = 0.4. Polling each job: 1.0.
-    assert per_wait < 0.6, f"the waits did not share their status polls: {per_wait:.2f} requests each"
+    # statuses (the jobs are still scheduled): 8 / 20 = 0.4, and each wait's own poll one interval in
+    # OWN_POLL_EVERY (4): 0.25. Polling each job: 1.0.
+    assert per_wait < 0.8, f"the waits did not share their status polls: {per_wait:.2f} requests each"
     for task_id in task_ids:  # the same trigger row moved: same job, same absolute deadline
         assert after[task_id]["trigger_id"] == before[task_id]["trigger_id"], task_id
         assert after[task_id]["kwargs"]["job_id"] == before[task_id]["kwargs"]["job_id"], task_id
@@ -283,16 +248,16 @@ def test_a_killed_triggerers_waits_finish_on_the_other_one(stack: tuple[Distribu
         assert airflow.xcom(FANOUT_DAG, run_id, task_id, key="job_id") == job_id, task_id
         assert tis[task_id]["state"] == "success", task_id
         assert tis[task_id]["try_number"] == 1, task_id
-        fired[task_id] = _fired_events(airflow, FANOUT_DAG, run_id, task_id)
+        fired[task_id] = events_built(emulator, job_id)
     for workflow_id in shared_by:  # one job per task: exactly the triggers' jobs, one run request each
         mine = sorted(before[t]["kwargs"]["job_id"] for t, w in workflow_of.items() if w == workflow_id)
         assert sorted(_jobs_of(emulator, workflow_id)) == mine, workflow_id
         assert len(set(mine)) == TASKS // WORKFLOWS
         assert _run_requests(emulator, workflow_id) == TASKS // WORKFLOWS, workflow_id
-    assert set(fired.values()) == {1}, f"fired events per task: {fired}"
+    assert set(fired.values()) == {1}, f"events built per task: {fired}"
     _say(
         f"jobs per task: 1 ({TASKS} jobs of {WORKFLOWS} workflows); "
-        f"fired events per task: {Counter(fired.values())}; duplicates: 0; "
+        f"events per task: {Counter(fired.values())}; duplicates: 0; "
         f"wall time {time.monotonic() - started:.0f} s"
     )
 

@@ -29,10 +29,16 @@ def _held_run(emulator: Any, settings: Any, tmp_path: Path) -> tuple[str, list[J
         pytest.raises(httpx.ReadTimeout),
     ):
         client.post(f"/workflows/{workflow_id}/run", files={"input_files": ("held.txt", fh, "text/plain")})
-    time.sleep(HOLD + 0.5)
+    while not _held_run_handled(emulator):  # processed, or dropped: the emulator has done with it
+        time.sleep(0.02)
     emulator.clear_faults()
     with WorkflowServiceHook(settings=settings) as hook:
         return workflow_id, hook.list_jobs(workflow_id=workflow_id)
+
+
+def _held_run_handled(emulator: Any) -> bool:
+    """Whether the emulator has finished handling the held run (its request log gives the duration)."""
+    return any(r["duration_ms"] is not None for r in emulator.requests(method="POST", path_contains="/run"))
 
 
 def test_a_held_run_is_processed_after_the_client_disconnected(

@@ -5,7 +5,8 @@ models. Checked statically (every import statement of every emulator module) and
 importing the emulator's app, CLI and test helpers loads).
 
 The other way too: no provider module imports the emulator or a library of its extra (FastAPI, uvicorn,
-croniter, pypdf, ...), which a plain install of the provider does not have.
+croniter, pypdf, ...), which a plain install of the provider does not have, nor the test kit
+(``testing/``), a tool for tests that uses the emulator.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from airflow_provider_workflowsvc.emulator.__main__ import EXTRA_MODULES
 PACKAGE = "airflow_provider_workflowsvc"
 EMULATOR = f"{PACKAGE}.emulator"
 EMULATOR_DIR = Path(emulator_package.__file__).parent
+TESTING = f"{PACKAGE}.testing"
+TESTING_DIR = EMULATOR_DIR.parent / "testing"
 
 
 def _is_emulator_or_root(module: str) -> bool:
@@ -63,7 +66,7 @@ def _provider_modules() -> list[tuple[str, Path]]:
     root = EMULATOR_DIR.parent
     modules = []
     for path in sorted(root.rglob("*.py")):
-        if EMULATOR_DIR not in path.parents:
+        if EMULATOR_DIR not in path.parents and TESTING_DIR not in path.parents:
             parts = path.relative_to(root).with_suffix("").parts
             modules.append((".".join((PACKAGE, *parts)).removesuffix(".__init__"), path))
     return modules
@@ -139,13 +142,14 @@ def test_importing_and_creating_the_emulator_loads_no_provider_module() -> None:
 @pytest.mark.parametrize(("module", "path"), _provider_modules(), ids=lambda v: getattr(v, "name", v))
 def test_no_provider_module_imports_the_emulator_or_its_extra(module: str, path: Path) -> None:
     imported = imported_names(path.read_text(encoding="utf-8"), module)
-    assert [n for n in imported if n.split(".")[0] in EXTRA_MODULES or n.startswith(EMULATOR)] == []
+    tools = (EMULATOR, TESTING)
+    assert [n for n in imported if n.split(".")[0] in EXTRA_MODULES or n.startswith(tools)] == []
 
 
 def test_the_provider_modules_are_all_seen_and_the_extra_names_pypdf() -> None:
     names = {name for name, _ in _provider_modules()}
     assert {f"{PACKAGE}.hooks.workflowsvc", f"{PACKAGE}.operators.workflows", PACKAGE} <= names
-    assert not [n for n in names if n.startswith(EMULATOR)]
+    assert not [n for n in names if n.startswith((EMULATOR, TESTING))]
     assert "pypdf" in EXTRA_MODULES
 
 

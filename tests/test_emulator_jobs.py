@@ -358,4 +358,3 @@ def test_a_large_upload_is_streamed_to_disk_not_memory(tmp_path: Any) -> None:
     assert "file too large" in failed[0]["error"]
     print(f"\n{size / 2**20:.0f} MiB upload: peak RSS +{growth:.1f} MiB, {elapsed:.1f} s")
     assert growth < 48, f"the emulator's peak memory grew by {growth:.0f} MiB for a {size >> 20} MiB upload"
-    assert elapsed < 60

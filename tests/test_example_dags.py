@@ -1,4 +1,5 @@
-"""The example DAGs import cleanly, and the local-files example runs against the emulator (dag.test)."""
+"""The example DAGs import cleanly and run against the emulator, tested with the test kit as a user's DAGs
+would be: the local-files pipeline, the sensor on a scheduled job, the job-event watcher."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import dag_bag, sync_dags_to_db
+from helpers import dag_bag, hourly_workflow
+
+from airflow_provider_workflowsvc.testing import DagRunner, EmulatorConnection, job_event_triggers
 
 pytestmark = pytest.mark.compat  # the matrix's smoke check on every Airflow: the examples parse and run
 
@@ -52,16 +55,14 @@ def test_sample_docs_include_a_failing_document() -> None:
 
 
 def test_local_files_example_runs_against_the_emulator(
-    example_bag: Any, airflow_db: None, workflowsvc_conn: Any, tmp_path: Path
+    workflowsvc_connection: EmulatorConnection, workflowsvc_run_dag: DagRunner, tmp_path: Path
 ) -> None:
-    dag = example_bag.dags["workflowsvc_example_local_files"]
-    sync_dags_to_db(example_bag)
+    result = workflowsvc_run_dag(
+        EXAMPLE_DAGS / "example_local_files.py", run_conf={"output_dir": str(tmp_path)}
+    )
 
-    dr = dag.test(run_conf={"output_dir": str(tmp_path)})
-
-    states = {ti.task_id: ti.state for ti in dr.get_task_instances()}
-    assert dr.state == "success", states
-    summary = dr.get_task_instance("summarize").xcom_pull(task_ids="summarize")
+    assert result.succeeded, result.errors
+    summary = result.xcom("summarize")
     assert summary["status"] == "completed"
     assert [f["document"] for f in summary["failed_files"]] == ["empty.txt"]
     assert {n["node_name"] for n in summary["node_stats"]} >= {"Partitioner"}
@@ -72,10 +73,49 @@ def test_local_files_example_runs_against_the_emulator(
         json.loads(path.read_text())  # each output is the JSON of the processed file
 
     # The run really went through the service: files uploaded in one run request, job polled, output read.
-    runs = workflowsvc_conn.requests(method="POST", path_contains="/run")
-    assert len(runs) == 1
-    downloads = workflowsvc_conn.requests(method="GET", path_contains="/download")
-    assert len(downloads) == 4
+    emulator = workflowsvc_connection.emulator
+    assert len(emulator.requests("POST", "/workflows/*/run")) == 1
+    # each output's start, read for the run summary's document names (issue #32), then each download
+    assert len(emulator.requests("GET", "/jobs/*/download")) == 4 + 4
+    (job,) = emulator.jobs()
+    assert (job.id, len(job.files)) == (summary["job_id"], 5)
+
+
+def test_sensor_example_waits_for_the_job_the_schedule_starts_after_the_run(
+    workflowsvc_connection: EmulatorConnection,
+    workflowsvc_run_dag: DagRunner,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    emulator = workflowsvc_connection.emulator
+    workflow_id = hourly_workflow("example-sensor")
+    monkeypatch.setenv("AIRFLOW_VAR_WORKFLOWSVC_SCHEDULED_WORKFLOW_ID", workflow_id)
+    emulator.advance_clock(3600)  # a job before the run: not the one the run waits for
+    emulator.advance_clock(3600, when=("GET", "/jobs"))  # the next one, once the sensor looks
+
+    result = workflowsvc_run_dag(EXAMPLE_DAGS / "example_sensor.py")
+
+    assert result.succeeded, result.errors
+    _before_the_run, awaited = emulator.jobs()
+    assert result.xcom("wait_for_scheduled_job")["job_id"] == awaited.id
+    assert result.task_states["report"] == "success"
+
+
+def test_job_events_example_gets_one_event_per_finished_job(
+    example_bag: Any, workflowsvc_connection: EmulatorConnection, workflowsvc_job_events: Any
+) -> None:
+    dag = example_bag.dags["workflowsvc_example_job_events"]
+    (trigger,) = job_event_triggers(dag)  # the DAG is scheduled on the asset this trigger watches
+    assert trigger.workflow_id == "6f1c3a52-6a4e-4c8e-9d0b-2f7e1c9a5b10"
+    emulator = workflowsvc_connection.emulator
+    workflow_id = hourly_workflow("example-events")
+
+    watch = workflowsvc_job_events(dag, workflow_id=workflow_id)  # the example's watcher, on this workflow
+    emulator.advance_clock(2 * 3600)  # two schedule times: two jobs, which end
+
+    payloads = watch.events(2)
+    assert {p["job_id"] for p in payloads} == {job.id for job in emulator.jobs()}
+    assert all(p["status"] == "completed" for p in payloads)
+    assert watch.settle() == []  # nothing twice
 
 
 # A fresh interpreter parses the example DAGs as Airflow's DAG processor does (a DagBag, which records

@@ -634,6 +634,60 @@ async def test_download_error_status_writes_nothing(api: Api, mock: respx.MockRo
     assert list(tmp_path.iterdir()) == []
 
 
+class _EndlessOutput(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """An output whose first element names its document, followed by more than anyone should read:
+    a chunk past ``limit`` bytes fails the test."""
+
+    def __init__(self, document: str, limit: int) -> None:
+        element = {"type": "Title", "text": "Q3", "metadata": {"filename": document}}
+        self.head = ("[" + json.dumps(element)).encode()
+        self.limit, self.sent = limit, 0
+
+    def _chunks(self) -> Iterator[bytes]:
+        yield self.head
+        self.sent = len(self.head)
+        while True:
+            assert self.sent < self.limit, "read past the start of the output"
+            chunk = b', {"type": "NarrativeText", "text": "' + b"x" * 16_000 + b'"}'
+            self.sent += len(chunk)
+            yield chunk
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._chunks()
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self._chunks():
+            yield chunk
+
+
+async def test_an_outputs_document_is_read_from_its_start_only(kind: str, mock: respx.MockRouter) -> None:
+    """Issue #32: the document's name is read from the first 64 KiB of the output; the rest is never
+    read (the stream is closed), and the body cap does not apply to what is not read."""
+    from airflow_provider_workflowsvc.hooks._calls import OUTPUT_HEAD_BYTES
+
+    stream = _EndlessOutput("sub/Q3 report.md", limit=OUTPUT_HEAD_BYTES + 20_000)
+    route = mock.get(u(f"/jobs/{JID}/download")).mock(return_value=httpx.Response(200, stream=stream))
+    client = Api(kind, make_settings(max_response_bytes=10_000))
+    try:
+        assert await client("get_output_document", JID, "f-1", "n-1") == "sub/Q3 report.md"
+    finally:
+        await client.close()
+    assert stream.sent <= OUTPUT_HEAD_BYTES + 20_000
+    assert route.calls.last.request.url.params["file_id"] == "f-1"
+    assert route.calls.last.request.url.params["node_id"] == "n-1"
+
+
+async def test_an_output_naming_no_document_gives_none_and_a_refusal_its_error(
+    api: Api, mock: respx.MockRouter
+) -> None:
+    route = mock.get(u(f"/jobs/{JID}/download"))
+    route.mock(return_value=httpx.Response(200, json=[{"type": "Title", "text": "no metadata"}]))
+    assert await api("get_output_document", JID, "f-1") is None
+    route.mock(return_value=httpx.Response(404, json={"detail": "no such file"}))
+    with pytest.raises(WorkflowServiceNotFoundError, match="no such file"):
+        await api("get_output_document", JID, "f-1")
+
+
 # --------------------------------------------------------------------------------------------------
 # Error mapping
 

@@ -20,7 +20,7 @@ from unittest import mock
 import pytest
 
 from airflow_provider_workflowsvc.hooks import _calls
-from airflow_provider_workflowsvc.hooks._calls import ENDPOINTS, ApiCall
+from airflow_provider_workflowsvc.hooks._calls import ENDPOINTS, READINGS, ApiCall
 from airflow_provider_workflowsvc.hooks.workflowsvc import (
     ENDPOINT_NAMES,
     ConnectionSettings,
@@ -31,6 +31,10 @@ from airflow_provider_workflowsvc.models import Job
 
 HOOKS = (WorkflowServiceHook, WorkflowServiceAsyncHook)
 BUILDERS = {build.__name__: build for build in ENDPOINTS}
+READING_NAMES = tuple(build.__name__ for build in READINGS)
+METHOD_NAMES = (*ENDPOINT_NAMES, *READING_NAMES)
+"""Every hook method built by a builder: the endpoints, and other readings of them."""
+ALL_BUILDERS = {**BUILDERS, **{build.__name__: build for build in READINGS}}
 
 NOT_ENDPOINTS = {
     WorkflowServiceHook: {
@@ -116,12 +120,12 @@ def test_every_call_builder_in_calls_is_in_the_endpoint_list() -> None:
         and value.__module__ == _calls.__name__
         and _text(inspect.signature(value).return_annotation).startswith("ApiCall[")
     }
-    assert builders == set(BUILDERS)
+    assert builders == set(BUILDERS) | set(READING_NAMES)
 
 
 @pytest.mark.parametrize("hook", HOOKS, ids=lambda h: h.__name__)
 def test_a_hook_has_no_public_method_outside_the_endpoint_list(hook: type) -> None:
-    assert _public_methods(hook) - NOT_ENDPOINTS[hook] == set(ENDPOINT_NAMES)
+    assert _public_methods(hook) - NOT_ENDPOINTS[hook] == set(METHOD_NAMES)
 
 
 def test_the_method_check_notices_a_method_missing_from_the_list() -> None:
@@ -129,30 +133,31 @@ def test_the_method_check_notices_a_method_missing_from_the_list() -> None:
         def get_job_logs(self, job_id: str) -> list[str]:
             return []
 
-    assert _public_methods(Grown) - NOT_ENDPOINTS[WorkflowServiceHook] == {"get_job_logs"}
+    grown = _public_methods(Grown) - NOT_ENDPOINTS[WorkflowServiceHook] - set(METHOD_NAMES)
+    assert grown == {"get_job_logs"}
 
 
 # --------------------------------------------------------------------------------------------------
 # Signatures, answer types, coroutines, docstrings
 
 
-@pytest.mark.parametrize("name", ENDPOINT_NAMES)
+@pytest.mark.parametrize("name", METHOD_NAMES)
 def test_sync_async_and_builder_signatures_agree(name: str) -> None:
-    build = BUILDERS[name]
+    build = ALL_BUILDERS[name]
     expected = _shape(build, drop_self=False)
     assert _shape(getattr(WorkflowServiceHook, name), drop_self=True) == expected
     assert _shape(getattr(WorkflowServiceAsyncHook, name), drop_self=True) == expected
 
 
-@pytest.mark.parametrize("name", ENDPOINT_NAMES)
+@pytest.mark.parametrize("name", METHOD_NAMES)
 def test_hook_methods_return_the_builders_answer_type(name: str) -> None:
-    answer = _answer_type(BUILDERS[name])
+    answer = _answer_type(ALL_BUILDERS[name])
     for hook in HOOKS:
         assert _text(inspect.signature(getattr(hook, name)).return_annotation) == answer, hook.__name__
         assert _text(inspect.signature(getattr(_hook(hook), name)).return_annotation) == answer
 
 
-@pytest.mark.parametrize("name", ENDPOINT_NAMES)
+@pytest.mark.parametrize("name", METHOD_NAMES)
 def test_annotations_resolve_to_real_types(name: str) -> None:
     for hook in HOOKS:
         hints = typing.get_type_hints(getattr(hook, name))
@@ -160,16 +165,16 @@ def test_annotations_resolve_to_real_types(name: str) -> None:
         assert "ApiCall" not in repr(hints["return"])
 
 
-@pytest.mark.parametrize("name", ENDPOINT_NAMES)
+@pytest.mark.parametrize("name", METHOD_NAMES)
 def test_only_the_async_hook_has_coroutine_functions(name: str) -> None:
     assert inspect.iscoroutinefunction(getattr(WorkflowServiceAsyncHook, name))
     assert inspect.iscoroutinefunction(getattr(_hook(WorkflowServiceAsyncHook), name))
     assert not inspect.iscoroutinefunction(getattr(WorkflowServiceHook, name))
 
 
-@pytest.mark.parametrize("name", ENDPOINT_NAMES)
+@pytest.mark.parametrize("name", METHOD_NAMES)
 def test_docstrings_are_the_builders_on_both_hooks(name: str) -> None:
-    expected = inspect.getdoc(BUILDERS[name])
+    expected = inspect.getdoc(ALL_BUILDERS[name])
     assert expected
     assert inspect.getdoc(getattr(WorkflowServiceHook, name)) == expected
     assert inspect.getdoc(getattr(WorkflowServiceAsyncHook, name)) == expected
@@ -191,11 +196,11 @@ def test_help_shows_the_signature_and_the_docstring() -> None:
 # Calls: arguments passed through, frames named after the endpoint
 
 
-@pytest.mark.parametrize("name", ENDPOINT_NAMES)
+@pytest.mark.parametrize("name", METHOD_NAMES)
 def test_each_method_hands_its_arguments_to_its_builder_and_sends_the_result(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    build = BUILDERS[name]
+    build = ALL_BUILDERS[name]
     built: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     sent: list[Any] = []
     call = ApiCall("GET", "/x", lambda data: data)

@@ -43,6 +43,12 @@ EXAMPLES_JSON = REPO_ROOT / "docs" / "lineage-examples.json"
 UPDATE_EXAMPLES_ENV = "WORKFLOWSVC_UPDATE_LINEAGE_EXAMPLES"
 STORAGE_BUCKET = "lineage-storage"
 
+# The DAG runs behind `lineage_events` are one subprocess, set up inside the first test that uses it. The
+# bound only stops a hang: four DAGs ran past 280 s on a busy 3.2 leg (load 10-13), whose dag.test()
+# starts each task seconds slower; the claims are the events the runs wrote, however long they took.
+LINEAGE_RUNS_HANG_BOUND = 1500
+pytestmark = pytest.mark.timeout(LINEAGE_RUNS_HANG_BOUND + 60)
+
 # -- identity ----------------------------------------------------------------------------------------
 
 
@@ -337,7 +343,7 @@ def lineage_events(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
             env=env,
             capture_output=True,
             text=True,
-            timeout=280,
+            timeout=LINEAGE_RUNS_HANG_BOUND,
         )
     output = process.stdout + process.stderr
     lines = states_file.read_text().splitlines() if states_file.exists() else []

@@ -22,11 +22,14 @@ HEAVY = ("httpx", "pydantic", "tenacity")
 
 
 def public_modules() -> list[str]:
-    """Return the provider's public modules (no ``_private`` part; the emulator is a separate tool)."""
+    """
+    Return the provider's public modules (no ``_private`` part; the emulator and the test kit are tools
+    of their own, for tests: their names are not the provider's).
+    """
     names = []
     for info in pkgutil.walk_packages(root.__path__, f"{PACKAGE}."):
         parts = info.name.split(".")[1:]
-        if parts[0] != "emulator" and not any(part.startswith("_") for part in parts):
+        if parts[0] not in ("emulator", "testing") and not any(part.startswith("_") for part in parts):
             names.append(info.name)
     return names
 

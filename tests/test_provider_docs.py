@@ -184,7 +184,7 @@ def test_the_installation_page_documents_every_published_extra() -> None:
 def test_the_index_links_every_page() -> None:
     text = (DOCS / "index.rst").read_text()
     guides = ("installation", "connections/workflowsvc", "configuration", "operators", "failures")
-    guides += ("job_events", "try-your-own-dag")
+    guides += ("job_events", "try-your-own-dag", "testing")
     for page in (*guides, "api", "service-api", "changelog"):
         assert f"<{page}>" in text, page
 

@@ -16,7 +16,6 @@ from airflow.sdk import DAG
 from airflow.utils.state import DagRunState, TaskInstanceState
 from helpers import TEST_API_KEY, TEST_TOKEN
 
-from airflow_provider_workflowsvc._marker import user_names
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 from airflow_provider_workflowsvc.operators.jobs import (
     CancelJobOperator,
@@ -91,10 +90,10 @@ def test_local_files_run_and_download(dag_runner: Any, emulator: Any, workflow: 
     assert sorted(p.name for p in out.iterdir()) == ["a.txt.json", "b.md.json"]
     assert xcom(dr, "download") == [str(out / "a.txt.json"), str(out / "b.md.json")]
     elements = json.loads((out / "a.txt.json").read_text())
-    # The output's own content is the service's: the name it processed, with the run's marker.
-    assert user_names(elements[0]["metadata"]["filename"]) == "a.txt"
-    assert "__wfsvc-" in elements[0]["metadata"]["filename"]
+    # The output's own content is the service's: the name it processed, the user's own (issue #32).
+    assert elements[0]["metadata"]["filename"] == "a.txt"
     assert "hello world" in elements[0]["text"]
+    assert sorted(o["document"] for o in summary["output_files"]) == ["a.txt", "b.md"]
     assert len(runs(emulator)) == 2
 
 
@@ -169,7 +168,9 @@ def test_a_job_cancelled_while_running_fails_the_task(
 def test_timeout_fails_and_cancels_the_job(
     dag_runner: Any, emulator: Any, settings: Any, workflow: str, tmp_path: Path
 ) -> None:
-    emulator.configure(processing_delay=30)
+    """The timeouts end both waits (the jobs would run for hours: the run ending at all is the timeouts'
+    doing), fail the tasks, and cancel the job unless cancel_on_timeout=False."""
+    emulator.configure(processing_delay=3600)
     inputs = write(tmp_path, a_txt="one")
     with DAG("wfsvc_timeout", schedule=None, start_date=START, catchup=False) as dag:
         RunWorkflowOperator(
@@ -184,16 +185,14 @@ def test_timeout_fails_and_cancels_the_job(
             deferrable=True,
             cancel_on_timeout=False,
         )
-    started = time.monotonic()
     dr = dag_runner(dag)
-    assert time.monotonic() - started < 25  # the job alone would take 90 s: the timeouts ended it
     assert state(dr, "run") == FAILED
     assert state(dr, "run_deferred") == FAILED
+    assert {xcom(dr, t)["outcome"] for t in ("run", "run_deferred")} == {"timeout"}
     ids = {t: xcom(dr, t, "job_id") for t in ("run", "run_deferred")}
     with WorkflowServiceHook(settings=settings) as hook:
         assert hook.get_job(ids["run"]).status.value == "stopped"
-        assert hook.get_job(ids["run_deferred"]).status.value != "stopped"  # cancel_on_timeout=False
-    assert xcom(dr, "run")["outcome"] == "timeout"
+        assert hook.get_job(ids["run_deferred"]).status.is_active  # cancel_on_timeout=False: still running
 
 
 def test_cancel_operator(
@@ -256,7 +255,8 @@ def test_durable_retry_reconnects_instead_of_running_again(
 def test_requests_per_wait_stay_within_budget(
     dag_runner: Any, emulator: Any, workflow: str, tmp_path: Path, deferrable: bool
 ) -> None:
-    """A job of known duration T, polled every I seconds, costs at most ceil(T / I) + 3 requests."""
+    """A job of known duration T, polled every I seconds, costs at most ceil(T / I) + 3 requests, and
+    one per output file (the start of each output, for its document's name: issue #32)."""
     delay, interval = 0.4, 0.5
     emulator.configure(processing_delay=delay)
     inputs = write(tmp_path, a_txt="one", b_txt="two")
@@ -274,7 +274,10 @@ def test_requests_per_wait_stay_within_budget(
     job_id = xcom(dr, "run", "job_id")
     waited = emulator.requests(path_contains=f"/jobs/{job_id}")
     assert [r["method"] for r in waited].count("GET") == len(waited)
-    assert len(waited) <= math.ceil(duration / interval) + 3, [r["path"] for r in waited]
+    outputs = len(xcom(dr, "run")["output_files"])
+    assert outputs == 2
+    assert [r["path"].endswith("/download") for r in waited].count(True) == outputs
+    assert len(waited) <= math.ceil(duration / interval) + 3 + outputs, [r["path"] for r in waited]
     print(f"requests for a {duration:.1f} s job polled every {interval} s ({dag.dag_id}): {len(waited)}")
 
 
@@ -338,18 +341,23 @@ def test_bad_input_fails_without_retries_and_an_empty_inbox_can_skip(
 
 
 def test_the_service_message_names_the_users_file_not_the_uploaded_one(
-    dag_runner: Any, workflow: str, tmp_path: Path
+    dag_runner: Any, emulator: Any, workflow: str, tmp_path: Path
 ) -> None:
-    """Issue #22: the service's own message names the marked upload (``empty__wfsvc-….txt``); the
-    summary and the task's error show the user's name."""
+    """Issue #22: with ``mark_uploads=True`` the service's own message names the marked upload
+    (``empty__wfsvc-….txt``); where the job record lists the marked names (platform) the summary and
+    the task's error show the user's name."""
     inputs = write(tmp_path, empty_txt="")  # empty: the service fails it, naming it in its message
     with DAG("wfsvc_message_names", schedule=None, start_date=START, catchup=False) as dag:
-        RunWorkflowOperator(task_id="run", workflow_id=workflow, files=str(inputs), poll_interval=0.1)
+        RunWorkflowOperator(
+            task_id="run", workflow_id=workflow, files=str(inputs), poll_interval=0.1, mark_uploads=True
+        )
     dr = dag_runner(dag)
     assert state(dr, "run") == FAILED
     message = xcom(dr, "run")["message"]
-    assert "empty.txt" in message
-    assert "__wfsvc" not in message
+    assert "empty" in message
+    if emulator.dialect == "platform":
+        assert "empty.txt" in message
+        assert "__wfsvc" not in message
 
 
 def test_relative_paths_name_failed_files_outputs_and_the_summary(
@@ -376,8 +384,8 @@ def test_relative_paths_name_failed_files_outputs_and_the_summary(
     assert [f["document"] for f in summary["failed_files"]] == ["2024/report.txt"]
     with WorkflowServiceHook(settings=settings) as hook:
         record = hook.get_job(summary["job_id"])
-    if record.input_file_ids is not None:  # the platform dialect lists the names it recorded (marked)
-        assert sorted(user_names(n) for n in record.input_file_ids) == [
+    if record.input_file_ids is not None:  # the platform dialect lists the names it recorded
+        assert sorted(record.input_file_ids) == [
             "2024/report.txt",
             "2025/notes.md",
             "2025/report.txt",
@@ -415,8 +423,9 @@ def test_execution_timeout_bounds_the_wait_in_both_modes(
     dag_runner: Any, emulator: Any, settings: Any, workflow: str, tmp_path: Path, deferrable: bool
 ) -> None:
     """Airflow's execution_timeout ends the wait (deferred time included), fails the task as a timeout
-    and cancels the job; the operator's own timeout (an hour) would not."""
-    emulator.configure(processing_delay=600)
+    and cancels the job; the operator's own timeout (an hour) would not, nor the job (hours long): the
+    run ending at all is the execution_timeout's doing."""
+    emulator.configure(processing_delay=3600)
     inputs = write(tmp_path, a_txt="one")
     dag_id = f"wfsvc_execution_timeout_{deferrable}"
     with DAG(dag_id, schedule=None, start_date=START, catchup=False) as dag:
@@ -429,11 +438,12 @@ def test_execution_timeout_bounds_the_wait_in_both_modes(
             execution_timeout=timedelta(seconds=3),
             deferrable=deferrable,
         )
-    started = time.monotonic()
     dr = dag_runner(dag)
-    took = time.monotonic() - started
     assert state(dr, "run") == FAILED
-    assert took < 20, took  # the job alone would take 30 min and the operator's timeout is an hour
-    assert xcom(dr, "run")["outcome"] == "timeout"
+    summary = xcom(dr, "run")
+    if deferrable or summary is not None:
+        assert summary["outcome"] == "timeout"
+    # else: in a worker, the wait's end and Airflow's own timeout (SIGALRM) fall at the same moment, and on a
+    # busy machine Airflow's may come first, before the summary is pushed: its on_kill cancels the job then
     with WorkflowServiceHook(settings=settings) as hook:
         assert hook.get_job(xcom(dr, "run", "job_id")).status.value == "stopped"

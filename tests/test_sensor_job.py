@@ -14,9 +14,10 @@ from airflow.sdk.exceptions import (
     AirflowSkipException,
     TaskDeferred,
 )
-from helpers import FAKE_WORKFLOW_ID, details_json, failed_json, job_json
+from helpers import FAKE_WORKFLOW_ID, details_json, failed_json, job_json, route_documents
+from structlog.testing import capture_logs
 
-from airflow_provider_workflowsvc.exceptions import InvalidJobEventError
+from airflow_provider_workflowsvc.exceptions import InvalidJobEventError, WorkflowJobWaitError
 from airflow_provider_workflowsvc.sensors.job import WorkflowJobSensor
 
 WF = FAKE_WORKFLOW_ID
@@ -75,6 +76,7 @@ def route(router: Any, *statuses: str, failed: Any = (), message: str = "") -> A
     )
     router.get("/jobs/j1").mock(return_value=ok(job_json("j1", statuses[-1], outputs=[("f", "n")])))
     router.get("/jobs/j1/failed-files").mock(return_value=ok(failed_json(*failed)))
+    route_documents(router, "j1", f="Q3 report.pdf")
     return details
 
 
@@ -85,8 +87,29 @@ def test_poke_until_the_job_completes(mock_service: Any) -> None:
     assert task.poke(context) is False
     summary = value(task.poke(context))
     assert summary["status"] == "completed"
-    assert summary["output_files"] == [{"file_id": "f", "node_id": "n"}]
+    assert summary["output_files"] == [{"file_id": "f", "node_id": "n", "document": "Q3 report.pdf"}]
     assert context["ti"].pushed["job_id"] == "j1"
+
+
+def test_an_output_whose_document_cannot_be_read_is_named_none(mock_service: Any) -> None:
+    """Issue #32: an output the service will not serve (404) leaves its document unknown (a warning);
+    the outcome stands. A marked run's marker (in the job record's names) is taken out of the name."""
+    route(mock_service, "completed")
+    mock_service.get("/jobs/j1").respond(
+        json={
+            **job_json("j1", "completed", outputs=[("f", "n"), ("g", "n")]),
+            "input_file_ids": ["a__wfsvc-0123456789abcdef.txt", "b__wfsvc-0123456789abcdef.txt"],
+        }
+    )
+    route_documents(mock_service, "j1", f="a__wfsvc-0123456789abcdef.txt")
+    mock_service.get("/jobs/j1/download", params={"file_id": "g"}).respond(404, json={"detail": "gone"})
+    with capture_logs() as logs:
+        summary = sensor().execute(ctx())
+    assert summary["output_files"] == [
+        {"file_id": "f", "node_id": "n", "document": "a.txt"},
+        {"file_id": "g", "node_id": "n", "document": None},
+    ]
+    assert any("could not read which document output g was made from" in e["event"] for e in logs)
 
 
 def test_poke_mode_execute_returns_the_summary(mock_service: Any) -> None:
@@ -255,3 +278,61 @@ def test_arguments_are_checked() -> None:
         WorkflowJobSensor(task_id="s")
     with pytest.raises(ValueError, match="pick"):
         WorkflowJobSensor(task_id="s", workflow_id=WF, pick="newest")
+
+
+# --------------------------------------------------------------------------------------------------
+# Only the job's own verdict forbids a retry (issue #31, item 5): a wait that could not observe its job
+# (a 404 from a replica that does not have the job yet, a refusal, an unreadable answer) fails the task
+# retryably in every mode, and soft_fail does not skip it.
+
+BROKEN = "GET /api/v1/jobs/j1/details → 404 Not Found: job not found"
+
+
+def not_found(router: Any) -> None:
+    router.get("/jobs/j1/details").mock(return_value=httpx.Response(404, json={"detail": "job not found"}))
+
+
+def test_the_error_of_a_broken_wait_lets_retries_apply() -> None:
+    assert not issubclass(WorkflowJobWaitError, (AirflowFailException, AirflowSensorTimeout))
+
+
+@pytest.mark.parametrize("soft_fail", [False, True])
+def test_a_broken_wait_is_retryable_after_the_trigger(soft_fail: bool) -> None:
+    """Deferred from a worker, or started in the triggerer: the trigger's ``error`` event resumes the task."""
+    broken = {"event": event(status="error", job_status=None, message=BROKEN)}
+    with pytest.raises(WorkflowJobWaitError, match="404"):
+        sensor(soft_fail=soft_fail, deferrable=True).resume_execution("execute_complete", broken, ctx())
+
+
+@pytest.mark.parametrize("soft_fail", [False, True])
+@pytest.mark.parametrize("deferrable", [False, True])
+def test_a_broken_wait_is_retryable_in_a_poke(mock_service: Any, soft_fail: bool, deferrable: bool) -> None:
+    """Poke mode, and a deferrable sensor's first poke in a worker: the same error as after the trigger."""
+    not_found(mock_service)
+    context = ctx()
+    with pytest.raises(WorkflowJobWaitError, match="404"):
+        sensor(soft_fail=soft_fail, deferrable=deferrable).execute(context)
+    assert context["ti"].pushed["return_value"]["outcome"] == "error"  # the summary, as for a verdict
+
+
+def test_a_broken_wait_keeps_the_job_a_retry_follows(mock_service: Any) -> None:
+    store = FakeStore()
+    store.set("workflowsvc_sensor_job", {"workflow_id": WF, "job_id": "j1"})
+    with pytest.raises(WorkflowJobWaitError, match="404"):
+        sensor(workflow_id=WF).execute_complete(ctx(store), event(status="error", message=BROKEN))
+    assert store.values == {"workflowsvc_sensor_job": {"workflow_id": WF, "job_id": "j1"}}
+
+
+def test_the_jobs_verdict_and_the_sensors_timeout_still_forbid_a_retry() -> None:
+    for status, raised in (("failed", AirflowFailException), ("stopped", AirflowFailException)):
+        with pytest.raises(raised):
+            sensor().execute_complete(ctx(), event(status=status, job_status=status))
+    with pytest.raises(AirflowFailException, match="file"):
+        failed_files = [{"document": "a.pdf", "error": "bad"}]
+        sensor().execute_complete(ctx(), event(failed_files=failed_files))
+    with pytest.raises(AirflowSensorTimeout):
+        sensor().execute_complete(ctx(), event(status="timeout", job_status="in progress"))
+    for status in ("failed", "timeout"):
+        verdict = {"event": event(status=status, job_status="failed")}
+        with pytest.raises(AirflowSkipException):
+            sensor(soft_fail=True).resume_execution("execute_complete", verdict, ctx())

@@ -7,27 +7,22 @@ import json
 from typing import Any
 
 import pytest
+from helpers import ManualClock
 
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError
 from airflow_provider_workflowsvc.hooks._pool import _ClientKey
-from airflow_provider_workflowsvc.hooks._settings import SETTINGS_CACHE, SETTINGS_TTL, SettingsCache
+from airflow_provider_workflowsvc.hooks._settings import (
+    SETTINGS_RETRY,
+    SETTINGS_TTL,
+    SettingsCache,
+)
 from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceAsyncHook
-
-
-class Clock:
-    """A monotonic clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Backend:
     """Stands for the secrets backends: the connections by id, and how many times each was read."""
 
-    def __init__(self, **tokens: str) -> None:
+    def __init__(self, **tokens: str | Exception) -> None:
         self.tokens = tokens
         self.reads: list[str] = []
 
@@ -37,19 +32,14 @@ class Backend:
         conn_id = hook.workflowsvc_conn_id
         self.reads.append(conn_id)
         await asyncio.sleep(0)  # a real lookup awaits: concurrent hooks overlap here
+        if isinstance(self.tokens[conn_id], Exception):
+            raise self.tokens[conn_id]
         return Connection(
             conn_id=conn_id,
             conn_type="workflowsvc",
             host=f"https://{conn_id}.test/api/v1",
             password=self.tokens[conn_id],
         )
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    clock = Clock()
-    monkeypatch.setattr(SETTINGS_CACHE, "_clock", clock)
-    return clock
 
 
 @pytest.fixture
@@ -69,13 +59,15 @@ def token_of(settings: ConnectionSettings) -> str:
     return settings.token.get_secret_value()
 
 
-async def test_a_connection_is_read_once_for_many_hooks(backend: Backend, clock: Clock) -> None:
+async def test_a_connection_is_read_once_for_many_hooks(
+    backend: Backend, settings_clock: ManualClock
+) -> None:
     for _ in range(5):
         assert token_of(await settings_of("conn_a")) == "token-a-abcdef"
     assert backend.reads == ["conn_a"]
 
 
-async def test_two_connection_ids_never_share_settings(backend: Backend, clock: Clock) -> None:
+async def test_two_connection_ids_never_share_settings(backend: Backend, settings_clock: ManualClock) -> None:
     a, b = await settings_of("conn_a"), await settings_of("conn_b")
     assert (token_of(a), token_of(b)) == ("token-a-abcdef", "token-b-abcdef")
     assert (a.base_url, b.base_url) == ("https://conn_a.test/api/v1", "https://conn_b.test/api/v1")
@@ -83,18 +75,20 @@ async def test_two_connection_ids_never_share_settings(backend: Backend, clock: 
     assert sorted(backend.reads) == ["conn_a", "conn_b"]
 
 
-async def test_a_rotated_token_is_used_once_the_entry_expires(backend: Backend, clock: Clock) -> None:
+async def test_a_rotated_token_is_used_once_the_entry_expires(
+    backend: Backend, settings_clock: ManualClock
+) -> None:
     await settings_of("conn_a")
     backend.tokens["conn_a"] = "token-a-rotated"
-    clock.now += SETTINGS_TTL - 1
+    settings_clock.now += SETTINGS_TTL - 1
     assert token_of(await settings_of("conn_a")) == "token-a-abcdef"
-    clock.now += 1
+    settings_clock.now += 1
     assert token_of(await settings_of("conn_a")) == "token-a-rotated"
     assert backend.reads == ["conn_a", "conn_a"]
 
 
 async def test_a_changed_environment_connection_is_read_at_once(
-    backend: Backend, clock: Clock, monkeypatch: pytest.MonkeyPatch
+    backend: Backend, settings_clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await settings_of("conn_a")
     monkeypatch.setenv("AIRFLOW_CONN_CONN_A", json.dumps({"conn_type": "workflowsvc", "host": "h"}))
@@ -103,19 +97,62 @@ async def test_a_changed_environment_connection_is_read_at_once(
     assert backend.reads == ["conn_a", "conn_a"]
 
 
-async def test_concurrent_hooks_share_one_read(backend: Backend, clock: Clock) -> None:
+async def test_concurrent_hooks_share_one_read(backend: Backend, settings_clock: ManualClock) -> None:
     found = await asyncio.gather(*(settings_of("conn_a") for _ in range(50)))
     assert {token_of(s) for s in found} == {"token-a-abcdef"}
     assert backend.reads == ["conn_a"]
 
 
-async def test_a_failed_read_is_not_kept(backend: Backend, clock: Clock) -> None:
+async def test_a_failed_read_is_tried_again_after_the_retry_time(
+    backend: Backend, settings_clock: ManualClock
+) -> None:
     backend.tokens["conn_a"] = "bad\ntoken"
     with pytest.raises(WorkflowServiceInputError, match="line feed"):
         await settings_of("conn_a")
     backend.tokens["conn_a"] = "token-a-fixed"
+    settings_clock.now += SETTINGS_RETRY - 1
+    with pytest.raises(WorkflowServiceInputError, match="line feed"):  # remembered, not read again
+        await settings_of("conn_a")
+    settings_clock.now += 1
     assert token_of(await settings_of("conn_a")) == "token-a-fixed"
     assert backend.reads == ["conn_a", "conn_a"]
+
+
+async def test_many_waits_keep_their_settings_with_one_read_per_retry_time(
+    backend: Backend,
+    settings_clock: ManualClock,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Scenario: the secrets backend fails while 20 waits, started half a second apart, come due one by
+    one to read their connection again: one read fails, every hook keeps the settings it has (one
+    warning each, no secret in it), and nothing reads the connection again for ``SETTINGS_RETRY``."""
+    hooks = []
+    for _ in range(20):
+        hook = WorkflowServiceAsyncHook("conn_a")
+        await hook._atransport()
+        hooks.append(hook)
+        settings_clock.now += 0.5
+    backend.tokens["conn_a"] = TimeoutError(
+        "the lease of token-a-abcdef at https://vault.test/v1/renew?token=vault-tok-123456 timed out"
+    )
+    settings_clock.now += SETTINGS_TTL - 10.0  # the first hook is due now, the others in turn
+    for _ in range(int(SETTINGS_RETRY / 0.5) - 1):  # polls every 0.5 s, just short of the retry time
+        kept = await asyncio.gather(*(hook._atransport() for hook in hooks))
+        assert {token_of(t.settings) for t in kept} == {"token-a-abcdef"}
+        settings_clock.now += 0.5
+    assert backend.reads == ["conn_a", "conn_a"]  # the first read, and one failed read for all
+    said = (capfd.readouterr().out + caplog.text).splitlines()
+    warnings = [line for line in said if "keeping the settings read before" in line]
+    assert len(warnings) == 19, said  # one per hook due in that time: the same failure is not repeated
+    assert not [line for line in said if "token-a-abcdef" in line or "vault-tok-123456" in line]
+    assert "https://vault.test/v1/renew?***" in warnings[0]
+    backend.tokens["conn_a"] = "token-a-rotated"
+    settings_clock.now += SETTINGS_RETRY
+    renewed = await asyncio.gather(*(hook._atransport() for hook in hooks))
+    assert {token_of(t.settings) for t in renewed} == {"token-a-rotated"}
+    assert backend.reads == ["conn_a"] * 3
+    await asyncio.gather(*(hook.aclose() for hook in hooks))
 
 
 async def test_a_cancelled_reader_does_not_fail_the_others() -> None:
@@ -136,7 +173,7 @@ async def test_a_cancelled_reader_does_not_fail_the_others() -> None:
     assert await cache.get("conn_a", slow_read) is settings
 
 
-async def test_settings_given_directly_skip_the_cache(backend: Backend, clock: Clock) -> None:
+async def test_settings_given_directly_skip_the_cache(backend: Backend, settings_clock: ManualClock) -> None:
     given = ConnectionSettings(base_url="https://given.test/api/v1", token="token-given-abcdef")
     async with WorkflowServiceAsyncHook("conn_a", settings=given) as hook:
         assert (await hook._atransport()).settings is given

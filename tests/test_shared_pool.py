@@ -237,17 +237,16 @@ async def test_a_trigger_cancelled_mid_request_lets_go_of_the_client(
 async def test_a_request_waits_for_a_free_connection_no_longer_than_its_deadline(
     emulator: Any, settings: ConnectionSettings
 ) -> None:
-    """Scenario: a pool of one connection, held by a hung request; another request of the same pool
-    waits for it until its deadline, then fails as never sent (so it is safe to retry)."""
+    """Scenario: a pool of one connection, held by a request that never gets its answer; another request
+    of the same pool waits for it until its deadline, then fails as never sent (so it is safe to retry).
+    Had it waited longer, it would wait forever: the hung request holds the connection until the end."""
     one = ConnectionSettings(**{**dict(settings), "max_connections": 1, "max_retries": 0})
-    emulator.set_faults(method="GET", path="*/workflows*", latency=2.0)
+    emulator.set_faults(method="GET", path="*/workflows*", latency=3600.0)
     async with WorkflowServiceAsyncHook(settings=one) as hung, WorkflowServiceAsyncHook(settings=one) as hook:
         task = asyncio.create_task(hung.list_workflows())
         await _until(lambda: emulator.requests(path_contains="/workflows"))
-        started = time.monotonic()
         with deadline(time.time() + 0.3), pytest.raises(WorkflowServiceConnectionError) as info:
             await hook.get_job_details("job-1")
-        assert time.monotonic() - started < 1.5
         assert info.value.sent is False
         assert not emulator.requests(path_contains="/jobs/")
         task.cancel()

@@ -13,11 +13,9 @@ import pytest
 
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 from airflow_provider_workflowsvc.models import Job
-from airflow_provider_workflowsvc.triggers.job_events import (
-    FAILED_FILES_IN_EVENT,
-    JobCursor,
-    WorkflowJobEventTrigger,
-)
+from airflow_provider_workflowsvc.testing.job_events import MemoryAssetStore
+from airflow_provider_workflowsvc.triggers._job_cursor import JobCursor
+from airflow_provider_workflowsvc.triggers.job_events import FAILED_FILES_IN_EVENT, WorkflowJobEventTrigger
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -29,45 +27,87 @@ def job(job_id: str, status: str, minute: int) -> Job:
 # --------------------------------------------------------------------------------------------------
 # The cursor
 
+NOW = (T0 + timedelta(minutes=10)).timestamp()
+"""The triggerer's clock in the cursor's tests: ten minutes after T0."""
+HOUR = 3600.0
+
+
+def start(*jobs: Job) -> JobCursor:
+    return JobCursor.starting_at(list(jobs), NOW, HOUR)
+
+
+def due(cursor: JobCursor, *jobs: Job, at: float = NOW) -> list[str]:
+    return [j.id for j in cursor.due(list(jobs), at, HOUR)]
+
 
 def test_jobs_final_at_the_first_start_are_never_due() -> None:
-    cursor = JobCursor.starting_at([job("a", "completed", 1), job("b", "in progress", 2)])
-    assert cursor.due([job("a", "completed", 1), job("b", "in progress", 2)]) == []
-    assert [j.id for j in cursor.due([job("a", "completed", 1), job("b", "failed", 2)])] == ["b"]
+    cursor = start(job("a", "completed", 1), job("b", "in progress", 2))
+    assert due(cursor, job("a", "completed", 1), job("b", "in progress", 2)) == []
+    assert due(cursor, job("a", "completed", 1), job("b", "failed", 2)) == ["b"]
+
+
+def test_a_job_running_at_the_first_start_is_reported_whatever_its_age() -> None:
+    cursor = start(job("old", "in progress", -600))  # created ten hours before the triggerer's now
+    assert cursor.unlisted([]) == ["old"], "not in a listing of the last hour: read on its own"
+    assert due(cursor, job("old", "completed", -600)) == ["old"]
 
 
 def test_a_job_is_due_once_it_is_final_and_not_again_after_being_reported() -> None:
-    cursor = JobCursor.starting_at([])
-    assert cursor.due([job("c", "scheduled", 3)]) == []
-    (due,) = cursor.due([job("c", "completed", 3)])
-    assert due.id == "c"
-    assert [j.id for j in cursor.due([job("c", "completed", 3)])] == ["c"]  # not reported: still due
+    cursor = start()
+    assert due(cursor, job("c", "scheduled", 3)) == []
+    assert due(cursor, job("c", "completed", 3)) == ["c"]
+    assert due(cursor, job("c", "completed", 3)) == ["c"]  # not reported: still due
     cursor.reported("c")
-    assert cursor.due([job("c", "completed", 3)]) == []
+    assert due(cursor, job("c", "completed", 3)) == []
 
 
-def test_new_jobs_already_final_are_due_in_creation_order_including_ties_at_the_watermark() -> None:
-    cursor = JobCursor.starting_at([job("a", "completed", 5)])
+def test_new_jobs_already_final_are_due_in_creation_order() -> None:
+    cursor = start(job("a", "completed", 5))
     listing = [job("z", "stopped", 9), job("b", "completed", 5), job("y", "failed", 7)]
-    assert [j.id for j in cursor.due(listing)] == ["b", "y", "z"]
+    assert due(cursor, *listing) == ["b", "y", "z"]
+
+
+def test_a_job_dated_before_jobs_already_seen_is_new_and_one_in_the_future_blocks_nothing() -> None:
+    cursor = start(job("a", "completed", 5))
+    assert due(cursor, job("future", "completed", 60 * 24 * 365 * 5)) == ["future"]
+    cursor.reported("future")
+    assert due(cursor, job("late", "completed", -30), job("next", "completed", 6)) == ["late", "next"]
+
+
+def test_the_horizon_follows_the_triggerers_clock_and_lets_go_of_ids_behind_it() -> None:
+    cursor = start(job("a", "completed", 5))
+    cursor.advance(NOW + 2 * HOUR, HOUR)
+    assert cursor.horizon == datetime.fromtimestamp(NOW + HOUR, tz=timezone.utc)
+    assert cursor.known == {}, "a's id is behind the horizon: history"
+    assert due(cursor, job("a", "completed", 5), job("beyond", "completed", 20)) == []
 
 
 def test_the_cursor_survives_json_and_an_unreadable_one_is_a_new_start(caplog: Any) -> None:
-    cursor = JobCursor.starting_at([job("a", "in progress", 1), job("b", "completed", 1)])
+    cursor = start(job("a", "in progress", 1), job("b", "completed", 1))
     again = JobCursor.from_json(cursor.to_json())
     assert again == cursor
     assert again is not None
-    assert [j.id for j in again.due([job("a", "failed", 1)])] == ["a"]
+    assert due(again, job("a", "failed", 1)) == ["a"]
     assert JobCursor.from_json(None) is None
-    assert JobCursor.from_json({"watermark": "yesterday"}) is None
+    assert JobCursor.from_json({"horizon": "yesterday", "known": {}, "pending": []}) is None
     assert "cannot be read" in caplog.text
+    assert JobCursor.from_json({"horizon": "2099-01-01T00:00:00+00:00", "known": {}, "pending": []}) is None
+    assert "ahead of this triggerer's clock" in caplog.text
+
+
+def test_recently_reported_jobs_are_stored_as_pending_until_settled() -> None:
+    cursor = start()
+    due(cursor, job("c", "completed", 3))
+    cursor.reported("c")
+    assert cursor.to_json(unsettled=["c"])["pending"] == ["c"]
+    assert cursor.to_json()["pending"] == []
 
 
 def test_an_undated_job_is_warned_about_once_and_never_due(caplog: Any) -> None:
-    cursor = JobCursor.starting_at([])
+    cursor = start()
     undated = Job.model_validate({"id": "u", "status": "completed"})
-    assert cursor.due([undated]) == []
-    assert cursor.due([undated]) == []
+    assert due(cursor, undated) == []
+    assert due(cursor, undated) == []
     assert caplog.text.count("Job u has no created_at") == 1
 
 
@@ -81,6 +121,9 @@ def test_arguments_are_checked_and_serialize_round_trips() -> None:
         WorkflowJobEventTrigger(statuses=["in progress"])
     with pytest.raises(ValueError, match="final job statuses"):
         WorkflowJobEventTrigger(statuses=[])
+    with pytest.raises(ValueError, match="max_lateness must be a positive number of seconds"):
+        WorkflowJobEventTrigger(max_lateness=0)
+    assert kwargs["max_lateness"] == 3600.0
 
 
 def test_watchers_of_one_connection_and_workflow_share_a_stream_key() -> None:
@@ -96,21 +139,18 @@ def test_watchers_of_one_connection_and_workflow_share_a_stream_key() -> None:
 # Against the emulator: a workflow on the service's own schedule, fired by the emulator's clock
 
 
-class FakeAssetStore:
-    """The asset state store's async accessor (``aget``/``aset``), as the triggerer injects it on 3.3."""
+class FakeAssetStore(MemoryAssetStore):
+    """The test kit's in-memory asset state store, whose next ``fail_reads`` reads fail."""
 
     def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
+        super().__init__()
         self.fail_reads = 0
 
     async def aget(self, key: str, default: Any = None) -> Any:
         if self.fail_reads:
             self.fail_reads -= 1
             raise RuntimeError("the API server did not answer")
-        return self.values.get(key, default)
-
-    async def aset(self, key: str, value: Any) -> None:
-        self.values[key] = value
+        return await super().aget(key, default)
 
 
 def scheduled_workflow(emulator: Any, settings: Any, documents: int = 3, failing: int = 1) -> str:
@@ -186,9 +226,10 @@ class Running:
         self._next = asyncio.ensure_future(self._events.__anext__())
         return payload
 
-    async def stop(self) -> None:
-        """Stop it (the triggerer going down) once the cursor had time to be saved."""
-        await asyncio.sleep(0.3)
+    async def stop(self, settle: bool = True) -> None:
+        """Stop it (the triggerer going down) once the cursor had time to be saved (unless not ``settle``)."""
+        if settle:
+            await asyncio.sleep(0.3)
         self._next.cancel()
         with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
             await self._next
@@ -275,15 +316,14 @@ async def test_each_start_logs_where_the_watch_resumes(hourly: str, emulator: An
     fire(emulator)
     (reported,) = await watch.events(1)
     await watch.stop()
+    saved = dict(store.values[watch.trigger.cursor_key])
+    assert reported["job_id"] in saved["known"]
     fire(emulator)  # a job that runs while the watcher is down: seen by no listing yet
     restarted = Running(watcher(hourly, store))
     await restarted.events(1)  # the job that ended while down: the restart loaded the cursor before it
-    (listed,) = [j for j in emulator_jobs(emulator, hourly) if j["id"] == reported["job_id"]]
-    created = Job.model_validate(listed).created_utc
-    assert created is not None
     assert (
-        f"Resuming workflow {hourly} from the saved job cursor: newest job seen created at "
-        f"{created.isoformat()} (1 job(s) at that time), 0 job(s) seen but not reported yet"
+        f"Resuming workflow {hourly} from the saved job cursor: {len(saved['known'])} job(s) created since "
+        f"{saved['horizon']} known, {len(saved['pending'])} job(s) seen but not reported yet"
     ) in capsys.readouterr().out
     await restarted.stop()
     memory_only = await Running(watcher(hourly, None)).started(None)
@@ -388,3 +428,147 @@ async def test_ten_watchers_of_one_workflow_share_one_listing_and_each_gets_ever
     for stream in streams:
         await cast("AsyncGenerator[Any, None]", stream).aclose()
     await manager.stop_all()
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue #31: no job lost to a timestamp, a restart repeats only the settle window, a stored cursor
+# cannot crash the watcher
+
+
+def stamped(emulator: Any, seconds: float) -> None:
+    """The jobs created from now on are stamped ``seconds`` off (a replica's skewed clock, a late commit)."""
+    emulator.configure(job_stamp_offset=seconds)
+
+
+async def test_a_job_that_appears_after_a_newer_one_is_reported(hourly: str, emulator: Any) -> None:
+    """Commit order or a replica whose clock is behind: two jobs dated before a job already reported
+    appear after it; each is reported once, and so is the next job."""
+    store = FakeAssetStore()
+    watch = await Running(watcher(hourly, store)).started(store)
+    fire(emulator)
+    (first,) = await watch.events(1)
+    stamped(emulator, -(2 * 3600 + 600))  # the next two hourly jobs are dated before ``first``
+    fire(emulator, 2)
+    late = await watch.events(2)
+    stamped(emulator, 0)
+    fire(emulator)
+    (after,) = await watch.events(1)
+    ids = [first["job_id"], *(p["job_id"] for p in late), after["job_id"]]
+    assert len(set(ids)) == 4
+    assert all(p["created_at"] < first["created_at"] for p in late)
+    assert await watch.event(0.5) is None
+    await watch.stop()
+
+
+async def test_a_job_dated_years_ahead_does_not_silence_the_watcher(hourly: str, emulator: Any) -> None:
+    store = FakeAssetStore()
+    watch = await Running(watcher(hourly, store)).started(store)
+    stamped(emulator, 5 * 365 * 86400)  # a replica whose clock says 2031
+    fire(emulator)
+    (future,) = await watch.events(1)
+    stamped(emulator, 0)
+    fire(emulator, 2)
+    later = await watch.events(2)
+    assert len({future["job_id"], *(p["job_id"] for p in later)}) == 3
+    assert await watch.event(0.5) is None
+    await watch.stop()
+
+
+async def test_a_job_later_than_the_lateness_bound_is_not_reported_and_others_are(
+    hourly: str, emulator: Any
+) -> None:
+    """The documented bound: a job that appears more than ``max_lateness`` after its ``created_at`` (on
+    the triggerer's clock) is history; the watcher goes on with the jobs after it."""
+    store = FakeAssetStore()
+    trigger = watcher(hourly, store)
+    trigger.max_lateness = 60.0
+    watch = await Running(trigger).started(store)
+    ahead = (emulator.now() - datetime.now(timezone.utc)).total_seconds()
+    stamped(emulator, -(ahead + 3600))  # dated an hour before the triggerer's now
+    fire(emulator)
+    stamped(emulator, 0)
+    fire(emulator)
+    (reported,) = await watch.events(1)
+    newest = emulator_jobs(emulator, hourly)[0]["id"]
+    assert reported["job_id"] == newest
+    assert await watch.event(0.5) is None
+    await watch.stop()
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        {"watermark": "2026-01-01T00:00:00", "at_watermark": [], "pending": []},
+        {"horizon": "2026-01-01T00:00:00", "known": {}, "pending": []},
+    ],
+    ids=["older-version", "this-version"],
+)
+async def test_a_stored_cursor_without_a_zone_is_read_as_utc(
+    hourly: str, emulator: Any, stored: dict[str, Any], caplog: Any
+) -> None:
+    """A hand-edited or restored cursor whose time has no zone: read as UTC (as the provider writes it),
+    with a warning; the watcher reports the jobs after it instead of failing at every listing."""
+    store = FakeAssetStore()
+    trigger = watcher(hourly, store)
+    store.values[trigger.cursor_key] = stored
+    watch = Running(trigger)
+    fire(emulator)
+    (payload,) = await watch.events(1)
+    assert payload["job_id"] == emulator_jobs(emulator, hourly)[0]["id"]
+    assert "without a time zone" in caplog.text
+    await watch.stop()
+
+
+async def test_events_handed_over_are_saved_within_the_settle_time_of_a_long_burst(
+    hourly: str, emulator: Any
+) -> None:
+    """A restart during a burst repeats only the events of the last ``cursor_settle_seconds``: here the
+    summary of the burst's last job hangs; the five before it are saved as reported meanwhile, and a
+    restart then reports the last job alone."""
+    store = FakeAssetStore()
+    trigger = watcher(hourly, store)
+    trigger.cursor_settle_seconds = 0.2
+    watch = await Running(trigger).started(store)
+    fire(emulator, 6)
+    last = emulator_jobs(emulator, hourly)[0]["id"]  # the newest: reported last
+    emulator.set_faults(rules=[{"method": "GET", "path": f"/api/v1/jobs/{last}/details", "latency": 60}])
+    first = await watch.events(5)
+    assert last not in {p["job_id"] for p in first}
+    handed = {p["job_id"] for p in first}
+    for _ in range(750):  # the save after the fifth event's settle time (15 s: only a failure detector)
+        saved = store.values[trigger.cursor_key]
+        if handed <= set(saved.get("known", ())) and not handed & set(saved["pending"]):
+            break
+        await asyncio.sleep(0.02)
+    else:
+        raise AssertionError(f"the events handed over were not saved: {store.values[trigger.cursor_key]}")
+    await watch.stop(settle=False)  # the triggerer dies while the last summary hangs
+    emulator.clear_faults()
+    restarted = Running(watcher(hourly, store))
+    (again,) = await restarted.events(1)
+    assert again["job_id"] == last
+    assert await restarted.event(0.5) is None
+    await restarted.stop()
+
+
+async def test_a_job_running_at_the_first_start_is_reported_whatever_its_date(
+    hourly: str, emulator: Any
+) -> None:
+    """A job dated hours before the watch began (outside the lateness window) and still running then is
+    found by the status filter at the first start, read on its own while it runs, reported once it ends."""
+    emulator.configure(
+        processing_delay=400
+    )  # it runs 40 minutes (emulator time), half an hour old at the start
+    ahead = (emulator.now() - datetime.now(timezone.utc)).total_seconds()
+    stamped(emulator, -(ahead + 3 * 3600))  # dated three hours before the triggerer's now
+    fire(emulator)
+    stamped(emulator, 0)
+    (old,) = emulator_jobs(emulator, hourly)
+    store = FakeAssetStore()
+    watch = await Running(watcher(hourly, store)).started(store)
+    assert old["id"] in store.values[watch.trigger.cursor_key]["pending"]
+    emulator.advance_clock(900)  # it ends (before the next hourly job)
+    (payload,) = await watch.events(1)
+    assert payload["job_id"] == old["id"]
+    assert await watch.event(0.5) is None
+    await watch.stop()

@@ -22,13 +22,15 @@ Control endpoints under ``/_emulator`` need the same ``Authorization: Bearer <to
   restore the start-up config; clock offset back to 0.
 * ``GET /config``, ``PUT /config`` - run-time settings (partial update): ``processing_delay``,
   ``connection_check_delay``, ``redirect_slashes`` (off/spec/add/strip), ``redirect_status``,
-  ``allow_remote_source_download``, the on-demand limits (``on_demand_max_files``,
+  ``allow_remote_source_download``, ``failing_files`` (name globs that fail), ``job_endings``
+  (workflow name glob -> ``failed``/``stopped``), the on-demand limits (``on_demand_max_files``,
   ``on_demand_max_file_bytes``, ``on_demand_launch_interval``, ``on_demand_max_running``),
   ``quota_exhausted`` (402 to runs and launches), and the rest of ``EmulatorConfig``.
 * ``GET /faults``, ``PUT /faults``, ``DELETE /faults`` - fault rules: ``{"rules": [rule, ...], "seed": n}``
   or one rule's fields at top level; a rule has ``method``, ``path`` (glob) or ``path_regex``,
-  ``latency`` (seconds), ``errors`` (429, 500, 502, 503, ``"drop"``), ``rate`` (0..1), ``count``,
-  ``retry_after``.
+  ``latency`` (seconds), ``errors`` (404, 429, 500, 502, 503, ``"drop"``), ``rate`` (0..1), ``count``,
+  ``retry_after``, ``phase``, ``advance_clock`` (seconds). ``POST /faults/rules`` adds one rule.
+* ``GET /jobs`` - every job, oldest first, with its status and the file names it received.
 * ``GET /requests?method=&path_contains=``, ``DELETE /requests`` - the request log of ``/api/v1``:
   time, method, path, query, status, fault, duration_ms (never headers or bodies).
 * ``GET /clock``, ``POST /clock/advance`` ``{"seconds": s}`` - emulator time; advancing moves jobs

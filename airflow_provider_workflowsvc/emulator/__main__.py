@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--access-log", action="store_true")
     faults = parser.add_argument_group("fault injection (one rule; change later with PUT /_emulator/faults)")
     faults.add_argument("--fault-latency", type=float, default=0.0, help="seconds to wait before answering")
-    faults.add_argument("--fault-errors", default="", help="comma-separated: 429,500,502,503,504,drop")
+    faults.add_argument("--fault-errors", default="", help="comma-separated: 404,429,500,502,503,504,drop")
     faults.add_argument("--fault-rate", type=float, default=1.0, help="fraction of matching requests (0..1)")
     faults.add_argument("--fault-count", type=int, help="affect at most this many requests")
     faults.add_argument("--fault-method", default="*")

@@ -18,6 +18,7 @@ __all__ = [
     "EmulatorConfig",
     "FaultRule",
     "FaultSpec",
+    "JobEnding",
     "ServerSettings",
 ]
 
@@ -30,8 +31,9 @@ DEFAULT_CONNECTION_CHECK_DELAY = 0.2
 RedirectMode = Literal["off", "spec", "add", "strip"]
 TimestampStyle = Literal["iso", "naive", "postgres"]
 ListOrder = Literal["newest-first", "oldest-first"]
-FaultKind = Literal[429, 500, 502, 503, 504, "drop", "unreadable"]
+FaultKind = Literal[404, 429, 500, 502, 503, 504, "drop", "unreadable"]
 FaultPhase = Literal["before", "after"]
+JobEnding = Literal["failed", "stopped"]
 
 
 @dataclass(frozen=True)
@@ -73,16 +75,34 @@ class EmulatorConfig(BaseModel):
     """How job times are written: ``iso`` (UTC, with its offset), ``naive`` (the local time of a
     service ``naive_zone_hours`` east of UTC, without a zone), ``postgres`` (``2026-11-24 10:00:00+00``)."""
     naive_zone_hours: float = Field(default=2.0, ge=-14, le=14)
+    job_stamp_offset: float = Field(default=0.0, ge=-1e9, le=1e9)
+    """Seconds added to the ``created_at`` written on the jobs created from now on: a replica whose clock
+    is off, or a transaction stamped when it began and committed later (such a job appears in the
+    listing after newer ones). Listings order jobs by the time written."""
     jobs_list_order: ListOrder = "newest-first"
+    jobs_list_file_ids: bool = True
+    """Whether job listings show ``input_file_ids`` (platform dialect); False: only the job's own record
+    (``GET /jobs/{id}``) does, as a service that lists fewer fields than it records."""
     jobs_list_cap: int | None = Field(default=None, ge=1)
     """At most this many jobs in a ``GET /jobs`` answer (after the filters, in ``jobs_list_order``)."""
     api_token: SecretStr | None = None
     """One credential the API accepts instead of the start-up ones (a credential rotated under running
     clients): as the bearer token, the ``service-api-key`` and the ``unstructured-api-key``; the start-up
     ones are then refused. The control API keeps the start-up token. Never shown in answers."""
+    failure_detail: str | None = Field(default=None, max_length=2000)
+    """Text added to the error of every file a job cannot process (and so to a failed job's message),
+    as the live service quotes a location it could not read: what clients do with service text (which
+    may hold credentials the user put in a URL) can be tested. Fixed per job when it is created."""
     allow_remote_source_download: bool = False
     """Let jobs of remote-source, local-destination workflows be downloaded (the spec allows only
     local-to-local), so element permissions from a remote source can be inspected."""
+    failing_files: list[str] = Field(default_factory=list, max_length=100)
+    """Glob patterns (case-sensitive) of file names that fail in the first node whatever their content:
+    the names of uploads as the service receives them, and of a remote source's documents. Applies to
+    the jobs created while it is set."""
+    job_endings: dict[str, JobEnding] = Field(default_factory=dict, max_length=100)
+    """Workflow name glob -> the status its new jobs end with once their files are through (``failed``
+    or ``stopped``) instead of what the files decide; the first matching glob counts."""
     on_demand_max_files: int = Field(default=10, ge=1)
     """Most files one on-demand job (``POST /jobs/``) takes; more: 422."""
     on_demand_max_file_bytes: int = Field(default=10_000_000, ge=1)
@@ -103,6 +123,7 @@ class FaultRule(BaseModel):
     A rule matches requests by method and path (a glob on the full path, or a regex). Of the matching
     requests it affects a ``rate`` fraction, at most ``count`` of them: each affected request waits
     ``latency`` seconds, then gets one of ``errors`` (chosen at random) instead of being processed.
+    ``advance_clock`` moves the emulator's clock forward as such a request arrives.
 
     With ``phase="after"`` the request is processed first (a run creates its job, a cancel stops
     it), then the latency and the error replace its answer: the work is done but the client never
@@ -120,6 +141,9 @@ class FaultRule(BaseModel):
     count: int | None = Field(default=None, ge=0)
     retry_after: float = Field(default=1.0, ge=0)
     phase: FaultPhase = "before"
+    advance_clock: float = Field(default=0.0, ge=0)
+    """Seconds the emulator's clock moves forward when an affected request arrives, before it is
+    processed (due schedules fire): time passes at the moment a client asks."""
 
     @field_validator("errors", mode="before")
     @classmethod

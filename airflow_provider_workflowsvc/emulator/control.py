@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Body, Request
 from pydantic import BaseModel, Field, ValidationError
 
-from airflow_provider_workflowsvc.emulator.config import API_PREFIX, CONTROL_PREFIX, EmulatorConfig, FaultSpec
+from airflow_provider_workflowsvc.emulator.config import (
+    API_PREFIX,
+    CONTROL_PREFIX,
+    EmulatorConfig,
+    FaultRule,
+    FaultSpec,
+)
 from airflow_provider_workflowsvc.emulator.errors import InvalidRequest
 
 if TYPE_CHECKING:
@@ -16,10 +22,19 @@ if TYPE_CHECKING:
 __all__ = ["router"]
 
 router = APIRouter(prefix=CONTROL_PREFIX, tags=["emulator control"])
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 class Advance(BaseModel):
     seconds: float = Field(ge=0)
+
+
+def _body(model: type[_Model], data: dict[str, Any]) -> _Model:
+    """Return ``data`` read as ``model``; a 422 naming the body's fields when it does not fit."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidRequest.from_pydantic(exc, ("body",)) from None
 
 
 def _state(request: Request) -> EmulatorState:
@@ -56,11 +71,7 @@ async def get_config(request: Request) -> dict[str, Any]:
 async def put_config(request: Request, updates: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
     """Change some settings (the others keep their values)."""
     service = _state(request).service
-    try:
-        config = EmulatorConfig.model_validate({**service.config.model_dump(), **updates})
-    except ValidationError as exc:
-        raise InvalidRequest.from_pydantic(exc, ("body",)) from None
-    service.apply_config(config)
+    service.apply_config(_body(EmulatorConfig, {**service.config.model_dump(), **updates}))
     return service.config.model_dump()
 
 
@@ -73,10 +84,15 @@ async def get_faults(request: Request) -> dict[str, Any]:
 async def put_faults(request: Request, spec: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
     """Replace the fault rules: ``{"rules": [...], "seed": n}`` or one rule's fields at top level."""
     faults = _state(request).faults
-    try:
-        faults.set(FaultSpec.model_validate(spec))
-    except ValidationError as exc:
-        raise InvalidRequest.from_pydantic(exc, ("body",)) from None
+    faults.set(_body(FaultSpec, spec))
+    return faults.describe()
+
+
+@router.post("/faults/rules")
+async def add_fault_rule(request: Request, rule: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
+    """Add one fault rule after the active ones (their counts go on)."""
+    faults = _state(request).faults
+    faults.add(_body(FaultRule, rule))
     return faults.describe()
 
 
@@ -99,6 +115,12 @@ async def get_requests(
 async def delete_requests(request: Request) -> dict[str, str]:
     _state(request).log.clear()
     return {"status": "cleared"}
+
+
+@router.get("/jobs")
+async def get_jobs(request: Request) -> list[dict[str, Any]]:
+    """Every job, oldest first: status, times, and each file's name as received and why it failed."""
+    return _state(request).service.job_records()
 
 
 def _clock(state: EmulatorState) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Fault injection (latency, error statuses, dropped connections) and the request log."""
+"""Fault injection (latency, error statuses, dropped connections, clock moves) and the request log."""
 
 from __future__ import annotations
 
@@ -26,10 +26,14 @@ class FaultDecision:
     retry_after: float = 1.0
     after: bool = False
     """Process the request first; the latency and error then replace its answer."""
+    advance: float = 0.0
+    """Seconds the emulator's clock moves forward before the request is processed."""
 
     @property
     def label(self) -> str:
-        parts = [f"latency {self.latency:g}s"] if self.latency else []
+        parts = [f"clock +{self.advance:g}s"] if self.advance else []
+        if self.latency:
+            parts.append(f"latency {self.latency:g}s")
         if self.error is not None:
             parts.append(str(self.error))
         label = ", ".join(parts)
@@ -56,6 +60,14 @@ class FaultInjector:
     def clear(self) -> None:
         self.set(FaultSpec())
 
+    def add(self, rule: FaultRule) -> None:
+        """Append one rule after the others; theirs counts and the random sequence go on."""
+        with self._lock:
+            self.generation += 1
+            self.spec = self.spec.model_copy(update={"rules": [*self.spec.rules, rule]})
+            self._remaining.append(rule.count)
+            self._regexes.append(re.compile(rule.path_regex) if rule.path_regex else None)
+
     def describe(self) -> dict[str, Any]:
         """Return the active spec, with the number of requests each rule may still affect."""
         with self._lock:
@@ -68,18 +80,19 @@ class FaultInjector:
         if not self.spec.rules:
             return None
         with self._lock:
-            latency, error, retry_after, after = 0.0, None, 1.0, False
+            latency, error, retry_after, after, advance = 0.0, None, 1.0, False, 0.0
             for index, rule in enumerate(self.spec.rules):
                 if not self._matches(index, rule, method, path) or not self._fires(index, rule):
                     continue
                 latency += rule.latency
+                advance += rule.advance_clock
                 after = after or rule.phase == "after"
                 if rule.errors:
                     error, retry_after = self._rng.choice(rule.errors), rule.retry_after
                     break
-            if not latency and error is None:
+            if not latency and error is None and not advance:
                 return None
-            return FaultDecision(latency, error, retry_after, after)
+            return FaultDecision(latency, error, retry_after, after, advance)
 
     def _matches(self, index: int, rule: FaultRule, method: str, path: str) -> bool:
         if rule.method not in ("*", method):

@@ -4,7 +4,8 @@ A job's record and its state at any instant, computed from the emulator clock.
 A job is ``scheduled`` for one processing slot (``delay`` seconds), then its files flow through the
 workflow's nodes like a pipeline: file *i* is in node *j* during slot *i + j*. A file that cannot be
 processed fails at the first node (one slot) and goes no further. When every file is through, the job is
-``completed`` (at least one file succeeded, or it had nothing to process) or ``failed``. Cancelling
+``completed`` (at least one file succeeded, or it had nothing to process) or ``failed``, unless the
+test that set up the emulator chose how the job ends (``ending``: ``failed`` or ``stopped``). Cancelling
 freezes the state at that instant as ``stopped``.
 
 An on-demand job's timeline starts when it is admitted (``started_at``, see ``ondemand.py``), not when
@@ -61,12 +62,23 @@ class JobRecord:
     """Why a job with no files fails (None: a job with no files completes)."""
     stopped_at: float | None = None
     scheduled: bool = False
+    stamp_offset: float = 0.0
+    """Seconds between when the job was created and the ``created_at`` written on it (config
+    ``job_stamp_offset`` at its creation)."""
     on_demand: bool = False
     """Launched by ``POST /jobs/`` on a temporary workflow, not by a run of a workflow."""
     template_id: str | None = None
     started_at: float | None = None
     """When an on-demand job was admitted (None: still queued); other jobs start when created."""
+    ending: str | None = None
+    """The status the job ends with once its files are through, chosen by a test (``failed`` or
+    ``stopped``); None: what its files decide."""
     _finish_slot: int = field(default=-1, repr=False, compare=False)
+
+    @property
+    def stamped_at(self) -> float:
+        """The ``created_at`` written on the job (its creation time, off by ``stamp_offset``)."""
+        return self.created_at + self.stamp_offset
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -135,6 +147,8 @@ class JobRecord:
             return JobState.SCHEDULED
         if slot != _DONE:
             return JobState.IN_PROGRESS
+        if self.ending is not None:
+            return JobState(self.ending)
         return JobState.COMPLETED if self._succeeded() else JobState.FAILED
 
     def _succeeded(self) -> bool:
@@ -184,11 +198,15 @@ class JobRecord:
             if self.origin is None:
                 return "Job is scheduled: it starts when one of the account's running on-demand jobs ends."
             return "Job is scheduled and will start shortly."
+        if status is JobState.STOPPED and self.stopped_at is None:
+            return f"Job was stopped by the service after {total} file(s) ({failed} failed)."
         if status is JobState.STOPPED:
             done = self._through(at)
             return f"Job was cancelled; it had finished {done} of {total} file(s) ({failed} failed)."
         if status is JobState.IN_PROGRESS:
             return f"Processing {total} file(s): {self._through(at)} done, {failed} failed."
+        if status is JobState.FAILED and self.ending is not None:
+            return f"Job failed in the service after {total} file(s) ({failed} failed)."
         if status is JobState.FAILED:
             if not self.files:
                 return self.empty_message or "Job failed."

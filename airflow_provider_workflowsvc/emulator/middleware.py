@@ -1,10 +1,10 @@
 """
 What happens to every ``/api/v1`` request before it reaches a route.
 
-In order: the request is logged; injected faults (latency, error status, dropped connection) are
-applied (a fault in the ``after`` phase lets the request be processed first and replaces its answer;
-a request held by latency before processing is read in full first and processed after the wait even
-if the client has gone, unless ``abandon_on_disconnect`` is set);
+In order: the request is logged; injected faults (a clock move, latency, error status, dropped
+connection) are applied (a fault in the ``after`` phase lets the request be processed first and
+replaces its answer; a request held by latency before processing is read in full first and processed
+after the wait even if the client has gone, unless ``abandon_on_disconnect`` is set);
 in a redirect mode, the other slash form is redirected; the trailing slash is dropped so both
 forms reach the same route; the Bearer token and (when configured) the ``service-api-key`` are checked
 (in the platform dialect an ``unstructured-api-key`` header, the live service's scheme, is enough on its
@@ -47,6 +47,7 @@ _SPEC_FORMS = {  # the spelling the spec gives each collection request
     ("GET", "/jobs"): "/jobs",
 }
 _ERROR_DETAILS = {
+    404: "Not found (injected by the emulator: a replica that does not have the record yet)",
     429: "Too many requests (injected by the emulator)",
     500: "Internal server error (injected by the emulator)",
     502: "Bad gateway (injected by the emulator)",
@@ -173,6 +174,8 @@ class ApiMiddleware:
         decision = self.state.faults.decide(scope["method"], scope["path"])
         if decision is not None:
             entry["fault"] = decision.label
+            if decision.advance:  # time passes as the request arrives: its answer sees the later clock
+                self.state.service.advance_clock(decision.advance)
             if decision.after:  # processed now; the answer is held, then sent or replaced
                 held: list[Message] = []
 

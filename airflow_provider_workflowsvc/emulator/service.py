@@ -8,11 +8,12 @@ data shaped by the emulator's own models (``schema.py``) and spelled as its dial
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, BinaryIO, Literal, get_args
 
@@ -630,6 +631,7 @@ class Service:
             empty_message=None if files else _NO_ON_DEMAND_INPUT,
             on_demand=True,
             template_id=request.template_id,
+            stamp_offset=self.config.job_stamp_offset,
         )
         with self.store.transaction():
             self._save_job(job)
@@ -685,6 +687,9 @@ class Service:
             files, outputs = self._process_uploads(job_id, uploads)
         else:
             files, outputs = self._process_remote(job_id, workflow["source_id"])
+        detail = self.config.failure_detail
+        if detail:
+            files = [f if f.error is None else replace(f, error=f"{f.error}: {detail}") for f in files]
         job = JobRecord(
             id=job_id,
             workflow_id=workflow["id"],
@@ -697,6 +702,8 @@ class Service:
             local_destination=local_destination,
             empty_message=_NO_SCHEDULED_INPUT if workflow["source_id"] is None and not files else None,
             scheduled=scheduled,
+            stamp_offset=self.config.job_stamp_offset,
+            ending=self._ending(workflow["name"]),
         )
         with self.store.transaction():
             self._save_job(job)
@@ -708,12 +715,30 @@ class Service:
     def _file_id(job_id: str, index: int, name: str) -> str:
         return str(uuid.uuid5(_NAMESPACE, f"{job_id}/{index}/{name}"))
 
+    def _ending(self, workflow_name: str) -> str | None:
+        """Return the status a test chose for this workflow's new jobs (``job_endings``), or None."""
+        for pattern, status in self.config.job_endings.items():
+            if fnmatch.fnmatchcase(workflow_name, pattern):
+                return status
+        return None
+
+    def _told_to_fail(self, name: str) -> str | None:
+        """Return why a file of this name fails because a test said so (``failing_files``), or None."""
+        for pattern in self.config.failing_files:
+            if fnmatch.fnmatchcase(name, pattern):
+                return f"document could not be processed (the emulator fails files named {pattern!r})"
+        return None
+
     def _process_uploads(
         self, job_id: str, uploads: list[Upload]
     ) -> tuple[list[JobFile], list[tuple[str, str]]]:
         files, outputs = [], []
         for index, upload in enumerate(uploads):
             file_id = self._file_id(job_id, index, upload.filename)
+            told = self._told_to_fail(upload.filename)
+            if told is not None:
+                files.append(JobFile(upload.filename, file_id, told))
+                continue
             try:
                 elements = partition(upload.filename, upload.media_type, upload.content())
             except PartitionError as exc:
@@ -730,8 +755,9 @@ class Service:
         files, outputs = [], []
         for index, doc in enumerate(remote_documents(source["type"], source["config"])):
             file_id = self._file_id(job_id, index, doc.name)
-            files.append(JobFile(doc.name, file_id, doc.error))
-            if doc.error is None:
+            error = doc.error or self._told_to_fail(doc.name)
+            files.append(JobFile(doc.name, file_id, error))
+            if error is None:
                 elements = make_elements(doc.name, doc.filetype, list(doc.blocks), doc.data_source)
                 outputs.append((file_id, json.dumps(elements)))
         return files, outputs
@@ -752,7 +778,7 @@ class Service:
         return job
 
     def _save_job(self, job: JobRecord) -> None:
-        self.store.put("jobs", job.id, job.to_dict(), workflow_id=job.workflow_id, created=job.created_at)
+        self.store.put("jobs", job.id, job.to_dict(), workflow_id=job.workflow_id, created=job.stamped_at)
         self._cache_job(job)
 
     def _job_json(self, job: JobRecord, spelling: JobSpelling, now: float | None = None) -> dict[str, Any]:
@@ -762,7 +788,7 @@ class Service:
             workflow_id=job.workflow_id,
             workflow_name=job.workflow_name,
             status=job_status(job.status(now), self.dialect, spelling),
-            created_at=to_datetime(job.created_at),
+            created_at=to_datetime(job.stamped_at),
             job_type=job.job_type,
             input_file_ids=[f.name for f in job.files],
             output_node_files=[
@@ -773,7 +799,7 @@ class Service:
             ],
         ).model_dump(mode="json")
         if self.config.clock_skew or self.config.timestamp_style != "iso":
-            data["created_at"] = self._written_time(job.created_at)
+            data["created_at"] = self._written_time(job.stamped_at)
         if self.dialect == "spec":  # the spec shows no more than these
             del data["job_type"], data["input_file_ids"]
             data["output_node_files"] = [
@@ -798,9 +824,13 @@ class Service:
         now = self._now()
         if self.config.jobs_list_order == "newest-first":
             rows = list(reversed(rows))
-        jobs = [self._jobs.get(r["id"]) or self._cache_job(JobRecord.from_dict(r)) for r in rows]
+        jobs = self._records(rows)
         listed = [j for j in jobs if wanted is None or j.status(now) is wanted]
-        return [self._job_json(j, "listing", now) for j in listed[: self.config.jobs_list_cap]]
+        answer = [self._job_json(j, "listing", now) for j in listed[: self.config.jobs_list_cap]]
+        if not self.config.jobs_list_file_ids:
+            for item in answer:
+                item.pop("input_file_ids", None)
+        return answer
 
     def _status_filter(self, value: str) -> JobState:
         """Return the job state a ``status`` filter names, in any dialect's spelling."""
@@ -823,6 +853,28 @@ class Service:
 
     def get_job(self, job_id: str) -> dict[str, Any]:
         return self._job_json(self._job(job_id), "record")
+
+    def job_records(self) -> list[dict[str, Any]]:
+        """
+        Every job as the emulator knows it, oldest first, for tests (the control API): status in its
+        canonical spelling, the file names as received and why each failed.
+        """
+        now = self.clock.time()
+        return [
+            {
+                "id": job.id,
+                "workflow_id": job.workflow_id,
+                "workflow_name": job.workflow_name,
+                "status": job.status(now).value,
+                "created_at": to_datetime(job.created_at).isoformat(),
+                "scheduled": job.scheduled,
+                "files": [{"name": f.name, "error": f.error} for f in job.files],
+            }
+            for job in self._records(self.store.all("jobs"))
+        ]
+
+    def _records(self, rows: list[dict[str, Any]]) -> list[JobRecord]:
+        return [self._jobs.get(r["id"]) or self._cache_job(JobRecord.from_dict(r)) for r in rows]
 
     def job_details(self, job_id: str) -> dict[str, Any]:
         job, now = self._job(job_id), self._now()

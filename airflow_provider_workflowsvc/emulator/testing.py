@@ -103,8 +103,18 @@ class EmulatorHandle:
         result: dict[str, Any] = self._call("PUT", "/faults", json=spec)
         return result
 
+    def add_fault(self, **rule: Any) -> dict[str, Any]:
+        """Add one fault rule (its fields: ``method``, ``path``, ``errors``, ...) after the active ones."""
+        result: dict[str, Any] = self._call("POST", "/faults/rules", json=rule)
+        return result
+
     def clear_faults(self) -> None:
         self._call("DELETE", "/faults")
+
+    def jobs(self) -> list[dict[str, Any]]:
+        """Return every job, oldest first: id, workflow, status, created_at, scheduled, files as received."""
+        result: list[dict[str, Any]] = self._call("GET", "/jobs")
+        return result
 
     def requests(
         self, *, method: str | None = None, path_contains: str | None = None

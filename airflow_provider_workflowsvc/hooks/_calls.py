@@ -8,11 +8,14 @@ the request may be retried after an ambiguous failure.
 
 from __future__ import annotations
 
+import json
 import logging
 import mimetypes
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import Enum
 from functools import cache
 from pathlib import Path
@@ -46,6 +49,7 @@ from airflow_provider_workflowsvc.models import (
     UpdateConnector,
     UpdateWorkflow,
     Workflow,
+    as_utc,
     connector_type_name,
     parse_connector_type,
     parse_enum,
@@ -58,6 +62,9 @@ log = logging.getLogger("airflow_provider_workflowsvc.hooks.workflowsvc")
 
 STATUS_FILTER = "status_filter"
 """``ApiCall.extra`` key: the :class:`JobStatus` whose wire spelling follows the service's dialect."""
+CREATED_SINCE = "created_since"
+"""``ApiCall.extra`` key of a job listing: the jobs to keep are those created at or after this UTC
+date-time (None: every job); the answer is read item by item (:mod:`._listing`)."""
 
 RetryPolicy = Literal["idempotent", "unsent-only"]
 """``idempotent``: retry on any transient failure. ``unsent-only``: only when the request never left."""
@@ -88,6 +95,8 @@ class ApiCall(Generic[T]):
     files: tuple[UploadFile, ...] = ()
     retry: RetryPolicy = "idempotent"
     download_to: Path | StagedObject | None = None
+    head_bytes: int | None = None
+    """Read only the first ``head_bytes`` of a successful answer's body; ``parse`` gets them as bytes."""
     wants_body: bool = True
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -143,17 +152,23 @@ def _list_parser(tp: Any) -> Callable[[Any], Listing[Any]]:
     def parse(data: Any) -> Listing[Any]:
         if not isinstance(data, list):
             raise ResponseShapeError(f"expected a list of {what} records, got {type(data).__name__}")
-        items, skipped = [], []
+        listing: Listing[Any] = Listing()
         for index, raw in enumerate(data):
-            try:
-                items.append(_adapter(tp).validate_python(raw))
-            except ValidationError as exc:
-                skipped.append(raw)
-                reason = format_validation_errors(exc.errors(include_input=False, include_url=False))
-                log.warning("Skipped item %d of a %s listing (%s): %s", index, what, _item_label(raw), reason)
-        return Listing(items, skipped)
+            parse_listed(tp, index, raw, listing)
+        return listing
 
     return parse
+
+
+def parse_listed(tp: Any, index: int, raw: Any, listing: Listing[Any]) -> None:
+    """Add item ``index`` of a listing to ``listing``: read as ``tp``, or skipped with a warning naming it."""
+    try:
+        listing.append(_adapter(tp).validate_python(raw))
+    except ValidationError as exc:
+        listing.skipped.append(raw)
+        reason = format_validation_errors(exc.errors(include_input=False, include_url=False))
+        what = getattr(tp, "__name__", str(tp))
+        log.warning("Skipped item %d of a %s listing (%s): %s", index, what, _item_label(raw), reason)
 
 
 def _ignore_body(_: Any) -> None:
@@ -198,6 +213,14 @@ def _enum(enum_cls: type[E], value: Any, what: str) -> E:
         return parse_enum(enum_cls, value, what)
     except ValueError as exc:
         raise WorkflowServiceInputError(str(exc)) from None
+
+
+def _moment(value: datetime | None, what: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise WorkflowServiceInputError(f"{what} must be a datetime, got {type(value).__name__}")
+    return as_utc(value)
 
 
 def _non_empty(value: str, what: str) -> str:
@@ -503,7 +526,9 @@ def run_workflow(
 
 
 def list_jobs(
-    workflow_id: str | UUID | None = None, status: JobStatus | str | None = None
+    workflow_id: str | UUID | None = None,
+    status: JobStatus | str | None = None,
+    created_since: datetime | None = None,
 ) -> ApiCall[list[Job]]:
     """
     List jobs, optionally of one workflow and/or in one status (both filters combine).
@@ -511,9 +536,14 @@ def list_jobs(
     ``status`` is sent in the spelling of the dialect the hook last saw in a job record (``im
     progress`` in the spec's, ``IN_PROGRESS`` in the platform's), unless it is given as text in one
     dialect's exact spelling: then it is sent as written.
+
+    ``created_since`` keeps only the jobs created at or after it (a date-time without a zone is UTC),
+    and jobs without a readable ``created_at``. The service has no such filter: the answer is read item
+    by item as it arrives, the others are dropped unread, and once the service's listings have shown
+    they come newest first, reading stops past the jobs asked for (:mod:`._listing`).
     """
     params: dict[str, str] = {}
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {CREATED_SINCE: _moment(created_since, "created_since")}
     if workflow_id is not None:
         params["workflow_id"] = _uuid(workflow_id, "workflow_id")
     if status is not None:
@@ -563,9 +593,7 @@ def download_job_output(
     spec requires one). A file written to ``path`` appears only once complete (written beside it,
     then renamed).
     """
-    params = {"file_id": _non_empty(file_id, "file_id")}
-    if node_id is not None:
-        params["node_id"] = _non_empty(node_id, "node_id")
+    params = _output_params(file_id, node_id)
     target = _download_target(path)
     if isinstance(target, Path) and target.is_dir():
         raise WorkflowServiceInputError(f"download path {str(target)!r} is a directory; give a file path")
@@ -579,6 +607,44 @@ def _download_target(path: Any) -> Path | StagedObject | None:
     if path is None or isinstance(path, StagedObject):
         return path
     return Path(path).expanduser()
+
+
+def _output_params(file_id: str, node_id: str | None) -> dict[str, str]:
+    params = {"file_id": _non_empty(file_id, "file_id")}
+    if node_id is not None:
+        params["node_id"] = _non_empty(node_id, "node_id")
+    return params
+
+
+OUTPUT_HEAD_BYTES = 65536
+"""How much of an output is read to learn its document's name (it is in the first element)."""
+_FILENAME_FIELD = re.compile(rb'"filename"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+def document_name_in(head: bytes) -> str | None:
+    """
+    Return the name of the document an output was made from, as the service wrote it: the first
+    ``"filename"`` in the output's first bytes (its first element's ``metadata.filename``); None
+    when there is none.
+    """
+    match = _FILENAME_FIELD.search(head)
+    if match is None:
+        return None
+    try:
+        name = json.loads(match.group(1))
+    except ValueError:
+        return None
+    return name if isinstance(name, str) and name.strip() else None
+
+
+def get_output_document(job_id: str, file_id: str, node_id: str | None = None) -> ApiCall[str | None]:
+    """
+    Read the name of the document one output of a job was made from (the download, its first
+    ``OUTPUT_HEAD_BYTES`` only); None when the output names none. Not an endpoint of its own.
+    """
+    path = f"/jobs/{_job_id(job_id)}/download"
+    params = _output_params(file_id, node_id)
+    return ApiCall("GET", path, document_name_in, params=params, head_bytes=OUTPUT_HEAD_BYTES)
 
 
 ENDPOINTS: tuple[Callable[..., ApiCall[Any]], ...] = (
@@ -610,3 +676,7 @@ ENDPOINTS: tuple[Callable[..., ApiCall[Any]], ...] = (
     download_job_output,
 )
 """Every endpoint of the spec, once: each hook has one method of the same name and signature per builder."""
+
+READINGS: tuple[Callable[..., ApiCall[Any]], ...] = (get_output_document,)
+"""Other readings of an endpoint of ``ENDPOINTS`` (a part of its answer): a hook method each, as for
+an endpoint, but no SDK operation of their own."""

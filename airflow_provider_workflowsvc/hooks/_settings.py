@@ -290,6 +290,8 @@ def _mask_secrets(settings: ConnectionSettings) -> None:
 
 SETTINGS_TTL = 60.0
 """Seconds the settings read from an Airflow connection are reused by the async hooks of one process."""
+SETTINGS_RETRY = 10.0
+"""Seconds after a failed read of a connection before it is read again (the settings in use are kept)."""
 
 
 class _CachedSettings(NamedTuple):
@@ -297,6 +299,13 @@ class _CachedSettings(NamedTuple):
     """The connection's ``AIRFLOW_CONN_<ID>`` variable when it was read (None: not set)."""
     expires: float
     settings: ConnectionSettings
+
+
+class _FailedRead(NamedTuple):
+    source: str | None
+    until: float
+    """When the connection may be read again."""
+    error: Exception
 
 
 class SettingsCache:
@@ -308,14 +317,23 @@ class SettingsCache:
     connection id and nothing else is shared: two ids never share settings. An entry is read again
     after ``ttl`` (a rotated token is used from then on), at once when the connection's
     ``AIRFLOW_CONN_<ID>`` variable changed, or when a request was refused with the settings it holds
-    (:meth:`refresh`). Concurrent misses of one id in one event loop share one read;
-    a failed read is not kept.
+    (:meth:`refresh`). Concurrent misses of one id in one event loop share one read.
+
+    A read that failed is not repeated for ``retry`` seconds: meanwhile every ``get`` of that id raises
+    its error again (the hooks that have settings keep theirs, see ``_HookBase._keeps_settings``), so a
+    secrets backend that struggles gets one read per connection per ``retry``, however many waits.
     """
 
-    def __init__(self, ttl: float = SETTINGS_TTL, clock: Callable[[], float] = time.monotonic) -> None:
-        self.ttl = ttl
+    def __init__(
+        self,
+        ttl: float = SETTINGS_TTL,
+        clock: Callable[[], float] = time.monotonic,
+        retry: float = SETTINGS_RETRY,
+    ) -> None:
+        self.ttl, self.retry = ttl, retry
         self._clock = clock
         self._entries: dict[str, _CachedSettings] = {}
+        self._failed: dict[str, _FailedRead] = {}
         self._reads: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, dict[tuple[str, str | None], asyncio.Future[ConnectionSettings]]
         ] = weakref.WeakKeyDictionary()
@@ -328,6 +346,9 @@ class SettingsCache:
         entry = self._entries.get(conn_id)
         if entry is not None and entry.source == source and self._clock() < entry.expires:
             return entry.settings
+        failed = self._failed.get(conn_id)
+        if failed is not None and failed.source == source and self._clock() < failed.until:
+            raise failed.error.with_traceback(None)
         reads = self._reads.setdefault(asyncio.get_running_loop(), {})
         key = (conn_id, source)
         pending = reads.get(key)
@@ -360,13 +381,19 @@ class SettingsCache:
     async def _read(
         self, conn_id: str, source: str | None, read: Callable[[], Awaitable[ConnectionSettings]]
     ) -> ConnectionSettings:
-        settings = await read()
+        try:
+            settings = await read()
+        except Exception as exc:
+            self._failed[conn_id] = _FailedRead(source, self._clock() + self.retry, exc)
+            raise
+        self._failed.pop(conn_id, None)
         self._entries[conn_id] = _CachedSettings(source, self._clock() + self.ttl, settings)
         return settings
 
     def clear(self) -> None:
-        """Forget every entry: the next hook of each connection reads it again."""
+        """Forget every entry and failed read: the next hook of each connection reads it again."""
         self._entries.clear()
+        self._failed.clear()
 
 
 _CONN_ENV_PREFIX = "AIRFLOW_CONN_"

@@ -25,6 +25,7 @@ import httpx
 from tenacity import RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.stop import stop_base
 
+from airflow_provider_workflowsvc._url_secrets import mask_url_secrets
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceApiError,
     WorkflowServiceConnectionError,
@@ -35,8 +36,9 @@ from airflow_provider_workflowsvc.exceptions import (
     format_validation_errors,
 )
 from airflow_provider_workflowsvc.hooks import _calls
-from airflow_provider_workflowsvc.hooks._calls import ApiCall, ResponseShapeError, StagedObject
+from airflow_provider_workflowsvc.hooks._calls import ApiCall, Listing, ResponseShapeError, StagedObject
 from airflow_provider_workflowsvc.hooks._files import _PartFile
+from airflow_provider_workflowsvc.hooks._listing import JobItems
 from airflow_provider_workflowsvc.hooks._pool import LaneTimeLimit
 from airflow_provider_workflowsvc.hooks._settings import ConnectionSettings
 from airflow_provider_workflowsvc.models import platform_spelling
@@ -139,6 +141,8 @@ def _error_detail(response: httpx.Response, redact: Callable[[str], str]) -> str
 def _parse_body(call: ApiCall[T], path: str, response: httpx.Response, redact: Callable[[str], str]) -> T:
     if not call.wants_body:
         return call.parse(None)
+    if call.head_bytes is not None:
+        return call.parse(response.content[: call.head_bytes])
     try:
         data = response.json() if response.content else None
     except ValueError:
@@ -155,23 +159,31 @@ def _parse_body(call: ApiCall[T], path: str, response: httpx.Response, redact: C
 
 class _BodyCap:
     """
-    Reads a response body chunk by chunk, failing as soon as it grows past ``max_response_bytes``.
+    Reads a response body chunk by chunk, failing as soon as it grows past ``max_response_bytes``;
+    or, given ``head`` (a successful answer of which only the start is wanted), stopping there.
 
     The body is kept on the response (as ``Response.read()`` does), so it is parsed as usual.
     """
 
-    def __init__(self, transport: _Transport, method: str, path: str, response: httpx.Response) -> None:
+    def __init__(
+        self, transport: _Transport, method: str, path: str, response: httpx.Response, head: int | None = None
+    ) -> None:
         self._transport, self._method, self._path, self._response = transport, method, path, response
+        self._head = head if response.is_success else None
         self._limit = transport.settings.max_response_bytes
         self._body = bytearray()
         declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self._limit:
+        if self._head is None and declared.isdigit() and int(declared) > self._limit:
             raise self._too_large(f"declares {int(declared)} bytes")
 
-    def add(self, chunk: bytes) -> None:
+    def add(self, chunk: bytes) -> bool:
+        """Keep ``chunk``; True once the wanted start of the body is read (read no further)."""
         self._body += chunk
+        if self._head is not None:
+            return len(self._body) >= self._head
         if len(self._body) > self._limit:
             raise self._too_large(f"passed {self._limit} bytes and was not read further")
+        return False
 
     def done(self) -> httpx.Response:
         """Keep the body read on the response (as ``Response.read()`` does) and return the response."""
@@ -238,6 +250,13 @@ class _Transport:
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return text
+
+    def redact_foreign(self, text: str) -> str:
+        """
+        Text this provider did not write (the service's answers, a secrets backend's error) with the
+        token and API key masked, and what its URLs may carry as credentials (``user:pass@``, a query).
+        """
+        return mask_url_secrets(self.redact(text))
 
     def url_path(self, call: ApiCall[Any]) -> str:
         """Return the path to use for ``call``, after any redirect the server taught us (``/x`` ↔ ``/x/``)."""
@@ -386,9 +405,30 @@ class _Transport:
         full = self.full_path(path)
         if not response.is_success:
             raise self.api_error(method, full, response)
-        result = _parse_body(call, full, response, self.redact)
+        result = _parse_body(call, full, response, self.redact_foreign)
         self.observe_spelling(result)
         return result
+
+    def job_items(self, call: ApiCall[Any], method: str, path: str, response: httpx.Response) -> JobItems:
+        """Return the item-by-item reader of a job listing's successful answer (:mod:`._listing`)."""
+        full = self.full_path(path)
+
+        def fail(detail: str) -> WorkflowServiceResponseError:
+            return WorkflowServiceResponseError(method, full, response.status_code, self.redact(detail))
+
+        return JobItems(
+            self.settings.base_url,
+            call.extra[_calls.CREATED_SINCE],
+            learn=not (call.params or {}).get("status"),
+            limit=self.settings.max_response_bytes,
+            fail=fail,
+            response=response,
+        )
+
+    def finish_listing(self, listing: Listing[Any]) -> Listing[Any]:
+        """Return the jobs a listing read item by item kept (their spelling observed, as any answer's)."""
+        self.observe_spelling(listing)
+        return listing
 
     def api_error(self, method: str, full_path: str, response: httpx.Response) -> WorkflowServiceApiError:
         if response.is_redirect:
@@ -397,7 +437,7 @@ class _Transport:
                 f"redirect to {location} not followed (another origin, or not the same path for {method})"
             )
         else:
-            detail = _error_detail(response, self.redact)
+            detail = _error_detail(response, self.redact_foreign)
         cls = error_for_status(response.status_code)
         return cls(
             response.status_code,
@@ -450,6 +490,7 @@ class _Exchange(Generic[T]):
         self.transport, self.call = transport, call
         self.method, self.path = call.method, transport.url_path(call)
         self._redirects = 0
+        self._items: JobItems | None = None
 
     def request(self, client: httpx.Client | httpx.AsyncClient, stack: contextlib.ExitStack) -> httpx.Request:
         """Build the next request (its upload parts close with ``stack``)."""
@@ -475,12 +516,27 @@ class _Exchange(Generic[T]):
             return call.download_to
         return None
 
-    def body_cap(self, response: httpx.Response) -> _BodyCap:
-        """Return a reader of the body, which fails once it grows past ``max_response_bytes``."""
-        return _BodyCap(self.transport, self.method, self.path, response)
+    def body_cap(self, response: httpx.Response) -> _BodyCap | JobItems:
+        """
+        Return a reader of the body: its ``add(chunk)`` fails once the body grows past
+        ``max_response_bytes``, and returns True when the rest of the body is not needed (a job listing
+        read down to the jobs asked for, :class:`~._listing.JobItems`; the start of an answer of which
+        only its first ``head_bytes`` are wanted).
+        """
+        self._items = None
+        call = self.call
+        if _calls.CREATED_SINCE in call.extra and response.is_success and self.method == call.method:
+            self._items = self.transport.job_items(call, self.method, self.path, response)
+            return self._items
+        return _BodyCap(self.transport, self.method, self.path, response, call.head_bytes)
 
     def finish(self, response: httpx.Response) -> T:
-        """Raise the error the (fully read) response stands for, or parse its body."""
+        """Raise the error the (read) response stands for, or parse its body."""
+        if self._items is not None:
+            listing = self._items.listing()
+            if listing is not None:
+                return self.transport.finish_listing(listing)  # type: ignore[return-value]
+            response._content = self._items.raw_body()
         return self.transport.finish(self.call, self.method, self.path, response)
 
     def failed(self, exc: httpx.TransportError) -> WorkflowServiceConnectionError:

@@ -15,6 +15,7 @@ import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -24,7 +25,11 @@ import httpx
 from tenacity import AsyncRetrying, Retrying
 
 from airflow_provider_workflowsvc._compat import CONN_FIELDS_READ, BaseHook
-from airflow_provider_workflowsvc.exceptions import WorkflowServiceAuthError, WorkflowServiceError
+from airflow_provider_workflowsvc.exceptions import (
+    WorkflowServiceAuthError,
+    WorkflowServiceAuthUnconfirmedError,
+    WorkflowServiceError,
+)
 from airflow_provider_workflowsvc.hooks import CONN_TYPE, DEFAULT_CONN_ID, _calls
 from airflow_provider_workflowsvc.hooks._calls import ApiCall, Listing, LocalFile, StagedObject
 from airflow_provider_workflowsvc.hooks._files import _atomic_file
@@ -38,6 +43,7 @@ from airflow_provider_workflowsvc.hooks._settings import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_RESPONSE_BYTES,
     SETTINGS_CACHE,
+    SETTINGS_RETRY,
     SETTINGS_TTL,
     ConnectionSettings,
     _mask_secrets,
@@ -152,6 +158,8 @@ class _HookBase(BaseHook):
         """True when the settings come from the Airflow connection (and are read again as it changes)."""
         self._settings_read_at = 0.0
         self._transport_obj: _Transport | None = None
+        self._unread: str | None = None
+        """Why the connection could not be read again (None: its last read worked)."""
 
     @staticmethod
     def _settings_from(conn: Connection) -> ConnectionSettings:
@@ -172,8 +180,35 @@ class _HookBase(BaseHook):
         """
         return self._reads_connection and SETTINGS_CACHE.now() - self._settings_read_at >= SETTINGS_TTL
 
+    def _keeps_settings(self, exc: Exception) -> bool:
+        """
+        After a failed read of the connection: True when the settings in use are kept (warned, read
+        again in ``SETTINGS_RETRY`` s); False for the first read, which has none to keep (it fails).
+
+        A secrets backend that times out once, or a connection briefly absent or empty while it is
+        deleted and added again, must not end a wait whose credentials still work: only the service's
+        refusal after a read that worked may (:meth:`_still_refused`).
+        """
+        if self._transport_obj is None:
+            return False
+        reason = self._transport_obj.redact_foreign(f"{type(exc).__name__}: {exc}".rstrip(": "))
+        if reason != self._unread:
+            self.log.warning(
+                "Could not read connection %r again (%s); keeping the settings read before, "
+                "trying again in %.0f s",
+                self.workflowsvc_conn_id,
+                reason,
+                SETTINGS_RETRY,
+            )
+        self._unread = reason
+        self._settings_read_at = SETTINGS_CACHE.now() - SETTINGS_TTL + SETTINGS_RETRY
+        return True
+
     def _renew(self, settings: ConnectionSettings) -> bool:
         """Use ``settings`` read again from the connection; True when they differ from those in use."""
+        if self._unread is not None:
+            self.log.info("Connection %r could be read again", self.workflowsvc_conn_id)
+            self._unread = None
         current = self._transport_obj.settings if self._transport_obj is not None else None
         if settings == current:
             self._settings_read_at = SETTINGS_CACHE.now()
@@ -189,6 +224,14 @@ class _HookBase(BaseHook):
     def _still_refused(self, exc: WorkflowServiceAuthError) -> WorkflowServiceAuthError:
         """Return the error of a request refused again after the connection was read anew, naming it."""
         where = f"connection {self.workflowsvc_conn_id!r}"
+        if self._unread is not None:
+            detail = (
+                f"{exc.detail}; {where} could not be read again ({self._unread}), so the refusal is not "
+                "taken as final: its credentials may have been rotated"
+            )
+            return WorkflowServiceAuthUnconfirmedError(
+                exc.status_code, exc.method, exc.path, detail, exc.reason
+            )
         detail = (
             f"{exc.detail}; {where} was read again and the service still refuses its credentials "
             "(check the token in its password field and its api_key extra)"
@@ -250,7 +293,13 @@ class WorkflowServiceHook(_HookBase):
 
     def _reread(self) -> bool:
         """Read the connection again; True when its settings changed (the client is then replaced)."""
-        changed = self._renew(self._settings_from(self.get_connection(self.workflowsvc_conn_id)))
+        try:
+            settings = self._settings_from(self.get_connection(self.workflowsvc_conn_id))
+        except Exception as exc:
+            if not self._keeps_settings(exc):
+                raise
+            return False
+        changed = self._renew(settings)
         if changed:
             self.close()
         return changed
@@ -309,7 +358,8 @@ class WorkflowServiceHook(_HookBase):
                         return self._save(target, response)  # type: ignore[return-value]
                     cap = exchange.body_cap(response)
                     for chunk in response.iter_bytes():
-                        cap.add(chunk)
+                        if cap.add(chunk):
+                            break  # the rest is not needed (a listing's window, an answer's start)
                     return exchange.finish(cap.done())
         except httpx.TransportError as exc:
             raise exchange.failed(exc) from None
@@ -462,7 +512,10 @@ class WorkflowServiceHook(_HookBase):
         return self._send(_calls.run_workflow(workflow_id, files))
 
     def list_jobs(
-        self, workflow_id: str | UUID | None = None, status: JobStatus | str | None = None
+        self,
+        workflow_id: str | UUID | None = None,
+        status: JobStatus | str | None = None,
+        created_since: datetime | None = None,
     ) -> list[Job]:
         """
         List jobs, optionally of one workflow and/or in one status (both filters combine).
@@ -470,8 +523,13 @@ class WorkflowServiceHook(_HookBase):
         ``status`` is sent in the spelling of the dialect the hook last saw in a job record (``im
         progress`` in the spec's, ``IN_PROGRESS`` in the platform's), unless it is given as text in one
         dialect's exact spelling: then it is sent as written.
+
+        ``created_since`` keeps only the jobs created at or after it (a date-time without a zone is UTC),
+        and jobs without a readable ``created_at``. The service has no such filter: the answer is read item
+        by item as it arrives, the others are dropped unread, and once the service's listings have shown
+        they come newest first, reading stops past the jobs asked for (:mod:`._listing`).
         """
-        return self._send(_calls.list_jobs(workflow_id, status))
+        return self._send(_calls.list_jobs(workflow_id, status, created_since))
 
     def get_job(self, job_id: str) -> Job:
         """Fetch one job."""
@@ -504,6 +562,13 @@ class WorkflowServiceHook(_HookBase):
         then renamed).
         """
         return self._send(_calls.download_job_output(job_id, file_id, node_id, path))
+
+    def get_output_document(self, job_id: str, file_id: str, node_id: str | None = None) -> str | None:
+        """
+        Read the name of the document one output of a job was made from (the download, its first
+        ``OUTPUT_HEAD_BYTES`` only); None when the output names none. Not an endpoint of its own.
+        """
+        return self._send(_calls.get_output_document(job_id, file_id, node_id))
 
     def iter_workflows(self, **params: Any) -> Iterator[Workflow]:
         """
@@ -559,7 +624,13 @@ class WorkflowServiceAsyncHook(_HookBase):
 
     async def _areread(self, read: Awaitable[ConnectionSettings]) -> bool:
         """Take the settings ``read`` returns; True when they changed (the shared client is then let go)."""
-        changed = self._renew(await read)
+        try:
+            settings = await read
+        except Exception as exc:
+            if not self._keeps_settings(exc):
+                raise
+            return False
+        changed = self._renew(settings)
         if changed:
             await self.aclose()
         return changed
@@ -647,7 +718,8 @@ class WorkflowServiceAsyncHook(_HookBase):
                             return await self._save(target, response)  # type: ignore[return-value]
                         cap = exchange.body_cap(response)
                         async for chunk in response.aiter_bytes():
-                            cap.add(chunk)
+                            if cap.add(chunk):
+                                break  # the rest is not needed (a listing's window, an answer's start)
                         return exchange.finish(cap.done())
                     finally:
                         await response.aclose()
@@ -802,7 +874,10 @@ class WorkflowServiceAsyncHook(_HookBase):
         return await self._send(_calls.run_workflow(workflow_id, files))
 
     async def list_jobs(
-        self, workflow_id: str | UUID | None = None, status: JobStatus | str | None = None
+        self,
+        workflow_id: str | UUID | None = None,
+        status: JobStatus | str | None = None,
+        created_since: datetime | None = None,
     ) -> list[Job]:
         """
         List jobs, optionally of one workflow and/or in one status (both filters combine).
@@ -810,8 +885,13 @@ class WorkflowServiceAsyncHook(_HookBase):
         ``status`` is sent in the spelling of the dialect the hook last saw in a job record (``im
         progress`` in the spec's, ``IN_PROGRESS`` in the platform's), unless it is given as text in one
         dialect's exact spelling: then it is sent as written.
+
+        ``created_since`` keeps only the jobs created at or after it (a date-time without a zone is UTC),
+        and jobs without a readable ``created_at``. The service has no such filter: the answer is read item
+        by item as it arrives, the others are dropped unread, and once the service's listings have shown
+        they come newest first, reading stops past the jobs asked for (:mod:`._listing`).
         """
-        return await self._send(_calls.list_jobs(workflow_id, status))
+        return await self._send(_calls.list_jobs(workflow_id, status, created_since))
 
     async def get_job(self, job_id: str) -> Job:
         """Fetch one job."""
@@ -844,6 +924,13 @@ class WorkflowServiceAsyncHook(_HookBase):
         then renamed).
         """
         return await self._send(_calls.download_job_output(job_id, file_id, node_id, path))
+
+    async def get_output_document(self, job_id: str, file_id: str, node_id: str | None = None) -> str | None:
+        """
+        Read the name of the document one output of a job was made from (the download, its first
+        ``OUTPUT_HEAD_BYTES`` only); None when the output names none. Not an endpoint of its own.
+        """
+        return await self._send(_calls.get_output_document(job_id, file_id, node_id))
 
     async def iter_workflows(self, **params: Any) -> AsyncIterator[Workflow]:
         """

@@ -127,10 +127,42 @@ Difference = tuple[str, Any, Any]
 """A setting in which an existing resource differs from the request: (setting, current, wanted)."""
 
 
+class _Shown:
+    """A value a difference line shows as ``text`` (never a setting's value)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+NOT_SET: Any = _Shown("(not set)")
+"""The current value of a declared setting the existing resource does not have."""
+_UNSEEN: Any = _Shown("(a secret, not given back)")
+
+
+def unseen_secret(setting: str) -> Difference:
+    """Return the difference of a declared secret, not compared: the service does not give secrets back."""
+    return (setting, _UNSEEN, _Shown("***"))
+
+
+def _seen(differences: Sequence[Difference]) -> tuple[list[Difference], list[str]]:
+    """Split ``differences`` into those seen and the names of the secrets that could not be compared."""
+    seen = [d for d in differences if d[1] is not _UNSEEN]
+    return seen, [d[0] for d in differences if d[1] is _UNSEEN]
+
+
 def difference_lines(differences: Sequence[Difference], between: str, prefix: str = "") -> str:
-    """One indented line per difference: ``setting: <prefix>current<between>wanted``."""
+    """
+    One indented line per difference: ``setting: <prefix>current<between>wanted`` (the credentials of
+    any URL in a value shown as ``***``).
+    """
+    from airflow_provider_workflowsvc.operators._secrets import without_url_secrets
+
     return "".join(
-        f"\n  {setting}: {prefix}{current!r}{between}{wanted!r}" for setting, current, wanted in differences
+        f"\n  {setting}: {prefix}{without_url_secrets(current)!r}{between}{without_url_secrets(wanted)!r}"
+        for setting, current, wanted in differences
     )
 
 
@@ -182,7 +214,11 @@ class UniqueName(Generic[R]):
     :param update: apply the requested settings to an existing resource.
     :param mismatch: why an existing resource cannot stand for the requested one (other type), or None.
     :param drift: every setting in which an existing resource differs from the request, with both
-        values (warned on reuse, one line each; ``update`` sends them all).
+        values (warned on reuse, one line each; ``update`` sends them all), and every declared secret
+        setting (:func:`unseen_secret`: named on reuse as not compared).
+    :param verify_update: with ``drift``, fail when the update's answer still differs (a service that
+        gives the settings back as it keeps them); off where it may give them back otherwise
+        (connector configs: secrets masked, values the service may normalise).
     """
 
     what: str
@@ -194,6 +230,7 @@ class UniqueName(Generic[R]):
     mismatch: Callable[[R], str | None]
     log: logging.Logger | Any
     drift: Callable[[R], list[Difference]] | None = None
+    verify_update: bool = True
 
     def ensure(self) -> str:
         """Return the id of the resource named ``name``, after creating it or applying ``if_exists``."""
@@ -239,7 +276,7 @@ class UniqueName(Generic[R]):
             self.update(existing)
             self.log.info("Updated %s", label)
             return
-        differences = self.drift(existing)
+        differences, _ = _seen(self.drift(existing))
         self.log.info(
             "Found existing %s; updating it to the task's settings (if_exists='update'), %s",
             label,
@@ -248,7 +285,7 @@ class UniqueName(Generic[R]):
             else "no difference seen (every declared setting is sent all the same)",
         )
         updated = self.update(existing)
-        kept = self.drift(updated) if updated is not None else []
+        kept = _seen(self.drift(updated))[0] if updated is not None and self.verify_update else []
         if kept:
             raise ExistingResourceError(
                 f"{label} was updated, but the service's answer still differs from the task's settings "
@@ -261,7 +298,14 @@ class UniqueName(Generic[R]):
         )
 
     def _warn_drift(self, existing: R, label: str) -> None:
-        differences = self.drift(existing) if self.drift is not None else []
+        differences, secrets = _seen(self.drift(existing) if self.drift is not None else [])
+        if secrets:
+            self.log.info(
+                "%s: the task's secret setting(s) %s cannot be compared (the service does not give secrets "
+                "back); they are NOT applied (if_exists='reuse'; if_exists='update' sends them)",
+                label,
+                ", ".join(secrets),
+            )
         if differences:
             lines = _service_vs_task(differences)
             self.log.warning(

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import ast
 import fnmatch
-import json
+import itertools
 import logging
 import os
-import re
 import secrets
+import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -23,8 +23,6 @@ from airflow_provider_workflowsvc.exceptions import (
 )
 
 _GLOB_CHARS = frozenset("*?[")
-_UNSAFE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
-MAX_NAME_LENGTH = 150
 MAX_WALK_ENTRIES = 200_000
 """How many directory entries (or listed objects) one directory, prefix or pattern of ``files`` may
 go through."""
@@ -398,70 +396,126 @@ class LocalFolder:
         staging.unlink(missing_ok=True)
 
 
-def safe_name(raw: str, fallback: str = "output") -> str:
-    """Make a file name from a server-given id: last path component only, no leading dots, plain chars."""
-    name = str(raw).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
-    name = _UNSAFE_CHARS.sub("_", name).lstrip("._")[:MAX_NAME_LENGTH].rstrip(".")
-    return name or fallback
+MAX_NAME_BYTES = 255
+"""The longest file or folder name common file systems hold (ext4, XFS, Btrfs, APFS: 255 bytes)."""
+_KEPT_EXTENSION_BYTES = 32
+"""A document's extension up to this long is kept when its name is cut to fit."""
 
 
-def safe_relative_name(raw: str, fallback: str = "output") -> str:
+def output_name(document: str, suffix: str = ".json") -> str | None:
+    r"""
+    Return the relative path an output of ``document`` is written to: THE rule for downloaded names.
+
+    The document's own name (letters of any script, spaces and punctuation included), with ``suffix``
+    after it, changed only where a file system cannot hold it:
+
+    * ``/`` separates folders (``sub/Q3 report.md`` → ``sub/Q3 report.md.json``); empty, ``.`` and
+      ``..`` parts are dropped, so an absolute path or one climbing out stays inside the directory;
+    * a control character (NUL, tab, newline, ...: Unicode category Cc) or a character that cannot be
+      written in UTF-8 (a lone surrogate) becomes ``_``;
+    * a part longer than ``MAX_NAME_BYTES`` bytes in UTF-8 is cut at the end of its stem, keeping its
+      extension and ``suffix``.
+
+    Anything else is kept as the service wrote it: ``\``, ``:``, ``?`` and the like are valid on the
+    POSIX file systems Airflow runs on. None when nothing is left (``..``, ``""``).
     """
-    Make a relative path from a server-given document name: each part made safe by
-    :func:`safe_name`, with no empty, ``.`` or ``..`` parts (``2024/report.txt`` stays as it is).
-    """
-    parts = [p for p in str(raw).replace("\\", "/").split("/") if p not in ("", ".", "..")]
-    return "/".join(safe_name(part, "_") for part in parts) or fallback
+    parts = [_holdable(part) for part in document.split("/") if part not in ("", ".", "..")]
+    if not parts:
+        return None
+    return "/".join([*(_fitted(part, "") for part in parts[:-1]), _fitted(parts[-1], suffix)])
+
+
+def name_part(text: str) -> str:
+    """Return ``text`` as one part of a name (``/`` is not a folder here): :func:`output_name`'s rule."""
+    return _holdable(text.replace("/", "_"))
+
+
+def _holdable(part: str) -> str:
+    return "".join("_" if unicodedata.category(c) in ("Cc", "Cs") else c for c in part)
+
+
+def _fitted(part: str, suffix: str) -> str:
+    """``part`` + ``suffix``, the part's stem cut (on a character) until it fits in ``MAX_NAME_BYTES``."""
+    if len((part + suffix).encode()) <= MAX_NAME_BYTES:
+        return part + suffix
+    stem, extension = os.path.splitext(part)
+    if len(extension.encode()) > _KEPT_EXTENSION_BYTES:
+        stem, extension = part, ""
+    room = MAX_NAME_BYTES - len((extension + suffix).encode())
+    cut = stem.encode()[: max(room, 1)].decode(errors="ignore")
+    return cut + extension + suffix
 
 
 class OutputNames:
     """
-    Unique, safe ``.json`` file names for a job's outputs, allocated one by one.
+    The names of a job's outputs in one download, allocated one by one by :func:`output_name`.
 
-    A name comes from the original document name when known (``report.pdf`` → ``report.pdf.json``,
-    ``2024/report.txt`` → ``2024/report.txt.json``: the path relative to the input folder is kept),
-    else from the file id. When one file has outputs from several nodes the node id is added; remaining
-    clashes (after sanitising, case-insensitive) get ``-2``, ``-3``, ...
+    A name comes from the output's document (``report.pdf`` → ``report.pdf.json``, ``sub/Q3
+    report.md`` → ``sub/Q3 report.md.json``), else from its file id. When one file has outputs from
+    several nodes the node id is added (``report.pdf.<node id>.json``). Two outputs never share a
+    name: a name already given in this download (compared as case-insensitive and Unicode-normalising
+    file systems compare), or one that would be a file where another output needs a folder or the
+    other way round, gets ``-2``, ``-3``, ... before ``.json``.
     """
 
     def __init__(self, outputs: list[tuple[str, str]]) -> None:
         self._per_file: dict[str, int] = {}
         for file_id, _ in outputs:
             self._per_file[file_id] = self._per_file.get(file_id, 0) + 1
-        self._taken: set[str] = set()
+        self._files: set[str] = set()
+        self._folders: set[str] = set()
 
     def allocate(self, file_id: str, node_id: str, document: str | None = None) -> str:
-        stem = (safe_relative_name(document) if document else safe_name(file_id)).removesuffix(".json")
-        if self._per_file.get(file_id, 1) > 1:
-            stem = f"{stem}.{safe_name(node_id, 'node')[:36]}"
-        name, n = f"{stem}.json", 1
-        while name.lower() in self._taken:
-            n += 1
-            name = f"{stem}-{n}.json"
-        self._taken.add(name.lower())
-        return name
+        node = f".{name_part(node_id)}" if self._per_file.get(file_id, 1) > 1 else ""
+        base = next((b for b in (document, file_id) if b and output_name(b)), "output")
+        for name in self._candidates(base, node):
+            if self._free(name):
+                self._take(name)
+                return name
+        raise AssertionError("unreachable")  # pragma: no cover: the candidates never end
+
+    @staticmethod
+    def _candidates(base: str, node: str) -> Iterator[str]:
+        """
+        Yield the names to try in turn: the rule's, then with ``-2``, ``-3``, ... (on the first folder
+        too, for a folder another output's file holds).
+        """
+        plain = output_name(base, f"{node}.json") or ""
+        yield plain
+        first, slash, rest = plain.partition("/")
+        for n in itertools.count(2):
+            yield output_name(base, f"{node}-{n}.json") or ""
+            if slash:
+                yield f"{_fitted(first, f'-{n}')}/{rest}"
+
+    def _free(self, name: str) -> bool:
+        key, folders = _clash_key(name), _folders_of(name)
+        return key not in self._files and key not in self._folders and not self._files & folders
+
+    def _take(self, name: str) -> None:
+        self._files.add(_clash_key(name))
+        self._folders |= _folders_of(name)
 
 
-_FILENAME_FIELD = re.compile(rb'"filename"\s*:\s*("(?:[^"\\]|\\.)*")')
+def _clash_key(name: str) -> str:
+    return unicodedata.normalize("NFC", name).casefold()
+
+
+def _folders_of(name: str) -> set[str]:
+    parts = _clash_key(name).split("/")[:-1]
+    return {"/".join(parts[: i + 1]) for i in range(len(parts))}
 
 
 def document_name(path: Any, limit: int = 65536) -> str | None:
     """
-    Read the original document name in a downloaded output (first element's ``metadata.filename``),
-    in the user's own name (a run's marker removed); ``path`` is a local file or a staged object.
+    Return the name of the document a downloaded output was made from, as the service wrote it (its
+    first element's ``metadata.filename``; a marked run's marker is taken out by the caller). ``path``
+    is a local file or an object being written to storage (``storage.StagedObject``).
     """
-    with path.open("rb") as fh:
-        head = fh.read(limit)
-    match = _FILENAME_FIELD.search(head)
-    if match is None:
-        return None
-    try:
-        name = json.loads(match.group(1))
-    except ValueError:
-        return None
-    from airflow_provider_workflowsvc._marker import user_names
+    from airflow_provider_workflowsvc.hooks._calls import document_name_in
 
-    return user_names(name) if isinstance(name, str) and name.strip() else None
+    with path.open("rb") as fh:
+        return document_name_in(fh.read(limit))
 
 
 def inside(directory: Path, name: str) -> Path:
@@ -483,17 +537,21 @@ def download_output(
     node_id: str,
     folder: OutputFolder,
     names: OutputNames,
+    marker: str | None = None,
 ) -> tuple[str, str | None]:
     """
     Stream one output of a job into ``folder`` under a hidden name, then give it its final name
-    (:class:`OutputNames`, from the document it holds): never a partial file, locally or in a bucket.
-    Return where it is (a path, or a URI) and the document's name as the output gives it (None when
-    the output names none).
+    (:class:`OutputNames`, from the document it holds, ``marker`` taken out of a marked run's name):
+    never a partial file, locally or in a bucket. Return where it is (a path, or a URI) and the
+    document's name (None when the output names none).
     """
+    from airflow_provider_workflowsvc._marker import unmarked
+
     staging = folder.staging()
     try:
         hook.download_job_output(job_id, file_id, node_id, path=staging)
         document = document_name(staging)
+        document = None if document is None else unmarked(document, marker)
         target = folder.publish(staging, names.allocate(file_id, node_id, document))
     finally:
         folder.discard(staging)

@@ -12,18 +12,19 @@ Two rules decide which strings are secret:
   key (``token``, ``password``, ``api_key``, ...) and ``SecretStr`` values.
 
 In both, the user info of any URL (``mongodb://user:pass@host``) and its query string (an Azure SAS, a
-presigned S3 URL, ``?token=``) are secrets too (:func:`url_secrets`), whatever the key.
+presigned S3 URL, ``?token=``) are secrets too, whatever the key: ``_url_secrets.url_secrets``, the
+rule that also masks the service's own text.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from pydantic import BaseModel, SecretStr
 
+from airflow_provider_workflowsvc._url_secrets import mask_url_secrets, uri_password, url_secrets
 from airflow_provider_workflowsvc.models import is_secret_field
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "plain_config_keys",
     "plain_data",
     "url_secrets",
+    "without_url_secrets",
 ]
 
 NON_SECRET_CONFIG_KEYS: dict[str, frozenset[str]] = {
@@ -106,66 +108,18 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
-def uri_password(text: str) -> str | None:
-    """Return the password in a URI's ``user:password@`` part, or None."""
-    if "://" not in text or "@" not in text:
-        return None
-    try:
-        password = urlsplit(text.strip()).password
-    except ValueError:
-        return None
-    return password or None
-
-
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")
-
-
-def url_secrets(text: str) -> list[str]:
+def without_url_secrets(value: Any) -> Any:
     """
-    Return what the URLs in ``text`` may carry as credentials: the user info (``user:pass@``) and the
-    query string, whole and each of its values (an Azure SAS ``sig=``, a presigned S3 URL's
-    ``X-Amz-Signature``/``X-Amz-Credential``, a ``?token=``), as written and decoded.
-
-    Even under a known non-secret key (``remote_url``, ``url``, ``endpoint_url``, ``api_endpoint``),
-    the location (scheme, host, path) stays readable and these parts are masked.
+    ``value`` as a message may show it: in every string (nested too), what URLs may carry as credentials
+    masked (:func:`~airflow_provider_workflowsvc._url_secrets.mask_url_secrets`); the rest as it is.
     """
-    if "://" not in text:
-        return []
-    found: list[str] = []
-    for url in _URL.findall(text):
-        try:
-            parts = urlsplit(url)
-        except ValueError:
-            continue
-        userinfo, at, _ = parts.netloc.rpartition("@")
-        if at and userinfo and not _is_azure_container(parts.scheme, userinfo):
-            found += [userinfo, *(p for p in (parts.password,) if p)]
-        if parts.query:
-            found += [parts.query, *_secret_query_values(parts.query)]
-        if parts.fragment and "=" in parts.fragment:  # a token in a fragment (#access_token=...)
-            found.append(parts.fragment)
-    return found + [unquote(s) for s in found if unquote(s) != s]
-
-
-_AZURE_STORAGE_SCHEMES = frozenset({"wasb", "wasbs", "abfs", "abfss"})
-LONG_QUERY_VALUE = 16
-"""Query values this long are registered on their own whatever their key (signatures, credentials);
-shorter ones only under a secret-looking key (``token``): a SAS's ``sp=r`` or its dates are no secret."""
-
-
-def _is_azure_container(scheme: str, userinfo: str) -> bool:
-    """``abfss://container@account...``: the part before ``@`` names a container, not a credential."""
-    return scheme.lower() in _AZURE_STORAGE_SCHEMES and ":" not in userinfo
-
-
-def _secret_query_values(query: str) -> list[str]:
-    """Return the values of ``query`` (as written) that are long, or under a secret-looking key."""
-    values = []
-    for pair in query.split("&"):
-        key, _, value = pair.partition("=")
-        if value and (len(unquote(value)) >= LONG_QUERY_VALUE or is_secret_field(unquote(key))):
-            values.append(value)
-    return values
+    if isinstance(value, str):
+        return mask_url_secrets(value)
+    if isinstance(value, Mapping):
+        return {k: without_url_secrets(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [without_url_secrets(v) for v in value]
+    return value
 
 
 def _with_uri_passwords(secrets: list[str], values: Any) -> list[str]:

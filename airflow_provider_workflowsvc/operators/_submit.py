@@ -13,12 +13,14 @@ decides what happens next (:func:`what_it_proves`):
   the workflow's active jobs are read for a grace period (a delayed request may still be processed)
   and this run's job adopted when proven; otherwise the task fails with :class:`AmbiguousRunError`.
 
-Each file is uploaded under its own name with a marker unique to the request
-(``report.txt`` → ``report__wfsvc-<16 hex>.txt``, :mod:`hooks._marker`); the user sees their own
-names everywhere (failed files, summaries, downloads, lineage). A job is this run's only when its
-record lists a name carrying that marker (``input_file_ids``, platform dialect): no other client's
-run can produce it. Where the records list no file names (spec dialect) or the run sends no files,
-nothing proves which run created a job: the new jobs are named in the ambiguity error.
+Each file is uploaded under its own name (the default): then nothing in a job record shows which
+run created it (another run of the same files looks the same), and every lost answer fails closed,
+naming the jobs that appeared meanwhile. With ``mark_uploads=True`` each name carries a marker unique
+to the request (``report.txt`` → ``report__wfsvc-<16 hex>.txt``, :mod:`_marker`), which the service
+keeps in everything it writes: a job is this run's only when its record lists a name carrying that
+marker (``input_file_ids``, platform dialect), which no other client's run can produce. Where the
+records list no file names (spec dialect) or the run sends no files, nothing proves which run created
+a job either.
 
 What is read is bounded by the jobs still active (the ``status`` filter): a job of this run is
 scheduled or in progress when it is first looked for; the ended jobs (the workflow's history) are
@@ -36,7 +38,7 @@ import enum
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -75,6 +77,10 @@ ACTIVE_FILTERS = (("scheduled", "im progress"), ("SCHEDULED", "IN_PROGRESS"))
 """The ``status`` filters of the active jobs, in the spec's and in the platform's spelling."""
 ENDED_FILTERS = (("completed", "failed", "stopped"), ("COMPLETED", "FAILED", "STOPPED"))
 """The ``status`` filters of the ended jobs (the workflow's history), in both spellings."""
+PROOF_READS = 6
+"""Job records (``GET /jobs/{id}``) one search reads at most when the listing leaves ``input_file_ids``
+out: those created closest to the run's sending first, each once. The bound does not grow with the
+workflow's other runs; a search that needs more fails closed, naming the jobs it could not rule out."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -145,15 +151,18 @@ class SentRun:
     sent_at: float
     """Epoch seconds (the sending worker's clock) just before the request left."""
     files: tuple[str, ...] | None
-    """The file names sent (with the marker), None for a run without a body."""
+    """The file names sent (with the marker, if any), None for a run without a body."""
     marker: str | None = None
-    """The marker every sent name carries; None for a run without files."""
+    """The marker every sent name carries; None for unmarked names or a run without files."""
     recorded: str | None = None
     """The job id the task state store already holds (an earlier try's job): never an unproven
     candidate of this run."""
     failed_closed: bool = False
     """A try already failed with AmbiguousRunError on this run (a new try then comes from a person
     clearing the task: no automatic retry follows that error)."""
+    answered_at: float | None = None
+    """Epoch seconds (the sending worker's clock) the request's failure came back: a job the service
+    made before answering was made just before (None: not known, an earlier try's run)."""
 
     def carried_by(self, job: Job) -> bool | None:
         """
@@ -163,6 +172,11 @@ class SentRun:
         if job.input_file_ids is None or self.marker is None:
             return None
         return any(self.marker in name for name in job.input_file_ids)
+
+    def lists_these_files(self, job: Job) -> bool:
+        """Tell whether the job's record lists exactly the names sent (a hint for a person, never proof)."""
+        names = job.input_file_ids
+        return bool(self.files) and names is not None and sorted(names) == sorted(self.files or ())
 
 
 def _created(job: Job, log: Log | None = None) -> datetime | None:
@@ -238,8 +252,8 @@ def own_job(jobs: Sequence[Job], run: SentRun, log: Log) -> Job | None:
         reason = (
             "this run sent no files, so nothing in a job record can show which run created it"
             if not run.files
-            else "the uploaded names carry no marker (mark_uploads=False), so nothing shows which run "
-            "created them"
+            else "the files were uploaded under their own names (mark_uploads=False, the default), so "
+            "nothing shows which run created a job: another run of the same files looks the same"
             if run.marker is None
             else "the service's job records do not list their input files (no input_file_ids), so "
             "nothing shows which run created them"
@@ -250,18 +264,30 @@ def own_job(jobs: Sequence[Job], run: SentRun, log: Log) -> Job | None:
 
 def _ambiguous(run: SentRun, jobs: Sequence[Job], reason: str) -> AmbiguousRunError:
     ids = ", ".join(sorted(job.id for job in jobs))
+    same = sorted(job.id for job in jobs if run.marker is None and run.lists_these_files(job))
+    hint = f" (job(s) {', '.join(same)} list exactly this run's file names)" if same else ""
     return AmbiguousRunError(
         f"cannot prove which job this task's run of workflow {run.workflow_id} created: job(s) {ids} "
-        f"appeared while its run request was in flight, but {reason}. Nothing was run again. What to do: "
-        f"check job(s) {ids} in the service; {_HOW_TO_RUN_AGAIN}"
+        f"appeared while its run request was in flight{hint}, but {reason}. Nothing was run again. "
+        f"What to do: check job(s) {ids} in the service; {_how_to_run_again(run)}"
     )
 
 
-_HOW_TO_RUN_AGAIN = (
-    "to run the workflow again, clear this task: its next try looks once more for this run's job and "
-    "runs the workflow only when none carries the run's marker (the pending-run record, task state key "
-    f"'workflowsvc_pending_run', expires {PENDING_RUN_TTL / 3600:g} h after it was written)."
-)
+def _how_to_run_again(run: SentRun) -> str:
+    record = (
+        f"(the pending-run record, task state key 'workflowsvc_pending_run', expires "
+        f"{PENDING_RUN_TTL / 3600:g} h after it was written)"
+    )
+    if run.marker is None:
+        return (
+            "to run the workflow again, clear this task: nothing can prove which job this run created, "
+            f"so a try after a clear runs the workflow {record}. A job of this run you find can be "
+            "followed with WorkflowJobSensor(job_id=...)."
+        )
+    return (
+        "to run the workflow again, clear this task: its next try looks once more for this run's job "
+        f"and runs the workflow only when none carries the run's marker {record}."
+    )
 
 
 def _unfound(run: SentRun, looked: float, why: str, ended_read: bool) -> AmbiguousRunError:
@@ -273,9 +299,19 @@ def _unfound(run: SentRun, looked: float, why: str, ended_read: bool) -> Ambiguo
     return AmbiguousRunError(
         f"{why}, and no job of this task's run of workflow {run.workflow_id} appeared in {where} within "
         f"{looked:.0f} s. Not finding it does not prove the run was not processed, so it is not sent "
-        f"again. What to do: look for a job of this workflow whose input files carry "
-        f"{run.marker or 'no marker'} in the service; {_HOW_TO_RUN_AGAIN}"
+        f"again. What to do: look in the service for a job of this workflow {_listing(run)}; "
+        f"{_how_to_run_again(run)}"
     )
+
+
+def _listing(run: SentRun, shown: int = 3) -> str:
+    """Which job to look for: one whose input files carry the marker, or list the run's files."""
+    if run.marker is not None:
+        return f"whose input files carry {run.marker}"
+    if not run.files:
+        return "created at that time (the run sent no files)"
+    more = f" and {len(run.files) - shown} more" if len(run.files) > shown else ""
+    return f"listing {', '.join(run.files[:shown])}{more}"
 
 
 def _active_filters(jobs_seen: Iterable[Job]) -> Sequence[str]:
@@ -293,10 +329,15 @@ def _spelled(filters: tuple[tuple[str, ...], tuple[str, ...]], jobs_seen: Iterab
 
 
 def _listed(
-    hook: WorkflowServiceHook, workflow_id: str, filters: Sequence[str], seen: dict[str, Job]
+    hook: WorkflowServiceHook,
+    workflow_id: str,
+    filters: Sequence[str],
+    seen: dict[str, Job],
+    records: _Records | None = None,
 ) -> list[Job]:
     """
-    List the workflow's jobs in each ``status`` filter (each job once); ``seen`` keeps every job read.
+    List the workflow's jobs in each ``status`` filter (each job once); ``seen`` keeps every job read
+    (and ``records`` each listing's reading of the service's clock).
 
     A filter the service refuses as invalid (400, 422: a spelling of another dialect) is skipped.
     """
@@ -308,6 +349,8 @@ def _listed(
             if exc.status_code not in (400, 422):
                 raise
             continue
+        if records is not None:
+            records.clock_reading(listed)
         for job in listed:
             found.setdefault(job.id, job)
     seen.update(found)
@@ -334,13 +377,14 @@ def await_own_job(
     waited, pauses = 0.0, list(GRACE_PAUSES)
     budget = max(until - now(), 0.0)
     seen: dict[str, Job] = {}
+    records = _Records()
     while True:
-        listed = _listed(hook, run.workflow_id, _active_filters(seen.values()), seen)
-        job = own_job(_with_records(hook, candidates(listed, run, log), run), run, log)
+        listed = _listed(hook, run.workflow_id, _active_filters(seen.values()), seen, records)
+        job = own_job(records.complete(hook, listed, run, log), run, log)
         if job is not None:
             return job, True
         if waited >= budget:
-            return _look_among_ended(hook, run, log, seen)
+            return _look_among_ended(hook, run, log, seen, records)
         pause = min(pauses.pop(0) if len(pauses) > 1 else pauses[0], budget - waited)
         log.info("No job of this run yet; looking again in %.1f s (%.0f s left)", pause, budget - waited)
         sleep(pause)
@@ -348,25 +392,67 @@ def await_own_job(
 
 
 def _look_among_ended(
-    hook: WorkflowServiceHook, run: SentRun, log: Log, seen: dict[str, Job]
+    hook: WorkflowServiceHook, run: SentRun, log: Log, seen: dict[str, Job], records: _Records
 ) -> tuple[Job | None, bool]:
     """Look once among the workflow's ended jobs (its history: a fast job may have ended already)."""
     try:
-        listed = _listed(hook, run.workflow_id, _spelled(ENDED_FILTERS, seen.values()), seen)
+        listed = _listed(hook, run.workflow_id, _spelled(ENDED_FILTERS, seen.values()), seen, records)
     except WorkflowServiceResponseError as exc:
         log.warning("Could not read the workflow's ended jobs (%s): the search is inconclusive", exc)
         return None, False
-    return own_job(_with_records(hook, candidates(listed, run, log), run), run, log), True
+    return own_job(records.complete(hook, listed, run, log), run, log), True
 
 
-def _with_records(hook: WorkflowServiceHook, jobs: list[Job], run: SentRun) -> list[Job]:
+class _Records:
     """
-    ``jobs``, each read in full (``GET /jobs/{id}``) when the listing left out ``input_file_ids``
-    and the run sent files: a service may list only some fields of its job records.
+    The job records one search reads (``GET /jobs/{id}``) when the listing leaves out ``input_file_ids``
+    (a service may list only some fields of its records): each at most once, ``PROOF_READS`` in all.
     """
-    if not run.files:
-        return jobs
-    return [hook.get_job(job.id) if job.input_file_ids is None else job for job in jobs]
+
+    def __init__(self) -> None:
+        self.read: dict[str, Job] = {}
+        self.ahead: float | None = None
+        """Seconds the service's clock is ahead of this worker's at least, as its listings showed."""
+
+    def clock_reading(self, listed: Sequence[Job]) -> None:
+        """Take a listing just answered as a reading of the service's clock (its newest job is older)."""
+        times = [t for t in (_created(job) for job in listed) if t is not None]
+        if times:
+            ahead = max(times).timestamp() - _now()
+            self.ahead = ahead if self.ahead is None else max(self.ahead, ahead)
+
+    def complete(self, hook: WorkflowServiceHook, listed: Sequence[Job], run: SentRun, log: Log) -> list[Job]:
+        """
+        Return the candidates of ``run`` among ``listed``, each with its record when the listing left its
+        files out: the records read closest in time to the run's sending first, until one carries its
+        marker or ``PROOF_READS`` are spent (the others stay unproven: the search fails closed on them).
+        """
+        found = candidates(listed, run, log)
+        if not run.files or run.marker is None:
+            return found  # a record can prove nothing of a run without a marker
+        unread = [job for job in found if job.input_file_ids is None and job.id not in self.read]
+        for job in self._closest_to_making(unread, run)[: PROOF_READS - len(self.read)]:
+            self.read[job.id] = record = hook.get_job(job.id)
+            if run.carried_by(record):
+                break
+        return [self.read.get(job.id, job) if job.input_file_ids is None else job for job in found]
+
+    def _closest_to_making(self, jobs: list[Job], run: SentRun) -> list[Job]:
+        """
+        Return ``jobs`` ordered by how close their creation is to when this run's job was most likely
+        made: just before its failed answer came back (else when it was sent), on the service's clock
+        as its listings read it. A service processes requests in turn: the jobs of runs sent at the
+        same moment are made one after the other, and each run's answer follows its own job.
+        """
+        if self.ahead is None:
+            return jobs
+        made = (run.answered_at or run.sent_at) + self.ahead
+
+        def distance(job: Job) -> float:
+            created = _created(job)
+            return abs(created.timestamp() - made) if created is not None else 0.0
+
+        return sorted(jobs, key=distance)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -487,7 +573,7 @@ def submit_run(
     grace: float = RUN_GRACE,
     sleep: Callable[[float], None] | None = None,
     journal: RunJournal | None = None,
-    mark: bool = True,
+    mark: bool = False,
 ) -> Job:
     """
     Run ``workflow_id`` once (with ``files``, or no body) and return the job it created.
@@ -536,6 +622,7 @@ def _submit(
         try:
             job = hook.run_workflow(workflow_id, files=sent)
         except Exception as exc:
+            run = replace(run, answered_at=_now())
             if what_it_proves(exc) is Proof.REFUSED:
                 if journal is not None:
                     journal.clear()  # the service refused it, or it never left: no run happened
@@ -575,7 +662,7 @@ def _find_or_fail(
     if found is None:
         raise _unfound(run, grace, why, ended_read) from cause
     log.warning("The run created job %s; adopting it (its input files carry %s)", found.id, run.marker)
-    return found
+    return found  # only a marked run's job is ever found: an unmarked one fails closed above
 
 
 def _job_of_earlier_try(
@@ -621,20 +708,25 @@ def _after_a_clear(
     """
     Return the job of a run an earlier try failed as ambiguous on, when it is now proven; None to run
     the workflow: this try was started by a person clearing the task, which decides what nothing proved.
+    Only a marked run's job can be proven: an unmarked run's is not looked for again.
     """
-    try:
-        found, _ = await_own_job(hook, earlier, _now(), log, sleep)
-    except AmbiguousRunError as exc:
-        log.warning("Still no proof of which job the earlier run created (%s)", exc)
-        found = None
+    found = None
+    if earlier.marker is not None:
+        try:
+            found, _ = await_own_job(hook, earlier, _now(), log, sleep)
+        except AmbiguousRunError as exc:
+            log.warning("Still no proof of which job the earlier run created (%s)", exc)
     if found is not None:
         log.warning("The earlier try's run created job %s after all: adopting it (no new run)", found.id)
         return found
     log.warning(
         "An earlier try failed as ambiguous on its run of workflow %s (sent at %s) and the task was "
-        "cleared: no job carries that run's marker, so the workflow is run again",
+        "cleared: %s, so the workflow is run again",
         earlier.workflow_id,
         _utc(earlier.sent_at).isoformat(timespec="seconds"),
+        "no job carries that run's marker"
+        if earlier.marker
+        else "nothing can prove which job that run created (its files were sent unmarked)",
     )
     return None
 

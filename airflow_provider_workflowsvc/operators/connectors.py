@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
     from airflow_provider_workflowsvc.models import ConnectionCheck, DestinationConnector, SourceConnector
+    from airflow_provider_workflowsvc.operators._execution import Difference
 
     Connector = SourceConnector | DestinationConnector
 
@@ -202,8 +203,11 @@ class _CreateConnectorOperator(_ConfigOperator):
     :param connector_type: the connector type (``confluence``, ``azure``, ``astradb``, ...).
     :param config: the type's settings: a config model (``ConfluenceSourceConfig``, ...) or a dict.
         Templates are rendered inside both; secret values are masked in logs and rendered fields.
-    :param if_exists: when a connector with this name exists: ``reuse`` it as is (default), ``update``
-        its config, or ``fail``. An existing connector of another type always fails the task.
+    :param if_exists: when a connector with this name exists: ``reuse`` it as is (default; each
+        declared setting it has otherwise is logged as a warning with both values, URL credentials as
+        ``***``, and the declared secret settings are named as not compared: the service does not
+        give secrets back), ``update`` its config (every declared setting is sent; each difference
+        seen is logged), or ``fail``. An existing connector of another type always fails the task.
     :return: the connector id (XCom).
     """
 
@@ -244,6 +248,8 @@ class _CreateConnectorOperator(_ConfigOperator):
                 create=lambda: connectors.create(name, connector_type, body.config),
                 update=lambda existing: connectors.update(str(existing.id), body.config, connector_type),
                 mismatch=lambda existing: _type_mismatch(existing.type, connector_type),
+                drift=lambda existing: config_drift(existing.config, self.config, connector_type),
+                verify_update=False,
                 log=self.log,
             ).ensure()
         finally:
@@ -257,6 +263,48 @@ class _CreateConnectorOperator(_ConfigOperator):
         model = CreateSourceConnector if self.kind == "source" else CreateDestinationConnector
         body = {"name": name, "type": connector_type, "config": config}
         return validate_input(model, self.what, body)
+
+
+def config_drift(current: Mapping[str, Any], config: Any, connector_type: str) -> list[Difference]:
+    """
+    Every declared setting of ``config`` the connector's ``current`` config has otherwise, with both
+    values, compared as a message shows them (URL credentials ``***``: the service masks them too).
+
+    A setting holding secrets (a string under a key the type does not know as plain: the masking rule
+    of :mod:`._secrets`), or one the service gives back as a secret, cannot be compared: it is
+    listed as such (:func:`~._execution.unseen_secret`). Settings the task does not declare are not
+    compared.
+    """
+    from pydantic import SecretStr
+
+    from airflow_provider_workflowsvc.operators._execution import NOT_SET, unseen_secret
+    from airflow_provider_workflowsvc.operators._secrets import (
+        plain_config_keys,
+        plain_data,
+        without_url_secrets,
+    )
+
+    declared = plain_data(config)
+    if not isinstance(declared, Mapping):
+        return []
+    plain = plain_config_keys(connector_type)
+    differences: list[Difference] = []
+    for key, wanted in declared.items():
+        have = current.get(key, NOT_SET)
+        if (key not in plain and _holds(str, wanted)) or _holds(SecretStr, have):
+            differences.append(unseen_secret(str(key)))
+        elif without_url_secrets(have) != without_url_secrets(wanted):
+            differences.append((str(key), have, wanted))
+    return differences
+
+
+def _holds(kind: type, value: Any) -> bool:
+    """Whether ``value`` is, or holds (nested in mappings and lists), a value of ``kind``."""
+    if isinstance(value, kind):
+        return True
+    if isinstance(value, Mapping):
+        return any(_holds(kind, v) for v in value.values())
+    return isinstance(value, (list, tuple)) and any(_holds(kind, v) for v in value)
 
 
 def _type_mismatch(existing_type: str, wanted_type: str) -> str | None:
@@ -420,14 +468,16 @@ class _ConnectionCheckOperator(_ConnectorOperator):
         return exc if time.time() < at else self._no_result(why)
 
     def _result(self, check: ConnectionCheck) -> str:
+        from airflow_provider_workflowsvc._url_secrets import mask_url_secrets
         from airflow_provider_workflowsvc.models import ConnectionCheckStatus
 
         if check.status is not ConnectionCheckStatus.SUCCESS:
-            reason = check.reason or "the service gave no reason"
+            reason = mask_url_secrets(check.reason) if check.reason else None  # the service's text
             raise ConnectionCheckFailedError(
-                f"connection check of {self.what} {self.connector_id} failed: {reason}",
+                f"connection check of {self.what} {self.connector_id} failed: "
+                f"{reason or 'the service gave no reason'}",
                 connector_id=str(self.connector_id),
-                reason=check.reason,
+                reason=reason,
             )
         self.log.info("Connection check of %s %s succeeded", self.what, self.connector_id)
         return str(self.connector_id)

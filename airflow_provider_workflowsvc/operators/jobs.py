@@ -66,8 +66,9 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
     """
     Run a workflow (no body, or files: local, or in object storage) and, by default, wait for its job.
 
-    The run is never duplicated: an ambiguous failure of the run request (5xx, 429, dropped
-    connection) is reconciled against the workflow's job list before anything is sent again.
+    The run is never duplicated: a run request is sent again only when an answer proves it was not
+    processed (429, 503); after a lost answer the task adopts this run's job only on proof
+    (``mark_uploads``), and otherwise fails with ``AmbiguousRunError``.
 
     Pushes XCom ``job_id`` and the job link before waiting; returns a summary (``job_id``,
     ``workflow_id``, ``status``, ``outcome``, ``message``, ``node_stats``, ``failed_file_count``,
@@ -115,11 +116,19 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
     :param run_grace_period: seconds (or a timedelta) the workflow's active jobs are read after an
         ambiguous run failure (timeout, dropped connection, 500, 502, 504, an unreadable answer) for
         this run's job; the run is never sent again after such a failure.
-    :param mark_uploads: upload each file with a marker unique to the run request in its name
-        (``report__wfsvc-<16 hex>.txt``; default), so that the job of a lost answer can be proven this
-        task's; the task shows your own names. ``False`` keeps the names as they are everywhere (also in
-        what the service writes to a destination), and then every lost answer fails the task with
-        ``AmbiguousRunError``.
+    :param mark_uploads: what the service receives as your file names, and what a lost run answer
+        (a timeout, a dropped connection, a 500/502/504 after the request left) then costs.
+        ``False`` (default): your own names, unchanged, so the service writes them wherever it writes
+        a file name (each element's ``metadata.filename``, failed files, the job record, the records
+        and ids it writes to your destination: a re-run file replaces its records there). Nothing then
+        shows which job a lost answer created: the task fails with ``AmbiguousRunError`` naming the
+        jobs that appeared meanwhile (never sending the run again); clearing the task runs it again.
+        ``True``: each name carries a marker unique to the run request (``report.txt`` →
+        ``report__wfsvc-<16 hex>.txt``), which the service writes everywhere instead of your name
+        (this task shows your names; the destination keeps the marked ones: records of a re-run file
+        are added, not replaced); where job records list their files (the live service's dialect),
+        the job of a lost answer is then proven this task's and adopted. For pipelines that do not key
+        on file names.
     """
 
     template_fields: Sequence[str] = (
@@ -151,7 +160,7 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
         submit_attempts: int = 3,
         run_grace_period: float | timedelta = 30.0,
         skip_if_no_files: bool = False,
-        mark_uploads: bool = True,
+        mark_uploads: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)
@@ -302,6 +311,13 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
         self._job_id = job.id
         count = "no files" if self._files is None else f"{len(self._files)} file(s)"
         self.log.info("Submitted job %s for workflow %s with %s", job.id, self.workflow_id, count)
+        if self.mark_uploads and self._files is not None and job.input_file_ids is None:
+            self.log.warning(
+                "mark_uploads=True, but this service's job records list no input files (job %s): the "
+                "marker proves nothing here, and the names it sends back stay marked; mark_uploads=False "
+                "keeps your own names at no cost",
+                job.id,
+            )
         return job.id
 
     def _explain_refusal(self, refusal: Exception) -> None:
@@ -475,11 +491,14 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
     """
     Download every output of a completed local-to-local job into a folder; returns where each went.
 
-    Each output is named after its original document (``report.pdf`` → ``report.pdf.json``, read
-    from the output's first element), else its file id; names are sanitised (no directories, no
-    leading dots, plain characters), the node id is added when one file has several outputs, and
-    clashes get ``-2``, ``-3``. A file appears under its final name only once fully written; existing
-    files of the same name are replaced (use one directory per run, e.g. ``.../{{ run_id }}``).
+    Each output is named after its document, the name the service wrote in its first element (your
+    own file's name: ``données.txt`` → ``données.txt.json``, ``sub/Q3 report.md`` → ``sub/Q3
+    report.md.json``), else its file id. Only what a file system cannot hold is changed: empty, ``.``
+    and ``..`` folders are dropped (nothing lands outside ``output_dir``), control characters become
+    ``_``, a name over 255 bytes is cut before its extension. The node id is added when one file has
+    several outputs; two outputs of one download never share a name (``-2``, ``-3`` before
+    ``.json``). A file appears under its final name only once fully written; a file of the same name
+    left by an earlier download is replaced (use one directory per run, e.g. ``.../{{ run_id }}``).
 
     ``output_dir`` may be a folder of object storage (an ``ObjectStoragePath``, or a URI such as
     ``s3://bucket/outputs/{{ run_id }}``): each output is streamed into it, never to local disk, and
@@ -525,6 +544,7 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
         self._downloaded: tuple[str, Any] | None = None
 
     def execute(self, context: Context) -> list[str]:
+        from airflow_provider_workflowsvc._marker import run_marker
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
         from airflow_provider_workflowsvc.models import JobStatus
         from airflow_provider_workflowsvc.operators._files import OutputNames, output_folder
@@ -545,7 +565,11 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
                 return []
             folder.create()
             names = OutputNames(outputs)
-            paths = [self._download(job_id, file_id, node_id, folder, names) for file_id, node_id in outputs]
+            marker = run_marker(job.input_file_ids)
+            paths = [
+                self._download(job_id, file_id, node_id, folder, names, marker)
+                for file_id, node_id in outputs
+            ]
         finally:
             self.close_hook()
         self.log.info("Downloaded %d output file(s) of job %s into %s", len(paths), job_id, folder)
@@ -561,11 +585,13 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
         job_id, folder = self._downloaded
         return download_lineage(self.hook.settings.base_url, job_id, folder_dataset(folder))
 
-    def _download(self, job_id: str, file_id: str, node_id: str, folder: Any, names: Any) -> str:
-        """Stream one output to a hidden name, then give it its final name (never a partial file)."""
+    def _download(
+        self, job_id: str, file_id: str, node_id: str, folder: Any, names: Any, marker: str | None
+    ) -> str:
+        """Stream one output to a hidden name, then give it its document's name (never a partial file)."""
         from airflow_provider_workflowsvc.operators._files import download_output
 
-        target, _ = download_output(self.hook, job_id, file_id, node_id, folder, names)
+        target, _ = download_output(self.hook, job_id, file_id, node_id, folder, names, marker)
         self.log.info("Downloaded output %s (node %s) to %s", file_id, node_id, target)
         return target
 

@@ -264,9 +264,11 @@ def _node_drift(current: Sequence[WorkflowNode], wanted: Sequence[WorkflowNode])
     """
     Node list differences: the nodes themselves, then each requested setting of each node.
 
-    Secret settings (``api_key``, ...) are not compared: a service does not give them back.
+    Secret settings (``api_key``, ...) are not compared (a service does not give them back): each is
+    listed as such.
     """
     from airflow_provider_workflowsvc.models import is_secret_field
+    from airflow_provider_workflowsvc.operators._execution import NOT_SET, unseen_secret
 
     if _node_keys(current) != _node_keys(wanted):
         return [("workflow_nodes", _node_keys(current), _node_keys(wanted))]
@@ -274,20 +276,12 @@ def _node_drift(current: Sequence[WorkflowNode], wanted: Sequence[WorkflowNode])
     for have, want in zip(current, wanted, strict=True):
         have_settings = have.settings or {}
         for key, value in (want.settings or {}).items():
+            setting = f"workflow_nodes[{want.name}].settings.{key}"
             if is_secret_field(key):
-                continue
-            if have_settings.get(key, _ABSENT) != value:
-                setting = f"workflow_nodes[{want.name}].settings.{key}"
-                differences.append((setting, have_settings.get(key, _ABSENT), value))
+                differences.append(unseen_secret(setting))
+            elif have_settings.get(key, NOT_SET) != value:
+                differences.append((setting, have_settings.get(key, NOT_SET), value))
     return differences
-
-
-class _Absent:
-    def __repr__(self) -> str:
-        return "(not set)"
-
-
-_ABSENT: Any = _Absent()
 
 
 def _cron_expressions(workflow: Workflow) -> list[str]:

@@ -48,9 +48,13 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
     pinned (task state store on Airflow 3.3+, and XCom ``job_id``): later pokes, reschedules, retries
     and a triggerer restart follow that job, never a newer one, and its failure fails the sensor.
 
-    The job failing, being stopped, or completing with failed files (``fail_on_failed_files``) fails the
-    task without retries (``soft_fail`` skips it instead). Returns the job summary (XCom), which is
-    also pushed before a failure. The sensor never cancels the job: it does not own it.
+    The job failing, being stopped, or completing with failed files (``fail_on_failed_files``), and the
+    sensor's own timeout, fail the task without retries (``soft_fail`` skips it instead). A wait that
+    could not observe its job (the service refused, or did not find it: a replica that does not have
+    it yet) fails it with :class:`~airflow_provider_workflowsvc.exceptions.WorkflowJobWaitError`, and
+    the task's retries apply (``soft_fail`` does not skip it): the same in every mode. Returns the job
+    summary (XCom), which is also pushed before a failure. The sensor never cancels the job: it does
+    not own it.
 
     :param job_id: the job to wait for (templated).
     :param workflow_id: instead of ``job_id``: the workflow whose job to wait for (templated).
@@ -200,7 +204,8 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         self.defer(trigger=trigger, method_name="execute_complete", timeout=backstop)
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
-        from airflow_provider_workflowsvc.wait.poll import poll_once, survive_transient
+        from airflow_provider_workflowsvc.wait.outcome import broken_outcome
+        from airflow_provider_workflowsvc.wait.poll import is_transient, poll_once, survive_transient
 
         watch = self._watch or self._find(context)
         if watch is None:
@@ -208,6 +213,8 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         try:
             outcome = poll_once(self.hook, watch)
         except Exception as exc:
+            if not is_transient(exc):  # the wait broke: it fails as the trigger's error event does (raises)
+                self._finish(context, broken_outcome(exc, watch.job_id, watch.elapsed))
             survive_transient(exc, self.log, f"Job {watch.job_id}: status check", retry="next poke")
             return False
         if outcome is None:
@@ -240,6 +247,23 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         context["ti"].xcom_push(key=XCOM_JOB_ID, value=job_id)
         self._watch = JobWatch(job_id, self.log)
         return self._watch
+
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
+        """
+        Resume after the trigger. Airflow's sensor turns any error of a resumed sensor into a skip under
+        ``soft_fail``; a wait that could not observe its job is no verdict, so it stays a retryable
+        failure, as in poke mode (where ``soft_fail`` skips only the sensor's verdicts).
+        """
+        from airflow_provider_workflowsvc._compat import AirflowSkipException
+        from airflow_provider_workflowsvc.exceptions import WorkflowJobWaitError
+
+        try:
+            return super().resume_execution(next_method, next_kwargs, context)
+        except AirflowSkipException as skipped:
+            broken = skipped.__cause__
+            if isinstance(broken, WorkflowJobWaitError) and not getattr(self, "never_fail", False):
+                raise broken from None
+            raise
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Resume after the trigger: a job found is pinned and waited for; an outcome is applied."""
@@ -283,16 +307,15 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
                 self.log.warning("Could not remove %s from the task state store: %s", PINNED_JOB_KEY, exc)
 
     def _finish(self, context: Context, outcome: JobOutcome) -> dict[str, Any]:
-        """Return the summary, or push it and fail (no retry: the job's outcome will not change)."""
-        from airflow_provider_workflowsvc._compat import AirflowFailException, AirflowSensorTimeout
+        """Return the summary, or push it and fail (``failure_for`` decides whether retries apply)."""
         from airflow_provider_workflowsvc.wait.outcome import failure_for, log_outcome
 
         log_outcome(outcome, self.log, fail_on_failed_files=self.fail_on_failed_files)
-        error = failure_for(outcome, fail_on_failed_files=self.fail_on_failed_files)
+        error = failure_for(outcome, fail_on_failed_files=self.fail_on_failed_files, owns_job=False)
         summary = outcome.summary(
             fail_on_failed_files=self.fail_on_failed_files, workflow_id=self.workflow_id or None
         )
-        if outcome.job_id:
+        if outcome.job_id and outcome.observed:
             self._unpin(context)  # the job's wait has ended: clearing the task finds a new job
         if error is None:
             return summary
@@ -301,8 +324,5 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         if outcome.status == "timeout":
             from airflow_provider_workflowsvc.operators._execution import timeout_failure
 
-            timeout = timeout_failure(context, error, self.execution_timeout)
-            if timeout is not error:
-                raise timeout
-            raise AirflowSensorTimeout(str(error)) from error
-        raise AirflowFailException(str(error)) from error
+            raise timeout_failure(context, error, self.execution_timeout)
+        raise error

@@ -130,7 +130,7 @@ class WorkflowJobTrigger(BaseTrigger):
         return WorkflowServiceAsyncHook(self.workflowsvc_conn_id)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from airflow_provider_workflowsvc.wait.outcome import unfound_outcome
+        from airflow_provider_workflowsvc.wait.outcome import broken_outcome
         from airflow_provider_workflowsvc.wait.watch import PollSchedule
 
         started = self.started_at if self.started_at is not None else time.time()
@@ -140,8 +140,7 @@ class WorkflowJobTrigger(BaseTrigger):
                 outcome = await self._wait(hook, schedule, started)
         except Exception as exc:  # the task must hear about it: never end without an event
             self.log.exception("Waiting for the job failed")
-            outcome = unfound_outcome("error", f"{type(exc).__name__}: {exc}", time.time() - started)
-            outcome = outcome.model_copy(update={"job_id": self.job_id})
+            outcome = broken_outcome(exc, self.job_id, time.time() - started)
         yield self._event(outcome)
 
     def _event(self, outcome: JobOutcome) -> TriggerEvent:

@@ -6,8 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Hashable, Iterable
-from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
@@ -17,6 +16,11 @@ from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
     from airflow_provider_workflowsvc.models import Job
+    from airflow_provider_workflowsvc.triggers._job_cursor import JobCursor
+
+MAX_LATENESS = 3600.0
+"""Seconds, on the triggerer's clock, a job may appear in the listing after its ``created_at`` and still
+be reported (``max_lateness``'s default)."""
 
 log = logging.getLogger(__name__)
 
@@ -26,102 +30,12 @@ FAILED_FILES_IN_EVENT = 20
 """Failed files listed in an event's payload (``failed_count`` has them all)."""
 SUMMARY_BUDGET = 60.0
 """Seconds the requests for one job's summary may take before the next listing tries again."""
+LISTING_BUDGET = 60.0
+"""Seconds one listing may take before the next interval (or listing) tries again."""
+GONE = "gone"
+"""What :meth:`JobListing.record` returns for a job the service no longer has."""
 CURSOR_KEY_PREFIX = "workflowsvc_job_events"
 """Asset state store key of a watcher's cursor (never rename it: a renamed key restarts the cursor)."""
-
-
-# --------------------------------------------------------------------------------------------------
-# The cursor: which jobs were already reported
-
-
-@dataclass
-class JobCursor:
-    """
-    What a watcher has seen of its workflow's jobs; it survives a restart in the asset state store.
-
-    A job is *new* when it was created after ``watermark`` (or at it, but not among ``at_watermark``).
-    ``pending`` holds the jobs seen before they were reported: unfinished ones, and finished ones whose
-    event is not out yet. A job is *due* (its event is sent) when it is new and already final, or
-    pending and final now. The cursor stays small: jobs leave ``pending`` once reported.
-    """
-
-    watermark: datetime | None = None
-    at_watermark: set[str] = field(default_factory=set)
-    pending: set[str] = field(default_factory=set)
-    _undated: set[str] = field(default_factory=set, repr=False, compare=False)
-
-    @classmethod
-    def starting_at(cls, jobs: Iterable[Job]) -> JobCursor:
-        """Start a cursor at a first start: the jobs listed now and already final are never reported."""
-        cursor = cls()
-        for job in cursor._dated(jobs):
-            cursor._see(job)
-            if not job.status.is_terminal:
-                cursor.pending.add(job.id)
-        return cursor
-
-    def due(self, jobs: Iterable[Job]) -> list[Job]:
-        """Return the jobs that finished since the cursor last saw them (oldest first); note new ones."""
-        due: list[Job] = []
-        for job in self._dated(jobs):
-            if self._is_new(job):
-                self._see(job)
-                self.pending.add(job.id)
-            if job.id in self.pending and job.status.is_terminal:
-                due.append(job)
-        return due
-
-    def reported(self, job_id: str) -> None:
-        """Record that ``job_id``'s event is out (or that it is not wanted): never report it again."""
-        self.pending.discard(job_id)
-
-    def _is_new(self, job: Job) -> bool:
-        created = job.created_utc
-        assert created is not None
-        if self.watermark is None or created > self.watermark:
-            return True
-        return created == self.watermark and job.id not in self.at_watermark
-
-    def _see(self, job: Job) -> None:
-        created = job.created_utc
-        assert created is not None
-        if self.watermark is None or created > self.watermark:
-            self.watermark, self.at_watermark = created, set()
-        self.at_watermark.add(job.id)
-
-    def _dated(self, jobs: Iterable[Job]) -> list[Job]:
-        """Return the jobs in creation order; an undated job cannot be placed: skipped (warned once)."""
-        dated = []
-        for job in jobs:
-            if job.created_utc is not None:
-                dated.append(job)
-            elif job.id not in self._undated:
-                self._undated.add(job.id)
-                log.warning("Job %s has no created_at; it cannot be ordered and is not reported", job.id)
-        return sorted(dated, key=lambda job: (job.created_utc, job.id))
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "watermark": None if self.watermark is None else self.watermark.isoformat(),
-            "at_watermark": sorted(self.at_watermark),
-            "pending": sorted(self.pending),
-        }
-
-    @classmethod
-    def from_json(cls, value: Any) -> JobCursor | None:
-        """Read a stored cursor; None when there is none, or it cannot be read (a new start, warned)."""
-        if value is None:
-            return None
-        try:
-            mark = value["watermark"]
-            return cls(
-                watermark=None if mark is None else datetime.fromisoformat(mark),
-                at_watermark={str(i) for i in value["at_watermark"]},
-                pending={str(i) for i in value["pending"]},
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            log.warning("The stored job cursor %r cannot be read (%s); starting from now", value, exc)
-            return None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -148,9 +62,9 @@ class JobSummaries:
             self._fetches[job.id] = known
         return await asyncio.shield(known[1])
 
-    def forget_all_but(self, job_ids: set[str]) -> None:
-        """Drop the summaries of jobs the service no longer lists (bounded memory)."""
-        for job_id in [j for j in self._fetches if j not in job_ids]:
+    def forget_before(self, listing: int) -> None:
+        """Drop the summaries fetched for listings before ``listing`` (bounded memory)."""
+        for job_id in [j for j, (number, _) in self._fetches.items() if number < listing]:
             del self._fetches[job_id]
 
     async def _fetch(self, job: Job) -> dict[str, Any] | None:
@@ -203,13 +117,146 @@ def job_summary(job: Job, summary: dict[str, Any] | None, error: str | None = No
     return payload
 
 
-@dataclass(frozen=True)
 class JobListing:
-    """One raw event of the stream: the jobs listed at one poll, and where to get their summaries."""
+    """
+    One raw event of the stream: the jobs created since ``since`` as listed at ``listed_at``, and the
+    reads a watcher may need beyond them, each made once for every watcher of the stream.
+    """
 
-    number: int
-    jobs: list[Job]
-    summaries: JobSummaries
+    def __init__(
+        self,
+        number: int,
+        listed_at: float,
+        since: datetime | None,
+        jobs: list[Job],
+        hook: WorkflowServiceAsyncHook,
+        workflow_id: str | None,
+        summaries: JobSummaries,
+    ) -> None:
+        self.number, self.listed_at, self.since, self.jobs = number, listed_at, since, jobs
+        self.summaries = summaries
+        self._hook, self._workflow_id = hook, workflow_id
+        self._lock = asyncio.Lock()
+        self._records: dict[str, Job | str | None] = {}
+
+    def covers(self, since: datetime | None) -> bool:
+        """Whether ``jobs`` holds every job created at or after ``since`` (None: every job)."""
+        return self.since is None or (since is not None and since >= self.since)
+
+    async def reaching(self, since: datetime | None) -> list[Job] | None:
+        """
+        Return the jobs created since ``since`` (None: all of them): this listing's when it goes back
+        that far, else the workflow's listing read again that far (once for every watcher that needs
+        it). None: that listing failed for now (try again with the next listing).
+        """
+        async with self._lock:
+            if not self.covers(since):
+                jobs = await _listed(self._hook, self._workflow_id, since, "next listing")
+                if jobs is None:
+                    return None
+                self.since, self.jobs = since, jobs
+        return self.jobs
+
+    async def unfinished(self) -> list[Job] | None:
+        """
+        Return the workflow's scheduled and in-progress jobs, whatever their age (for a first start),
+        with the ``status`` filter spelled as this listing's records show (both spellings while none
+        does; one the service refuses as invalid is skipped). None: a listing failed for now.
+        """
+        from airflow_provider_workflowsvc.exceptions import WorkflowServiceApiError
+        from airflow_provider_workflowsvc.models import JobStatus, status_spellings
+
+        found: dict[str, Job] = {}
+        for status in (JobStatus.SCHEDULED, JobStatus.IN_PROGRESS):
+            for text in status_spellings(status, self.jobs):
+                try:
+                    jobs = await _listed(self._hook, self._workflow_id, None, "next listing", status=text)
+                except WorkflowServiceApiError as exc:
+                    if exc.status_code in (400, 422):
+                        continue  # a spelling of the other dialect
+                    raise
+                if jobs is None:
+                    return None
+                found.update((job.id, job) for job in jobs if job.id not in found)
+        return list(found.values())
+
+    async def record(self, job_id: str) -> Job | str | None:
+        """
+        Return job ``job_id`` as the service now records it (once per listing for every watcher); None
+        when it could not be read now; :data:`GONE` when the service has no such job.
+        """
+        from airflow_provider_workflowsvc.exceptions import WorkflowServiceNotFoundError
+        from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
+        from airflow_provider_workflowsvc.wait.poll import survive_transient
+
+        async with self._lock:
+            if job_id not in self._records:
+                try:
+                    with deadline(time.time() + SUMMARY_BUDGET):
+                        self._records[job_id] = await self._hook.get_job(job_id)
+                except WorkflowServiceNotFoundError:
+                    self._records[job_id] = GONE
+                except Exception as exc:
+                    survive_transient(exc, log, f"Job {job_id}: reading its record", retry="next listing")
+                    self._records[job_id] = None
+        return self._records[job_id]
+
+
+async def _listed(
+    hook: WorkflowServiceAsyncHook,
+    workflow_id: str | None,
+    since: datetime | None,
+    retry: str,
+    status: str | None = None,
+) -> list[Job] | None:
+    """List the workflow's jobs created since ``since`` (in ``status``); None: failed transiently (logged)."""
+    from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
+    from airflow_provider_workflowsvc.wait.poll import survive_transient
+
+    what = f"Listing the jobs of workflow {workflow_id}" if workflow_id else "Listing the jobs"
+    try:
+        with deadline(time.time() + LISTING_BUDGET):
+            return await hook.list_jobs(workflow_id=workflow_id, status=status, created_since=since)
+    except Exception as exc:
+        survive_transient(exc, log, what, retry=retry)
+        return None
+
+
+class _SettledSaver:
+    """
+    Saves a watcher's cursor so that every event handed over ``settle`` seconds ago is stored as reported,
+    however long the rest of a burst takes: a restart repeats at most the events of those last seconds.
+    """
+
+    def __init__(self, trigger: WorkflowJobEventTrigger, cursor: JobCursor) -> None:
+        self._trigger, self._cursor = trigger, cursor
+        self._handed: dict[str, float] = {}
+        """Job id → when its event was handed over (monotonic), until it is saved as reported."""
+        self._task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+
+    def handed(self, job_id: str) -> None:
+        self._handed[job_id] = time.monotonic()
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._save_when_settled())
+
+    async def save(self) -> None:
+        """Save the cursor now: the events handed over within the settle time stay pending in it."""
+        async with self._lock:
+            settled_before = time.monotonic() - self._trigger.cursor_settle_seconds
+            for job_id in [j for j, at in self._handed.items() if at <= settled_before]:
+                del self._handed[job_id]
+            await self._trigger._save_cursor(self._cursor, unsettled=self._handed)
+
+    async def _save_when_settled(self) -> None:
+        while self._handed:
+            oldest = min(self._handed.values())
+            await asyncio.sleep(max(oldest + self._trigger.cursor_settle_seconds - time.monotonic(), 0.0))
+            await self.save()
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -221,9 +268,11 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
     Report each job of a workflow that reaches a final status: for ``Asset(watchers=[AssetWatcher(...)])``.
 
     Every ``poll_interval`` seconds the trigger lists the workflow's jobs (``GET /jobs/?workflow_id=``,
-    or every job of the connection without ``workflow_id``). Each job that reaches one of ``statuses``
-    after the watch began gives exactly one event, whose payload is the job's summary: ``job_id``,
-    ``workflow_id``, ``workflow_name``, ``status``, ``created_at``, ``documents_written``,
+    or every job of the connection without ``workflow_id``), read down to the jobs created within
+    ``max_lateness`` of the previous listing. Each job that reaches one of ``statuses`` after the watch
+    began gives exactly one event, whatever its ``created_at`` says, as long as it appears in the listing
+    no later than ``max_lateness`` after it (on the triggerer's clock). The payload is the job's summary:
+    ``job_id``, ``workflow_id``, ``workflow_name``, ``status``, ``created_at``, ``documents_written``,
     ``failed_count``, ``failed_files`` (the first :data:`FAILED_FILES_IN_EVENT`) and ``message``. The
     DAG scheduled on the asset reads it from ``triggering_asset_events[asset][i].extra["payload"]``.
     Jobs that had finished when the watch first started are not reported.
@@ -242,11 +291,14 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
     :param poll_interval: seconds between two listings.
     :param statuses: the final statuses to report (default: all of them); a finished job in another
         status is passed over silently.
+    :param max_lateness: seconds a job may appear in the listing after its ``created_at`` (a commit that
+        lands late, a replica whose clock is behind) and still be reported; each listing reads the jobs
+        created within it (:data:`MAX_LATENESS` by default).
     """
 
     cursor_settle_seconds = 5.0
-    """Seconds the cursor is saved after the events of a listing were handed to the triggerer: by
-    then they are in the database, so a crash can repeat an event only within this window."""
+    """Seconds after which an event handed to the triggerer is saved as reported: by then it is in the
+    database, so a crash can repeat an event only within this window (never lose one)."""
 
     def __init__(
         self,
@@ -255,6 +307,7 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
         workflowsvc_conn_id: str = DEFAULT_CONN_ID,
         poll_interval: float = 60.0,
         statuses: Iterable[str] | None = None,
+        max_lateness: float = MAX_LATENESS,
     ) -> None:
         from airflow_provider_workflowsvc.operators._base import interval_seconds
 
@@ -263,6 +316,7 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
         self.workflowsvc_conn_id = workflowsvc_conn_id
         self.poll_interval = interval_seconds(poll_interval, "poll_interval")
         self.statuses = _final_statuses(FINAL_STATUSES if statuses is None else statuses)
+        self.max_lateness = _lateness(max_lateness)
         self._memory: JobCursor | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -273,6 +327,7 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
                 "workflowsvc_conn_id": self.workflowsvc_conn_id,
                 "poll_interval": self.poll_interval,
                 "statuses": list(self.statuses),
+                "max_lateness": self.max_lateness,
             },
         )
 
@@ -288,55 +343,97 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
 
     @classmethod
     async def open_shared_stream(cls, kwargs: dict[str, Any]) -> AsyncIterator[Any]:
-        """List the jobs now, then every ``poll_interval`` seconds; yield each listing (forever)."""
-        from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, deadline
-        from airflow_provider_workflowsvc.wait.poll import survive_transient
+        """
+        List the jobs now, then every ``poll_interval`` seconds; yield each listing (forever). Each reads
+        the jobs created since ``max_lateness`` before the previous listing (the first: before now).
+        """
+        from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
 
         workflow_id, interval = kwargs.get("workflow_id"), float(kwargs.get("poll_interval") or 60.0)
-        what = f"Listing the jobs of workflow {workflow_id}" if workflow_id else "Listing the jobs"
+        lateness = float(kwargs.get("max_lateness") or MAX_LATENESS)
         async with WorkflowServiceAsyncHook(kwargs.get("workflowsvc_conn_id") or DEFAULT_CONN_ID) as hook:
-            summaries, number = JobSummaries(hook), 0
+            summaries, number, since = JobSummaries(hook), 0, None
             while True:
-                try:
-                    with deadline(time.time() + max(interval, SUMMARY_BUDGET)):
-                        jobs = await hook.list_jobs(workflow_id=workflow_id)
-                except Exception as exc:
-                    survive_transient(exc, log, what, retry="next interval")
-                else:
+                listed_at = time.time()
+                since = since or _utc(listed_at - lateness)
+                jobs = await _listed(hook, workflow_id, since, "next interval")
+                if jobs is not None:
                     number += 1
-                    summaries.forget_all_but({job.id for job in jobs})
-                    yield JobListing(number, jobs, summaries)
+                    summaries.forget_before(number - 1)
+                    yield JobListing(number, listed_at, since, jobs, hook, workflow_id, summaries)
+                    since = _utc(listed_at - lateness)
                 await asyncio.sleep(interval)
 
     async def filter_shared_stream(self, shared_stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
         """Turn the listings into this watcher's events: the jobs its own cursor has not reported."""
-        read, cursor = False, None
-        async for listing in shared_stream:
-            if not read:
-                read, cursor = await self._load_cursor()
+        read, cursor, saver = False, None, None
+        try:
+            async for listing in shared_stream:
                 if not read:
+                    read, cursor = await self._load_cursor()
+                    if not read:
+                        continue
+                    self._log_start(cursor)
+                if cursor is None:
+                    cursor = await self._first_start(listing)
+                    if cursor is not None:
+                        await self._save_cursor(cursor)
                     continue
-                self._log_start(cursor)
-            if cursor is None:
-                cursor = JobCursor.starting_at(listing.jobs)
-                self.log.info("Watching %s from now on", self._watched())
-                await self._save_cursor(cursor)
-                continue
-            emitted = False
-            for job in cursor.due(listing.jobs):
-                if job.status.value not in self.statuses:
+                if saver is None:
+                    saver = _SettledSaver(self, cursor)
+                due = await self._due(cursor, listing)
+                if due is None:
+                    continue  # the listing could not be read that far: the next one tries again
+                for job in due:
+                    if job.status.value not in self.statuses:
+                        cursor.reported(job.id)
+                        continue
+                    payload = await listing.summaries.of(job, listing.number)
+                    if payload is None:
+                        continue  # stays pending: the next listing tries again
+                    self.log.info("Job %s of %s ended %s", job.id, self._watched(), payload["status"])
+                    yield TriggerEvent(payload)
                     cursor.reported(job.id)
-                    continue
-                payload = await listing.summaries.of(job, listing.number)
-                if payload is None:
-                    continue  # stays pending: the next listing tries again
-                self.log.info("Job %s of %s ended %s", job.id, self._watched(), payload["status"])
-                yield TriggerEvent(payload)
-                cursor.reported(job.id)
-                emitted = True
-            if emitted:
-                await asyncio.sleep(self.cursor_settle_seconds)
-            await self._save_cursor(cursor)
+                    saver.handed(job.id)
+                cursor.advance(listing.listed_at, self.max_lateness)
+                await saver.save()
+        finally:
+            if saver is not None:
+                saver.close()
+
+    async def _first_start(self, listing: JobListing) -> JobCursor | None:
+        """
+        Start a cursor from the jobs of the lateness window and the unfinished ones (whatever their age):
+        those already final are never reported, the others are once they end.
+        """
+        from airflow_provider_workflowsvc.triggers._job_cursor import JobCursor
+
+        window = await listing.reaching(_utc(listing.listed_at - self.max_lateness))
+        unfinished = await listing.unfinished() if window is not None else None
+        if window is None or unfinished is None:
+            return None
+        self.log.info("Watching %s from now on", self._watched())
+        return JobCursor.starting_at([*window, *unfinished], listing.listed_at, self.max_lateness)
+
+    async def _due(self, cursor: JobCursor, listing: JobListing) -> list[Job] | None:
+        """
+        Return the jobs to report from ``listing`` (oldest first; None: not readable now): the pending
+        ones it shows final, and those it does not show (older than its window) read one by one.
+        """
+        from airflow_provider_workflowsvc.models import Job
+
+        jobs = listing.jobs if listing.covers(cursor.horizon) else await listing.reaching(cursor.horizon)
+        if jobs is None:
+            return None
+        due = cursor.due(jobs, listing.listed_at, self.max_lateness)
+        for job_id in cursor.unlisted(jobs):
+            job = await listing.record(job_id)
+            if job == GONE:
+                self.log.warning("Job %s is no longer known to the service; it is not reported", job_id)
+                cursor.reported(job_id)
+            elif isinstance(job, Job) and job.status.is_terminal:
+                due.append(job)
+        return due
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Without a shared stream (Airflow < 3.3): the same listings, on a stream of its own."""
@@ -355,6 +452,8 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
 
     async def _load_cursor(self) -> tuple[bool, JobCursor | None]:
         """``(read, cursor)``: the stored cursor (None: a first start); ``read`` False: try again later."""
+        from airflow_provider_workflowsvc.triggers._job_cursor import JobCursor
+
         store = self._store()
         if store is None:
             return True, self._memory
@@ -372,25 +471,36 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
             )
             self.log.info("No saved job cursor for %s (kept %s): starting from now", self._watched(), kept)
             return
-        newest = cursor.watermark.isoformat() if cursor.watermark else "none yet"
+        horizon = cursor.horizon.isoformat() if cursor.horizon else "none"
         self.log.info(
-            "Resuming %s from the saved job cursor: newest job seen created at %s (%d job(s) at that time),"
-            " %d job(s) seen but not reported yet",
+            "Resuming %s from the saved job cursor: %d job(s) created since %s known, %d job(s) seen but"
+            " not reported yet",
             self._watched(),
-            newest,
-            len(cursor.at_watermark),
+            len(cursor.known),
+            horizon,
             len(cursor.pending),
         )
 
-    async def _save_cursor(self, cursor: JobCursor) -> None:
+    async def _save_cursor(self, cursor: JobCursor, unsettled: Iterable[str] = ()) -> None:
         self._memory = cursor
         store = self._store()
         if store is None:
             return
         try:
-            await store.aset(self.cursor_key, cursor.to_json())
+            await store.aset(self.cursor_key, cursor.to_json(unsettled))
         except Exception as exc:  # the next listing saves it again
             self.log.warning("Could not save the job cursor to the asset state store: %s", exc)
+
+
+def _utc(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, tz=timezone.utc)
+
+
+def _lateness(value: Any) -> float:
+    seconds = float(value)
+    if not seconds > 0:
+        raise ValueError(f"max_lateness must be a positive number of seconds, got {value!r}")
+    return seconds
 
 
 def _final_statuses(statuses: Iterable[str]) -> tuple[str, ...]:

@@ -4,7 +4,8 @@ What a finished (or abandoned) wait for a job means: the verdict, the task's fai
 * :class:`JobOutcome` is the trigger event payload and the source of the task's XCom summary. It is
   validated strictly when it comes back from the triggerer (:func:`parse_event`): anything unexpected
   fails the task.
-* :func:`failure_for` turns an outcome into the exception that fails the task (or ``None``);
+* :func:`failure_for` turns an outcome into the exception that fails the task (or ``None``), and
+  decides whether the task's retries apply: the one rule of every waiting mode;
   :func:`log_outcome` writes the final lines of the task log.
 
 The first room of the wait: it needs neither the hook nor the rest of :mod:`.wait`. Imported lazily
@@ -14,15 +15,18 @@ The first room of the wait: it needs neither the hook nor the rest of :mod:`.wai
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from airflow_provider_workflowsvc._compat import AirflowFailException, AirflowSensorTimeout
+from airflow_provider_workflowsvc._url_secrets import mask_url_secrets
 from airflow_provider_workflowsvc.exceptions import (
     InvalidJobEventError,
     WorkflowJobError,
     WorkflowJobFailedError,
     WorkflowJobTimeoutError,
+    WorkflowJobWaitError,
     format_validation_errors,
 )
 from airflow_provider_workflowsvc.models import JobStatus
@@ -38,6 +42,11 @@ STATUS_OUTCOME: dict[JobStatus, OutcomeStatus] = {
     JobStatus.STOPPED: "stopped",
 }
 """The outcome of a wait that saw its job end in each final status (any other: ``error``)."""
+
+ServiceText = Annotated[str, AfterValidator(mask_url_secrets)]
+"""Text the service wrote (its job message, failed-file names and errors, what ended a wait), masked as it
+enters the outcome: what its URLs may carry as credentials never reaches the event, the XCom, the
+exception or the log (the same rule as operator fields)."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -63,15 +72,19 @@ class NodeProgress(_Strict):
 class FailedDocument(_Strict):
     """A document the job could not process, with the service's error."""
 
-    document: str
-    error: str = ""
+    document: ServiceText
+    error: ServiceText = ""
 
 
 class OutputFile(_Strict):
-    """An output of the job (local destinations): the file and the node that wrote it."""
+    """
+    An output of the job (local destinations): the file, the node that wrote it, and the document it
+    was made from (the user's own file name, as the output names it; None when unknown).
+    """
 
     file_id: str
     node_id: str
+    document: str | None = None
 
 
 class JobOutcome(_Strict):
@@ -81,7 +94,7 @@ class JobOutcome(_Strict):
     job_id: str | None = Field(min_length=1)
     workflow_id: str | None = None
     job_status: str | None = None
-    message: str = ""
+    message: ServiceText = ""
     node_stats: list[NodeProgress] = Field(default_factory=list)
     failed_files: list[FailedDocument] = Field(default_factory=list)
     output_files: list[OutputFile] = Field(default_factory=list)
@@ -96,6 +109,14 @@ class JobOutcome(_Strict):
     def to_event(self) -> dict[str, Any]:
         """Return the JSON-serializable trigger event payload."""
         return self.model_dump(mode="json")
+
+    @property
+    def observed(self) -> bool:
+        """
+        Whether the wait observed its job to the end, or to its own deadline: False when it could not
+        (``error``: refused, not found, unreadable), so nothing is known of how the job ends.
+        """
+        return self.status != "error"
 
     def verdict(self, *, fail_on_failed_files: bool) -> str:
         """Return the task's verdict: ``status``, or ``failed_files`` when they fail a completed job."""
@@ -160,9 +181,30 @@ def describe_failed_files(files: list[FailedDocument], limit: int = FAILED_FILES
 
 
 def failure_for(
-    outcome: JobOutcome, *, fail_on_failed_files: bool = True, timeout_note: str = ""
-) -> WorkflowJobError | None:
-    """Return the error that fails the task for ``outcome``, or None when the task succeeds."""
+    outcome: JobOutcome, *, fail_on_failed_files: bool = True, timeout_note: str = "", owns_job: bool = True
+) -> BaseException | None:
+    """
+    Return the error that fails the task for ``outcome``, or None when the task succeeds.
+
+    Whether the task's retries apply, in every waiting mode (sync, deferred, poke, started in the
+    triggerer): a wait that could not observe its job (:attr:`JobOutcome.observed` false) is a
+    :class:`WorkflowJobWaitError`, always retryable. A task that ran the job (``owns_job``) may retry
+    whatever the job did: the retry runs the workflow again. A task that waits for a job it does not
+    own (the sensor) cannot change the job's verdict (failed, stopped, failed files) nor its own
+    timeout by retrying: those become ``AirflowFailException`` and ``AirflowSensorTimeout`` (no retry;
+    ``soft_fail`` skips them), caused by the provider's error.
+    """
+    error = _job_error(outcome, fail_on_failed_files, timeout_note)
+    if error is None or owns_job or not outcome.observed:
+        return error
+    final = (
+        AirflowSensorTimeout(str(error)) if outcome.status == "timeout" else AirflowFailException(str(error))
+    )
+    final.__cause__ = error
+    return final
+
+
+def _job_error(outcome: JobOutcome, fail_on_failed_files: bool, timeout_note: str) -> WorkflowJobError | None:
     job = f"Workflow Service job {outcome.job_id}" if outcome.job_id else "Workflow Service job"
     message = outcome.message or "the service gave no message"
     if outcome.status == "success":
@@ -187,7 +229,7 @@ def failure_for(
             f"{outcome.job_status or 'unknown'}"
         )
         return WorkflowJobTimeoutError(text + (f"; {timeout_note}" if timeout_note else ""), outcome)
-    return WorkflowJobError(f"Waiting for {job} failed: {message}", outcome)
+    return WorkflowJobWaitError(f"Waiting for {job} failed: {message}", outcome)
 
 
 def _seconds(value: float | None) -> str:
@@ -224,3 +266,10 @@ def log_outcome(outcome: JobOutcome, log: logging.Logger | Any, *, fail_on_faile
 def unfound_outcome(status: OutcomeStatus, message: str, elapsed: float) -> JobOutcome:
     """Build the outcome of a wait that never found its job (sensor waiting for a workflow's job)."""
     return JobOutcome(status=status, job_id=None, message=message, elapsed=elapsed)
+
+
+def broken_outcome(exc: BaseException, job_id: str | None, elapsed: float) -> JobOutcome:
+    """Build the outcome of a wait that could not observe its job: what stopped it (see ``failure_for``)."""
+    return JobOutcome(
+        status="error", job_id=job_id or None, message=f"{type(exc).__name__}: {exc}", elapsed=elapsed
+    )

@@ -6,8 +6,9 @@ to the time left, no retry past it), and a cancel sent when a task ends gets ``C
 
 One poll is ONE request (``GET /jobs/{id}/details``: status and per-node counts), plus ``GET /jobs/{id}``
 only when the details carry a status this provider does not know. Once the job is terminal, two more
-requests fetch the job record (output files) and the failed files. A wait of ``T`` seconds at interval
-``I`` therefore costs at most ``ceil(T / I) + 3`` requests.
+requests fetch the job record (output files) and the failed files, and one per output file (a local
+destination's only) reads the start of that output for its document's name. A wait of ``T`` seconds
+at interval ``I`` therefore costs at most ``ceil(T / I) + 3`` requests, and one per output file.
 
 Each sync function has its awaited twin next to it (``poll_once``/``apoll_once``, ...): the same steps,
 the same helpers for every decision. Imported lazily (inside methods), never at DAG-parse time.
@@ -23,6 +24,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_workflowsvc.exceptions import (
+    WorkflowServiceAuthUnconfirmedError,
     WorkflowServiceConflictError,
     WorkflowServiceConnectionError,
     WorkflowServiceError,
@@ -63,13 +65,16 @@ def is_transient(exc: BaseException) -> bool:
 
     An unreadable or unexpected 2xx answer counts, like a 503: the job goes on whatever one answer
     said, and failing the wait would leave it running, untracked. A refused connection counts (the
-    service may be restarting); a TLS mismatch or an unknown host name does not.
+    service may be restarting); a TLS mismatch or an unknown host name does not. A refusal while the
+    connection could not be read again (its credentials may have been rotated) counts: only a refusal
+    of credentials read anew is the service's word.
     """
     if isinstance(exc, WorkflowServiceResponseError):
         return 200 <= exc.status_code < 300
     if isinstance(exc, WorkflowServiceConnectionError) and exc.permanent:
         return False  # a TLS or certificate mismatch, an unknown host: polling again will not help
     transient = (
+        WorkflowServiceAuthUnconfirmedError,
         WorkflowServiceConnectionError,
         WorkflowServiceRateLimitError,
         WorkflowServiceServerError,
@@ -102,7 +107,36 @@ def poll_once(hook: WorkflowServiceHook, watch: JobWatch) -> JobOutcome | None:
     job = job or hook.get_job(watch.job_id)
     if not watch.confirmed_by(job):
         return None
-    return watch.outcome(job, hook.get_job_failed_files(watch.job_id).failed_files)
+    failed = hook.get_job_failed_files(watch.job_id).failed_files
+    return watch.outcome(job, failed, output_documents(hook, job, watch.log))
+
+
+def output_documents(hook: WorkflowServiceHook, job: Job, log: Log) -> dict[str, str | None]:
+    """
+    Return the document of each of ``job``'s output files, as the output names it (the start of one
+    output per file is read); an output that cannot be read is logged and its document left unknown.
+    """
+    documents: dict[str, str | None] = {}
+    for file_id, node_id in _one_output_per_file(job).items():
+        try:
+            documents[file_id] = hook.get_output_document(job.id, file_id, node_id)
+        except WorkflowServiceError as exc:
+            documents[file_id] = _unread_document(job, file_id, exc, log)
+    return documents
+
+
+def _one_output_per_file(job: Job) -> dict[str, str]:
+    """Return the node of each output file's first output (any output of a file names its document)."""
+    found: dict[str, str] = {}
+    for output in job.output_node_files:
+        found.setdefault(output.file_id, output.node_id)
+    return found
+
+
+def _unread_document(job: Job, file_id: str, exc: Exception, log: Log) -> str | None:
+    """Log that an output's document could not be read; it stays unknown (None)."""
+    log.warning("Job %s: could not read which document output %s was made from: %s", job.id, file_id, exc)
+    return None
 
 
 def wait_for_job(
@@ -229,7 +263,7 @@ def find_job(
     hook: WorkflowServiceHook, workflow_id: str, created_after: datetime | None, pick: str
 ) -> Job | None:
     """Return the workflow's latest (or earliest) job created after ``created_after``, if any yet."""
-    return pick_job(hook.list_jobs(workflow_id=workflow_id), created_after, pick)
+    return pick_job(hook.list_jobs(workflow_id=workflow_id, created_since=created_after), created_after, pick)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -281,7 +315,18 @@ async def apoll_once(hook: WorkflowServiceAsyncHook, watch: JobWatch) -> JobOutc
     if not watch.confirmed_by(job):
         return None
     failed = await hook.get_job_failed_files(watch.job_id)
-    return watch.outcome(job, failed.failed_files)
+    return watch.outcome(job, failed.failed_files, await aoutput_documents(hook, job, watch.log))
+
+
+async def aoutput_documents(hook: WorkflowServiceAsyncHook, job: Job, log: Log) -> dict[str, str | None]:
+    """:func:`output_documents`, awaited."""
+    documents: dict[str, str | None] = {}
+    for file_id, node_id in _one_output_per_file(job).items():
+        try:
+            documents[file_id] = await hook.get_output_document(job.id, file_id, node_id)
+        except WorkflowServiceError as exc:
+            documents[file_id] = _unread_document(job, file_id, exc, log)
+    return documents
 
 
 async def await_job(
@@ -315,12 +360,18 @@ async def await_new_job(
     schedule: PollSchedule,
     log: Log,
 ) -> Job | None:
-    """Poll the workflow's jobs until one created after ``created_after`` appears; None at the deadline."""
+    """
+    Poll the workflow's jobs until one created after ``created_after`` appears; None at the deadline.
+
+    Each poll reads the listing only down to ``created_after`` once the service's listings are known to
+    come newest first (the workflow's history is dropped unread: the cost follows the new jobs).
+    """
     while (pause := schedule.next_pause()) is not None:
         await asyncio.sleep(pause)
         try:
             with deadline(schedule.cutoff):
-                jobs = await _bounded(hook.list_jobs(workflow_id=workflow_id), schedule)
+                listed = hook.list_jobs(workflow_id=workflow_id, created_since=created_after)
+                jobs = await _bounded(listed, schedule)
         except Exception as exc:
             survive_transient(exc, log, f"Listing the jobs of workflow {workflow_id}")
             continue

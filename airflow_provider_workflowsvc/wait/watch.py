@@ -15,9 +15,10 @@ import logging
 import math
 import random
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_workflowsvc._marker import user_names
+from airflow_provider_workflowsvc._marker import run_marker, unmarked
 from airflow_provider_workflowsvc.models import JobStatus
 from airflow_provider_workflowsvc.wait.outcome import (
     STATUS_OUTCOME,
@@ -139,22 +140,36 @@ class JobWatch:
             for n in stats
         )
 
-    def outcome(self, job: Job, failed: list[FailedFile]) -> JobOutcome:
-        """Build the outcome of a terminal job (status from the job record when it is terminal there)."""
+    def outcome(
+        self, job: Job, failed: list[FailedFile], documents: Mapping[str, str | None] | None = None
+    ) -> JobOutcome:
+        """
+        Build the outcome of a terminal job (status from the job record when it is terminal there);
+        ``documents``: the document of each output file id, as its output names it.
+
+        A marked run's marker (``mark_uploads=True``, read in the job's record) is taken out of every
+        name the service gives back: the user reads their own names.
+        """
         status = job.status if job.status.is_terminal else (self.status or JobStatus.UNKNOWN)
         details = self.details
+        marker = run_marker(job.input_file_ids)
+        documents = documents or {}
+        named = {file_id: unmarked(doc, marker) for file_id, doc in documents.items() if doc is not None}
         return JobOutcome(
             status=STATUS_OUTCOME.get(status, "error"),
             job_id=self.job_id,
             workflow_id=job.workflow_id,
             job_status=status.value,
-            message=user_names((details.message if details is not None else None) or ""),
+            message=unmarked((details.message if details is not None else None) or "", marker),
             node_stats=self._node_stats(),
             failed_files=[
-                FailedDocument(document=user_names(f.document), error=user_names(f.error or ""))
+                FailedDocument(document=unmarked(f.document, marker), error=unmarked(f.error or "", marker))
                 for f in failed
             ],
-            output_files=[OutputFile(file_id=o.file_id, node_id=o.node_id) for o in job.output_node_files],
+            output_files=[
+                OutputFile(file_id=o.file_id, node_id=o.node_id, document=named.get(o.file_id))
+                for o in job.output_node_files
+            ],
             elapsed=self.elapsed,
             **job_run_time(job),
         )

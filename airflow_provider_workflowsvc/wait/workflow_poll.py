@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 import weakref
+import zlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,10 @@ until a listing has shown how the service spells statuses, tried in turn in this
 
 ANSWER_GRACE = 0.2
 """Seconds past a listing's limit the other waits of its round still wait for its answer."""
+OWN_POLL_EVERY = 4
+"""Every this many polls a wait polls its own job even while the listing shows it active: a listing
+that lags (a stale replica, a cache) holds no job past this many intervals after the job's own record
+shows its end."""
 
 _log = logging.getLogger(__name__)
 
@@ -75,15 +80,19 @@ class WorkflowPoll:
     workflow's active jobs answers the polls of all of them that come due while it is fresh.
 
     A job the listing shows as scheduled or in progress has not ended: its wait learns its status and
-    sends nothing. Any other job (not shown: it has ended, the list is capped, its item was unreadable;
-    or shown in another status) is polled on its own, exactly as a lone wait polls (details, then the
-    job record and its failed files). A failed listing leaves every wait of that round to its own poll;
-    one the service refuses (not a transient failure) ends the sharing for this workflow.
+    sends nothing, except at every ``OWN_POLL_EVERY``-th poll, which is its own whatever the listing
+    says (a listing can lag behind the job's record). Any other job (not shown: it has ended, the list
+    is capped, its item was unreadable; or shown in another status) is polled on its own, exactly as a
+    lone wait polls (details, then the job record and its failed files). A failed listing leaves every
+    wait of that round to its own poll; one the service refuses (not a transient failure) ends the
+    sharing for this workflow.
     """
 
     def __init__(self, workflow_id: str) -> None:
         self.workflow_id = workflow_id
         self.waits: dict[int, JobWatch] = {}
+        self._listed_polls: dict[int, int] = {}
+        """Per wait: its polls answered by the listing since its last own poll."""
         self._round: _Round | None = None
         self.refused = False
         """The service refused a listing (say, the status filter): every wait polls its own job."""
@@ -104,14 +113,18 @@ class WorkflowPoll:
         One poll of ``watch``'s job: from a fresh listing while it shows the job active, else its own.
 
         The last poll before the deadline is always the job's own: the wait's final word is never older
-        than the moment it is taken.
+        than the moment it is taken; so is every ``OWN_POLL_EVERY``-th.
         """
-        if self.shared and not schedule.final:
+        key = id(watch)
+        listed_polls = self._listed_polls.get(key, _stagger(watch.job_id))
+        if self.shared and not schedule.final and listed_polls < OWN_POLL_EVERY - 1:
             listed = await self._listing(hook, schedule)
             job = listed.get(watch.job_id) if listed is not None else None
             if job is not None and job.status.is_active:
                 watch.observe(None, job)
+                self._listed_polls[key] = listed_polls + 1
                 return None
+        self._listed_polls[key] = 0
         return await apoll_once(hook, watch)
 
     async def _listing(self, hook: WorkflowServiceAsyncHook, schedule: PollSchedule) -> Listed | None:
@@ -196,6 +209,14 @@ class WorkflowPoll:
         )
 
 
+def _stagger(job_id: str) -> int:
+    """
+    Return where a wait starts counting to its own poll: the waits of one workflow (often started
+    together) take their own polls in different rounds, ``1 / OWN_POLL_EVERY`` of them each round.
+    """
+    return zlib.crc32(job_id.encode()) % OWN_POLL_EVERY
+
+
 _POLLS: weakref.WeakKeyDictionary[Any, dict[str, WorkflowPoll]] = weakref.WeakKeyDictionary()
 """The shared polls of each shared HTTP client (one per event loop and connection settings), by workflow."""
 
@@ -214,6 +235,7 @@ async def sharing(
         yield poll
     finally:
         del poll.waits[id(watch)]
+        poll._listed_polls.pop(id(watch), None)
         if not poll.waits and polls.get(workflow_id) is poll:
             del polls[workflow_id]
 

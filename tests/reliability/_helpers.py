@@ -1,11 +1,14 @@
-"""Helpers of the reliability tests: a minimal task context and the emulator connection."""
+"""Helpers of the reliability tests: a minimal task context, the emulator connection, where secrets hide."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -73,18 +76,20 @@ def pending_record(
     return {"workflow_id": workflow_id, "sent_at": time.time() - age, "files": files, "marker": marker}
 
 
+MARKER = re.compile(r"__wfsvc-[0-9a-f]{16}")
+"""A run's marker in a name (``mark_uploads=True``); the tests' own file names never hold one."""
+
+
 def documents_of(hook: Any, job_id: str) -> list[str]:
     """The file names a (completed) job processed, as the service wrote them into its outputs (in
-    the user's names: a run's marker removed): the service's own record of which run a job belongs
-    to, whatever its job records say."""
-    from airflow_provider_workflowsvc._marker import user_names
-
+    the user's names: any run's marker removed, also where the job record lists no files): the
+    service's own record of which run a job belongs to, whatever its job records say."""
     job = hook.get_job(job_id)
     names = []
     for output in job.output_node_files:
         elements = hook.download_job_output(job_id, output.file_id, output.node_id)
         assert isinstance(elements, list)
-        names.append(user_names(str(elements[0].metadata.filename)))
+        names.append(MARKER.sub("", str(elements[0].metadata.filename)))
     return sorted(names)
 
 
@@ -157,3 +162,48 @@ class LoopbackServer:
         self.stop.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+# --------------------------------------------------------------------------------------------------
+# Where a secret could end up after a dag.test() run
+
+
+def database_file() -> Path:
+    from airflow import settings
+
+    assert settings.engine is not None
+    assert settings.engine.url.get_backend_name() == "sqlite"
+    return Path(str(settings.engine.url.database))
+
+
+def table_rows(model: Any, dag_id: str) -> list[Any]:
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.query(model).filter_by(dag_id=dag_id).all()
+        session.expunge_all()
+        return rows
+
+
+def places_to_scan(output: Any, dag_id: str, emulator: Any) -> dict[str, str]:
+    """
+    Every place a secret could end up after a ``dag.test()`` run: the captured output (task and trigger
+    logs), every file under ``$AIRFLOW_HOME``, the metadata database file (raw bytes), the run's XComs
+    and rendered fields, and the emulator's request log.
+    """
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields
+    from airflow.models.xcom import XComModel
+
+    places: dict[str, str] = {"stdout": output.out, "stderr": output.err}
+    airflow_home = Path(os.environ["AIRFLOW_HOME"])
+    for path in sorted(p for p in airflow_home.rglob("*") if p.is_file()):
+        places[f"file {path.relative_to(airflow_home)}"] = path.read_bytes().decode("utf-8", "replace")
+    db = database_file()
+    for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-journal")):
+        if path.exists():
+            places[f"database {path.name}"] = path.read_bytes().decode("latin-1")
+    places["xcom values"] = json.dumps([str(x.value) for x in table_rows(XComModel, dag_id)])
+    rendered = table_rows(RenderedTaskInstanceFields, dag_id)
+    places["rendered fields"] = json.dumps([r.rendered_fields for r in rendered], default=str)
+    places["emulator request log"] = json.dumps(emulator.requests())
+    return places

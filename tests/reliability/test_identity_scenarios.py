@@ -151,6 +151,7 @@ def test_a_try_that_sent_no_run_leaves_no_record_to_adopt(
     assert len(jobs) == 2
 
 
+@pytest.mark.parametrize("marked", [True, False], ids=["mark_uploads", "own-names"])
 def test_a_same_named_run_in_flight_is_adopted_only_by_its_marker(
     figures: dict[str, Any],
     dag_runner: Any,
@@ -160,12 +161,15 @@ def test_a_same_named_run_in_flight_is_adopted_only_by_its_marker(
     tmp_path: Path,
     capsys: Any,
     monkeypatch: pytest.MonkeyPatch,
+    marked: bool,
 ) -> None:
     """Scenario (two candidates): the task's run is processed but its answer is lost; while it was
-    in flight another client ran the workflow with a file of the same name. Where job records list
-    their files (platform), the task's own job carries its run's marker and is adopted (the other
-    one is not); where they do not (spec), neither job can be told to be the task's: the task fails
-    at once (no retry would know more), naming both jobs. It never runs the workflow again."""
+    in flight another client ran the workflow with a file of the same name. Where the names were
+    marked (``mark_uploads=True``) and job records list their files (platform), the task's own job
+    carries its run's marker and is adopted (the other one is not); otherwise (the user's own names:
+    both jobs list ``same.txt``; or records without files: spec) neither job can be told to be the
+    task's: the task fails at once (no retry would know more), naming both jobs. It never runs the
+    workflow again."""
     use_connection(monkeypatch, emulator, **FAST)
     own = text_file(tmp_path, "same.txt")
     emulator.set_faults(
@@ -178,7 +182,7 @@ def test_a_same_named_run_in_flight_is_adopted_only_by_its_marker(
     )
     dr = run_dag(
         dag_runner,
-        "identity_two_candidates",
+        f"identity_two_candidates_{'marked' if marked else 'own_names'}",
         lambda: RunWorkflowOperator(
             task_id="run",
             workflow_id=workflow,
@@ -188,6 +192,7 @@ def test_a_same_named_run_in_flight_is_adopted_only_by_its_marker(
             poll_interval=0.1,
             deferrable=False,
             run_grace_period=2,
+            mark_uploads=marked,
         ),
     )
     ti = dr.get_task_instance("run")
@@ -199,7 +204,7 @@ def test_a_same_named_run_in_flight_is_adopted_only_by_its_marker(
     assert all(names == ["same.txt"] for names in jobs.values())
     assert len(runs_sent(emulator, workflow)) == 2
     with WorkflowServiceHook(settings=settings) as hook:
-        proven = records_list_files(hook.get_job(foreign[0]))
+        proven = marked and records_list_files(hook.get_job(foreign[0]))
     if proven:
         assert ti.state == SUCCESS, (ti.state, ti.try_number)
         (own_job,) = set(jobs) - set(foreign)
@@ -212,6 +217,7 @@ def test_a_same_named_run_in_flight_is_adopted_only_by_its_marker(
     assert ti.xcom_pull(task_ids="run", key="job_id") is None
 
 
+@pytest.mark.parametrize("marked", [True, False], ids=["mark_uploads", "own-names"])
 def test_a_run_processed_after_the_client_timeout_is_not_sent_again(
     figures: dict[str, Any],
     dag_runner: Any,
@@ -220,17 +226,19 @@ def test_a_run_processed_after_the_client_timeout_is_not_sent_again(
     workflow: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    marked: bool,
 ) -> None:
     """Scenario (late processing): the service holds the run longer than the client waits (read
     timeout 1 s), then processes it. The task re-reads the job list for its grace period instead of
-    sending the run again: one run, one job. Job records that list their files let the task adopt
-    it; without them the task fails as ambiguous, naming the job."""
+    sending the run again: one run, one job. Marked names in job records that list their files let
+    the task adopt it; otherwise (the user's own names, or no file lists) the task fails as
+    ambiguous, naming the job."""
     use_connection(monkeypatch, emulator, timeout=1, **FAST)
     own = text_file(tmp_path, "late.txt")
     emulator.set_faults(method="POST", path_regex=RUN_ROUTE, latency=2.0, count=1)
     dr = run_dag(
         dag_runner,
-        "identity_late_processing",
+        f"identity_late_processing_{'marked' if marked else 'own_names'}",
         lambda: RunWorkflowOperator(
             task_id="run",
             workflow_id=workflow,
@@ -240,6 +248,7 @@ def test_a_run_processed_after_the_client_timeout_is_not_sent_again(
             poll_interval=0.1,
             deferrable=False,
             run_grace_period=5,
+            mark_uploads=marked,
         ),
     )
     ti = dr.get_task_instance("run")
@@ -247,7 +256,7 @@ def test_a_run_processed_after_the_client_timeout_is_not_sent_again(
     jobs = finished_jobs(emulator, settings, workflow)
     (job_id,) = jobs
     with WorkflowServiceHook(settings=settings) as hook:
-        proven = records_list_files(hook.get_job(job_id))
+        proven = marked and records_list_files(hook.get_job(job_id))
     figures.update(run_requests=len(sent), jobs=len(jobs), adopted=int(ti.state == SUCCESS))
     assert len(sent) == 1
     assert jobs[job_id] == ["late.txt"]

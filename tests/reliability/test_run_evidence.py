@@ -59,6 +59,7 @@ def job_records_list_files(settings: Any, job_id: str) -> bool:
 
 
 def run_task(workflow_id: str, own: str, **kwargs: Any) -> RunWorkflowOperator:
+    """The task under test; ``mark_uploads=True`` unless given (the proof these scenarios attack)."""
     args: dict[str, Any] = {
         "task_id": "run",
         "workflow_id": workflow_id,
@@ -68,6 +69,7 @@ def run_task(workflow_id: str, own: str, **kwargs: Any) -> RunWorkflowOperator:
         "poll_interval": 0.1,
         "deferrable": False,
         "run_grace_period": 1.5,
+        "mark_uploads": True,
     }
     return RunWorkflowOperator(**{**args, **kwargs})
 
@@ -163,6 +165,7 @@ def test_a_retry_after_a_crash_before_sending_never_adopts_a_same_named_run(
     assert len(runs_sent(emulator, workflow)) == 2
 
 
+@pytest.mark.parametrize("marked", [True, False], ids=["mark_uploads", "own-names"])
 def test_an_unreadable_2xx_run_answer_makes_one_job_under_retries(
     figures: dict[str, Any],
     dag_runner: Any,
@@ -171,15 +174,17 @@ def test_an_unreadable_2xx_run_answer_makes_one_job_under_retries(
     workflow: str,  # noqa: F811
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    marked: bool,
 ) -> None:
     """Scenario (unparsable 2xx): the service creates the job but its answer's record does not parse
     (``created_at`` unreadable); every run answer is so. The task, with 2 Airflow retries, runs the
-    workflow once: its job is adopted where the records list their files (platform), else it fails
-    as ambiguous without retries. One run request, one job."""
+    workflow once: its job is adopted where its names are marked and the records list their files
+    (platform), else it fails as ambiguous without retries. One run request, one job."""
     use_connection(monkeypatch, emulator, **FAST)
     own = text_file(tmp_path, "doc.txt", "The only document.")
     emulator.set_faults(method="POST", path_regex=RUN_ROUTE, errors=["unreadable"], phase="after")
-    dr = run_dag(dag_runner, "evidence_unreadable_2xx", lambda: run_task(workflow, own))
+    dag_id = f"evidence_unreadable_2xx_{'marked' if marked else 'own_names'}"
+    dr = run_dag(dag_runner, dag_id, lambda: run_task(workflow, own, mark_uploads=marked))
     ti = dr.get_task_instance("run")
     sent = runs_sent(emulator, workflow)
     jobs = finished_texts(emulator, settings, workflow)
@@ -188,7 +193,7 @@ def test_an_unreadable_2xx_run_answer_makes_one_job_under_retries(
     (job_id,) = jobs
     assert len(sent) == 1
     assert jobs[job_id] == ["The only document."]
-    if job_records_list_files(settings, job_id):
+    if marked and job_records_list_files(settings, job_id):
         assert ti.state == SUCCESS, ti.state
         assert ti.xcom_pull(task_ids="run", key="job_id") == job_id
     else:

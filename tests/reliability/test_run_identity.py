@@ -116,6 +116,7 @@ class Task(threading.Thread):
                         backoff=0.05,
                         grace=GRACE,
                         journal=journal,
+                        mark=True,  # the proof under test (the own-names default fails every lost answer)
                     )
                 except Exception as exc:
                     self.results.append((text, None, exc))
@@ -215,3 +216,73 @@ def test_concurrent_tasks_report_only_their_own_jobs(
     assert len(ambiguous) <= lost, "a task failed as ambiguous without a lost answer"
     assert faults[f"latency {LATE:g}s"] > 0, "no run was processed late"
     assert elapsed < 60
+
+
+class CountingHook(WorkflowServiceHook):
+    """A task's hook that counts the job records it reads (``GET /jobs/{id}``): its proof requests."""
+
+    records_read = 0
+
+    def get_job(self, job_id: str) -> Any:
+        self.records_read += 1
+        return super().get_job(job_id)
+
+
+def test_proving_lost_answers_costs_each_task_a_few_reads(
+    figures: dict[str, Any], emulator: Any, settings: Any, tmp_path: Path
+) -> None:
+    """
+    Issue #31: N tasks run one workflow at once and every run answer is lost after the service made the
+    job; the listing leaves ``input_file_ids`` out, so a task reads job records to find the one carrying
+    its marker. Each task's proof requests stay under a bound that does not grow with N; a task adopts
+    only its own job (0 foreign), or fails closed naming the candidates it could not rule out.
+    """
+    from airflow_provider_workflowsvc.operators._submit import PROOF_READS
+
+    if emulator.dialect != "platform":
+        pytest.skip("only the platform's job records list their input files")
+    tasks = 40
+    emulator.configure(processing_delay=5, jobs_list_file_ids=False)
+    with WorkflowServiceHook(settings=settings) as hook:
+        workflow_id = str(hook.create_workflow("lost-answers", "basic").id)
+    emulator.set_faults(path_regex=RUN_ROUTE, method="POST", errors=[502], phase="after")
+    results: list[tuple[str, str | None, BaseException | None, int]] = []
+    start = threading.Barrier(tasks)
+
+    def task(index: int) -> None:
+        path = tmp_path / f"task{index}" / f"task{index}.txt"
+        path.parent.mkdir()
+        path.write_text(f"Text of task {index}.")
+        with CountingHook(settings=_settings(emulator)) as hook:
+            start.wait()
+            try:
+                job = submit_run(hook, workflow_id, [str(path)], log, attempts=1, grace=GRACE)
+            except Exception as exc:
+                results.append((path.read_text(), None, exc, hook.records_read))
+            else:
+                results.append((path.read_text(), job.id, None, hook.records_read))
+
+    threads = [threading.Thread(target=task, args=(i,), daemon=True) for i in range(tasks)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    emulator.clear_faults()
+    emulator.advance_clock(3600)
+    with WorkflowServiceHook(settings=settings) as hook:
+        processed = {job.id: texts_of(hook, job.id) for job in hook.list_jobs(workflow_id=workflow_id)}
+    reads = [read for *_, read in results]
+    foreign = [(text, job) for text, job, _, _ in results if job is not None and processed[job] != [text]]
+    failed = [error for _, job, error, _ in results if job is None]
+    figures.update(
+        tasks=tasks,
+        record_reads=sum(reads),
+        most_by_one_task=max(reads),
+        adopted=tasks - len(failed),
+        failed_closed=len(failed),
+    )
+    print(f"\nproof of lost answers, {tasks} tasks at once: {figures}")
+    assert len(results) == tasks
+    assert foreign == []
+    assert all(isinstance(error, AmbiguousRunError) for error in failed), failed
+    assert max(reads) <= PROOF_READS, reads

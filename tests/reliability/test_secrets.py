@@ -39,7 +39,7 @@ from airflow_provider_workflowsvc.operators.jobs import (
 )
 from airflow_provider_workflowsvc.sensors.job import WorkflowJobSensor
 
-from ._helpers import use_connection
+from ._helpers import database_file, places_to_scan, table_rows, use_connection
 
 _SUFFIX = secrets.token_hex(6)
 SECRETS = {
@@ -199,47 +199,6 @@ def every_operator_dag(inputs: Path, out: Path) -> DAG:
 
 def leaks(text: str) -> list[str]:
     return [name for name, value in SECRETS.items() if value in text]
-
-
-def database_file() -> Path:
-    from airflow import settings
-
-    assert settings.engine is not None
-    assert settings.engine.url.get_backend_name() == "sqlite"
-    return Path(str(settings.engine.url.database))
-
-
-def table_rows(model: Any, dag_id: str) -> list[Any]:
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        rows = session.query(model).filter_by(dag_id=dag_id).all()
-        session.expunge_all()
-        return rows
-
-
-def places_to_scan(output: Any, dag_id: str, emulator: Any) -> dict[str, str]:
-    """
-    Every place a secret could end up after a ``dag.test()`` run: the captured output (task and trigger
-    logs), every file under ``$AIRFLOW_HOME``, the metadata database file (raw bytes), the run's XComs
-    and rendered fields, and the emulator's request log.
-    """
-    from airflow.models.renderedtifields import RenderedTaskInstanceFields
-    from airflow.models.xcom import XComModel
-
-    places: dict[str, str] = {"stdout": output.out, "stderr": output.err}
-    airflow_home = Path(__import__("os").environ["AIRFLOW_HOME"])
-    for path in sorted(p for p in airflow_home.rglob("*") if p.is_file()):
-        places[f"file {path.relative_to(airflow_home)}"] = path.read_bytes().decode("utf-8", "replace")
-    db = database_file()
-    for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-journal")):
-        if path.exists():
-            places[f"database {path.name}"] = path.read_bytes().decode("latin-1")
-    places["xcom values"] = json.dumps([str(x.value) for x in table_rows(XComModel, dag_id)])
-    rendered = table_rows(RenderedTaskInstanceFields, dag_id)
-    places["rendered fields"] = json.dumps([r.rendered_fields for r in rendered], default=str)
-    places["emulator request log"] = json.dumps(emulator.requests())
-    return places
 
 
 def test_no_secret_anywhere_after_every_operator_ran(

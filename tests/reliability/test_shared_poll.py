@@ -224,8 +224,8 @@ async def test_shared_waits_survive_a_triggerer_restart(
 
     emulator.set_faults(method="GET", path="/api/v1/jobs/", latency=3600, count=1)
     runs = [asyncio.ensure_future(anext(t.run())) for t in triggers]
-    await asyncio.sleep(0.8)
-    in_flight = [r for r in listings(emulator) if r["status"] is None]
+    while not (in_flight := [r for r in listings(emulator) if r["status"] is None]):
+        await asyncio.sleep(0.02)  # until the listing is sent (and held: it never answers)
     for run in runs:  # the triggerer stops
         run.cancel()
     await asyncio.gather(*runs, return_exceptions=True)

@@ -92,20 +92,25 @@ def stored_state(dag_id: str) -> dict[str, Any]:
     engine = create_engine(settings.SQL_ALCHEMY_CONN)
     query = select(TaskStateStoreModel).where(TaskStateStoreModel.dag_id == dag_id)
     try:
-        for attempt in range(5):
+        for attempt in range(STORE_READS):
             try:
                 with Session(engine) as session:
                     return {row.key: json.loads(row.value) for row in session.scalars(query)}
             except OperationalError:
                 # SQLite, read while the worker process writes (or right after it was killed mid-write):
-                # "disk I/O error" or "database is locked" for a moment. Read again; fail if it lasts.
-                if attempt == 4:
+                # "disk I/O error" or "database is locked" while it lasts, longer on a busy machine (a
+                # second was too short at load 10). Read again until a read works; fail if it never does.
+                if attempt == STORE_READS - 1:
                     raise
                 engine.dispose()
                 time.sleep(0.2)
         raise AssertionError("unreachable")
     finally:
         engine.dispose()
+
+
+STORE_READS = 300
+"""Tries to read the task state store while the worker process holds SQLite (0.2 s apart)."""
 
 
 def start_worker(spec: dict[str, Any], log_path: Path) -> subprocess.Popen[bytes]:
@@ -157,13 +162,14 @@ def retry_in_the_same_run(spec: dict[str, Any]) -> Any:
     return ti
 
 
-def spec_for(dag_id: str, workflow: str, input_file: str) -> dict[str, Any]:
+def spec_for(dag_id: str, workflow: str, input_file: str, mark_uploads: bool = False) -> dict[str, Any]:
     return {
         "dag_id": dag_id,
         "logical_date": "2026-11-22T00:00:00+00:00",
         "task": {
             "workflow_id": workflow,
             "files": [input_file],
+            "mark_uploads": mark_uploads,
             "poll_interval": 0.2,
             "deferrable": False,
             "retries": 2,
@@ -216,15 +222,25 @@ def test_killed_after_the_job_id_was_stored(
 
 
 @pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
+@pytest.mark.parametrize("marked", [True, False], ids=["mark_uploads", "own-names"])
 def test_killed_before_the_job_id_was_stored(
-    figures: dict[str, Any], dag_runner: Any, emulator: Any, workflow: str, input_file: str, tmp_path: Path
+    figures: dict[str, Any],
+    dag_runner: Any,
+    emulator: Any,
+    workflow: str,
+    input_file: str,
+    tmp_path: Path,
+    capsys: Any,
+    marked: bool,
 ) -> None:
     """The service created the job but its answer never reached the worker, which then died: the
-    retry adopts that job when its record lists the run's files, and waits for it; otherwise it fails
-    as ambiguous (no retry). Either way it never runs the workflow again."""
+    retry adopts that job when its record lists the run's marked files (``mark_uploads=True``), and
+    waits for it; otherwise (the user's own names, or records that list no files) it fails as
+    ambiguous (no retry), naming the job. Either way it never runs the workflow again."""
     emulator.configure(processing_delay=100)
     emulator.set_faults(method="POST", path="/api/v1/workflows/*/run", latency=3600, phase="after")
-    spec = spec_for(f"reliability_crash_pending_{emulator.dialect}", workflow, input_file)
+    dag_id = f"reliability_crash_pending_{emulator.dialect}_{'marked' if marked else 'own_names'}"
+    spec = spec_for(dag_id, workflow, input_file, mark_uploads=marked)
     proc = start_worker(spec, tmp_path / "worker.log")
     try:
         wait_for(lambda: run_requests(emulator, workflow), 90, "the run request", proc)
@@ -236,28 +252,40 @@ def test_killed_before_the_job_id_was_stored(
     with WorkflowServiceHook(settings=_settings(emulator)) as hook:
         (created,) = hook.list_jobs(workflow_id=workflow)
     assert pending["workflow_id"] == workflow
-    assert pending["files"] == [f"doc{pending['marker']}.txt"], "the name sent carries the run's marker"
+    if marked:
+        assert pending["files"] == [f"doc{pending['marker']}.txt"], "the name sent carries the run's marker"
+    else:
+        assert pending["files"] == ["doc.txt"], "the user's own name"
+        assert pending["marker"] is None
     assert abs(pending["sent_at"] - time.time()) < 120
     assert JOB_KEY not in stored_state(spec["dag_id"])  # the dead try never learnt the job id
     scheduler_schedules_a_retry(spec["dag_id"])
     assert len(run_requests(emulator, workflow)) == 1
 
     emulator.clear_requests()
-    finisher = _finish_the_job_once_polled(emulator)
-    ti = retry_in_the_same_run(spec)
-    finisher.join(10)
+    ended = threading.Event()
+    finisher = _finish_the_job_once_polled(emulator, ended)
+    try:
+        ti = retry_in_the_same_run(spec)
+    finally:
+        ended.set()
+        finisher.join()
     retry_runs = run_requests(emulator, workflow)
     with WorkflowServiceHook(settings=_settings(emulator)) as hook:
         jobs = hook.list_jobs(workflow_id=workflow)
     assert retry_runs == []
     assert [j.id for j in jobs] == [created.id]
-    if records_list_files(created):
+    if marked and records_list_files(created):
         assert ti.state == TaskInstanceState.SUCCESS, ti.state
         assert ti.xcom_pull(task_ids="run", run_id=ti.run_id)["job_id"] == created.id
     else:  # no proof: failed without retries, the record kept so that no later try runs it again
         assert ti.state == TaskInstanceState.FAILED, ti.state
         assert stored_state(spec["dag_id"])[PENDING_RUN_KEY]["files"] == pending["files"]
+        out = capsys.readouterr().out
+        assert "AmbiguousRunError" in out
+        assert created.id in out, "the ambiguity names the job"
     figures.update(
+        mark_uploads=marked,
         crashes=1,
         run_requests=1 + len(retry_runs),
         jobs=len(jobs),
@@ -266,19 +294,17 @@ def test_killed_before_the_job_id_was_stored(
     )
 
 
-def _finish_the_job_once_polled(emulator: Any) -> threading.Thread:
+def _finish_the_job_once_polled(emulator: Any, ended: threading.Event) -> threading.Thread:
     """Let the jobs complete once the retry is polling (whichever job it polls: a wrong one fails the
-    test on its job id, not on a timeout)."""
+    test on its job id, not on a timeout); ``ended``: the retry ended first (it never polled)."""
 
     def finish() -> None:
-        deadline = time.monotonic() + 60
         while not emulator.requests(path_contains="/details"):
-            if time.monotonic() > deadline:
+            if ended.wait(0.1):
                 return
-            time.sleep(0.1)
         emulator.advance_clock(1000)
 
-    thread = threading.Thread(target=finish, daemon=True)
+    thread = threading.Thread(target=finish)
     thread.start()
     return thread
 

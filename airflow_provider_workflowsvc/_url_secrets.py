@@ -1,0 +1,92 @@
+"""What the URLs in a text may carry as credentials, and the text with them masked (one rule for all)."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote, urlsplit
+
+from airflow_provider_workflowsvc.models import is_secret_field
+
+__all__ = ["LONG_QUERY_VALUE", "mask_url_secrets", "uri_password", "url_secrets"]
+
+
+def uri_password(text: str) -> str | None:
+    """Return the password in a URI's ``user:password@`` part, or None."""
+    if "://" not in text or "@" not in text:
+        return None
+    try:
+        password = urlsplit(text.strip()).password
+    except ValueError:
+        return None
+    return password or None
+
+
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")
+
+
+def url_secrets(text: str) -> list[str]:
+    """
+    Return what the URLs in ``text`` may carry as credentials: the user info (``user:pass@``) and the
+    query string, whole and each of its values (an Azure SAS ``sig=``, a presigned S3 URL's
+    ``X-Amz-Signature``/``X-Amz-Credential``, a ``?token=``), as written and decoded.
+
+    Even under a known non-secret key (``remote_url``, ``url``, ``endpoint_url``, ``api_endpoint``),
+    the location (scheme, host, path) stays readable and these parts are masked.
+    """
+    if "://" not in text:
+        return []
+    found: list[str] = []
+    for url in _URL.findall(text):
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            continue
+        userinfo, at, _ = parts.netloc.rpartition("@")
+        if at and userinfo and not _is_azure_container(parts.scheme, userinfo):
+            found += [userinfo, *(p for p in (parts.password,) if p)]
+        if parts.query:
+            found += [parts.query, *_secret_query_values(parts.query)]
+        if parts.fragment and "=" in parts.fragment:  # a token in a fragment (#access_token=...)
+            found.append(parts.fragment)
+    return found + [unquote(s) for s in found if unquote(s) != s]
+
+
+_AZURE_STORAGE_SCHEMES = frozenset({"wasb", "wasbs", "abfs", "abfss"})
+LONG_QUERY_VALUE = 16
+"""Query values this long are registered on their own whatever their key (signatures, credentials);
+shorter ones only under a secret-looking key (``token``): a SAS's ``sp=r`` or its dates are no secret."""
+
+
+def _is_azure_container(scheme: str, userinfo: str) -> bool:
+    """``abfss://container@account...``: the part before ``@`` names a container, not a credential."""
+    return scheme.lower() in _AZURE_STORAGE_SCHEMES and ":" not in userinfo
+
+
+def _secret_query_values(query: str) -> list[str]:
+    """Return the values of ``query`` (as written) that are long, or under a secret-looking key."""
+    values = []
+    for pair in query.split("&"):
+        key, _, value = pair.partition("=")
+        if value and (len(unquote(value)) >= LONG_QUERY_VALUE or is_secret_field(unquote(key))):
+            values.append(value)
+    return values
+
+
+MASK = "***"
+MIN_MASKED_ALONE = 3
+"""A credential shorter than this is masked only as part of the URL that holds it (its user info or
+query), never on its own everywhere in the text: a one-letter password would mask that letter in
+every word."""
+
+
+def mask_url_secrets(text: str) -> str:
+    """
+    ``text`` with what its URLs may carry as credentials (:func:`url_secrets`) replaced by ``***``.
+
+    For text this provider did not write: the service's job message, failed-file errors and error
+    details, a secrets backend's error. The location (scheme, host, path) stays readable.
+    """
+    for secret in sorted(set(url_secrets(text)), key=len, reverse=True):
+        if len(secret) >= MIN_MASKED_ALONE:
+            text = text.replace(secret, MASK)
+    return text

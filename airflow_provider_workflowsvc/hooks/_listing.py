@@ -1,0 +1,230 @@
+"""A job listing read as it arrives: item by item, from a point in time, stopping early when newest first."""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from array import array
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
+
+from airflow_provider_workflowsvc.models import Job, listed_created_utc
+
+from ._calls import Listing, parse_listed
+
+NEWEST_FIRST_EVIDENCE = 8
+"""Distinct creation times a whole listing must show in newest-first order before the service's listings
+are read only down to the time asked for (a listing in another order shows such a run by chance once in
+8! = 40,320)."""
+
+_newest_first: dict[str, bool] = {}
+"""Per service (its base URL): True once a whole job listing came newest first (``NEWEST_FIRST_EVIDENCE``
+times at least); False once one did not. A process learns it once; every listing checks it again."""
+
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+
+def lists_newest_first(service: str) -> bool:
+    """Whether the job listings of ``service`` (its base URL) are known to come newest first."""
+    return _newest_first.get(service, False)
+
+
+class _ArrayItems:
+    """The items of a JSON array whose text arrives in pieces: each one as soon as it is whole."""
+
+    def __init__(self) -> None:
+        self._decode = codecs.getincrementaldecoder("utf-8")()
+        self._text = ""
+        self._state = "start"
+        """``start`` → ``first`` (after ``[``) → ``next`` / ``item`` (after ``,``) → ``end``;
+        ``other``: the text is not an array."""
+        self.count = 0
+
+    @property
+    def is_array(self) -> bool:
+        return self._state != "other"
+
+    @property
+    def buffered(self) -> int:
+        return len(self._text)
+
+    def feed(self, chunk: bytes, final: bool = False) -> Iterator[tuple[Any, str]]:
+        """Yield each item completed by ``chunk`` with its text; ValueError: not JSON."""
+        text = self._text + self._decode.decode(chunk, final)
+        pos, end = 0, len(text)
+        while self._state != "other":
+            pos = _WHITESPACE.match(text, pos).end()  # type: ignore[union-attr]
+            if pos == end:
+                break
+            if self._state == "start":
+                if text[pos] != "[":
+                    self._state = "other"
+                    break
+                pos, self._state = pos + 1, "first"
+            elif self._state == "end":
+                raise ValueError(f"text after the end of the list at character {pos}")
+            elif self._state == "next" or (self._state == "first" and text[pos] == "]"):
+                if text[pos] not in ",]":
+                    raise ValueError(f"expected ',' or ']' at character {pos}")
+                self._state = "item" if text[pos] == "," else "end"
+                pos += 1
+            else:
+                try:
+                    item, stop = _DECODER.raw_decode(text, pos)
+                except json.JSONDecodeError:
+                    if final:
+                        raise
+                    break  # not whole yet
+                if stop == end and not final:
+                    break  # a number may go on in the next piece
+                self.count += 1
+                yield item, text[pos:stop]
+                pos, self._state = stop, "next"
+        self._text = text[pos:]
+        if final and self._state == "start":
+            self._state = "other"  # an empty body
+        if final and self._state not in ("end", "other"):
+            raise ValueError("the list is not closed")
+
+
+class JobItems:
+    """
+    Reads a job listing's body as it arrives (``add`` each piece), keeping the jobs created at or after
+    ``since`` (all of them without one; undated jobs always). Each item is decoded as soon as it is whole;
+    one not kept is dropped there (only its ``created_at`` is read), so no piece of work grows with the
+    length of the listing and an event loop is never held by a long history. The jobs kept are held as
+    their text while reading and read as models once the body has ended (what an answer cut at the
+    limit leaves behind is no more than its text).
+
+    Once the service's listings are known to come newest first (:func:`lists_newest_first`), ``add``
+    returns True after two jobs in a row older than ``since``: the rest is not read. Every listing is
+    checked: one that is not newest first is read to its end, and teaches the service's order again.
+
+    ``limit`` bounds what is kept (and any unfinished item), not what is read past: a long history
+    dropped unread costs no memory.
+    """
+
+    def __init__(
+        self,
+        service: str,
+        since: datetime | None,
+        *,
+        learn: bool,
+        limit: int,
+        fail: Callable[[str], Exception],
+        response: Any = None,
+    ) -> None:
+        self.service, self.since, self.learn, self._limit, self._fail = service, since, learn, limit, fail
+        self._response = response
+        self._items = _ArrayItems()
+        self._kept_text: list[str] = []
+        """The jobs kept, as JSON lists of their text, one per piece of the body (read at the end)."""
+        self._kept_at = array("q")
+        """Their places in the listing (named when one cannot be read)."""
+        self._batch: list[str] = []
+        self._raw = bytearray()
+        self._kept = 0
+        self._stop_early = since is not None and lists_newest_first(service)
+        self._previous: datetime | None = None
+        self._newest_first, self._distinct, self._below = True, 0, 0
+        self.complete = False
+        """Every item was read."""
+        self.stopped = False
+        """Reading stopped before the end (the rest was older than ``since``)."""
+
+    def add(self, chunk: bytes) -> bool:
+        """Read one more piece of the body; True when the rest is not needed."""
+        if not self._items.is_array:
+            return self._keep_raw(chunk)
+        try:
+            for item, text in self._items.feed(chunk):
+                if self._take(item, text):
+                    self.stopped = True
+                    self._keep_batch()
+                    return True
+        except ValueError as exc:
+            raise self._fail(f"not JSON ({exc})") from None
+        if not self._items.is_array:
+            return self._keep_raw(chunk)
+        self._keep_batch()
+        if self._kept + self._items.buffered > self._limit:
+            raise self._fail(f"the jobs kept passed {self._limit} bytes (max_response_bytes)")
+        return False
+
+    def done(self) -> Any:
+        """Return the response whose body this reads (as :meth:`~._transport._BodyCap.done` does)."""
+        return self._response
+
+    def listing(self) -> Listing[Job] | None:
+        """Return the jobs kept, once the body has ended; None when it was not a list (parse it whole)."""
+        if self._items.is_array and not (self.stopped or self.complete):
+            try:
+                for item, text in self._items.feed(b"", final=True):
+                    self._take(item, text)
+            except ValueError as exc:
+                raise self._fail(f"not JSON ({exc})") from None
+            self._keep_batch()
+            self.complete = self._items.is_array
+            self._learn()
+        if not self._items.is_array:
+            return None
+        listing: Listing[Job] = Listing()
+        places = iter(self._kept_at)
+        for text in self._kept_text:
+            for item in json.loads(text):
+                parse_listed(Job, next(places), item, listing)
+        return listing
+
+    def _keep_batch(self) -> None:
+        if self._batch:
+            self._kept_text.append("[" + ",".join(self._batch) + "]")
+            self._batch = []
+
+    def raw_body(self) -> bytes:
+        """Return the body read when it was not a list (parsed whole, as any answer)."""
+        return bytes(self._raw)
+
+    def _keep_raw(self, chunk: bytes) -> bool:
+        if not self._raw:
+            self._raw += self._items_text_so_far(chunk)
+        else:
+            self._raw += chunk
+        if len(self._raw) > self._limit:
+            raise self._fail(f"the answer passed {self._limit} bytes (max_response_bytes)")
+        return False
+
+    def _items_text_so_far(self, chunk: bytes) -> bytes:
+        """Return the whole body so far, once it turned out not to be a list (no item was taken)."""
+        text = self._items._text  # the decoder kept every character: no item was complete
+        return text.encode("utf-8") if text else chunk
+
+    def _take(self, item: Any, text: str) -> bool:
+        """Keep ``item`` if wanted; True when the listing need not be read further."""
+        created = listed_created_utc(item)
+        if created is not None:
+            self._order(created)
+        if created is None or self.since is None or created >= self.since:
+            self._batch.append(text)
+            self._kept_at.append(self._items.count - 1)
+            self._kept += len(text)
+            self._below = 0
+            return False
+        self._below += 1
+        return self._stop_early and self._newest_first and self._below >= 2
+
+    def _order(self, created: datetime) -> None:
+        previous = self._previous
+        if previous is not None and created > previous:
+            self._newest_first = False
+            if self.learn:
+                _newest_first[self.service] = False
+        if previous is None or created < previous:
+            self._distinct += 1
+        self._previous = created
+
+    def _learn(self) -> None:
+        if self.learn and self.complete and self._newest_first and self._distinct >= NEWEST_FIRST_EVIDENCE:
+            _newest_first[self.service] = True

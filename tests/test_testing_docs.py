@@ -1,0 +1,128 @@
+"""
+The "Test your DAGs" page (docs/provider/testing.rst) runs as written: its DAG and test files, copied into
+a folder outside the repository as a user's repository holds them, pass under pytest, with the installed
+provider and with the provider's built wheel in a virtualenv of its own. And the plugin leaves a pytest
+session that does not use it alone: no fixture of its own set up, neither Airflow nor the emulator imported.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from helpers import run_pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PAGE = REPO / "docs" / "provider" / "testing.rst"
+FILE_BLOCK = re.compile(r"^\.\. code-block:: python\n    :caption: (\S+\.py)\n\n((?:    .*\n|\n)+)", re.M)
+PACKAGE = "airflow-provider-workflowsvc"
+
+
+def page_files() -> dict[str, str]:
+    """Return each file the page shows (its caption is its path in the user's repository): its code."""
+    return {path: textwrap.dedent(code) for path, code in FILE_BLOCK.findall(PAGE.read_text())}
+
+
+def user_repository(root: Path) -> Path:
+    """Write the page's files into ``root``, as a repository of DAGs and their tests."""
+    for path, code in page_files().items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(code)
+    return root
+
+
+def test_the_page_shows_a_dag_its_four_tests_and_an_event_driven_dag_with_its_test() -> None:
+    files = page_files()
+    assert set(files) == {
+        "dags/ingest_reports.py",
+        "tests/test_ingest_reports.py",
+        "dags/report_nightly_jobs.py",
+        "tests/test_report_nightly_jobs.py",
+    }
+    assert len(re.findall(r"^def test_", files["tests/test_ingest_reports.py"], re.M)) == 4
+    for path, code in files.items():
+        compile(code, path, "exec")
+
+
+@pytest.mark.compat  # the page's tests pass on every Airflow of the matrix
+@pytest.mark.timeout(600)
+def test_the_pages_test_files_pass_as_written(tmp_path: Path) -> None:
+    repository = user_repository(tmp_path)
+    result = run_pytest(sys.executable, repository, "tests")
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    assert "5 passed" in result.stdout, result.stdout[-3000:]
+
+
+def uv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "uv", *args]
+
+
+def installed_wheel_venv(root: Path) -> Path:
+    """
+    Build the provider's wheel and install it, with its ``emulator`` extra and pytest, into a new
+    virtualenv: the versions of everything else pinned to this one's (uv resolves from its cache).
+    """
+    dist, venv = root / "dist", root / "venv"
+    subprocess.run(uv("build", "--wheel", "--out-dir", str(dist), str(REPO)), check=True, capture_output=True)
+    [wheel] = dist.glob("*.whl")
+    frozen = subprocess.run(
+        uv("pip", "freeze", "--python", sys.executable, "--exclude-editable"),
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    pins = [line for line in frozen.splitlines() if not line.lower().startswith(PACKAGE)]
+    (root / "constraints.txt").write_text("\n".join(pins) + "\n")
+    subprocess.run(uv("venv", "--python", sys.executable, str(venv)), check=True, capture_output=True)
+    install = uv(
+        "pip", "install", "--python", str(venv / "bin" / "python"), f"{wheel}[emulator]", "pytest",
+        "--constraint", str(root / "constraints.txt"),
+    )  # fmt: skip
+    subprocess.run(install, check=True, capture_output=True)
+    return venv
+
+
+@pytest.mark.e2e  # builds the wheel and a virtualenv (uv, from its cache): the newest leg runs it
+@pytest.mark.timeout(600)
+def test_the_pages_test_files_pass_with_the_built_wheel_outside_the_repository(tmp_path: Path) -> None:
+    venv = installed_wheel_venv(tmp_path / "build")
+    python = venv / "bin" / "python"
+    where = subprocess.run(
+        [str(python), "-c", "import airflow_provider_workflowsvc.testing.plugin as p; print(p.__file__)"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert Path(where).is_relative_to(venv), where  # the wheel's plugin, not this checkout's
+    repository = user_repository(tmp_path / "my-dags")
+    result = run_pytest(python, repository, "tests", "--durations=0")
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    assert "5 passed" in result.stdout, result.stdout[-3000:]
+
+
+UNRELATED_TEST = """
+import sys
+
+def test_unrelated(request):
+    heavy = sorted(
+        m for m in sys.modules
+        if m.split(".")[0] in ("airflow", "fastapi", "uvicorn", "sqlalchemy", "pydantic")
+        or m.startswith(("airflow_provider_workflowsvc.emulator", "airflow_provider_workflowsvc.hooks"))
+    )
+    print("PLUGIN", request.config.pluginmanager.hasplugin("workflowsvc"), "HEAVY", heavy)
+"""
+
+
+def test_a_session_that_does_not_use_the_plugin_pays_nothing_for_it(tmp_path: Path) -> None:
+    (tmp_path / "test_unrelated.py").write_text(UNRELATED_TEST)
+    with_plugin = run_pytest(sys.executable, tmp_path, "-s", "--setup-show")
+    without = run_pytest(sys.executable, tmp_path, "-s", "-p", "no:workflowsvc")
+    assert with_plugin.returncode == without.returncode == 0, with_plugin.stdout + without.stdout
+    assert "PLUGIN True HEAVY []" in with_plugin.stdout, with_plugin.stdout
+    assert "PLUGIN False HEAVY []" in without.stdout, without.stdout
+    assert "workflowsvc" not in with_plugin.stdout.split("PLUGIN")[0]  # no fixture of the kit set up
