@@ -45,7 +45,11 @@ class ConnectorSettings:
         return not self.auth_variants or any(all(k in given for k in v) for v in self.auth_variants.values())
 
 
-def _spelling(value: str) -> str:
+def normalized(value: str) -> str:
+    """
+    Return ``value`` lower case, with runs of spaces, ``_`` and ``-`` as one space: the provider's one
+    tolerant spelling rule (connector types, enum values, choices).
+    """
     return re.sub(r"[\s_\-]+", " ", value.strip().lower())
 
 
@@ -54,7 +58,7 @@ def _entries(kind: Kind) -> dict[str, ConnectorSettings]:
     entries = {}
     table: Mapping[str, Mapping[str, Any]] = TABLE[kind]
     for connector_type, entry in table.items():
-        entries[_spelling(connector_type)] = ConnectorSettings(
+        entries[normalized(connector_type)] = ConnectorSettings(
             kind=kind,
             type=connector_type,
             settings=tuple(entry["settings"]),
@@ -75,7 +79,7 @@ def settings_of(kind: Kind, connector_type: Any) -> ConnectorSettings | None:
     """Return the docs' settings of a connector type in any spelling (``Kafka_Cloud``), else None."""
     if not isinstance(connector_type, str):
         return None
-    return _entries(kind).get(_spelling(connector_type))
+    return _entries(kind).get(normalized(connector_type))
 
 
 def is_url(value: str) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from enum import Enum
 from typing import Annotated, Any, ClassVar, Literal, TypeVar
@@ -58,6 +58,7 @@ __all__ = [
     "JobFailedFiles",
     "JobStatus",
     "ListWorkflowsParams",
+    "NodeCounts",
     "NodeStats",
     "OutputNodeFile",
     "PermissionAction",
@@ -152,21 +153,17 @@ def request_json(model: BaseModel) -> dict[str, Any]:
 # Tolerant enums
 
 
-def _normalize(value: str) -> str:
-    return re.sub(r"[\s_\-]+", " ", value.strip().lower())
-
-
 @functools.lru_cache(maxsize=1024)
 def _member_spelled(cls: type[Enum], value: str) -> Any:
     """
     Return the member of ``cls`` that ``value`` spells in any case or separators (or by an alias), else
     None. Remembered: every status a wait polls is parsed this way (the platform sends ``IN_PROGRESS``).
     """
-    wanted = _normalize(value)
+    wanted = connectors_catalog.normalized(value)
     aliases = getattr(cls, "_aliases", None)
     if aliases is not None:
         wanted = aliases().get(wanted, wanted)
-    return next((member for member in cls if _normalize(member.value) == wanted), None)
+    return next((member for member in cls if connectors_catalog.normalized(member.value) == wanted), None)
 
 
 class _TolerantEnum(str, Enum):
@@ -983,8 +980,8 @@ def listed_created_utc(item: Any) -> datetime | None:
         return None
 
 
-class NodeStats(_Response):
-    """How many files one node of a job has ready, in progress, done and failed."""
+class NodeCounts(BaseModel):
+    """How many files one node of a job has ready, in progress, done and failed (the fields, once)."""
 
     node_name: str | None = None
     node_type: str | None = None
@@ -993,6 +990,10 @@ class NodeStats(_Response):
     in_progress: int = 0
     success: int = 0
     failure: int = 0
+
+
+class NodeStats(_Response, NodeCounts):
+    """A node's file counts as the service sends them (extra fields kept)."""
 
 
 class JobDetails(_Response):
@@ -1077,30 +1078,3 @@ class Element(_Response):
     element_id: str
     text: str = ""
     metadata: ElementMetadata = Field(default_factory=ElementMetadata)
-
-
-def platform_spelling(jobs: Iterable[Any]) -> bool | None:
-    """
-    Whether the service spells job statuses the platform's way (upper case), from the first job record
-    whose raw status has letters; None when no record shows it.
-    """
-    raw = next(
-        (
-            job.raw_status
-            for job in jobs
-            if isinstance(job, Job) and job.raw_status and any(c.isalpha() for c in job.raw_status)
-        ),
-        None,
-    )
-    return None if raw is None else raw == raw.upper()
-
-
-def status_spellings(status: JobStatus, jobs_seen: Iterable[Any]) -> tuple[str, ...]:
-    """
-    Return the ``status`` filter values to send for ``status``: in the spelling the job records seen
-    show (:func:`platform_spelling`), or in both dialects' while none shows it.
-    """
-    platform = platform_spelling(jobs_seen)
-    if platform is None:
-        return (status.wire_value, status.platform_value)
-    return (status.platform_value,) if platform else (status.wire_value,)

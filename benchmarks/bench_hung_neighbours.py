@@ -10,9 +10,11 @@ wait is the time from that instant to its event. The connection bound is checked
 sockets this process holds open every 50 ms (less those it held when the trial's event loop started).
 
 A row with ``lane limit off`` is the pool as it was before issue #24 (a hung read keeps its lane until
-its read timeout).
+its read timeout). A row with ``httpx pool + deadline`` is the alternative issue #33 weighed: the shared
+client on httpx's own pool of ``2 * lanes`` connections (the lanes' socket bound), each status read cut
+at the lane time limit and not retried (the next poll asks again).
 
-    python -m benchmarks.bench_hung_neighbours [--hung 0,20,50] [--healthy 20] [--interval 2]
+    python -m benchmarks.bench_hung_neighbours [--hung 0,20,50] [--healthy 20] [--interval 2] [--httpx-pool]
 """
 
 from __future__ import annotations
@@ -102,6 +104,38 @@ def run_one(
         return asyncio.run(_trial(emu, healthy, hung, interval, settle))
 
 
+def _use_httpx_pool_with_read_deadlines(deadline: float) -> None:
+    """Put the shared clients on httpx's own pool (``2 * max_connections``), each GET cut at ``deadline``."""
+    import httpx
+
+    from airflow_provider_workflowsvc.hooks import _pool, _transport
+    from airflow_provider_workflowsvc.hooks._settings import KEEPALIVE_EXPIRY
+
+    def plain_pool(size: int, *, lane_limit: float, **options: Any) -> httpx.AsyncHTTPTransport:
+        limits = httpx.Limits(max_connections=2 * size, max_keepalive_connections=2 * size)
+        return httpx.AsyncHTTPTransport(
+            limits=httpx.Limits(**{**limits.__dict__, "keepalive_expiry": KEEPALIVE_EXPIRY}), **options
+        )
+
+    timeout_of = _transport._Transport.request_timeout
+
+    def cut_reads(self: Any, method: str, path: str) -> Any:
+        timeout = timeout_of(self, method, path)
+        if method != "GET":
+            return timeout
+        read = self.settings.timeout if timeout is httpx.USE_CLIENT_DEFAULT else timeout.read
+        return httpx.Timeout(min(read, deadline), connect=self.settings.connect_timeout)
+
+    kind_of = _transport._failure_kind
+
+    def not_retried(exc: httpx.TransportError) -> str:  # a cut read is not retried, as a lane-limit cut
+        return "lane_limit" if isinstance(exc, httpx.ReadTimeout) else kind_of(exc)
+
+    _pool._Lanes = plain_pool  # type: ignore[assignment,misc]
+    _transport._Transport.request_timeout = cut_reads  # type: ignore[method-assign]
+    _transport._failure_kind = not_retried
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -113,17 +147,25 @@ def main() -> None:
     parser.add_argument("--lanes", type=int, default=20)
     parser.add_argument("--read-timeout", type=float, default=8.0)
     parser.add_argument("--baseline", action="store_true", help="also run with the lane limit off")
+    parser.add_argument(
+        "--httpx-pool", action="store_true", help="also run on httpx's own pool with per-read deadlines"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     raise_open_files_limit()
     from airflow_provider_workflowsvc.hooks import _pool
 
-    modes = [("lane limit on", _pool.LANE_TIME_LIMIT)]
+    lane_limit = _pool.LANE_TIME_LIMIT
+    modes = [("lane limit on", lane_limit)]
     if args.baseline:
         modes.append(("lane limit off", 1e9))
+    if args.httpx_pool:
+        modes.append(("httpx pool + deadline", lane_limit))
     rows = []
     for name, limit in modes:
         _pool.LANE_TIME_LIMIT = limit
+        if name.startswith("httpx pool"):
+            _use_httpx_pool_with_read_deadlines(limit)
         for hung in (int(h) for h in args.hung.split(",")):
             row = run_one(hung, args.healthy, args.interval, args.settle, args.lanes, args.read_timeout)
             row["mode"] = name

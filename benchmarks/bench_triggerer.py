@@ -19,6 +19,10 @@ Variants, each in its own child, alternated run by run:
   ``httpx.AsyncClient`` (one bounded pool) per event loop;
 * ``fresh-client`` - the reference: a new ``httpx.AsyncClient`` for every request (and so every poll);
 * ``raw-httpx`` - the floor: no trigger, no hook, a bare ``client.get`` loop on the same requests;
+* ``httpx-pool`` - the provider with its shared client on httpx's own pool of ``max_connections``
+  instead of the lanes of ``hooks/_pool.py`` (not in the default set; issue #33's pool decision);
+* ``no-grid`` - the provider with its poll pauses not lengthened to the 0.1 s grid (not in the default
+  set; issue #33: what the grid earns);
 * ``raw-jittered`` - the floor with the provider's first-poll jitter (its first pause 1.0-1.2
   intervals): what spreading the polls costs a bare poller (not in the default set);
 * ``idle`` - the provider with a poll interval longer than httpx's default keep-alive expiry (5 s), to
@@ -87,12 +91,18 @@ class Variant:
     """The jobs are spread over this many workflows (default: all of one workflow)."""
     shared: bool = False
     """The triggers carry their job's workflow, as the operator's do: one status poll per workflow."""
+    httpx_pool: bool = False
+    """The shared client on httpx's own pool of ``max_connections`` (no lanes): the pool decision (#33)."""
+    no_grid: bool = False
+    """Pauses not lengthened to the 0.1 s grid (``wait.watch.POLL_GRID``): what the grid earns (#33)."""
 
 
 VARIANTS: dict[str, Variant] = {
     "provider": Variant("provider as is (triggers share one AsyncClient per connection)"),
     "fresh-client": Variant("reference: a new AsyncClient per poll", fresh_client=True),
     "raw-httpx": Variant("floor: bare httpx poller, one AsyncClient each, no hook", raw_httpx=True),
+    "httpx-pool": Variant("provider, its shared client on httpx's own pool (no lanes)", httpx_pool=True),
+    "no-grid": Variant("provider, poll pauses not on the 0.1 s grid", no_grid=True),
     "raw-jittered": Variant(
         "floor, first poll jittered as the provider's (1.0-1.2 intervals)", raw_httpx=True, jittered=True
     ),
@@ -161,6 +171,12 @@ Waiter = Callable[[str, str | None, float, float], Awaitable[dict[str, Any]]]
 def _waiter(variant: Variant) -> Waiter:
     if variant.raw_httpx:
         return functools.partial(_raw_wait, jittered=variant.jittered)
+    if variant.httpx_pool:
+        _use_httpx_pool()
+    if variant.no_grid:
+        from airflow_provider_workflowsvc.wait.watch import PollSchedule
+
+        PollSchedule._on_grid = lambda self, pause: pause  # type: ignore[method-assign]
     trigger_cls = _trigger_class(variant)
     # the shared status poll (on by default) only where the variant measures it
     os.environ["AIRFLOW__WORKFLOWSVC__SHARED_STATUS_POLL"] = str(variant.shared)
@@ -201,6 +217,22 @@ async def _raw_wait(
     return {"status": "timeout"}
 
 
+def _use_httpx_pool() -> None:
+    """Give the shared clients httpx's own pool of ``max_connections`` instead of the lanes."""
+    import httpx
+
+    from airflow_provider_workflowsvc.hooks import _pool
+    from airflow_provider_workflowsvc.hooks._settings import KEEPALIVE_EXPIRY
+
+    def plain_pool(size: int, *, lane_limit: float, **options: Any) -> httpx.AsyncHTTPTransport:
+        limits = httpx.Limits(
+            max_connections=size, max_keepalive_connections=size, keepalive_expiry=KEEPALIVE_EXPIRY
+        )
+        return httpx.AsyncHTTPTransport(limits=limits, **options)
+
+    _pool._Lanes = plain_pool  # type: ignore[assignment,misc]
+
+
 @functools.cache
 def _shared_ssl_context() -> Any:
     import httpx
@@ -211,6 +243,7 @@ def _shared_ssl_context() -> Any:
 def _trigger_class(variant: Variant) -> type[Any]:
     import httpx
 
+    from airflow_provider_workflowsvc.hooks._transport import asend
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
     from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
 
@@ -230,10 +263,10 @@ def _trigger_class(variant: Variant) -> type[Any]:
                 await self._client.aclose()
                 self._client = None
 
-        async def _send_once(self, call: Any) -> Any:
+        async def _send(self, call: Any) -> Any:
             await self.aclose()
             try:
-                return await super()._send_once(call)
+                return await asend(self, call)
             finally:
                 await self.aclose()
 

@@ -39,10 +39,13 @@ from helpers import MOCK_BASE_URL, TEST_API_KEY, TEST_TOKEN, ConnectionStore, Ma
 # the test is skipped, the reason printed in pytest's skip summary.
 
 
+def _minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
 def _version_gate(item: pytest.Item, running: tuple[int, int], shown: str) -> str | None:
     """Why ``item`` cannot run on Airflow ``running`` (None: it can)."""
-    from airflow_provider_workflowsvc._compat import _minor
-
     for mark in item.iter_markers("airflow_min"):
         if running < _minor(mark.args[0]):
             why = mark.kwargs.get("reason", "a feature of that release")
@@ -55,12 +58,13 @@ def _version_gate(item: pytest.Item, running: tuple[int, int], shown: str) -> st
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    import airflow
+    # The installed release, read without importing Airflow: a unit file that needs no Airflow (models,
+    # catalog) runs alone in a few seconds.
+    from importlib.metadata import version
 
-    from airflow_provider_workflowsvc._compat import AIRFLOW_VERSION
-
+    shown = version("apache-airflow")
     for item in items:
-        reason = _version_gate(item, AIRFLOW_VERSION, airflow.__version__)
+        reason = _version_gate(item, _minor(shown), shown)
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
 
@@ -69,6 +73,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _fresh_secrets_masker() -> None:
     """Each test starts with no registered secrets, as each Airflow task process does (a connector
     config of unknown type masks all its strings; that must not carry over into later tests)."""
+    if "airflow.sdk" not in sys.modules:
+        return  # nothing imported Airflow yet: no secret registered (and none to import it for)
     try:
         from airflow.sdk._shared.secrets_masker import reset_secrets_masker
     except ImportError:  # pragma: no cover - older task SDK: nothing to reset between tests
@@ -78,10 +84,15 @@ def _fresh_secrets_masker() -> None:
 
 @pytest.fixture(autouse=True)
 def _fresh_settings_cache() -> None:
-    """Each test reads its connections again, as a new process does (the async hooks cache them)."""
+    """Each test reads its connections again, and learns how its service spells job statuses, as a new
+    process does (the async hooks cache settings; the transport remembers spellings by base URL)."""
+    if "airflow_provider_workflowsvc.hooks._transport" not in sys.modules:
+        return  # no hook made yet in this process
     from airflow_provider_workflowsvc.hooks._settings import SETTINGS_CACHE
+    from airflow_provider_workflowsvc.hooks._transport import _SPELLINGS
 
     SETTINGS_CACHE.clear()
+    _SPELLINGS.clear()
 
 
 @pytest.fixture
@@ -90,7 +101,7 @@ def settings_clock(monkeypatch: pytest.MonkeyPatch) -> ManualClock:
     from airflow_provider_workflowsvc.hooks._settings import SETTINGS_CACHE
 
     clock = ManualClock()
-    monkeypatch.setattr(SETTINGS_CACHE, "_clock", clock)
+    monkeypatch.setattr(SETTINGS_CACHE, "clock", clock)
     return clock
 
 

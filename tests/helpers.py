@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 # The DAG-bag plumbing is the test kit's (re-exported for the suite's modules).
-from airflow_provider_workflowsvc.testing.dag_runs import dag_bag as dag_bag
-from airflow_provider_workflowsvc.testing.dag_runs import serialize_dags
-from airflow_provider_workflowsvc.testing.dag_runs import sync_dags_to_db as sync_dags_to_db
+from airflow_provider_workflowsvc.testing.dag_runs import (
+    dag_bag as dag_bag,
+    serialize_dags,
+    sync_dags_to_db as sync_dags_to_db,
+)
 
 TEST_TOKEN = "tok-test-9f3c1e"
 TEST_API_KEY = "key-test-47ab20"

@@ -134,18 +134,16 @@ def test_airflow_providers_hooks_imports_the_hook() -> None:
     assert (hook["class"], hook["package_name"]) == (HOOK_CLASS, PACKAGE)
 
 
-# -- durable execution (3.3) and its stand-in (3.0-3.2) ----------------------------------------------
+# -- durable execution (3.3), and none on 3.0-3.2 --------------------------------------------------------
 
 
-@pytest.mark.airflow_min("3.3", reason="durable execution: ResumableJobMixin")
+@pytest.mark.airflow_min("3.3", reason="durable execution: the task state store")
 def test_run_operator_has_durable_execution() -> None:
-    from airflow.sdk import ResumableJobMixin
-
     from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 
     assert _compat.HAS_DURABLE_EXECUTION
-    assert _compat.ResumableJobMixin is ResumableJobMixin
-    assert issubclass(RunWorkflowOperator, ResumableJobMixin)
+    assert RunWorkflowOperator(task_id="run", workflow_id=FAKE_WORKFLOW_ID).durable is True
+    assert RunWorkflowOperator(task_id="off", workflow_id=FAKE_WORKFLOW_ID, durable=False).durable is False
 
 
 def _route_one_job(router: Any, job_ids: list[str]) -> Any:
@@ -175,14 +173,12 @@ class _TaskInstance:
         self.pushed[key] = value
 
 
-@pytest.mark.airflow_below("3.3", reason="the durable-execution stand-in")
+@pytest.mark.airflow_below("3.3", reason="no task state store before 3.3")
 def test_without_durable_execution_every_try_runs_a_new_job(mock_service: Any) -> None:
-    """The stand-in submits, waits and returns; with no task state store a second try submits again."""
+    """Without a task state store (``durable`` accepted and ignored) a second try submits again."""
     from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 
     assert not _compat.HAS_DURABLE_EXECUTION
-    assert _compat.ResumableJobMixin is _compat.ResumableJobStandIn
-    assert issubclass(RunWorkflowOperator, _compat.ResumableJobStandIn)
     run = _route_one_job(mock_service, ["j1", "j2"])
     task = RunWorkflowOperator(
         task_id="run", workflow_id=FAKE_WORKFLOW_ID, poll_interval=0.01, deferrable=False, durable=True

@@ -540,11 +540,6 @@ def test_pending_and_unknown_statuses_never_count_as_success(mock_service: Any, 
 # Module contract
 
 
-def test_type_lists_match_the_models() -> None:
-    assert tuple(t.value for t in SourceType) == ops.SOURCE_TYPES
-    assert tuple(t.value for t in DestinationType) == ops.DESTINATION_TYPES
-
-
 def test_every_identifier_name_and_config_is_a_template_field() -> None:
     assert set(ops.CreateSourceConnectorOperator.template_fields) == {"name", "connector_type", "config"}
     assert set(ops.UpdateDestinationConnectorOperator.template_fields) == {

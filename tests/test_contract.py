@@ -256,7 +256,13 @@ def test_wrong_credentials_raise_auth_error(emulator: Any, settings: ConnectionS
 
 
 @exercises(
-    "run_workflow", "list_jobs", "get_job", "get_job_details", "get_job_failed_files", "download_job_output"
+    "run_workflow",
+    "list_jobs",
+    "get_job",
+    "get_job_details",
+    "get_job_failed_files",
+    "download_job_output",
+    "get_output_document",
 )
 def test_local_run_poll_and_download(
     emulator: Any, hook: WorkflowServiceHook, inputs: list[Path], tmp_path: Path
@@ -286,6 +292,7 @@ def test_local_run_poll_and_download(
     ]
     assert elements[0].metadata.filename == "plan.txt"
     assert elements[0].metadata.page_number == 1
+    assert hook.get_output_document(job.id, first.file_id, first.node_id) == elements[0].metadata.filename
     target = tmp_path / "out" / "page.json"
     saved = hook.download_job_output(job.id, second.file_id, second.node_id, path=target)
     assert saved == target

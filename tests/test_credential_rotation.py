@@ -65,7 +65,7 @@ async def test_a_long_wait_picks_up_rotated_credentials_within_the_cache_lifetim
     emulator: Any, connection_store: ConnectionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = [1000.0]
-    monkeypatch.setattr(SETTINGS_CACHE, "_clock", lambda: clock[0])
+    monkeypatch.setattr(SETTINGS_CACHE, "clock", lambda: clock[0])
     async with WorkflowServiceAsyncHook("rotating") as hook:
         await hook.list_workflows()
         connection_store.rotate_to(ROTATED)  # the connection changed; the service still accepts both for now
@@ -237,7 +237,7 @@ def test_a_long_sync_wait_reads_its_connection_again_after_the_lifetime(
     emulator: Any, connection_store: ConnectionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = [1000.0]
-    monkeypatch.setattr(SETTINGS_CACHE, "_clock", lambda: clock[0])
+    monkeypatch.setattr(SETTINGS_CACHE, "clock", lambda: clock[0])
     with WorkflowServiceHook("rotating") as hook:
         hook.list_workflows()
         connection_store.rotate_to(ROTATED)

@@ -312,8 +312,8 @@ CASES = [
     Case("list_jobs", (), {"workflow_id": WID, "status": "in_progress"}, "GET", "/jobs/",
          [JOB, {**JOB, "id": "job-45", "status": "COMPLETED"}],
          lambda r: [j.status for j in r] == [JobStatus.IN_PROGRESS, JobStatus.COMPLETED],
-         params={"workflow_id": WID, "status": "im progress"}),
-    Case("list_jobs", (), {"status": JobStatus.FAILED}, "GET", "/jobs/", [], lambda r: r == [],
+         params={"workflow_id": WID, "status": "IN_PROGRESS"}),
+    Case("list_jobs", (), {"status": "failed"}, "GET", "/jobs/", [], lambda r: r == [],
          params={"status": "failed"}),
     Case("get_job", (JID,), {}, "GET", f"/jobs/{JID}", JOB,
          lambda r: r.output_node_files[0].file_id == "f-1"),
@@ -331,6 +331,8 @@ CASES = [
          params={"file_id": "f-1", "node_id": "n-1"}),
     Case("download_job_output", (JID, "f-1"), {}, "GET", f"/jobs/{JID}/download", ELEMENTS,
          lambda r: [e.element_id for e in r] == ["e1", "e2"], params={"file_id": "f-1"}),
+    Case("get_output_document", (JID, "f-1", "n-1"), {}, "GET", f"/jobs/{JID}/download", ELEMENTS,
+         lambda r: r == "a.pdf", params={"file_id": "f-1", "node_id": "n-1"}),
     Case("create_workflow", ("wf", "custom"), {"template_id": "tpl-9"}, "POST", "/workflows/", WORKFLOW,
          lambda r: r.id == WID, body={"name": "wf", "workflow_type": "custom", "template_id": "tpl-9"}),
     Case("list_sources", (), {"source_type": "Lakehouse"}, "GET", "/sources/", [SOURCE, "unreadable"],
@@ -1116,6 +1118,50 @@ async def test_status_filter_follows_the_dialect_last_seen(
     await api("get_job", JID)
     await api("list_jobs", status=status)
     assert listing.calls.last.request.url.params["status"] == sent
+
+
+@pytest.mark.parametrize("dialect", ["platform", "spec"])
+async def test_status_filter_spelling_is_learnt_from_an_exact_matching_service(
+    api: Api, mock: respx.MockRouter, dialect: str
+) -> None:
+    """A service that matches ``status`` exactly, in its own listing's spelling: before a job record
+    showed the dialect, the platform's spelling goes first, then the spec's when it finds nothing; the
+    spelling of the records listed is kept, and later filters are sent in it alone."""
+    own = "IN_PROGRESS" if dialect == "platform" else "im progress"
+    running = {**JOB, "status": own}
+
+    def exact(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=[running] if request.url.params["status"] == own else [])
+
+    listing = mock.get(u("/jobs/")).mock(side_effect=exact)
+    assert [j.id for j in await api("list_jobs", status=JobStatus.IN_PROGRESS)] == [JID]
+    assert [c.request.url.params["status"] for c in listing.calls] == (
+        ["IN_PROGRESS"] if dialect == "platform" else ["IN_PROGRESS", "im progress"]
+    )
+    learnt = len(listing.calls)
+    assert [j.id for j in await api("list_jobs", status="in_progress")] == [JID]
+    assert await api("list_jobs", status=JobStatus.SCHEDULED) == []
+    scheduled = "SCHEDULED" if dialect == "platform" else "scheduled"
+    assert [c.request.url.params["status"] for c in listing.calls][learnt:] == [own, scheduled]
+
+
+async def test_a_refused_status_spelling_is_sent_in_the_other(api: Api, mock: respx.MockRouter) -> None:
+    """A 422 for one spelling of the filter (a service of the other dialect) tries the other, even once a
+    spelling is known; both refused is the service's answer."""
+
+    def refuse_upper(request: httpx.Request) -> httpx.Response:
+        if request.url.params["status"].isupper():
+            return httpx.Response(422, json={"detail": "unknown status"})
+        return httpx.Response(200, json=[{**JOB, "status": "im progress"}])
+
+    listing = mock.get(u("/jobs/")).mock(side_effect=refuse_upper)
+    mock.get(u(f"/jobs/{JID}")).mock(return_value=httpx.Response(200, json={**JOB, "status": "FAILED"}))
+    await api("get_job", JID)  # the records say: the platform's spelling
+    assert [j.id for j in await api("list_jobs", status=JobStatus.IN_PROGRESS)] == [JID]
+    assert [c.request.url.params["status"] for c in listing.calls] == ["IN_PROGRESS", "im progress"]
+    listing.mock(return_value=httpx.Response(422, json={"detail": "no status filter here"}))
+    with pytest.raises(WorkflowServiceValidationError, match="no status filter here"):
+        await api("list_jobs", status=JobStatus.SCHEDULED)
 
 
 async def test_cross_origin_redirect_not_followed(api: Api, mock: respx.MockRouter) -> None:

@@ -1,8 +1,8 @@
-"""The hooks' explicit endpoint methods stay in step with the table of wire facts in ``hooks/_calls.py``.
+"""Each endpoint is declared once (``hooks/_calls.py``, ``Endpoints``) and each hook has it as a real method.
 
-Every builder of ``_calls.ENDPOINTS`` has one method of the same name on each hook, with the builder's
-parameters and the builder's answer type; runtime tools (``inspect``, ``help``, tracebacks, ``autospec``)
-see real functions.
+Every endpoint of ``_calls.ENDPOINTS`` is one method of the same name on each hook, with the endpoint's
+parameters, answer type and docstring; runtime tools (``inspect``, ``help``, tracebacks, ``autospec``)
+see real functions, and a type checker sees each method typed (sync: the answer; async: an awaitable).
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import pydoc
+import subprocess
+import sys
 import traceback
 import typing
 from collections.abc import Callable
@@ -19,8 +21,8 @@ from unittest import mock
 
 import pytest
 
-from airflow_provider_workflowsvc.hooks import _calls
-from airflow_provider_workflowsvc.hooks._calls import ENDPOINTS, READINGS, ApiCall
+from airflow_provider_workflowsvc.hooks._calls import ENDPOINTS, Endpoint, Endpoints
+from airflow_provider_workflowsvc.hooks._transport import ApiCall
 from airflow_provider_workflowsvc.hooks.workflowsvc import (
     ENDPOINT_NAMES,
     ConnectionSettings,
@@ -30,11 +32,7 @@ from airflow_provider_workflowsvc.hooks.workflowsvc import (
 from airflow_provider_workflowsvc.models import Job
 
 HOOKS = (WorkflowServiceHook, WorkflowServiceAsyncHook)
-BUILDERS = {build.__name__: build for build in ENDPOINTS}
-READING_NAMES = tuple(build.__name__ for build in READINGS)
-METHOD_NAMES = (*ENDPOINT_NAMES, *READING_NAMES)
-"""Every hook method built by a builder: the endpoints, and other readings of them."""
-ALL_BUILDERS = {**BUILDERS, **{build.__name__: build for build in READINGS}}
+BUILDERS = {each.name: each.build for each in ENDPOINTS}
 
 NOT_ENDPOINTS = {
     WorkflowServiceHook: {
@@ -76,6 +74,12 @@ def _answer_type(build: Callable[..., Any]) -> str:
     return returned[len("ApiCall[") : -1]
 
 
+def _endpoint(name: str) -> Endpoint[Any, Any]:
+    found = inspect.getattr_static(Endpoints, name)
+    assert isinstance(found, Endpoint)
+    return found
+
+
 def _public_methods(hook: type) -> set[str]:
     return {name for name, value in vars(hook).items() if not name.startswith("_") and callable(value)} | {
         name for name, value in vars(hook).items() if isinstance(value, property) and not name.startswith("_")
@@ -107,25 +111,26 @@ def _hook(hook_class: type) -> Any:
 # The list and the hooks name the same endpoints
 
 
-def test_the_endpoint_list_names_each_builder_once() -> None:
-    assert len(set(ENDPOINTS)) == len(ENDPOINTS)
+def test_the_endpoint_list_names_each_endpoint_once() -> None:
+    assert len({each.name for each in ENDPOINTS}) == len(ENDPOINTS)
     assert tuple(BUILDERS) == ENDPOINT_NAMES
+    assert all(
+        _text(inspect.signature(b).return_annotation).startswith("ApiCall[") for b in BUILDERS.values()
+    )
 
 
-def test_every_call_builder_in_calls_is_in_the_endpoint_list() -> None:
-    builders = {
-        name
-        for name, value in vars(_calls).items()
-        if inspect.isfunction(value)
-        and value.__module__ == _calls.__name__
-        and _text(inspect.signature(value).return_annotation).startswith("ApiCall[")
-    }
-    assert builders == set(BUILDERS) | set(READING_NAMES)
+@pytest.mark.parametrize("hook", HOOKS, ids=lambda h: h.__name__)
+def test_each_hook_holds_a_real_function_per_endpoint(hook: type) -> None:
+    for name in ENDPOINT_NAMES:
+        method = inspect.getattr_static(hook, name)
+        assert inspect.isfunction(method), name
+        assert (method.__name__, method.__qualname__) == (name, f"{hook.__qualname__}.{name}")
+        assert method.__module__ == hook.__module__
 
 
 @pytest.mark.parametrize("hook", HOOKS, ids=lambda h: h.__name__)
 def test_a_hook_has_no_public_method_outside_the_endpoint_list(hook: type) -> None:
-    assert _public_methods(hook) - NOT_ENDPOINTS[hook] == set(METHOD_NAMES)
+    assert _public_methods(hook) - NOT_ENDPOINTS[hook] == set(ENDPOINT_NAMES)
 
 
 def test_the_method_check_notices_a_method_missing_from_the_list() -> None:
@@ -133,31 +138,41 @@ def test_the_method_check_notices_a_method_missing_from_the_list() -> None:
         def get_job_logs(self, job_id: str) -> list[str]:
             return []
 
-    grown = _public_methods(Grown) - NOT_ENDPOINTS[WorkflowServiceHook] - set(METHOD_NAMES)
-    assert grown == {"get_job_logs"}
+    assert _public_methods(Grown) - NOT_ENDPOINTS[WorkflowServiceHook] == {"get_job_logs"}
+
+
+def test_a_subclass_keeps_the_endpoint_methods_it_overrides_and_inherits_the_others() -> None:
+    class Mine(WorkflowServiceHook):
+        def get_job(self, job_id: str) -> Any:
+            return "mine"
+
+    hook = Mine(settings=ConnectionSettings(base_url="https://svc.test/api/v1", token="tok-shape-1"))
+    assert hook.get_job("j1") == "mine"
+    assert "get_job_details" not in vars(Mine)
+    assert Mine.get_job_details is WorkflowServiceHook.get_job_details
 
 
 # --------------------------------------------------------------------------------------------------
 # Signatures, answer types, coroutines, docstrings
 
 
-@pytest.mark.parametrize("name", METHOD_NAMES)
+@pytest.mark.parametrize("name", ENDPOINT_NAMES)
 def test_sync_async_and_builder_signatures_agree(name: str) -> None:
-    build = ALL_BUILDERS[name]
+    build = BUILDERS[name]
     expected = _shape(build, drop_self=False)
     assert _shape(getattr(WorkflowServiceHook, name), drop_self=True) == expected
     assert _shape(getattr(WorkflowServiceAsyncHook, name), drop_self=True) == expected
 
 
-@pytest.mark.parametrize("name", METHOD_NAMES)
+@pytest.mark.parametrize("name", ENDPOINT_NAMES)
 def test_hook_methods_return_the_builders_answer_type(name: str) -> None:
-    answer = _answer_type(ALL_BUILDERS[name])
+    answer = _answer_type(BUILDERS[name])
     for hook in HOOKS:
         assert _text(inspect.signature(getattr(hook, name)).return_annotation) == answer, hook.__name__
         assert _text(inspect.signature(getattr(_hook(hook), name)).return_annotation) == answer
 
 
-@pytest.mark.parametrize("name", METHOD_NAMES)
+@pytest.mark.parametrize("name", ENDPOINT_NAMES)
 def test_annotations_resolve_to_real_types(name: str) -> None:
     for hook in HOOKS:
         hints = typing.get_type_hints(getattr(hook, name))
@@ -165,16 +180,16 @@ def test_annotations_resolve_to_real_types(name: str) -> None:
         assert "ApiCall" not in repr(hints["return"])
 
 
-@pytest.mark.parametrize("name", METHOD_NAMES)
+@pytest.mark.parametrize("name", ENDPOINT_NAMES)
 def test_only_the_async_hook_has_coroutine_functions(name: str) -> None:
     assert inspect.iscoroutinefunction(getattr(WorkflowServiceAsyncHook, name))
     assert inspect.iscoroutinefunction(getattr(_hook(WorkflowServiceAsyncHook), name))
     assert not inspect.iscoroutinefunction(getattr(WorkflowServiceHook, name))
 
 
-@pytest.mark.parametrize("name", METHOD_NAMES)
+@pytest.mark.parametrize("name", ENDPOINT_NAMES)
 def test_docstrings_are_the_builders_on_both_hooks(name: str) -> None:
-    expected = inspect.getdoc(ALL_BUILDERS[name])
+    expected = inspect.getdoc(BUILDERS[name])
     assert expected
     assert inspect.getdoc(getattr(WorkflowServiceHook, name)) == expected
     assert inspect.getdoc(getattr(WorkflowServiceAsyncHook, name)) == expected
@@ -196,11 +211,11 @@ def test_help_shows_the_signature_and_the_docstring() -> None:
 # Calls: arguments passed through, frames named after the endpoint
 
 
-@pytest.mark.parametrize("name", METHOD_NAMES)
+@pytest.mark.parametrize("name", ENDPOINT_NAMES)
 def test_each_method_hands_its_arguments_to_its_builder_and_sends_the_result(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    build = ALL_BUILDERS[name]
+    build = BUILDERS[name]
     built: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     sent: list[Any] = []
     call = ApiCall("GET", "/x", lambda data: data)
@@ -217,7 +232,7 @@ def test_each_method_hands_its_arguments_to_its_builder_and_sends_the_result(
         sent.append(given)
         raise _Boom
 
-    monkeypatch.setattr(_calls, name, fake_build)
+    monkeypatch.setattr(_endpoint(name), "build", fake_build)
     monkeypatch.setattr(WorkflowServiceHook, "_send", sync_send)
     monkeypatch.setattr(WorkflowServiceAsyncHook, "_send", async_send)
     args, kwargs = _sentinel_arguments(build)
@@ -250,9 +265,9 @@ def test_a_real_failure_inside_send_names_the_endpoint_in_the_traceback(
     assert names[:3] == [
         "test_a_real_failure_inside_send_names_the_endpoint_in_the_traceback",
         "get_job_details",
-        "_send",
+        "send",
     ]
-    assert "method" not in names
+    assert not {"send_sync", "send_async", "method"} & set(names)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -296,3 +311,37 @@ def test_autospec_refuses_a_call_the_real_signature_refuses() -> None:
             hook.get_job("job-1", "unexpected")
         hook.get_job("job-1")
     get_job.assert_called_once_with(hook, "job-1")
+
+
+# --------------------------------------------------------------------------------------------------
+# What a type checker sees, as users call the hooks
+
+TYPED_USE = """
+from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
+
+def sync(hook: WorkflowServiceHook) -> None:
+    reveal_type(hook.get_workflow("w"))
+    reveal_type(hook.list_jobs(status="completed"))
+    hook.get_job(job_id=1)
+
+async def aio(hook: WorkflowServiceAsyncHook) -> None:
+    reveal_type(await hook.get_workflow("w"))
+    reveal_type(hook.get_job_details)
+    await hook.cancel_job("j", "extra")
+"""
+
+
+def test_a_type_checker_sees_each_endpoint_typed_on_both_hooks(tmp_path: Any) -> None:
+    (tmp_path / "use.py").write_text(TYPED_USE)
+    command = [sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports=silent", "use.py"]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    lines = [line.split(": ", 2)[2] for line in result.stdout.splitlines() if line.startswith("use.py:")]
+    models = "airflow_provider_workflowsvc.models"
+    assert lines == [
+        f'Revealed type is "{models}.Workflow"',
+        f'Revealed type is "list[{models}.Job]"',
+        'Argument "job_id" has incompatible type "int"; expected "str"  [arg-type]',
+        f'Revealed type is "{models}.Workflow"',
+        f'Revealed type is "def (job_id: str) -> typing.Awaitable[{models}.JobDetails]"',
+        "Too many arguments  [call-arg]",
+    ], result.stdout

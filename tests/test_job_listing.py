@@ -178,10 +178,10 @@ async def test_the_hooks_read_a_known_newest_first_listing_only_down_to_created_
 
 
 def test_created_since_must_be_a_datetime_and_a_naive_one_is_utc() -> None:
-    from airflow_provider_workflowsvc.hooks import _calls
+    from airflow_provider_workflowsvc.hooks._calls import Endpoints
 
     with pytest.raises(WorkflowServiceInputError, match="created_since must be a datetime"):
-        _calls.list_jobs(created_since="yesterday")  # type: ignore[arg-type]
-    call = _calls.list_jobs(created_since=datetime(2026, 3, 1, 12))
-    assert call.extra[_calls.CREATED_SINCE] == datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
+        Endpoints.list_jobs.build(created_since="yesterday")
+    call = Endpoints.list_jobs.build(created_since=datetime(2026, 3, 1, 12))
+    assert call.created_since == datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
     assert call.params is None, "nothing of it is sent: the service has no such filter"

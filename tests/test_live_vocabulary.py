@@ -16,8 +16,7 @@ from pydantic import SecretStr
 
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceAuthError, WorkflowServiceValidationError
 from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
-from airflow_provider_workflowsvc.operators import connectors as conn_ops
-from airflow_provider_workflowsvc.operators import workflows as wf_ops
+from airflow_provider_workflowsvc.operators import connectors as conn_ops, workflows as wf_ops
 
 OPENSEARCH = {
     "hosts": ["https://search.example.com:9200"],

@@ -18,6 +18,10 @@ import pytest
 
 from airflow_provider_workflowsvc.hooks import _pool
 
+# The owner suite of hooks/_pool.py: run on every Airflow of the matrix (./dev), a release gate.
+pytestmark = pytest.mark.pool
+
+
 LANE_LIMIT = 10.0
 """Long enough that no request of a busy machine is cut by it; test 2 waits half of it (the guard)."""
 HEALTH = "/jobs/"

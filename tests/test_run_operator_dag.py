@@ -221,10 +221,10 @@ def test_cancel_operator(
 class CrashingRun(RunWorkflowOperator):
     """Dies (like a killed worker) right after the job id is stored, on the first try only."""
 
-    def poll_until_complete(self, external_id: Any, context: Any) -> Any:
+    def _wait(self, context: Any, job_id: str) -> Any:
         if context["ti"].try_number == 1:
             raise RuntimeError("simulated worker crash")
-        return super().poll_until_complete(external_id, context)
+        return super()._wait(context, job_id)
 
 
 @pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")

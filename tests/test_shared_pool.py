@@ -21,6 +21,10 @@ from airflow_provider_workflowsvc.hooks.workflowsvc import (
 )
 from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
 
+# The owner suite of hooks/_pool.py: run on every Airflow of the matrix (./dev), a release gate.
+pytestmark = pytest.mark.pool
+
+
 BASE = "https://svc.test/api/v1"
 TOKEN = "token-one-abcdef"
 

@@ -8,10 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from helpers import SHARED_STATUS_POLL_ENV, write_good_and_empty
 
-from airflow_provider_workflowsvc.exceptions import WorkflowServiceApiError
+from airflow_provider_workflowsvc.hooks import _pool
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
 from airflow_provider_workflowsvc.models import JobStatus
 from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
@@ -190,20 +191,25 @@ async def test_jobs_a_capped_or_odd_listing_does_not_show_are_polled_on_their_ow
 async def test_a_refused_listing_leaves_each_wait_to_its_own_poll(
     workflowsvc_conn: Any, settings: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The service refuses the status filter (422) in both dialects' spellings: the workflow's waits
+    stop asking for listings and poll their own jobs, to the same verdicts."""
     emulator = workflowsvc_conn
     emulator.configure(processing_delay=0.3)
     workflow, jobs = start_jobs(settings, inputs, 4)
-    calls = []
+    refused: list[str] = []
+    handle = _pool._Lanes.handle_async_request
 
-    async def refused(self: WorkflowServiceAsyncHook, *args: Any, **kwargs: Any) -> Any:
-        calls.append(kwargs)
-        raise WorkflowServiceApiError(422, "GET", "/api/v1/jobs/", "status: unknown job status")
+    async def refuse_status_filters(self: Any, request: httpx.Request) -> httpx.Response:
+        status = request.url.params.get("status")
+        if status is None:
+            return await handle(self, request)
+        refused.append(status)
+        return httpx.Response(422, json={"detail": "status: unknown job status"}, request=request)
 
-    monkeypatch.setattr(WorkflowServiceAsyncHook, "list_jobs", refused)
+    monkeypatch.setattr(_pool._Lanes, "handle_async_request", refuse_status_filters)
     events = await asyncio.gather(*(event(job, workflow) for job in jobs))
     check_kinds(events)
-    # Refused in both spellings of the status filter: the workflow's waits no longer ask.
-    assert [c["status"] for c in calls] == ["IN_PROGRESS", "im progress"]
+    assert sorted(refused) == ["IN_PROGRESS", "im progress"], "each spelling once, then no more listings"
 
 
 async def test_a_failing_or_hung_listing_costs_requests_not_outcomes(
@@ -263,34 +269,6 @@ async def test_shared_waits_keep_their_deadlines(workflowsvc_conn: Any, settings
         assert emulator.requests(path_contains=f"/jobs/{job}/details"), job
 
 
-async def test_the_filter_is_spelled_as_the_service_lists_statuses(
-    workflowsvc_conn: Any, settings: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """
-    A service that matches the status filter exactly, as a free string, in its own spelling (the
-    platform's ``IN_PROGRESS``; the spec's listing ``im progress``): the shared poll finds the spelling
-    from the statuses listed and keeps it; until then, jobs not shown are polled on their own.
-    """
-    emulator = workflowsvc_conn
-    matched = "IN_PROGRESS" if emulator.dialect == "platform" else "im progress"
-    emulator.configure(processing_delay=0.8)
-    workflow, jobs = start_jobs(settings, inputs, 6)
-    list_jobs = WorkflowServiceAsyncHook.list_jobs
-    sent: list[str] = []
-
-    async def exact(self: WorkflowServiceAsyncHook, *args: Any, status: Any = None, **kwargs: Any) -> Any:
-        sent.append(status)
-        listed = await list_jobs(self, *args, status=status, **kwargs)
-        return listed if status in (matched, "scheduled" if matched.islower() else "SCHEDULED") else []
-
-    monkeypatch.setattr(WorkflowServiceAsyncHook, "list_jobs", exact)
-    events = await asyncio.gather(*(event(job, workflow) for job in jobs))
-    check_kinds(events)
-    in_progress = [s for s in sent if s.upper().replace(" ", "_") in ("IN_PROGRESS", "IM_PROGRESS")]
-    assert in_progress[-1] == matched, sent
-    assert in_progress.count(matched) >= len(in_progress) - 2, sent  # at most a wrong guess or two
-
-
 async def test_a_stale_listing_holds_no_job_past_a_few_polls(
     workflowsvc_conn: Any, settings: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -303,7 +281,7 @@ async def test_a_stale_listing_holds_no_job_past_a_few_polls(
     emulator.configure(processing_delay=1000)  # the jobs wait until the emulator's clock is moved
     workflow, jobs = start_jobs(settings, inputs, 4)
     stale: dict[str, Any] = {}
-    list_active, poll = workflow_poll.WorkflowPoll._list_active, workflow_poll.WorkflowPoll.poll
+    list_active, poll = workflow_poll.WorkflowPoll._list_active, workflow_poll.WorkflowPoll.shows_active
     polls: collections.Counter[str] = collections.Counter()
 
     async def stuck(self: workflow_poll.WorkflowPoll, hook: Any) -> Any:
@@ -316,7 +294,7 @@ async def test_a_stale_listing_holds_no_job_past_a_few_polls(
         return await poll(self, hook, watch, schedule)
 
     monkeypatch.setattr(workflow_poll.WorkflowPoll, "_list_active", stuck)
-    monkeypatch.setattr(workflow_poll.WorkflowPoll, "poll", counted)
+    monkeypatch.setattr(workflow_poll.WorkflowPoll, "shows_active", counted)
     waits = [asyncio.ensure_future(event(job, workflow, seconds=30)) for job in jobs]
     while not stale or min(polls[job] for job in jobs) < 2:  # the listing answers, and will not change
         await asyncio.sleep(0.05)

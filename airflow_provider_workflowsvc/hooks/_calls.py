@@ -1,35 +1,44 @@
 """
-One description of every Workflow Service request, shared by the sync and async hooks.
+Every endpoint of the Workflow Service, once: its signature, docstring and wire facts (:class:`Endpoints`).
 
-Each function validates its arguments (raising :class:`WorkflowServiceInputError` before anything is
-sent) and returns an :class:`ApiCall`: method, path, query, body, how to parse the answer and whether
-the request may be retried after an ambiguous failure.
+Each endpoint validates its arguments (raising :class:`WorkflowServiceInputError` before anything is
+sent) and returns an :class:`~._transport.ApiCall`: method, path, query, body, how to parse the answer
+and whether the request may be retried after an ambiguous failure. Each hook gets one real method per
+endpoint from it (sync or async, by its ``_send``), with the endpoint's name, signature and docstring.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
-import logging
 import mimetypes
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+import sys
+import typing
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime
 from enum import Enum
-from functools import cache
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
 from urllib.parse import quote
 from uuid import UUID
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from airflow_provider_workflowsvc import storage
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceInputError,
     format_validation_errors,
     validate_input,
+)
+from airflow_provider_workflowsvc.hooks._transport import (
+    ApiCall,
+    UploadFile,
+    ignore_body,
+    list_parser,
+    parser,
+    sending,
 )
 from airflow_provider_workflowsvc.models import (
     ConnectionCheck,
@@ -57,132 +66,66 @@ from airflow_provider_workflowsvc.models import (
 )
 from airflow_provider_workflowsvc.storage import StagedObject, StoredObject
 
+if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
+
+P = ParamSpec("P")
 T = TypeVar("T")
-log = logging.getLogger("airflow_provider_workflowsvc.hooks.workflowsvc")
-
-STATUS_FILTER = "status_filter"
-"""``ApiCall.extra`` key: the :class:`JobStatus` whose wire spelling follows the service's dialect."""
-CREATED_SINCE = "created_since"
-"""``ApiCall.extra`` key of a job listing: the jobs to keep are those created at or after this UTC
-date-time (None: every job); the answer is read item by item (:mod:`._listing`)."""
-
-RetryPolicy = Literal["idempotent", "unsent-only"]
-"""``idempotent``: retry on any transient failure. ``unsent-only``: only when the request never left."""
+E = TypeVar("E", bound=Enum)
 
 
-@dataclass(frozen=True)
-class UploadFile:
-    """A file sent as one ``input_files`` part, streamed: a local file, or an object in storage."""
-
-    path: Path | StoredObject
-    filename: str
-    media_type: str
-
-
-class ResponseShapeError(Exception):
-    """The response body did not match the expected shape (turned into a WorkflowServiceResponseError)."""
-
-
-@dataclass(frozen=True)
-class ApiCall(Generic[T]):
-    """Everything needed to send one request and interpret its answer."""
-
-    method: str
-    path: str
-    parse: Callable[[Any], T]
-    params: Mapping[str, str] | None = None
-    json: Any = None
-    files: tuple[UploadFile, ...] = ()
-    retry: RetryPolicy = "idempotent"
-    download_to: Path | StagedObject | None = None
-    head_bytes: int | None = None
-    """Read only the first ``head_bytes`` of a successful answer's body; ``parse`` gets them as bytes."""
-    wants_body: bool = True
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-
-# --------------------------------------------------------------------------------------------------
-# Parsing
-
-
-@cache
-def _adapter(tp: Any) -> TypeAdapter[Any]:
-    return TypeAdapter(tp)
-
-
-@cache
-def _parser(tp: Any) -> Callable[[Any], Any]:
-    def parse(data: Any) -> Any:
-        try:
-            return _adapter(tp).validate_python(data)
-        except ValidationError as exc:
-            raise ResponseShapeError(
-                format_validation_errors(exc.errors(include_input=False, include_url=False))
-            ) from None
-
-    return parse
-
-
-class Listing(list[T]):
+class Endpoint(Generic[P, T]):
     """
-    The items of a listing the provider could read; ``skipped`` holds the raw items it could not (each
-    already named in a warning), so code that looks for one item can fail closed for that item only.
+    One endpoint: its builder (signature, docstring, wire facts), declared once in :class:`Endpoints`.
+
+    On a hook it is a method of the builder's name and signature that builds the call and sends it:
+    ``T`` from the sync hook, an awaitable of ``T`` from the async one (how type checkers see it; at
+    run time each hook class holds a real function, :meth:`method`).
     """
 
-    skipped: list[Any]
+    def __init__(self, build: Callable[P, ApiCall[T]]) -> None:
+        self.build = build
+        self.name = build.__name__
+        self.__doc__ = build.__doc__
 
-    def __init__(self, items: Iterable[T] = (), skipped: Iterable[Any] = ()) -> None:
-        super().__init__(items)
-        self.skipped = list(skipped)
+    @overload
+    def __get__(self, hook: None, owner: type) -> Endpoint[P, T]: ...
+    @overload
+    def __get__(self, hook: WorkflowServiceHook, owner: type) -> Callable[P, T]: ...
+    @overload
+    def __get__(self, hook: WorkflowServiceAsyncHook, owner: type) -> Callable[P, Awaitable[T]]: ...
+    def __get__(self, hook: Any, owner: type) -> Any:
+        return self  # only on Endpoints itself: every hook class has its own real methods
 
+    def method(self, owner: type, asynchronous: bool) -> Callable[..., Any]:
+        """Return ``owner``'s method that sends this endpoint's call, named, typed and documented as it."""
+        method = sending(self, asynchronous)
+        qualname = f"{owner.__qualname__}.{self.name}"
+        if sys.version_info >= (3, 11):  # a traceback names the endpoint
+            method.__code__ = method.__code__.replace(co_name=self.name, co_qualname=qualname)
+        else:  # pragma: no cover - Python 3.10
+            method.__code__ = method.__code__.replace(co_name=self.name)
+        signature = inspect.signature(self.build)
+        answer = self.answer_type()
+        self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        method.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[self_parameter, *signature.parameters.values()], return_annotation=answer
+        )
+        hints = typing.get_type_hints(self.build)  # resolved here: the method's own module lacks the names
+        method.__annotations__ = {**hints, "return": typing.get_args(hints["return"])[0]}
+        method.__name__, method.__qualname__, method.__module__ = self.name, qualname, owner.__module__
+        method.__doc__ = self.build.__doc__
+        return method
 
-def _item_label(item: Any) -> str:
-    if isinstance(item, Mapping):
-        named = {k: item[k] for k in ("id", "name") if k in item and isinstance(item[k], (str, int))}
-        if named:
-            return ", ".join(f"{k} {v!r}" for k, v in named.items())
-    return f"a {type(item).__name__}"
-
-
-@cache
-def _list_parser(tp: Any) -> Callable[[Any], Listing[Any]]:
-    """Parse a JSON list item by item: an item that cannot be read is skipped with a warning naming it."""
-    what = getattr(tp, "__name__", str(tp))
-
-    def parse(data: Any) -> Listing[Any]:
-        if not isinstance(data, list):
-            raise ResponseShapeError(f"expected a list of {what} records, got {type(data).__name__}")
-        listing: Listing[Any] = Listing()
-        for index, raw in enumerate(data):
-            parse_listed(tp, index, raw, listing)
-        return listing
-
-    return parse
-
-
-def parse_listed(tp: Any, index: int, raw: Any, listing: Listing[Any]) -> None:
-    """Add item ``index`` of a listing to ``listing``: read as ``tp``, or skipped with a warning naming it."""
-    try:
-        listing.append(_adapter(tp).validate_python(raw))
-    except ValidationError as exc:
-        listing.skipped.append(raw)
-        reason = format_validation_errors(exc.errors(include_input=False, include_url=False))
-        what = getattr(tp, "__name__", str(tp))
-        log.warning("Skipped item %d of a %s listing (%s): %s", index, what, _item_label(raw), reason)
+    def answer_type(self) -> str:
+        """Return the ``T`` of the builder's ``ApiCall[T]`` return annotation, as text."""
+        returned = str(self.build.__annotations__["return"])
+        return returned.removeprefix("ApiCall[").removesuffix("]")
 
 
-def _ignore_body(_: Any) -> None:
-    return None
-
-
-def _parse_run_result(data: Any) -> Job | None:
-    """Read the run answer (not shown in the spec): a job record when it looks like one, else None."""
-    if isinstance(data, Mapping) and "id" in data and ("status" in data or "workflow_id" in data):
-        parsed: Job = _parser(Job)(data)
-        return parsed
-    if isinstance(data, Mapping) and isinstance(data.get("job"), Mapping):
-        return _parse_run_result(data["job"])
-    return None
+def endpoint(build: Callable[P, ApiCall[T]]) -> Endpoint[P, T]:
+    """Declare an endpoint of :class:`Endpoints`."""
+    return Endpoint(build)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -205,9 +148,6 @@ def _job_id(value: str) -> str:
     return quote(text, safe="")
 
 
-E = TypeVar("E", bound=Enum)
-
-
 def _enum(enum_cls: type[E], value: Any, what: str) -> E:
     try:
         return parse_enum(enum_cls, value, what)
@@ -228,6 +168,26 @@ def _non_empty(value: str, what: str) -> str:
     if not text:
         raise WorkflowServiceInputError(f"{what} must not be empty")
     return text
+
+
+def _connector_type(kind: Literal["source", "destination"], value: Any) -> str:
+    """Return a connector type's wire name; one the provider does not know passes with a warning."""
+    try:
+        return connector_type_name(parse_connector_type(kind, value))
+    except ValueError as exc:
+        raise WorkflowServiceInputError(str(exc)) from None
+
+
+def _update_connector(
+    kind: Literal["source", "destination"], connector_type: Any, config: Any
+) -> UpdateConnector:
+    if connector_type is not None:
+        connector_type = _connector_type(kind, connector_type)
+    try:
+        return UpdateConnector.for_type(kind, connector_type, config)
+    except ValidationError as exc:
+        details = format_validation_errors(exc.errors(include_input=False, include_url=False))
+        raise WorkflowServiceInputError(f"invalid {kind} connector config: {details}") from None
 
 
 def check_upload_name(path: Path) -> None:
@@ -298,315 +258,37 @@ def _stored_object(raw: Any) -> StoredObject:
     return StoredObject(path, size)
 
 
+def _download_target(path: Any) -> Path | StagedObject | None:
+    """Where a download is streamed to: a local file, or an object being written in storage."""
+    if path is None or isinstance(path, StagedObject):
+        return path
+    return Path(path).expanduser()
+
+
 # --------------------------------------------------------------------------------------------------
-# Sources
+# Answers the spec does not show
 
 
-def list_sources(source_type: SourceType | str | None = None) -> ApiCall[list[SourceConnector]]:
-    """List source connectors, optionally only those of one type."""
-    params = None
-    if source_type is not None:
-        params = {"source_type": _connector_type("source", source_type)}
-    return ApiCall("GET", "/sources/", _list_parser(SourceConnector), params=params)
-
-
-def get_source(source_id: str | UUID) -> ApiCall[SourceConnector]:
-    """Fetch one source connector."""
-    return ApiCall("GET", f"/sources/{_uuid(source_id, 'source_id')}", _parser(SourceConnector))
-
-
-def create_source(
-    name: str, type: SourceType | str, config: Mapping[str, Any] | Any
-) -> ApiCall[SourceConnector]:
-    """Create a source connector (config is a typed config model or a dict)."""
-    body = validate_input(
-        CreateSourceConnector, "source connector", {"name": name, "type": type, "config": config}
-    )
-    return ApiCall(
-        "POST", "/sources/", _parser(SourceConnector), json=request_json(body), retry="unsent-only"
-    )
-
-
-def update_source(
-    source_id: str | UUID, config: Mapping[str, Any] | Any, source_type: SourceType | str | None = None
-) -> ApiCall[SourceConnector]:
-    """Replace a source connector's config (every setting must be sent, changed or not)."""
-    body = _update_connector("source", source_type, config)
-    path = f"/sources/{_uuid(source_id, 'source_id')}"
-    return ApiCall("PUT", path, _parser(SourceConnector), json=request_json(body))
-
-
-def delete_source(source_id: str | UUID) -> ApiCall[None]:
-    """Delete a source connector."""
-    return ApiCall("DELETE", f"/sources/{_uuid(source_id, 'source_id')}", _ignore_body, wants_body=False)
+def _parse_run_result(data: Any) -> Job | None:
+    """Read the run answer (not shown in the spec): a job record when it looks like one, else None."""
+    if isinstance(data, Mapping) and "id" in data and ("status" in data or "workflow_id" in data):
+        parsed: Job = parser(Job)(data)
+        return parsed
+    if isinstance(data, Mapping) and isinstance(data.get("job"), Mapping):
+        return _parse_run_result(data["job"])
+    return None
 
 
 def _parse_check_started(data: Any) -> ConnectionCheck:
     """Read the start answer (not shown in the spec): a check record, or (empty body) one not yet known."""
     if data is None or data == "":
         return ConnectionCheck()
-    return _parser(ConnectionCheck)(data)
-
-
-def start_source_connection_check(source_id: str | UUID) -> ApiCall[ConnectionCheck]:
-    """
-    Start a connectivity test of a source connector.
-
-    Read its outcome with ``get_source_connection_check``.
-    """
-    path = f"/sources/{_uuid(source_id, 'source_id')}/connection-check"
-    return ApiCall("POST", path, _parse_check_started)
-
-
-def get_source_connection_check(source_id: str | UUID) -> ApiCall[ConnectionCheck]:
-    """Fetch the most recent connectivity test of a source connector."""
-    path = f"/sources/{_uuid(source_id, 'source_id')}/connection-check"
-    return ApiCall("GET", path, _parser(ConnectionCheck))
+    parsed: ConnectionCheck = parser(ConnectionCheck)(data)
+    return parsed
 
 
 # --------------------------------------------------------------------------------------------------
-# Destinations
-
-
-def list_destinations(
-    destination_type: DestinationType | str | None = None,
-) -> ApiCall[list[DestinationConnector]]:
-    """List destination connectors, optionally only those of one type."""
-    params = None
-    if destination_type is not None:
-        params = {"destination_type": _connector_type("destination", destination_type)}
-    return ApiCall("GET", "/destinations/", _list_parser(DestinationConnector), params=params)
-
-
-def get_destination(destination_id: str | UUID) -> ApiCall[DestinationConnector]:
-    """Fetch one destination connector."""
-    path = f"/destinations/{_uuid(destination_id, 'destination_id')}"
-    return ApiCall("GET", path, _parser(DestinationConnector))
-
-
-def create_destination(
-    name: str, type: DestinationType | str, config: Mapping[str, Any] | Any
-) -> ApiCall[DestinationConnector]:
-    """Create a destination connector (config is a typed config model or a dict)."""
-    body = validate_input(
-        CreateDestinationConnector, "destination connector", {"name": name, "type": type, "config": config}
-    )
-    return ApiCall(
-        "POST", "/destinations/", _parser(DestinationConnector), json=request_json(body), retry="unsent-only"
-    )
-
-
-def update_destination(
-    destination_id: str | UUID,
-    config: Mapping[str, Any] | Any,
-    destination_type: DestinationType | str | None = None,
-) -> ApiCall[DestinationConnector]:
-    """Replace a destination connector's config (every setting must be sent, changed or not)."""
-    body = _update_connector("destination", destination_type, config)
-    path = f"/destinations/{_uuid(destination_id, 'destination_id')}"
-    return ApiCall("PUT", path, _parser(DestinationConnector), json=request_json(body))
-
-
-def delete_destination(destination_id: str | UUID) -> ApiCall[None]:
-    """Delete a destination connector."""
-    path = f"/destinations/{_uuid(destination_id, 'destination_id')}"
-    return ApiCall("DELETE", path, _ignore_body, wants_body=False)
-
-
-def start_destination_connection_check(destination_id: str | UUID) -> ApiCall[ConnectionCheck]:
-    """
-    Start a connectivity test of a destination connector.
-
-    Read its outcome with ``get_destination_connection_check``.
-    """
-    path = f"/destinations/{_uuid(destination_id, 'destination_id')}/connection-check"
-    return ApiCall("POST", path, _parse_check_started)
-
-
-def get_destination_connection_check(destination_id: str | UUID) -> ApiCall[ConnectionCheck]:
-    """Fetch the most recent connectivity test of a destination connector."""
-    path = f"/destinations/{_uuid(destination_id, 'destination_id')}/connection-check"
-    return ApiCall("GET", path, _parser(ConnectionCheck))
-
-
-def _connector_type(kind: Literal["source", "destination"], value: Any) -> str:
-    """Return a connector type's wire name; one the provider does not know passes with a warning."""
-    try:
-        return connector_type_name(parse_connector_type(kind, value))
-    except ValueError as exc:
-        raise WorkflowServiceInputError(str(exc)) from None
-
-
-def _update_connector(
-    kind: Literal["source", "destination"], connector_type: Any, config: Any
-) -> UpdateConnector:
-    if connector_type is not None:
-        connector_type = _connector_type(kind, connector_type)
-    try:
-        return UpdateConnector.for_type(kind, connector_type, config)
-    except ValidationError as exc:
-        details = format_validation_errors(exc.errors(include_input=False, include_url=False))
-        raise WorkflowServiceInputError(f"invalid {kind} connector config: {details}") from None
-
-
-# --------------------------------------------------------------------------------------------------
-# Workflows
-
-
-def create_workflow(
-    name: str,
-    workflow_type: str,
-    *,
-    source_id: str | UUID | None = None,
-    destination_id: str | UUID | None = None,
-    workflow_nodes: list[Any] | None = None,
-    schedule: str | None = None,
-    reprocess_all: bool | None = None,
-    template_id: str | None = None,
-) -> ApiCall[Workflow]:
-    """
-    Create a workflow; ``schedule`` is one of the spec's values (``every hour``, ``daily``, ...);
-    ``template_id`` (the live service's) builds it from a workflow template.
-    """
-    fields = {
-        "name": name,
-        "workflow_type": workflow_type,
-        "source_id": source_id,
-        "destination_id": destination_id,
-        "workflow_nodes": workflow_nodes,
-        "schedule": schedule,
-        "reprocess_all": reprocess_all,
-        "template_id": template_id,
-    }
-    body = validate_input(CreateWorkflow, "workflow", {k: v for k, v in fields.items() if v is not None})
-    return ApiCall("POST", "/workflows/", _parser(Workflow), json=request_json(body), retry="unsent-only")
-
-
-def list_workflows(**params: Any) -> ApiCall[list[Workflow]]:
-    """List one page of workflows; every query parameter of the spec is accepted by name."""
-    query = validate_input(ListWorkflowsParams, "list_workflows parameters", params).query()
-    return ApiCall("GET", "/workflows/", _list_parser(Workflow), params=query)
-
-
-def get_workflow(workflow_id: str | UUID) -> ApiCall[Workflow]:
-    """Fetch one workflow."""
-    return ApiCall("GET", f"/workflows/{_uuid(workflow_id, 'workflow_id')}", _parser(Workflow))
-
-
-def update_workflow(workflow_id: str | UUID, **fields: Any) -> ApiCall[Workflow]:
-    """Change a workflow's settings; only the fields given are sent."""
-    body = validate_input(UpdateWorkflow, "workflow update", fields)
-    path = f"/workflows/{_uuid(workflow_id, 'workflow_id')}"
-    return ApiCall("PUT", path, _parser(Workflow), json=request_json(body))
-
-
-def delete_workflow(workflow_id: str | UUID) -> ApiCall[None]:
-    """Delete a workflow."""
-    path = f"/workflows/{_uuid(workflow_id, 'workflow_id')}"
-    return ApiCall("DELETE", path, _ignore_body, wants_body=False)
-
-
-def run_workflow(
-    workflow_id: str | UUID, files: Iterable[LocalFile] | str | os.PathLike[str] | None = None
-) -> ApiCall[Job | None]:
-    """
-    Run a workflow once: no body, or one streamed ``input_files`` part per local file (a path, or
-    ``(path, name)`` to send it under another name).
-
-    Returns the created job when the server answers with one. Never retried once it may have reached
-    the server, so a run is never duplicated by a retry.
-    """
-    path = f"/workflows/{_uuid(workflow_id, 'workflow_id')}/run"
-    uploads = upload_files(files) if files is not None else ()
-    return ApiCall("POST", path, _parse_run_result, files=uploads, retry="unsent-only")
-
-
-# --------------------------------------------------------------------------------------------------
-# Jobs
-
-
-def list_jobs(
-    workflow_id: str | UUID | None = None,
-    status: JobStatus | str | None = None,
-    created_since: datetime | None = None,
-) -> ApiCall[list[Job]]:
-    """
-    List jobs, optionally of one workflow and/or in one status (both filters combine).
-
-    ``status`` is sent in the spelling of the dialect the hook last saw in a job record (``im
-    progress`` in the spec's, ``IN_PROGRESS`` in the platform's), unless it is given as text in one
-    dialect's exact spelling: then it is sent as written.
-
-    ``created_since`` keeps only the jobs created at or after it (a date-time without a zone is UTC),
-    and jobs without a readable ``created_at``. The service has no such filter: the answer is read item
-    by item as it arrives, the others are dropped unread, and once the service's listings have shown
-    they come newest first, reading stops past the jobs asked for (:mod:`._listing`).
-    """
-    params: dict[str, str] = {}
-    extra: dict[str, Any] = {CREATED_SINCE: _moment(created_since, "created_since")}
-    if workflow_id is not None:
-        params["workflow_id"] = _uuid(workflow_id, "workflow_id")
-    if status is not None:
-        parsed = _enum(JobStatus, status, "job status")
-        if parsed is JobStatus.UNKNOWN:
-            raise WorkflowServiceInputError(f"unknown job status {status!r}")
-        as_written = not isinstance(status, JobStatus) and status in (
-            parsed.wire_value,
-            parsed.platform_value,
-        )
-        params["status"] = str(status) if as_written else parsed.wire_value
-        if not as_written:
-            extra[STATUS_FILTER] = parsed
-    return ApiCall("GET", "/jobs/", _list_parser(Job), params=params or None, extra=extra)
-
-
-def get_job(job_id: str) -> ApiCall[Job]:
-    """Fetch one job."""
-    return ApiCall("GET", f"/jobs/{_job_id(job_id)}", _parser(Job))
-
-
-def get_job_details(job_id: str) -> ApiCall[JobDetails]:
-    """Fetch a job's processing status, message and per-node file counts."""
-    return ApiCall("GET", f"/jobs/{_job_id(job_id)}/details", _parser(JobDetails))
-
-
-def get_job_failed_files(job_id: str) -> ApiCall[JobFailedFiles]:
-    """Fetch the files a job failed to process, each with its error."""
-    return ApiCall("GET", f"/jobs/{_job_id(job_id)}/failed-files", _parser(JobFailedFiles))
-
-
-def cancel_job(job_id: str) -> ApiCall[None]:
-    """Ask the service to stop a running job (cancelling twice is harmless, so it is retried)."""
-    return ApiCall("POST", f"/jobs/{_job_id(job_id)}/cancel", _ignore_body, wants_body=False)
-
-
-def download_job_output(
-    job_id: str,
-    file_id: str,
-    node_id: str | None = None,
-    path: str | os.PathLike[str] | StagedObject | None = None,
-) -> ApiCall[list[Element] | Path]:
-    """
-    Download one output of a local-to-local job: parsed elements, or streamed to ``path`` when given.
-
-    Without ``node_id`` the service chooses the node (the live service: the last node's output; the
-    spec requires one). A file written to ``path`` appears only once complete (written beside it,
-    then renamed).
-    """
-    params = _output_params(file_id, node_id)
-    target = _download_target(path)
-    if isinstance(target, Path) and target.is_dir():
-        raise WorkflowServiceInputError(f"download path {str(target)!r} is a directory; give a file path")
-    return ApiCall(
-        "GET", f"/jobs/{_job_id(job_id)}/download", _parser(list[Element]), params=params, download_to=target
-    )
-
-
-def _download_target(path: Any) -> Path | StagedObject | None:
-    """Where a download is streamed to: a local file, or an object being written in storage."""
-    if path is None or isinstance(path, StagedObject):
-        return path
-    return Path(path).expanduser()
+# The endpoints
 
 
 def _output_params(file_id: str, node_id: str | None) -> dict[str, str]:
@@ -637,46 +319,313 @@ def document_name_in(head: bytes) -> str | None:
     return name if isinstance(name, str) and name.strip() else None
 
 
-def get_output_document(job_id: str, file_id: str, node_id: str | None = None) -> ApiCall[str | None]:
+class Endpoints:
     """
-    Read the name of the document one output of a job was made from (the download, its first
-    ``OUTPUT_HEAD_BYTES`` only); None when the output names none. Not an endpoint of its own.
+    Every endpoint of the spec, once; a hook class that defines ``_send`` gets one method per endpoint.
+
+    A hook class's ``_send`` decides the methods' kind: coroutine functions for an async ``_send``.
     """
-    path = f"/jobs/{_job_id(job_id)}/download"
-    params = _output_params(file_id, node_id)
-    return ApiCall("GET", path, document_name_in, params=params, head_bytes=OUTPUT_HEAD_BYTES)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        send = inspect.getattr_static(cls, "_send", None)
+        if send is None:
+            return
+        asynchronous = inspect.iscoroutinefunction(send)
+        for each in ENDPOINTS:  # a subclass keeps the methods it inherits or defines
+            if isinstance(inspect.getattr_static(cls, each.name), Endpoint):
+                setattr(cls, each.name, each.method(cls, asynchronous))
+
+    # -- sources ------------------------------------------------------------------------------------
+
+    @endpoint
+    def list_sources(source_type: SourceType | str | None = None) -> ApiCall[list[SourceConnector]]:
+        """List source connectors, optionally only those of one type."""
+        params = None
+        if source_type is not None:
+            params = {"source_type": _connector_type("source", source_type)}
+        return ApiCall("GET", "/sources/", list_parser(SourceConnector), params=params)
+
+    @endpoint
+    def get_source(source_id: str | UUID) -> ApiCall[SourceConnector]:
+        """Fetch one source connector."""
+        return ApiCall("GET", f"/sources/{_uuid(source_id, 'source_id')}", parser(SourceConnector))
+
+    @endpoint
+    def create_source(
+        name: str, type: SourceType | str, config: Mapping[str, Any] | Any
+    ) -> ApiCall[SourceConnector]:
+        """Create a source connector (config is a typed config model or a dict)."""
+        body = validate_input(
+            CreateSourceConnector, "source connector", {"name": name, "type": type, "config": config}
+        )
+        return ApiCall(
+            "POST", "/sources/", parser(SourceConnector), json=request_json(body), retry="unsent-only"
+        )
+
+    @endpoint
+    def update_source(
+        source_id: str | UUID, config: Mapping[str, Any] | Any, source_type: SourceType | str | None = None
+    ) -> ApiCall[SourceConnector]:
+        """Replace a source connector's config (every setting must be sent, changed or not)."""
+        body = _update_connector("source", source_type, config)
+        path = f"/sources/{_uuid(source_id, 'source_id')}"
+        return ApiCall("PUT", path, parser(SourceConnector), json=request_json(body))
+
+    @endpoint
+    def delete_source(source_id: str | UUID) -> ApiCall[None]:
+        """Delete a source connector."""
+        return ApiCall("DELETE", f"/sources/{_uuid(source_id, 'source_id')}", ignore_body, wants_body=False)
+
+    @endpoint
+    def start_source_connection_check(source_id: str | UUID) -> ApiCall[ConnectionCheck]:
+        """
+        Start a connectivity test of a source connector.
+
+        Read its outcome with ``get_source_connection_check``.
+        """
+        path = f"/sources/{_uuid(source_id, 'source_id')}/connection-check"
+        return ApiCall("POST", path, _parse_check_started)
+
+    @endpoint
+    def get_source_connection_check(source_id: str | UUID) -> ApiCall[ConnectionCheck]:
+        """Fetch the most recent connectivity test of a source connector."""
+        path = f"/sources/{_uuid(source_id, 'source_id')}/connection-check"
+        return ApiCall("GET", path, parser(ConnectionCheck))
+
+    # -- destinations -------------------------------------------------------------------------------
+
+    @endpoint
+    def list_destinations(
+        destination_type: DestinationType | str | None = None,
+    ) -> ApiCall[list[DestinationConnector]]:
+        """List destination connectors, optionally only those of one type."""
+        params = None
+        if destination_type is not None:
+            params = {"destination_type": _connector_type("destination", destination_type)}
+        return ApiCall("GET", "/destinations/", list_parser(DestinationConnector), params=params)
+
+    @endpoint
+    def get_destination(destination_id: str | UUID) -> ApiCall[DestinationConnector]:
+        """Fetch one destination connector."""
+        path = f"/destinations/{_uuid(destination_id, 'destination_id')}"
+        return ApiCall("GET", path, parser(DestinationConnector))
+
+    @endpoint
+    def create_destination(
+        name: str, type: DestinationType | str, config: Mapping[str, Any] | Any
+    ) -> ApiCall[DestinationConnector]:
+        """Create a destination connector (config is a typed config model or a dict)."""
+        fields = {"name": name, "type": type, "config": config}
+        body = validate_input(CreateDestinationConnector, "destination connector", fields)
+        return ApiCall(
+            "POST",
+            "/destinations/",
+            parser(DestinationConnector),
+            json=request_json(body),
+            retry="unsent-only",
+        )
+
+    @endpoint
+    def update_destination(
+        destination_id: str | UUID,
+        config: Mapping[str, Any] | Any,
+        destination_type: DestinationType | str | None = None,
+    ) -> ApiCall[DestinationConnector]:
+        """Replace a destination connector's config (every setting must be sent, changed or not)."""
+        body = _update_connector("destination", destination_type, config)
+        path = f"/destinations/{_uuid(destination_id, 'destination_id')}"
+        return ApiCall("PUT", path, parser(DestinationConnector), json=request_json(body))
+
+    @endpoint
+    def delete_destination(destination_id: str | UUID) -> ApiCall[None]:
+        """Delete a destination connector."""
+        path = f"/destinations/{_uuid(destination_id, 'destination_id')}"
+        return ApiCall("DELETE", path, ignore_body, wants_body=False)
+
+    @endpoint
+    def start_destination_connection_check(destination_id: str | UUID) -> ApiCall[ConnectionCheck]:
+        """
+        Start a connectivity test of a destination connector.
+
+        Read its outcome with ``get_destination_connection_check``.
+        """
+        path = f"/destinations/{_uuid(destination_id, 'destination_id')}/connection-check"
+        return ApiCall("POST", path, _parse_check_started)
+
+    @endpoint
+    def get_destination_connection_check(destination_id: str | UUID) -> ApiCall[ConnectionCheck]:
+        """Fetch the most recent connectivity test of a destination connector."""
+        path = f"/destinations/{_uuid(destination_id, 'destination_id')}/connection-check"
+        return ApiCall("GET", path, parser(ConnectionCheck))
+
+    # -- workflows ----------------------------------------------------------------------------------
+
+    @endpoint
+    def create_workflow(
+        name: str,
+        workflow_type: str,
+        *,
+        source_id: str | UUID | None = None,
+        destination_id: str | UUID | None = None,
+        workflow_nodes: list[Any] | None = None,
+        schedule: str | None = None,
+        reprocess_all: bool | None = None,
+        template_id: str | None = None,
+    ) -> ApiCall[Workflow]:
+        """
+        Create a workflow; ``schedule`` is one of the spec's values (``every hour``, ``daily``, ...);
+        ``template_id`` (the live service's) builds it from a workflow template.
+        """
+        fields = {
+            "name": name,
+            "workflow_type": workflow_type,
+            "source_id": source_id,
+            "destination_id": destination_id,
+            "workflow_nodes": workflow_nodes,
+            "schedule": schedule,
+            "reprocess_all": reprocess_all,
+            "template_id": template_id,
+        }
+        body = validate_input(CreateWorkflow, "workflow", {k: v for k, v in fields.items() if v is not None})
+        return ApiCall("POST", "/workflows/", parser(Workflow), json=request_json(body), retry="unsent-only")
+
+    @endpoint
+    def list_workflows(**params: Any) -> ApiCall[list[Workflow]]:
+        """List one page of workflows; every query parameter of the spec is accepted by name."""
+        query = validate_input(ListWorkflowsParams, "list_workflows parameters", params).query()
+        return ApiCall("GET", "/workflows/", list_parser(Workflow), params=query)
+
+    @endpoint
+    def get_workflow(workflow_id: str | UUID) -> ApiCall[Workflow]:
+        """Fetch one workflow."""
+        return ApiCall("GET", f"/workflows/{_uuid(workflow_id, 'workflow_id')}", parser(Workflow))
+
+    @endpoint
+    def update_workflow(workflow_id: str | UUID, **fields: Any) -> ApiCall[Workflow]:
+        """Change a workflow's settings; only the fields given are sent."""
+        body = validate_input(UpdateWorkflow, "workflow update", fields)
+        path = f"/workflows/{_uuid(workflow_id, 'workflow_id')}"
+        return ApiCall("PUT", path, parser(Workflow), json=request_json(body))
+
+    @endpoint
+    def delete_workflow(workflow_id: str | UUID) -> ApiCall[None]:
+        """Delete a workflow."""
+        path = f"/workflows/{_uuid(workflow_id, 'workflow_id')}"
+        return ApiCall("DELETE", path, ignore_body, wants_body=False)
+
+    @endpoint
+    def run_workflow(
+        workflow_id: str | UUID, files: Iterable[LocalFile] | str | os.PathLike[str] | None = None
+    ) -> ApiCall[Job | None]:
+        """
+        Run a workflow once: no body, or one streamed ``input_files`` part per local file (a path, or
+        ``(path, name)`` to send it under another name).
+
+        Returns the created job when the server answers with one. Never retried once it may have reached
+        the server, so a run is never duplicated by a retry.
+        """
+        path = f"/workflows/{_uuid(workflow_id, 'workflow_id')}/run"
+        uploads = upload_files(files) if files is not None else ()
+        return ApiCall("POST", path, _parse_run_result, files=uploads, retry="unsent-only")
+
+    # -- jobs ---------------------------------------------------------------------------------------
+
+    @endpoint
+    def list_jobs(
+        workflow_id: str | UUID | None = None,
+        status: JobStatus | str | None = None,
+        created_since: datetime | None = None,
+    ) -> ApiCall[list[Job]]:
+        """
+        List jobs, optionally of one workflow and/or in one status (both filters combine).
+
+        ``status`` is sent as the service spells statuses (``im progress`` in the spec's listing,
+        ``IN_PROGRESS`` in the platform's), learnt from the job records it sent; until one showed it,
+        the platform's spelling is sent first, then the spec's when that finds nothing. A status given
+        as text in one dialect's exact spelling is sent as written.
+
+        ``created_since`` keeps only the jobs created at or after it (a date-time without a zone is UTC),
+        and jobs without a readable ``created_at``. The service has no such filter: the answer is read item
+        by item as it arrives, the others are dropped unread, and once the service's listings have shown
+        they come newest first, reading stops past the jobs asked for (:mod:`._listing`).
+        """
+        params: dict[str, str] = {}
+        status_filter = None
+        if workflow_id is not None:
+            params["workflow_id"] = _uuid(workflow_id, "workflow_id")
+        if status is not None:
+            parsed = _enum(JobStatus, status, "job status")
+            if parsed is JobStatus.UNKNOWN:
+                raise WorkflowServiceInputError(f"unknown job status {status!r}")
+            if not isinstance(status, JobStatus) and status in (parsed.wire_value, parsed.platform_value):
+                params["status"] = str(status)
+            else:
+                status_filter = parsed
+        since = _moment(created_since, "created_since")
+        return ApiCall(
+            "GET",
+            "/jobs/",
+            list_parser(Job),
+            params=params or None,
+            status_filter=status_filter,
+            job_listing=True,
+            created_since=since,
+        )
+
+    @endpoint
+    def get_job(job_id: str) -> ApiCall[Job]:
+        """Fetch one job."""
+        return ApiCall("GET", f"/jobs/{_job_id(job_id)}", parser(Job))
+
+    @endpoint
+    def get_job_details(job_id: str) -> ApiCall[JobDetails]:
+        """Fetch a job's processing status, message and per-node file counts."""
+        return ApiCall("GET", f"/jobs/{_job_id(job_id)}/details", parser(JobDetails))
+
+    @endpoint
+    def get_job_failed_files(job_id: str) -> ApiCall[JobFailedFiles]:
+        """Fetch the files a job failed to process, each with its error."""
+        return ApiCall("GET", f"/jobs/{_job_id(job_id)}/failed-files", parser(JobFailedFiles))
+
+    @endpoint
+    def cancel_job(job_id: str) -> ApiCall[None]:
+        """Ask the service to stop a running job (cancelling twice is harmless, so it is retried)."""
+        return ApiCall("POST", f"/jobs/{_job_id(job_id)}/cancel", ignore_body, wants_body=False)
+
+    @endpoint
+    def download_job_output(
+        job_id: str,
+        file_id: str,
+        node_id: str | None = None,
+        path: str | os.PathLike[str] | StagedObject | None = None,
+    ) -> ApiCall[list[Element] | Path]:
+        """
+        Download one output of a local-to-local job: parsed elements, or streamed to ``path`` when given.
+
+        Without ``node_id`` the service chooses the node (the live service: the last node's output; the
+        spec requires one). A file written to ``path`` appears only once complete (written beside it,
+        then renamed).
+        """
+        params = _output_params(file_id, node_id)
+        target = _download_target(path)
+        if isinstance(target, Path) and target.is_dir():
+            raise WorkflowServiceInputError(f"download path {str(target)!r} is a directory; give a file path")
+        path_of = f"/jobs/{_job_id(job_id)}/download"
+        return ApiCall("GET", path_of, parser(list[Element]), params=params, download_to=target)
+
+    @endpoint
+    def get_output_document(job_id: str, file_id: str, node_id: str | None = None) -> ApiCall[str | None]:
+        """
+        Read the name of the document one output of a job was made from (the download, its first
+        ``OUTPUT_HEAD_BYTES`` only); None when the output names none. A reading of the download endpoint.
+        """
+        path = f"/jobs/{_job_id(job_id)}/download"
+        params = _output_params(file_id, node_id)
+        return ApiCall("GET", path, document_name_in, params=params, head_bytes=OUTPUT_HEAD_BYTES)
 
 
-ENDPOINTS: tuple[Callable[..., ApiCall[Any]], ...] = (
-    list_sources,
-    get_source,
-    create_source,
-    update_source,
-    delete_source,
-    start_source_connection_check,
-    get_source_connection_check,
-    list_destinations,
-    get_destination,
-    create_destination,
-    update_destination,
-    delete_destination,
-    start_destination_connection_check,
-    get_destination_connection_check,
-    create_workflow,
-    list_workflows,
-    get_workflow,
-    update_workflow,
-    delete_workflow,
-    run_workflow,
-    list_jobs,
-    get_job,
-    get_job_details,
-    get_job_failed_files,
-    cancel_job,
-    download_job_output,
+ENDPOINTS: tuple[Endpoint[Any, Any], ...] = tuple(
+    value for value in vars(Endpoints).values() if isinstance(value, Endpoint)
 )
-"""Every endpoint of the spec, once: each hook has one method of the same name and signature per builder."""
-
-READINGS: tuple[Callable[..., ApiCall[Any]], ...] = (get_output_document,)
-"""Other readings of an endpoint of ``ENDPOINTS`` (a part of its answer): a hook method each, as for
-an endpoint, but no SDK operation of their own."""
+"""Every endpoint of the spec, in the order declared: each hook has one method of its name per endpoint."""

@@ -4,15 +4,61 @@ from __future__ import annotations
 
 import codecs
 import json
+import logging
 import re
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import Any
+from functools import cache
+from typing import Any, TypeVar
 
+from pydantic import TypeAdapter, ValidationError
+
+from airflow_provider_workflowsvc.exceptions import format_validation_errors
 from airflow_provider_workflowsvc.models import Job, listed_created_utc
 
-from ._calls import Listing, parse_listed
+log = logging.getLogger("airflow_provider_workflowsvc.hooks.workflowsvc")
+
+T = TypeVar("T")
+
+
+@cache
+def adapter(tp: Any) -> TypeAdapter[Any]:
+    """Return the pydantic adapter of type ``tp`` (one per type)."""
+    return TypeAdapter(tp)
+
+
+class Listing(list[T]):
+    """
+    The items of a listing the provider could read; ``skipped`` holds the raw items it could not (each
+    already named in a warning), so code that looks for one item can fail closed for that item only.
+    """
+
+    skipped: list[Any]
+
+    def __init__(self, items: Iterable[T] = (), skipped: Iterable[Any] = ()) -> None:
+        super().__init__(items)
+        self.skipped = list(skipped)
+
+
+def parse_listed(tp: Any, index: int, raw: Any, listing: Listing[Any]) -> None:
+    """Add item ``index`` of a listing to ``listing``: read as ``tp``, or skipped with a warning naming it."""
+    try:
+        listing.append(adapter(tp).validate_python(raw))
+    except ValidationError as exc:
+        listing.skipped.append(raw)
+        reason = format_validation_errors(exc.errors(include_input=False, include_url=False))
+        what = getattr(tp, "__name__", str(tp))
+        log.warning("Skipped item %d of a %s listing (%s): %s", index, what, _item_label(raw), reason)
+
+
+def _item_label(item: Any) -> str:
+    if isinstance(item, Mapping):
+        named = {k: item[k] for k in ("id", "name") if k in item and isinstance(item[k], (str, int))}
+        if named:
+            return ", ".join(f"{k} {v!r}" for k, v in named.items())
+    return f"a {type(item).__name__}"
+
 
 NEWEST_FIRST_EVIDENCE = 8
 """Distinct creation times a whole listing must show in newest-first order before the service's listings
@@ -153,10 +199,6 @@ class JobItems:
         if self._kept + self._items.buffered > self._limit:
             raise self._fail(f"the jobs kept passed {self._limit} bytes (max_response_bytes)")
         return False
-
-    def done(self) -> Any:
-        """Return the response whose body this reads (as :meth:`~._transport._BodyCap.done` does)."""
-        return self._response
 
     def listing(self) -> Listing[Job] | None:
         """Return the jobs kept, once the body has ended; None when it was not a list (parse it whole)."""

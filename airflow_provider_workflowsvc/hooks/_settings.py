@@ -331,7 +331,8 @@ class SettingsCache:
         retry: float = SETTINGS_RETRY,
     ) -> None:
         self.ttl, self.retry = ttl, retry
-        self._clock = clock
+        self.clock = clock
+        """The cache's clock (monotonic seconds): hooks time their own settings by it."""
         self._entries: dict[str, _CachedSettings] = {}
         self._failed: dict[str, _FailedRead] = {}
         self._reads: weakref.WeakKeyDictionary[
@@ -344,10 +345,10 @@ class SettingsCache:
         """Return the settings of ``conn_id``: cached ones still fresh, or those ``read()`` returns."""
         source = os.environ.get(_CONN_ENV_PREFIX + conn_id.upper())
         entry = self._entries.get(conn_id)
-        if entry is not None and entry.source == source and self._clock() < entry.expires:
+        if entry is not None and entry.source == source and self.clock() < entry.expires:
             return entry.settings
         failed = self._failed.get(conn_id)
-        if failed is not None and failed.source == source and self._clock() < failed.until:
+        if failed is not None and failed.source == source and self.clock() < failed.until:
             raise failed.error.with_traceback(None)
         reads = self._reads.setdefault(asyncio.get_running_loop(), {})
         key = (conn_id, source)
@@ -356,10 +357,6 @@ class SettingsCache:
             pending = reads[key] = asyncio.ensure_future(self._read(conn_id, source, read))
             pending.add_done_callback(functools.partial(_forget_read, reads, key))
         return await asyncio.shield(pending)  # a cancelled caller does not cancel the others' read
-
-    def now(self) -> float:
-        """Return the cache's clock (monotonic seconds): hooks time their own settings by it."""
-        return self._clock()
 
     async def refresh(
         self,
@@ -384,10 +381,10 @@ class SettingsCache:
         try:
             settings = await read()
         except Exception as exc:
-            self._failed[conn_id] = _FailedRead(source, self._clock() + self.retry, exc)
+            self._failed[conn_id] = _FailedRead(source, self.clock() + self.retry, exc)
             raise
         self._failed.pop(conn_id, None)
-        self._entries[conn_id] = _CachedSettings(source, self._clock() + self.ttl, settings)
+        self._entries[conn_id] = _CachedSettings(source, self.clock() + self.ttl, settings)
         return settings
 
     def clear(self) -> None:

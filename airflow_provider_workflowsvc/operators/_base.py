@@ -10,7 +10,6 @@ the hook and models are imported when a task runs.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -49,7 +48,6 @@ __all__ = [
     "job_id_of",
     "job_url",
     "min_poll_interval",
-    "normalize_choice",
     "positive_seconds",
     "rendered",
     "static_str",
@@ -87,11 +85,6 @@ def static_str(value: Any) -> str | None:
 def rendered(value: str | XComArg) -> str:
     """``value`` typed as it is when the task runs: templates rendered and XComArgs resolved."""
     return cast("str", value)
-
-
-def normalize_choice(value: str) -> str:
-    """Lower case, with runs of spaces, ``_`` and ``-`` as one space (the models' tolerant spelling)."""
-    return re.sub(r"[\s_\-]+", " ", value.strip().lower())
 
 
 def positive_seconds(value: float | timedelta, what: str) -> float:
@@ -152,7 +145,9 @@ def check_choice(value: Any, allowed: Collection[str], what: str) -> None:
         return
     if not isinstance(value, str):
         raise input_error(f"{what} must be a string, got {type(value).__name__}")
-    if normalize_choice(value) not in {normalize_choice(a) for a in allowed}:
+    from airflow_provider_workflowsvc.connectors_catalog import normalized
+
+    if normalized(value) not in {normalized(a) for a in allowed}:
         raise input_error(f"unknown {what} {value!r}; expected one of: {', '.join(allowed)}")
 
 

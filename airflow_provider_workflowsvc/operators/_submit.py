@@ -37,7 +37,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Protocol
@@ -50,6 +50,7 @@ from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceInputError,
     WorkflowServiceResponseError,
 )
+from airflow_provider_workflowsvc.models import JobStatus
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks._calls import LocalFile
@@ -73,10 +74,10 @@ _now = time.time
 """This worker's clock (tests replace the module's ``time.sleep``, never the clock)."""
 REFUSED_STATUS = frozenset({429, 503})
 """Answers that prove the service did not process the request and ask to be tried again."""
-ACTIVE_FILTERS = (("scheduled", "im progress"), ("SCHEDULED", "IN_PROGRESS"))
-"""The ``status`` filters of the active jobs, in the spec's and in the platform's spelling."""
-ENDED_FILTERS = (("completed", "failed", "stopped"), ("COMPLETED", "FAILED", "STOPPED"))
-"""The ``status`` filters of the ended jobs (the workflow's history), in both spellings."""
+ACTIVE = (JobStatus.SCHEDULED, JobStatus.IN_PROGRESS)
+"""The statuses of the active jobs (the hook spells each filter as the service does)."""
+ENDED = (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.STOPPED)
+"""The statuses of the ended jobs (the workflow's history)."""
 PROOF_READS = 6
 """Job records (``GET /jobs/{id}``) one search reads at most when the listing leaves ``input_file_ids``
 out: those created closest to the run's sending first, each once. The bound does not grow with the
@@ -314,35 +315,21 @@ def _listing(run: SentRun, shown: int = 3) -> str:
     return f"listing {', '.join(run.files[:shown])}{more}"
 
 
-def _active_filters(jobs_seen: Iterable[Job]) -> Sequence[str]:
-    """Return the active ``status`` filters, in the spelling the service uses (both until one is seen)."""
-    return _spelled(ACTIVE_FILTERS, jobs_seen)
-
-
-def _spelled(filters: tuple[tuple[str, ...], tuple[str, ...]], jobs_seen: Iterable[Job]) -> Sequence[str]:
-    from airflow_provider_workflowsvc.models import platform_spelling
-
-    platform = platform_spelling(jobs_seen)
-    if platform is None:
-        return (*filters[0], *filters[1])
-    return filters[1] if platform else filters[0]
-
-
 def _listed(
     hook: WorkflowServiceHook,
     workflow_id: str,
-    filters: Sequence[str],
+    statuses: Sequence[JobStatus],
     seen: dict[str, Job],
     records: _Records | None = None,
 ) -> list[Job]:
     """
-    List the workflow's jobs in each ``status`` filter (each job once); ``seen`` keeps every job read
+    List the workflow's jobs in each of ``statuses`` (each job once); ``seen`` keeps every job read
     (and ``records`` each listing's reading of the service's clock).
 
-    A filter the service refuses as invalid (400, 422: a spelling of another dialect) is skipped.
+    A status the service refuses as a filter (400, 422, in either dialect's spelling) is skipped.
     """
     found: dict[str, Job] = {}
-    for status in filters:
+    for status in statuses:
         try:
             listed = hook.list_jobs(workflow_id=workflow_id, status=status)
         except WorkflowServiceApiError as exc:
@@ -379,7 +366,7 @@ def await_own_job(
     seen: dict[str, Job] = {}
     records = _Records()
     while True:
-        listed = _listed(hook, run.workflow_id, _active_filters(seen.values()), seen, records)
+        listed = _listed(hook, run.workflow_id, ACTIVE, seen, records)
         job = own_job(records.complete(hook, listed, run, log), run, log)
         if job is not None:
             return job, True
@@ -396,7 +383,7 @@ def _look_among_ended(
 ) -> tuple[Job | None, bool]:
     """Look once among the workflow's ended jobs (its history: a fast job may have ended already)."""
     try:
-        listed = _listed(hook, run.workflow_id, _spelled(ENDED_FILTERS, seen.values()), seen, records)
+        listed = _listed(hook, run.workflow_id, ENDED, seen, records)
     except WorkflowServiceResponseError as exc:
         log.warning("Could not read the workflow's ended jobs (%s): the search is inconclusive", exc)
         return None, False

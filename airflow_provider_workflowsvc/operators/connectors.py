@@ -24,7 +24,6 @@ from airflow_provider_workflowsvc.operators._base import (
     interval_seconds,
     invalid_input_fails,
     is_deferred_value,
-    normalize_choice,
     rendered,
     static_str,
 )
@@ -51,25 +50,6 @@ __all__ = [
 ]
 
 Kind = Literal["source", "destination"]
-
-SOURCE_TYPES = (
-    "azure", "box", "confluence", "couchbase", "databricks_volumes", "dropbox", "elasticsearch", "gcs",
-    "google_drive", "kafka-cloud", "mongodb", "onedrive", "opensearch", "outlook", "postgres", "s3",
-    "salesforce", "sharepoint", "slack", "snowflake", "jira", "teradata", "zendesk",
-)  # fmt: skip
-"""Source connector types the provider knows (the spec's and the live docs'; kept equal to
-``models.SourceType`` by a test). Another type passes with a warning."""
-
-DESTINATION_TYPES = (
-    "astradb", "azure", "azure_ai_search", "couchbase", "databricks_volumes",
-    "databricks_volume_delta_tables", "delta_table", "elasticsearch", "gcs", "kafka-cloud", "milvus",
-    "mongodb", "motherduck", "neo4j", "onedrive", "opensearch", "pinecone", "postgres", "redis",
-    "qdrant-cloud", "s3", "snowflake", "teradata", "weaviate-cloud", "ibm_watsonx_s3",
-)  # fmt: skip
-"""Destination connector types the provider knows (the spec's and the live docs'; kept equal to
-``models.DestinationType`` by a test). Another type passes with a warning."""
-
-_TYPES: dict[Kind, tuple[str, ...]] = {"source": SOURCE_TYPES, "destination": DESTINATION_TYPES}
 
 
 @dataclass(frozen=True)
@@ -134,15 +114,20 @@ def _check_vocabulary(operator: _ConnectorOperator, connector_type: Any, config:
     if not isinstance(connector_type, str) or not connector_type.strip():
         what = f"{operator.kind} connector type"
         raise input_error(f"{what} must be a non-empty string, got {connector_type!r}")
-    from airflow_provider_workflowsvc.connectors_catalog import check_config, did_you_mean
+    from airflow_provider_workflowsvc.connectors_catalog import (
+        check_config,
+        did_you_mean,
+        known_types,
+        normalized,
+    )
 
-    known = {normalize_choice(t) for t in _TYPES[operator.kind]}
-    if normalize_choice(connector_type) not in known:
+    known = known_types(operator.kind)  # the docs' types: SourceType / DestinationType are held to them
+    if normalized(connector_type) not in {normalized(t) for t in known}:
         operator.log.warning(
             "%s connector type %r is not one the provider knows; it is sent as given%s",
             operator.kind,
             connector_type,
-            did_you_mean(connector_type, _TYPES[operator.kind]),
+            did_you_mean(connector_type, known),
         )
         return
     if isinstance(config, Mapping) and not is_deferred_value(list(config)):
@@ -309,7 +294,9 @@ def _holds(kind: type, value: Any) -> bool:
 
 def _type_mismatch(existing_type: str, wanted_type: str) -> str | None:
     """Why a connector of ``existing_type`` cannot stand for one of ``wanted_type``, or None."""
-    if normalize_choice(existing_type) == normalize_choice(wanted_type):
+    from airflow_provider_workflowsvc.connectors_catalog import normalized
+
+    if normalized(existing_type) == normalized(wanted_type):
         return None
     return f"its type is {existing_type!r}, not {wanted_type!r} (a connector's type cannot change)"
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, BaseOperatorLink
 
-from airflow_provider_workflowsvc._compat import ResumableJobMixin
+from airflow_provider_workflowsvc._compat import HAS_DURABLE_EXECUTION
 from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
 from airflow_provider_workflowsvc.operators._base import (
     LINK_XCOM_KEY,
@@ -44,8 +44,6 @@ if TYPE_CHECKING:
 
     from airflow_provider_workflowsvc.wait.outcome import JobOutcome
 
-DEFER_TIMEOUT_GRACE = 600.0
-"""Airflow's own deferral timeout is a backstop after the trigger's deadline (which it reports itself)."""
 PENDING_RUN_KEY = "workflowsvc_pending_run"
 """Task state key of a run being sent whose job id is not stored yet (like ``external_id_key``: never
 rename it)."""
@@ -62,7 +60,7 @@ class WorkflowJobLink(BaseOperatorLink):
         return XCom.get_value(ti_key=ti_key, key=self.xcom_key) or ""
 
 
-class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
+class RunWorkflowOperator(WorkflowServiceBaseOperator):
     """
     Run a workflow (no body, or files: local, or in object storage) and, by default, wait for its job.
 
@@ -83,7 +81,7 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
     store, so a retry after a worker crash reconnects to the running job, and a job that finished in
     the meantime returns its result, instead of running the workflow again. A job that failed, was
     stopped or completed with failed files (when those fail the task) is run again by a retry. On
-    Airflow < 3.3 every try runs the workflow anew.
+    Airflow < 3.3 every try runs the workflow anew (``durable`` is accepted and ignored).
 
     :param workflow_id: the workflow to run (templated). Give this or ``workflow_name``.
     :param workflow_name: the name of the workflow to run (templated), instead of its id: the one
@@ -116,6 +114,8 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
     :param run_grace_period: seconds (or a timedelta) the workflow's active jobs are read after an
         ambiguous run failure (timeout, dropped connection, 500, 502, 504, an unreadable answer) for
         this run's job; the run is never sent again after such a failure.
+    :param durable: keep the job id in the task state store (Airflow 3.3+), so that a retry goes on
+        with the job of an earlier try instead of running the workflow again.
     :param mark_uploads: what the service receives as your file names, and what a lost run answer
         (a timeout, a dropped connection, a 500/502/504 after the request left) then costs.
         ``False`` (default): your own names, unchanged, so the service writes them wherever it writes
@@ -140,6 +140,7 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
     )
     operator_extra_links = (WorkflowJobLink(),)
     external_id_key = "workflowsvc_job_id"
+    """Task state key of the run's job id (durable execution; never rename it)."""
     ui_color = "#e8f0fe"
 
     def __init__(
@@ -161,10 +162,12 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
         run_grace_period: float | timedelta = 30.0,
         skip_if_no_files: bool = False,
         mark_uploads: bool = False,
+        durable: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)
         check_run_target(workflow_id, workflow_name, files)
+        self.durable = durable and HAS_DURABLE_EXECUTION
         self.skip_if_no_files = skip_if_no_files
         self.mark_uploads = mark_uploads
         self.workflow_id = workflow_id
@@ -186,9 +189,10 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
         self._result: dict[str, Any] | None = None
         self._files: list[tuple[Any, str]] | None = None
 
-    # -- execution ---------------------------------------------------------------------------------
+    # -- execution: the steps in the order they happen -------------------------------------------------
 
     def execute(self, context: Context) -> Any:
+        """Resolve the input and the workflow, submit the run (or go on with its job), wait, finish."""
         self._job_id, self._result = None, None
         # The job link's XCom exists from the start (empty until the job is known): Airflow reads
         # every extra link when the task ends, and a missing one is logged as an error, which after
@@ -198,11 +202,10 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
         try:
             self._resolve_target()
             if not self.wait_for_completion:
-                job_id = self.submit_job(context)
-                self._announce(context, job_id)
-                self._forget_pending_run(context)
+                job_id = self._submit(context, store=False)
                 return {"job_id": job_id, "workflow_id": str(self.workflow_id), "status": "submitted"}
-            return self.execute_resumable(context)
+            job_id, ended = self._stored_job(context) or (self._submit(context, store=True), None)
+            return self._finish(context, ended or self._wait(context, job_id))
         finally:
             self.close_hook()
 
@@ -282,18 +285,45 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
         finally:
             self.close_hook()
 
-    # -- ResumableJobMixin contract ----------------------------------------------------------------
+    def _stored_job(self, context: Context) -> tuple[str, JobOutcome | None] | None:
+        """
+        Return the job an earlier try of this task stored (durable execution), to go on with: still
+        running or in a status nobody knows (never run a duplicate), or completed (with its outcome,
+        read now); None to run the workflow: no job stored, or it is gone, failed, stopped, or
+        completed with failed files that fail the task.
+        """
+        store = self._state_store(context)
+        stored = store.get(self.external_id_key) if store is not None else None
+        if not stored:
+            return None
+        from airflow_provider_workflowsvc.wait.poll import poll_once, stored_job
+        from airflow_provider_workflowsvc.wait.watch import JobWatch
 
-    def submit_job(self, context: Context) -> str:
-        """Run the workflow once; a run an earlier try sent but never recorded is adopted instead."""
+        job_id = str(stored)
+        job = stored_job(self.hook, job_id, self.fail_on_failed_files, self.log)
+        if job is None:
+            return None
+        self._known(context, job_id)
+        if not job.status.is_success:
+            self.log.info("Reconnecting to job %s, which an earlier try of this task started", job_id)
+            return job_id, None
+        self.log.info("Job %s, which an earlier try of this task started, has completed", job_id)
+        return job_id, poll_once(self.hook, JobWatch(job_id, self.log))
+
+    def _submit(self, context: Context, *, store: bool) -> str:
+        """
+        Run the workflow once (a run an earlier try sent but never recorded is adopted instead) and
+        return its job; with ``store`` (durable execution), the job id is kept in the task state store
+        before any wait, so a retry after a worker crash goes on with this job.
+        """
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceValidationError
         from airflow_provider_workflowsvc.operators._submit import StoredRunJournal, submit_run
 
-        store = self._state_store(context)
+        state = self._state_store(context)
         journal = None
-        if store is not None:
-            known = store.get(self.external_id_key)
-            journal = StoredRunJournal(store, PENDING_RUN_KEY, known=known, log=self.log)
+        if state is not None:
+            known = state.get(self.external_id_key)
+            journal = StoredRunJournal(state, PENDING_RUN_KEY, known=known, log=self.log)
         try:
             job = submit_run(
                 self.hook,
@@ -308,7 +338,6 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
         except WorkflowServiceValidationError as exc:
             self._explain_refusal(exc)
             raise
-        self._job_id = job.id
         count = "no files" if self._files is None else f"{len(self._files)} file(s)"
         self.log.info("Submitted job %s for workflow %s with %s", job.id, self.workflow_id, count)
         if self.mark_uploads and self._files is not None and job.input_file_ids is None:
@@ -318,7 +347,19 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
                 "keeps your own names at no cost",
                 job.id,
             )
+        if store and state is not None:
+            state.set(self.external_id_key, job.id)
+        self._known(context, job.id)
         return job.id
+
+    def _known(self, context: Context, job_id: str) -> None:
+        """
+        Take ``job_id`` as the run's job (known, and stored): show it (XCom and link) and drop the
+        pending-run record, so that no retry looks for the run's job again.
+        """
+        self._job_id = job_id
+        self._announce(context, job_id)
+        self._forget(context, PENDING_RUN_KEY)
 
     def _explain_refusal(self, refusal: Exception) -> None:
         """After a refused run without files: a workflow without a source connector fails clearly."""
@@ -336,63 +377,34 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
         except InvalidTaskInputError as exc:
             raise exc from refusal
 
-    def get_job_status(self, external_id: Any, context: Context) -> str:
-        """Return the stored job's status; completed with failed files is failed when they fail it."""
-        from airflow_provider_workflowsvc.wait.poll import resumed_status
-
-        return resumed_status(self.hook, str(external_id), self.fail_on_failed_files)
-
-    def is_job_active(self, status: str) -> bool:
-        """Scheduled, in progress, or a status this provider does not know (never run a duplicate)."""
-        from airflow_provider_workflowsvc.wait.poll import is_resumable
-
-        return is_resumable(status)
-
-    def is_job_succeeded(self, status: str) -> bool:
-        return status == "completed"
-
-    # The mixin declares None, but returns this method's value when it reconnects to a running job
-    # (it does not call get_job_result then), so the summary must come back from here too.
-    def poll_until_complete(self, external_id: Any, context: Context) -> dict[str, Any]:  # type: ignore[override]
-        """Wait for the job (here, or deferred to the triggerer); returns the summary (see class doc)."""
+    def _wait(self, context: Context, job_id: str) -> JobOutcome:
+        """
+        Wait for the job until it ends or the deadline (``timeout``, or what is left of
+        ``execution_timeout``): here, polling; or, deferrable, in the triggerer (the task leaves the
+        worker here and resumes in :meth:`execute_complete`).
+        """
+        from airflow_provider_workflowsvc.operators._execution import wait_deadline
+        from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger, deferral_timeout
         from airflow_provider_workflowsvc.wait.poll import wait_for_job
         from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
-
-        job_id = self._job_id = str(external_id)
-        self._announce(context, job_id)
-        self._forget_pending_run(context)  # the job id is stored now
-        from airflow_provider_workflowsvc.operators._execution import wait_deadline
 
         started = time.time()
         deadline = wait_deadline(context, started, self.timeout, self.execution_timeout).at
         if self.deferrable:
-            self._defer(job_id, started, deadline)
-        self.log.info(
-            "Waiting for job %s (polling every %.0f s, timeout %.0f s)",
-            job_id,
-            self.poll_interval,
-            self.timeout,
-        )
-        outcome = wait_for_job(
-            self.hook, JobWatch(job_id, self.log, started), PollSchedule(deadline, self.poll_interval)
-        )
-        return self._finish(context, outcome)
-
-    def get_job_result(self, external_id: Any, context: Context) -> dict[str, Any]:
-        """Return the summary of the job just waited for, or of one that finished while no one watched."""
-        job_id = str(external_id)
-        if self._result is not None and self._result.get("job_id") == job_id:
-            return self._result
-        from airflow_provider_workflowsvc.wait.poll import poll_once
-        from airflow_provider_workflowsvc.wait.watch import JobWatch
-
-        self._job_id = job_id
-        self._announce(context, job_id)
-        self._forget_pending_run(context)
-        outcome = poll_once(self.hook, JobWatch(job_id, self.log))
-        if outcome is None:  # not final after all (the service changed its mind): wait for it
-            return self.poll_until_complete(job_id, context)
-        return self._finish(context, outcome)
+            trigger = WorkflowJobTrigger(
+                job_id=job_id,
+                workflow_id=str(self.workflow_id),
+                deadline=deadline,
+                poll_interval=self.poll_interval,
+                workflowsvc_conn_id=self.workflowsvc_conn_id,
+                started_at=started,
+                cancel_on_kill=self.cancel_on_kill,
+            )
+            self.defer(trigger=trigger, method_name="execute_complete", timeout=deferral_timeout(deadline))
+        every, timeout = self.poll_interval, self.timeout
+        self.log.info("Waiting for job %s (polling every %.0f s, timeout %.0f s)", job_id, every, timeout)
+        schedule = PollSchedule(deadline, self.poll_interval)
+        return wait_for_job(self.hook, JobWatch(job_id, self.log, started), schedule)
 
     # -- outcome -----------------------------------------------------------------------------------
 
@@ -409,24 +421,6 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
             self.log.info("Job %s: %s", job_id, url)
         else:
             self.log.info("Job %s (set the connection extra ui_url to get a link to it)", job_id)
-
-    def _defer(self, job_id: str, started: float, deadline: float) -> None:
-        from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
-
-        trigger = WorkflowJobTrigger(
-            job_id=job_id,
-            workflow_id=str(self.workflow_id),
-            deadline=deadline,
-            poll_interval=self.poll_interval,
-            workflowsvc_conn_id=self.workflowsvc_conn_id,
-            started_at=started,
-            cancel_on_kill=self.cancel_on_kill,
-        )
-        self.defer(
-            trigger=trigger,
-            method_name="execute_complete",
-            timeout=timedelta(seconds=max(0.0, deadline - time.time()) + DEFER_TIMEOUT_GRACE),
-        )
 
     def _finish(self, context: Context, outcome: JobOutcome) -> dict[str, Any]:
         """Log the outcome; return the summary, or push it and raise the task's failure."""
@@ -452,7 +446,7 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
             if self.do_xcom_push:
                 context["ti"].xcom_push(key="return_value", value=summary)
             raise error
-        self._forget_job(context)
+        self._forget(context, self.external_id_key, PENDING_RUN_KEY)  # clearing the task runs it anew
         from airflow_provider_workflowsvc.assets import record_outlet_events
 
         record_outlet_events(context, self.outlets, summary)
@@ -466,15 +460,7 @@ class RunWorkflowOperator(ResumableJobMixin, WorkflowServiceBaseOperator):
 
     def _state_store(self, context: Context) -> Any:
         """Return the task state store when durable execution is on (Airflow 3.3+), else None."""
-        return context.get("task_state_store") if getattr(self, "durable", False) else None
-
-    def _forget_job(self, context: Context) -> None:
-        """After success, drop the stored job id: clearing the task later runs the workflow again."""
-        self._forget(context, self.external_id_key, PENDING_RUN_KEY)
-
-    def _forget_pending_run(self, context: Context) -> None:
-        """Drop the pending run: the run's job is known (and stored), not to be adopted by a retry."""
-        self._forget(context, PENDING_RUN_KEY)
+        return context.get("task_state_store") if self.durable else None
 
     def _forget(self, context: Context, *keys: str) -> None:
         store = self._state_store(context)

@@ -19,7 +19,6 @@ from airflow_provider_workflowsvc.operators._base import (
     input_error,
     invalid_input_fails,
     is_deferred_value,
-    normalize_choice,
     rendered,
     static_str,
 )
@@ -211,17 +210,21 @@ class CreateWorkflowOperator(_WorkflowOperator):
 
     def _mismatch(self, existing: Workflow, body: CreateWorkflow) -> str | None:
         """Say why a workflow of another type is not reused (an update may change the type), or None."""
+        from airflow_provider_workflowsvc.connectors_catalog import normalized
+
         wanted, current = body.workflow_type.value, existing.workflow_type
-        if self.if_exists == "update" or current is None or normalize_choice(current) == wanted:
+        if self.if_exists == "update" or current is None or normalized(current) == wanted:
             return None
         return f"its workflow_type is {current!r}, not {wanted!r} (use if_exists='update')"
 
 
 def _check_custom_has_nodes(workflow_type: Any, nodes: Any) -> None:
     """Check that a custom workflow known at parse time has a non-empty node list."""
+    from airflow_provider_workflowsvc.connectors_catalog import normalized
+
     text = static_str(workflow_type)
     no_nodes = nodes is None or (isinstance(nodes, (list, tuple)) and not nodes)
-    if text is not None and normalize_choice(text) == "custom" and no_nodes:
+    if text is not None and normalized(text) == "custom" and no_nodes:
         raise input_error("workflow_nodes: a custom workflow needs at least one node")
 
 
@@ -231,6 +234,8 @@ def _drift(existing: Workflow, body: CreateWorkflow) -> list[Difference]:
     ``None`` (no source, no schedule) differs from one the workflow has. Nodes declared ``None`` are
     the type's defaults, which only the service knows: not compared.
     """
+    from airflow_provider_workflowsvc.connectors_catalog import normalized
+
     differences: list[Difference] = []
 
     def compare(setting: str, current: Any, wanted: Any) -> None:
@@ -238,7 +243,7 @@ def _drift(existing: Workflow, body: CreateWorkflow) -> list[Difference]:
             differences.append((setting, current, wanted))
 
     if existing.workflow_type is not None:
-        compare("workflow_type", normalize_choice(existing.workflow_type), body.workflow_type.value)
+        compare("workflow_type", normalized(existing.workflow_type), body.workflow_type.value)
     compare("source_id", _one_or_all(existing.sources), _text(body.source_id))
     compare("destination_id", _one_or_all(existing.destinations), _text(body.destination_id))
     wanted_cron = body.schedule.cron_expression if body.schedule is not None else None

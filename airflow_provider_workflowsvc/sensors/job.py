@@ -182,7 +182,7 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
 
     def _defer(self, context: Context, started: float, job_id: str | None = None) -> None:
         from airflow_provider_workflowsvc.operators._execution import wait_deadline
-        from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
+        from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger, deferral_timeout
         from airflow_provider_workflowsvc.wait.poll import parse_created_after
 
         job_id = job_id or (self._watch.job_id if self._watch is not None else None)
@@ -199,9 +199,7 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
             started_at=started,
             cancel_on_kill=False,
         )
-        # Airflow's deferral timeout is only a backstop: the trigger reports its own deadline.
-        backstop = timedelta(seconds=max(0.0, deadline - time.time()) + 600)
-        self.defer(trigger=trigger, method_name="execute_complete", timeout=backstop)
+        self.defer(trigger=trigger, method_name="execute_complete", timeout=deferral_timeout(deadline))
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
         from airflow_provider_workflowsvc.wait.outcome import broken_outcome

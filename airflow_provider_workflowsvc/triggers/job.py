@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
@@ -16,8 +17,14 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc.wait.watch import PollSchedule
 
 DEFERRAL_BACKSTOP = 600.0
-"""Seconds Airflow's own deferral timeout comes after the trigger's deadline (only a backstop): a task
-that starts in the triggerer (``deadline=None``) has its deadline this long before that timeout."""
+"""Seconds Airflow's own deferral timeout comes after the trigger's deadline (only a backstop: the
+trigger reports its own deadline): a task that starts in the triggerer (``deadline=None``) has its
+deadline this long before that timeout."""
+
+
+def deferral_timeout(deadline: float) -> timedelta:
+    """Return the deferral timeout of a task deferred to a trigger with ``deadline`` (epoch seconds)."""
+    return timedelta(seconds=max(0.0, deadline - time.time()) + DEFERRAL_BACKSTOP)
 
 
 class WorkflowJobTrigger(BaseTrigger):
@@ -210,9 +217,10 @@ class WorkflowJobTrigger(BaseTrigger):
         watch = JobWatch(job_id, self.log, started)
         if self.workflow_id is None or not shared_status_poll():
             return await await_job(hook, watch, schedule)  # each wait polls its own job
-        from airflow_provider_workflowsvc.wait.workflow_poll import await_job_sharing
+        from airflow_provider_workflowsvc.wait.workflow_poll import sharing
 
-        return await await_job_sharing(hook, watch, schedule, self.workflow_id)
+        async with sharing(hook, self.workflow_id, watch) as shared:
+            return await await_job(hook, watch, schedule, shared)
 
     async def on_kill(self) -> None:
         """

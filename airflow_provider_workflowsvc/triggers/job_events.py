@@ -15,7 +15,7 @@ from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
-    from airflow_provider_workflowsvc.models import Job
+    from airflow_provider_workflowsvc.models import Job, JobStatus
     from airflow_provider_workflowsvc.triggers._job_cursor import JobCursor
 
 MAX_LATENESS = 3600.0
@@ -159,25 +159,24 @@ class JobListing:
 
     async def unfinished(self) -> list[Job] | None:
         """
-        Return the workflow's scheduled and in-progress jobs, whatever their age (for a first start),
-        with the ``status`` filter spelled as this listing's records show (both spellings while none
-        does; one the service refuses as invalid is skipped). None: a listing failed for now.
+        Return the workflow's scheduled and in-progress jobs, whatever their age (for a first start;
+        the hook spells the ``status`` filter as the service does; a status the service refuses as a
+        filter in either spelling is skipped). None: a listing failed for now.
         """
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceApiError
-        from airflow_provider_workflowsvc.models import JobStatus, status_spellings
+        from airflow_provider_workflowsvc.models import JobStatus
 
         found: dict[str, Job] = {}
         for status in (JobStatus.SCHEDULED, JobStatus.IN_PROGRESS):
-            for text in status_spellings(status, self.jobs):
-                try:
-                    jobs = await _listed(self._hook, self._workflow_id, None, "next listing", status=text)
-                except WorkflowServiceApiError as exc:
-                    if exc.status_code in (400, 422):
-                        continue  # a spelling of the other dialect
-                    raise
-                if jobs is None:
-                    return None
-                found.update((job.id, job) for job in jobs if job.id not in found)
+            try:
+                jobs = await _listed(self._hook, self._workflow_id, None, "next listing", status=status)
+            except WorkflowServiceApiError as exc:
+                if exc.status_code in (400, 422):
+                    continue
+                raise
+            if jobs is None:
+                return None
+            found.update((job.id, job) for job in jobs if job.id not in found)
         return list(found.values())
 
     async def record(self, job_id: str) -> Job | str | None:
@@ -207,7 +206,7 @@ async def _listed(
     workflow_id: str | None,
     since: datetime | None,
     retry: str,
-    status: str | None = None,
+    status: JobStatus | None = None,
 ) -> list[Job] | None:
     """List the workflow's jobs created since ``since`` (in ``status``); None: failed transiently (logged)."""
     from airflow_provider_workflowsvc.hooks.workflowsvc import deadline

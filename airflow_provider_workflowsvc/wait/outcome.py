@@ -29,7 +29,7 @@ from airflow_provider_workflowsvc.exceptions import (
     WorkflowJobWaitError,
     format_validation_errors,
 )
-from airflow_provider_workflowsvc.models import JobStatus
+from airflow_provider_workflowsvc.models import JobStatus, NodeCounts
 
 OutcomeStatus = Literal["success", "failed", "stopped", "timeout", "error", "found"]
 """``found``: a trigger waiting for a workflow's job found it (the sensor pins it and waits for it)."""
@@ -57,16 +57,8 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-class NodeProgress(_Strict):
+class NodeProgress(_Strict, NodeCounts):
     """Per-node document counts of the job, as the wait last saw them."""
-
-    node_name: str | None = None
-    node_type: str | None = None
-    node_subtype: str | None = None
-    ready: int = 0
-    in_progress: int = 0
-    success: int = 0
-    failure: int = 0
 
 
 class FailedDocument(_Strict):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -41,10 +41,9 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc.models import Job
     from airflow_provider_workflowsvc.wait.outcome import JobOutcome
     from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
+    from airflow_provider_workflowsvc.wait.workflow_poll import WorkflowPoll
 
 Log = logging.Logger | Any
-AsyncPoll = Callable[["WorkflowServiceAsyncHook", "JobWatch", "PollSchedule"], Awaitable["JobOutcome | None"]]
-"""One poll of a wait, awaited: the job's outcome once it has ended, else None."""
 
 CANCEL_BUDGET = 5.0
 """Seconds a cancel sent as a task ends (timeout, kill) may take, retries included: the task is going
@@ -229,34 +228,33 @@ def cancel_after_timeout(hook: WorkflowServiceHook, job_id: str, enabled: bool, 
     return "the job was cancelled" if cancelled else "the job had just ended"
 
 
-NOT_FOUND = "not found"
-COMPLETED_WITH_FAILED_FILES = "completed with failed files"
-
-
-def resumed_status(hook: WorkflowServiceHook, job_id: str, fail_on_failed_files: bool) -> str:
+def stored_job(hook: WorkflowServiceHook, job_id: str, fail_on_failed_files: bool, log: Log) -> Job | None:
     """
-    Return the status of a job a retried task stored; ``not found`` and ``completed with failed files``
-    (when those fail the task) mean: run the workflow again.
+    Return the job a retried task stored, when the task goes on with it: scheduled, in progress or in a
+    status nobody knows (never risk a duplicate run), or completed (its result); None when the workflow
+    is to run again: the job is gone, failed, was stopped, or completed with failed files that fail
+    the task.
     """
     try:
         job = hook.get_job(job_id)
     except WorkflowServiceNotFoundError:
-        return NOT_FOUND
-    completed = job.status.is_success
-    if completed and fail_on_failed_files and hook.get_job_failed_files(job.id).failed_files:
-        return COMPLETED_WITH_FAILED_FILES
-    return job.status.value if job.status is not JobStatus.UNKNOWN else (job.raw_status or "unknown")
-
-
-def is_resumable(status: str) -> bool:
-    """
-    Reconnect to a stored job that is scheduled, in progress, or in a status nobody knows (never
-    risk a duplicate run).
-    """
-    if status in (NOT_FOUND, COMPLETED_WITH_FAILED_FILES):
-        return False
-    parsed = JobStatus(status)
-    return parsed.is_active or parsed is JobStatus.UNKNOWN
+        log.warning(
+            "Job %s, which an earlier try of this task started, is gone; running the workflow again", job_id
+        )
+        return None
+    status = job.status
+    if status.is_active or status is JobStatus.UNKNOWN:
+        return job
+    failed = status.is_success and fail_on_failed_files and hook.get_job_failed_files(job.id).failed_files
+    if status.is_success and not failed:
+        return job
+    ended = "completed with failed files" if failed else (job.raw_status or status.value)
+    log.warning(
+        "Job %s, which an earlier try of this task started, ended %s; running the workflow again",
+        job_id,
+        ended,
+    )
+    return None
 
 
 def find_job(
@@ -330,19 +328,22 @@ async def aoutput_documents(hook: WorkflowServiceAsyncHook, job: Job, log: Log) 
 
 
 async def await_job(
-    hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule, poll: AsyncPoll | None = None
+    hook: WorkflowServiceAsyncHook,
+    watch: JobWatch,
+    schedule: PollSchedule,
+    shared: WorkflowPoll | None = None,
 ) -> JobOutcome:
     """
     :func:`wait_for_job`, awaited; each poll is cut off at the deadline (no request outlives it).
 
-    ``poll``: how one poll is made (default: :func:`apoll_once`; a shared one: :mod:`.workflow_poll`).
+    ``shared``: the waits on jobs of one workflow that share one listing (:mod:`.workflow_poll`); a poll
+    it answers (the job shown active) sends nothing of its own.
     """
     while (pause := schedule.next_pause()) is not None:
         await asyncio.sleep(pause)
         try:
             with deadline(schedule.cutoff):
-                polled = poll(hook, watch, schedule) if poll is not None else apoll_once(hook, watch)
-                outcome = await _bounded(polled, schedule)
+                outcome = await _bounded(_apoll(hook, watch, schedule, shared), schedule)
         except Exception as exc:
             survive_transient(exc, watch.log, f"Job {watch.job_id}: status check")
             continue
@@ -350,6 +351,14 @@ async def await_job(
             return outcome
     await asyncio.sleep(schedule.rest())
     return watch.timed_out()
+
+
+async def _apoll(
+    hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule, shared: WorkflowPoll | None
+) -> JobOutcome | None:
+    if shared is not None and await shared.shows_active(hook, watch, schedule):
+        return None
+    return await apoll_once(hook, watch)
 
 
 async def await_new_job(

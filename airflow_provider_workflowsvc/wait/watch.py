@@ -38,7 +38,8 @@ FINAL_POLL_RESERVE = 5.0
 """Seconds a wait that starts past its deadline gives its one poll."""
 POLL_GRID = 0.1
 """Seconds: polls of intervals of a second or more start on this grid of the clock, so the waits of one
-triggerer that are due within the same tenth of a second wake together, in one turn of the event loop."""
+triggerer that are due within the same tenth of a second wake together, in one turn of the event loop.
+Measured (#33, 1,000 triggers, three paired runs): 1.25 ms of CPU per request against 1.30 without it."""
 FINAL_POLL_LEAD = 1.0
 """Seconds before the deadline the last poll starts (at most one interval); its requests are cut at
 the deadline, and the wait ends at the deadline."""
@@ -176,8 +177,8 @@ class JobWatch:
 
     def _node_stats(self) -> list[NodeProgress]:
         stats = self.details.node_stats if self.details is not None else []
-        fields = NodeProgress.model_fields
-        return [NodeProgress(**{k: v for k, v in n.model_dump().items() if k in fields}) for n in stats]
+        fields = set(NodeProgress.model_fields)
+        return [NodeProgress(**n.model_dump(include=fields)) for n in stats]
 
     def timed_out(self) -> JobOutcome:
         return self._unfinished("timeout", "")

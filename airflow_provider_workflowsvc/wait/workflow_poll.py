@@ -12,13 +12,12 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
-from airflow_provider_workflowsvc.models import JobStatus, platform_spelling
-from airflow_provider_workflowsvc.wait.poll import apoll_once, await_job, is_transient
+from airflow_provider_workflowsvc.models import JobStatus
+from airflow_provider_workflowsvc.wait.poll import is_transient
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
     from airflow_provider_workflowsvc.models import Job
-    from airflow_provider_workflowsvc.wait.outcome import JobOutcome
     from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
 
 SHARE_FROM = 3
@@ -28,10 +27,8 @@ FRESH_FOR = 0.5
 """A listing answers the polls that come due up to this share of their interval after it started: the
 waits of a workflow deferred at different moments need at most two listings per interval."""
 ACTIVE_LISTED = (JobStatus.IN_PROGRESS, JobStatus.SCHEDULED)
-"""The statuses listed, in this order; ``scheduled`` only while some wait has not seen its job start."""
-SPELLINGS = ("platform", "spec")
-"""How the status filter is spelled: ``IN_PROGRESS`` (the platform), ``im progress`` (the spec's listing);
-until a listing has shown how the service spells statuses, tried in turn in this order."""
+"""The statuses listed, in this order; ``scheduled`` only while some wait has not seen its job start
+(the hook spells each filter as the service spells statuses)."""
 
 ANSWER_GRACE = 0.2
 """Seconds past a listing's limit the other waits of its round still wait for its answer."""
@@ -95,25 +92,20 @@ class WorkflowPoll:
         """Per wait: its polls answered by the listing since its last own poll."""
         self._round: _Round | None = None
         self.refused = False
-        """The service refused a listing (say, the status filter): every wait polls its own job."""
-        self.spelling: str | None = None
-        """The filter's spelling, once a listed job record has shown the service's (``SPELLINGS``)."""
-        self._guesses = 0
-        self._tried = SPELLINGS[0]
-        self._refused_spellings: set[str] = set()
+        """The service refused a listing (say, its status filter): every wait polls its own job."""
 
     @property
     def shared(self) -> bool:
         return not self.refused and len(self.waits) >= SHARE_FROM
 
-    async def poll(
+    async def shows_active(
         self, hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule
-    ) -> JobOutcome | None:
+    ) -> bool:
         """
-        One poll of ``watch``'s job: from a fresh listing while it shows the job active, else its own.
-
-        The last poll before the deadline is always the job's own: the wait's final word is never older
-        than the moment it is taken; so is every ``OWN_POLL_EVERY``-th.
+        Whether a fresh listing shows ``watch``'s job scheduled or in progress (its status is then
+        recorded, and its own poll is not needed). The last poll before the deadline is always the
+        job's own: the wait's final word is never older than the moment it is taken; so is every
+        ``OWN_POLL_EVERY``-th.
         """
         key = id(watch)
         listed_polls = self._listed_polls.get(key, _stagger(watch.job_id))
@@ -123,9 +115,9 @@ class WorkflowPoll:
             if job is not None and job.status.is_active:
                 watch.observe(None, job)
                 self._listed_polls[key] = listed_polls + 1
-                return None
+                return True
         self._listed_polls[key] = 0
-        return await apoll_once(hook, watch)
+        return False
 
     async def _listing(self, hook: WorkflowServiceAsyncHook, schedule: PollSchedule) -> Listed | None:
         """Return the answer of a listing fresh for this poll: one under way or just done, or a new one."""
@@ -153,30 +145,10 @@ class WorkflowPoll:
 
     async def _list_active(self, hook: WorkflowServiceAsyncHook) -> Listed:
         listed: Listed = {}
-        spelling = self._tried = self._spelling()
         for status in self._statuses():
-            text = status.platform_value if spelling == "platform" else status.wire_value
-            for job in await hook.list_jobs(workflow_id=self.workflow_id, status=text):
+            for job in await hook.list_jobs(workflow_id=self.workflow_id, status=status):
                 listed.setdefault(job.id, job)
-        self._learn_spelling(listed)
         return listed
-
-    def _spelling(self) -> str:
-        """Return the spelling to send: the service's once known, else the next guess not refused yet."""
-        if self.spelling is not None:
-            return self.spelling
-        guesses = [s for s in SPELLINGS if s not in self._refused_spellings]
-        return guesses[self._guesses % len(guesses)]
-
-    def _learn_spelling(self, listed: Listed) -> None:
-        """Keep the spelling of the statuses the service listed (upper case: the platform's)."""
-        if self.spelling is not None:
-            return
-        platform = platform_spelling(listed.values())
-        if platform is None:
-            self._guesses += 1  # no evidence (nothing listed): the next listing tries the other spelling
-            return
-        self.spelling = "platform" if platform else "spec"
 
     def _statuses(self) -> tuple[JobStatus, ...]:
         """In progress always; scheduled too while some wait has not seen its job in progress yet."""
@@ -185,15 +157,6 @@ class WorkflowPoll:
         return ACTIVE_LISTED
 
     def _listing_failed(self, exc: Exception) -> None:
-        if not is_transient(exc) and self.spelling is None:
-            self._refused_spellings.add(self._tried)  # maybe the filter's spelling was refused
-            if len(self._refused_spellings) < len(SPELLINGS):
-                _log.info(
-                    "Listing the jobs of workflow %s failed (%s); trying the other spelling",
-                    self.workflow_id,
-                    exc,
-                )
-                return
         if is_transient(exc):
             _log.warning(
                 "Listing the active jobs of workflow %s failed (%s); its waits poll their own jobs this time",
@@ -225,7 +188,10 @@ _POLLS: weakref.WeakKeyDictionary[Any, dict[str, WorkflowPoll]] = weakref.WeakKe
 async def sharing(
     hook: WorkflowServiceAsyncHook, workflow_id: str, watch: JobWatch
 ) -> AsyncIterator[WorkflowPoll]:
-    """Register ``watch`` with the shared poll of its workflow (created if none) until the block ends."""
+    """
+    Register ``watch`` with the shared poll of its workflow (created if none) until the block ends;
+    the wait passes it to :func:`~.poll.await_job`.
+    """
     polls = _POLLS.setdefault(await hook.get_async_conn(), {})
     poll = polls.get(workflow_id)
     if poll is None:
@@ -238,11 +204,3 @@ async def sharing(
         poll._listed_polls.pop(id(watch), None)
         if not poll.waits and polls.get(workflow_id) is poll:
             del polls[workflow_id]
-
-
-async def await_job_sharing(
-    hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule, workflow_id: str
-) -> JobOutcome:
-    """:func:`~.poll.await_job`, its polls shared with the other waits on jobs of ``workflow_id``."""
-    async with sharing(hook, workflow_id, watch) as poll:
-        return await await_job(hook, watch, schedule, poll=poll.poll)

@@ -26,8 +26,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
-from airflow_provider_workflowsvc.operators import connectors as conn_ops
-from airflow_provider_workflowsvc.operators import workflows as wf_ops
+from airflow_provider_workflowsvc.operators import connectors as conn_ops, workflows as wf_ops
 from airflow_provider_workflowsvc.operators.jobs import (
     CancelJobOperator,
     DownloadJobOutputOperator,

@@ -30,8 +30,7 @@ from helpers import MOCK_BASE_URL
 
 from airflow_provider_workflowsvc.emulator.testing import running_emulator
 from airflow_provider_workflowsvc.models import ConfluenceSourceConfig
-from airflow_provider_workflowsvc.operators import connectors as conn_ops
-from airflow_provider_workflowsvc.operators import workflows as wf_ops
+from airflow_provider_workflowsvc.operators import connectors as conn_ops, workflows as wf_ops
 from airflow_provider_workflowsvc.operators.jobs import (
     CancelJobOperator,
     DownloadJobOutputOperator,

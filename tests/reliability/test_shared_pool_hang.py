@@ -15,6 +15,10 @@ from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
 
 from ._helpers import use_connection
 
+# The owner suite of hooks/_pool.py: run on every Airflow of the matrix (./dev), a release gate.
+pytestmark = pytest.mark.pool
+
+
 INTERVAL = 0.1
 HANG = 8.0
 HUNG_WAIT = 4.0
@@ -50,15 +54,15 @@ async def test_a_hung_request_does_not_hold_up_the_other_triggers(
     hung, *others = _jobs(settings, tmp_path, 5)
     emulator.set_faults(method="GET", path=f"*/jobs/{hung}/details", latency=HANG)
     polls: dict[str, list[float]] = {job: [] for job in others}
-    send_once = WorkflowServiceAsyncHook._send_once
+    send = WorkflowServiceAsyncHook._send
 
     async def recorded(self: WorkflowServiceAsyncHook, call: Any) -> Any:
         job = call.path.split("/")[2]
         if job in polls and call.path.endswith("/details"):
             polls[job].append(time.monotonic())
-        return await send_once(self, call)
+        return await send(self, call)
 
-    monkeypatch.setattr(WorkflowServiceAsyncHook, "_send_once", recorded)
+    monkeypatch.setattr(WorkflowServiceAsyncHook, "_send", recorded)
     started = time.monotonic()
     ended: dict[str, float] = {}
 
@@ -114,15 +118,15 @@ async def test_more_hung_reads_than_lanes_delay_only_themselves(
         method="GET", path_regex="|".join(f".*/jobs/{job}/details" for job in hung), latency=HANG
     )
     polls: dict[str, list[float]] = {job: [] for job in healthy}
-    send_once = WorkflowServiceAsyncHook._send_once
+    send = WorkflowServiceAsyncHook._send
 
     async def recorded(self: WorkflowServiceAsyncHook, call: Any) -> Any:
         job = call.path.split("/")[2]
         if job in polls and call.path.endswith("/details"):
             polls[job].append(time.monotonic())
-        return await send_once(self, call)
+        return await send(self, call)
 
-    monkeypatch.setattr(WorkflowServiceAsyncHook, "_send_once", recorded)
+    monkeypatch.setattr(WorkflowServiceAsyncHook, "_send", recorded)
     open_connections, most = [0], [0]
     new_lane, aclose = _pool._Lanes._new_lane, _pool.httpx.AsyncHTTPTransport.aclose
 

@@ -1,0 +1,191 @@
+"""
+How far data travels through the provider's files: ``python -m benchmarks.trace_moves``.
+
+A *move* is a call or a return after which a different provider file is executing than before it (the
+emulator and import-time code are not provider code here). Traced with ``sys.setprofile`` in the thread
+that runs the scenario, warm (each scenario runs once untraced first), against the in-process emulator:
+
+* ``hook.get_workflow()``: one read through the sync hook;
+* a deferrable ``RunWorkflowOperator`` on one local file, run by ``dag.test()`` (the trigger inline).
+
+Prints, per scenario, the moves, the provider calls and the provider files the route went through.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+PACKAGE_DIR = str(Path(__file__).resolve().parent.parent / "airflow_provider_workflowsvc") + os.sep
+EMULATOR_DIR = PACKAGE_DIR + "emulator" + os.sep
+
+
+def _provider_file(filename: str) -> str | None:
+    """Return the provider file of a code object's filename (relative), None for any other code."""
+    if not filename.startswith(PACKAGE_DIR) or filename.startswith(EMULATOR_DIR):
+        return None
+    return filename[len(PACKAGE_DIR) :]
+
+
+@dataclass
+class Route:
+    """What one traced scenario did: moves between provider files, provider calls, files visited."""
+
+    moves: int = 0
+    calls: int = 0
+    files: collections.Counter[str] = field(default_factory=collections.Counter)
+    hops: collections.Counter[tuple[str, str]] = field(default_factory=collections.Counter)
+
+
+class Tracer:
+    """A ``sys.setprofile`` function counting the moves of :class:`Route`."""
+
+    def __init__(self) -> None:
+        self.route = Route()
+        self._where: str | None = None
+        """The provider file executing now (None: code outside the provider)."""
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call":
+            code = frame.f_code
+            if code.co_name == "<module>":
+                return  # import-time code
+            now = _provider_file(code.co_filename)
+            if now is not None:
+                self.route.calls += 1
+                self.route.files[now] += 1
+        elif event == "return":
+            back = frame.f_back
+            now = _provider_file(back.f_code.co_filename) if back is not None else None
+        else:
+            return
+        self._arrive(now)
+
+    def _arrive(self, now: str | None) -> None:
+        before, self._where = self._where, now
+        if now is not None and before is not None and now != before:
+            self.route.moves += 1
+            self.route.hops[(before, now)] += 1
+
+
+@contextmanager
+def traced() -> Iterator[Route]:
+    tracer = Tracer()
+    sys.setprofile(tracer)
+    try:
+        yield tracer.route
+    finally:
+        sys.setprofile(None)
+
+
+# --------------------------------------------------------------------------------------------------
+# Scenarios
+
+
+def _hook_get_workflow(emu: Any) -> Callable[[], Any]:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
+
+    settings = ConnectionSettings(base_url=emu.base_url, token=emu.token, api_key=emu.api_key)
+    hook = WorkflowServiceHook(settings=settings)
+    workflow_id = str(hook.create_workflow("trace-get", "basic").id)
+    return lambda: hook.get_workflow(workflow_id)
+
+
+def _deferrable_run(emu: Any) -> Callable[[], Any]:
+    from datetime import datetime, timezone
+
+    from airflow.sdk import DAG
+
+    from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
+    from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
+
+    settings = ConnectionSettings(base_url=emu.base_url, token=emu.token, api_key=emu.api_key)
+    with WorkflowServiceHook(settings=settings) as hook:
+        workflow_id = str(hook.create_workflow("trace-run", "basic").id)
+    folder = Path(tempfile.mkdtemp(prefix="trace-moves-"))
+    (folder / "one.txt").write_text("One local file for the traced run.")
+    emu.configure(processing_delay=0.0)  # the job has ended by the first poll: one poll, every run
+    conn = {"conn_type": "workflowsvc", "host": emu.base_url, "password": emu.token}
+    os.environ["AIRFLOW_CONN_WORKFLOWSVC_DEFAULT"] = json.dumps({**conn, "extra": {"api_key": emu.api_key}})
+    with DAG("trace_moves", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)) as dag:
+        RunWorkflowOperator(
+            task_id="run",
+            workflow_id=workflow_id,
+            files=str(folder / "one.txt"),
+            deferrable=True,
+            poll_interval=0.5,
+        )
+    from tests.helpers import dag_bag, sync_dags_to_db
+
+    bag = dag_bag()
+    bag.bag_dag(dag)
+    sync_dags_to_db(bag)
+
+    def run() -> Any:
+        dr = dag.test()
+        state = dr.get_task_instance("run").state
+        if state != "success":
+            raise RuntimeError(f"the traced run ended {state}")
+        return dr
+
+    return run
+
+
+SCENARIOS = {"get_workflow": _hook_get_workflow, "deferrable_run": _deferrable_run}
+TARGETS = {"get_workflow": 8, "deferrable_run": 260}
+
+
+def _airflow_home() -> None:
+    home = tempfile.mkdtemp(prefix="trace-moves-home-")
+    os.environ.update(
+        AIRFLOW_HOME=home,
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__UNIT_TEST_MODE="True",
+        AIRFLOW__WORKFLOWSVC__MIN_POLL_INTERVAL="0.01",
+        AIRFLOW__LOGGING__LOGGING_LEVEL="ERROR",  # the table, not Airflow's log, on the terminal
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.trace_moves", description=__doc__)
+    names = ", ".join(SCENARIOS)
+    parser.add_argument("--only", default=",".join(SCENARIOS), help=f"comma-separated: {names}")
+    parser.add_argument("--dialect", default="platform", choices=("spec", "platform"))
+    parser.add_argument("--hops", action="store_true", help="also list each pair of files and its moves")
+    args = parser.parse_args(argv)
+    _airflow_home()
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from airflow.utils import db
+
+    db.resetdb()
+    from airflow_provider_workflowsvc.emulator.testing import running_emulator
+
+    print(f"{'scenario':16} {'moves':>6} {'target':>7} {'calls':>6} {'files':>6} {'requests':>9}")
+    with running_emulator(dialect=args.dialect) as emu:
+        for name in args.only.split(","):
+            scenario = SCENARIOS[name](emu)
+            scenario()  # warm: imports, caches, first connections
+            emu.clear_requests()
+            with traced() as route:
+                scenario()
+            sent = len(emu.requests())
+            figures = f"{route.moves:6} {TARGETS[name]:7} {route.calls:6} {len(route.files):6} {sent:9}"
+            print(f"{name:16} {figures}")
+            if args.hops:
+                for (a, b), n in sorted(route.hops.items(), key=lambda kv: -kv[1]):
+                    print(f"    {n:4}  {a} -> {b}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
