@@ -26,6 +26,8 @@ if TYPE_CHECKING:
         InvalidTaskInputError as InvalidTaskInputError,
         NoFilesMatchedError as NoFilesMatchedError,
         ObjectStorageError as ObjectStorageError,
+        UnprocessedDocumentsError as UnprocessedDocumentsError,
+        UnprocessedDocumentsNoRetryError as UnprocessedDocumentsNoRetryError,
         WorkflowJobError as WorkflowJobError,
         WorkflowJobFailedError as WorkflowJobFailedError,
         WorkflowJobTimeoutError as WorkflowJobTimeoutError,
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
         WorkflowServiceError as WorkflowServiceError,
         WorkflowServiceInputError as WorkflowServiceInputError,
         WorkflowServiceNotFoundError as WorkflowServiceNotFoundError,
+        WorkflowServiceQuotaError as WorkflowServiceQuotaError,
         WorkflowServiceRateLimitError as WorkflowServiceRateLimitError,
         WorkflowServiceResponseError as WorkflowServiceResponseError,
         WorkflowServiceServerError as WorkflowServiceServerError,
@@ -63,6 +66,10 @@ if TYPE_CHECKING:
         RunWorkflowOperator as RunWorkflowOperator,
         WorkflowJobLink as WorkflowJobLink,
     )
+    from airflow_provider_workflowsvc.operators.on_demand import (
+        OnDemandJobLink as OnDemandJobLink,
+        RunOnDemandJobOperator as RunOnDemandJobOperator,
+    )
     from airflow_provider_workflowsvc.operators.workflows import (
         CreateWorkflowOperator as CreateWorkflowOperator,
         DeleteWorkflowOperator as DeleteWorkflowOperator,
@@ -73,6 +80,7 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc.triggers.job_events import (
         WorkflowJobEventTrigger as WorkflowJobEventTrigger,
     )
+    from airflow_provider_workflowsvc.triggers.jobs import WorkflowJobsTrigger as WorkflowJobsTrigger
 
 
 def _exports() -> dict[str, str]:

@@ -7,6 +7,7 @@ Every message names what went wrong and where; none carries a token, API key or 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -28,6 +29,8 @@ __all__ = [
     "InvalidTaskInputError",
     "NoFilesMatchedError",
     "ObjectStorageError",
+    "UnprocessedDocumentsError",
+    "UnprocessedDocumentsNoRetryError",
     "WorkflowJobError",
     "WorkflowJobFailedError",
     "WorkflowJobTimeoutError",
@@ -40,6 +43,7 @@ __all__ = [
     "WorkflowServiceError",
     "WorkflowServiceInputError",
     "WorkflowServiceNotFoundError",
+    "WorkflowServiceQuotaError",
     "WorkflowServiceRateLimitError",
     "WorkflowServiceResponseError",
     "WorkflowServiceServerError",
@@ -201,6 +205,28 @@ class WorkflowServiceServerError(WorkflowServiceApiError):
     """5xx: the server failed."""
 
 
+class WorkflowServiceQuotaError(WorkflowServiceApiError, AirflowFailException):
+    """
+    402, or a refusal saying the account's API quota is used up ("Insufficient API quota"): retrying
+    cannot cure it, so it is never retried and the task fails without retries, saying what to do.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.args = (f"{self.args[0]}. {QUOTA_ADVICE}",)
+
+
+QUOTA_ADVICE = (
+    "The service refuses work until the account's quota is raised or its payment is made: retrying "
+    "cannot help. Check the usage, quota and billing of the account that owns the API key in the "
+    "service's dashboard (or ask its owner), then clear the task"
+)
+"""What to do about a quota refusal (the docs' advice, in short), added to its message."""
+
+_QUOTA_WORDS = re.compile(r"insufficient\b.*\bquota|\bquota\b.*\b(exceeded|exhausted|reached|used up)", re.I)
+"""How a refusal that is not a 402 says the quota is used up (the docs: "Insufficient API quota")."""
+
+
 _STATUS_CLASSES: dict[int, type[WorkflowServiceApiError]] = {
     400: WorkflowServiceValidationError,
     401: WorkflowServiceAuthError,
@@ -212,10 +238,15 @@ _STATUS_CLASSES: dict[int, type[WorkflowServiceApiError]] = {
 }
 
 
-def error_for_status(status_code: int) -> type[WorkflowServiceApiError]:
-    """Return the exception class for an HTTP error status."""
+def error_for_status(status_code: int, detail: str = "") -> type[WorkflowServiceApiError]:
+    """
+    Return the exception class for an HTTP error status and the server's ``detail``: a 402, or a
+    4xx whose detail says the quota is used up, is a :class:`WorkflowServiceQuotaError`.
+    """
     if status_code >= 500:
         return WorkflowServiceServerError
+    if status_code == 402 or _QUOTA_WORDS.search(detail):
+        return WorkflowServiceQuotaError
     return _STATUS_CLASSES.get(status_code, WorkflowServiceApiError)
 
 
@@ -283,6 +314,26 @@ class WorkflowJobWaitError(WorkflowJobError):
     The wait could not observe its job (the service refused or did not find it, or answered in a way
     no poll survives): nothing is known of the job's end, so the task's retries apply, also for a
     sensor, and ``soft_fail`` does not skip it.
+    """
+
+
+class UnprocessedDocumentsError(WorkflowServiceError):
+    """
+    Some documents of an on-demand task were not processed (failed, stopped, timed out, never
+    launched); ``summary`` holds every document's outcome. A retry (durable execution, Airflow 3.3+)
+    launches only those documents.
+    """
+
+    def __init__(self, message: str, summary: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.summary = summary or {}
+
+
+class UnprocessedDocumentsNoRetryError(UnprocessedDocumentsError, AirflowFailException):
+    """
+    :class:`UnprocessedDocumentsError` that fails the task without retries: a retry cannot help (a
+    used-up quota, a refused request, an unproven launch), or nothing remembers which documents were
+    processed (no task state store), so a retry would launch them all again.
     """
 
 

@@ -31,6 +31,7 @@ def get_provider_info() -> dict[str, Any]:
                     f"{_PKG}.operators.connectors",
                     f"{_PKG}.operators.workflows",
                     f"{_PKG}.operators.jobs",
+                    f"{_PKG}.operators.on_demand",
                 ],
             }
         ],
@@ -38,10 +39,17 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {
                 "integration-name": "Workflow Service",
-                "python-modules": [f"{_PKG}.triggers.job", f"{_PKG}.triggers.job_events"],
+                "python-modules": [
+                    f"{_PKG}.triggers.job",
+                    f"{_PKG}.triggers.jobs",
+                    f"{_PKG}.triggers.job_events",
+                ],
             }
         ],
-        "extra-links": [f"{_PKG}.operators.jobs.WorkflowJobLink"],
+        "extra-links": [
+            f"{_PKG}.operators.jobs.WorkflowJobLink",
+            f"{_PKG}.operators.on_demand.OnDemandJobLink",
+        ],
         "config": {
             "workflowsvc": {
                 "description": "Deployment settings of the Workflow Service provider, read where the DAG "

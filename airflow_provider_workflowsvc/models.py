@@ -43,6 +43,7 @@ __all__ = [
     "ConnectionCheck",
     "ConnectionCheckStatus",
     "CreateDestinationConnector",
+    "CreateJob",
     "CreateSourceConnector",
     "CreateWorkflow",
     "CronTabEntry",
@@ -66,6 +67,9 @@ __all__ = [
     "Schedule",
     "SourceConnector",
     "SourceType",
+    "TemplateDetail",
+    "TemplateListItem",
+    "TemplateNode",
     "UpdateConnector",
     "UpdateWorkflow",
     "Workflow",
@@ -785,24 +789,24 @@ class WorkflowSchedule(_Response):
     crontab_entries: list[CronTabEntry] = Field(default_factory=list)
 
 
-def _check_nodes(nodes: list[WorkflowNode] | None) -> None:
-    """Request-side checks of workflow nodes: only the spec's fields, unique names."""
+def _check_nodes(nodes: list[WorkflowNode] | None, field: str = "workflow_nodes") -> None:
+    """Check workflow nodes of a request (``field``: where given): only the spec's fields, unique names."""
     if not nodes:
         return
     for index, node in enumerate(nodes):
         empty = [f for f in ("name", "type", "subtype") if not getattr(node, f).strip()]
         if empty:
-            raise ValueError(f"workflow_nodes.{index}: {', '.join(empty)} must not be empty")
+            raise ValueError(f"{field}.{index}: {', '.join(empty)} must not be empty")
         if node.model_extra:
             unknown = ", ".join(sorted(node.model_extra))
             raise ValueError(
-                f"workflow_nodes.{index}: unknown field(s) {unknown}; a node has id, name, type, "
+                f"{field}.{index}: unknown field(s) {unknown}; a node has id, name, type, "
                 "subtype and settings"
             )
     names = [n.name for n in nodes]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
-        raise ValueError(f"workflow_nodes: node names must be unique, repeated: {', '.join(repeated)}")
+        raise ValueError(f"{field}: node names must be unique, repeated: {', '.join(repeated)}")
 
 
 class CreateWorkflow(_Request):
@@ -892,6 +896,55 @@ class ListWorkflowsParams(_Request):
 
 
 # --------------------------------------------------------------------------------------------------
+# Templates and on-demand jobs (platform dialect)
+
+
+class TemplateListItem(_Response):
+    """A workflow template of the service's catalogue (``GET /templates/``): its id and description."""
+
+    id: str
+    name: str | None = None
+    description: str | None = None
+    version: str | None = None
+    last_updated: str | None = None
+    """As the service writes it (the SDK types it as text, not a date)."""
+
+
+class TemplateNode(WorkflowNode):
+    """One node of a template: a workflow node like any other (it can be given in ``job_nodes``)."""
+
+
+class TemplateDetail(TemplateListItem):
+    """A template with its nodes (``GET /templates/{template_id}``)."""
+
+    nodes: list[TemplateNode] = Field(default_factory=list)
+
+    @field_validator("nodes", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: Any) -> Any:
+        return [] if value is None else value
+
+
+class CreateJob(_Request):
+    """
+    The ``request_data`` of an on-demand job (``POST /jobs/``): a template's id, or the nodes to run
+    (a custom workflow's nodes), never both.
+    """
+
+    template_id: NonEmptyStr | None = None
+    job_nodes: list[WorkflowNode] | None = None
+
+    @model_validator(mode="after")
+    def _template_or_nodes(self) -> CreateJob:
+        if (self.template_id is None) == (self.job_nodes is None):
+            raise ValueError("give template_id or job_nodes, not both and not neither")
+        if self.job_nodes is not None and not self.job_nodes:
+            raise ValueError("job_nodes: give at least one node")
+        _check_nodes(self.job_nodes, "job_nodes")
+        return self
+
+
+# --------------------------------------------------------------------------------------------------
 # Jobs
 
 
@@ -918,7 +971,8 @@ class Job(_Response):
     created_at: datetime | None = None
     runtime: str | float | None = None
     job_type: str | None = None
-    """Platform dialect: ``ephemeral``, ``persistent``, ``scheduled`` or ``template``."""
+    """Platform dialect: ``ephemeral``, ``persistent``, ``scheduled`` or ``template`` (an on-demand job of
+    a template); kept as sent, so a kind the service adds later is read, never a failure."""
     input_file_ids: list[str] | None = None
     """Platform dialect: the uploaded files' names (or the source's documents); None when not sent."""
     output_node_files: list[OutputNodeFile] = Field(default_factory=list)

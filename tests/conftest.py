@@ -31,7 +31,15 @@ from collections.abc import Iterator  # noqa: E402
 from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
-from helpers import MOCK_BASE_URL, TEST_API_KEY, TEST_TOKEN, ConnectionStore, ManualClock, run_dag  # noqa: E402
+from helpers import (  # noqa: E402
+    MOCK_BASE_URL,
+    TEST_API_KEY,
+    TEST_TOKEN,
+    ConnectionStore,
+    ManualClock,
+    connect,
+    run_dag,
+)
 
 # --------------------------------------------------------------------------------------------------
 # Airflow-version markers: @pytest.mark.airflow_min("3.3", reason=...) runs a test only on Airflow >= 3.3,
@@ -136,6 +144,23 @@ def emulator(emulator_server: Any) -> Any:
     """The session emulator, emptied before each test (no resources, jobs, faults or request log)."""
     emulator_server.reset()
     return emulator_server
+
+
+@pytest.fixture(scope="session")
+def platform_emulator_server() -> Iterator[Any]:
+    """One emulator that speaks the platform dialect, for what only the live service has (on-demand jobs)."""
+    from airflow_provider_workflowsvc.emulator.testing import running_emulator
+
+    with running_emulator(token=TEST_TOKEN, api_key=TEST_API_KEY, dialect="platform") as emu:
+        yield emu
+
+
+@pytest.fixture
+def platform_service(platform_emulator_server: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The platform emulator, emptied; ``workflowsvc_default`` points at it (with a ``ui_url``)."""
+    platform_emulator_server.reset()
+    connect(platform_emulator_server, monkeypatch)
+    return platform_emulator_server
 
 
 @pytest.fixture

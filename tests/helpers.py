@@ -29,6 +29,17 @@ MOCK_BASE_URL = "https://svc.test/api/v1"
 """The base URL of the respx-mocked service (conftest's ``mock_service``)."""
 
 
+def connect(emulator: Any, monkeypatch: Any) -> None:
+    """Point ``workflowsvc_default`` at ``emulator`` (AIRFLOW_CONN_WORKFLOWSVC_DEFAULT JSON, a ``ui_url``)."""
+    conn = {
+        "conn_type": "workflowsvc",
+        "host": emulator.base_url,
+        "password": emulator.token,
+        "extra": {"api_key": emulator.api_key, "retry_wait": 0.05, "ui_url": "https://ui.example.test"},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_WORKFLOWSVC_DEFAULT", json.dumps(conn))
+
+
 def hourly_workflow(name: str, conn_id: str = "workflowsvc_default") -> str:
     """Create a workflow the service runs every hour on two documents of an S3 source; return its id."""
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook

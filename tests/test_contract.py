@@ -17,11 +17,13 @@ from helpers import accepted_code, job_spelling
 from pydantic import SecretStr
 
 from airflow_provider_workflowsvc.exceptions import (
+    WorkflowServiceApiError,
     WorkflowServiceAuthError,
     WorkflowServiceConflictError,
     WorkflowServiceConnectionError,
     WorkflowServiceInputError,
     WorkflowServiceNotFoundError,
+    WorkflowServiceQuotaError,
     WorkflowServiceRateLimitError,
     WorkflowServiceServerError,
     WorkflowServiceValidationError,
@@ -364,6 +366,56 @@ def test_remote_run_without_files(emulator: Any, hook: WorkflowServiceHook) -> N
     assert done.output_node_files == []
     with pytest.raises(WorkflowServiceValidationError, match="input_files"):
         hook.run_workflow(hook.create_workflow("local", "basic").id)
+
+
+# --------------------------------------------------------------------------------------------------
+# Templates and on-demand jobs (the live service's: platform dialect only)
+
+
+@exercises("list_templates", "get_template", "create_job")
+def test_templates_and_an_on_demand_job(emulator: Any, hook: WorkflowServiceHook, inputs: list[Path]) -> None:
+    if emulator.dialect == "spec":  # the spec has none of the three operations
+        with pytest.raises(WorkflowServiceNotFoundError):
+            hook.list_templates()
+        with pytest.raises(WorkflowServiceNotFoundError):
+            hook.get_template("hi_res_partition")
+        with pytest.raises(WorkflowServiceApiError) as refused:
+            hook.create_job(template_id="hi_res_partition", files=inputs)
+        assert refused.value.status_code == 405
+        return
+    listed = {t.id: t for t in hook.list_templates()}
+    assert {"hi_res_partition", "hi_res_and_enrichment"} <= set(listed)
+    template = hook.get_template("hi_res_and_enrichment")
+    assert template.name == listed["hi_res_and_enrichment"].name
+    assert [n.type for n in template.nodes] == ["partition", "prompter", "prompter"]
+    with pytest.raises(WorkflowServiceNotFoundError):
+        hook.get_template("no_such_template")
+
+    job = hook.create_job(template_id="hi_res_partition", files=[inputs[0], (inputs[1], "2024/page.html")])
+    assert job is not None
+    assert (job.status, job.job_type) == (JobStatus.SCHEDULED, "template")
+    assert job.input_file_ids == ["plan.txt", "2024/page.html"]
+    assert [j.id for j in hook.list_jobs(workflow_id=job.workflow_id)] == [job.id]
+    done = finish(emulator, hook, job.id)
+    assert done.status is JobStatus.COMPLETED
+    elements = hook.download_job_output(job.id, done.output_node_files[0].file_id)
+    assert elements[0].metadata.filename == "plan.txt"
+
+    emulator.configure(on_demand_launch_interval=3600)
+    nodes = [{"name": "Partitioner", "type": "partition", "subtype": "fast"}]
+    with pytest.raises(WorkflowServiceRateLimitError) as too_soon:  # within the launch gap
+        hook.create_job(job_nodes=nodes, files=inputs[0])
+    assert too_soon.value.retry_after is not None
+    assert too_soon.value.retry_after > 3000
+    assert len(emulator.requests(method="POST", path_contains="/jobs")) == 2  # a launch is never retried
+    emulator.advance_clock(3600)
+    custom = hook.create_job(job_nodes=nodes, files=inputs[0])
+    assert custom is not None
+    assert custom.job_type == "ephemeral"
+    emulator.configure(quota_exhausted=True)
+    emulator.advance_clock(3600)
+    with pytest.raises(WorkflowServiceQuotaError, match=r"Insufficient API quota.*retrying cannot help"):
+        hook.create_job(template_id="hi_res_partition", files=inputs)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ hard kill for stragglers, also when a test fails.
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import time
@@ -53,6 +54,9 @@ ROTATED_TOKEN = "e2e-rotated-token-7b1d"
 # Event-driven scheduling (example_dags/example_job_events.py) and a sensor that starts in the triggerer.
 JOB_EVENTS_DAG = "workflowsvc_example_job_events"
 SENSOR_DAG = "workflowsvc_e2e_sensor_slots"
+
+# On-demand jobs (issue #34, tests/e2e_dags/e2e_on_demand_mapped.py): one mapped task per folder.
+ON_DEMAND_DAG = "workflowsvc_e2e_on_demand_mapped"
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +96,7 @@ def stack(dags_folder: Path) -> Iterator[tuple[LocalAirflow, Any]]:
         airflow.wait_for_dag(ROTATION_DAG)
         airflow.wait_for_dag(TIMEOUT_DAG)
         airflow.wait_for_dag(SENSOR_DAG)
+        airflow.wait_for_dag(ON_DEMAND_DAG)
         watch_scheduled_jobs(emulator, dags_folder)  # parsed, and the watcher started, while tests run
         yield airflow, emulator
 
@@ -549,3 +554,104 @@ def emulator_jobs(emulator: Any, workflow_id: str) -> list[dict[str, Any]]:
     response.raise_for_status()
     jobs: list[dict[str, Any]] = response.json()
     return jobs
+
+
+# On-demand jobs: a mapped run of several batches (issue #34)
+
+
+def _mapped(airflow: LocalAirflow, dag_id: str, run_id: str, task_id: str, index: int) -> dict[str, Any]:
+    path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/{index}"
+    body: dict[str, Any] = airflow.api("GET", path)
+    return body
+
+
+def _mapped_xcom(airflow: LocalAirflow, dag_id: str, run_id: str, task_id: str, index: int) -> Any:
+    path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value"
+    value = airflow.api("GET", path, params={"map_index": index}).get("value")
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _deferrals_handled(airflow: LocalAirflow, run_id: str, indexes: range, within: float = 120) -> None:
+    """
+    Wait until the scheduler has handled the end of each mapped ``parse`` task's deferring process (its
+    executor event, read while the task is deferred). Airflow fails a task whose resumed try is already
+    running when that event is read late ("task state changed externally"): on a busy machine, jobs that
+    end at once let the trigger resume the task first.
+    """
+    log = airflow.airflow_home / "components" / "scheduler.log"
+    deadline = time.monotonic() + within
+    while True:
+        text = log.read_text() if log.exists() else ""
+        handled = {
+            index
+            for index in indexes
+            for line in text.splitlines()
+            if "TaskInstance Finished" in line
+            and f"run_id={run_id}," in line
+            and "task_id=parse," in line
+            and f"map_index={index}," in line
+            and "state=deferred" in line
+        }
+        if handled == set(indexes):
+            return
+        assert time.monotonic() < deadline, f"the scheduler handled the deferrals of {sorted(handled)} only"
+        time.sleep(0.5)
+
+
+def test_a_mapped_on_demand_run_of_several_batches(stack: tuple[LocalAirflow, Any], tmp_path: Path) -> None:
+    """Two folders, one mapped task each, each folder in several jobs: launches paced across both tasks
+    (the account's launch gap), every job waited for in one deferral per task, each document once."""
+    airflow, emulator = stack
+    emulator.configure(processing_delay=SLOW)  # the jobs wait for the clock: they end when both tasks wait
+    sizes = {"a": 7, "b": 5}
+    for folder, count in sizes.items():
+        (tmp_path / folder).mkdir()
+        for i in range(count):
+            (tmp_path / folder / f"{folder}{i}.txt").write_text(f"Title {folder}{i}\n\nText of {folder}{i}.")
+    emulator.clear_requests()
+    conf = {"folders": [str(tmp_path / f) for f in sizes], "output_dir": str(tmp_path / "out")}
+
+    run_id = airflow.trigger_dag(ON_DEMAND_DAG, conf=conf)
+    _deferrals_handled(airflow, run_id, range(len(sizes)))
+    emulator.advance_clock(10 * SLOW)  # scheduled, then at most 3 files through one node: every job ends
+    run = airflow.wait_for_run(ON_DEMAND_DAG, run_id, timeout=240)
+
+    states = {
+        (ti["task_id"], ti["map_index"]): ti["state"] for ti in airflow.task_instances(ON_DEMAND_DAG, run_id)
+    }
+    assert run["state"] == "success", states
+    counts = airflow.xcom(ON_DEMAND_DAG, run_id, "count_elements")
+    assert sorted(counts) == sorted(f"{f}{i}.txt" for f, n in sizes.items() for i in range(n))
+    assert all(n >= 1 for n in counts.values())
+    launched: list[list[str]] = []
+    for index, count in enumerate(sizes.values()):
+        summary = _mapped_xcom(airflow, ON_DEMAND_DAG, run_id, "parse", index)
+        assert summary["completed_count"] == count
+        jobs = summary["jobs"]
+        assert len(jobs) == -(-count // 3)  # jobs of at most 3 files
+        launched += [job["documents"] for job in jobs]
+        assert _mapped(airflow, ON_DEMAND_DAG, run_id, "parse", index)["try_number"] == 1
+        waits = [
+            p.read_text()
+            for p in airflow.trigger_log_files(ON_DEMAND_DAG, run_id, "parse")
+            if f"map_index={index}" in str(p)
+        ]
+        assert any(f"Waiting for {len(jobs)} job(s)" in text for text in waits), (
+            "not one deferral for all its jobs"
+        )
+    names = [name for documents in launched for name in documents]
+    assert sorted(names) == sorted(set(names)) == sorted(counts)  # every document once
+    accepted = [
+        r for r in emulator.requests(method="POST") if r["path"] == "/api/v1/jobs/" and r["status"] == 200
+    ]
+    refused = [
+        r for r in emulator.requests(method="POST") if r["path"] == "/api/v1/jobs/" and r["status"] == 429
+    ]
+    assert len(accepted) == len(launched)
+    times = sorted(_parse_time(r["time"]).timestamp() for r in accepted)
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert min(gaps) >= 1.0, gaps  # the account's gap held across both tasks
+    print(
+        f"[e2e] mapped on-demand run: {len(accepted)} jobs launched by 2 mapped tasks, smallest gap "
+        f"{min(gaps):.2f} s, {len(refused)} launch(es) refused with 429 and sent again after Retry-After"
+    )

@@ -1,5 +1,6 @@
 """The example DAGs import cleanly and run against the emulator, tested with the test kit as a user's DAGs
-would be: the local-files pipeline, the sensor on a scheduled job, the job-event watcher."""
+would be: the local-files pipeline, the sensor on a scheduled job, the job-event watcher, the on-demand
+parse of a folder."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ EXPECTED_DAG_IDS = {
     "workflowsvc_example_asset_producer",
     "workflowsvc_example_asset_consumer",
     "workflowsvc_example_job_events",
+    "workflowsvc_example_on_demand",
 }
 
 
@@ -116,6 +118,39 @@ def test_job_events_example_gets_one_event_per_finished_job(
     assert {p["job_id"] for p in payloads} == {job.id for job in emulator.jobs()}
     assert all(p["status"] == "completed" for p in payloads)
     assert watch.settle() == []  # nothing twice
+
+
+@pytest.mark.workflowsvc(dialect="platform")  # on-demand jobs are the live service's (platform) API
+def test_on_demand_example_parses_the_folder_in_one_deferral_and_reads_the_elements(
+    workflowsvc_connection: EmulatorConnection, workflowsvc_run_dag: DagRunner, tmp_path: Path
+) -> None:
+    result = workflowsvc_run_dag(
+        EXAMPLE_DAGS / "example_on_demand.py", run_conf={"output_dir": str(tmp_path)}
+    )
+
+    assert result.succeeded, result.errors
+    parsed = result.xcom("parse_folder")
+    statuses = {d["document"]: d["status"] for d in parsed["documents"]}
+    assert statuses == {
+        "empty.txt": "failed",
+        "faq.html": "completed",
+        "inventory.csv": "completed",
+        "release-notes.md": "completed",
+        "welcome.txt": "completed",
+    }
+    read = result.xcom("read_elements")
+    assert set(read) == {"faq.html", "inventory.csv", "release-notes.md", "welcome.txt"}
+    assert read["inventory.csv"]["elements"] == {"Table": 1}
+    assert all(sum(doc["elements"].values()) >= 1 for doc in read.values())
+    # One launch of the five files, its job waited for in the triggerer (dag.test runs it inline).
+    emulator = workflowsvc_connection.emulator
+    launches = [r for r in emulator.requests("POST") if r.path == "/api/v1/jobs/"]
+    assert [r.status for r in launches] == [200]
+    (job,) = emulator.jobs()
+    assert len(job.files) == 5
+    outputs = [Path(p) for d in parsed["documents"] for p in d["output_files"]]
+    assert outputs
+    assert all(p.parent == tmp_path / result.run_id for p in outputs)
 
 
 # A fresh interpreter parses the example DAGs as Airflow's DAG processor does (a DagBag, which records

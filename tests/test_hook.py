@@ -38,6 +38,7 @@ from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceError,
     WorkflowServiceInputError,
     WorkflowServiceNotFoundError,
+    WorkflowServiceQuotaError,
     WorkflowServiceRateLimitError,
     WorkflowServiceResponseError,
     WorkflowServiceServerError,
@@ -60,6 +61,8 @@ from airflow_provider_workflowsvc.models import (
     JobFailedFiles,
     JobStatus,
     SourceConnector,
+    TemplateDetail,
+    TemplateListItem,
     Workflow,
 )
 
@@ -194,6 +197,15 @@ JOB = {
     "created_at": NOW,
     "output_node_files": [{"file_id": "f-1", "node_id": "n-1"}],
 }
+TEMPLATE = {
+    "id": "hi_res_partition",
+    "name": "High Resolution Partition",
+    "description": "Partition with hi_res.",
+    "version": "1.0.0",
+    "last_updated": "2025-12-01T00:00:00.000000",
+}
+TEMPLATE_NODE = {"id": "n-1", "name": "Partitioner", "type": "partition", "subtype": "unstructured_api"}
+NODE = {"name": "Partitioner", "type": "partition", "subtype": "fast"}
 CHECK = {"id": "chk-1", "status": "scheduled", "reason": None, "created_at": NOW, "reported_at": None}
 ELEMENTS = [
     {
@@ -225,6 +237,7 @@ class Case:
     params: dict[str, str] = field(default_factory=dict)
     body: Any = None  # expected JSON body; None means no body at all
     status: int = 200
+    form: dict[str, str] | None = None  # expected URL-encoded form body (instead of JSON)
 
 
 CASES = [
@@ -338,6 +351,21 @@ CASES = [
     Case("list_sources", (), {"source_type": "Lakehouse"}, "GET", "/sources/", [SOURCE, "unreadable"],
          lambda r: [s.id for s in r] == [SID] and r.skipped == ["unreadable"],
          params={"source_type": "Lakehouse"}),
+    Case("list_templates", (), {}, "GET", "/templates/", [TEMPLATE, {"id": "t2", "later": {"x": 1}}, 7],
+         lambda r: [t.id for t in r] == ["hi_res_partition", "t2"] and isinstance(r[0], TemplateListItem)
+         and r[0].last_updated == "2025-12-01T00:00:00.000000" and r.skipped == [7]),
+    Case("get_template", ("hi_res_partition",), {}, "GET", "/templates/hi_res_partition",
+         {**TEMPLATE, "nodes": [{**TEMPLATE_NODE, "settings": None}]},
+         lambda r: isinstance(r, TemplateDetail) and r.nodes[0].subtype == "unstructured_api"),
+    Case("get_template", ("my template",), {}, "GET", "/templates/my%20template", {**TEMPLATE, "nodes": None},
+         lambda r: r.nodes == []),
+    Case("create_job", (), {"template_id": "hi_res_partition"}, "POST", "/jobs/",
+         {**JOB, "status": "SCHEDULED", "job_type": "template", "input_file_ids": []},
+         lambda r: isinstance(r, Job) and r.job_type == "template" and r.status is JobStatus.SCHEDULED,
+         form={"request_data": '{"template_id": "hi_res_partition"}'}),
+    Case("create_job", (), {"job_nodes": [NODE]}, "POST", "/jobs/",
+         {**JOB, "job_type": "a_kind_added_later"}, lambda r: r.job_type == "a_kind_added_later",
+         form={"request_data": json.dumps({"job_nodes": [NODE]})}),
 ]  # fmt: skip
 
 
@@ -361,13 +389,16 @@ async def test_endpoint(api: Api, mock: respx.MockRouter, case: Case) -> None:
     assert route.call_count == 1
     request = route.calls.last.request
     assert request.method == case.method
-    assert request.url.path == "/api/v1" + case.path
+    assert request.url.raw_path.decode().partition("?")[0] == "/api/v1" + case.path
     assert dict(request.url.params) == case.params
     assert len(request.url.params.multi_items()) == len(case.params)
     assert request.headers["authorization"] == f"Bearer {TOKEN}"
     assert request.headers["service-api-key"] == API_KEY
     assert request.headers["accept"] == "application/json"
-    if case.body is None:
+    if case.form is not None:
+        assert request.headers["content-type"] == "application/x-www-form-urlencoded"
+        assert dict(httpx.QueryParams(request.content.decode())) == case.form
+    elif case.body is None:
         assert request.content == b""
         assert "content-type" not in request.headers
     else:
@@ -457,6 +488,20 @@ async def test_run_workflow_multipart_parts(
         ("input_files", "notes.txt", "text/plain", input_files[1].read_bytes()),
         ("input_files", "data.unknownext", "application/octet-stream", input_files[2].read_bytes()),
         ("input_files", "page.html", "text/html", input_files[3].read_bytes()),
+    ]
+
+
+async def test_create_job_sends_request_data_and_one_input_files_part_per_file(
+    api: Api, mock: respx.MockRouter, input_files: list[Path]
+) -> None:
+    route = mock.post(u("/jobs/")).mock(return_value=httpx.Response(200, json=JOB))
+    await api("create_job", job_nodes=[NODE], files=[input_files[0], (input_files[1], "2024/notes.txt")])
+    request = route.calls.last.request
+    assert request.headers["content-type"].startswith("multipart/form-data; boundary=")
+    assert parse_multipart(request) == [
+        ("request_data", None, "text/plain", json.dumps({"job_nodes": [NODE]}).encode()),
+        ("input_files[]", "report.pdf", "application/pdf", input_files[0].read_bytes()),
+        ("input_files[]", "2024/notes.txt", "text/plain", input_files[1].read_bytes()),
     ]
 
 
@@ -719,6 +764,10 @@ async def test_an_output_naming_no_document_gives_none_and_a_refusal_its_error(
             "query.status: Input should be 'a' or 'b'; body.name: Field required",
         ),
         (429, {"detail": "slow down"}, WorkflowServiceRateLimitError, "slow down"),
+        (402, {"detail": "Insufficient API quota"}, WorkflowServiceQuotaError, "Insufficient API quota"),
+        (402, "", WorkflowServiceQuotaError, ""),
+        (403, {"detail": "Insufficient API quota"}, WorkflowServiceQuotaError, "Insufficient API quota"),
+        (429, {"detail": "Monthly quota exceeded"}, WorkflowServiceQuotaError, "Monthly quota exceeded"),
         (500, {"message": "internal failure"}, WorkflowServiceServerError, "internal failure"),
         (502, "<html>Bad Gateway</html>", WorkflowServiceServerError, "<html>Bad Gateway</html>"),
         (503, {"error": "maintenance"}, WorkflowServiceServerError, "maintenance"),
@@ -789,6 +838,31 @@ async def test_server_echoing_credentials_is_redacted(api: Api, mock: respx.Mock
 
 # --------------------------------------------------------------------------------------------------
 # Retries
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        httpx.Response(402, json={"detail": "Insufficient API quota"}),
+        httpx.Response(429, json={"detail": "Insufficient API quota"}, headers={"retry-after": "1"}),
+    ],
+    ids=["402", "429-quota"],
+)
+async def test_a_used_up_quota_is_never_retried_and_says_what_to_do(
+    api: Api, mock: respx.MockRouter, answer: httpx.Response
+) -> None:
+    route = mock.get(u("/jobs/")).mock(side_effect=[answer, httpx.Response(200, json=[])])
+    with pytest.raises(WorkflowServiceQuotaError) as info:
+        await api("list_jobs")
+    assert route.call_count == 1
+    assert api.waits == []
+    message = str(info.value)
+    assert "Insufficient API quota" in message
+    assert "retrying cannot help" in message
+    assert "usage, quota and billing" in message
+    from airflow_provider_workflowsvc._compat import AirflowFailException
+
+    assert isinstance(info.value, AirflowFailException)
 
 
 async def test_get_retries_429_honouring_retry_after(api: Api, mock: respx.MockRouter) -> None:
@@ -922,7 +996,9 @@ CREATE_AND_RUN = [
     ("create_destination", ("d", "s3", {"remote_url": "s3://b"}), "/destinations/"),
     ("create_workflow", ("w", "basic"), "/workflows/"),
     ("run_workflow", (WID,), f"/workflows/{WID}/run"),
+    ("create_job", (), "/jobs/"),
 ]
+CREATE_KWARGS = {"create_job": {"template_id": "hi_res_partition"}}
 
 
 @pytest.mark.parametrize(("name", "args", "path"), CREATE_AND_RUN, ids=[c[0] for c in CREATE_AND_RUN])
@@ -946,7 +1022,7 @@ async def test_create_and_run_never_retried_once_sent(
 ) -> None:
     route = mock.post(u(path)).mock(side_effect=[failure, httpx.Response(200, json=JOB)])
     with pytest.raises(WorkflowServiceError):
-        await api(name, *args)
+        await api(name, *args, **CREATE_KWARGS.get(name, {}))
     assert route.call_count == 1
     assert api.waits == []
 
@@ -960,11 +1036,11 @@ async def test_create_and_run_never_retried_once_sent(
 async def test_create_and_run_retried_when_never_sent(
     api: Api, mock: respx.MockRouter, name: str, args: tuple[Any, ...], path: str, failure: Exception
 ) -> None:
-    body = {"run_workflow": JOB, "create_workflow": WORKFLOW}.get(
+    body = {"run_workflow": JOB, "create_job": JOB, "create_workflow": WORKFLOW}.get(
         name, SOURCE if "source" in name else DESTINATION
     )
     route = mock.post(u(path)).mock(side_effect=[failure, failure, httpx.Response(200, json=body)])
-    await api(name, *args)
+    await api(name, *args, **CREATE_KWARGS.get(name, {}))
     assert route.call_count == 3
 
 
@@ -1293,6 +1369,20 @@ async def test_redirect_loop_stops(api: Api, mock: respx.MockRouter) -> None:
         ("run_workflow", ("nope",), {}, "workflow_id must be a UUID"),
         ("download_job_output", (JID, "", "n"), {}, "file_id must not be empty"),
         ("download_job_output", (JID, "f", " "), {}, "node_id must not be empty"),
+        ("get_template", ("",), {}, "template_id must be a non-empty template id"),
+        ("get_template", ("a/b",), {}, "template_id must be a non-empty template id"),
+        ("create_job", (), {}, "give template_id or job_nodes, not both and not neither"),
+        (
+            "create_job",
+            (),
+            {"template_id": "t", "job_nodes": [NODE]},
+            "give template_id or job_nodes, not both and not neither",
+        ),
+        ("create_job", (), {"job_nodes": []}, "job_nodes: give at least one node"),
+        ("create_job", (), {"job_nodes": [NODE, NODE]}, "job_nodes: node names must be unique"),
+        ("create_job", (), {"job_nodes": [{**NODE, "colour": 1}]}, r"job_nodes.0: unknown field\(s\) colour"),
+        ("create_job", (), {"template_id": " "}, "template_id: String should have at least 1 character"),
+        ("create_job", (), {"template_id": "t", "files": []}, "files is empty"),
     ],
 )
 async def test_input_errors_raised_before_any_request(

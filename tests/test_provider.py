@@ -51,10 +51,12 @@ def test_provider_info_shape() -> None:
         "airflow_provider_workflowsvc.operators.connectors",
         "airflow_provider_workflowsvc.operators.workflows",
         "airflow_provider_workflowsvc.operators.jobs",
+        "airflow_provider_workflowsvc.operators.on_demand",
     ]
     assert _modules(info, "sensors") == ["airflow_provider_workflowsvc.sensors.job"]
     assert _modules(info, "triggers") == [
         "airflow_provider_workflowsvc.triggers.job",
+        "airflow_provider_workflowsvc.triggers.jobs",
         "airflow_provider_workflowsvc.triggers.job_events",
     ]
     integrations = {i["integration-name"] for i in info["integrations"]}
@@ -117,6 +119,7 @@ def test_providers_manager_discovers_provider(providers_manager: Any) -> None:
     assert provider.data["package-name"] == PACKAGE
     assert _modules(provider.data, "triggers") == [
         "airflow_provider_workflowsvc.triggers.job",
+        "airflow_provider_workflowsvc.triggers.jobs",
         "airflow_provider_workflowsvc.triggers.job_events",
     ]
 

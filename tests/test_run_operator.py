@@ -1030,6 +1030,11 @@ def test_run_identity_uses_the_relative_names_sent(tmp_path: Any) -> None:
     assert run.carried_by(job("2024/report.txt", "2025/report.txt")) is False, "the same names: not proof"
     assert run.carried_by(job("report__wfsvc-ffffffffffffffff.txt")) is False, "another run's marker"
     assert run.carried_by(Job.model_validate({"id": "j"})) is None, "a record without file names"
+    unmarked = SentRun(WF, 0.0, ("2024/report.txt", "2025/report.txt"), None)
+    assert unmarked.carried_by(job("2024/report.txt", "2025/report.txt")) is None, "the same names: no proof"
+    assert unmarked.carried_by(job("report.txt")) is None, "the same base name: may be ours"
+    assert unmarked.carried_by(job("invoice.pdf")) is False, "other names only: another's"
+    assert unmarked.carried_by(Job.model_validate({"id": "j"})) is None
 
 
 def test_a_status_spelling_the_service_refuses_is_skipped(
@@ -1064,7 +1069,8 @@ def test_unmarked_uploads_keep_their_names_and_never_adopt(
     with pytest.raises(AmbiguousRunError) as error:
         op(files=a_file).execute(ctx(store))
     message = str(error.value)
-    assert "job(s) j1, j2 appeared while its run request was in flight" in message
+    # j2's record lists none of the names sent: another's (issue #34's rule), so it is not a candidate
+    assert "job(s) j1 appeared while its run request was in flight" in message
     assert "(job(s) j1 list exactly this run's file names)" in message
     assert "mark_uploads=False, the default" in message
     assert "clear this task" in message

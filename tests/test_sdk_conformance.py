@@ -9,6 +9,8 @@ of 202) and the three operations the spec does not have, so a change in either d
 
 from __future__ import annotations
 
+import email.parser
+import email.policy
 import inspect
 import json
 import re
@@ -18,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+import respx
 from unstructured_client import (
     UnstructuredClient,
     destinations as sdk_destinations,
@@ -273,7 +276,177 @@ def platform_emulator() -> Iterator[EmulatorHandle]:
 
 
 # --------------------------------------------------------------------------------------------------
+# The hook sends what the SDK sends (templates and on-demand jobs: the spec does not describe them)
+
+ROOT = "https://wire.example.test"
+WIRE_KEY = "key-wire-5f2a91"
+TEMPLATE_ANSWER = {
+    "id": "hi_res_partition",
+    "name": "High Resolution Partition",
+    "description": "d",
+    "version": "1.0.0",
+    "last_updated": "2025-12-01T00:00:00.000000",
+}
+JOB_ANSWER = {
+    "id": "job-1",
+    "workflow_id": "wf-1",
+    "workflow_name": "job-job-1",
+    "status": "SCHEDULED",
+    "created_at": "2026-01-01T00:00:00Z",
+    "job_type": "template",
+    "input_file_ids": ["a.txt"],
+    "output_node_files": [],
+}
+NODES = [{"name": "Partitioner", "type": "partition", "subtype": "unstructured_api"}]
+COMPARED_HEADERS = ("accept", "unstructured-api-key")
+"""The SDK's request headers the hook must send alike (its user agent and the hook's own extra
+headers, the bearer token and the spec's ``service-api-key``, are each client's own)."""
+
+
+@dataclass(frozen=True)
+class Wire:
+    """What one request carried: everything the service can read of it."""
+
+    method: str
+    path: str
+    query: tuple[tuple[str, str], ...]
+    headers: tuple[tuple[str, str], ...]
+    body_kind: str
+    form: tuple[tuple[str, Any], ...]
+    files: tuple[tuple[str, str | None, str, bytes], ...]
+
+
+def _wire(request: httpx.Request) -> Wire:
+    content_type = request.headers.get("content-type", "")
+    form: list[tuple[str, Any]] = []
+    files: list[tuple[str, str | None, str, bytes]] = []
+    kind = content_type.split(";")[0]
+    if kind == "multipart/form-data":
+        raw = b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + request.content
+        message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(raw)
+        for part in message.iter_parts():
+            name = part.get_param("name", header="content-disposition")
+            payload = part.get_payload(decode=True)
+            if part.get_filename() is None:
+                form.append((name, json.loads(payload)))
+            else:
+                files.append((name, part.get_filename(), part.get_content_type(), payload))
+    elif kind == "application/x-www-form-urlencoded":
+        form = [(k, json.loads(v)) for k, v in httpx.QueryParams(request.content.decode()).multi_items()]
+    return Wire(
+        request.method,
+        request.url.raw_path.decode().partition("?")[0],
+        tuple(request.url.params.multi_items()),
+        tuple((h, request.headers.get(h, "")) for h in COMPARED_HEADERS),
+        kind,
+        tuple(form),
+        tuple(files),
+    )
+
+
+def _recorded(router: respx.MockRouter, call: Callable[[], Any]) -> Wire:
+    before = len(router.calls)
+    call()
+    assert len(router.calls) == before + 1
+    return _wire(router.calls.last.request)
+
+
+@pytest.fixture
+def wire_router() -> Iterator[respx.MockRouter]:
+    with respx.mock(base_url=ROOT, assert_all_called=False) as router:
+        router.get("/api/v1/templates/").respond(json=[TEMPLATE_ANSWER])
+        router.get("/api/v1/templates/hi_res_partition").respond(json={**TEMPLATE_ANSWER, "nodes": []})
+        router.post("/api/v1/jobs/").respond(json=JOB_ANSWER)
+        yield router
+
+
+@pytest.mark.parametrize(
+    ("request_data", "files"),
+    [
+        ({"template_id": "hi_res_partition"}, [("a.txt", b"Some text.", "text/plain")]),
+        (
+            {"job_nodes": NODES},
+            [("a.txt", b"Text.", "text/plain"), ("page.html", b"<h1>Hi</h1>", "text/html")],
+        ),
+        ({"template_id": "hi_res_partition"}, []),
+    ],
+    ids=["template-one-file", "nodes-two-files", "no-file"],
+)
+def test_the_hook_sends_what_the_sdk_sends(
+    wire_router: respx.MockRouter, tmp_path: Any, request_data: dict[str, Any], files: list[Any]
+) -> None:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
+
+    sdk = UnstructuredClient(server_url=ROOT, retry_config=NO_RETRIES, api_key_auth=WIRE_KEY)
+    hook = WorkflowServiceHook(settings=ConnectionSettings(base_url=f"{ROOT}/api/v1", api_key=WIRE_KEY))
+    paths = []
+    for name, content, _ in files:
+        (tmp_path / name).write_bytes(content)
+        paths.append(tmp_path / name)
+    body: dict[str, Any] = {"request_data": json.dumps(request_data)}
+    if files:
+        body["input_files"] = [{"file_name": n, "content": c, "content_type": t} for n, c, t in files]
+    pairs = {
+        "list_templates": (lambda: sdk.templates.list_templates(request={}), hook.list_templates),
+        "get_template": (
+            lambda: sdk.templates.get_template(request={"template_id": "hi_res_partition"}),
+            lambda: hook.get_template("hi_res_partition"),
+        ),
+        "create_job": (
+            lambda: sdk.jobs.create_job(request={"body_create_job": body}),
+            lambda: hook.create_job(**request_data, files=paths or None),
+        ),
+    }
+    for name, (by_sdk, by_hook) in pairs.items():
+        expected, sent = _recorded(wire_router, by_sdk), _recorded(wire_router, by_hook)
+        assert sent == expected, name
+    assert expected.files == tuple(("input_files[]", n, t, c) for n, c, t in files)
+    hook.close()
+
+
+# --------------------------------------------------------------------------------------------------
 # Tests
+
+SDK_TO_HOOK = {
+    "list_sources": "list_sources",
+    "get_source": "get_source",
+    "create_source": "create_source",
+    "update_source": "update_source",
+    "delete_source": "delete_source",
+    "create_connection_check_sources": "start_source_connection_check",
+    "get_connection_check_sources": "get_source_connection_check",
+    "list_destinations": "list_destinations",
+    "get_destination": "get_destination",
+    "create_destination": "create_destination",
+    "update_destination": "update_destination",
+    "delete_destination": "delete_destination",
+    "create_connection_check_destinations": "start_destination_connection_check",
+    "get_connection_check_destinations": "get_destination_connection_check",
+    "create_workflow": "create_workflow",
+    "list_workflows": "list_workflows",
+    "get_workflow": "get_workflow",
+    "update_workflow": "update_workflow",
+    "delete_workflow": "delete_workflow",
+    "run_workflow": "run_workflow",
+    "list_jobs": "list_jobs",
+    "get_job": "get_job",
+    "get_job_details": "get_job_details",
+    "get_job_failed_files": "get_job_failed_files",
+    "cancel_job": "cancel_job",
+    "download_job_output": "download_job_output",
+    "list_templates": "list_templates",
+    "get_template": "get_template",
+    "create_job": "create_job",
+}
+"""Each SDK operation and the hook method that sends the same request."""
+
+
+def test_the_hooks_cover_every_sdk_operation() -> None:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import ENDPOINT_NAMES
+
+    assert set(SDK_TO_HOOK) == set(sdk_operations())
+    # get_output_document reads the start of a download (the SDK's download_job_output): no operation
+    assert sorted(SDK_TO_HOOK.values()) == sorted(set(ENDPOINT_NAMES) - {"get_output_document"})
 
 
 def test_the_table_covers_every_sdk_operation() -> None:

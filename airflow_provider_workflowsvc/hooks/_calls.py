@@ -43,6 +43,7 @@ from airflow_provider_workflowsvc.hooks._transport import (
 from airflow_provider_workflowsvc.models import (
     ConnectionCheck,
     CreateDestinationConnector,
+    CreateJob,
     CreateSourceConnector,
     CreateWorkflow,
     DestinationConnector,
@@ -55,6 +56,8 @@ from airflow_provider_workflowsvc.models import (
     ListWorkflowsParams,
     SourceConnector,
     SourceType,
+    TemplateDetail,
+    TemplateListItem,
     UpdateConnector,
     UpdateWorkflow,
     Workflow,
@@ -141,11 +144,16 @@ def _uuid(value: str | UUID, what: str) -> str:
         raise WorkflowServiceInputError(f"{what} must be a UUID, got {value!r}") from None
 
 
-def _job_id(value: str) -> str:
+def _path_id(value: Any, what: str) -> str:
+    """Return an id that is one path segment, quoted (job and template ids are strings, not only UUIDs)."""
     text = str(value).strip() if value is not None else ""
     if not text or "/" in text or text in (".", ".."):
-        raise WorkflowServiceInputError(f"job_id must be a non-empty job id, got {value!r}")
+        raise WorkflowServiceInputError(f"{what} must be a non-empty {what.replace('_', ' ')}, got {value!r}")
     return quote(text, safe="")
+
+
+def _job_id(value: str) -> str:
+    return _path_id(value, "job_id")
 
 
 def _enum(enum_cls: type[E], value: Any, what: str) -> E:
@@ -270,7 +278,10 @@ def _download_target(path: Any) -> Path | StagedObject | None:
 
 
 def _parse_run_result(data: Any) -> Job | None:
-    """Read the run answer (not shown in the spec): a job record when it looks like one, else None."""
+    """
+    Read the answer of a run (not shown in the spec) or an on-demand launch: a job record when it looks
+    like one, else None.
+    """
     if isinstance(data, Mapping) and "id" in data and ("status" in data or "workflow_id" in data):
         parsed: Job = parser(Job)(data)
         return parsed
@@ -623,6 +634,49 @@ class Endpoints:
         path = f"/jobs/{_job_id(job_id)}/download"
         params = _output_params(file_id, node_id)
         return ApiCall("GET", path, document_name_in, params=params, head_bytes=OUTPUT_HEAD_BYTES)
+
+    # -- templates and on-demand jobs (the live service's; the spec has none) ----------------------
+
+    @endpoint
+    def list_templates() -> ApiCall[list[TemplateListItem]]:
+        """List the service's workflow templates (the live service's; the spec dialect has none)."""
+        return ApiCall("GET", "/templates/", list_parser(TemplateListItem))
+
+    @endpoint
+    def get_template(template_id: str) -> ApiCall[TemplateDetail]:
+        """Fetch one workflow template with its nodes (``hi_res_partition``, ...)."""
+        path = f"/templates/{_path_id(template_id, 'template_id')}"
+        return ApiCall("GET", path, parser(TemplateDetail))
+
+    @endpoint
+    def create_job(
+        *,
+        template_id: str | None = None,
+        job_nodes: list[Any] | None = None,
+        files: Iterable[LocalFile] | str | os.PathLike[str] | None = None,
+    ) -> ApiCall[Job | None]:
+        """
+        Launch an on-demand job: local ``files`` (as a run takes them) processed by a template
+        (``template_id``) or by the nodes given (``job_nodes``, a custom workflow's nodes), with no
+        workflow to create. The service answers with the job; its temporary workflow is not listed.
+
+        Sent as the service's SDK sends it: a ``request_data`` text part holding the JSON of the
+        template id or the nodes, and one ``input_files[]`` part per file. Never retried once it may
+        have reached the server, so a job is never launched twice by a retry.
+        """
+        fields = {"template_id": template_id, "job_nodes": job_nodes}
+        body = validate_input(CreateJob, "on-demand job", {k: v for k, v in fields.items() if v is not None})
+        uploads = upload_files(files) if files is not None else ()
+        form = {"request_data": json.dumps(request_json(body))}
+        return ApiCall(
+            "POST",
+            "/jobs/",
+            _parse_run_result,
+            files=uploads,
+            files_part="input_files[]",
+            form=form,
+            retry="unsent-only",
+        )
 
 
 ENDPOINTS: tuple[Endpoint[Any, Any], ...] = tuple(

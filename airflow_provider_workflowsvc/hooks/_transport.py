@@ -39,6 +39,7 @@ from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceAuthUnconfirmedError,
     WorkflowServiceConnectionError,
     WorkflowServiceError,
+    WorkflowServiceQuotaError,
     WorkflowServiceRateLimitError,
     WorkflowServiceResponseError,
     WorkflowServiceValidationError,
@@ -69,7 +70,10 @@ RetryPolicy = Literal["idempotent", "unsent-only"]
 
 @dataclass(frozen=True)
 class UploadFile:
-    """A file sent as one ``input_files`` part, streamed: a local file, or an object in storage."""
+    """
+    A file sent as one file part (``ApiCall.files_part``), streamed: a local file, or an object in
+    storage.
+    """
 
     path: Path | StoredObject
     filename: str
@@ -82,9 +86,11 @@ class ApiCall(Generic[T]):
     Everything needed to send one request and interpret its answer.
 
     ``status_filter``: a job status to send as the ``status`` query parameter, spelled the way the
-    service spells statuses (:func:`_spelled_attempts`). ``job_listing``: a job listing, read item by
-    item as it arrives, keeping the jobs created at or after ``created_since`` (all without one):
-    :class:`~._listing.JobItems`.
+    service spells statuses (:func:`_spelled_attempts`). ``form``: text fields of a form body, sent
+    with the ``files`` as ``multipart/form-data`` (URL-encoded when there is no file, as httpx and the
+    service's SDK send such a form); each file is one part named ``files_part``. ``job_listing``: a job
+    listing, read item by item as it arrives, keeping the jobs created at or after ``created_since``
+    (all without one): :class:`~._listing.JobItems`.
     """
 
     method: str
@@ -93,6 +99,8 @@ class ApiCall(Generic[T]):
     params: Mapping[str, str] | None = None
     json: Any = None
     files: tuple[UploadFile, ...] = ()
+    files_part: str = "input_files"
+    form: Mapping[str, str] | None = None
     retry: RetryPolicy = "idempotent"
     download_to: Path | StagedObject | None = None
     head_bytes: int | None = None
@@ -307,6 +315,8 @@ def is_retryable(call: ApiCall[Any], exc: BaseException) -> bool:
         if exc.permanent or exc.kind == "lane_limit":  # a read that hangs: sent again, it would hang again
             return False
         return call.retry == "idempotent" or not exc.sent
+    if isinstance(exc, WorkflowServiceQuotaError):
+        return False  # a used-up quota is not cured by asking again (not even a 429 saying so)
     if isinstance(exc, WorkflowServiceApiError):
         return call.retry == "idempotent" and exc.status_code in RETRYABLE_STATUS
     return False
@@ -370,7 +380,7 @@ class _Transport:
         files: Any = None  # httpx types file parts as IO[bytes]; a _PartFile has what it uses
         if call.files and with_body:
             files = [
-                ("input_files", (f.filename, parts.enter_context(_PartFile(f.path)), f.media_type))
+                (call.files_part, (f.filename, parts.enter_context(_PartFile(f.path)), f.media_type))
                 for f in call.files
             ]
         params = call.params
@@ -381,6 +391,7 @@ class _Transport:
             "url": self._url(path),
             "params": params,
             "json": call.json if with_body else None,
+            "data": call.form if with_body else None,
             "files": files,
             "timeout": self.request_timeout(method, path),
         }
@@ -502,7 +513,7 @@ class _Transport:
             )
         else:
             detail = _error_detail(response, self.redact_foreign)
-        cls = error_for_status(response.status_code)
+        cls = error_for_status(response.status_code, detail)
         return cls(
             response.status_code,
             method,

@@ -32,8 +32,14 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 
+
 Source = Any
 """Where an input is read from: a local file's absolute path (``str``), or a ``storage.StoredObject``."""
+
+
+def source_size(source: Source) -> int:
+    """Return the size of an input: an object's when it was listed, a local file's now."""
+    return source.size if isinstance(source, storage.StoredObject) else os.stat(source).st_size
 
 
 def resolve_files(spec: Any, *, empty_ok: bool = False, conn_id: str | None = None) -> list[Source]:

@@ -1,8 +1,8 @@
 """
-Run a workflow once, and report only a job this task can prove it created.
+Run a workflow (or launch an on-demand job) once; report only a job this task can prove it created.
 
-The hook never retries the run POST once it may have reached the server. What the answer proves
-decides what happens next (:func:`what_it_proves`):
+The hook never retries the run POST (or the launch) once it may have reached the server. What the
+answer proves decides what happens next (:func:`what_it_proves`):
 
 * a job in a 2xx answer: the run's job;
 * a refusal (429, 503, any other 4xx, a request never sent, an error before sending, an input that
@@ -24,7 +24,9 @@ a job either.
 
 What is read is bounded by the jobs still active (the ``status`` filter): a job of this run is
 scheduled or in progress when it is first looked for; the ended jobs (the workflow's history) are
-read once, at the end of the grace period, only when the active ones did not show it.
+read once, at the end of the grace period, only when the active ones did not show it. An on-demand
+job has no workflow to look in before its answer names one: its launch is looked for among all the
+account's jobs, in the same two steps (:class:`Sending`).
 
 With a :class:`RunJournal` (durable execution: the task state store) a pending-run record (with the
 marker) is written just before each run request leaves and removed whenever no run happened; a
@@ -48,6 +50,7 @@ from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceApiError,
     WorkflowServiceConnectionError,
     WorkflowServiceInputError,
+    WorkflowServiceQuotaError,
     WorkflowServiceResponseError,
 )
 from airflow_provider_workflowsvc.models import JobStatus
@@ -123,9 +126,14 @@ def what_it_proves(exc: BaseException) -> Proof:
 
 
 def may_retry_refused(exc: BaseException) -> bool:
-    """Tell whether a refusal is worth sending the run again for (service busy, or request never left)."""
+    """
+    Tell whether a refusal is worth sending the run again for (service busy, or request never left);
+    never a used-up quota (a 402, or a 429 saying so).
+    """
     if isinstance(exc, WorkflowServiceConnectionError):
         return not exc.sent
+    if isinstance(exc, WorkflowServiceQuotaError):
+        return False
     return isinstance(exc, WorkflowServiceApiError) and exc.status_code in REFUSED_STATUS
 
 
@@ -145,10 +153,27 @@ def _backoff(exc: BaseException, attempt: int, base: float) -> float:
 
 
 @dataclass(frozen=True)
-class SentRun:
-    """One run request: what identifies its job among the workflow's jobs."""
+class Sending:
+    """
+    What is sent: a workflow's run, or (``workflow_id`` None) an on-demand job's launch, whose job is
+    then looked for among all the account's jobs; ``send`` sends it with the files as named.
+    """
 
-    workflow_id: str
+    workflow_id: str | None
+    send: Callable[[WorkflowServiceHook, list[tuple[str, str]] | None], Job | None]
+
+    @classmethod
+    def run(cls, workflow_id: str) -> Sending:
+        """Return the sending of a run of ``workflow_id``."""
+        return cls(workflow_id, lambda hook, files: hook.run_workflow(workflow_id, files=files))
+
+
+@dataclass(frozen=True)
+class SentRun:
+    """One run request (or on-demand launch): what identifies its job among the jobs listed."""
+
+    workflow_id: str | None
+    """The workflow run; None for an on-demand launch (its job is looked for among all jobs)."""
     sent_at: float
     """Epoch seconds (the sending worker's clock) just before the request left."""
     files: tuple[str, ...] | None
@@ -164,15 +189,38 @@ class SentRun:
     answered_at: float | None = None
     """Epoch seconds (the sending worker's clock) the request's failure came back: a job the service
     made before answering was made just before (None: not known, an earlier try's run)."""
+    record_key: str = "workflowsvc_pending_run"
+    """The task state key of its pending record (the messages say how to send it again)."""
+
+    @property
+    def what(self) -> str:
+        """This request in words: ``run of workflow …`` or ``launch of an on-demand job``."""
+        if self.workflow_id is None:
+            return "launch of an on-demand job"
+        return f"run of workflow {self.workflow_id}"
+
+    @property
+    def request(self) -> str:
+        """The request in words: ``run request`` or ``launch request``."""
+        return "launch request" if self.workflow_id is None else "run request"
+
+    @property
+    def where(self) -> str:
+        """Where its job is looked for: the workflow's jobs, or (a launch) all the account's jobs."""
+        return "the account's jobs" if self.workflow_id is None else "the workflow's jobs"
 
     def carried_by(self, job: Job) -> bool | None:
         """
         Whether the job's record lists a name carrying this run's marker; None when it cannot tell
-        (the record lists no file names, or the run has no marker).
+        (the record lists no file names, or the run has no marker). Without a marker, a record that
+        lists none of the names sent (compared without folders) is another's: False.
         """
-        if job.input_file_ids is None or self.marker is None:
+        if job.input_file_ids is None or not self.files:
             return None
-        return any(self.marker in name for name in job.input_file_ids)
+        if self.marker is not None:
+            return any(self.marker in name for name in job.input_file_ids)
+        listed = {name.rsplit("/", 1)[-1] for name in job.input_file_ids}
+        return None if listed & {name.rsplit("/", 1)[-1] for name in self.files} else False
 
     def lists_these_files(self, job: Job) -> bool:
         """Tell whether the job's record lists exactly the names sent (a hint for a person, never proof)."""
@@ -268,45 +316,46 @@ def _ambiguous(run: SentRun, jobs: Sequence[Job], reason: str) -> AmbiguousRunEr
     same = sorted(job.id for job in jobs if run.marker is None and run.lists_these_files(job))
     hint = f" (job(s) {', '.join(same)} list exactly this run's file names)" if same else ""
     return AmbiguousRunError(
-        f"cannot prove which job this task's run of workflow {run.workflow_id} created: job(s) {ids} "
-        f"appeared while its run request was in flight{hint}, but {reason}. Nothing was run again. "
-        f"What to do: check job(s) {ids} in the service; {_how_to_run_again(run)}"
+        f"cannot prove which job this task's {run.what} created: job(s) {ids} appeared while its "
+        f"{run.request} was in flight{hint}, but {reason}. Nothing was sent again. What to do: check "
+        f"job(s) {ids} in the service; {_how_to_send_again(run)}"
     )
 
 
-def _how_to_run_again(run: SentRun) -> str:
+def _how_to_send_again(run: SentRun) -> str:
+    again = "run the workflow" if run.workflow_id is not None else "launch those files"
     record = (
-        f"(the pending-run record, task state key 'workflowsvc_pending_run', expires "
-        f"{PENDING_RUN_TTL / 3600:g} h after it was written)"
+        f"(the pending record, task state key '{run.record_key}', expires {PENDING_RUN_TTL / 3600:g} h "
+        "after it was written)"
     )
     if run.marker is None:
+        follow = (
+            " A job of this run you find can be followed with WorkflowJobSensor(job_id=...)."
+            if run.workflow_id is not None
+            else ""
+        )
         return (
-            "to run the workflow again, clear this task: nothing can prove which job this run created, "
-            f"so a try after a clear runs the workflow {record}. A job of this run you find can be "
-            "followed with WorkflowJobSensor(job_id=...)."
+            f"to {again} again, clear this task: nothing can prove which job this request created, so a "
+            f"try after a clear sends it again {record}.{follow}"
         )
     return (
-        "to run the workflow again, clear this task: its next try looks once more for this run's job "
-        f"and runs the workflow only when none carries the run's marker {record}."
+        f"to {again} again, clear this task: its next try looks once more for this request's job and "
+        f"sends it again only when none carries the request's marker {record}."
     )
 
 
 def _unfound(run: SentRun, looked: float, why: str, ended_read: bool) -> AmbiguousRunError:
-    where = (
-        "the workflow's jobs"
-        if ended_read
-        else "the workflow's active jobs (its ended jobs could not be read)"
-    )
+    where = run.where if ended_read else f"{run.where[:-4]}active jobs (the ended ones could not be read)"
     return AmbiguousRunError(
-        f"{why}, and no job of this task's run of workflow {run.workflow_id} appeared in {where} within "
-        f"{looked:.0f} s. Not finding it does not prove the run was not processed, so it is not sent "
-        f"again. What to do: look in the service for a job of this workflow {_listing(run)}; "
-        f"{_how_to_run_again(run)}"
+        f"{why}, and no job of this task's {run.what} appeared in {where} within {looked:.0f} s. Not "
+        f"finding it does not prove the request was not processed, so it is not sent again. What to do: "
+        f"look in the service for a job{'' if run.workflow_id is None else ' of this workflow'} "
+        f"{_listing(run)}; {_how_to_send_again(run)}"
     )
 
 
 def _listing(run: SentRun, shown: int = 3) -> str:
-    """Which job to look for: one whose input files carry the marker, or list the run's files."""
+    """Which job to look for: one whose input files carry the marker, or list the request's files."""
     if run.marker is not None:
         return f"whose input files carry {run.marker}"
     if not run.files:
@@ -317,14 +366,14 @@ def _listing(run: SentRun, shown: int = 3) -> str:
 
 def _listed(
     hook: WorkflowServiceHook,
-    workflow_id: str,
+    workflow_id: str | None,
     statuses: Sequence[JobStatus],
     seen: dict[str, Job],
     records: _Records | None = None,
 ) -> list[Job]:
     """
-    List the workflow's jobs in each of ``statuses`` (each job once); ``seen`` keeps every job read
-    (and ``records`` each listing's reading of the service's clock).
+    List the workflow's jobs (None: all the account's) in each of ``statuses`` (each job once); ``seen``
+    keeps every job read (and ``records`` each listing's reading of the service's clock).
 
     A status the service refuses as a filter (400, 422, in either dialect's spelling) is skipped.
     """
@@ -449,8 +498,8 @@ class _Records:
 class RunJournal(Protocol):
     """Where a run being sent is recorded across task tries (the task state store)."""
 
-    def pending(self, workflow_id: str) -> SentRun | None:
-        """Return the run of ``workflow_id`` an earlier try sent and never resolved, or None."""
+    def pending(self, workflow_id: str | None) -> SentRun | None:
+        """Return the run of ``workflow_id`` (None: a launch) an earlier try sent and never resolved."""
 
     def sending(self, run: SentRun) -> None:
         """Record that ``run`` is about to be sent."""
@@ -477,7 +526,7 @@ class StoredRunJournal:
         self.store, self.key, self.known = store, key, known
         self.log = log or logging.getLogger(__name__)
 
-    def pending(self, workflow_id: str) -> SentRun | None:
+    def pending(self, workflow_id: str | None) -> SentRun | None:
         value = self.store.get(self.key)
         if not isinstance(value, dict) or value.get("workflow_id") != workflow_id:
             return None
@@ -489,6 +538,7 @@ class StoredRunJournal:
                 marker=None if value["marker"] is None else str(value["marker"]),
                 recorded=None if self.known is None else str(self.known),
                 failed_closed=value.get("failed_closed") is True,
+                record_key=self.key,
             )
         except (KeyError, TypeError, ValueError):
             self.log.warning("Ignoring a pending-run record this version cannot read: %r", value)
@@ -550,8 +600,15 @@ def named_files(files: Sequence[LocalFile] | None, marker: str | None) -> list[t
 
 
 def submit_run(
+    hook: WorkflowServiceHook, workflow_id: str, files: Sequence[LocalFile] | None, log: Log, **options: Any
+) -> Job:
+    """Run ``workflow_id`` once (with ``files``, or no body); return the job it created (:func:`submit`)."""
+    return submit(hook, Sending.run(workflow_id), files, log, **options)
+
+
+def submit(
     hook: WorkflowServiceHook,
-    workflow_id: str,
+    sending: Sending,
     files: Sequence[LocalFile] | None,
     log: Log,
     *,
@@ -563,14 +620,14 @@ def submit_run(
     mark: bool = False,
 ) -> Job:
     """
-    Run ``workflow_id`` once (with ``files``, or no body) and return the job it created.
+    Send a run (or a launch) once, with ``files`` or no body, and return the job it created.
 
-    With a ``journal``, the job of a run an earlier try sent (and never recorded) is looked for
-    first, and adopted with the same evidence, instead of running the workflow again.
+    With a ``journal``, the job of a request an earlier try sent (and never recorded) is looked for
+    first, and adopted with the same evidence, instead of sending it again.
     """
     sleep = sleep or time.sleep
     try:
-        return _submit(hook, workflow_id, files, log, attempts, backoff, grace, sleep, journal, mark)
+        return _submit(hook, sending, files, log, attempts, backoff, grace, sleep, journal, mark)
     except AmbiguousRunError:
         if journal is not None:
             journal.failed_closed()
@@ -579,7 +636,7 @@ def submit_run(
 
 def _submit(
     hook: WorkflowServiceHook,
-    workflow_id: str,
+    sending: Sending,
     files: Sequence[LocalFile] | None,
     log: Log,
     attempts: int,
@@ -592,9 +649,9 @@ def _submit(
     from airflow_provider_workflowsvc._marker import new_marker
 
     if journal is not None:
-        earlier = journal.pending(workflow_id)
+        earlier = journal.pending(sending.workflow_id)
         if earlier is not None:
-            job = _job_of_earlier_try(hook, earlier, grace, log, sleep)
+            job = job_of_earlier_try(hook, earlier, grace, log, sleep)
             if job is not None:
                 return job
             journal.clear()
@@ -602,36 +659,39 @@ def _submit(
     for attempt in range(1, attempts + 1):
         marker = new_marker() if files is not None and mark else None
         sent = named_files(files, marker)
-        run = SentRun(workflow_id, _now(), None if sent is None else tuple(n for _, n in sent), marker)
+        run = SentRun(
+            sending.workflow_id, _now(), None if sent is None else tuple(n for _, n in sent), marker
+        )
         if journal is not None:
             journal.sending(run)
-        log.info("Running workflow %s with %s (attempt %d of %d)", workflow_id, what, attempt, attempts)
+        log.info("Sending the %s with %s (attempt %d of %d)", run.what, what, attempt, attempts)
         try:
-            job = hook.run_workflow(workflow_id, files=sent)
+            job = sending.send(hook, sent)
         except Exception as exc:
             run = replace(run, answered_at=_now())
             if what_it_proves(exc) is Proof.REFUSED:
                 if journal is not None:
-                    journal.clear()  # the service refused it, or it never left: no run happened
+                    journal.clear()  # the service refused it, or it never left: nothing happened
                 if not may_retry_refused(exc) or attempt == attempts:
                     raise
                 pause = _backoff(exc, attempt, backoff)
-                log.warning("The service did not take the run (%s); sending it again in %.1f s", exc, pause)
+                log.warning(
+                    "The service did not take the %s (%s); sending it again in %.1f s", run.what, exc, pause
+                )
                 sleep(pause)
                 continue
             log.warning(
-                "The run request failed (%s): it may or may not have created a job. Looking for this "
-                "run's job for up to %g s; the run is not sent again",
+                "The %s failed (%s): it may or may not have created a job. Looking for its job for up to "
+                "%g s; it is not sent again",
+                run.what,
                 exc,
                 grace,
             )
-            return _find_or_fail(hook, run, grace, log, sleep, f"the run request failed ({exc})", exc)
+            return _find_or_fail(hook, run, grace, log, sleep, f"the {run.what} failed ({exc})", exc)
         if job is not None:
             return job
-        log.info("The run response did not name its job; looking for it among the workflow's jobs")
-        return _find_or_fail(
-            hook, run, grace, log, sleep, "the service accepted the run but did not name its job"
-        )
+        log.info("The answer did not name its job; looking for it among %s", run.where)
+        return _find_or_fail(hook, run, grace, log, sleep, "the service accepted it but did not name its job")
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -648,11 +708,13 @@ def _find_or_fail(
     found, ended_read = await_own_job(hook, run, _now() + grace, log, sleep)
     if found is None:
         raise _unfound(run, grace, why, ended_read) from cause
-    log.warning("The run created job %s; adopting it (its input files carry %s)", found.id, run.marker)
-    return found  # only a marked run's job is ever found: an unmarked one fails closed above
+    log.warning(
+        "The %s created job %s; adopting it (its input files carry %s)", run.what, found.id, run.marker
+    )
+    return found  # only a marked request's job is ever found: an unmarked one fails closed above
 
 
-def _job_of_earlier_try(
+def job_of_earlier_try(
     hook: WorkflowServiceHook, earlier: SentRun, grace: float, log: Log, sleep: Callable[[float], None]
 ) -> Job | None:
     """
@@ -667,9 +729,8 @@ def _job_of_earlier_try(
     if earlier.failed_closed:
         return _after_a_clear(hook, earlier, log, sleep)
     log.info(
-        "An earlier try of this task sent a run of workflow %s at %s and stopped before recording its job; "
-        "looking for that run's job",
-        earlier.workflow_id,
+        "An earlier try of this task sent a %s at %s and stopped before recording its job; looking for it",
+        earlier.what,
         _utc(earlier.sent_at).isoformat(timespec="seconds"),
     )
     flight = float(getattr(hook.settings, "timeout", 60.0))
@@ -679,13 +740,15 @@ def _job_of_earlier_try(
         raise _unfound(
             earlier,
             until - earlier.sent_at,
-            "an earlier try sent a run and stopped before recording its job",
+            f"an earlier try sent a {earlier.what} and stopped before recording its job",
             ended_read,
         )
     if found.id == earlier.recorded:
-        log.info("The earlier try's run is job %s, already recorded: running the workflow", found.id)
+        log.info("The earlier try's request is job %s, already recorded: sending anew", found.id)
         return None
-    log.warning("The earlier try's run created job %s: adopting it (no new run)", found.id)
+    log.warning(
+        "The earlier try's %s created job %s: adopting it (nothing sent again)", earlier.what, found.id
+    )
     return found
 
 
@@ -704,12 +767,16 @@ def _after_a_clear(
         except AmbiguousRunError as exc:
             log.warning("Still no proof of which job the earlier run created (%s)", exc)
     if found is not None:
-        log.warning("The earlier try's run created job %s after all: adopting it (no new run)", found.id)
+        log.warning(
+            "The earlier try's %s created job %s after all: adopting it (nothing sent again)",
+            earlier.what,
+            found.id,
+        )
         return found
     log.warning(
-        "An earlier try failed as ambiguous on its run of workflow %s (sent at %s) and the task was "
-        "cleared: %s, so the workflow is run again",
-        earlier.workflow_id,
+        "An earlier try failed as ambiguous on its %s (sent at %s) and the task was cleared: %s, so it "
+        "is sent again",
+        earlier.what,
         _utc(earlier.sent_at).isoformat(timespec="seconds"),
         "no job carries that run's marker"
         if earlier.marker

@@ -47,9 +47,9 @@ _WORKFLOW_FIELDS = (
 _NODE_KEYS = ("name", "type", "subtype")
 
 
-def _check_node(index: int, node: Any) -> str | None:
+def _check_node(index: int, node: Any, field: str) -> str | None:
     """Check one node known at parse time; return its name when known."""
-    where = f"workflow_nodes[{index}]"
+    where = f"{field}[{index}]"
     if hasattr(node, "model_dump") or is_deferred_value(node):
         return static_str(getattr(node, "name", None))
     if not isinstance(node, Mapping):
@@ -66,16 +66,19 @@ def _check_node(index: int, node: Any) -> str | None:
     return static_str(node["name"])
 
 
-def _check_nodes(nodes: Any) -> None:
-    """Check a node list known at parse time: dicts with name, type and subtype; unique names."""
+def check_nodes(nodes: Any, field: str = "workflow_nodes") -> None:
+    """
+    Check a node list known at parse time (``field``: the argument that holds it): dicts with name,
+    type and subtype; unique names.
+    """
     if nodes is None or (is_deferred_value(nodes) and not isinstance(nodes, (list, tuple))):
         return
     if not isinstance(nodes, (list, tuple)):
-        raise input_error(f"workflow_nodes must be a list of nodes, got {type(nodes).__name__}")
-    names = [name for i, node in enumerate(nodes) if (name := _check_node(i, node)) is not None]
+        raise input_error(f"{field} must be a list of nodes, got {type(nodes).__name__}")
+    names = [name for i, node in enumerate(nodes) if (name := _check_node(i, node, field)) is not None]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
-        raise input_error(f"workflow_nodes: node names must be unique, repeated: {', '.join(repeated)}")
+        raise input_error(f"{field}: node names must be unique, repeated: {', '.join(repeated)}")
 
 
 def _check_fields(fields: Mapping[str, Any]) -> None:
@@ -87,7 +90,7 @@ def _check_fields(fields: Mapping[str, Any]) -> None:
     check_choice(fields.get("schedule"), SCHEDULES, "schedule")
     check_uuid(fields.get("source_id"), "source_id")
     check_uuid(fields.get("destination_id"), "destination_id")
-    _check_nodes(fields.get("workflow_nodes"))
+    check_nodes(fields.get("workflow_nodes"))
 
 
 class _WorkflowOperator(WorkflowServiceBaseOperator):

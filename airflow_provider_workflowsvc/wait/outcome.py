@@ -15,7 +15,7 @@ The first room of the wait: it needs neither the hook nor the rest of :mod:`.wai
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
@@ -151,13 +151,37 @@ class JobOutcome(_Strict):
 
 def parse_event(event: Any) -> JobOutcome:
     """Validate a trigger event; any surprise (missing, unknown status, wrong types) is an error."""
+    return _validated(JobOutcome, event, "job event")
+
+
+S = TypeVar("S", bound=_Strict)
+
+
+def _validated(model: type[S], event: Any, what: str) -> S:
     if not isinstance(event, dict):
-        raise InvalidJobEventError(f"expected a job event from the trigger, got {type(event).__name__}")
+        raise InvalidJobEventError(f"expected a {what} from the trigger, got {type(event).__name__}")
     try:
-        return JobOutcome.model_validate(event)
+        return model.model_validate(event)
     except ValidationError as exc:
         details = format_validation_errors(exc.errors(include_input=False, include_url=False))
-        raise InvalidJobEventError(f"invalid job event from the trigger: {details}") from None
+        raise InvalidJobEventError(f"invalid {what} from the trigger: {details}") from None
+
+
+class JobsOutcome(_Strict):
+    """How a wait for several jobs ended (the one event of an on-demand task's wait): each job's outcome."""
+
+    outcomes: list[JobOutcome] = Field(min_length=1)
+    resume_with: dict[str, Any] | None = None
+    """What the waiting task handed the trigger to get back (its plan), unchanged."""
+
+    def to_event(self) -> dict[str, Any]:
+        """Return the JSON-serializable trigger event payload."""
+        return self.model_dump(mode="json")
+
+
+def parse_jobs_event(event: Any) -> JobsOutcome:
+    """Validate the event of a wait for several jobs; any surprise is an error (as :func:`parse_event`)."""
+    return _validated(JobsOutcome, event, "jobs event")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,4 +1,9 @@
-"""One status poll per workflow: the waits of a triggerer on jobs of one workflow share one listing."""
+"""
+One status poll per workflow: the waits of a triggerer on jobs of one workflow share one listing.
+
+Jobs without a workflow to list them by (on-demand jobs: each runs on a temporary workflow of its own)
+share one listing of all the account's active jobs: the poll of workflow ``None``.
+"""
 
 from __future__ import annotations
 
@@ -85,8 +90,9 @@ class WorkflowPoll:
     sharing for this workflow.
     """
 
-    def __init__(self, workflow_id: str) -> None:
+    def __init__(self, workflow_id: str | None) -> None:
         self.workflow_id = workflow_id
+        """The workflow whose active jobs are listed; None: all the account's active jobs."""
         self.waits: dict[int, JobWatch] = {}
         self._listed_polls: dict[int, int] = {}
         """Per wait: its polls answered by the listing since its last own poll."""
@@ -156,20 +162,18 @@ class WorkflowPoll:
             return ACTIVE_LISTED[:1]
         return ACTIVE_LISTED
 
+    @property
+    def _listed(self) -> str:
+        if self.workflow_id is None:
+            return "the account's active jobs"
+        return f"the active jobs of workflow {self.workflow_id}"
+
     def _listing_failed(self, exc: Exception) -> None:
         if is_transient(exc):
-            _log.warning(
-                "Listing the active jobs of workflow %s failed (%s); its waits poll their own jobs this time",
-                self.workflow_id,
-                exc,
-            )
+            _log.warning("Listing %s failed (%s); its waits poll their own jobs this time", self._listed, exc)
             return
         self.refused = True
-        _log.warning(
-            "Listing the active jobs of workflow %s failed (%s); its waits poll their own jobs from now on",
-            self.workflow_id,
-            exc,
-        )
+        _log.warning("Listing %s failed (%s); its waits poll their own jobs from now on", self._listed, exc)
 
 
 def _stagger(job_id: str) -> int:
@@ -180,17 +184,17 @@ def _stagger(job_id: str) -> int:
     return zlib.crc32(job_id.encode()) % OWN_POLL_EVERY
 
 
-_POLLS: weakref.WeakKeyDictionary[Any, dict[str, WorkflowPoll]] = weakref.WeakKeyDictionary()
+_POLLS: weakref.WeakKeyDictionary[Any, dict[str | None, WorkflowPoll]] = weakref.WeakKeyDictionary()
 """The shared polls of each shared HTTP client (one per event loop and connection settings), by workflow."""
 
 
 @asynccontextmanager
 async def sharing(
-    hook: WorkflowServiceAsyncHook, workflow_id: str, watch: JobWatch
+    hook: WorkflowServiceAsyncHook, workflow_id: str | None, watch: JobWatch
 ) -> AsyncIterator[WorkflowPoll]:
     """
-    Register ``watch`` with the shared poll of its workflow (created if none) until the block ends;
-    the wait passes it to :func:`~.poll.await_job`.
+    Register ``watch`` with the shared poll of its workflow (None: of the account's on-demand jobs),
+    created if none, until the block ends; the wait passes it to :func:`~.poll.await_job`.
     """
     polls = _POLLS.setdefault(await hook.get_async_conn(), {})
     poll = polls.get(workflow_id)

@@ -1,0 +1,682 @@
+"""
+An on-demand task's work: its files split into jobs within the service's limits, launched paced,
+remembered across tries, and summed up per document.
+
+* :func:`split` and :func:`oversized` apply the documented limits (files per job, bytes per file)
+  before anything is uploaded;
+* :class:`Pacer` keeps launches at least the launch interval apart, on a clock tests can drive;
+* :class:`LaunchBook` remembers, in the task state store (Airflow 3.3+), which jobs launched which
+  documents and the launch in flight (its pending record is the run's one, :mod:`._submit`), so a
+  retry launches only the documents that were not processed (:func:`redo`);
+* :func:`launch` sends each batch through :func:`._submit.submit`: the one rule of what a failed
+  request proves;
+* :func:`summarize` and :func:`failure` turn the jobs' outcomes into one summary per document and
+  the task's verdict.
+
+Imported when a task runs, never at DAG-parse time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_workflowsvc._compat import AirflowFailException
+from airflow_provider_workflowsvc._marker import run_marker, unmarked
+from airflow_provider_workflowsvc.exceptions import (
+    InvalidJobEventError,
+    UnprocessedDocumentsError,
+    UnprocessedDocumentsNoRetryError,
+    WorkflowServiceNotFoundError,
+)
+from airflow_provider_workflowsvc.models import JobStatus
+from airflow_provider_workflowsvc.operators._submit import (
+    Sending,
+    StoredRunJournal,
+    job_of_earlier_try,
+    may_retry_refused,
+    submit,
+)
+
+if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+    from airflow_provider_workflowsvc.operators._files import OutputFolder
+    from airflow_provider_workflowsvc.wait.outcome import JobOutcome
+
+Log = logging.Logger | Any
+
+MAX_FILES_PER_JOB = 10
+"""Files per on-demand job (the service's documented limit)."""
+MAX_FILE_BYTES = 10_000_000
+"""Bytes per file of an on-demand job: the docs' "10 MB", read as decimal megabytes (the stricter)."""
+LAUNCH_INTERVAL = 1.0
+"""Seconds between two launches (the docs: "at least one second", else a rate limit error)."""
+BOOK_KEY = "workflowsvc_on_demand"
+"""Task state key of the launch book (like ``external_id_key``: never rename it)."""
+SHOWN = 5
+"""Documents named per line of a failure message (all are in the summary and the log)."""
+
+clock: Callable[[], float] = time.monotonic
+"""The clock the launches are paced by (tests drive it, with :data:`pause`)."""
+pause: Callable[[float], None] = time.sleep
+"""How the launches wait: for the interval, and for a refused launch's ``Retry-After``."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Documents and batches
+
+
+@dataclass(frozen=True)
+class Document:
+    """
+    One input file: where it is read from (a local path, or an object in storage), the name the
+    service sees (the user's), and its size.
+    """
+
+    path: Any
+    name: str
+    size: int
+
+
+def documents(named: Iterable[tuple[Any, str]]) -> list[Document]:
+    """Return the resolved ``(source, name)`` pairs as documents, each with its size."""
+    from airflow_provider_workflowsvc.operators._files import source_size
+
+    return [Document(source, name, source_size(source)) for source, name in named]
+
+
+def oversized(docs: Iterable[Document], limit: int) -> list[Document]:
+    """Return the documents over ``limit`` bytes."""
+    return [doc for doc in docs if doc.size > limit]
+
+
+def too_large(big: Sequence[Document], limit: int) -> str:
+    """Say which files are over the size limit, and what to do (nothing was uploaded)."""
+    listed = ", ".join(f"{doc.name!r} ({doc.size:,} bytes)" for doc in big[:SHOWN])
+    more = f" and {len(big) - SHOWN} more" if len(big) > SHOWN else ""
+    return (
+        f"{len(big)} input file(s) over the limit of {limit:,} bytes per file of an on-demand job "
+        f"(max_file_bytes): {listed}{more}. Nothing was uploaded. Split or compress them, leave them out "
+        "of files, or set oversized_files='skip' to process the others and report these as not processed"
+    )
+
+
+def left_out(doc: Document, limit: int) -> str:
+    """Say why a file over the size limit was not uploaded (``oversized_files='skip'``)."""
+    return f"not uploaded: {doc.size:,} bytes, over the limit of {limit:,} bytes per file (max_file_bytes)"
+
+
+def split(docs: Sequence[Document], max_files: int) -> list[list[Document]]:
+    """Split ``docs`` into consecutive batches of at most ``max_files`` (one job each)."""
+    return [list(docs[i : i + max_files]) for i in range(0, len(docs), max_files)]
+
+
+class Pacer:
+    """Keeps at least ``interval`` seconds between one launch's answer and the next launch."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._last: float | None = None
+
+    def wait(self, log: Log) -> None:
+        """Wait until the next launch may leave."""
+        if self._last is None:
+            return
+        left = self._last + self.interval - clock()
+        if left > 0:
+            log.debug("Waiting %.2f s before the next launch", left)
+            pause(left)
+
+    def answered(self) -> None:
+        """Note that a launch was answered now."""
+        self._last = clock()
+
+
+# --------------------------------------------------------------------------------------------------
+# Whether the service has the operation
+
+
+MISSING = (
+    "the service at {url} does not offer {what}: {request} answered {status}. Templates and on-demand "
+    "jobs are operations of the live service's platform API; a service that implements only the "
+    "Workflow Service spec has none. Run the files through a workflow instead (CreateWorkflowOperator "
+    "with these nodes, then RunWorkflowOperator)"
+)
+
+
+def missing_operation(exc: BaseException, base_url: str) -> Exception | None:
+    """Return the error for a launch refused as an operation the service lacks (404, 405), else None."""
+    from airflow_provider_workflowsvc.exceptions import InvalidTaskInputError, WorkflowServiceApiError
+
+    if not isinstance(exc, WorkflowServiceApiError) or exc.status_code not in (404, 405):
+        return None
+    request = f"{exc.method} {exc.path}"
+    status = f"{exc.status_code} {exc.reason}".strip()
+    return InvalidTaskInputError(
+        MISSING.format(url=base_url, what="on-demand jobs", request=request, status=status)
+    )
+
+
+def check_template(hook: WorkflowServiceHook, template_id: str, log: Log) -> None:
+    """
+    Check that ``template_id`` is one of the service's templates (one read, before any upload): an
+    unknown one is an input error naming the known ones; a service without templates, one naming the
+    missing operation.
+    """
+    from airflow_provider_workflowsvc.exceptions import WorkflowServiceApiError, WorkflowServiceInputError
+
+    try:
+        template = hook.get_template(template_id)
+    except WorkflowServiceNotFoundError:
+        try:
+            known = [t.id for t in hook.list_templates()]
+        except WorkflowServiceApiError as exc:
+            if exc.status_code not in (404, 405):
+                raise
+            status = f"{exc.status_code} {exc.reason}".strip()
+            request = f"{exc.method} {exc.path}"
+            what = "workflow templates (nor on-demand jobs)"
+            raise WorkflowServiceInputError(
+                MISSING.format(url=hook.settings.base_url, what=what, request=request, status=status)
+            ) from None
+        raise WorkflowServiceInputError(
+            f"template_id {template_id!r} is not one of the service's templates: {', '.join(known) or 'none'}"
+        ) from None
+    log.info("Template %s (%s): %s", template.id, template.name, ", ".join(n.name for n in template.nodes))
+
+
+# --------------------------------------------------------------------------------------------------
+# The launch book
+
+
+@dataclass(frozen=True)
+class LaunchedJob:
+    """
+    A job launched for this task, and the documents (the user's names) it is responsible for;
+    ``marker``: the one its record shows in every name (``mark_uploads=True``), taken out of what the
+    service gives back.
+    """
+
+    job_id: str
+    documents: tuple[str, ...]
+    marker: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        value: dict[str, Any] = {"job_id": self.job_id, "documents": list(self.documents)}
+        return value | ({"marker": self.marker} if self.marker else {})
+
+    @classmethod
+    def from_json(cls, value: Any) -> LaunchedJob:
+        if not isinstance(value, Mapping) or not isinstance(value.get("job_id"), str):
+            raise ValueError(f"not a launched job: {value!r}")
+        docs = value.get("documents")
+        if not isinstance(docs, list) or not all(isinstance(d, str) for d in docs):
+            raise ValueError(f"not a launched job's documents: {docs!r}")
+        marker = value.get("marker")
+        return cls(value["job_id"], tuple(docs), marker if isinstance(marker, str) else None)
+
+
+class _Memory:
+    """A task state store that lasts as long as the task's process (no durable execution)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        self.values[key] = value
+
+    def delete(self, key: str) -> None:
+        self.values.pop(key, None)
+
+
+class _PendingField:
+    """The book's ``pending`` field seen as a store of one key: the pending launch's record."""
+
+    def __init__(self, book: LaunchBook) -> None:
+        self._book = book
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._book.value().get("pending", default)
+
+    def set(self, key: str, value: Any) -> None:
+        self._book.write(pending=value)
+
+    def delete(self, key: str) -> None:
+        self._book.write(pending=None)
+
+
+class LaunchBook:
+    """
+    The jobs this task launched (each with its documents) and the launch in flight, across tries.
+
+    One task state key (``workflowsvc_on_demand``) holds both, so recording a launched job and
+    removing its pending record is one write: no try can find a launch both pending and recorded.
+    Without a store (Airflow < 3.3, or ``durable=False``) it lives as long as the try.
+    """
+
+    def __init__(self, store: Any | None, log: Log) -> None:
+        self.durable = store is not None
+        self._store = store if store is not None else _Memory()
+        self.log = log
+        self.journal = StoredRunJournal(_PendingField(self), BOOK_KEY, log=log)
+        """The pending-launch record, as :func:`._submit.submit` keeps it."""
+
+    def value(self) -> dict[str, Any]:
+        value = self._store.get(BOOK_KEY)
+        return dict(value) if isinstance(value, dict) else {}
+
+    def write(self, **changes: Any) -> None:
+        value = {**self.value(), **changes}
+        self._store.set(BOOK_KEY, {k: v for k, v in value.items() if v is not None})
+
+    def jobs(self) -> list[LaunchedJob]:
+        """Return the jobs earlier launches recorded (an unreadable book is ignored, with a warning)."""
+        try:
+            return [LaunchedJob.from_json(item) for item in self.value().get("jobs", [])]
+        except (TypeError, ValueError) as exc:
+            self.log.warning("Ignoring the launch book this version cannot read (%s)", exc)
+            self.write(jobs=None)
+            return []
+
+    def launched(self, job: LaunchedJob) -> None:
+        """Record a launched job and drop the pending record, in one write."""
+        jobs = [*self.jobs(), job]
+        self.write(jobs=[job.to_json() for job in jobs], pending=None)
+
+    def keep(self, jobs: Sequence[LaunchedJob]) -> None:
+        """Keep only ``jobs`` (their documents as given)."""
+        self.write(jobs=[job.to_json() for job in jobs] or None)
+
+    def forget(self) -> None:
+        """Drop the book: the task succeeded, and a later clear launches every document anew."""
+        try:
+            self._store.delete(BOOK_KEY)
+        except Exception as exc:
+            self.log.warning("Could not remove %s from the task state store: %s", BOOK_KEY, exc)
+
+
+def adopt_pending(hook: WorkflowServiceHook, book: LaunchBook, grace: float, log: Log) -> None:
+    """
+    Resolve the launch an earlier try sent and never recorded: its job, proven, is recorded with its
+    documents; unproven, the task fails closed (:class:`AmbiguousRunError`, as a run's does).
+    """
+    earlier = book.journal.pending(None)
+    if earlier is None:
+        return
+    try:
+        job = job_of_earlier_try(hook, earlier, grace, log, pause)
+    except Exception:
+        book.journal.failed_closed()
+        raise
+    if job is None:
+        book.journal.clear()
+        return
+    marker = run_marker(job.input_file_ids)
+    book.launched(
+        LaunchedJob(job.id, tuple(unmarked(name, earlier.marker) for name in earlier.files or ()), marker)
+    )
+
+
+def redo(
+    hook: WorkflowServiceHook, book: LaunchBook, fail_on_failed_files: bool, log: Log
+) -> tuple[list[LaunchedJob], set[str]]:
+    """
+    Read the jobs earlier tries launched; keep those that processed (or may be processing) their
+    documents, and return them with the documents to launch again: those of a job that failed, was
+    stopped or is gone, and the failed files of a completed job when failed files fail the task.
+    A document that was processed, or may still be, is never launched again.
+    """
+    kept: list[LaunchedJob] = []
+    again: set[str] = set()
+    for job in book.jobs():
+        try:
+            record = hook.get_job(job.job_id)
+        except WorkflowServiceNotFoundError:
+            log.warning("Job %s of an earlier try is gone: its documents are launched again", job.job_id)
+            again.update(job.documents)
+            continue
+        status = record.status
+        if status.is_active or status is JobStatus.UNKNOWN:
+            kept.append(job)
+        elif status.is_success:
+            failed: set[str] = set()
+            if fail_on_failed_files:
+                failures = hook.get_job_failed_files(job.job_id).failed_files
+                names = [unmarked(f.document, job.marker) for f in failures]
+                failed = {doc for doc in job.documents if is_named(doc, names)}
+            again.update(failed)
+            if len(failed) < len(job.documents):
+                rest = tuple(d for d in job.documents if d not in failed)
+                kept.append(LaunchedJob(job.job_id, rest, job.marker))
+        else:
+            log.info(
+                "Job %s of an earlier try ended %s: its documents are launched again", job.job_id, status
+            )
+            again.update(job.documents)
+    book.keep(kept)
+    if kept or again:
+        log.info(
+            "Earlier tries launched %d job(s) still counted; %d document(s) are launched again",
+            len(kept),
+            len(again),
+        )
+    return kept, again
+
+
+def is_named(document: str, names: Iterable[str]) -> bool:
+    """Whether a name the service gave (``names``, without the marker) is ``document`` (or its base name)."""
+    given = set(names)
+    return document in given or document.rsplit("/", 1)[-1] in given
+
+
+# --------------------------------------------------------------------------------------------------
+# Launching
+
+
+@dataclass
+class Launches:
+    """What the launches did: the jobs launched, the documents not launched, and why."""
+
+    jobs: list[LaunchedJob] = field(default_factory=list)
+    unlaunched: list[str] = field(default_factory=list)
+    refusal: BaseException | None = None
+
+
+def launch(
+    hook: WorkflowServiceHook,
+    batches: Sequence[Sequence[Document]],
+    book: LaunchBook,
+    send: Callable[[WorkflowServiceHook, list[tuple[str, str]] | None], Any],
+    *,
+    interval: float,
+    attempts: int,
+    grace: float,
+    mark: bool,
+    log: Log,
+    on_launch: Callable[[str], None] | None = None,
+) -> Launches:
+    """
+    Launch each batch as one job, at least ``interval`` seconds apart; the first launch that fails
+    stops the launches (the documents of it and of the batches after it are not launched).
+    ``on_launch`` hears of each job as soon as it is recorded.
+    """
+    done, pacer = Launches(), Pacer(interval)
+    for index, batch in enumerate(batches):
+        pacer.wait(log)
+        try:
+            job = submit(
+                hook,
+                Sending(None, send),
+                [(doc.path, doc.name) for doc in batch],
+                log,
+                attempts=attempts,
+                grace=grace,
+                sleep=pause,
+                journal=book.journal,
+                mark=mark,
+            )
+        except Exception as exc:
+            done.refusal = exc
+            done.unlaunched = [doc.name for rest in batches[index:] for doc in rest]
+            log.error(
+                "Launching job %d of %d failed (%s): %d document(s) are not launched",
+                index + 1,
+                len(batches),
+                exc,
+                len(done.unlaunched),
+            )
+            break
+        finally:
+            pacer.answered()
+        launched = LaunchedJob(job.id, tuple(doc.name for doc in batch), run_marker(job.input_file_ids))
+        book.launched(launched)
+        done.jobs.append(launched)
+        if on_launch is not None:
+            on_launch(job.id)
+        log.info("Launched job %s (%d of %d) for %d file(s)", job.id, index + 1, len(batches), len(batch))
+    return done
+
+
+# --------------------------------------------------------------------------------------------------
+# What the task hands over a deferral
+
+
+@dataclass
+class Plan:
+    """What the wait is for: the jobs and their documents, and what was not launched (and why)."""
+
+    jobs: list[LaunchedJob]
+    unlaunched: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    """Documents left out before launching (over the size limit), each with why."""
+    refusal: str | None = None
+    """Why the launches stopped (the error's words), when they did."""
+    final: bool = False
+    """Whether a retry cannot help (then the task fails without retries)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "jobs": [job.to_json() for job in self.jobs],
+            "unlaunched": list(self.unlaunched),
+            "skipped": [list(item) for item in self.skipped],
+            "refusal": self.refusal,
+            "final": self.final,
+        }
+
+    @classmethod
+    def from_json(cls, value: Any) -> Plan:
+        """Read the plan a deferral carried; anything unexpected fails the task (closed)."""
+        try:
+            return cls(
+                jobs=[LaunchedJob.from_json(item) for item in value["jobs"]],
+                unlaunched=[str(name) for name in value["unlaunched"]],
+                skipped=[(str(name), str(why)) for name, why in value["skipped"]],
+                refusal=None if value["refusal"] is None else str(value["refusal"]),
+                final=value["final"] is True,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidJobEventError(f"the deferred task's plan cannot be read: {exc}") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# The summary and the verdict
+
+
+def outcomes_of(plan: Plan, outcomes: Sequence[JobOutcome]) -> dict[str, JobOutcome]:
+    """Each planned job's outcome; a job the wait did not report fails the task (closed)."""
+    by_job = {outcome.job_id: outcome for outcome in outcomes if outcome.job_id}
+    missing = [job.job_id for job in plan.jobs if job.job_id not in by_job]
+    if missing:
+        raise InvalidJobEventError(f"the wait reported no outcome for job(s) {', '.join(missing)}")
+    return {job.job_id: by_job[job.job_id] for job in plan.jobs}
+
+
+def log_summary(summary: Mapping[str, Any], log: Log) -> None:
+    """Log one line per job, then the counts (every document's outcome is in the summary)."""
+    for job in summary["jobs"]:
+        log.info(
+            "Job %s: %s (job status %s), %d document(s), %d failed file(s), %d output file(s)",
+            job["job_id"],
+            job["outcome"],
+            job["status"],
+            len(job["documents"]),
+            len(job["failed_files"]),
+            len(job["output_files"]),
+        )
+    log.info(
+        "%d of %d document(s) processed (%s)",
+        summary["completed_count"],
+        summary["document_count"],
+        summary["outcome"],
+    )
+
+
+def summarize(
+    plan: Plan,
+    outcomes: Mapping[str, JobOutcome],
+    outputs: Mapping[str, list[str]],
+    links: Mapping[str, str],
+    *,
+    fail_on_failed_files: bool,
+) -> dict[str, Any]:
+    """
+    Return the task's summary: per document its job, status, error and downloaded output files;
+    per job its status, documents, link and output files (the service's ids); and the counts.
+
+    A document's ``status``: ``completed``; ``failed`` (a failed file of a completed job);
+    ``job_failed``, ``stopped``, ``timeout`` or ``error`` as its job ended; ``not_launched`` (the
+    launches stopped before it) or ``skipped`` (over the size limit).
+    """
+    docs: list[dict[str, Any]] = []
+    jobs: list[dict[str, Any]] = []
+    for job in plan.jobs:
+        outcome = outcomes[job.job_id]
+        failed = {f.document: f.error for f in outcome.failed_files}  # the wait took the marker out
+        for name in job.documents:
+            status, error = _document_status(name, outcome, failed)
+            docs.append(_document(name, job.job_id, status, error, outputs.get(name, [])))
+        jobs.append(
+            {
+                "job_id": job.job_id,
+                "status": outcome.job_status,
+                "outcome": outcome.status,
+                "message": outcome.message,
+                "documents": list(job.documents),
+                "job_url": links.get(job.job_id, ""),
+                "failed_files": [f.model_dump() for f in outcome.failed_files],
+                "output_files": [f.model_dump() for f in outcome.output_files],
+                "elapsed_seconds": None if outcome.elapsed is None else round(outcome.elapsed, 1),
+                "job_seconds": None if outcome.job_seconds is None else round(outcome.job_seconds, 1),
+            }
+        )
+    docs += [_document(name, None, "not_launched", plan.refusal, []) for name in plan.unlaunched]
+    docs += [_document(name, None, "skipped", why, []) for name, why in plan.skipped]
+    failing = [d for d in docs if not passes(d["status"], fail_on_failed_files)]
+    completed = sum(d["status"] == "completed" for d in docs)
+    return {
+        "outcome": "failed" if failing else "success",
+        "document_count": len(docs),
+        "completed_count": completed,
+        "unprocessed_count": len(docs) - completed,
+        "documents": docs,
+        "jobs": jobs,
+    }
+
+
+def passes(status: str, fail_on_failed_files: bool) -> bool:
+    """
+    Whether a document's status lets the task succeed: ``completed``; also a file the service failed
+    or one left out over the size limit, unless failed files fail the task.
+    """
+    return status == "completed" or (status in ("failed", "skipped") and not fail_on_failed_files)
+
+
+def _document_status(name: str, outcome: JobOutcome, failed: Mapping[str, str]) -> tuple[str, str | None]:
+    if outcome.status == "success":
+        if is_named(name, failed):
+            error = failed.get(name, failed.get(name.rsplit("/", 1)[-1], ""))
+            return "failed", error or "the service gave no error"
+        return "completed", None
+    status = "job_failed" if outcome.status == "failed" else outcome.status
+    return status, outcome.message or f"job {outcome.job_id} ended {outcome.job_status or 'unknown'}"
+
+
+def _document(
+    name: str, job_id: str | None, status: str, error: str | None, files: list[str]
+) -> dict[str, Any]:
+    return {"document": name, "job_id": job_id, "status": status, "error": error, "output_files": files}
+
+
+def failure(
+    summary: Mapping[str, Any], plan: Plan, *, durable: bool, fail_on_failed_files: bool
+) -> Exception | None:
+    """
+    Return the task's failure for its summary (None: it succeeds): the documents not processed, each
+    with why, and what a retry does. Without retries when a retry cannot help (the refusal says so) or
+    when nothing remembers what was processed (no task state store: a retry would launch every
+    document again).
+    """
+    bad = [d for d in summary["documents"] if not passes(d["status"], fail_on_failed_files)]
+    if not bad:
+        return None
+    lines = []
+    for status in dict.fromkeys(d["status"] for d in bad):
+        group = [d for d in bad if d["status"] == status]
+        names = ", ".join(
+            f"{d['document']}" + (f" ({d['error']})" if d["error"] and status == "failed" else "")
+            for d in group[:SHOWN]
+        )
+        more = f" and {len(group) - SHOWN} more" if len(group) > SHOWN else ""
+        why = f": {group[0]['error']}" if status != "failed" and group[0]["error"] else ""
+        lines.append(f"  - {len(group)} {status.replace('_', ' ')}{why}: {names}{more}")
+    total = summary["document_count"]
+    text = f"{len(bad)} of {total} document(s) were not processed:\n" + "\n".join(lines)
+    if plan.final or not durable:
+        why_not = (
+            "retrying cannot help"
+            if plan.final
+            else "this Airflow keeps no task state (before 3.3, or durable=False), so a retry would launch "
+            "every document again"
+        )
+        return UnprocessedDocumentsNoRetryError(
+            f"{text}\nThe task is not retried ({why_not}); every document's outcome is in the summary "
+            "(XCom return_value). Run the documents not processed in a task of their own.",
+            dict(summary),
+        )
+    return UnprocessedDocumentsError(
+        f"{text}\nA retry launches only these (the documents processed, or still processing, are never "
+        "launched again); every document's outcome is in the summary (XCom return_value).",
+        dict(summary),
+    )
+
+
+def refusal_is_final(exc: BaseException) -> bool:
+    """Whether a stopped launch cannot be cured by a retry (a used-up quota, a refused request, ...)."""
+    return isinstance(exc, AirflowFailException) or not may_retry_refused(exc)
+
+
+def job_links(ui_url: str | None, job_ids: Iterable[str]) -> dict[str, str]:
+    """Each job's link in the service's web interface ("" without the ``ui_url`` extra)."""
+    from airflow_provider_workflowsvc.operators._base import job_url
+
+    return {job_id: job_url(ui_url, job_id) for job_id in job_ids}
+
+
+def download(
+    hook: WorkflowServiceHook, plan: Plan, outcomes: Mapping[str, JobOutcome], folder: OutputFolder, log: Log
+) -> dict[str, list[str]]:
+    """
+    Download every output of the completed jobs into ``folder`` (a local directory, or a folder of
+    object storage; one naming rule for all: :class:`._files.OutputNames`); return each document's
+    files (paths, or URIs), by the name the output gives.
+    """
+    from airflow_provider_workflowsvc.operators._files import OutputNames, download_output
+
+    completed = [job for job in plan.jobs if outcomes[job.job_id].status == "success"]
+    wanted = [(job, o.file_id, o.node_id) for job in completed for o in outcomes[job.job_id].output_files]
+    found: dict[str, list[str]] = {}
+    if not wanted:
+        return found
+    folder.create()
+    names = OutputNames([(file_id, node_id) for _, file_id, node_id in wanted])
+    for job, file_id, node_id in wanted:
+        path, document = download_output(hook, job.job_id, file_id, node_id, folder, names, job.marker)
+        owner = next((d for d in job.documents if document is not None and is_named(d, [document])), None)
+        if owner is None:
+            log.warning(
+                "Job %s: output %s names no document of the job (%r); kept at %s",
+                job.job_id,
+                file_id,
+                document,
+                path,
+            )
+            continue
+        found.setdefault(owner, []).append(path)
+    log.info("Downloaded %d output file(s) into %s", len(wanted), folder)
+    return found

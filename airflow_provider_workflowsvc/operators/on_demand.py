@@ -1,0 +1,474 @@
+"""
+Process local files with on-demand jobs: any number of files, split into jobs within the service's limits.
+
+Module-level imports are limited to the Task SDK and the standard library (DAG parsing stays fast):
+hooks, models and pydantic are imported when a task runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from airflow.sdk import BaseOperator, BaseOperatorLink
+
+from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
+from airflow_provider_workflowsvc.operators._base import (
+    WorkflowServiceBaseOperator,
+    check_choice,
+    input_error,
+    interval_seconds,
+    invalid_input_fails,
+    is_deferred_value,
+    positive_seconds,
+    static_str,
+)
+from airflow_provider_workflowsvc.operators.workflows import check_nodes
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+    from airflow.sdk.types import TaskInstanceKey
+
+    from airflow_provider_workflowsvc.operators._on_demand import Document, Plan
+    from airflow_provider_workflowsvc.wait.outcome import JobOutcome
+
+__all__ = ["OnDemandJobLink", "RunOnDemandJobOperator"]
+
+OVERSIZED_CHOICES = ("fail", "skip")
+XCOM_JOB_IDS = "job_ids"
+XCOM_JOB_LINKS = "job_links"
+
+
+class OnDemandJobLink(BaseOperatorLink):
+    """Link to the task's first on-demand job in the service (every job's link: XCom ``job_links``)."""
+
+    name = "Workflow Service job (first)"
+
+    def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
+        from airflow.sdk.execution_time.xcom import XCom
+
+        return XCom.get_value(ti_key=ti_key, key=self.xcom_key) or ""
+
+
+class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
+    """
+    Process local files with the service's on-demand jobs (a template, or nodes given inline; no
+    workflow to create), any number of files; wait for every job; return one summary per document.
+
+    The files are split into jobs within the service's limits (``max_files_per_job`` files each, every
+    file at most ``max_file_bytes``), launched at least ``launch_interval`` seconds apart (a launch the
+    service refuses with 429 is sent again after its ``Retry-After``); the service queues the jobs
+    beyond its running cap itself. The task waits for all of them in one deferral (deferrable by
+    default), each job logged as it ends, then downloads the outputs when ``output_dir`` is given.
+
+    A file over the size limit fails the task before anything is uploaded (``oversized_files='skip'``
+    leaves it out and reports it). When a launch is refused midway, the jobs already launched are
+    still waited for and reported, and the task fails naming the files never launched. A launch whose
+    answer is lost is never sent again unless the service proves it created nothing (as a run's,
+    :class:`RunWorkflowOperator`); with the names as they are (the default), nothing can prove which
+    job a lost answer created, and the task fails closed naming the candidates.
+
+    Durable execution (Airflow 3.3+, ``durable=True``): the task state store remembers which job
+    launched which documents, so a retry launches only the documents not processed (never launched,
+    in a job that failed, was stopped or is gone, or a failed file when failed files fail the task):
+    a document processed, or still processing, is never launched again. Without it (Airflow < 3.3) a
+    failure after any launch fails the task without retries, since a retry would launch every
+    document again.
+
+    Pushes XCom ``job_ids`` and ``job_links`` (every job's link; the extra link shows the first)
+    before waiting. Returns the summary: ``documents`` (per document: ``document``, ``job_id``,
+    ``status``, ``error``, ``output_files``), ``jobs`` (per job: ``job_id``, ``status``,
+    ``outcome``, ``documents``, ``job_url``, ``failed_files``, ``output_files``, the times),
+    ``outcome``, ``document_count``, ``completed_count``, ``unprocessed_count``. A document's
+    ``status`` is ``completed``, ``failed`` (the service could not process it), ``job_failed`` (its
+    job failed), ``stopped``, ``timeout``, ``error``, ``not_launched`` or ``skipped``. On failure the
+    summary is pushed as the return value before the task fails.
+
+    :param files: input files: a path, directory (all its non-hidden files, recursively, sorted), glob
+        pattern (``**`` recurses), a location in object storage with the same meanings (an
+        ``ObjectStoragePath``, or a URI: ``s3://bucket/prefix/``, ``gs://...``, ``file://...``), or a
+        list mixing them (templated), as ``RunWorkflowOperator`` takes them; the service sees each
+        file's name relative to its directory, prefix or pattern. Objects are streamed from the store
+        into each job's upload, never to local disk.
+    :param files_conn_id: the Airflow connection of the storage URIs in ``files`` that name none
+        (templated); a URI may name its own (``s3://conn_id@bucket/prefix/``) and an
+        ``ObjectStoragePath`` carries its own. ``None``: the store's default credentials.
+    :param template_id: the service's workflow template to process them with (templated), e.g.
+        ``hi_res_partition``. Give this or ``job_nodes``.
+    :param job_nodes: the nodes to process them with, as a custom workflow's (templated; their
+        settings are masked in logs and rendered fields).
+    :param output_dir: directory, or folder of object storage (``s3://bucket/outputs/{{ run_id }}``),
+        to download every output into (templated), named after its document (``report.pdf`` →
+        ``report.pdf.json``, as ``DownloadJobOutputOperator`` names them, and never partial under its
+        name in a bucket either); each document's files (paths, or URIs) are in the summary. None:
+        nothing is downloaded.
+    :param output_conn_id: the Airflow connection of an ``output_dir`` URI that names none
+        (templated). ``None``: the store's default credentials.
+    :param workflowsvc_conn_id: the Workflow Service connection (templated).
+    :param max_files_per_job: most files per job (the service's limit: 10).
+    :param max_file_bytes: largest file in bytes (the service's limit: 10 MB, read as 10,000,000).
+    :param launch_interval: least seconds (or a timedelta) between two launches (the service's: 1 s).
+    :param oversized_files: ``fail`` (default): a file over ``max_file_bytes`` fails the task before
+        anything is uploaded; ``skip``: it is not uploaded and is reported (status ``skipped``), which
+        fails the task at the end when failed files do.
+    :param poll_interval: seconds between status checks.
+    :param timeout: seconds (or a timedelta) to wait for all the jobs before failing the task.
+    :param deferrable: wait in the triggerer (default), holding no worker slot while the jobs run.
+    :param fail_on_failed_files: fail the task when the service could not process some files.
+    :param cancel_on_timeout: cancel the jobs not ended when the wait times out.
+    :param cancel_on_kill: cancel the jobs when the task is killed (or, deferred, marked/cleared).
+    :param submit_attempts: launch requests sent at most per job, when earlier ones provably created
+        no job (a 429 or 503 answer, a connection never made).
+    :param launch_grace_period: seconds (or a timedelta) the account's jobs are read after a lost
+        launch answer for the job it may have created; the launch is never sent again after one.
+    :param mark_uploads: upload each file with a marker unique to its launch in its name
+        (``report__wfsvc-<16 hex>.txt``), so the job of a lost answer can be proven this task's; the
+        service then also writes that name into the elements' ``metadata.filename``. Default
+        ``False``: the names stay yours, and a lost answer fails the task, naming the candidates.
+    :param skip_if_no_files: skip the task when the directories and patterns of ``files`` match no
+        file at all.
+    :param durable: remember the launches in the task state store (Airflow 3.3+), so a retry launches
+        only the documents not processed.
+    """
+
+    template_fields: Sequence[str] = (
+        "files",
+        "files_conn_id",
+        "template_id",
+        "job_nodes",
+        "output_dir",
+        "output_conn_id",
+        "workflowsvc_conn_id",
+    )
+    template_fields_renderers: ClassVar[dict[str, str]] = {"job_nodes": "json"}
+    secret_fields: ClassVar[Sequence[str]] = ("job_nodes",)
+    operator_extra_links = (OnDemandJobLink(),)
+    ui_color = "#e8f4fe"
+
+    def __init__(
+        self,
+        *,
+        files: str | Any | Sequence[str | Any],
+        files_conn_id: str | None = None,
+        template_id: str | None = None,
+        job_nodes: list[Any] | None = None,
+        output_dir: str | Any | None = None,
+        output_conn_id: str | None = None,
+        workflowsvc_conn_id: str = DEFAULT_CONN_ID,
+        max_files_per_job: int = 10,
+        max_file_bytes: int = 10_000_000,
+        launch_interval: float | timedelta = 1.0,
+        oversized_files: str = "fail",
+        poll_interval: float | timedelta = 30.0,
+        timeout: float | timedelta = timedelta(hours=24),
+        deferrable: bool = True,
+        fail_on_failed_files: bool = True,
+        cancel_on_timeout: bool = True,
+        cancel_on_kill: bool = True,
+        submit_attempts: int = 5,
+        launch_grace_period: float | timedelta = 30.0,
+        mark_uploads: bool = False,
+        skip_if_no_files: bool = False,
+        durable: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)
+        _check_template_or_nodes(template_id, job_nodes)
+        check_choice(oversized_files, OVERSIZED_CHOICES, "oversized_files")
+        for what, value in (("max_files_per_job", max_files_per_job), ("max_file_bytes", max_file_bytes)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise input_error(f"{what} must be a positive whole number, got {value!r}")
+        if submit_attempts < 1:
+            raise input_error(f"submit_attempts must be at least 1, got {submit_attempts}")
+        interval = (
+            launch_interval.total_seconds() if hasattr(launch_interval, "total_seconds") else launch_interval
+        )
+        if float(interval) < 0:
+            raise input_error(f"launch_interval must not be negative, got {launch_interval!r}")
+        self.files = files
+        self.files_conn_id = files_conn_id
+        self.template_id = template_id
+        self.job_nodes = job_nodes
+        self.output_dir = output_dir
+        self.output_conn_id = output_conn_id
+        self.max_files_per_job = max_files_per_job
+        self.max_file_bytes = max_file_bytes
+        self.launch_interval = float(interval)
+        self.oversized_files = oversized_files
+        self.poll_interval = interval_seconds(poll_interval, "poll_interval")
+        self.timeout = positive_seconds(timeout, "timeout")
+        self.deferrable = deferrable
+        self.fail_on_failed_files = fail_on_failed_files
+        self.cancel_on_timeout = cancel_on_timeout
+        self.cancel_on_kill = cancel_on_kill
+        self.submit_attempts = submit_attempts
+        self.launch_grace_period = positive_seconds(launch_grace_period, "launch_grace_period")
+        self.mark_uploads = mark_uploads
+        self.skip_if_no_files = skip_if_no_files
+        self.durable = durable
+        self._job_ids: list[str] = []
+
+    # -- execution ---------------------------------------------------------------------------------
+
+    def execute(self, context: Context) -> Any:
+        self._job_ids = []
+        context["ti"].xcom_push(key=OnDemandJobLink().xcom_key, value="")
+        try:
+            plan = self._launch(context)
+            if not plan.jobs:
+                return self._finish(context, plan, [])
+            self._announce(context, plan)
+            started = time.time()
+            from airflow_provider_workflowsvc.operators._execution import wait_deadline
+
+            deadline = wait_deadline(context, started, self.timeout, self.execution_timeout).at
+            if self.deferrable:
+                self._defer(plan, started, deadline)
+            return self._finish(context, plan, self._wait_here(started, deadline))
+        finally:
+            self.close_hook()
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        """Resume after the trigger: validate its event and the plan it carried (failing closed), sum up."""
+        from airflow_provider_workflowsvc.operators._on_demand import Plan
+        from airflow_provider_workflowsvc.wait.outcome import parse_jobs_event
+
+        ended = parse_jobs_event(event)
+        plan = Plan.from_json(ended.resume_with)
+        self._job_ids = [job.job_id for job in plan.jobs]
+        try:
+            return self._finish(context, plan, ended.outcomes)
+        finally:
+            self.close_hook()
+
+    def on_kill(self) -> None:
+        """Send a cancel for every job and return (the worker is killed moments later)."""
+        if not (self._job_ids and self.cancel_on_kill):
+            return
+        from airflow_provider_workflowsvc.wait.poll import CANCEL_BUDGET, cancel_quietly
+
+        until = time.time() + CANCEL_BUDGET
+        try:
+            with self.separate_hook() as hook:
+                for job_id in self._job_ids:
+                    cancel_quietly(hook, job_id, self.log, within=max(until - time.time(), 0.1))
+        except Exception as exc:
+            self.log.warning("Could not cancel every job (%s): %s", ", ".join(self._job_ids), exc)
+
+    # -- launching ---------------------------------------------------------------------------------
+
+    def _launch(self, context: Context) -> Plan:
+        """Check the input, then launch the documents no earlier try processed; return the plan."""
+        from airflow_provider_workflowsvc.operators import _on_demand as od
+
+        docs = self._documents()
+        big = od.oversized(docs, self.max_file_bytes)
+        with invalid_input_fails():
+            if big and self.oversized_files == "fail":
+                raise input_error(od.too_large(big, self.max_file_bytes))
+            self._check_request()
+        book = od.LaunchBook(self._state_store(context), self.log)
+        self._check_operation()
+        od.adopt_pending(self.hook, book, self.launch_grace_period, self.log)
+        kept, _ = od.redo(self.hook, book, self.fail_on_failed_files, self.log)
+        self._job_ids = [job.job_id for job in kept]  # a kill from now on cancels what was launched
+        covered = {name for job in kept for name in job.documents}
+        todo = [doc for doc in docs if doc not in big and doc.name not in covered]
+        batches = od.split(todo, self.max_files_per_job)
+        self.log.info(
+            "%d document(s): %d job(s) to launch (at most %d file(s) each)%s%s",
+            len(docs),
+            len(batches),
+            self.max_files_per_job,
+            f", {len(covered)} document(s) in {len(kept)} job(s) of earlier tries" if kept else "",
+            f", {len(big)} over the size limit left out" if big else "",
+        )
+        launches = od.launch(
+            self.hook,
+            batches,
+            book,
+            self._send,
+            interval=self.launch_interval,
+            attempts=self.submit_attempts,
+            grace=self.launch_grace_period,
+            mark=self.mark_uploads,
+            log=self.log,
+            on_launch=self._job_ids.append,
+        )
+        refusal = launches.refusal
+        if refusal is not None:
+            refusal = od.missing_operation(refusal, self.hook.settings.base_url) or refusal
+            if not kept and not launches.jobs:
+                raise refusal
+        skipped = [(doc.name, od.left_out(doc, self.max_file_bytes)) for doc in big]
+        return od.Plan(
+            jobs=[*kept, *launches.jobs],
+            unlaunched=launches.unlaunched,
+            skipped=skipped,
+            refusal=None if refusal is None else str(refusal),
+            final=refusal is not None and od.refusal_is_final(refusal),
+        )
+
+    def _documents(self) -> list[Document]:
+        """Resolve the input files as a run does (:func:`~._files.resolve_task_files`), with their sizes."""
+        from airflow_provider_workflowsvc.operators._files import resolve_task_files
+        from airflow_provider_workflowsvc.operators._on_demand import documents
+
+        named = resolve_task_files(
+            self.files,
+            skip_if_no_files=self.skip_if_no_files,
+            nothing_to="process",
+            conn_id=self.files_conn_id or None,
+        )
+        return documents(named)
+
+    def _check_request(self) -> None:
+        """Check the rendered template id or nodes, and the output folder, before any request."""
+        from airflow_provider_workflowsvc.exceptions import validate_input
+        from airflow_provider_workflowsvc.models import CreateJob
+
+        _check_template_or_nodes(self.template_id, self.job_nodes)
+        fields = {"template_id": self.template_id, "job_nodes": self.job_nodes}
+        validate_input(CreateJob, "on-demand job", {k: v for k, v in fields.items() if v is not None})
+        self._output_folder()
+
+    def _output_folder(self) -> Any:
+        """``output_dir`` as the folder to download into (:func:`~._files.output_folder`); None: none."""
+        from airflow_provider_workflowsvc.operators._files import output_folder
+
+        if self.output_dir is None:
+            return None
+        return output_folder(self.output_dir, self.output_conn_id or None)
+
+    def _check_operation(self) -> None:
+        """
+        Before any upload: the template exists (an unknown one fails naming the known ones), and the
+        service has templates at all (a spec-only service fails naming the missing operation).
+        """
+        if self.template_id is None:
+            return
+        from airflow_provider_workflowsvc.operators._on_demand import check_template
+
+        with invalid_input_fails():
+            check_template(self.hook, str(self.template_id), self.log)
+
+    def _send(self, hook: Any, files: list[tuple[Any, str]] | None) -> Any:
+        return hook.create_job(template_id=self.template_id, job_nodes=self.job_nodes, files=files)
+
+    def _state_store(self, context: Context) -> Any:
+        """Return the task state store when durable execution is on (Airflow 3.3+), else None."""
+        return context.get("task_state_store") if self.durable else None
+
+    # -- waiting -----------------------------------------------------------------------------------
+
+    def _announce(self, context: Context, plan: Plan) -> None:
+        """Push every job id and link (XCom), the first as the extra link, before any waiting."""
+        from airflow_provider_workflowsvc.operators._on_demand import job_links
+
+        self._job_ids = [job.job_id for job in plan.jobs]
+        links = job_links(self._ui_url(), self._job_ids)
+        context["ti"].xcom_push(key=XCOM_JOB_IDS, value=self._job_ids)
+        context["ti"].xcom_push(key=XCOM_JOB_LINKS, value=links)
+        context["ti"].xcom_push(key=OnDemandJobLink().xcom_key, value=links[self._job_ids[0]])
+        for job in plan.jobs:
+            link = links[job.job_id]
+            self.log.info(
+                "Job %s: %d document(s)%s", job.job_id, len(job.documents), f", {link}" if link else ""
+            )
+
+    def _ui_url(self) -> str | None:
+        extra = self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}
+        return extra.get("ui_url")
+
+    def _defer(self, plan: Plan, started: float, deadline: float) -> None:
+        from airflow_provider_workflowsvc.triggers.job import deferral_timeout
+        from airflow_provider_workflowsvc.triggers.jobs import WorkflowJobsTrigger
+
+        trigger = WorkflowJobsTrigger(
+            job_ids=[job.job_id for job in plan.jobs],
+            deadline=deadline,
+            poll_interval=self.poll_interval,
+            workflowsvc_conn_id=self.workflowsvc_conn_id,
+            started_at=started,
+            cancel_on_kill=self.cancel_on_kill,
+            resume_with=plan.to_json(),
+        )
+        self.defer(
+            trigger=trigger,
+            method_name="execute_complete",
+            timeout=deferral_timeout(deadline),
+        )
+
+    def _wait_here(self, started: float, deadline: float) -> list[JobOutcome]:
+        """Wait for every job in this worker, with the trigger's own wait (an event loop of its own)."""
+        import asyncio
+
+        from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
+        from airflow_provider_workflowsvc.triggers.job import shared_status_poll
+        from airflow_provider_workflowsvc.wait.jobs import await_jobs
+
+        async def wait() -> list[JobOutcome]:
+            async with WorkflowServiceAsyncHook(
+                self.workflowsvc_conn_id, settings=self.hook.settings
+            ) as hook:
+                return await await_jobs(
+                    hook,
+                    self._job_ids,
+                    deadline=deadline,
+                    interval=self.poll_interval,
+                    started_at=started,
+                    log=self.log,
+                    share=shared_status_poll(),
+                )
+
+        return asyncio.run(wait())
+
+    # -- outcome -----------------------------------------------------------------------------------
+
+    def _finish(self, context: Context, plan: Plan, outcomes: list[JobOutcome]) -> dict[str, Any]:
+        """Cancel what timed out, download, sum up per document; return the summary or raise the failure."""
+        from airflow_provider_workflowsvc.operators import _on_demand as od
+
+        by_job = od.outcomes_of(plan, outcomes)
+        by_job = {job_id: self._after_timeout(outcome) for job_id, outcome in by_job.items()}
+        outputs = {}
+        folder = self._output_folder()
+        if folder is not None:
+            outputs = od.download(self.hook, plan, by_job, folder, self.log)
+        links = od.job_links(self._ui_url(), by_job) if by_job else {}
+        summary = od.summarize(plan, by_job, outputs, links, fail_on_failed_files=self.fail_on_failed_files)
+        od.log_summary(summary, self.log)
+        book = od.LaunchBook(self._state_store(context), self.log)
+        error = od.failure(
+            summary, plan, durable=book.durable, fail_on_failed_files=self.fail_on_failed_files
+        )
+        if error is not None:
+            if self.do_xcom_push:
+                context["ti"].xcom_push(key="return_value", value=summary)
+            raise error
+        book.forget()
+        return summary
+
+    def _after_timeout(self, outcome: JobOutcome) -> JobOutcome:
+        """Cancel a job whose wait timed out (when asked); its outcome then says what became of it."""
+        if outcome.status != "timeout" or not outcome.job_id:
+            return outcome
+        from airflow_provider_workflowsvc.wait.poll import cancel_after_timeout
+
+        note = cancel_after_timeout(self.hook, outcome.job_id, self.cancel_on_timeout, self.log)
+        message = f"the job did not finish in time (last status {outcome.job_status or 'unknown'}); {note}"
+        return outcome.model_copy(update={"message": message})
+
+
+def _check_template_or_nodes(template_id: Any, job_nodes: Any) -> None:
+    """Exactly one of ``template_id`` and ``job_nodes``, where known now; nodes checked as a workflow's."""
+    if template_id is None and job_nodes is None:
+        raise input_error("give template_id (a template of the service) or job_nodes (the nodes to run)")
+    if template_id is not None and job_nodes is not None:
+        raise input_error("give template_id or job_nodes, not both")
+    text = static_str(template_id)
+    if template_id is not None and not is_deferred_value(template_id) and not (text and text.strip()):
+        raise input_error(f"template_id must be a non-empty string, got {template_id!r}")
+    check_nodes(job_nodes, "job_nodes")

@@ -1,0 +1,85 @@
+"""Many jobs waited for at once (an on-demand task's batches): each a wait of its own, the polls shared."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_workflowsvc.wait.outcome import JobOutcome, broken_outcome
+from airflow_provider_workflowsvc.wait.poll import acancel_quietly, await_job
+from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
+from airflow_provider_workflowsvc.wait.workflow_poll import sharing
+
+if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
+
+Log = logging.Logger | Any
+
+
+async def await_jobs(
+    hook: WorkflowServiceAsyncHook,
+    job_ids: Sequence[str],
+    *,
+    deadline: float,
+    interval: float,
+    started_at: float,
+    log: Log,
+    share: bool,
+    on_end: Callable[[JobOutcome], None] | None = None,
+) -> list[JobOutcome]:
+    """
+    Wait until every job of ``job_ids`` has ended or the deadline passes; the outcomes, in that order.
+
+    Each job is followed by a wait of its own (:func:`~.poll.await_job`: the same schedule, the same
+    transient failures survived); with ``share`` the waits take their polls from one listing of the
+    account's active jobs (:mod:`.workflow_poll`, workflow ``None``: on-demand jobs are listed by no
+    workflow), so ``n`` jobs cost one or two listings per interval instead of ``n`` polls. A job that
+    ends is logged at once, with how many have ended (``on_end`` hears of it too); a wait that fails
+    (a job that vanished, a refusal) is that job's ``error`` outcome: the other waits go on.
+    """
+    ended = 0
+
+    async def wait_for(job_id: str) -> JobOutcome:
+        nonlocal ended
+        watch = JobWatch(job_id, log, started_at)
+        schedule = PollSchedule(deadline, interval)
+        try:
+            if share:
+                async with sharing(hook, None, watch) as shared:
+                    outcome = await await_job(hook, watch, schedule, shared)
+            else:
+                outcome = await await_job(hook, watch, schedule)
+        except Exception as exc:
+            outcome = broken_outcome(exc, job_id, time.time() - started_at)
+        ended += 1
+        log.info(
+            "Job %s ended waiting: %s (job status %s, %d failed file(s)); %d of %d jobs done",
+            job_id,
+            outcome.status,
+            outcome.job_status,
+            len(outcome.failed_files),
+            ended,
+            len(job_ids),
+        )
+        if on_end is not None:
+            on_end(outcome)
+        return outcome
+
+    return list(await asyncio.gather(*(wait_for(job_id) for job_id in job_ids)))
+
+
+async def acancel_all(
+    hook: WorkflowServiceAsyncHook, job_ids: Sequence[str], log: Log, within: float
+) -> None:
+    """Ask the service to stop each of ``job_ids`` at once, within ``within`` seconds; failures logged."""
+
+    async def cancel(job_id: str) -> None:
+        try:
+            await acancel_quietly(hook, job_id, log, within=within)
+        except Exception as exc:
+            log.warning("Could not cancel job %s: %s", job_id, exc)
+
+    await asyncio.gather(*(cancel(job_id) for job_id in job_ids))
