@@ -70,10 +70,7 @@ RetryPolicy = Literal["idempotent", "unsent-only"]
 
 @dataclass(frozen=True)
 class UploadFile:
-    """
-    A file sent as one file part (``ApiCall.files_part``), streamed: a local file, or an object in
-    storage.
-    """
+    """A file sent as one file part (``ApiCall.files_part``), streamed: a local file or a stored object."""
 
     path: Path | StoredObject
     filename: str

@@ -32,14 +32,8 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 
-
 Source = Any
 """Where an input is read from: a local file's absolute path (``str``), or a ``storage.StoredObject``."""
-
-
-def source_size(source: Source) -> int:
-    """Return the size of an input: an object's when it was listed, a local file's now."""
-    return source.size if isinstance(source, storage.StoredObject) else os.stat(source).st_size
 
 
 def resolve_files(spec: Any, *, empty_ok: bool = False, conn_id: str | None = None) -> list[Source]:
@@ -515,8 +509,8 @@ def _folders_of(name: str) -> set[str]:
 def document_name(path: Any, limit: int = 65536) -> str | None:
     """
     Return the name of the document a downloaded output was made from, as the service wrote it (its
-    first element's ``metadata.filename``; a marked run's marker is taken out by the caller). ``path``
-    is a local file or an object being written to storage (``storage.StagedObject``).
+    first element's ``metadata.filename``; a marked run's marker is taken out by the caller);
+    ``path`` is a local file or a staged object.
     """
     from airflow_provider_workflowsvc.hooks._calls import document_name_in
 
@@ -547,9 +541,9 @@ def download_output(
 ) -> tuple[str, str | None]:
     """
     Stream one output of a job into ``folder`` under a hidden name, then give it its final name
-    (:class:`OutputNames`, from the document it holds, ``marker`` taken out of a marked run's name):
-    never a partial file, locally or in a bucket. Return where it is (a path, or a URI) and the
-    document's name (None when the output names none).
+    (:class:`OutputNames`, from the document it holds): never a partial file, locally or in a bucket.
+    Return where it is (a path, or a URI) and the document's name (without the run's ``marker``, the
+    one its job record shows; None when the output names no document).
     """
     from airflow_provider_workflowsvc._marker import unmarked
 

@@ -19,6 +19,7 @@ Imported when a task runs, never at DAG-parse time.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -72,7 +73,7 @@ pause: Callable[[float], None] = time.sleep
 @dataclass(frozen=True)
 class Document:
     """
-    One input file: where it is read from (a local path, or an object in storage), the name the
+    One input file: where it is read from (a local path, or a ``storage.StoredObject``), the name the
     service sees (the user's), and its size.
     """
 
@@ -82,10 +83,15 @@ class Document:
 
 
 def documents(named: Iterable[tuple[Any, str]]) -> list[Document]:
-    """Return the resolved ``(source, name)`` pairs as documents, each with its size."""
-    from airflow_provider_workflowsvc.operators._files import source_size
+    """
+    Return the resolved ``(source, name)`` pairs as documents, each with its size: a local file's from
+    the disk, an object's as the store listed it (nothing of it is read here).
+    """
+    return [Document(source, name, _size(source)) for source, name in named]
 
-    return [Document(source, name, source_size(source)) for source, name in named]
+
+def _size(source: Any) -> int:
+    return os.stat(source).st_size if isinstance(source, str) else int(source.stat().st_size)
 
 
 def oversized(docs: Iterable[Document], limit: int) -> list[Document]:
@@ -649,12 +655,16 @@ def job_links(ui_url: str | None, job_ids: Iterable[str]) -> dict[str, str]:
 
 
 def download(
-    hook: WorkflowServiceHook, plan: Plan, outcomes: Mapping[str, JobOutcome], folder: OutputFolder, log: Log
+    hook: WorkflowServiceHook,
+    plan: Plan,
+    outcomes: Mapping[str, JobOutcome],
+    folder: OutputFolder,
+    log: Log,
 ) -> dict[str, list[str]]:
     """
     Download every output of the completed jobs into ``folder`` (a local directory, or a folder of
     object storage; one naming rule for all: :class:`._files.OutputNames`); return each document's
-    files (paths, or URIs), by the name the output gives.
+    files (paths or URIs), by the name the output gives.
     """
     from airflow_provider_workflowsvc.operators._files import OutputNames, download_output
 

@@ -574,7 +574,7 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
     def _download(
         self, job_id: str, file_id: str, node_id: str, folder: Any, names: Any, marker: str | None
     ) -> str:
-        """Stream one output to a hidden name, then give it its document's name (never a partial file)."""
+        """Download one output under its document's name (:func:`~._files.download_output`)."""
         from airflow_provider_workflowsvc.operators._files import download_output
 
         target, _ = download_output(self.hook, job_id, file_id, node_id, folder, names, marker)

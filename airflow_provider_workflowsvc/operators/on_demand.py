@@ -86,12 +86,13 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
     job failed), ``stopped``, ``timeout``, ``error``, ``not_launched`` or ``skipped``. On failure the
     summary is pushed as the return value before the task fails.
 
-    :param files: input files: a path, directory (all its non-hidden files, recursively, sorted), glob
-        pattern (``**`` recurses), a location in object storage with the same meanings (an
-        ``ObjectStoragePath``, or a URI: ``s3://bucket/prefix/``, ``gs://...``, ``file://...``), or a
-        list mixing them (templated), as ``RunWorkflowOperator`` takes them; the service sees each
-        file's name relative to its directory, prefix or pattern. Objects are streamed from the store
-        into each job's upload, never to local disk.
+    :param files: input files: a path, directory (all its non-hidden files, recursively, sorted),
+        glob pattern (``**`` recurses), a location in object storage with the same meanings (an
+        ``ObjectStoragePath``, or a URI: ``s3://bucket/prefix/``, ``s3://bucket/2024/**/*.pdf``,
+        ``gs://...``, ``file://...``), or a list mixing them (templated), as ``RunWorkflowOperator``
+        takes them; the service sees each file's name relative to its directory, prefix or pattern.
+        An object's size is the one the store lists; objects are streamed from the store into the
+        upload, never to local disk.
     :param files_conn_id: the Airflow connection of the storage URIs in ``files`` that name none
         (templated); a URI may name its own (``s3://conn_id@bucket/prefix/``) and an
         ``ObjectStoragePath`` carries its own. ``None``: the store's default credentials.
@@ -99,13 +100,12 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         ``hi_res_partition``. Give this or ``job_nodes``.
     :param job_nodes: the nodes to process them with, as a custom workflow's (templated; their
         settings are masked in logs and rendered fields).
-    :param output_dir: directory, or folder of object storage (``s3://bucket/outputs/{{ run_id }}``),
-        to download every output into (templated), named after its document (``report.pdf`` →
-        ``report.pdf.json``, as ``DownloadJobOutputOperator`` names them, and never partial under its
-        name in a bucket either); each document's files (paths, or URIs) are in the summary. None:
-        nothing is downloaded.
-    :param output_conn_id: the Airflow connection of an ``output_dir`` URI that names none
-        (templated). ``None``: the store's default credentials.
+    :param output_dir: directory to download every output into (templated), named after its document
+        (``report.pdf`` → ``report.pdf.json``, as ``DownloadJobOutputOperator`` names them); each
+        document's files are in the summary. A folder of object storage is accepted as
+        ``DownloadJobOutputOperator`` accepts it (written under a temporary key, size checked, then
+        published). None: nothing is downloaded.
+    :param output_conn_id: the Airflow connection of an ``output_dir`` URI that names none (templated).
     :param workflowsvc_conn_id: the Workflow Service connection (templated).
     :param max_files_per_job: most files per job (the service's limit: 10).
     :param max_file_bytes: largest file in bytes (the service's limit: 10 MB, read as 10,000,000).
@@ -332,14 +332,13 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         _check_template_or_nodes(self.template_id, self.job_nodes)
         fields = {"template_id": self.template_id, "job_nodes": self.job_nodes}
         validate_input(CreateJob, "on-demand job", {k: v for k, v in fields.items() if v is not None})
-        self._output_folder()
+        if self.output_dir is not None:
+            self._output_folder()
 
     def _output_folder(self) -> Any:
-        """``output_dir`` as the folder to download into (:func:`~._files.output_folder`); None: none."""
+        """``output_dir`` as a local directory or a folder of object storage (checked: bucket exists)."""
         from airflow_provider_workflowsvc.operators._files import output_folder
 
-        if self.output_dir is None:
-            return None
         return output_folder(self.output_dir, self.output_conn_id or None)
 
     def _check_operation(self) -> None:
@@ -354,7 +353,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         with invalid_input_fails():
             check_template(self.hook, str(self.template_id), self.log)
 
-    def _send(self, hook: Any, files: list[tuple[Any, str]] | None) -> Any:
+    def _send(self, hook: Any, files: list[tuple[str, str]] | None) -> Any:
         return hook.create_job(template_id=self.template_id, job_nodes=self.job_nodes, files=files)
 
     def _state_store(self, context: Context) -> Any:
@@ -434,9 +433,8 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         by_job = od.outcomes_of(plan, outcomes)
         by_job = {job_id: self._after_timeout(outcome) for job_id, outcome in by_job.items()}
         outputs = {}
-        folder = self._output_folder()
-        if folder is not None:
-            outputs = od.download(self.hook, plan, by_job, folder, self.log)
+        if self.output_dir is not None:
+            outputs = od.download(self.hook, plan, by_job, self._output_folder(), self.log)
         links = od.job_links(self._ui_url(), by_job) if by_job else {}
         summary = od.summarize(plan, by_job, outputs, links, fail_on_failed_files=self.fail_on_failed_files)
         od.log_summary(summary, self.log)

@@ -1,61 +1,101 @@
-"""Issue #35 with #34: RunOnDemandJobOperator takes ``files`` and ``output_dir`` in object storage through
-the same resolver and download folder as a run (the platform emulator over loopback, moto's S3 server)."""
+"""Issue #35 with #34: ``RunOnDemandJobOperator`` takes its files from a bucket (moto, on loopback,
+through ObjectStoragePath and an ``aws`` connection) and writes its outputs into one. Sizes come from the
+store's listing (the per-file limit is checked before any request); the objects are streamed into the
+launches; the outputs keep the download rule's names; nothing touches local disk.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from pathlib import Path
 
 import pytest
-from reliability._helpers import task_context
+import test_on_demand_operator as on_demand_tests
+from test_on_demand_operator import DrivenClock, ctx, documents_by_job, launches, op
 
-from airflow_provider_workflowsvc import RunOnDemandJobOperator, storage
-from airflow_provider_workflowsvc.exceptions import InvalidTaskInputError
+from airflow_provider_workflowsvc import storage
+from airflow_provider_workflowsvc.exceptions import InvalidTaskInputError, WorkflowServiceInputError
 
 from ._helpers import Bucket
 
-
-def on_demand(bucket: Bucket, **kwargs: Any) -> RunOnDemandJobOperator:
-    args: dict[str, Any] = {
-        "task_id": "parse",
-        "files": bucket.uri("in/"),
-        "files_conn_id": bucket.conn_id,
-        "template_id": "hi_res_partition",
-        "poll_interval": 0.05,
-        "deferrable": False,
-        "launch_interval": 0,
-        "max_files_per_job": 2,
-    }
-    return RunOnDemandJobOperator(**{**args, **kwargs})
+service = on_demand_tests.service
+driven = on_demand_tests.driven
+"""The on-demand tests' fixtures: the platform emulator with a launch gap, the launches' driven clock."""
 
 
-def test_on_demand_jobs_read_a_bucket_and_write_their_outputs_to_one(
-    platform_service: Any, bucket: Bucket
+def documents(count: int) -> dict[str, str]:
+    return {f"in/doc{i:02d}.txt": f"Title {i}\n\nThe text of document number {i}." for i in range(count)}
+
+
+def test_objects_of_a_prefix_are_launched_in_jobs_and_their_outputs_land_in_the_bucket(
+    driven: DrivenClock,
+    bucket: Bucket,
+    tmp_path: Path,
 ) -> None:
-    """Three objects under a prefix, two jobs: each document's output lands in the bucket under the
-    download rule's name, nothing under a temporary key."""
-    bucket.put({"in/2024/q1.txt": "first quarter", "in/2024/q2.txt": "second quarter", "in/readme.md": "# R"})
-    task = on_demand(bucket, output_dir=bucket.uri("out/od-1"), output_conn_id=bucket.conn_id)
-    summary = task.execute(task_context())
-    prefix = f"s3://{bucket.name}/out/od-1/"
-    files = {doc["document"]: doc["output_files"] for doc in summary["documents"]}
-    assert files == {
-        "2024/q1.txt": [f"{prefix}2024/q1.txt.json"],
-        "2024/q2.txt": [f"{prefix}2024/q2.txt.json"],
-        "readme.md": [f"{prefix}readme.md.json"],
-    }, summary
-    assert len(summary["jobs"]) == 2
+    emulator = driven.emulator
+    bucket.put({**documents(12), "in/sub/deep.txt": "Deep\n\nThe text of document number 12."})
+    local = tmp_path / "local.txt"
+    local.write_text("Local\n\nThe text of document number 13.")
+    task = op(
+        [bucket.uri("in/"), str(local)],
+        files_conn_id=bucket.conn_id,
+        output_dir=bucket.uri("out/run-1"),
+        output_conn_id=bucket.conn_id,
+    )
+    summary = task.execute(ctx())
+
+    sent = sorted(name for names in documents_by_job(emulator).values() for name in names)
+    expected = sorted([*(f"doc{i:02d}.txt" for i in range(12)), "sub/deep.txt", "local.txt"])
+    assert sent == expected  # names relative to the prefix, the local file by its base name
+    assert sorted(len(names) for names in documents_by_job(emulator).values()) == [4, 10]
+    assert summary["completed_count"] == 14
+    prefix = f"s3://{bucket.name}/out/run-1/"
+    outputs = {d["document"]: d["output_files"] for d in summary["documents"]}
+    assert outputs["sub/deep.txt"] == [f"{prefix}sub/deep.txt.json"]  # the download rule's name
+    assert outputs["local.txt"] == [f"{prefix}local.txt.json"]
     keys = bucket.listing("out/")
-    assert sorted(keys) == [
-        f"out/od-1/{name}" for name in ("2024/q1.txt.json", "2024/q2.txt.json", "readme.md.json")
-    ]
-    assert not [k for k in keys if storage.STAGING_PREFIX in k]
-    assert "first quarter" in bucket.read("out/od-1/2024/q1.txt.json").decode()
+    assert sorted(keys) == sorted(f"out/run-1/{name}.json" for name in expected)
+    assert not [k for k in keys if storage.STAGING_PREFIX in k], "a temporary key was left"
+    for name in expected:
+        elements = json.loads(bucket.read(f"out/run-1/{name}.json"))
+        assert elements[0]["metadata"]["filename"] == name  # each object holds its own document
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["local.txt"]  # nothing staged on disk
 
 
-def test_on_demand_refuses_a_bad_location_before_any_request(platform_service: Any, bucket: Bucket) -> None:
-    with pytest.raises(InvalidTaskInputError, match=rf"files 's3://{bucket.name}-missing/in/': the bucket"):
-        on_demand(bucket, files=f"s3://{bucket.name}-missing/in/").execute(task_context())
-    bucket.put({"in/a.txt": "a"})
-    with pytest.raises(InvalidTaskInputError, match=r"output_dir .*: the connection 'nope' is not defined"):
-        on_demand(bucket, output_dir=bucket.uri("out/"), output_conn_id="nope").execute(task_context())
-    assert platform_service.requests() == []
+def test_an_object_over_the_size_limit_fails_the_task_before_anything_is_sent(
+    driven: DrivenClock,
+    bucket: Bucket,
+) -> None:
+    """The size is the store's (its listing): nothing of the objects is read, no request is sent."""
+    emulator = driven.emulator
+    bucket.put({**documents(3), "in/big.pdf": b"%PDF" + b"x" * 2000})
+    emulator.clear_requests()
+    with pytest.raises(InvalidTaskInputError) as failed:
+        op(bucket.uri("in/"), files_conn_id=bucket.conn_id, max_file_bytes=1000).execute(ctx())
+    assert "'big.pdf' (2,004 bytes)" in str(failed.value)
+    assert "Nothing was uploaded" in str(failed.value)
+    assert emulator.requests() == []
+
+
+def test_a_bad_output_folder_fails_before_anything_is_sent(
+    driven: DrivenClock,
+    bucket: Bucket,
+) -> None:
+    emulator = driven.emulator
+    bucket.put(documents(2))
+    emulator.clear_requests()
+    task = op(
+        bucket.uri("in/"),
+        files_conn_id=bucket.conn_id,
+        output_dir="s3://wfsvc-no-such-bucket/out/",
+        output_conn_id=bucket.conn_id,
+    )
+    with pytest.raises(WorkflowServiceInputError, match="'wfsvc-no-such-bucket' does not exist"):
+        task.execute(ctx())
+    assert emulator.requests() == []
+    assert launches(emulator) == []
+
+
+def test_the_storage_arguments_are_templated() -> None:
+    task = op("{{ params.inputs }}", files_conn_id="{{ params.conn }}")
+    assert {"files", "files_conn_id", "output_dir", "output_conn_id"} <= set(task.template_fields)
