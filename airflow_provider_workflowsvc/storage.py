@@ -130,10 +130,13 @@ def location(value: Any, conn_id: str | None, what: str) -> Any:
         raise WorkflowServiceInputError(f"{what} {text!r}: Airflow has no filesystem for {scheme}://; {hint}")
     if isinstance(value, ObjectStoragePath):
         path = value
+        _check_connection(path.conn_id, text, what)
     else:
-        named = urlsplit(str(value).strip()).username is not None
+        named = urlsplit(str(value).strip()).username
+        # Checked before the path is built: building it opens the filesystem, and the Amazon provider
+        # would open one with other credentials (anonymous, the environment's) for an unknown connection.
+        _check_connection(named or conn_id, text, what)
         path = ObjectStoragePath(str(value).strip(), **({} if named else {"conn_id": conn_id or None}))
-    _check_connection(path, text, what)
     try:
         path.fs  # noqa: B018  (opens the filesystem: its library and the connection's settings)
     except ImportError as exc:
@@ -149,18 +152,17 @@ def location(value: Any, conn_id: str | None, what: str) -> Any:
     return path
 
 
-def _check_connection(path: Any, text: str, what: str) -> None:
+def _check_connection(conn_id: str | None, text: str, what: str) -> None:
     """Refuse a named connection that does not exist (the Amazon provider would use other credentials)."""
-    if not path.conn_id:
+    if not conn_id:
         return
     from airflow_provider_workflowsvc._compat import AirflowNotFoundException, BaseHook
 
     try:
-        BaseHook.get_connection(path.conn_id)
+        BaseHook.get_connection(conn_id)
     except AirflowNotFoundException:
-        raise WorkflowServiceInputError(
-            f"{what} {text!r}: the connection {path.conn_id!r} is not defined"
-        ) from None
+        message = f"{what} {text!r}: the connection {conn_id!r} is not defined"
+        raise WorkflowServiceInputError(message) from None
 
 
 def _reason(exc: BaseException) -> str:

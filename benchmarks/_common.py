@@ -7,6 +7,7 @@ Benchmarks that measure a process (import time, RSS, CPU time) run it as a fresh
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import gc
 import json
@@ -400,3 +401,20 @@ def proc_meminfo_kib(key: str) -> int:
             if line.startswith(key + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def transfer_arguments(
+    argv: Sequence[str] | None, description: str | None, kinds: Sequence[str], parts: str
+) -> argparse.Namespace:
+    """
+    Read the arguments of a 1 GiB transfer benchmark (size, ``parts`` it is split into, runs, work
+    dir), and of one of its children (``--child`` one of ``kinds``, ``--spec``).
+    """
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--size-mib", type=int, default=1024, help="bytes uploaded, and downloaded, per run")
+    parser.add_argument("--files", type=int, default=8, help=f"the upload is split into this many {parts}")
+    parser.add_argument("--runs", type=int, default=4, help="an even number balances the ABBA order")
+    parser.add_argument("--work-dir", help="where to write the temporary files (default: the temp dir)")
+    parser.add_argument("--child", choices=kinds, help=argparse.SUPPRESS)
+    parser.add_argument("--spec", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)

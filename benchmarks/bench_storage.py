@@ -26,7 +26,6 @@ Runs alternate the order (ABBA) so a slow moment does not always hit the same va
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gc
 import json
@@ -38,7 +37,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import MIB, Row, child_env, proc_status_kib, reset_peak_rss, run_child
+from benchmarks._common import (
+    MIB,
+    Row,
+    child_env,
+    proc_status_kib,
+    reset_peak_rss,
+    run_child,
+    transfer_arguments,
+)
 
 KINDS = ("s3-upload", "local-upload", "s3-read", "s3-download", "local-download", "s3-write")
 CONN_ID = "bench_s3"
@@ -244,14 +251,7 @@ def _median_mib(results: list[dict[str, Any]], key: str) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--size-mib", type=int, default=1024, help="bytes uploaded, and downloaded, per run")
-    parser.add_argument("--files", type=int, default=8, help="the upload is split into this many objects")
-    parser.add_argument("--runs", type=int, default=4, help="an even number balances the ABBA order")
-    parser.add_argument("--work-dir", help="where to write the temporary files (default: the temp dir)")
-    parser.add_argument("--child", choices=KINDS, help=argparse.SUPPRESS)
-    parser.add_argument("--spec", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args = transfer_arguments(argv, __doc__, KINDS, "objects")
     if args.child:
         _child(args.child, json.loads(args.spec))
         return

@@ -35,7 +35,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks._common import MIB, Row, child_env, proc_status_kib, run_child
+from benchmarks._common import MIB, Row, child_env, proc_status_kib, run_child, transfer_arguments
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.emulator.testing import EmulatorHandle
@@ -257,14 +257,7 @@ def _rows(results: dict[str, list[dict[str, Any]]], size: int, files: int) -> li
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--size-mib", type=int, default=1024, help="bytes uploaded, and downloaded, per run")
-    parser.add_argument("--files", type=int, default=8, help="the upload is split into this many files")
-    parser.add_argument("--runs", type=int, default=4, help="an even number balances the ABBA order")
-    parser.add_argument("--work-dir", help="where to write the temporary files (default: the temp dir)")
-    parser.add_argument("--child", choices=KINDS, help=argparse.SUPPRESS)
-    parser.add_argument("--spec", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args = transfer_arguments(argv, __doc__, KINDS, "files")
     if args.child:
         args.kind = args.child
         _child(args)

@@ -128,12 +128,9 @@ def test_airflow_providers_get_lists_the_provider() -> None:
 
 
 def test_airflow_providers_hooks_imports_the_hook() -> None:
-    table, output = _airflow_cli("providers", "hooks")
-    # another provider's hook may fail to import (the Amazon provider's duckdb_aws without duckdb): ours not
-    logged = [
-        line for line in output.splitlines() if not line.startswith("[") and "Error when importing" in line
-    ]
-    assert not [line for line in logged if "workflowsvc" in line], logged
+    table, _output = _airflow_cli("providers", "hooks")
+    # Only our row is ours to judge: another installed provider's hook may fail to import (the Amazon
+    # provider of the test tools lists a duckdb hook without duckdb installed), and Airflow lists it so.
     (hook,) = [row for row in table if row["connection_type"] == "workflowsvc"]
     assert (hook["class"], hook["package_name"]) == (HOOK_CLASS, PACKAGE)
 

@@ -362,12 +362,17 @@ def test_a_listing_without_file_ids_is_completed_from_the_job_record(
     assert op(files=a_file, mark_uploads=True).execute(ctx())["job_id"] == "j1"
 
 
-def other_runs_and_ours(run: Any, ours_age: float, count: int = 40) -> tuple[list[Any], Any]:
+def other_runs_and_ours(
+    run: Any, ours_age: float, count: int = 40, others_age: float = 0.0
+) -> tuple[list[Any], Any]:
     """
-    ``count`` jobs of other runs made over the last two seconds, and this run's made ``ours_age`` seconds
-    ago; the listing shows no input files; each record (``GET /jobs/{id}``) does, counted.
+    ``count`` jobs of other runs made over two seconds ending ``others_age`` seconds ago, and this run's
+    made ``ours_age`` seconds before the listing; the listing shows no input files; each record
+    (``GET /jobs/{id}``) does, counted.
     """
-    others = {f"other-{i}": new_job(f"other-{i}", None, age=2.0 * i / count) for i in range(count)}
+    others = {
+        f"other-{i}": new_job(f"other-{i}", None, age=others_age + 2.0 * i / count) for i in range(count)
+    }
     records = {
         job_id: {**job, "input_file_ids": [f"o{i}__wfsvc-{i:016x}.txt"]}
         for i, (job_id, job) in enumerate(others.items())
@@ -391,7 +396,9 @@ def test_proving_a_lost_answer_reads_few_records_however_many_runs_went_with_it(
     from airflow_provider_workflowsvc.operators._submit import PROOF_READS
 
     run = mock_service.post(RUN).mock(side_effect=[httpx.Response(502)])
-    listing, record = other_runs_and_ours(run, ours_age=0.0)
+    # the others well before the run: how long a busy machine takes between the failed answer and the
+    # listing must not decide which record is closest (ours is dated at the listing)
+    listing, record = other_runs_and_ours(run, ours_age=0.0, others_age=5.0)
     route_listings(mock_service, no_backoff, listing)
     records = mock_service.get(path__regex=r"/jobs/(?P<job_id>[^/]+)$").mock(side_effect=record)
     route_job(mock_service, "j1")

@@ -91,6 +91,11 @@ def test_an_undefined_connection_is_named(quiet_service: Any, bucket: Bucket) ->
         run_with(f"s3://no_such_conn@{bucket.name}/in/")
     with pytest.raises(InvalidTaskInputError, match=r"output_dir .* the connection 'no_such_conn' is not"):
         download_into(bucket.uri("out/"), output_conn_id="no_such_conn")
+    from airflow.sdk.io.store import _STORE_CACHE
+
+    # Refused before the path was built: building it attaches a store, which opens the filesystem
+    # with the Amazon provider's fallback credentials for a connection it cannot find.
+    assert not [alias for alias in _STORE_CACHE if "no_such_conn" in alias]
 
 
 def test_credentials_in_a_uri_are_refused_and_never_shown(quiet_service: Any) -> None:
