@@ -3,7 +3,12 @@ deferred tasks (``include_deferred=True``, created by the test): at most two job
 
 One retry: on a busy machine Airflow has failed a task resuming after its trigger's success event (its
 worker part never ran); the retry goes on with the job in the task state store (Airflow 3.3), sending
-no second run, which the test checks."""
+no second run, which the test checks.
+
+A task whose wait ended goes back to ``scheduled`` and needs a slot again to finish; Airflow hands free
+slots out by priority, not by who held one before. The runs' weights fall with their index so that a
+task finishing goes before one not yet started, and the test's rounds (two jobs, then the next two)
+are what the scheduler does, not a race."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 from airflow_provider_workflowsvc.operators.workflows import CreateWorkflowOperator
 
 POOL = "workflowsvc_e2e_jobs"
+RUNS = 4
 
 with DAG(
     dag_id="workflowsvc_e2e_pool_cap",
@@ -27,7 +33,7 @@ with DAG(
     workflow = CreateWorkflowOperator(
         task_id="create_workflow", name="e2e-pool-cap", workflow_type="basic", if_exists="reuse"
     )
-    for index in range(4):
+    for index in range(RUNS):
         RunWorkflowOperator(
             task_id=f"run_{index}",
             workflow_id=workflow.output,
@@ -36,6 +42,8 @@ with DAG(
             poll_interval=2,
             timeout=600,
             pool=POOL,
+            priority_weight=RUNS - index,
+            weight_rule="absolute",
             retries=1,
             retry_delay=timedelta(seconds=1),
         )
