@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         ObjectStorageError as ObjectStorageError,
         UnprocessedDocumentsError as UnprocessedDocumentsError,
         UnprocessedDocumentsNoRetryError as UnprocessedDocumentsNoRetryError,
+        WorkflowAlreadyRunningError as WorkflowAlreadyRunningError,
         WorkflowJobError as WorkflowJobError,
         WorkflowJobFailedError as WorkflowJobFailedError,
         WorkflowJobTimeoutError as WorkflowJobTimeoutError,

@@ -56,6 +56,25 @@ else:  # Airflow 3.0 and 3.1: configuration and these exceptions are still in co
     )
 
 
+if typing.TYPE_CHECKING:
+    from airflow.sdk.observability.stats import Stats
+
+
+def __getattr__(name: str) -> typing.Any:
+    """
+    ``Stats``, Airflow's own metrics (StatsD, Datadog or OpenTelemetry, as ``[metrics]`` says), imported on
+    first use: the hooks and waits emit through it, the DAG-parse path never loads it.
+    """
+    if name != "Stats":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if AIRFLOW_V_3_2_PLUS:
+        from airflow.sdk.observability.stats import Stats
+    else:  # Airflow 3.0 and 3.1: the metrics are in core only
+        from airflow.stats import Stats
+    globals()["Stats"] = Stats
+    return Stats
+
+
 HAS_DURABLE_EXECUTION = AIRFLOW_V_3_3_PLUS
 """Whether tasks have a ``task_state_store`` (Airflow >= 3.3): a retry reconnects to the job its earlier
 try submitted."""
@@ -78,5 +97,6 @@ __all__ = [
     "AirflowSkipException",
     "AirflowTaskTimeout",
     "BaseHook",
+    "Stats",
     "conf",
 ]

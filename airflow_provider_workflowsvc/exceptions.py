@@ -289,6 +289,15 @@ class AmbiguousRunError(WorkflowServiceError, AirflowFailException):
     """
 
 
+class WorkflowAlreadyRunningError(WorkflowServiceError):
+    """
+    A job of the workflow is running (scheduled or in progress), and ``RunWorkflowOperator`` was told not to
+    run it beside one (``if_running='fail'``), or cannot tell which one to wait for (``'wait'``).
+
+    Retries apply: a later try finds the job ended, and runs the workflow.
+    """
+
+
 class InvalidJobEventError(WorkflowServiceError):
     """The trigger's event is missing or not what the trigger sends: the task fails (closed)."""
 

@@ -46,6 +46,7 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
+        "cli": [f"{_PKG}.cli.definition.get_cli_commands"],
         "extra-links": [
             f"{_PKG}.operators.jobs.WorkflowJobLink",
             f"{_PKG}.operators.on_demand.OnDemandJobLink",

@@ -26,7 +26,12 @@ Variants, each in its own child, alternated run by run:
 * ``raw-jittered`` - the floor with the provider's first-poll jitter (its first pause 1.0-1.2
   intervals): what spreading the polls costs a bare poller (not in the default set);
 * ``idle`` - the provider with a poll interval longer than httpx's default keep-alive expiry (5 s), to
-  show that its clients keep idle connections past it (not in the default set).
+  show that its clients keep idle connections past it (not in the default set);
+* ``per-job-N``, ``shared-N`` - jobs of N workflows, each wait polling its own job, or sharing one listing
+  per workflow (issue #27); ``shared-2`` and ``job-id-2``: 100 waits on 2 workflows, given their
+  workflow or only their job (issue #37: a wait given only its job learns the workflow from its record);
+* ``metrics-statsd`` - the provider with Airflow's metrics on (StatsD to a UDP socket nobody reads), to
+  set beside ``provider`` (metrics off): what the provider's metrics cost (issue #37).
 
     python -m benchmarks.bench_triggerer [--triggers 1000] [--job-seconds 30] [--interval 4] [--runs 1]
 """
@@ -43,6 +48,7 @@ import gc
 import json
 import os
 import random
+import socket
 import statistics
 import tempfile
 import threading
@@ -91,6 +97,12 @@ class Variant:
     """The jobs are spread over this many workflows (default: all of one workflow)."""
     shared: bool = False
     """The triggers carry their job's workflow, as the operator's do: one status poll per workflow."""
+    job_id_only: bool = False
+    """The shared status poll on, the triggers given only their job (a sensor's, user code's): each
+    learns the workflow from its job's record (issue #37)."""
+    metrics: bool = False
+    """Airflow's metrics on (StatsD, to a UDP socket of the parent that nobody reads), as a triggerer with
+    ``[metrics] statsd_on``; without it Airflow's metrics are off (its no-op logger)."""
     httpx_pool: bool = False
     """The shared client on httpx's own pool of ``max_connections`` (no lanes): the pool decision (#33)."""
     no_grid: bool = False
@@ -116,6 +128,19 @@ VARIANTS: dict[str, Variant] = {
         )
         for n in (10, 100, 1000)
     },
+    "shared-2": Variant(
+        "shared status poll, 100 waits given their workflow, jobs of 2 workflows",
+        workflows=2,
+        shared=True,
+        triggers=100,
+    ),
+    "job-id-2": Variant(
+        "shared status poll, 100 waits given only their job, jobs of 2 workflows",
+        workflows=2,
+        job_id_only=True,
+        triggers=100,
+    ),
+    "metrics-statsd": Variant("provider as is, Airflow's metrics on (StatsD)", metrics=True),
     "idle": Variant(
         "provider, poll interval 6 s (> httpx's default keep-alive expiry 5 s), 100 triggers",
         interval=HTTPX_DEFAULT_KEEPALIVE_EXPIRY + 1,
@@ -179,7 +204,7 @@ def _waiter(variant: Variant) -> Waiter:
         PollSchedule._on_grid = lambda self, pause: pause  # type: ignore[method-assign]
     trigger_cls = _trigger_class(variant)
     # the shared status poll (on by default) only where the variant measures it
-    os.environ["AIRFLOW__WORKFLOWSVC__SHARED_STATUS_POLL"] = str(variant.shared)
+    os.environ["AIRFLOW__WORKFLOWSVC__SHARED_STATUS_POLL"] = str(variant.shared or variant.job_id_only)
 
     async def wait(job_id: str, workflow_id: str | None, deadline: float, interval: float) -> dict[str, Any]:
         workflow = workflow_id if variant.shared else None
@@ -263,10 +288,10 @@ def _trigger_class(variant: Variant) -> type[Any]:
                 await self._client.aclose()
                 self._client = None
 
-        async def _send(self, call: Any) -> Any:
+        async def _send(self, call: Any, **options: Any) -> Any:
             await self.aclose()
             try:
-                return await asend(self, call)
+                return await asend(self, call, **options)
             finally:
                 await self.aclose()
 
@@ -351,9 +376,28 @@ async def _triggerer(
     }
 
 
+def _airflow_metrics() -> None:
+    """Set up Airflow's metrics from ``[metrics]`` (the environment) as the triggerer does at its start."""
+    from airflow_provider_workflowsvc._compat import AIRFLOW_V_3_2_PLUS, AIRFLOW_V_3_3_PLUS, conf
+
+    if AIRFLOW_V_3_3_PLUS:
+        from airflow.sdk.observability import stats
+        from airflow.sdk.observability.metrics import stats_utils
+
+        legacy = conf.getboolean("metrics", "legacy_names_on", fallback=True)
+        stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=legacy)
+    elif AIRFLOW_V_3_2_PLUS:
+        from airflow.sdk.observability.metrics import stats_utils
+        from airflow.sdk.observability.stats import Stats
+
+        Stats.initialize(factory=stats_utils.get_stats_factory(Stats))
+    # Airflow 3.0 and 3.1: Stats reads [metrics] itself on first use
+
+
 def child_main(args: argparse.Namespace) -> None:
     from benchmarks._common import emit
 
+    _airflow_metrics()
     raise_open_files_limit()
     variant = VARIANTS[args.variant]
     result = asyncio.run(_triggerer(args.warm_job, variant, args.interval, args.deadline, args.profile))
@@ -401,7 +445,9 @@ def _side_by_side(
     results: dict[str, dict[str, Any]] = {}
     errors: list[BaseException] = []
     all_ready = threading.Barrier(len(names), timeout=deadline)
-    with tempfile.TemporaryDirectory(prefix="wfsvc-bench-jobs-") as tmp:
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # the metrics' StatsD host: never read
+    sink.bind(("127.0.0.1", 0))
+    with sink, tempfile.TemporaryDirectory(prefix="wfsvc-bench-jobs-") as tmp:
 
         def start_jobs(name: str) -> str:
             if all_ready.wait() == 0:  # the last child to be ready: start every child's jobs at once
@@ -422,6 +468,8 @@ def _side_by_side(
 
         def child(name: str) -> None:
             env = child_env({CONN_ENV: conn_json(emu.base_url, emu.token, emu.api_key), **WARM_UP_ENV})
+            if VARIANTS[name].metrics:
+                env.update(_statsd_env(sink.getsockname()[1]))
             args = ["-m", "benchmarks.bench_triggerer", "--child", "--variant", name, "--warm-job", warm]
             args += ["--interval", repr(setup.interval), "--deadline", repr(deadline)]
             args += ["--profile", f"{profile}.{name}" if len(names) > 1 else profile] if profile else []
@@ -446,6 +494,15 @@ def _side_by_side(
         raise errors[0]
     log = emu.requests()
     return {name: _measured(results[name], log, jobs[name], setup, timing) for name in names}
+
+
+def _statsd_env(port: int) -> dict[str, str]:
+    """``[metrics]`` of a triggerer sending Airflow's metrics, the provider's among them, to ``port``."""
+    return {
+        "AIRFLOW__METRICS__STATSD_ON": "True",
+        "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+        "AIRFLOW__METRICS__STATSD_PORT": str(port),
+    }
 
 
 def _measured(
@@ -617,8 +674,22 @@ PER_INTERVAL = (
     ("event-loop lag, max (whole wait)", "loop_lag_max_s", "s"),
 )
 """Issue #27's figures, for the variants whose jobs are spread over workflows."""
-SHARED_TARGETS = {"shared-10": 0.05, "shared-1000": 1.0}
-"""Status requests per waiting job per interval: 100 waits per workflow, and one."""
+SHARED_TARGETS = {"shared-10": 0.05, "shared-1000": 1.0, "shared-2": 0.05, "job-id-2": 0.05}
+"""Status requests per waiting job per interval: 100 waits per workflow, 50, and one; the shared ones
+above each wait's own poll (:func:`_shared_target`)."""
+
+
+def _shared_target(name: str) -> float | None:
+    """
+    Return the target of ``name``; a wait that shares a listing (target below one) also takes its own
+    poll, one in ``OWN_POLL_EVERY`` (#31: a stale listing holds no job past that many polls).
+    """
+    from airflow_provider_workflowsvc.wait.workflow_poll import OWN_POLL_EVERY
+
+    target = SHARED_TARGETS.get(name)
+    if target is None or target >= 1.0:
+        return target
+    return target + 1 / OWN_POLL_EVERY
 
 
 def _rows(results: dict[str, list[dict[str, Any]]], setup: Setup) -> list[Row]:
@@ -682,7 +753,7 @@ def _per_interval_rows(section: str, name: str, runs: list[dict[str, Any]]) -> l
         values = [float(r[key]) for r in runs if key in r]
         if not values:
             continue
-        target = SHARED_TARGETS.get(name) if key == "steady_requests_per_job_interval" else None
+        target = _shared_target(name) if key == "steady_requests_per_job_interval" else None
         rows.append(
             Row(
                 section,

@@ -37,6 +37,7 @@ from helpers import (  # noqa: E402
     TEST_TOKEN,
     ConnectionStore,
     ManualClock,
+    MetricsRecorder,
     connect,
     run_dag,
 )
@@ -198,6 +199,16 @@ def workflowsvc_conn(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
 def dag_runner(airflow_db: None, workflowsvc_conn: Any) -> Any:
     """``run_dag`` with the DB ready and ``workflowsvc_default`` pointing at a clean emulator."""
     return run_dag
+
+
+@pytest.fixture
+def recorded_metrics(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The provider's metrics of this test, kept by a stand-in for Airflow's ``Stats``."""
+    from airflow_provider_workflowsvc import metrics
+
+    recorder = MetricsRecorder()
+    monkeypatch.setattr(metrics, "_stats", lambda: recorder)
+    return recorder
 
 
 @pytest.fixture

@@ -227,3 +227,28 @@ class ConnectionStore:
     async def aconnection(self, hook: Any) -> Any:
         await asyncio.sleep(0)
         return self.connection(hook.workflowsvc_conn_id)
+
+
+class MetricsRecorder:
+    """Stands in for Airflow's ``Stats`` (conftest's ``recorded_metrics``): keeps what the provider emits."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, float, dict[str, str]]] = []
+        """``(name, value, tags)``: a counter's count, a timer's seconds."""
+
+    def incr(self, stat: str, count: int = 1, rate: float = 1, *, tags: dict[str, str] | None = None) -> None:
+        self.sent.append((stat, count, dict(tags or {})))
+
+    def timing(self, stat: str, dt: Any, *, tags: dict[str, str] | None = None) -> None:
+        self.sent.append((stat, dt.total_seconds(), dict(tags or {})))
+
+    def named(self, name: str, **tags: str) -> list[tuple[str, float, dict[str, str]]]:
+        """What was sent under ``name`` (``workflowsvc.`` added), with at least these tags."""
+        full = f"workflowsvc.{name}"
+        return [s for s in self.sent if s[0] == full and all(s[2].get(k) == v for k, v in tags.items())]
+
+    def total(self, name: str, **tags: str) -> float:
+        return sum(value for _, value, _ in self.named(name, **tags))
+
+    def names(self) -> set[str]:
+        return {name for name, _, _ in self.sent}

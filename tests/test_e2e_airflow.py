@@ -9,6 +9,11 @@ SQLite) and the emulator as a subprocess: what ``dag.test()`` cannot show.
 * A connection stored in the metadata DB, its token rotated while the task is deferred: the trigger's
   refused poll reads it again and the wait goes on to success; ``execution_timeout`` bounds a deferred
   wait: the task fails as a timeout at it and the job is cancelled.
+* Airflow's metrics on (StatsD, to a UDP socket of this test on loopback): the provider's metrics of a
+  throttled deferrable run arrive from the worker and the triggerer, the watcher's from the triggerer,
+  with Airflow's own from the scheduler (issue #37).
+* An Airflow pool that counts deferred tasks caps the jobs in flight: four deferrable runs, two slots,
+  never more than two jobs active in the service (issue #37).
 
 One deployment serves the module (~30 s to start); everything started is stopped at the end, with a
 hard kill for stragglers, also when a test fails.
@@ -16,9 +21,12 @@ hard kill for stragglers, also when a test fails.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import shutil
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,6 +66,89 @@ SENSOR_DAG = "workflowsvc_e2e_sensor_slots"
 # On-demand jobs (issue #34, tests/e2e_dags/e2e_on_demand_mapped.py): one mapped task per folder.
 ON_DEMAND_DAG = "workflowsvc_e2e_on_demand_mapped"
 
+# Jobs in flight capped by a pool (issue #37, tests/e2e_dags/e2e_pool_cap.py)
+POOL_DAG = "workflowsvc_e2e_pool_cap"
+POOL = "workflowsvc_e2e_jobs"
+POOL_TASKS = [f"run_{index}" for index in range(4)]
+POOL_SLOTS = 2
+
+
+STATSD_TIMEOUT = 120.0
+"""Stops a wait for a metric that never comes (the metrics come with the events the test waited for)."""
+
+
+class StatsdReceiver:
+    """
+    A StatsD server on loopback (UDP) for the whole stack: the lines every component sent, in order of
+    arrival. Airflow's InfluxDB line form is on, so the provider's tags arrive (``name,tag=v:1|c``).
+    """
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.lines: list[str] = []
+        self._arrived = threading.Condition()
+        threading.Thread(target=self._receive, name="statsd-receiver", daemon=True).start()
+
+    def env(self) -> dict[str, str]:
+        """Airflow's ``[metrics]`` sending to this receiver."""
+        return {
+            "AIRFLOW__METRICS__STATSD_ON": "True",
+            "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+            "AIRFLOW__METRICS__STATSD_PORT": str(self.sock.getsockname()[1]),
+            "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True",
+        }
+
+    def _receive(self) -> None:
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except OSError:  # closed at the end of the module
+                return
+            with self._arrived:
+                self.lines.extend(data.decode(errors="replace").splitlines())
+                self._arrived.notify_all()
+
+    def wait_for(self, name: str, **tags: str) -> list[dict[str, Any]]:
+        """
+        The metrics received named ``name`` (Airflow's prefix included) whose tags include ``tags``, once
+        at least one has arrived (each arrival wakes the wait; the timeout only stops a hang).
+        """
+        deadline = time.monotonic() + STATSD_TIMEOUT
+        with self._arrived:
+            while not (found := [m for m in map(parse_statsd, self.lines) if _matches(m, name, tags)]):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    names = sorted({parse_statsd(line)["name"] for line in self.lines})
+                    raise AssertionError(f"no {name} {tags} among the metrics received: {names}")
+                self._arrived.wait(left)
+            return found
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def parse_statsd(line: str) -> dict[str, Any]:
+    """``name,tag=value,...:value|type`` as a dict (name, tags, value, type, line)."""
+    head, _, rest = line.partition(":")
+    name, *pairs = head.split(",")
+    value, _, kind = rest.partition("|")
+    tags = dict(pair.partition("=")[::2] for pair in pairs)
+    return {"name": name, "tags": tags, "value": value, "type": kind, "line": line}
+
+
+def _matches(metric: dict[str, Any], name: str, tags: dict[str, str]) -> bool:
+    return bool(metric["name"] == name and all(metric["tags"].get(k) == v for k, v in tags.items()))
+
+
+@pytest.fixture(scope="module")
+def statsd() -> Iterator[StatsdReceiver]:
+    receiver = StatsdReceiver()
+    try:
+        yield receiver
+    finally:
+        receiver.close()
+
 
 @pytest.fixture(scope="module")
 def dags_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -73,7 +164,7 @@ def dags_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def stack(dags_folder: Path) -> Iterator[tuple[LocalAirflow, Any]]:
+def stack(dags_folder: Path, statsd: StatsdReceiver) -> Iterator[tuple[LocalAirflow, Any]]:
     with local_stack(
         dags_folder,
         # the platform dialect only: what real users meet; each dialect is covered by dag.test() suites
@@ -84,6 +175,7 @@ def stack(dags_folder: Path) -> Iterator[tuple[LocalAirflow, Any]]:
             "AIRFLOW_VAR_WORKFLOWSVC_S3_SECRET": S3_SECRET,
             # a restarted triggerer takes over the watcher of the one SIGKILLed within seconds
             "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
+            **statsd.env(),  # every component sends Airflow's metrics, the provider's among them
         },
         progress=lambda message: print(f"[e2e] {message}", flush=True),
         start_timeout=180,
@@ -97,6 +189,7 @@ def stack(dags_folder: Path) -> Iterator[tuple[LocalAirflow, Any]]:
         airflow.wait_for_dag(TIMEOUT_DAG)
         airflow.wait_for_dag(SENSOR_DAG)
         airflow.wait_for_dag(ON_DEMAND_DAG)
+        airflow.wait_for_dag(POOL_DAG)
         watch_scheduled_jobs(emulator, dags_folder)  # parsed, and the watcher started, while tests run
         yield airflow, emulator
 
@@ -497,7 +590,7 @@ def asset_events_per_job(airflow: LocalAirflow) -> dict[str, int]:
 
 
 def test_scheduled_jobs_run_the_consumer_once_each_across_a_triggerer_kill(
-    stack: tuple[LocalAirflow, Any],
+    stack: tuple[LocalAirflow, Any], statsd: StatsdReceiver
 ) -> None:
     airflow, emulator = stack
     emulator.configure(processing_delay=0.05)
@@ -542,6 +635,17 @@ def test_scheduled_jobs_run_the_consumer_once_each_across_a_triggerer_kill(
     runs = airflow.api("GET", f"/dags/{JOB_EVENTS_DAG}/dagRuns")["dag_runs"]
     assert {run["run_type"] for run in runs} == {"asset_triggered"}
     print(f"[e2e] job events: {len(listed)} jobs, asset events per job {per_job}, {len(runs)} consumer runs")
+    # the watcher's metrics, from the triggerer: its listings, one event per job, the lag of each
+    tags = {"workflow": workflow_id, "conn_id": "workflowsvc_default"}
+    assert statsd.wait_for("airflow.workflowsvc.watcher.listings", **tags)
+    _wait_for(
+        lambda: len(statsd.wait_for("airflow.workflowsvc.watcher.events", **tags)) >= 3,
+        timeout=30,
+        what="the watcher's event counters",
+    )
+    lags = statsd.wait_for("airflow.workflowsvc.watcher.lag", **tags)
+    assert {m["type"] for m in lags} == {"ms"}
+    print(f"[e2e] watcher metrics received, e.g. {lags[0]['line']}")
 
 
 def emulator_jobs(emulator: Any, workflow_id: str) -> list[dict[str, Any]]:
@@ -557,6 +661,13 @@ def emulator_jobs(emulator: Any, workflow_id: str) -> list[dict[str, Any]]:
 
 
 # On-demand jobs: a mapped run of several batches (issue #34)
+
+
+def _log_tails(airflow: LocalAirflow, dag_id: str, run_id: str, task_id: str, chars: int = 2500) -> str:
+    """The end of each log file of a task (every map index and try), to say why it failed."""
+    folder = airflow.task_log_dir(dag_id, run_id, task_id)
+    files = sorted(folder.rglob("*.log")) if folder.exists() else []
+    return "\n".join(f"--- {path.relative_to(folder)}\n{path.read_text()[-chars:]}" for path in files)
 
 
 def _mapped(airflow: LocalAirflow, dag_id: str, run_id: str, task_id: str, index: int) -> dict[str, Any]:
@@ -619,6 +730,9 @@ def test_a_mapped_on_demand_run_of_several_batches(stack: tuple[LocalAirflow, An
     states = {
         (ti["task_id"], ti["map_index"]): ti["state"] for ti in airflow.task_instances(ON_DEMAND_DAG, run_id)
     }
+    if run["state"] != "success":
+        print(_log_tails(airflow, ON_DEMAND_DAG, run_id, "parse", chars=6000))
+        print(airflow.component_log("scheduler", 300))
     assert run["state"] == "success", states
     counts = airflow.xcom(ON_DEMAND_DAG, run_id, "count_elements")
     assert sorted(counts) == sorted(f"{f}{i}.txt" for f, n in sizes.items() for i in range(n))
@@ -655,3 +769,127 @@ def test_a_mapped_on_demand_run_of_several_batches(stack: tuple[LocalAirflow, An
         f"[e2e] mapped on-demand run: {len(accepted)} jobs launched by 2 mapped tasks, smallest gap "
         f"{min(gaps):.2f} s, {len(refused)} launch(es) refused with 429 and sent again after Retry-After"
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# Metrics through Airflow's own pipeline (issue #37): every component of the stack sends StatsD to the
+# module's receiver.
+
+
+def test_a_throttled_deferrable_run_sends_its_metrics_from_worker_and_triggerer(
+    stack: tuple[LocalAirflow, Any], statsd: StatsdReceiver, tmp_path: Path
+) -> None:
+    airflow, emulator = stack
+    emulator.configure(processing_delay=FAST)
+    # the run is refused once with 429 (Retry-After 0.2 s): the task sends it again after the pause
+    emulator.set_faults(
+        method="POST", path_regex=r".*/workflows/[^/]+/run$", errors=[429], count=1, retry_after=0.2
+    )
+    try:
+        run_id = airflow.trigger_dag(EXAMPLE_DAG, conf={"output_dir": str(tmp_path)})
+        run = airflow.wait_for_run(EXAMPLE_DAG, run_id, timeout=150)
+    finally:
+        emulator.clear_faults()
+    assert run["state"] == "success", airflow.task_instances(EXAMPLE_DAG, run_id)
+    refused = [
+        r for r in emulator.requests(method="POST") if r["path"].endswith("/run") and r["status"] == 429
+    ]
+    assert len(refused) == 1
+    conn = "workflowsvc_default"
+    assert airflow.trigger_log_files(EXAMPLE_DAG, run_id, RUN_TASK), "the run task did not defer"
+
+    # the worker: the run refused once, sent again after the pause Retry-After asked for, answered 2xx
+    run_call = {"operation": "run_workflow", "conn_id": conn}
+    assert statsd.wait_for("airflow.workflowsvc.request.throttled", **run_call)
+    assert statsd.wait_for("airflow.workflowsvc.request.retried", reason="429", **run_call)
+    pauses = statsd.wait_for("airflow.workflowsvc.request.retry_after", **run_call)
+    assert {p["type"] for p in pauses} == {"ms"}
+    assert any(float(p["value"]) >= 200 for p in pauses), pauses
+    assert statsd.wait_for("airflow.workflowsvc.request.2xx", **run_call)
+    # the triggerer: the deferred wait's polls (only a wait sends get_job_details; every wait of this
+    # stack's DAGs is deferred)
+    assert statsd.wait_for("airflow.workflowsvc.request.2xx", operation="get_job_details", conn_id=conn)
+    # the worker again, resumed: how the wait ended (the example's empty.txt fails) and its times
+    ended = statsd.wait_for("airflow.workflowsvc.job.completed_with_failed_files", conn_id=conn)
+    workflow_tag = ended[-1]["tags"]["workflow"]
+    assert statsd.wait_for("airflow.workflowsvc.job.failed_documents", workflow=workflow_tag, conn_id=conn)
+    assert statsd.wait_for("airflow.workflowsvc.job.wait_time", workflow=workflow_tag, conn_id=conn)
+    assert statsd.wait_for("airflow.workflowsvc.job.run_time", workflow=workflow_tag, conn_id=conn)
+    # Airflow's own, from the scheduler and the triggerer: the same [metrics] reached every component
+    assert statsd.wait_for("airflow.scheduler_heartbeat")
+    assert statsd.wait_for("airflow.triggerer_heartbeat")
+    ours = sorted({line for line in statsd.lines if line.startswith("airflow.workflowsvc.")})
+    print(f"[e2e] StatsD received {len(statsd.lines)} lines, {len(ours)} distinct of the provider's:")
+    for line in ours:
+        print(f"[e2e]   {line}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Jobs in flight capped by an Airflow pool that counts deferred tasks (issue #37; the recipe in
+# docs/provider/operators.rst)
+
+
+def _pool(airflow: LocalAirflow) -> dict[str, Any]:
+    body: dict[str, Any] = airflow.api("GET", f"/pools/{POOL}")
+    return body
+
+
+def _states(airflow: LocalAirflow, run_id: str) -> dict[str, str]:
+    tis = airflow.task_instances(POOL_DAG, run_id)
+    return {ti["task_id"]: ti["state"] for ti in tis if ti["task_id"] in POOL_TASKS}
+
+
+def _pool_filled(airflow: LocalAirflow, run_id: str, done: int) -> bool:
+    states = list(_states(airflow, run_id).values())
+    return states.count("success") == done and states.count("deferred") == POOL_SLOTS
+
+
+def test_a_pool_counting_deferred_tasks_caps_the_jobs_in_flight(stack: tuple[LocalAirflow, Any]) -> None:
+    airflow, emulator = stack
+    emulator.configure(processing_delay=SLOW)  # a job ends only when the test moves the clock
+    emulator.clear_requests()
+    body = {"name": POOL, "slots": POOL_SLOTS, "include_deferred": True, "description": "e2e: jobs in flight"}
+    airflow.api("POST", "/pools", json=body)
+    try:
+        run_id = airflow.trigger_dag(POOL_DAG)
+        workflow_id = ""
+        rounds: list[list[str]] = []
+        for _ in range(len(POOL_TASKS) // POOL_SLOTS):
+            # the tasks of the rounds before ended, the pool full of deferred tasks (each waiting for
+            # its job in the triggerer), the others waiting for a slot without having sent anything
+            done = POOL_SLOTS * len(rounds)
+            try:
+                _wait_for(functools.partial(_pool_filled, airflow, run_id, done), 240, "the pool to fill")
+            except AssertionError as exc:
+                states = _states(airflow, run_id)
+                failed = [t for t, state in states.items() if state == "failed"]
+                logs = "\n".join(_log_tails(airflow, POOL_DAG, run_id, t) for t in failed)
+                print(airflow.component_log("scheduler", 300))
+                raise AssertionError(
+                    f"{exc}: {done} done, {POOL_SLOTS} deferred wanted; {states}\n{logs}"
+                ) from exc
+            pool = _pool(airflow)
+            assert (pool["deferred_slots"], pool["open_slots"]) == (POOL_SLOTS, 0), pool
+            workflow_id = workflow_id or airflow.xcom(POOL_DAG, run_id, "create_workflow")
+            jobs = emulator_jobs(emulator, workflow_id)
+            active = [
+                j["id"]
+                for j in jobs
+                if emulator_job_status(emulator, j["id"]) in ("scheduled", "in progress")
+            ]
+            runs_sent = [r for r in emulator.requests(method="POST") if r["path"].endswith("/run")]
+            assert len(active) == POOL_SLOTS, jobs  # never more jobs active than slots ...
+            assert len(runs_sent) == len(jobs) == POOL_SLOTS * (len(rounds) + 1)  # ... nor runs sent
+            rounds.append(active)
+            emulator.advance_clock(4 * SLOW + 1)  # these jobs end: their tasks free their slots
+        run = airflow.wait_for_run(POOL_DAG, run_id, timeout=150)
+        assert run["state"] == "success", _states(airflow, run_id)
+        jobs = emulator_jobs(emulator, workflow_id)
+        assert len(jobs) == len(POOL_TASKS)
+        assert all(emulator_job_status(emulator, j["id"]) == "completed" for j in jobs)
+        print(
+            f"[e2e] pool of {POOL_SLOTS} slots (include_deferred): {len(POOL_TASKS)} runs, "
+            f"jobs in flight by round {rounds}"
+        )
+    finally:
+        airflow.api("DELETE", f"/pools/{POOL}")

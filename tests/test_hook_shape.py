@@ -224,11 +224,11 @@ def test_each_method_hands_its_arguments_to_its_builder_and_sends_the_result(
         built.append((args, kwargs))
         return call
 
-    def sync_send(self: Any, given: ApiCall[Any]) -> Any:
+    def sync_send(self: Any, given: ApiCall[Any], **options: Any) -> Any:
         sent.append(given)
         raise _Boom
 
-    async def async_send(self: Any, given: ApiCall[Any]) -> Any:
+    async def async_send(self: Any, given: ApiCall[Any], **options: Any) -> Any:
         sent.append(given)
         raise _Boom
 

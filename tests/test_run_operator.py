@@ -622,6 +622,7 @@ def test_success_returns_the_summary_and_forgets_the_job(mock_service: Any, caps
         "elapsed_seconds": summary["elapsed_seconds"],
         "job_seconds": summary["job_seconds"],
         "job_seconds_from": "created_at",  # the record (spec dialect) has no runtime
+        "started_by_task": True,
     }
     assert summary["job_seconds"] > 3600  # created_at is 2026-01-01: the job's time, not the wait's
     assert summary["elapsed_seconds"] < 60
@@ -750,6 +751,7 @@ def test_wait_for_completion_false_returns_at_once(mock_service: Any) -> None:
         "job_id": "j1",
         "workflow_id": WF,
         "status": "submitted",
+        "started_by_task": True,
     }
     assert context["ti"].pushed["job_id"] == "j1"
 

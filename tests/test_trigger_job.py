@@ -33,6 +33,11 @@ def ok(data: Any) -> httpx.Response:
     return httpx.Response(200, json=data)
 
 
+def route_record(router: Any, status: str = "in progress") -> Any:
+    """The job's record (a wait given only its job reads it first, to learn its workflow)."""
+    return router.get("/jobs/j1").mock(return_value=ok(job_json("j1", status)))
+
+
 def route_finish(router: Any, status: str = "completed", failed: Any = (), outputs: Any = ()) -> None:
     router.get("/jobs/j1").mock(return_value=ok(job_json("j1", status, outputs=outputs)))
     router.get("/jobs/j1/failed-files").mock(return_value=ok(failed_json(*failed)))
@@ -125,13 +130,16 @@ async def test_completed_with_failed_files_is_reported_not_judged(mock_service: 
 async def test_deadline_gives_timeout_and_bounded_requests(mock_service: Any) -> None:
     details = mock_service.get("/jobs/j1/details")
     details.mock(return_value=ok(details_json("j1", "in progress")))
+    record = route_record(mock_service)
     interval, budget = 0.1, 0.55
     started = time.time()
     payload = await first_event(make(deadline=started + budget, poll_interval=interval, started_at=started))
     assert payload["status"] == "timeout"
     assert payload["job_status"] == "in progress"
     assert payload["elapsed"] >= budget - 0.15  # it lasts its timeout (a busy loop only makes it later)
-    assert details.call_count <= math.ceil(budget / interval) + 1  # and polls no more than it allows
+    # and polls no more than it allows
+    assert details.call_count + record.call_count <= math.ceil(budget / interval) + 1
+    assert record.call_count == 1  # the first poll: the record names the job's workflow
 
 
 async def test_a_hanging_request_does_not_outlive_the_deadline(mock_service: Any) -> None:
@@ -145,6 +153,7 @@ async def test_a_hanging_request_does_not_outlive_the_deadline(mock_service: Any
         return ok(details_json("j1", "completed"))
 
     mock_service.get("/jobs/j1/details").mock(side_effect=hang)
+    route_record(mock_service)
     payload = await first_event(make(deadline=time.time() + 0.4, poll_interval=0.05))
     assert payload["status"] == "timeout"
     assert cut.is_set()  # the request was cut at the deadline, not left running
@@ -210,9 +219,7 @@ async def test_fast_polls_log_progress_once_per_status(mock_service: Any, capsys
 
 
 async def test_a_missing_job_is_an_error_event(mock_service: Any) -> None:
-    mock_service.get("/jobs/j1/details").mock(
-        return_value=httpx.Response(404, json={"detail": "no such job"})
-    )
+    mock_service.get("/jobs/j1").mock(return_value=httpx.Response(404, json={"detail": "no such job"}))
     payload = await first_event(make())
     assert payload["status"] == "error"
     assert payload["job_id"] == "j1"
@@ -394,10 +401,11 @@ async def test_a_timeout_or_an_error_resumes_the_task_in_a_worker(mock_service: 
 
     details = mock_service.get("/jobs/j1/details")
     details.mock(return_value=ok(details_json("j1", "in progress")))
+    record = route_record(mock_service)
     event = await last_event(make(end_on_success=True, deadline=time.time() + 0.3, poll_interval=0.1))
     assert not isinstance(event, BaseTaskEndEvent)
     assert event.payload["status"] == "timeout"
-    details.mock(return_value=httpx.Response(404, json={"detail": "no such job"}))
+    record.mock(return_value=httpx.Response(404, json={"detail": "no such job"}))
     event = await last_event(make(end_on_success=True))
     assert not isinstance(event, BaseTaskEndEvent)
     assert event.payload["status"] == "error"

@@ -75,27 +75,28 @@ def requests_by_kind(emulator: Any, jobs: list[str], workflow: str) -> collectio
 
 
 def _without_times(payload: dict[str, Any]) -> dict[str, Any]:
-    """The event, less what differs from job to job (ids, times)."""
-    varying = ("job_id", "workflow_id", "elapsed", "job_seconds", "output_files")
+    """The event, less what differs from job to job (ids, names, times)."""
+    varying = ("job_id", "workflow_id", "workflow_name", "elapsed", "job_seconds", "output_files")
     same = {k: v for k, v in payload.items() if k not in varying}
     return {**same, "output_files": len(payload["output_files"])}
 
 
 async def test_waits_on_one_workflow_share_one_listing(
-    workflowsvc_conn: Any, settings: Any, inputs: Path
+    workflowsvc_conn: Any, settings: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Nine waits on one workflow: the same events as nine lone waits, a fraction of the requests."""
     emulator = workflowsvc_conn
     emulator.configure(processing_delay=0.8)  # ~2.5 s: five polls or so
     workflow, jobs = start_jobs(settings, inputs, 9)
-    alone_workflow, alone_jobs = start_jobs(settings, inputs, 9, "alone")
     emulator.clear_requests()
     started = time.monotonic()
-    shared, alone = await asyncio.gather(
-        asyncio.gather(*(event(job, workflow) for job in jobs)),
-        asyncio.gather(*(event(job, None) for job in alone_jobs)),
-    )
-    seconds = time.monotonic() - started
+    shared = await asyncio.gather(*(event(job, workflow) for job in jobs))
+    shared_intervals = (time.monotonic() - started) / INTERVAL
+    monkeypatch.setenv(SHARED_STATUS_POLL_ENV, "False")  # the same waits, each polling its own job
+    alone_workflow, alone_jobs = start_jobs(settings, inputs, 9, "alone")
+    started = time.monotonic()
+    alone = await asyncio.gather(*(event(job, alone_workflow) for job in alone_jobs))
+    alone_intervals = (time.monotonic() - started) / INTERVAL
     check_kinds(shared)
     assert [_without_times(e) for e in shared] == [_without_times(e) for e in alone]
     used = requests_by_kind(emulator, jobs, workflow)
@@ -104,11 +105,34 @@ async def test_waits_on_one_workflow_share_one_listing(
     assert used["details"] <= 3 * len(jobs), used
     per_job = requests_by_kind(emulator, alone_jobs, alone_workflow)
     assert per_job["listing"] == 0
-    intervals = seconds / INTERVAL
-    shared_status = (used["listing"] + used["details"]) / len(jobs) / intervals
-    lone_status = per_job["details"] / len(jobs) / intervals
+    shared_status = (used["listing"] + used["details"]) / len(jobs) / shared_intervals
+    lone_status = per_job["details"] / len(jobs) / alone_intervals
     # a listing per round for all nine, and each wait's own poll one round in OWN_POLL_EVERY (4)
-    assert shared_status < 0.8 * lone_status, (used, per_job, intervals)
+    assert shared_status < 0.8 * lone_status, (used, per_job)
+    assert workflow_poll._POLLS == {} or all(not polls for polls in workflow_poll._POLLS.values())
+
+
+async def test_waits_given_only_their_job_learn_its_workflow_and_share_its_listing(
+    workflowsvc_conn: Any, settings: Any, inputs: Path
+) -> None:
+    """
+    Nine waits given only their job (a sensor's, a trigger built by user code): each reads its job's
+    record once, at its first poll, then shares its workflow's listing as waits given the workflow do;
+    the same events.
+    """
+    emulator = workflowsvc_conn
+    emulator.configure(processing_delay=0.8)
+    workflow, jobs = start_jobs(settings, inputs, 9)
+    emulator.clear_requests()
+    learnt = await asyncio.gather(*(event(job, None) for job in jobs))
+    check_kinds(learnt)
+    used = requests_by_kind(emulator, jobs, workflow)
+    assert used["listing"] >= 1, used
+    # read on their own once they left the listing, and one poll in OWN_POLL_EVERY while they are in it
+    assert used["details"] <= 3 * len(jobs), used
+    # the first poll's read of each record, and the read that confirms each job's end
+    assert used["record"] == 2 * len(jobs), used
+    assert all(e["workflow_id"] == workflow for e in learnt)
     assert workflow_poll._POLLS == {} or all(not polls for polls in workflow_poll._POLLS.values())
 
 

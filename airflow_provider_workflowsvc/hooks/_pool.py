@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc.hooks._settings import KEEPALIVE_EXPIRY, ConnectionSettings
 
 T = TypeVar("T")
@@ -166,6 +167,7 @@ class _Lanes(httpx.AsyncBaseTransport):
 
     def _retire(self, lane: httpx.AsyncHTTPTransport) -> None:
         """Close a lane whose request did not end cleanly; once it is closed, a new lane takes its place."""
+        metrics.lane_retired()
         self._close_later(lane).add_done_callback(lambda _: self._replace(lane))
 
     def _leave_overflow(self, lane: httpx.AsyncHTTPTransport) -> None:
@@ -226,9 +228,9 @@ class _Hold:
         """Move the read to the overflow, or cut it: the lane time limit passed with no answer begun."""
         if self.released or self.moved:
             return
-        if self.lanes._move_to_overflow(self.lane):
-            self.moved = True
-        elif self.task is not None:
+        self.moved = self.lanes._move_to_overflow(self.lane)
+        metrics.read_moved_to_overflow(self.moved)
+        if not self.moved and self.task is not None:
             self.cut = True
             self.task.cancel()
 

@@ -29,6 +29,7 @@ from pydantic import (
     field_validator,
 )
 
+from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError, format_validation_errors
 from airflow_provider_workflowsvc.hooks import CONN_TYPE
 
@@ -335,6 +336,8 @@ class SettingsCache:
         """The cache's clock (monotonic seconds): hooks time their own settings by it."""
         self._entries: dict[str, _CachedSettings] = {}
         self._failed: dict[str, _FailedRead] = {}
+        self._read_before: set[str] = set()
+        """The connections read at least once: a read of one of them is a re-read (counted)."""
         self._reads: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, dict[tuple[str, str | None], asyncio.Future[ConnectionSettings]]
         ] = weakref.WeakKeyDictionary()
@@ -378,12 +381,18 @@ class SettingsCache:
     async def _read(
         self, conn_id: str, source: str | None, read: Callable[[], Awaitable[ConnectionSettings]]
     ) -> ConnectionSettings:
+        again = conn_id in self._read_before
         try:
             settings = await read()
         except Exception as exc:
             self._failed[conn_id] = _FailedRead(source, self.clock() + self.retry, exc)
+            if again:
+                metrics.connection_reread(conn_id, failed=True)
             raise
         self._failed.pop(conn_id, None)
+        if again:
+            metrics.connection_reread(conn_id)
+        self._read_before.add(conn_id)
         self._entries[conn_id] = _CachedSettings(source, self.clock() + self.ttl, settings)
         return settings
 

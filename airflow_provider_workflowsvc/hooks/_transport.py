@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 from tenacity.stop import stop_base
 
+from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc._url_secrets import mask_url_secrets
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceApiError,
@@ -450,14 +451,17 @@ class _Transport:
             log.debug("%s %s redirected to %s; using that form from now on", method, path, new_path)
         return method, new_path
 
-    def retrying(self, call: ApiCall[Any], sleep: Callable[[float], None]) -> Retrying:
-        """Return the retries of ``call``: tenacity's loop, its pauses handed to ``sleep``."""
+    def retrying(self, call: ApiCall[Any], sleep: Callable[[float], None], operation: str = "") -> Retrying:
+        """
+        Return the retries of ``call``: tenacity's loop, its pauses handed to ``sleep``, each retry logged
+        and counted under ``operation``.
+        """
         return Retrying(
             sleep=sleep,
             stop=stop_after_attempt(self.settings.max_retries + 1) | _StopAtDeadline(),
             wait=self._wait,
             retry=retry_if_exception(functools.partial(is_retryable, call)),
-            before_sleep=self._log_retry,
+            before_sleep=functools.partial(self._before_retry, operation),
             reraise=True,
         )
 
@@ -468,9 +472,11 @@ class _Transport:
         backoff = self.settings.retry_wait * 2 ** (state.attempt_number - 1)
         return min(self.settings.retry_max_wait, backoff) * random.uniform(0.5, 1.0)
 
-    def _log_retry(self, state: RetryCallState) -> None:
+    def _before_retry(self, operation: str, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
         wait = state.next_action.sleep if state.next_action else 0.0
+        asked = isinstance(exc, WorkflowServiceApiError) and exc.retry_after is not None
+        metrics.retrying(operation, self.conn_id, metrics.retry_reason(exc), wait, retry_after=asked)
         log.warning(
             "%s; retrying in %.1f s (attempt %d of %d)",
             self.redact(str(exc)),
@@ -614,25 +620,28 @@ Step = _Send | _Body | _Sleep | _Reread
 Exchange = Generator[Step, Any, T]
 
 
-def exchange(transport: _Transport, call: ApiCall[T], retries: bool = True) -> Exchange[T]:
+def exchange(
+    transport: _Transport, call: ApiCall[T], retries: bool = True, operation: str = ""
+) -> Exchange[T]:
     """
     One call's whole way: its attempts and retries, and (refused with 401/403, its credentials read
     from a connection) one more way with the connection read anew: nothing was done, so sending again
-    cannot duplicate anything. ``retries=False``: one attempt, nothing read again.
+    cannot duplicate anything. ``retries=False``: one attempt, nothing read again. ``operation``: the
+    endpoint (the hook method's name) its answers and retries are counted under (:mod:`..metrics`).
     """
     try:
-        return (yield from _spelled_attempts(transport, call, retries))
+        return (yield from _spelled_attempts(transport, call, retries, operation))
     except WorkflowServiceAuthError as exc:
         renewed = (yield _Reread(transport.settings)) if retries and transport.conn_id else None
         if not isinstance(renewed, _Transport):
             raise transport.still_refused(exc, unread=renewed) from None
     try:
-        return (yield from _spelled_attempts(renewed, call, retries))
+        return (yield from _spelled_attempts(renewed, call, retries, operation))
     except WorkflowServiceAuthError as exc:
         raise renewed.still_refused(exc) from None
 
 
-def _spelled_attempts(transport: _Transport, call: ApiCall[T], retries: bool) -> Exchange[T]:
+def _spelled_attempts(transport: _Transport, call: ApiCall[T], retries: bool, operation: str) -> Exchange[T]:
     """
     Make the call's attempts, a status filter spelled as the service spells statuses: once known, in
     that spelling (the other only if it is refused, 400 or 422); until then the platform's, then the
@@ -640,13 +649,13 @@ def _spelled_attempts(transport: _Transport, call: ApiCall[T], retries: bool) ->
     of the other dialect).
     """
     if call.status_filter is None:
-        return (yield from _attempts(transport, call, retries, ""))
+        return (yield from _attempts(transport, call, retries, "", operation))
     known = _SPELLINGS.get(transport.settings.base_url)
     first = known or "platform"
     for spelling in (first, "spec" if first == "platform" else "platform"):
         last = spelling != first
         try:
-            result = yield from _attempts(transport, call, retries, spelling)
+            result = yield from _attempts(transport, call, retries, spelling, operation)
         except WorkflowServiceValidationError:
             if last:
                 raise
@@ -656,37 +665,44 @@ def _spelled_attempts(transport: _Transport, call: ApiCall[T], retries: bool) ->
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _attempts(transport: _Transport, call: ApiCall[T], retries: bool, spelling: str) -> Exchange[T]:
+def _attempts(
+    transport: _Transport, call: ApiCall[T], retries: bool, spelling: str, operation: str
+) -> Exchange[T]:
     """
     Make the attempts at a call: the first as is (setting up tenacity costs more than a loopback round
     trip), a retryable failure of it starts tenacity's loop, which owns the waits, stops and logs.
     """
     try:
-        return (yield from _attempt(transport, call, spelling))
+        return (yield from _attempt(transport, call, spelling, operation))
     except WorkflowServiceError as exc:
         if not (retries and is_retryable(call, exc)):
             raise
         first: WorkflowServiceError | None = exc
     pauses: list[float] = []
-    for attempt in transport.retrying(call, pauses.append):
+    for attempt in transport.retrying(call, pauses.append, operation):
         with attempt:
             if first is not None:
                 failed, first = first, None
                 raise failed
             yield _Sleep(pauses.pop())
-            return (yield from _attempt(transport, call, spelling))
+            return (yield from _attempt(transport, call, spelling, operation))
     raise AssertionError("unreachable")  # pragma: no cover - tenacity re-raises the last failure
 
 
-def _attempt(transport: _Transport, call: ApiCall[T], spelling: str) -> Exchange[T]:
-    """One attempt: the request, the redirects it may follow, then the answer read, saved or refused."""
+def _attempt(transport: _Transport, call: ApiCall[T], spelling: str, operation: str) -> Exchange[T]:
+    """
+    One attempt: the request, the redirects it may follow, then the answer read, saved or refused; each
+    answer counted by its status class, a request without one as such.
+    """
     method, path = call.method, transport._path_forms.get(call.path, call.path)
     for hop in range(MAX_REDIRECTS + 1):
         with contextlib.ExitStack() as parts:  # upload parts are open only while sent
             try:
                 response = yield _Send(transport.request(call, method, path, parts, spelling))
             except httpx.TransportError as exc:
+                metrics.no_answer(operation, transport.conn_id)
                 raise transport.transport_error(method, path, exc) from None
+        metrics.answered(operation, transport.conn_id, response.status_code)
         follow = transport.redirect_target(call, method, path, response)
         if follow is None:
             break
@@ -745,18 +761,20 @@ def sending(endpoint: Any, asynchronous: bool) -> Callable[..., Any]:
     ``_send``. Here, not beside the endpoints: a wait's awaits then stay in this room.
     """
 
+    name = endpoint.name
+
     async def send_async(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return await self._send(endpoint.build(*args, **kwargs))
+        return await self._send(endpoint.build(*args, **kwargs), operation=name)
 
     def send_sync(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return self._send(endpoint.build(*args, **kwargs))
+        return self._send(endpoint.build(*args, **kwargs), operation=name)
 
     return send_async if asynchronous else send_sync
 
 
-def send(hook: WorkflowServiceHook, call: ApiCall[T], retries: bool = True) -> T:
+def send(hook: WorkflowServiceHook, call: ApiCall[T], retries: bool = True, operation: str = "") -> T:
     """Send ``call`` with the hook's ``httpx.Client``: perform the exchange's steps."""
-    steps, client = exchange(hook._transport, call, retries), hook.get_conn()
+    steps, client = exchange(hook._transport, call, retries, operation), hook.get_conn()
     answer: Any = None
     error: BaseException | None = None
     opened: httpx.Response | None = None
@@ -789,9 +807,12 @@ def send(hook: WorkflowServiceHook, call: ApiCall[T], retries: bool = True) -> T
             opened.close()
 
 
-async def asend(hook: WorkflowServiceAsyncHook, call: ApiCall[T], retries: bool = True) -> T:
+async def asend(
+    hook: WorkflowServiceAsyncHook, call: ApiCall[T], retries: bool = True, operation: str = ""
+) -> T:
     """:func:`send`, with the hook's ``httpx.AsyncClient``."""
-    steps, client = exchange(await hook._atransport(), call, retries), await hook.get_async_conn()
+    transport = await hook._atransport()
+    steps, client = exchange(transport, call, retries, operation), await hook.get_async_conn()
     answer: Any = None
     error: BaseException | None = None
     opened: httpx.Response | None = None

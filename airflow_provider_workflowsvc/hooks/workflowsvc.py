@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc._compat import CONN_FIELDS_READ, BaseHook
 from airflow_provider_workflowsvc.hooks import CONN_TYPE, DEFAULT_CONN_ID
 from airflow_provider_workflowsvc.hooks._calls import ENDPOINTS, Endpoints
@@ -259,12 +260,17 @@ class WorkflowServiceHook(_HookBase, Endpoints):
         Read the connection again, bypassing the time settings are kept for; True when its settings
         changed (the client is then replaced).
         """
+        again = self._transport_obj is not None
         try:
             settings = self._settings_from(self.get_connection(self.workflowsvc_conn_id))
         except Exception as exc:
+            if again:
+                metrics.connection_reread(self.workflowsvc_conn_id, failed=True)
             if not self._keeps_settings(exc):
                 raise
             return False
+        if again:
+            metrics.connection_reread(self.workflowsvc_conn_id)
         changed = self._renew(settings)
         if changed:
             self.close()
@@ -303,7 +309,8 @@ class WorkflowServiceHook(_HookBase, Endpoints):
         transport: _Transport | None = None
         try:
             transport = self._transport
-            send(self, Endpoints.list_workflows.build(page=1, page_size=1), retries=False)
+            call = Endpoints.list_workflows.build(page=1, page_size=1)
+            send(self, call, retries=False, operation=Endpoints.list_workflows.name)
         except Exception as exc:
             return False, connection_failed(exc, transport)
         finally:

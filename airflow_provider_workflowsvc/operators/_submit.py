@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
+from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc.exceptions import (
     AmbiguousRunError,  # re-exported: raised here
     InputReadError,
@@ -631,6 +632,7 @@ def submit(
     except AmbiguousRunError:
         if journal is not None:
             journal.failed_closed()
+        metrics.run_failed_closed(sending.workflow_id, hook.workflowsvc_conn_id)
         raise
 
 
@@ -675,6 +677,9 @@ def _submit(
                 if not may_retry_refused(exc) or attempt == attempts:
                     raise
                 pause = _backoff(exc, attempt, backoff)
+                operation = "run_workflow" if sending.workflow_id is not None else "create_job"
+                asked = getattr(exc, "retry_after", None) is not None
+                metrics.retrying(operation, hook.workflowsvc_conn_id, metrics.retry_reason(exc), pause, asked)
                 log.warning(
                     "The service did not take the %s (%s); sending it again in %.1f s", run.what, exc, pause
                 )
@@ -708,10 +713,17 @@ def _find_or_fail(
     found, ended_read = await_own_job(hook, run, _now() + grace, log, sleep)
     if found is None:
         raise _unfound(run, grace, why, ended_read) from cause
-    log.warning(
-        "The %s created job %s; adopting it (its input files carry %s)", run.what, found.id, run.marker
+    # only a marked request's job is ever found: an unmarked one fails closed above
+    return _adopt(
+        hook, run, found, log, "The %s created job %s; adopting it (its input files carry %s)", run.marker
     )
-    return found  # only a marked request's job is ever found: an unmarked one fails closed above
+
+
+def _adopt(hook: WorkflowServiceHook, run: SentRun, job: Job, log: Log, message: str, *more: Any) -> Job:
+    """Take ``job``, proven ``run``'s, as the task's: logged (``message``: what, job, ``more``), counted."""
+    log.warning(message, run.what, job.id, *more)
+    metrics.run_adopted(run.workflow_id, hook.workflowsvc_conn_id)
+    return job
 
 
 def job_of_earlier_try(
@@ -746,10 +758,9 @@ def job_of_earlier_try(
     if found.id == earlier.recorded:
         log.info("The earlier try's request is job %s, already recorded: sending anew", found.id)
         return None
-    log.warning(
-        "The earlier try's %s created job %s: adopting it (nothing sent again)", earlier.what, found.id
+    return _adopt(
+        hook, earlier, found, log, "The earlier try's %s created job %s: adopting it (nothing sent again)"
     )
-    return found
 
 
 def _after_a_clear(
@@ -767,12 +778,8 @@ def _after_a_clear(
         except AmbiguousRunError as exc:
             log.warning("Still no proof of which job the earlier run created (%s)", exc)
     if found is not None:
-        log.warning(
-            "The earlier try's %s created job %s after all: adopting it (nothing sent again)",
-            earlier.what,
-            found.id,
-        )
-        return found
+        message = "The earlier try's %s created job %s after all: adopting it (nothing sent again)"
+        return _adopt(hook, earlier, found, log, message)
     log.warning(
         "An earlier try failed as ambiguous on its %s (sent at %s) and the task was cleared: %s, so it "
         "is sent again",

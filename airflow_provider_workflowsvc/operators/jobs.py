@@ -44,6 +44,11 @@ if TYPE_CHECKING:
 
     from airflow_provider_workflowsvc.wait.outcome import JobOutcome
 
+IF_RUNNING = ("run", "wait", "fail")
+"""What ``RunWorkflowOperator`` does when a job of its workflow is running (``if_running``)."""
+RUNNING_JOB_KEY = "workflowsvc_running_job"
+"""Task state key and XCom key of the job this task found running and waits for (``if_running='wait'``):
+a job it did not start (never rename it)."""
 PENDING_RUN_KEY = "workflowsvc_pending_run"
 """Task state key of a run being sent whose job id is not stored yet (like ``external_id_key``: never
 rename it)."""
@@ -70,7 +75,8 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
 
     Pushes XCom ``job_id`` and the job link before waiting; returns a summary (``job_id``,
     ``workflow_id``, ``status``, ``outcome``, ``message``, ``node_stats``, ``failed_file_count``,
-    ``failed_files``, ``output_files``, ``elapsed_seconds``, ``job_seconds``, ``job_seconds_from``).
+    ``failed_files``, ``output_files``, ``elapsed_seconds``, ``job_seconds``, ``job_seconds_from``,
+    ``started_by_task``: False for a running job it waited for, ``if_running='wait'``).
     ``outcome`` is the task's verdict (``success``, ``failed_files`` when failed files failed the task,
     ``failed``, ``stopped``, ``timeout``, ``error``); ``status`` is the job's own. ``elapsed_seconds``
     is how long the wait took; ``job_seconds`` the job's own run time where its record gives it
@@ -129,6 +135,11 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         are added, not replaced); where job records list their files (the live service's dialect),
         the job of a lost answer is then proven this task's and adopted. For pipelines that do not key
         on file names.
+    :param if_running: what to do when a job of the workflow is running already (scheduled or in
+        progress, say its own schedule fired): ``"run"`` runs it all the same (the default); ``"wait"``
+        waits for that job (the newest, when several) instead and reports it, marked as not started by
+        this task (``started_by_task`` False in the summary, a warning in the log), never cancelling it;
+        ``"fail"`` fails the task (``WorkflowAlreadyRunningError``; retries apply).
     """
 
     template_fields: Sequence[str] = (
@@ -163,10 +174,16 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         skip_if_no_files: bool = False,
         mark_uploads: bool = False,
         durable: bool = True,
+        if_running: str = "run",
         **kwargs: Any,
     ) -> None:
         super().__init__(workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)
         check_run_target(workflow_id, workflow_name, files)
+        if if_running not in IF_RUNNING:
+            raise input_error(
+                f"if_running must be one of {', '.join(map(repr, IF_RUNNING))}, got {if_running!r}"
+            )
+        self.if_running = if_running
         self.durable = durable and HAS_DURABLE_EXECUTION
         self.skip_if_no_files = skip_if_no_files
         self.mark_uploads = mark_uploads
@@ -188,12 +205,14 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         self._job_id: str | None = None
         self._result: dict[str, Any] | None = None
         self._files: list[tuple[Any, str]] | None = None
+        self._not_started: str | None = None
+        """The job this task waits for but did not start (``if_running='wait'``), once known."""
 
     # -- execution: the steps in the order they happen -------------------------------------------------
 
     def execute(self, context: Context) -> Any:
         """Resolve the input and the workflow, submit the run (or go on with its job), wait, finish."""
-        self._job_id, self._result = None, None
+        self._job_id, self._result, self._not_started = None, None, None
         # The job link's XCom exists from the start (empty until the job is known): Airflow reads
         # every extra link when the task ends, and a missing one is logged as an error, which after
         # a refused run read as a second failure.
@@ -203,7 +222,14 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
             self._resolve_target()
             if not self.wait_for_completion:
                 job_id = self._submit(context, store=False)
-                return {"job_id": job_id, "workflow_id": str(self.workflow_id), "status": "submitted"}
+                started = self._started_by_task(context, job_id)
+                status = "submitted" if started else "already running"
+                return {
+                    "job_id": job_id,
+                    "workflow_id": str(self.workflow_id),
+                    "status": status,
+                    "started_by_task": started,
+                }
             job_id, ended = self._stored_job(context) or (self._submit(context, store=True), None)
             return self._finish(context, ended or self._wait(context, job_id))
         finally:
@@ -253,9 +279,9 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
             self.close_hook()
 
     def on_kill(self) -> None:
-        """Send the cancel and return (the worker is killed moments later)."""
+        """Send the cancel and return (the worker is killed moments later); not for a job it did not start."""
         job_id = self._job_id
-        if not (job_id and self.cancel_on_kill):
+        if not (job_id and self.cancel_on_kill) or job_id == self._not_started:
             return
         from airflow_provider_workflowsvc.wait.poll import CANCEL_BUDGET, cancel_quietly
 
@@ -303,6 +329,8 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         job = stored_job(self.hook, job_id, self.fail_on_failed_files, self.log)
         if job is None:
             return None
+        if store.get(RUNNING_JOB_KEY) == job_id:
+            self._waits_for_running(context, job_id)
         self._known(context, job_id)
         if not job.status.is_success:
             self.log.info("Reconnecting to job %s, which an earlier try of this task started", job_id)
@@ -313,13 +341,92 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
     def _submit(self, context: Context, *, store: bool) -> str:
         """
         Run the workflow once (a run an earlier try sent but never recorded is adopted instead) and
-        return its job; with ``store`` (durable execution), the job id is kept in the task state store
-        before any wait, so a retry after a worker crash goes on with this job.
+        return its job, or (``if_running``) the running job to wait for instead; with ``store`` (durable
+        execution), the job id is kept in the task state store before any wait, so a retry after a
+        worker crash goes on with this job.
         """
+        state = self._state_store(context)
+        job_id = None
+        if self.if_running != "run" and not self._earlier_run_pending(state):
+            job_id = self._running_job(context)
+        if job_id is None:
+            job_id = self._run(state)
+        if store and state is not None:
+            state.set(self.external_id_key, job_id)
+        self._known(context, job_id)
+        return job_id
+
+    def _earlier_run_pending(self, state: Any) -> bool:
+        """
+        Whether an earlier try sent a run and stopped before recording its job: that run decides first
+        (its job proven and adopted, or the task fails closed), never ``if_running``, for the job found
+        running may be that very run's.
+        """
+        from airflow_provider_workflowsvc.operators._submit import StoredRunJournal
+
+        if (
+            state is None
+            or StoredRunJournal(state, PENDING_RUN_KEY, log=self.log).pending(str(self.workflow_id)) is None
+        ):
+            return False
+        self.log.info("An earlier try sent a run it never recorded: that run decides, not if_running")
+        return True
+
+    def _running_job(self, context: Context) -> str | None:
+        """
+        Apply ``if_running``: the workflow's running job, to wait for instead of running it (``wait``);
+        its failure (``fail``); None when no job of the workflow is running.
+        """
+        from airflow_provider_workflowsvc import metrics
+        from airflow_provider_workflowsvc.operators._running import refuse, running_job
+
+        workflow_id = str(self.workflow_id)
+        job = running_job(self.hook, workflow_id, self.log)
+        if job is None:
+            self.log.info(
+                "No job of workflow %s is running (if_running=%r): running it", workflow_id, self.if_running
+            )
+            return None
+        metrics.found_running(workflow_id, self.workflowsvc_conn_id, self.if_running)
+        if self.if_running == "fail":
+            raise refuse(job, workflow_id)
+        self.log.warning(
+            "Job %s of workflow %s is already %s: waiting for it instead of running the workflow "
+            "(if_running='wait'). This task did NOT start it: its summary says started_by_task=False, and "
+            "this task never cancels it",
+            job.id,
+            workflow_id,
+            job.raw_status or job.status.value,
+        )
+        self._waits_for_running(context, job.id)
+        return job.id
+
+    def _waits_for_running(self, context: Context, job_id: str) -> None:
+        """Remember that ``job_id`` is a running job this task waits for, not one it started."""
+        self._not_started = job_id
+        context["ti"].xcom_push(key=RUNNING_JOB_KEY, value=job_id)
+        state = self._state_store(context)
+        if state is not None:
+            state.set(RUNNING_JOB_KEY, job_id)
+
+    def _started_by_task(self, context: Context, job_id: str | None) -> bool:
+        """
+        Whether this task started ``job_id`` (False for a running job it waits for, ``if_running='wait'``):
+        known here, or (resumed after a deferral) from the task state store, else the XCom of this try.
+        """
+        if self._not_started is None and self.if_running == "wait":
+            state = self._state_store(context)
+            if state is not None:
+                self._not_started = state.get(RUNNING_JOB_KEY)
+            else:
+                self._not_started = context["ti"].xcom_pull(task_ids=self.task_id, key=RUNNING_JOB_KEY)
+        return job_id is None or job_id != self._not_started
+
+    def _run(self, state: Any) -> str:
+        """Run the workflow once; a run an earlier try sent but never recorded is adopted instead."""
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceValidationError
         from airflow_provider_workflowsvc.operators._submit import StoredRunJournal, submit_run
 
-        state = self._state_store(context)
         journal = None
         if state is not None:
             known = state.get(self.external_id_key)
@@ -347,9 +454,6 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
                 "keeps your own names at no cost",
                 job.id,
             )
-        if store and state is not None:
-            state.set(self.external_id_key, job.id)
-        self._known(context, job.id)
         return job.id
 
     def _known(self, context: Context, job_id: str) -> None:
@@ -398,7 +502,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
                 poll_interval=self.poll_interval,
                 workflowsvc_conn_id=self.workflowsvc_conn_id,
                 started_at=started,
-                cancel_on_kill=self.cancel_on_kill,
+                cancel_on_kill=self.cancel_on_kill and self._started_by_task(context, job_id),
             )
             self.defer(trigger=trigger, method_name="execute_complete", timeout=deferral_timeout(deadline))
         every, timeout = self.poll_interval, self.timeout
@@ -424,11 +528,23 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
 
     def _finish(self, context: Context, outcome: JobOutcome) -> dict[str, Any]:
         """Log the outcome; return the summary, or push it and raise the task's failure."""
+        from airflow_provider_workflowsvc import metrics
         from airflow_provider_workflowsvc.wait.outcome import failure_for, log_outcome
 
         log_outcome(outcome, self.log, fail_on_failed_files=self.fail_on_failed_files)
+        known = self.workflow_name or self._known_workflow_id()
+        metrics.job_ended(outcome, self.workflowsvc_conn_id, metrics.workflow_of(outcome, known))
+        started = self._started_by_task(context, outcome.job_id)
+        if not started:
+            self.log.warning(
+                "Job %s was not started by this task: it was running already and this task waited for it "
+                "(if_running='wait')",
+                outcome.job_id,
+            )
         note = ""
-        if outcome.status == "timeout" and outcome.job_id:
+        if outcome.status == "timeout" and outcome.job_id and not started:
+            note = "the job was left running: this task did not start it (if_running='wait')"
+        elif outcome.status == "timeout" and outcome.job_id:
             from airflow_provider_workflowsvc.wait.poll import cancel_after_timeout
 
             note = cancel_after_timeout(self.hook, outcome.job_id, self.cancel_on_timeout, self.log)
@@ -439,14 +555,17 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
             from airflow_provider_workflowsvc.operators._execution import timeout_failure
 
             error = timeout_failure(context, error, self.execution_timeout)
-        summary = self._result = outcome.summary(
-            fail_on_failed_files=self.fail_on_failed_files, workflow_id=self._known_workflow_id()
-        )
+        summary = self._result = {
+            **outcome.summary(
+                fail_on_failed_files=self.fail_on_failed_files, workflow_id=self._known_workflow_id()
+            ),
+            "started_by_task": started,
+        }
         if error is not None:
             if self.do_xcom_push:
                 context["ti"].xcom_push(key="return_value", value=summary)
             raise error
-        self._forget(context, self.external_id_key, PENDING_RUN_KEY)  # clearing the task runs it anew
+        self._forget(context, self.external_id_key, PENDING_RUN_KEY, RUNNING_JOB_KEY)  # a clear runs anew
         from airflow_provider_workflowsvc.assets import record_outlet_events
 
         record_outlet_events(context, self.outlets, summary)

@@ -428,10 +428,13 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
 
     def _finish(self, context: Context, plan: Plan, outcomes: list[JobOutcome]) -> dict[str, Any]:
         """Cancel what timed out, download, sum up per document; return the summary or raise the failure."""
+        from airflow_provider_workflowsvc import metrics
         from airflow_provider_workflowsvc.operators import _on_demand as od
 
         by_job = od.outcomes_of(plan, outcomes)
         by_job = {job_id: self._after_timeout(outcome) for job_id, outcome in by_job.items()}
+        for outcome in by_job.values():
+            metrics.job_ended(outcome, self.workflowsvc_conn_id, metrics.ON_DEMAND)
         outputs = {}
         if self.output_dir is not None:
             outputs = od.download(self.hook, plan, by_job, self._output_folder(), self.log)

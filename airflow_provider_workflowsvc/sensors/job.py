@@ -306,9 +306,12 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
 
     def _finish(self, context: Context, outcome: JobOutcome) -> dict[str, Any]:
         """Return the summary, or push it and fail (``failure_for`` decides whether retries apply)."""
+        from airflow_provider_workflowsvc import metrics
         from airflow_provider_workflowsvc.wait.outcome import failure_for, log_outcome
 
         log_outcome(outcome, self.log, fail_on_failed_files=self.fail_on_failed_files)
+        known = str(self.workflow_id) if self.workflow_id else None
+        metrics.job_ended(outcome, self.workflowsvc_conn_id, metrics.workflow_of(outcome, known))
         error = failure_for(outcome, fail_on_failed_files=self.fail_on_failed_files, owns_job=False)
         summary = outcome.summary(
             fail_on_failed_files=self.fail_on_failed_files, workflow_id=self.workflow_id or None

@@ -160,9 +160,11 @@ class WorkflowJobTrigger(BaseTrigger):
             return TriggerEvent(outcome.to_event())
         from airflow.triggers.base import TaskSuccessEvent
 
+        from airflow_provider_workflowsvc import metrics
         from airflow_provider_workflowsvc.wait.outcome import log_outcome
 
         log_outcome(outcome, self.log, fail_on_failed_files=self.fail_on_failed_files)
+        metrics.job_ended(outcome, self.workflowsvc_conn_id, metrics.workflow_of(outcome, self.workflow_id))
         self.log.info("Job %s passed: the task ends here, without a worker", outcome.job_id)
         return TaskSuccessEvent(xcoms=xcoms)
 
@@ -215,11 +217,12 @@ class WorkflowJobTrigger(BaseTrigger):
             )
         self.log.info("Waiting for job %s (polling every %.0f s)", job_id, self.poll_interval)
         watch = JobWatch(job_id, self.log, started)
-        if self.workflow_id is None or not shared_status_poll():
+        if not shared_status_poll():
             return await await_job(hook, watch, schedule)  # each wait polls its own job
-        from airflow_provider_workflowsvc.wait.workflow_poll import sharing
+        from airflow_provider_workflowsvc.wait.workflow_poll import joining, sharing
 
-        async with sharing(hook, self.workflow_id, watch) as shared:
+        given = self.workflow_id
+        async with sharing(hook, given, watch) if given else joining(hook, watch) as shared:
             return await await_job(hook, watch, schedule, shared)
 
     async def on_kill(self) -> None:

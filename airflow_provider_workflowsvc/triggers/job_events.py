@@ -346,16 +346,19 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
         List the jobs now, then every ``poll_interval`` seconds; yield each listing (forever). Each reads
         the jobs created since ``max_lateness`` before the previous listing (the first: before now).
         """
+        from airflow_provider_workflowsvc import metrics
         from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
 
         workflow_id, interval = kwargs.get("workflow_id"), float(kwargs.get("poll_interval") or 60.0)
         lateness = float(kwargs.get("max_lateness") or MAX_LATENESS)
-        async with WorkflowServiceAsyncHook(kwargs.get("workflowsvc_conn_id") or DEFAULT_CONN_ID) as hook:
+        conn_id = kwargs.get("workflowsvc_conn_id") or DEFAULT_CONN_ID
+        async with WorkflowServiceAsyncHook(conn_id) as hook:
             summaries, number, since = JobSummaries(hook), 0, None
             while True:
                 listed_at = time.time()
                 since = since or _utc(listed_at - lateness)
                 jobs = await _listed(hook, workflow_id, since, "next interval")
+                metrics.watcher_listing(workflow_id, conn_id, failed=jobs is None)
                 if jobs is not None:
                     number += 1
                     summaries.forget_before(number - 1)
@@ -365,6 +368,8 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
 
     async def filter_shared_stream(self, shared_stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
         """Turn the listings into this watcher's events: the jobs its own cursor has not reported."""
+        from airflow_provider_workflowsvc import metrics
+
         read, cursor, saver = False, None, None
         try:
             async for listing in shared_stream:
@@ -391,6 +396,7 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
                     if payload is None:
                         continue  # stays pending: the next listing tries again
                     self.log.info("Job %s of %s ended %s", job.id, self._watched(), payload["status"])
+                    metrics.watcher_event(self.workflow_id, self.workflowsvc_conn_id, event_lag(job))
                     yield TriggerEvent(payload)
                     cursor.reported(job.id)
                     saver.handed(job.id)
@@ -500,6 +506,21 @@ def _lateness(value: Any) -> float:
     if not seconds > 0:
         raise ValueError(f"max_lateness must be a positive number of seconds, got {value!r}")
     return seconds
+
+
+def event_lag(job: Job) -> float | None:
+    """
+    Seconds from ``job``'s end to now: its end is its ``created_at`` plus its ``runtime``; without a
+    readable ``runtime``, its ``created_at`` (the lag then includes the job's run: an upper bound).
+    """
+    from airflow_provider_workflowsvc.wait.watch import job_run_time
+
+    created = job.created_utc
+    if created is None:
+        return None
+    ran = job_run_time(job)
+    ended = created.timestamp() + (ran["job_seconds"] if ran.get("job_seconds_from") == "runtime" else 0.0)
+    return max(0.0, time.time() - ended)
 
 
 def _final_statuses(statuses: Iterable[str]) -> tuple[str, ...]:

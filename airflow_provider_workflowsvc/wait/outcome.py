@@ -85,6 +85,8 @@ class JobOutcome(_Strict):
     status: OutcomeStatus
     job_id: str | None = Field(min_length=1)
     workflow_id: str | None = None
+    workflow_name: str | None = None
+    """The workflow's name, where the job record gives it (the live service's does)."""
     job_status: str | None = None
     message: ServiceText = ""
     node_stats: list[NodeProgress] = Field(default_factory=list)

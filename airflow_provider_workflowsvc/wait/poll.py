@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc.models import Job
     from airflow_provider_workflowsvc.wait.outcome import JobOutcome
     from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
-    from airflow_provider_workflowsvc.wait.workflow_poll import WorkflowPoll
+    from airflow_provider_workflowsvc.wait.workflow_poll import Joining, WorkflowPoll
 
 Log = logging.Logger | Any
 
@@ -331,13 +331,14 @@ async def await_job(
     hook: WorkflowServiceAsyncHook,
     watch: JobWatch,
     schedule: PollSchedule,
-    shared: WorkflowPoll | None = None,
+    shared: WorkflowPoll | Joining | None = None,
 ) -> JobOutcome:
     """
     :func:`wait_for_job`, awaited; each poll is cut off at the deadline (no request outlives it).
 
-    ``shared``: the waits on jobs of one workflow that share one listing (:mod:`.workflow_poll`); a poll
-    it answers (the job shown active) sends nothing of its own.
+    ``shared``: the waits on jobs of one workflow that share one listing (:mod:`.workflow_poll`; or the
+    one the wait joins once its job's record names the workflow); a poll it answers (the job shown
+    active) sends nothing of its own.
     """
     while (pause := schedule.next_pause()) is not None:
         await asyncio.sleep(pause)
@@ -354,7 +355,10 @@ async def await_job(
 
 
 async def _apoll(
-    hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule, shared: WorkflowPoll | None
+    hook: WorkflowServiceAsyncHook,
+    watch: JobWatch,
+    schedule: PollSchedule,
+    shared: WorkflowPoll | Joining | None,
 ) -> JobOutcome | None:
     if shared is not None and await shared.shows_active(hook, watch, schedule):
         return None

@@ -160,6 +160,7 @@ class JobWatch:
             status=STATUS_OUTCOME.get(status, "error"),
             job_id=self.job_id,
             workflow_id=job.workflow_id,
+            workflow_name=job.workflow_name,
             job_status=status.value,
             message=unmarked((details.message if details is not None else None) or "", marker),
             node_stats=self._node_stats(),

@@ -2,7 +2,9 @@
 One status poll per workflow: the waits of a triggerer on jobs of one workflow share one listing.
 
 Jobs without a workflow to list them by (on-demand jobs: each runs on a temporary workflow of its own)
-share one listing of all the account's active jobs: the poll of workflow ``None``.
+share one listing of all the account's active jobs: the poll of workflow ``None``. A wait given only its
+job learns the workflow from the job's own record, at its first poll, and joins that workflow's poll
+(:class:`Joining`).
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import time
 import weakref
 import zlib
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
 from airflow_provider_workflowsvc.models import JobStatus
 from airflow_provider_workflowsvc.wait.poll import is_transient
@@ -121,6 +124,7 @@ class WorkflowPoll:
             if job is not None and job.status.is_active:
                 watch.observe(None, job)
                 self._listed_polls[key] = listed_polls + 1
+                metrics.shared_poll_served(self.workflow_id, hook.workflowsvc_conn_id)
                 return True
         self._listed_polls[key] = 0
         return False
@@ -144,10 +148,13 @@ class WorkflowPoll:
         limit = FRESH_FOR * schedule.interval  # as the round's
         try:
             with deadline(min(schedule.cutoff, time.time() + limit)):
-                return await asyncio.wait_for(self._list_active(hook), timeout=limit)
+                listed = await asyncio.wait_for(self._list_active(hook), timeout=limit)
         except Exception as exc:
+            metrics.shared_listing(self.workflow_id, hook.workflowsvc_conn_id, failed=True)
             self._listing_failed(exc)
             return None
+        metrics.shared_listing(self.workflow_id, hook.workflowsvc_conn_id)
+        return listed
 
     async def _list_active(self, hook: WorkflowServiceAsyncHook) -> Listed:
         listed: Listed = {}
@@ -208,3 +215,45 @@ async def sharing(
         poll._listed_polls.pop(id(watch), None)
         if not poll.waits and polls.get(workflow_id) is poll:
             del polls[workflow_id]
+
+
+class Joining:
+    """
+    The shared poll of a wait that knows only its job (a sensor, a trigger built by user code): its first
+    poll reads the job's record, which names the job's workflow; the wait then shares that workflow's
+    listing with the other waits on it, as a wait given the workflow does. A record that names no
+    workflow leaves the wait to poll its own job.
+    """
+
+    def __init__(self, stack: AsyncExitStack) -> None:
+        self._stack = stack
+        self._poll: WorkflowPoll | None = None
+        self._alone = False
+
+    async def shows_active(
+        self, hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule
+    ) -> bool:
+        """
+        :meth:`WorkflowPoll.shows_active` once the workflow is known; the first poll reads the record
+        (its status then stands for that poll), the last before the deadline is always the job's own.
+        """
+        if self._poll is not None:
+            return await self._poll.shows_active(hook, watch, schedule)
+        if self._alone or schedule.final:
+            return False
+        job = await hook.get_job(watch.job_id)
+        if job.workflow_id:
+            self._poll = await self._stack.enter_async_context(sharing(hook, job.workflow_id, watch))
+        else:
+            self._alone = True
+        if not job.status.is_active:
+            return False  # ended, or a status nobody knows: its own poll reads it in full
+        watch.observe(None, job)
+        return True
+
+
+@asynccontextmanager
+async def joining(hook: WorkflowServiceAsyncHook, watch: JobWatch) -> AsyncIterator[Joining]:
+    """Yield the shared poll ``watch`` joins once its job's record names the workflow (left at the end)."""
+    async with AsyncExitStack() as stack:
+        yield Joining(stack)

@@ -29,6 +29,18 @@ LATE = 1.0
 """How much later than ``INTERVAL`` a poll may start on a loaded 2-core machine and still be "on time"."""
 
 
+@pytest.fixture(autouse=True)
+def _each_wait_polls_its_own_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """
+    The pool is under test, so every wait sends its own status reads through it: triggers given only
+    their job would otherwise learn the workflow and share one listing (#37), and the healthy waits'
+    own reads, whose gaps these tests measure, would not happen (the shared poll has its own suite).
+    """
+    from helpers import SHARED_STATUS_POLL_ENV
+
+    monkeypatch.setenv(SHARED_STATUS_POLL_ENV, "False")
+
+
 def _jobs(settings: Any, tmp_path: Path, count: int) -> list[str]:
     data = tmp_path / "doc.txt"
     data.write_text("a document")
@@ -56,11 +68,11 @@ async def test_a_hung_request_does_not_hold_up_the_other_triggers(
     polls: dict[str, list[float]] = {job: [] for job in others}
     send = WorkflowServiceAsyncHook._send
 
-    async def recorded(self: WorkflowServiceAsyncHook, call: Any) -> Any:
+    async def recorded(self: WorkflowServiceAsyncHook, call: Any, **options: Any) -> Any:
         job = call.path.split("/")[2]
         if job in polls and call.path.endswith("/details"):
             polls[job].append(time.monotonic())
-        return await send(self, call)
+        return await send(self, call, **options)
 
     monkeypatch.setattr(WorkflowServiceAsyncHook, "_send", recorded)
     started = time.monotonic()
@@ -120,11 +132,11 @@ async def test_more_hung_reads_than_lanes_delay_only_themselves(
     polls: dict[str, list[float]] = {job: [] for job in healthy}
     send = WorkflowServiceAsyncHook._send
 
-    async def recorded(self: WorkflowServiceAsyncHook, call: Any) -> Any:
+    async def recorded(self: WorkflowServiceAsyncHook, call: Any, **options: Any) -> Any:
         job = call.path.split("/")[2]
         if job in polls and call.path.endswith("/details"):
             polls[job].append(time.monotonic())
-        return await send(self, call)
+        return await send(self, call, **options)
 
     monkeypatch.setattr(WorkflowServiceAsyncHook, "_send", recorded)
     open_connections, most = [0], [0]

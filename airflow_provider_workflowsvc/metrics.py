@@ -1,0 +1,382 @@
+"""
+The provider's metrics: every name it can emit, declared once here, sent through Airflow's own metrics.
+
+Each metric goes out through ``Stats`` (:mod:`._compat`), so it reaches whatever the deployment's
+``[metrics]`` section configures for Airflow's own: StatsD, Datadog or OpenTelemetry, from the task
+processes of the workers and from the triggerer alike, under Airflow's prefix (``airflow.`` by default)
+and filtered by its ``metrics_allow_list`` / ``metrics_block_list``. Metrics off: Airflow's no-op logger.
+
+:data:`METRICS` is the registry: name (under ``workflowsvc.``), kind, tags and meaning. The call sites do
+not name metrics: they report what happened through the functions below (``answered``, ``retrying``,
+``job_ended``, ...), which decide which metric it is. A tag value is one of a few per deployment (an
+endpoint, a connection id, a workflow, a reason), never a job id or a file name; it is reduced to the
+characters every backend takes. Emitting never fails a task: a backend that raises is logged once.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from airflow_provider_workflowsvc.exceptions import WorkflowServiceApiError, WorkflowServiceConnectionError
+
+if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.wait.outcome import JobOutcome
+
+PREFIX = "workflowsvc"
+Kind = Literal["counter", "timer"]
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric: its full name (under :data:`PREFIX`), kind, tags (in this order) and meaning."""
+
+    name: str
+    kind: Kind
+    tags: tuple[str, ...]
+    meaning: str
+
+    def emit(self, value: float = 1, /, **tags: Any) -> None:
+        """Count ``value`` (a counter) or record ``value`` seconds (a timer), with exactly its own tags."""
+        labels = {tag: _tag_value(tags.get(tag)) for tag in self.tags}
+        try:
+            stats = _stats()
+            if self.kind == "counter":
+                stats.incr(self.name, int(value), tags=labels)
+            else:
+                stats.timing(self.name, timedelta(seconds=max(float(value), 0.0)), tags=labels)
+        except Exception as exc:  # a metrics backend never fails the task
+            _failed_once(exc)
+
+
+def _metric(name: str, kind: Kind, tags: tuple[str, ...], meaning: str) -> Metric:
+    return Metric(f"{PREFIX}.{name}", kind, tags, meaning)
+
+
+REQUEST_TAGS = ("operation", "conn_id")
+WORKFLOW_TAGS = ("workflow", "conn_id")
+
+STATUS_CLASSES = ("2xx", "3xx", "4xx", "5xx")
+REQUESTS = {
+    status_class: _metric(
+        f"request.{status_class}",
+        "counter",
+        REQUEST_TAGS,
+        f"Answers of status {status_class} the service sent, by endpoint (``operation``: the hook "
+        "method, e.g. ``get_job_details``); a redirect followed counts its 3xx hop too.",
+    )
+    for status_class in STATUS_CLASSES
+}
+NO_ANSWER = _metric(
+    "request.no_answer",
+    "counter",
+    REQUEST_TAGS,
+    "Requests that got no answer: the connection failed, was dropped, or timed out.",
+)
+THROTTLED = _metric(
+    "request.throttled", "counter", REQUEST_TAGS, "429 answers: the service asked to slow down."
+)
+RETRIED = _metric(
+    "request.retried",
+    "counter",
+    (*REQUEST_TAGS, "reason"),
+    "Requests sent again after a failure that allows it (``reason``: the status, e.g. ``429``, or the "
+    "kind of failure, e.g. ``connect``); a run refused with 429 or 503 sent again counts here too.",
+)
+RETRY_AFTER = _metric(
+    "request.retry_after",
+    "timer",
+    REQUEST_TAGS,
+    "The pauses a ``Retry-After`` answer asked for, as waited (at most the extra ``retry_max_wait``).",
+)
+
+RUN_ADOPTED = _metric(
+    "run.adopted",
+    "counter",
+    WORKFLOW_TAGS,
+    "Runs (or on-demand launches) whose answer was lost, their job proven by the evidence and adopted.",
+)
+RUN_FAILED_CLOSED = _metric(
+    "run.failed_closed",
+    "counter",
+    WORKFLOW_TAGS,
+    "Runs whose answer was lost and whose job could not be proven: the task failed with "
+    "``AmbiguousRunError`` (nothing was sent again).",
+)
+RUN_FOUND_RUNNING = _metric(
+    "run.found_running",
+    "counter",
+    (*WORKFLOW_TAGS, "if_running"),
+    "Runs not sent because a job of the workflow was already active (``if_running``: ``wait`` or ``fail``).",
+)
+
+JOB_OUTCOMES = {
+    "completed": "Waits that saw their job complete, every file processed.",
+    "completed_with_failed_files": "Waits that saw their job complete with some files failed.",
+    "failed": "Waits that saw their job fail.",
+    "stopped": "Waits that saw their job stopped (cancelled).",
+    "timed_out": "Waits that reached their deadline before the job ended.",
+    "wait_failed": "Waits that ended without the job's end: it vanished, or the service refused the wait.",
+}
+JOBS = {
+    outcome: _metric(f"job.{outcome}", "counter", WORKFLOW_TAGS, text)
+    for outcome, text in JOB_OUTCOMES.items()
+}
+FAILED_DOCUMENTS = _metric(
+    "job.failed_documents", "counter", WORKFLOW_TAGS, "Documents the ended jobs could not process."
+)
+WAIT_TIME = _metric(
+    "job.wait_time", "timer", WORKFLOW_TAGS, "How long each wait for a job lasted, to its end or deadline."
+)
+RUN_TIME = _metric(
+    "job.run_time",
+    "timer",
+    WORKFLOW_TAGS,
+    "Each ended job's own run time: its record's ``runtime``, else from its ``created_at`` to the read "
+    "that saw it end.",
+)
+
+SHARED_LISTINGS = _metric(
+    "shared_poll.listings",
+    "counter",
+    WORKFLOW_TAGS,
+    "Listings of a workflow's active jobs made for the waits that share one status poll (``workflow`` "
+    "``on-demand``: the account's active jobs).",
+)
+SHARED_SERVED = _metric(
+    "shared_poll.polls_served",
+    "counter",
+    WORKFLOW_TAGS,
+    "Polls a shared listing answered (the wait sent nothing of its own); divided by the listings: the "
+    "waits each listing served.",
+)
+SHARED_FAILED = _metric(
+    "shared_poll.listing_failed",
+    "counter",
+    WORKFLOW_TAGS,
+    "Shared listings that failed (their waits polled their own jobs).",
+)
+
+LANE_RETIRED = _metric(
+    "pool.lane_retired",
+    "counter",
+    (),
+    "Pooled connections closed and replaced because their request did not end cleanly (an error, a "
+    "cancelled wait).",
+)
+OVERFLOWED = _metric(
+    "pool.overflowed",
+    "counter",
+    (),
+    "Reads unanswered within the lane time limit, moved to an overflow connection of their own.",
+)
+OVERFLOW_FULL = _metric(
+    "pool.overflow_full",
+    "counter",
+    (),
+    "Reads cut at the lane time limit because every overflow connection was held (the wait polls again).",
+)
+
+REREAD = _metric(
+    "connection.reread",
+    "counter",
+    ("conn_id",),
+    "Airflow connections read again (their settings are kept ``SETTINGS_TTL`` seconds, or a request "
+    "was refused with them).",
+)
+REREAD_FAILED = _metric(
+    "connection.reread_failed",
+    "counter",
+    ("conn_id",),
+    "Reads of an Airflow connection that failed (a missing connection, a secrets backend down).",
+)
+
+WATCHER_LISTINGS = _metric(
+    "watcher.listings",
+    "counter",
+    WORKFLOW_TAGS,
+    "Listings the job-event watcher made (``workflow`` ``all``: every job of the connection); none for "
+    "a few intervals means the watcher is not running.",
+)
+WATCHER_LISTING_FAILED = _metric(
+    "watcher.listing_failed", "counter", WORKFLOW_TAGS, "Listings of the job-event watcher that failed."
+)
+WATCHER_EVENTS = _metric(
+    "watcher.events", "counter", WORKFLOW_TAGS, "Events the job-event watcher emitted (one per ended job)."
+)
+WATCHER_LAG = _metric(
+    "watcher.lag",
+    "timer",
+    WORKFLOW_TAGS,
+    "From a job's end (its ``created_at`` plus its ``runtime``; without a ``runtime``, from its "
+    "``created_at``: then an upper bound) to its event.",
+)
+
+METRICS: tuple[Metric, ...] = tuple(
+    value
+    for values in (
+        (*REQUESTS.values(), NO_ANSWER, THROTTLED, RETRIED, RETRY_AFTER),
+        (RUN_ADOPTED, RUN_FAILED_CLOSED, RUN_FOUND_RUNNING),
+        (*JOBS.values(), FAILED_DOCUMENTS, WAIT_TIME, RUN_TIME),
+        (SHARED_LISTINGS, SHARED_SERVED, SHARED_FAILED),
+        (LANE_RETIRED, OVERFLOWED, OVERFLOW_FULL),
+        (REREAD, REREAD_FAILED),
+        (WATCHER_LISTINGS, WATCHER_LISTING_FAILED, WATCHER_EVENTS, WATCHER_LAG),
+    )
+    for value in values
+)
+"""Every metric the provider can emit, in the order of the docs' table."""
+
+ON_DEMAND = "on-demand"
+"""The ``workflow`` of on-demand jobs: each runs on a temporary workflow (never a tag value of its own)."""
+
+
+# --------------------------------------------------------------------------------------------------
+# What happened, reported by the places it happens
+
+
+def answered(operation: str, conn_id: str, status: int) -> None:
+    """Count an answer of ``status`` to ``operation`` (and a 429 as throttled)."""
+    metric = REQUESTS.get(f"{status // 100}xx")
+    if metric is not None:
+        metric.emit(operation=operation, conn_id=conn_id)
+    if status == 429:
+        THROTTLED.emit(operation=operation, conn_id=conn_id)
+
+
+def no_answer(operation: str, conn_id: str) -> None:
+    """Count a request that got no answer."""
+    NO_ANSWER.emit(operation=operation, conn_id=conn_id)
+
+
+def retrying(operation: str, conn_id: str, reason: str, pause: float, retry_after: bool) -> None:
+    """Count a request about to be sent again after ``pause`` seconds (asked for by ``Retry-After``)."""
+    RETRIED.emit(operation=operation, conn_id=conn_id, reason=reason)
+    if retry_after:
+        RETRY_AFTER.emit(pause, operation=operation, conn_id=conn_id)
+
+
+def retry_reason(exc: BaseException | None) -> str:
+    """Why a request is sent again: the answer's status, the kind of connection failure, else its type."""
+    if isinstance(exc, WorkflowServiceConnectionError):
+        return exc.kind or "connection"
+    if isinstance(exc, WorkflowServiceApiError):
+        return str(exc.status_code)
+    return type(exc).__name__
+
+
+def run_adopted(workflow_id: str | None, conn_id: str) -> None:
+    RUN_ADOPTED.emit(workflow=workflow_id or ON_DEMAND, conn_id=conn_id)
+
+
+def run_failed_closed(workflow_id: str | None, conn_id: str) -> None:
+    RUN_FAILED_CLOSED.emit(workflow=workflow_id or ON_DEMAND, conn_id=conn_id)
+
+
+def found_running(workflow_id: str, conn_id: str, if_running: str) -> None:
+    RUN_FOUND_RUNNING.emit(workflow=workflow_id, conn_id=conn_id, if_running=if_running)
+
+
+def job_ended(outcome: JobOutcome, conn_id: str, workflow: str | None) -> None:
+    """
+    Count how a wait for a job ended, its failed documents, and time the wait and the job; ``workflow``:
+    the tag (:func:`workflow_of`, or :data:`ON_DEMAND`).
+    """
+    tags = {"workflow": workflow, "conn_id": conn_id}
+    JOBS[_outcome_name(outcome)].emit(**tags)
+    if outcome.failed_files:
+        FAILED_DOCUMENTS.emit(len(outcome.failed_files), **tags)
+    if outcome.elapsed is not None:
+        WAIT_TIME.emit(outcome.elapsed, **tags)
+    if outcome.job_seconds is not None:
+        RUN_TIME.emit(outcome.job_seconds, **tags)
+
+
+def workflow_of(outcome: JobOutcome, known: str | None = None) -> str | None:
+    """Return the ``workflow`` tag of a job's metrics: its record's name, else its id, or ``known``."""
+    return outcome.workflow_name or outcome.workflow_id or known
+
+
+def _outcome_name(outcome: JobOutcome) -> str:
+    if outcome.status == "success":
+        return "completed_with_failed_files" if outcome.failed_files else "completed"
+    if outcome.status in ("failed", "stopped"):
+        return outcome.status
+    return "timed_out" if outcome.status == "timeout" else "wait_failed"
+
+
+def shared_listing(workflow_id: str | None, conn_id: str, failed: bool = False) -> None:
+    (SHARED_FAILED if failed else SHARED_LISTINGS).emit(workflow=workflow_id or ON_DEMAND, conn_id=conn_id)
+
+
+def shared_poll_served(workflow_id: str | None, conn_id: str) -> None:
+    SHARED_SERVED.emit(workflow=workflow_id or ON_DEMAND, conn_id=conn_id)
+
+
+def lane_retired() -> None:
+    LANE_RETIRED.emit()
+
+
+def read_moved_to_overflow(moved: bool) -> None:
+    """Count a read that hung past the lane limit: moved to the overflow, or (overflow full) cut."""
+    (OVERFLOWED if moved else OVERFLOW_FULL).emit()
+
+
+def connection_reread(conn_id: str, failed: bool = False) -> None:
+    (REREAD_FAILED if failed else REREAD).emit(conn_id=conn_id)
+
+
+def watcher_listing(workflow_id: str | None, conn_id: str, failed: bool = False) -> None:
+    metric = WATCHER_LISTING_FAILED if failed else WATCHER_LISTINGS
+    metric.emit(workflow=workflow_id or "all", conn_id=conn_id)
+
+
+def watcher_event(workflow_id: str | None, conn_id: str, lag: float | None) -> None:
+    """Count an event of the job-event watcher; ``lag``: seconds from the job's end to the event."""
+    tags = {"workflow": workflow_id or "all", "conn_id": conn_id}
+    WATCHER_EVENTS.emit(**tags)
+    if lag is not None:
+        WATCHER_LAG.emit(lag, **tags)
+
+
+# --------------------------------------------------------------------------------------------------
+# Sending
+
+
+def _stats() -> Any:
+    from airflow_provider_workflowsvc._compat import Stats
+
+    return Stats
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-/]")
+TAG_VALUE_LENGTH = 64
+
+
+@functools.lru_cache(maxsize=1024)
+def _tag_value(value: Any) -> str:
+    """
+    ``value`` in the characters every backend takes in a tag (StatsD with InfluxDB tags refuses a whole
+    metric over one space, comma or equals sign), cut to :data:`TAG_VALUE_LENGTH`; "none" when empty.
+    """
+    text = _UNSAFE.sub("_", str(value)) if value not in (None, "") else "none"
+    return text[:TAG_VALUE_LENGTH]
+
+
+_FAILED: list[str] = []
+
+
+def _failed_once(exc: Exception) -> None:
+    if not _FAILED:
+        _FAILED.append(type(exc).__name__)
+        _log.warning(
+            "Sending a metric failed (%s: %s); the metrics of this process may be missing",
+            type(exc).__name__,
+            exc,
+        )

@@ -1,0 +1,64 @@
+"""
+Whether a workflow has a job running now: the evidence ``RunWorkflowOperator(if_running=...)`` decides by.
+
+"Running" is what the service lists: a job of the workflow whose status is scheduled or in progress.
+The listing is read tolerantly (each status filter as the service spells statuses, a job in another
+status left out even when a service ignores the filter) and decided strictly: a listing that fails, or
+holds an item the provider cannot read, fails the task (it is never run beside a job that may be
+running); several running jobs are waited for by the newest, and if one of them has no creation time,
+the newest is not known: the task fails, naming them.
+
+A job that starts after the listing (a moment before the run is sent) is not seen: the check narrows the
+window of a pile-up to that moment, it cannot close it (an Airflow pool caps the task's own runs).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_workflowsvc.exceptions import WorkflowAlreadyRunningError
+from airflow_provider_workflowsvc.models import JobStatus
+
+if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+    from airflow_provider_workflowsvc.models import Job
+
+RUNNING = (JobStatus.IN_PROGRESS, JobStatus.SCHEDULED)
+
+
+def running_job(hook: WorkflowServiceHook, workflow_id: str, log: logging.Logger | Any) -> Job | None:
+    """Return the workflow's running job (the newest of several), None when none is; see the module."""
+    running: dict[str, Job] = {}
+    for status in RUNNING:
+        listed = hook.list_jobs(workflow_id=workflow_id, status=status)
+        unreadable = getattr(listed, "skipped", ())
+        if unreadable:
+            raise WorkflowAlreadyRunningError(
+                f"the service listed {len(unreadable)} {status.value} job(s) of workflow {workflow_id} the "
+                "provider cannot read (see the warning above): one may be running, so the workflow is not "
+                "run beside it"
+            )
+        running.update((job.id, job) for job in listed if job.status is status)
+    if not running:
+        return None
+    jobs = sorted(running.values(), key=lambda job: (job.created_utc is not None, job.created_utc))
+    if len(jobs) > 1 and jobs[0].created_utc is None:
+        ids = ", ".join(sorted(running))
+        raise WorkflowAlreadyRunningError(
+            f"workflow {workflow_id} has {len(jobs)} running jobs ({ids}), not all with a creation time: "
+            "which is the newest is not known, so none is waited for and the workflow is not run"
+        )
+    if len(jobs) > 1:
+        log.info("Workflow %s has %d running jobs; the newest is %s", workflow_id, len(jobs), jobs[-1].id)
+    return jobs[-1]
+
+
+def refuse(job: Job, workflow_id: str) -> WorkflowAlreadyRunningError:
+    """Return the error of ``if_running='fail'`` finding ``job`` running."""
+    return WorkflowAlreadyRunningError(
+        f"job {job.id} of workflow {workflow_id} is {job.raw_status or job.status.value} (created "
+        f"{job.created_at.isoformat() if job.created_at else 'at an unknown time'}), and if_running='fail': "
+        "the workflow is not run beside it. A retry runs it once that job has ended; if_running='wait' "
+        "waits for that job instead"
+    )
