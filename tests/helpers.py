@@ -1,7 +1,7 @@
 """
 Helpers the test modules import (``from helpers import ...``): fake service answers, dialect spellings,
-DAG-bag plumbing, a connection store and a clock the test moves. Fixtures live in conftest.py, which
-imports from here too.
+DAG-bag plumbing, a task state store, a connection store and a clock the test moves. Fixtures live in
+conftest.py, which imports from here too.
 """
 
 from __future__ import annotations
@@ -172,6 +172,32 @@ class ManualClock:
 
     def __call__(self) -> float:
         return self.now
+
+
+class TaskStateStore:
+    """
+    The task state store durable execution gives a task (Airflow 3.3's ``task_state_store``): it keeps
+    JSON, as the real one does, so a task writing what JSON cannot hold fails here too; ``writes``
+    counts the ``set`` calls.
+    """
+
+    def __init__(self, **values: Any) -> None:
+        self.values: dict[str, Any] = {key: _as_json(value) for key, value in values.items()}
+        self.writes = 0
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return _as_json(self.values[key]) if key in self.values else default
+
+    def set(self, key: str, value: Any, **kwargs: Any) -> None:
+        self.writes += 1
+        self.values[key] = _as_json(value)
+
+    def delete(self, key: str) -> None:
+        self.values.pop(key, None)
+
+
+def _as_json(value: Any) -> Any:
+    return json.loads(json.dumps(value))
 
 
 class ConnectionStore:

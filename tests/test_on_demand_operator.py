@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
-from helpers import connect
+from helpers import TaskStateStore, connect
 from reliability._helpers import FakeTI
 
 from airflow_provider_workflowsvc import RunOnDemandJobOperator
@@ -34,22 +34,6 @@ GAP = 3600.0
 """The launch gap the emulator enforces in these tests (emulator seconds): no pause of a busy machine
 reaches it, so a launch sent too early is always refused; the test's clock steps over it."""
 JOBS = "/api/v1/jobs/"
-
-
-class FakeStore:
-    """A task state store that keeps JSON, as the real one does (what the task writes must be JSON)."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return json.loads(json.dumps(self.values[key])) if key in self.values else default
-
-    def set(self, key: str, value: Any, **kwargs: Any) -> None:
-        self.values[key] = json.loads(json.dumps(value))  # what the store keeps is JSON
-
-    def delete(self, key: str) -> None:
-        self.values.pop(key, None)
 
 
 class DrivenClock:
@@ -109,7 +93,7 @@ def op(files: Any, **kwargs: Any) -> RunOnDemandJobOperator:
     return RunOnDemandJobOperator(**{**args, **kwargs})
 
 
-def ctx(store: FakeStore | None = None) -> dict[str, Any]:
+def ctx(store: TaskStateStore | None = None) -> dict[str, Any]:
     return {"ti": FakeTI(), "task_state_store": store}
 
 
@@ -251,7 +235,7 @@ def test_oversized_files_can_be_left_out_and_reported(
     inputs = folder(tmp_path, 3)
     (inputs / "big.txt").write_text("x" * 2000)
     with pytest.raises(UnprocessedDocumentsError) as failed:
-        op(inputs, max_file_bytes=1000, oversized_files="skip").execute(ctx(FakeStore()))
+        op(inputs, max_file_bytes=1000, oversized_files="skip").execute(ctx(TaskStateStore()))
     assert statuses(failed.value.summary) == {
         "doc00.txt": "completed",
         "doc01.txt": "completed",
@@ -278,7 +262,7 @@ def test_a_quota_refusal_midway_reports_the_launched_jobs_and_fails_without_retr
 ) -> None:
     inputs = folder(tmp_path, 25)
     driven.before_pause.append(lambda n: n == 2 and service.configure(quota_exhausted=True))
-    context = ctx(FakeStore())
+    context = ctx(TaskStateStore())
     with pytest.raises(UnprocessedDocumentsNoRetryError) as failed:
         op(inputs).execute(context)
     summary = failed.value.summary
@@ -299,7 +283,7 @@ def test_a_retry_launches_only_the_documents_never_launched(
     service: EmulatorHandle, driven: DrivenClock, tmp_path: Path
 ) -> None:
     inputs = folder(tmp_path, 25)
-    store = FakeStore()
+    store = TaskStateStore()
 
     def refuse_third(n: int) -> None:
         if n == 2:  # the third launch meets a busy service, through every attempt
@@ -327,7 +311,7 @@ def test_a_retry_launches_again_only_what_failed(
     service: EmulatorHandle, driven: DrivenClock, tmp_path: Path
 ) -> None:
     inputs = folder(tmp_path, 4, empty=("empty.txt",))
-    store = FakeStore()
+    store = TaskStateStore()
     with pytest.raises(UnprocessedDocumentsError, match=r"1 failed: empty\.txt"):
         op(inputs).execute(ctx(store))
     (inputs / "empty.txt").write_text("Now it has text.")
@@ -366,7 +350,7 @@ def test_a_kill_while_launching_cancels_the_jobs_launched_so_far(
 
     driven.before_pause.append(kill_before_the_second_launch)
     with pytest.raises(UnprocessedDocumentsError):
-        task.execute(ctx(FakeStore()))
+        task.execute(ctx(TaskStateStore()))
     assert len(killed) == 1
     with service.api_client() as api:
         assert api.get(f"/jobs/{killed[0]}").json()["status"] == "STOPPED"
@@ -382,7 +366,7 @@ def test_a_lost_launch_answer_fails_closed_naming_the_job_it_may_have_created(
     inputs = folder(tmp_path, 3)
     service.set_faults(method="POST", path=JOBS, errors=["drop"], count=1, phase="after")
     with pytest.raises(AmbiguousRunError) as failed:
-        op(inputs, launch_grace_period=0.5).execute(ctx(FakeStore()))
+        op(inputs, launch_grace_period=0.5).execute(ctx(TaskStateStore()))
     (created,) = documents_by_job(service)
     message = str(failed.value)
     assert created in message
@@ -520,7 +504,7 @@ def test_a_wait_that_times_out_cancels_the_jobs(
 ) -> None:
     service.configure(processing_delay=3600)
     with pytest.raises(UnprocessedDocumentsError) as failed:
-        op(folder(tmp_path, 2), timeout=0.5).execute(ctx(FakeStore()))
+        op(folder(tmp_path, 2), timeout=0.5).execute(ctx(TaskStateStore()))
     (job,) = failed.value.summary["jobs"]
     assert job["outcome"] == "timeout"
     assert "the job was cancelled" in job["message"]

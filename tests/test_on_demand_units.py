@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 import pytest
+from helpers import TaskStateStore
 
 from airflow_provider_workflowsvc._compat import AirflowFailException
 from airflow_provider_workflowsvc.exceptions import (
@@ -16,24 +16,6 @@ from airflow_provider_workflowsvc.exceptions import (
 from airflow_provider_workflowsvc.operators import _on_demand as od
 from airflow_provider_workflowsvc.operators._submit import SentRun
 from airflow_provider_workflowsvc.wait.outcome import JobOutcome
-
-
-class JsonStore:
-    """A task state store that keeps JSON and counts its writes."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
-        self.writes = 0
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return json.loads(json.dumps(self.values[key])) if key in self.values else default
-
-    def set(self, key: str, value: Any) -> None:
-        self.writes += 1
-        self.values[key] = json.loads(json.dumps(value))
-
-    def delete(self, key: str) -> None:
-        self.values.pop(key, None)
 
 
 def docs(*names: str) -> list[od.Document]:
@@ -47,7 +29,7 @@ def test_split_keeps_the_order_in_jobs_of_at_most_n() -> None:
 
 
 def test_the_book_records_a_job_and_drops_its_pending_launch_in_one_write() -> None:
-    store = JsonStore()
+    store = TaskStateStore()
     book = od.LaunchBook(store, log=None)
     sent_at = time.time()
     book.journal.sending(SentRun(None, sent_at, ("a.txt", "2024/b.txt"), None))
@@ -66,7 +48,7 @@ def test_the_book_records_a_job_and_drops_its_pending_launch_in_one_write() -> N
 
 
 def test_an_unreadable_book_is_ignored() -> None:
-    store = JsonStore()
+    store = TaskStateStore()
     store.values[od.BOOK_KEY] = {"jobs": [{"job_id": 3}]}
     assert od.LaunchBook(store, log=_Log()).jobs() == []
     assert not od.LaunchBook(None, log=None).durable

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
-from helpers import FAKE_WORKFLOW_ID, details_json, failed_json, job_json
+from helpers import FAKE_WORKFLOW_ID, TaskStateStore, details_json, failed_json, job_json
 
 from airflow_provider_workflowsvc._compat import HAS_DURABLE_EXECUTION
 from airflow_provider_workflowsvc.exceptions import (
@@ -52,21 +52,7 @@ class FakeTI:
         return self.pulls.get((task_ids, key))
 
 
-class FakeStore:
-    def __init__(self, **values: Any) -> None:
-        self.values = dict(values)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.values.get(key, default)
-
-    def set(self, key: str, value: Any, **kwargs: Any) -> None:
-        self.values[key] = value
-
-    def delete(self, key: str) -> None:
-        self.values.pop(key, None)
-
-
-def ctx(store: FakeStore | None = None) -> Any:
+def ctx(store: TaskStateStore | None = None) -> Any:
     return {"ti": FakeTI(), "task_state_store": store}
 
 
@@ -286,7 +272,7 @@ def test_a_job_with_the_same_file_names_is_never_adopted(
     proves the run was not processed: the task fails as ambiguous and the run is not sent again."""
     route_listings(mock_service, no_backoff, [new_job("theirs", ["a.txt"])])
     run = mock_service.post(RUN).mock(side_effect=[httpx.Response(502), ok(new_job("j1"))])
-    store = FakeStore()
+    store = TaskStateStore()
     with pytest.raises(AmbiguousRunError, match=r"not sent again.*__wfsvc-") as error:
         op(files=a_file, run_grace_period=3, mark_uploads=True).execute(ctx(store))
     assert "theirs" not in str(error.value)
@@ -315,7 +301,7 @@ def test_a_500_is_never_sent_again(mock_service: Any, no_backoff: list[float], a
     task fails as ambiguous with the pending-run record kept (never a second run request)."""
     route_listings(mock_service, no_backoff, [])
     run = mock_service.post(RUN).mock(side_effect=[httpx.Response(500)] * 2)
-    store = FakeStore()
+    store = TaskStateStore()
     with pytest.raises(AmbiguousRunError, match="500"):
         op(files=a_file, submit_attempts=2, run_grace_period=1).execute(ctx(store))
     assert run.call_count == 1
@@ -446,7 +432,7 @@ def test_an_error_before_sending_leaves_no_pending_record(mock_service: Any, tmp
     path.write_text("a")
     route_listings(mock_service, [])
     run = mock_service.post(RUN).mock(side_effect=[ok(new_job("j1"))])
-    store = FakeStore()
+    store = TaskStateStore()
     task = op(files=str(path))
 
     def vanished(*args: Any, **kwargs: Any) -> Any:
@@ -606,7 +592,7 @@ def test_the_declared_source_is_checked_at_parse_time() -> None:
 def test_success_returns_the_summary_and_forgets_the_job(mock_service: Any, capsys: Any) -> None:
     route_run(mock_service, ok(job_json("j1", "scheduled")))
     route_job(mock_service, "j1", message="done")
-    store = FakeStore()
+    store = TaskStateStore()
     context = ctx(store)
     summary = op().execute(context)
     assert summary == {
@@ -857,7 +843,7 @@ def test_retry_reconnects_to_the_running_job(mock_service: Any) -> None:
     )
     mock_service.get("/jobs/j0/details").mock(return_value=ok(details_json("j0", "completed")))
     mock_service.get("/jobs/j0/failed-files").mock(return_value=ok(failed_json()))
-    store = FakeStore(workflowsvc_job_id="j0")
+    store = TaskStateStore(workflowsvc_job_id="j0")
     assert op().execute(ctx(store))["job_id"] == "j0"
     assert run.call_count == 0
     assert store.values == {}
@@ -869,7 +855,7 @@ def test_retry_returns_a_job_that_finished_meanwhile(mock_service: Any) -> None:
     mock_service.get("/jobs/j0").mock(return_value=ok(job_json("j0", "completed")))
     mock_service.get("/jobs/j0/details").mock(return_value=ok(details_json("j0", "completed")))
     mock_service.get("/jobs/j0/failed-files").mock(return_value=ok(failed_json()))
-    summary = op().execute(ctx(FakeStore(workflowsvc_job_id="j0")))
+    summary = op().execute(ctx(TaskStateStore(workflowsvc_job_id="j0")))
     assert summary["job_id"] == "j0"
     assert summary["status"] == "completed"
     assert run.call_count == 0
@@ -888,7 +874,7 @@ def test_retry_after_a_failed_job_runs_again(mock_service: Any, previous: str) -
         mock_service.get("/jobs/j0/failed-files").mock(return_value=ok(failed_json(("a.pdf", "bad"))))
     seen: list[Any] = []
 
-    class RecordingStore(FakeStore):
+    class RecordingStore(TaskStateStore):
         def set(self, key: str, value: Any, **kwargs: Any) -> None:
             seen.append((key, value))
             super().set(key, value)
@@ -904,7 +890,7 @@ def test_deferrable_retry_defers_on_the_stored_job(mock_service: Any) -> None:
     run, _ = route_run(mock_service, ok(job_json("new", "scheduled")))
     mock_service.get("/jobs/j0").mock(return_value=ok(job_json("j0", "scheduled")))
     with pytest.raises(TaskDeferred) as deferred:
-        op(deferrable=True).execute(ctx(FakeStore(workflowsvc_job_id="j0")))
+        op(deferrable=True).execute(ctx(TaskStateStore(workflowsvc_job_id="j0")))
     assert deferred.value.trigger.serialize()[1]["job_id"] == "j0"
     assert run.call_count == 0
 
@@ -931,7 +917,7 @@ def test_a_stored_job_in_a_status_nobody_knows_is_waited_for_rather_than_run_aga
     )
     mock_service.get("/jobs/j0/details").mock(return_value=ok(details_json("j0", "completed")))
     mock_service.get("/jobs/j0/failed-files").mock(return_value=ok(failed_json()))
-    summary = op().execute(ctx(FakeStore(workflowsvc_job_id="j0")))
+    summary = op().execute(ctx(TaskStateStore(workflowsvc_job_id="j0")))
     assert (summary["job_id"], run.call_count) == (("j0", 0) if goes_on else ("j1", 1))
 
 
@@ -1074,7 +1060,7 @@ def test_unmarked_uploads_keep_their_names_and_never_adopt(
     the run is not sent again."""
     run = mock_service.post(RUN).mock(side_effect=[httpx.Response(502)])
     route_listings(mock_service, no_backoff, [new_job("j1", ["a.txt"]), new_job("j2", ["b.txt"])])
-    store = FakeStore()
+    store = TaskStateStore()
     with pytest.raises(AmbiguousRunError) as error:
         op(files=a_file).execute(ctx(store))
     message = str(error.value)
@@ -1111,7 +1097,7 @@ def test_a_cleared_task_after_an_unmarked_ambiguity_runs_again_without_looking(
     unmarked run created, so the cleared try runs the workflow (no search, no adoption)."""
     mock_service.post(RUN).mock(side_effect=[httpx.Response(502)])
     listing = route_listings(mock_service, no_backoff, [new_job("j1", ["a.txt"])])
-    store = FakeStore()
+    store = TaskStateStore()
     with pytest.raises(AmbiguousRunError):
         op(files=a_file).execute(ctx(store))
     looked = listing.call_count

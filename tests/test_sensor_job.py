@@ -14,7 +14,7 @@ from airflow.sdk.exceptions import (
     AirflowSkipException,
     TaskDeferred,
 )
-from helpers import FAKE_WORKFLOW_ID, details_json, failed_json, job_json, route_documents
+from helpers import FAKE_WORKFLOW_ID, TaskStateStore, details_json, failed_json, job_json, route_documents
 from structlog.testing import capture_logs
 
 from airflow_provider_workflowsvc.exceptions import InvalidJobEventError, WorkflowJobWaitError
@@ -34,21 +34,7 @@ class FakeTI:
         return self.pushed.get(key)
 
 
-class FakeStore:
-    def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.values.get(key, default)
-
-    def set(self, key: str, value: Any) -> None:
-        self.values[key] = value
-
-    def delete(self, key: str) -> None:
-        self.values.pop(key, None)
-
-
-def ctx(store: FakeStore | None = None) -> Any:
+def ctx(store: TaskStateStore | None = None) -> Any:
     return {"ti": FakeTI(), **({"task_state_store": store} if store is not None else {})}
 
 
@@ -198,7 +184,7 @@ def test_workflow_mode_follows_the_job_it_found_across_reschedules(mock_service:
     )
     mock_service.get("/jobs/j1").mock(return_value=ok(job_json("j1", "failed")))
     mock_service.get("/jobs/j1/failed-files").mock(return_value=ok(failed_json()))
-    store = FakeStore() if durable else None
+    store = TaskStateStore() if durable else None
     context = ctx(store)
     assert sensor(workflow_id=WF).poke(context) is False
     if store is not None:
@@ -210,7 +196,7 @@ def test_workflow_mode_follows_the_job_it_found_across_reschedules(mock_service:
 
 
 def test_a_found_event_pins_the_job_and_defers_for_it(mock_service: Any) -> None:
-    store = FakeStore()
+    store = TaskStateStore()
     context = ctx(store)
     found = event(status="found", job_id="j1", job_status="scheduled", elapsed=5.0)
     with pytest.raises(TaskDeferred) as deferred:
@@ -316,7 +302,7 @@ def test_a_broken_wait_is_retryable_in_a_poke(mock_service: Any, soft_fail: bool
 
 
 def test_a_broken_wait_keeps_the_job_a_retry_follows(mock_service: Any) -> None:
-    store = FakeStore()
+    store = TaskStateStore()
     store.set("workflowsvc_sensor_job", {"workflow_id": WF, "job_id": "j1"})
     with pytest.raises(WorkflowJobWaitError, match="404"):
         sensor(workflow_id=WF).execute_complete(ctx(store), event(status="error", message=BROKEN))

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import TaskStateStore
 
 
 class FakeTI:
@@ -28,25 +29,9 @@ class FakeTI:
         return None
 
 
-class FakeStore:
-    """An in-memory task state store (get/set/delete), as durable execution gives a task."""
-
-    def __init__(self, **values: Any) -> None:
-        self.values = dict(values)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.values.get(key, default)
-
-    def set(self, key: str, value: Any, **kwargs: Any) -> None:
-        self.values[key] = value
-
-    def delete(self, key: str) -> None:
-        self.values.pop(key, None)
-
-
-def task_context(store: FakeStore | None = None) -> dict[str, Any]:
+def task_context(store: TaskStateStore | None = None) -> dict[str, Any]:
     """A minimal task context: a task instance and (durable execution) a task state store."""
-    return {"ti": FakeTI(), "task_state_store": store if store is not None else FakeStore()}
+    return {"ti": FakeTI(), "task_state_store": store if store is not None else TaskStateStore()}
 
 
 def use_connection(monkeypatch: pytest.MonkeyPatch, emulator: Any, **extra: Any) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import TaskStateStore
 
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError
 from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
@@ -23,7 +24,7 @@ from airflow_provider_workflowsvc.operators import _files
 from airflow_provider_workflowsvc.operators._files import resolve_files
 from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 
-from ._helpers import FakeStore, LoopbackServer, task_context
+from ._helpers import LoopbackServer, task_context
 
 WORKFLOW_ID = "0b8f3c1e-2a4d-4e6f-8a9b-1c2d3e4f5a6b"
 
@@ -129,7 +130,7 @@ def test_a_name_that_is_not_utf8_fails_before_any_request(tmp_path: Path, workfl
         fh.write(b"Latin-1 name")
     (tmp_path / "fine.txt").write_text("fine")
     workflowsvc_conn.clear_requests()
-    store = FakeStore()
+    store = TaskStateStore()
     task = RunWorkflowOperator(
         task_id="run", workflow_id=WORKFLOW_ID, files=str(tmp_path), poll_interval=0.05
     )

@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import TaskStateStore
 
 from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
 from airflow_provider_workflowsvc.operators._submit import AmbiguousRunError, StoredRunJournal, submit_run
 from airflow_provider_workflowsvc.operators.jobs import PENDING_RUN_KEY
 
-from ._helpers import FakeStore, records_list_files, texts_of
+from ._helpers import records_list_files, texts_of
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -105,7 +106,7 @@ class Task(threading.Thread):
                 path = folder / (SHARED_NAME if self.shared else f"task{self.index}-run{run}.txt")
                 text = f"Text of task {self.index}, run {run}."
                 path.write_text(text)
-                journal = StoredRunJournal(FakeStore(), PENDING_RUN_KEY, log=log)  # a new task instance
+                journal = StoredRunJournal(TaskStateStore(), PENDING_RUN_KEY, log=log)  # a new task instance
                 try:
                     job = submit_run(
                         hook,

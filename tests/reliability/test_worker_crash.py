@@ -31,13 +31,14 @@ from typing import Any
 
 import pytest
 from airflow.utils.state import TaskInstanceState
+from helpers import TaskStateStore
 
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 from airflow_provider_workflowsvc.operators._submit import PENDING_RUN_TTL, AmbiguousRunError
 from airflow_provider_workflowsvc.operators.jobs import PENDING_RUN_KEY, RunWorkflowOperator
 
 from . import _task_process
-from ._helpers import FakeStore, pending_record, records_list_files, task_context
+from ._helpers import pending_record, records_list_files, task_context
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -331,7 +332,7 @@ def test_a_pending_run_is_adopted_once(workflowsvc_conn: Any, workflow: str, inp
     sent = f"doc{MARKER}.txt"
     with emulator.api_client() as api:  # the run a dead try sent
         created = api.post(f"/workflows/{workflow}/run", files={"input_files": (sent, b"x")}).json()
-    store = FakeStore(**{PENDING_RUN_KEY: pending_record(workflow, [sent], age=1, marker=MARKER)})
+    store = TaskStateStore(**{PENDING_RUN_KEY: pending_record(workflow, [sent], age=1, marker=MARKER)})
     with WorkflowServiceHook(settings=_settings(emulator)) as hook:
         proven = records_list_files(hook.get_job(created["id"]))
     if not proven:  # spec dialect: the job cannot be proven to be the dead try's: never adopted
@@ -364,7 +365,7 @@ def test_a_stale_pending_run_is_not_adopted(
         old = api.post(f"/workflows/{workflow}/run", files={"input_files": (sent, b"")}).json()["id"]
     emulator.advance_clock(10)  # the old job failed (empty file): the retry must run again
     if stale == "stored-job":  # the record of the run whose job the store holds (carries its marker)
-        store = FakeStore(
+        store = TaskStateStore(
             **{JOB_KEY: old, PENDING_RUN_KEY: pending_record(workflow, [sent], age=600, marker=MARKER)}
         )
         with WorkflowServiceHook(settings=_settings(emulator)) as hook:
@@ -375,11 +376,12 @@ def test_a_stale_pending_run_is_not_adopted(
                 return
     elif stale == "other-workflow":
         other = "0b7c6a9e-3f0e-4a51-9c7b-1d2e3f4a5b6c"
-        store = FakeStore(**{PENDING_RUN_KEY: pending_record(other, ["e.txt"])})
+        store = TaskStateStore(**{PENDING_RUN_KEY: pending_record(other, ["e.txt"])})
     elif stale == "expired":
-        store = FakeStore(**{PENDING_RUN_KEY: pending_record(workflow, ["e.txt"], age=PENDING_RUN_TTL + 60)})
+        expired = pending_record(workflow, ["e.txt"], age=PENDING_RUN_TTL + 60)
+        store = TaskStateStore(**{PENDING_RUN_KEY: expired})
     else:
-        store = FakeStore(**{PENDING_RUN_KEY: {"workflow_id": workflow, "before": []}})
+        store = TaskStateStore(**{PENDING_RUN_KEY: {"workflow_id": workflow, "before": []}})
     summary = run_op(workflow, input_file).execute(task_context(store))
     assert summary["job_id"] != old
     assert summary["status"] == "completed"
