@@ -104,6 +104,9 @@ def test_jobs_cancel_asks_first_and_says_what_it_did(
     monkeypatch.setattr("builtins.input", lambda prompt: "n")
     _, err, code = run(capsys, "jobs", "cancel", service["running"])
     assert (code, err.strip()) == (1, "Not cancelled")
+    monkeypatch.setattr("builtins.input", _no_terminal)  # a script: nobody to answer
+    _, err, code = run(capsys, "jobs", "cancel", service["running"])
+    assert (code, err.strip()) == (1, NO_ANSWER)
 
     out, _, code = run(capsys, "jobs", "cancel", service["running"], "--yes", "-o", "json")
     assert (code, json.loads(out)) == (
@@ -112,6 +115,13 @@ def test_jobs_cancel_asks_first_and_says_what_it_did(
     )
     out, _, _ = run(capsys, "jobs", "cancel", service["done"], "--yes", "-o", "json")
     assert json.loads(out)[0]["cancelled"] == "False"  # it had ended: nothing to cancel
+
+
+NO_ANSWER = "Not cancelled: no answer on standard input (pass --yes to cancel without asking)"
+
+
+def _no_terminal(prompt: str) -> str:
+    raise EOFError  # what input() raises when standard input is at its end
 
 
 def _running(service: dict[str, Any]) -> str:

@@ -166,13 +166,22 @@ def jobs_cancel(args: argparse.Namespace) -> None:
     """Ask the service to stop a job (confirmed first, unless ``--yes``); a job that had ended is said so."""
     from airflow_provider_workflowsvc.wait.poll import cancel_quietly
 
-    if not args.yes and input(f"Cancel job {args.job_id}? [y/N] ").strip().lower() not in ("y", "yes"):
+    if not args.yes and not _confirmed(f"Cancel job {args.job_id}? [y/N] "):
         raise SystemExit("Not cancelled")
     with _hook(args) as hook:
         job = hook.get_job(args.job_id)
         before = job.raw_status or job.status.value
         cancelled = not job.status.is_terminal and cancel_quietly(hook, args.job_id, _Quiet())
     _print(args, [{"id": args.job_id, "status_before": before, "cancelled": cancelled}])
+
+
+def _confirmed(question: str) -> bool:
+    """Ask ``question``; only "y" or "yes" confirms. No terminal to answer (a script, CI) is a no."""
+    try:
+        return input(question).strip().lower() in ("y", "yes")
+    except EOFError:
+        no_answer = "Not cancelled: no answer on standard input (pass --yes to cancel without asking)"
+        raise SystemExit(no_answer) from None
 
 
 class _Quiet:
