@@ -349,6 +349,7 @@ def watcher_event(workflow_id: str | None, conn_id: str, lag: float | None) -> N
 # Sending
 
 
+@functools.cache  # resolved once: an import per metric costs a failed module lookup (``__path__``)
 def _stats() -> Any:
     from airflow_provider_workflowsvc._compat import Stats
 

@@ -774,7 +774,8 @@ def sending(endpoint: Any, asynchronous: bool) -> Callable[..., Any]:
 
 def send(hook: WorkflowServiceHook, call: ApiCall[T], retries: bool = True, operation: str = "") -> T:
     """Send ``call`` with the hook's ``httpx.Client``: perform the exchange's steps."""
-    steps, client = exchange(hook._transport, call, retries, operation), hook.get_conn()
+    transport, client = hook._connection()
+    steps = exchange(transport, call, retries, operation)
     answer: Any = None
     error: BaseException | None = None
     opened: httpx.Response | None = None
@@ -811,8 +812,8 @@ async def asend(
     hook: WorkflowServiceAsyncHook, call: ApiCall[T], retries: bool = True, operation: str = ""
 ) -> T:
     """:func:`send`, with the hook's ``httpx.AsyncClient``."""
-    transport = await hook._atransport()
-    steps, client = exchange(transport, call, retries, operation), await hook.get_async_conn()
+    transport, client = await hook._aconnection()
+    steps = exchange(transport, call, retries, operation)
     answer: Any = None
     error: BaseException | None = None
     opened: httpx.Response | None = None

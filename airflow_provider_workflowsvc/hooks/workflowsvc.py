@@ -276,6 +276,14 @@ class WorkflowServiceHook(_HookBase, Endpoints):
             self.close()
         return changed
 
+    def _connection(self) -> tuple[_Transport, httpx.Client]:
+        """
+        Return the settings to send with and the client to send them (the settings first: a re-read that
+        changes them lets the old client go).
+        """
+        transport = self._transport
+        return transport, self.get_conn()
+
     def get_conn(self) -> httpx.Client:
         """Return the hook's HTTP client (created on first use)."""
         if self._client is None:
@@ -379,6 +387,11 @@ class WorkflowServiceAsyncHook(_HookBase, Endpoints):
         from asgiref.sync import sync_to_async
 
         return await sync_to_async(self.get_connection)(self.workflowsvc_conn_id)
+
+    async def _aconnection(self) -> tuple[_Transport, httpx.AsyncClient]:
+        """:meth:`WorkflowServiceHook._connection`, awaited."""
+        transport = await self._atransport()
+        return transport, await self.get_async_conn()
 
     async def get_async_conn(self) -> httpx.AsyncClient:
         """

@@ -7,7 +7,8 @@ to the time left, no retry past it), and a cancel sent when a task ends gets ``C
 One poll is ONE request (``GET /jobs/{id}/details``: status and per-node counts), plus ``GET /jobs/{id}``
 only when the details carry a status this provider does not know. Once the job is terminal, two more
 requests fetch the job record (output files) and the failed files, and one per output file (a local
-destination's only) reads the start of that output for its document's name. A wait of ``T`` seconds
+destination's only) reads the start of that output for its document's name (awaited, the failed files
+and the outputs are read at once). A wait of ``T`` seconds
 at interval ``I`` therefore costs at most ``ceil(T / I) + 3`` requests, and one per output file.
 
 Each sync function has its awaited twin next to it (``poll_once``/``apoll_once``, ...): the same steps,
@@ -19,9 +20,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceAuthUnconfirmedError,
@@ -44,6 +45,9 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc.wait.workflow_poll import Joining, WorkflowPoll
 
 Log = logging.Logger | Any
+
+A = TypeVar("A")
+B = TypeVar("B")
 
 CANCEL_BUDGET = 5.0
 """Seconds a cancel sent as a task ends (timeout, kill) may take, retries included: the task is going
@@ -312,8 +316,22 @@ async def apoll_once(hook: WorkflowServiceAsyncHook, watch: JobWatch) -> JobOutc
     job = job or await hook.get_job(watch.job_id)
     if not watch.confirmed_by(job):
         return None
-    failed = await hook.get_job_failed_files(watch.job_id)
-    return watch.outcome(job, failed.failed_files, await aoutput_documents(hook, job, watch.log))
+    failed, documents = await _both(
+        hook.get_job_failed_files(watch.job_id), aoutput_documents(hook, job, watch.log)
+    )
+    return watch.outcome(job, failed.failed_files, documents)
+
+
+async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+    """
+    Await two reads at once (the last poll's failed files and output documents: one round trip, not
+    two); the first error is raised once both have ended, so no read outlives the poll.
+    """
+    one, two = await asyncio.gather(first, second, return_exceptions=True)
+    for result in (one, two):
+        if isinstance(result, BaseException):
+            raise result
+    return one, two  # type: ignore[return-value]
 
 
 async def aoutput_documents(hook: WorkflowServiceAsyncHook, job: Job, log: Log) -> dict[str, str | None]:
