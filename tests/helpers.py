@@ -50,10 +50,16 @@ def hourly_workflow(name: str, conn_id: str = "workflowsvc_default") -> str:
         return str(hook.create_workflow(name, "basic", source_id=source.id, schedule="every hour").id)
 
 
-def run_pytest(python: str | Path, folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run pytest in ``folder`` with ``python``, in an environment with no setting of this repository's."""
+def run_pytest(
+    python: str | Path, folder: Path, *args: str, env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """
+    Run pytest in ``folder`` with ``python``, in an environment with no setting of this repository's
+    (``env_extra``: the settings the test gives it).
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "WORKFLOWSVC", "PYTEST"))}
     env.pop("PYTHONPATH", None)
+    env.update(env_extra or {})
     env["HOME"] = str(folder / "home")  # a CI runner's own home: Airflow writes ~/airflow when imported
     command = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q", *args]
     return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
