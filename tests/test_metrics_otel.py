@@ -159,6 +159,5 @@ def test_a_runs_metrics_reach_an_otlp_receiver(receiver: OtlpReceiver, tmp_path:
     assert receiver.wait_for("airflow.workflowsvc.job.wait_time")  # a timer: an OpenTelemetry histogram
     ours = [p for p in receiver.points if p[0].startswith("airflow.workflowsvc.")]
     assert not [p for p in ours if set(p[1]) & set(JOB_ID_ATTRIBUTES)], ours
-    print(
-        f"[otel] {len(ours)} points of ours: {sorted({(p[0], tuple(sorted(p[1].items())), p[2]) for p in ours})}"
-    )
+    received = sorted({(name, tuple(sorted(tags.items())), value) for name, tags, value in ours})
+    print(f"[otel] {len(ours)} points of ours: {received}")
