@@ -151,7 +151,8 @@ def assert_the_runs_metrics(receiver: OtlpReceiver, run: dict[str, list[str]], s
         assert timed[0].value > 0, timed
 
     ours = [m for m in receiver.received if m.name.startswith(OURS)]
-    assert {dict(m.sender).get("service.name") for m in ours} == {"airflow"}
+    # each process's own series: its resource names the service and this instance of it
+    assert all({"service.name", "service.instance.id"} <= dict(m.sender).keys() for m in ours), ours
     assert not receiver.refused
     assert not [m for m in ours if leaks(m, run["jobs"] + run["files"])], ours
     print(f"[otel] {sent_by}: {receiver.exports} exports, {len(ours)} points of ours; each series' last:")
