@@ -57,7 +57,9 @@ def run_pytest(
     Run pytest in ``folder`` with ``python``, in an environment with no setting of this repository's
     (``env_extra``: the settings the test gives it).
     """
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "WORKFLOWSVC", "PYTEST"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "WORKFLOWSVC", "PYTEST", "OTEL_"))
+    }
     env.pop("PYTHONPATH", None)
     env.update(env_extra or {})
     env["HOME"] = str(folder / "home")  # a CI runner's own home: Airflow writes ~/airflow when imported

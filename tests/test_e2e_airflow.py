@@ -25,8 +25,6 @@ import functools
 import itertools
 import json
 import shutil
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +32,7 @@ from typing import Any
 
 import pytest
 from helpers import events_built
+from metric_receivers import StatsdReceiver
 
 from scripts.local_airflow import LocalAirflow, local_stack
 
@@ -71,74 +70,6 @@ POOL_DAG = "workflowsvc_e2e_pool_cap"
 POOL = "workflowsvc_e2e_jobs"
 POOL_TASKS = [f"run_{index}" for index in range(4)]
 POOL_SLOTS = 2
-
-
-STATSD_TIMEOUT = 120.0
-"""Stops a wait for a metric that never comes (the metrics come with the events the test waited for)."""
-
-
-class StatsdReceiver:
-    """
-    A StatsD server on loopback (UDP) for the whole stack: the lines every component sent, in order of
-    arrival. Airflow's InfluxDB line form is on, so the provider's tags arrive (``name,tag=v:1|c``).
-    """
-
-    def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.lines: list[str] = []
-        self._arrived = threading.Condition()
-        threading.Thread(target=self._receive, name="statsd-receiver", daemon=True).start()
-
-    def env(self) -> dict[str, str]:
-        """Airflow's ``[metrics]`` sending to this receiver."""
-        return {
-            "AIRFLOW__METRICS__STATSD_ON": "True",
-            "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
-            "AIRFLOW__METRICS__STATSD_PORT": str(self.sock.getsockname()[1]),
-            "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True",
-        }
-
-    def _receive(self) -> None:
-        while True:
-            try:
-                data = self.sock.recv(65536)
-            except OSError:  # closed at the end of the module
-                return
-            with self._arrived:
-                self.lines.extend(data.decode(errors="replace").splitlines())
-                self._arrived.notify_all()
-
-    def wait_for(self, name: str, **tags: str) -> list[dict[str, Any]]:
-        """
-        The metrics received named ``name`` (Airflow's prefix included) whose tags include ``tags``, once
-        at least one has arrived (each arrival wakes the wait; the timeout only stops a hang).
-        """
-        deadline = time.monotonic() + STATSD_TIMEOUT
-        with self._arrived:
-            while not (found := [m for m in map(parse_statsd, self.lines) if _matches(m, name, tags)]):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    names = sorted({parse_statsd(line)["name"] for line in self.lines})
-                    raise AssertionError(f"no {name} {tags} among the metrics received: {names}")
-                self._arrived.wait(left)
-            return found
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def parse_statsd(line: str) -> dict[str, Any]:
-    """``name,tag=value,...:value|type`` as a dict (name, tags, value, type, line)."""
-    head, _, rest = line.partition(":")
-    name, *pairs = head.split(",")
-    value, _, kind = rest.partition("|")
-    tags = dict(pair.partition("=")[::2] for pair in pairs)
-    return {"name": name, "tags": tags, "value": value, "type": kind, "line": line}
-
-
-def _matches(metric: dict[str, Any], name: str, tags: dict[str, str]) -> bool:
-    return bool(metric["name"] == name and all(metric["tags"].get(k) == v for k, v in tags.items()))
 
 
 @pytest.fixture(scope="module")
@@ -638,14 +569,10 @@ def test_scheduled_jobs_run_the_consumer_once_each_across_a_triggerer_kill(
     # the watcher's metrics, from the triggerer: its listings, one event per job, the lag of each
     tags = {"workflow": workflow_id, "conn_id": "workflowsvc_default"}
     assert statsd.wait_for("airflow.workflowsvc.watcher.listings", **tags)
-    _wait_for(
-        lambda: len(statsd.wait_for("airflow.workflowsvc.watcher.events", **tags)) >= 3,
-        timeout=30,
-        what="the watcher's event counters",
-    )
+    assert statsd.wait_for("airflow.workflowsvc.watcher.events", at_least=3, **tags)
     lags = statsd.wait_for("airflow.workflowsvc.watcher.lag", **tags)
-    assert {m["type"] for m in lags} == {"ms"}
-    print(f"[e2e] watcher metrics received, e.g. {lags[0]['line']}")
+    assert {m.kind for m in lags} == {"ms"}
+    print(f"[e2e] watcher metrics received, e.g. {lags[0].source}")
 
 
 def emulator_jobs(emulator: Any, workflow_id: str) -> list[dict[str, Any]]:
@@ -803,15 +730,15 @@ def test_a_throttled_deferrable_run_sends_its_metrics_from_worker_and_triggerer(
     assert statsd.wait_for("airflow.workflowsvc.request.throttled", **run_call)
     assert statsd.wait_for("airflow.workflowsvc.request.retried", reason="429", **run_call)
     pauses = statsd.wait_for("airflow.workflowsvc.request.retry_after", **run_call)
-    assert {p["type"] for p in pauses} == {"ms"}
-    assert any(float(p["value"]) >= 200 for p in pauses), pauses
+    assert {p.kind for p in pauses} == {"ms"}
+    assert any(p.value >= 200 for p in pauses), pauses
     assert statsd.wait_for("airflow.workflowsvc.request.2xx", **run_call)
     # the triggerer: the deferred wait's polls (only a wait sends get_job_details; every wait of this
     # stack's DAGs is deferred)
     assert statsd.wait_for("airflow.workflowsvc.request.2xx", operation="get_job_details", conn_id=conn)
     # the worker again, resumed: how the wait ended (the example's empty.txt fails) and its times
     ended = statsd.wait_for("airflow.workflowsvc.job.completed_with_failed_files", conn_id=conn)
-    workflow_tag = ended[-1]["tags"]["workflow"]
+    workflow_tag = ended[-1].tags["workflow"]
     assert statsd.wait_for("airflow.workflowsvc.job.failed_documents", workflow=workflow_tag, conn_id=conn)
     assert statsd.wait_for("airflow.workflowsvc.job.wait_time", workflow=workflow_tag, conn_id=conn)
     assert statsd.wait_for("airflow.workflowsvc.job.run_time", workflow=workflow_tag, conn_id=conn)

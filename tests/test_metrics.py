@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import httpx
 import pytest
 import respx
 from helpers import MOCK_BASE_URL, MetricsRecorder
+from metric_receivers import StatsdReceiver
 
 from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceConnectionError
@@ -268,25 +268,13 @@ async def test_the_triggerers_settings_cache_counts_its_re_reads(
 
 
 @contextlib.contextmanager
-def statsd_receiver() -> Iterator[tuple[int, Any]]:
-    """
-    A UDP socket on loopback: its port, and ``receive(count)``, the lines received once ``count`` have
-    arrived (it blocks on the socket; its timeout only stops a hang).
-    """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.settimeout(60)
-    lines: list[str] = []
-
-    def receive(count: int) -> list[str]:
-        while len(lines) < count:
-            lines.extend(sock.recv(65536).decode().splitlines())
-        return lines
-
+def statsd_receiver() -> Iterator[StatsdReceiver]:
+    """A StatsD receiver on loopback (UDP) for the test's length."""
+    receiver = StatsdReceiver()
     try:
-        yield sock.getsockname()[1], receive
+        yield receiver
     finally:
-        sock.close()
+        receiver.close()
 
 
 @contextlib.contextmanager
@@ -322,12 +310,12 @@ def test_the_metrics_go_out_through_airflows_statsd_with_its_prefix_and_tags(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     with (
-        statsd_receiver() as (port, receive),
-        airflow_statsd(monkeypatch, port, statsd_influxdb_enabled="True"),
+        statsd_receiver() as statsd,
+        airflow_statsd(monkeypatch, statsd.port, statsd_influxdb_enabled="True"),
     ):
         metrics.answered("get_job", "workflowsvc_default", 200)
         metrics.job_ended(outcome("success", 1, job_seconds=12.0), "workflowsvc_default", "Nightly docs")
-        lines = receive(5)
+        lines = statsd.wait_for_lines(5)
 
     assert "airflow.workflowsvc.request.2xx,operation=get_job,conn_id=workflowsvc_default:1|c" in lines
     tags = "workflow=Nightly_docs,conn_id=workflowsvc_default"
@@ -348,9 +336,9 @@ def test_the_metrics_go_out_through_airflows_statsd_with_its_prefix_and_tags(
 def test_airflows_allow_and_block_lists_apply_to_the_providers_metrics(
     monkeypatch: pytest.MonkeyPatch, option: str, value: str, passed: str
 ) -> None:
-    with statsd_receiver() as (port, receive), airflow_statsd(monkeypatch, port, **{option: value}):
+    with statsd_receiver() as statsd, airflow_statsd(monkeypatch, statsd.port, **{option: value}):
         for _ in range(2):  # the second round's line that passes comes after the first round's lines
             metrics.answered("get_job", "c", 200)
             metrics.answered("get_job", "c", 503)
             metrics.lane_retired()
-        assert receive(2) == [passed, passed]
+        assert statsd.wait_for_lines(2) == [passed, passed]

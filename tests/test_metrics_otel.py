@@ -1,163 +1,170 @@
 """
-The provider's metrics through Airflow's OpenTelemetry path, received on loopback: a DAG run (a
-deferrable run, its trigger inline) in a process of its own with ``[metrics] otel_on``, its metrics
-exported by the OTLP/HTTP exporter Airflow builds, to a receiver in this test that decodes them with
-``opentelemetry-proto`` (Airflow's own dependencies bring both).
+The provider's metrics through Airflow's OpenTelemetry path, received on loopback (issue #37): a DAG run
+(a deferrable run refused once with 429, one of its two files failing; its trigger inline under
+``dag.test()``) in a process of its own with ``[metrics] otel_on``, its metrics exported by the
+OTLP/HTTP exporter Airflow builds to this test's receiver (tests/metric_receivers.py), which decodes
+them with ``opentelemetry-proto``. Airflow's own dependencies bring both, on every minor.
 
-Airflow initializes its metrics once per process, from its configuration, when a component starts (the
-task runner of a worker, the triggerer; under ``dag.test()`` the Task SDK's serializer): the run gets the
-setting through its environment. The process's exit flushes what it recorded (the OpenTelemetry SDK's
-shutdown); the test waits for the metrics to arrive, not for a time.
+Airflow builds its metrics logger once per process, from its configuration: the run gets the settings
+through its environment, in the two ways a deployment gives them, each proving one way out:
+
+* Airflow's ``[metrics]`` options, with an export interval longer than the run: only the flush at the
+  process's exit can send the metrics (Airflow's ``atexit`` hook, from 3.1: a ``force_flush`` of its
+  meter provider, which it builds with ``shutdown_on_exit=False``). A worker's task process relies on it.
+* The OpenTelemetry SDK's own variables (Airflow reads them from 3.2; before, its options), with a
+  short interval: the run's process waits, before it ends, until the receiver has its metrics: the
+  periodic export of a living process, which a triggerer relies on.
+
+The tests wait for the metrics themselves, not for a time.
 """
 
 from __future__ import annotations
 
-import gzip
+import json
 import sys
 import textwrap
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from helpers import run_pytest
+from metric_receivers import OtlpReceiver, ReceivedMetric
 
-pytestmark = pytest.mark.airflow_min("3.2", reason="the Task SDK's metrics (airflow.sdk.observability)")
+from airflow_provider_workflowsvc._compat import AIRFLOW_V_3_2_PLUS, AIRFLOW_V_3_3_PLUS
 
-RECEIVE_TIMEOUT = 120.0
-"""Stops a wait for metrics that never come (the child process has exited when the test waits)."""
+CONN = "workflowsvc_default"
+WORKFLOW = "otel-metrics"
+OURS = "airflow.workflowsvc."
+LAST_OF_THE_RUN = f"{OURS}job.completed_with_failed_files"
+"""Counted when the run's wait has ended: an export holding it holds the whole run's (cumulative)."""
+TIMER_KIND = "exponential_histogram" if AIRFLOW_V_3_3_PLUS else "gauge"
+"""How a timer arrives: Airflow 3.3 records it in a histogram (exponential buckets), before as a gauge."""
 
-JOB_ID_ATTRIBUTES = ("job_id", "file", "filename")
-
-
-class OtlpReceiver:
-    """An OTLP/HTTP metrics endpoint on loopback: every data point received, as (name, attributes, value)."""
-
-    def __init__(self) -> None:
-        self.points: list[tuple[str, dict[str, str], float]] = []
-        self._arrived = threading.Condition()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                receiver.take(self.path, body)
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, name="otlp-receiver", daemon=True).start()
-
-    def env(self) -> dict[str, str]:
-        """Airflow's ``[metrics]`` exporting to this receiver over OTLP/HTTP."""
-        return {
-            "AIRFLOW__METRICS__OTEL_ON": "True",
-            "AIRFLOW__METRICS__OTEL_HOST": "127.0.0.1",
-            "AIRFLOW__METRICS__OTEL_PORT": str(self.server.server_address[1]),
-            "AIRFLOW__METRICS__OTEL_SSL_ACTIVE": "False",
-            "AIRFLOW__METRICS__OTEL_INTERVAL_MILLISECONDS": "1000",
-        }
-
-    def take(self, path: str, body: bytes) -> None:
-        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
-
-        if path != "/v1/metrics":
-            return
-        request = ExportMetricsServiceRequest()
-        request.ParseFromString(body)
-        points = [
-            (metric.name, _attributes(point), _value(point))
-            for resource in request.resource_metrics
-            for scope in resource.scope_metrics
-            for metric in scope.metrics
-            for point in _data_points(metric)
-        ]
-        with self._arrived:
-            self.points.extend(points)
-            self._arrived.notify_all()
-
-    def wait_for(self, name: str) -> list[tuple[str, dict[str, str], float]]:
-        """The points named ``name``, once one has arrived (each arrival wakes the wait)."""
-        with self._arrived:
-            found = self._arrived.wait_for(lambda: [p for p in self.points if p[0] == name], RECEIVE_TIMEOUT)
-            assert found, f"no {name} among {sorted({p[0] for p in self.points})}"
-            return found
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def _data_points(metric: Any) -> list[Any]:
-    kind = metric.WhichOneof("data")
-    return list(getattr(metric, kind).data_points) if kind else []
-
-
-def _attributes(point: Any) -> dict[str, str]:
-    return {a.key: a.value.string_value for a in point.attributes}
-
-
-def _value(point: Any) -> float:
-    if "value" in point.DESCRIPTOR.oneofs_by_name:  # a counter's or a gauge's number
-        kind = point.WhichOneof("value")
-        return float(getattr(point, kind)) if kind else 0.0
-    return float(point.sum)  # a histogram (a timer): the sum of what it recorded
+NO_PERIODIC_EXPORT_MS = 3_600_000
+"""An export interval no run of this test reaches: only the exit flush sends."""
+PERIODIC_EXPORT_MS = 500
 
 
 RUN_TEST = textwrap.dedent(
-    """
+    f"""
+    import json
+    import os
     from datetime import datetime
+    from pathlib import Path
 
+    import httpx
     from airflow.sdk import DAG
 
     from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
     from airflow_provider_workflowsvc.operators.workflows import CreateWorkflowOperator
 
 
-    def test_a_deferrable_run(workflowsvc_connection, workflowsvc_run_dag, tmp_path):
-        (tmp_path / "report.txt").write_text("One report.")
+    def test_a_deferrable_run(workflowsvc_connection, workflowsvc_emulator, workflowsvc_run_dag):
+        Path("report.txt").write_text("One report.")
+        Path("broken-scan.txt").write_text("Unreadable.")
+        workflowsvc_emulator.fail_files("*broken-scan*")
+        workflowsvc_emulator.fail_requests("POST", "/workflows/*/run", status=429, times=1)
         with DAG("otel_metrics", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
-            workflow = CreateWorkflowOperator(task_id="workflow", name="otel-metrics", workflow_type="basic")
+            workflow = CreateWorkflowOperator(task_id="workflow", name="{WORKFLOW}", workflow_type="basic")
             RunWorkflowOperator(
                 task_id="run",
                 workflow_id=workflow.output,
-                files=str(tmp_path / "report.txt"),
+                files=[str(Path("report.txt").resolve()), str(Path("broken-scan.txt").resolve())],
+                fail_on_failed_files=False,
                 deferrable=True,
             )
         result = workflowsvc_run_dag(dag)
         assert result.state == "success", str(result.errors)[-2000:]
+        ran = {{"jobs": [job.id for job in workflowsvc_emulator.jobs()]}}
+        ran["files"] = workflowsvc_emulator.received_files()
+        Path("ran.json").write_text(json.dumps(ran))
     """
+)
+WAIT_WHILE_ALIVE = textwrap.indent(
+    textwrap.dedent(
+        f"""
+        # the process ends only once the receiver has the run's metrics: the periodic export sent them
+        wait = {{"name": "{LAST_OF_THE_RUN}"}}
+        received = httpx.get(os.environ["OTLP_WAIT_URL"], params=wait, timeout=300)
+        assert received.status_code == 200, received
+        """
+    ),
+    "    ",
 )
 
 
 @pytest.fixture
-def receiver() -> Any:
+def receiver() -> Iterator[OtlpReceiver]:
     otlp = OtlpReceiver()
     yield otlp
     otlp.close()
 
 
-def test_a_runs_metrics_reach_an_otlp_receiver(receiver: OtlpReceiver, tmp_path: Path) -> None:
-    (tmp_path / "test_run.py").write_text(RUN_TEST)
-    ran = run_pytest(sys.executable, tmp_path, "test_run.py", env_extra=receiver.env())
-    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+@pytest.mark.airflow_min("3.1", reason="Airflow 3.0 sends nothing at a process's exit (no flush)")
+def test_the_exit_flush_sends_a_runs_metrics(receiver: OtlpReceiver, tmp_path: Path) -> None:
+    env = receiver.airflow_options(interval_ms=NO_PERIODIC_EXPORT_MS)
+    run = run_in_a_process(tmp_path, RUN_TEST, env)
+    assert_the_runs_metrics(receiver, run, "the exit flush")
 
-    requests = receiver.wait_for("airflow.workflowsvc.request.2xx")
-    operations = {attributes["operation"] for _, attributes, _ in requests}
-    assert {"create_workflow", "run_workflow", "get_job_details"} <= operations, operations
-    assert {attributes["conn_id"] for _, attributes, _ in requests} == {"workflowsvc_default"}
-    completed = receiver.wait_for("airflow.workflowsvc.job.completed")  # each export repeats the sum
-    assert {(attributes["workflow"], value) for _, attributes, value in completed} == {("otel-metrics", 1)}
-    assert receiver.wait_for("airflow.workflowsvc.job.wait_time")  # a timer: an OpenTelemetry histogram
-    ours = [p for p in receiver.points if p[0].startswith("airflow.workflowsvc.")]
-    assert not [p for p in ours if set(p[1]) & set(JOB_ID_ATTRIBUTES)], ours
-    received = sorted({(name, tuple(sorted(tags.items())), value) for name, tags, value in ours})
-    print(f"[otel] {len(ours)} points of ours: {received}")
+
+def test_the_periodic_export_sends_a_runs_metrics_while_its_process_lives(
+    receiver: OtlpReceiver, tmp_path: Path
+) -> None:
+    # the OpenTelemetry SDK's variables where Airflow reads them (3.2+, its [metrics] options deprecated)
+    configure = receiver.otel_environment if AIRFLOW_V_3_2_PLUS else receiver.airflow_options
+    env = {**configure(interval_ms=PERIODIC_EXPORT_MS), "OTLP_WAIT_URL": receiver.wait_url}
+    run = run_in_a_process(tmp_path, RUN_TEST + WAIT_WHILE_ALIVE, env)
+    assert_the_runs_metrics(receiver, run, "the periodic export")
+
+
+def run_in_a_process(folder: Path, test_file: str, env: dict[str, str]) -> dict[str, list[str]]:
+    """Run the child's test with ``env``; return its job ids and the file names the service received."""
+    (folder / "test_run.py").write_text(test_file)
+    ran = run_pytest(sys.executable, folder, "test_run.py", env_extra=env)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    run: dict[str, list[str]] = json.loads((folder / "ran.json").read_text())
+    assert len(run["jobs"]) == 1, run
+    assert len(run["files"]) == 2, run
+    return run
+
+
+def assert_the_runs_metrics(receiver: OtlpReceiver, run: dict[str, list[str]], sent_by: str) -> None:
+    # requests by status class, tagged with the endpoint and the connection (counters: cumulative sums)
+    answered = receiver.series(f"{OURS}request.2xx", conn_id=CONN)
+    assert {m.kind for m in answered} == {"sum"}
+    assert {"create_workflow", "run_workflow", "get_job_details"} <= {m.tags["operation"] for m in answered}
+    run_call = {"operation": "run_workflow", "conn_id": CONN}
+    assert total(receiver.series(f"{OURS}request.4xx", **run_call)) == 1
+    assert total(receiver.series(f"{OURS}request.throttled", **run_call)) == 1
+    assert total(receiver.series(f"{OURS}request.retried", reason="429", **run_call)) == 1
+    # the run's outcome and its failed document, tagged with the workflow
+    of_workflow = {"workflow": WORKFLOW, "conn_id": CONN}
+    assert total(receiver.series(LAST_OF_THE_RUN, **of_workflow)) == 1
+    assert total(receiver.series(f"{OURS}job.failed_documents", **of_workflow)) == 1
+    # the timers, in milliseconds: the Retry-After pause (1 s), the wait, the job's run time
+    one = 1 if AIRFLOW_V_3_3_PLUS else None  # a histogram's count; a gauge has none
+    pause = receiver.series(f"{OURS}request.retry_after", **run_call)
+    assert [(m.kind, m.value, m.count) for m in pause] == [(TIMER_KIND, 1000.0, one)], pause
+    for timer in ("job.wait_time", "job.run_time"):
+        timed = receiver.series(f"{OURS}{timer}", **of_workflow)
+        assert [(m.kind, m.count) for m in timed] == [(TIMER_KIND, one)], timed
+        assert timed[0].value > 0, timed
+
+    ours = [m for m in receiver.received if m.name.startswith(OURS)]
+    # each process's own series: its resource names the service and this instance of it
+    assert all({"service.name", "service.instance.id"} <= dict(m.sender).keys() for m in ours), ours
+    assert not receiver.refused
+    assert not [m for m in ours if leaks(m, run["jobs"] + run["files"])], ours
+    print(f"[otel] {sent_by}: {receiver.exports} exports, {len(ours)} points of ours; each series' last:")
+    for metric in sorted({(m.name, tuple(m.tags.items()), m.sender): m for m in ours}.values(), key=str):
+        print(f"[otel]   {metric.name} {metric.tags} {metric.kind} {metric.value:g} (count {metric.count})")
+
+
+def total(series: list[ReceivedMetric]) -> float:
+    """A counter's total: the sum of its series' cumulative counts."""
+    return sum(m.value for m in series)
+
+
+def leaks(metric: ReceivedMetric, private: list[str]) -> bool:
+    """Whether a job id or a file name shows in the metric's tags (names or values)."""
+    return any(secret in text for secret in private for text in (*metric.tags, *metric.tags.values()))
