@@ -400,8 +400,7 @@ class WorkflowServiceAsyncHook(_HookBase, Endpoints):
         """
         if self._client is None:
             transport = await self._atransport()
-            key = _ClientKey.of(transport.settings)
-            self._client = _acquire_client(key).client
+            key, self._client = _acquire_client(transport.settings)
             self._client_of = (asyncio.get_running_loop(), key)
         return self._client
 
@@ -409,8 +408,8 @@ class WorkflowServiceAsyncHook(_HookBase, Endpoints):
         """Let go of the shared client (closing it if this hook was its last user)."""
         client, owner = self._client, self._client_of
         self._client = self._client_of = None
-        if client is not None and owner is not None:
-            await _release_client(*owner, client)
+        if client is not None and owner is not None and _release_client(*owner, client):
+            await client.aclose()
 
     async def __aenter__(self) -> WorkflowServiceAsyncHook:
         return self
