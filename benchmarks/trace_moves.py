@@ -176,18 +176,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.trace_moves", description=__doc__)
     names = ", ".join(SCENARIOS)
     parser.add_argument("--only", default=",".join(SCENARIOS), help=f"comma-separated: {names}")
-    parser.add_argument("--dialect", default="platform", choices=("spec", "platform"))
+    parser.add_argument("--dialect", default="platform", help="spec, platform, or both: spec,platform")
     parser.add_argument("--hops", action="store_true", help="also list each pair of files and its moves")
     args = parser.parse_args(argv)
+    dialects = args.dialect.split(",")
+    if not set(dialects) <= {"spec", "platform"}:
+        parser.error(f"--dialect: spec, platform or both, not {args.dialect!r}")
     _airflow_home()
     from airflow.utils import db
 
     db.resetdb()
+    for dialect in dialects:
+        _trace(dialect, args.only.split(","), args.hops)
+    return 0
+
+
+def _trace(dialect: str, names: list[str], hops: bool) -> None:
+    """Trace ``names`` against an emulator of ``dialect``, printing a line (and the hops) for each."""
     from airflow_provider_workflowsvc.emulator.testing import running_emulator
 
+    print(f"dialect {dialect}")
     print(f"{'scenario':16} {'moves':>6} {'target':>7} {'calls':>6} {'files':>6} {'requests':>9}")
-    with running_emulator(dialect=args.dialect) as emu:
-        for name in args.only.split(","):
+    with running_emulator(dialect=dialect) as emu:
+        for name in names:
             scenario = SCENARIOS[name](emu)
             scenario()  # warm: imports, caches, first connections
             emu.clear_requests()
@@ -198,10 +209,9 @@ def main(argv: list[str] | None = None) -> int:
             sent = len(emu.requests())
             figures = f"{route.moves:6} {TARGETS[name]:7} {route.calls:6} {len(route.files):6} {sent:9}"
             print(f"{name:16} {figures}")
-            if args.hops:
+            if hops:
                 for (a, b), n in sorted(route.hops.items(), key=lambda kv: -kv[1]):
                     print(f"    {n:4}  {a} -> {b}")
-    return 0
 
 
 if __name__ == "__main__":
