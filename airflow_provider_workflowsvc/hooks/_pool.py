@@ -309,9 +309,8 @@ def _acquire_client(settings: ConnectionSettings) -> tuple[_ClientKey, httpx.Asy
     clients = _SHARED_CLIENTS.setdefault(asyncio.get_running_loop(), {})
     shared = clients.get(key)
     if shared is None or shared.client.is_closed:
-        options = settings.httpx_options()
-        lanes = _Lanes(settings.max_connections, lane_limit=LANE_TIME_LIMIT, verify=options["verify"])
-        shared = clients[key] = _SharedClient(httpx.AsyncClient(**options, transport=lanes))
+        lanes = _Lanes(settings.max_connections, lane_limit=LANE_TIME_LIMIT, verify=settings.ssl_verify())
+        shared = clients[key] = _SharedClient(httpx.AsyncClient(**settings.httpx_options(), transport=lanes))
     shared.users += 1
     return key, shared.client
 
