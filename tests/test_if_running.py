@@ -7,9 +7,8 @@ from typing import Any
 import httpx
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
-from helpers import FAKE_WORKFLOW_ID, details_json, job_json
+from helpers import FAKE_WORKFLOW_ID, TaskStateStore, details_json, job_json
 from reliability import _helpers as reliability_helpers
-from reliability._helpers import FakeStore
 from test_run_operator import _spelled, ok, op, route_job
 
 from airflow_provider_workflowsvc.exceptions import (
@@ -35,7 +34,7 @@ class FakeTI(reliability_helpers.FakeTI):
         return self.pushed.get(key)
 
 
-def ctx(store: FakeStore | None = None) -> Any:
+def ctx(store: TaskStateStore | None = None) -> Any:
     return {"ti": FakeTI(), "task_state_store": store}
 
 
@@ -110,7 +109,7 @@ def test_wait_reports_the_running_job_marked_not_started_and_never_cancels_it(
 ) -> None:
     route_listing(service, job("j0", "in progress"))
     route_job(service, "j0")
-    store = FakeStore() if durable else None
+    store = TaskStateStore() if durable else None
     context = ctx(store)
     task = op(if_running="wait", durable=durable)
     summary = task.execute(context)
@@ -181,7 +180,7 @@ def test_wait_times_out_leaving_the_job_it_did_not_start_running(service: Any) -
 @pytest.mark.parametrize("durable", DURABLE)
 def test_deferred_wait_never_cancels_and_resumes_marked_not_started(service: Any, durable: bool) -> None:
     route_listing(service, job("j0", "in progress"))
-    context = ctx(FakeStore() if durable else None)
+    context = ctx(TaskStateStore() if durable else None)
     with pytest.raises(TaskDeferred) as deferred:
         op(if_running="wait", deferrable=True, durable=durable).execute(context)
     trigger = deferred.value.trigger
@@ -206,7 +205,7 @@ def test_fire_and_forget_wait_returns_the_running_job_marked(service: Any) -> No
 @pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
 def test_a_retry_goes_on_waiting_for_the_running_job_still_marked(service: Any) -> None:
     route_job(service, "j0")
-    store = FakeStore(workflowsvc_job_id="j0", **{RUNNING_JOB_KEY: "j0"})
+    store = TaskStateStore(workflowsvc_job_id="j0", **{RUNNING_JOB_KEY: "j0"})
     service.get("/jobs/j0").mock(
         side_effect=[ok(job_json("j0", "in progress"))] + [ok(job_json("j0", "completed"))] * 3
     )
@@ -236,7 +235,7 @@ def test_an_earlier_tries_unrecorded_run_decides_before_if_running(service: Any,
     route_listing(service, job("j0", "in progress"))
     route_job(service, "j0")
     sent = {"workflow_id": WF, "sent_at": time.time() - 600, "files": None, "marker": None}
-    store = FakeStore(**{PENDING_RUN_KEY: sent})
+    store = TaskStateStore(**{PENDING_RUN_KEY: sent})
     with pytest.raises(AmbiguousRunError):
         op(if_running=if_running, run_grace_period=0.01).execute(ctx(store))
     assert runs(service) == 0

@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import TaskStateStore
 
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 from airflow_provider_workflowsvc.operators._submit import AmbiguousRunError
 from airflow_provider_workflowsvc.operators.jobs import PENDING_RUN_KEY, RunWorkflowOperator
 
-from ._helpers import FakeStore, pending_record, task_context, texts_of, use_connection
+from ._helpers import pending_record, task_context, texts_of, use_connection
 from .test_identity_scenarios import (
     FAILED,
     FAST,
@@ -140,7 +141,7 @@ def test_a_retry_after_a_crash_before_sending_never_adopts_a_same_named_run(
     use_connection(monkeypatch, emulator, timeout=1, **FAST)  # the dead try's request: 1 s in flight at most
     own = text_file(tmp_path, SAME_NAME, "Task A's report.")
     marker = "__wfsvc-00112233445566aa"
-    store = FakeStore(
+    store = TaskStateStore(
         **{PENDING_RUN_KEY: pending_record(workflow, [f"report{marker}.txt"], age=1, marker=marker)}
     )
     foreign = post_run(emulator, workflow, SAME_NAME, "Client B's report.")

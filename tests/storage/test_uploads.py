@@ -11,7 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from reliability._helpers import FakeStore, LoopbackServer, task_context
+from helpers import TaskStateStore
+from reliability._helpers import LoopbackServer, task_context
 from reliability.test_local_inputs import job_answer
 
 from airflow_provider_workflowsvc import storage
@@ -177,7 +178,7 @@ def test_an_object_gone_after_listing_aborts_the_run_and_no_job_exists(
         return resolved
 
     monkeypatch.setattr(RunWorkflowOperator, "_resolve_files", resolve_then_delete)
-    store = FakeStore()
+    store = TaskStateStore()
     task = run_of_prefix(workflow, bucket)
     with pytest.raises(InputReadError) as caught:
         task.execute(task_context(store))
