@@ -56,22 +56,17 @@ else:  # Airflow 3.0 and 3.1: configuration and these exceptions are still in co
     )
 
 
-if typing.TYPE_CHECKING:
-    from airflow.sdk.observability.stats import Stats
-
-
-def __getattr__(name: str) -> typing.Any:
+def airflow_stats() -> typing.Any:
     """
-    ``Stats``, Airflow's own metrics (StatsD, Datadog or OpenTelemetry, as ``[metrics]`` says), imported on
-    first use: the hooks and waits emit through it, the DAG-parse path never loads it.
+    Return ``Stats``, Airflow's own metrics (StatsD, Datadog or OpenTelemetry, as ``[metrics]`` says),
+    imported at the first call: the hooks and waits emit through it, the DAG-parse path never loads it.
+    A function, not a lazy module attribute: a module ``__getattr__`` would run (and fail, on
+    ``__path__``) at every ``from ._compat import ...`` inside a function.
     """
-    if name != "Stats":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if AIRFLOW_V_3_2_PLUS:
         from airflow.sdk.observability.stats import Stats
     else:  # Airflow 3.0 and 3.1: the metrics are in core only
         from airflow.stats import Stats
-    globals()["Stats"] = Stats
     return Stats
 
 
@@ -97,6 +92,6 @@ __all__ = [
     "AirflowSkipException",
     "AirflowTaskTimeout",
     "BaseHook",
-    "Stats",
+    "airflow_stats",
     "conf",
 ]

@@ -1,10 +1,11 @@
 """
 The provider's metrics: every name it can emit, declared once here, sent through Airflow's own metrics.
 
-Each metric goes out through ``Stats`` (:mod:`._compat`), so it reaches whatever the deployment's
-``[metrics]`` section configures for Airflow's own: StatsD, Datadog or OpenTelemetry, from the task
-processes of the workers and from the triggerer alike, under Airflow's prefix (``airflow.`` by default)
-and filtered by its ``metrics_allow_list`` / ``metrics_block_list``. Metrics off: Airflow's no-op logger.
+Each metric goes out through Airflow's ``Stats`` (:func:`._compat.airflow_stats`), so it reaches
+whatever the deployment's ``[metrics]`` section configures for Airflow's own: StatsD, Datadog or
+OpenTelemetry, from the task processes of the workers and from the triggerer alike, under Airflow's
+prefix (``airflow.`` by default) and filtered by its ``metrics_allow_list`` / ``metrics_block_list``.
+Metrics off: Airflow's no-op logger.
 
 :data:`METRICS` is the registry: name (under ``workflowsvc.``), kind, tags and meaning. The call sites do
 not name metrics: they report what happened through the functions below (``answered``, ``retrying``,
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
+from airflow_provider_workflowsvc._compat import airflow_stats
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceApiError, WorkflowServiceConnectionError
 
 if TYPE_CHECKING:
@@ -349,11 +351,9 @@ def watcher_event(workflow_id: str | None, conn_id: str, lag: float | None) -> N
 # Sending
 
 
-@functools.cache  # resolved once: an import per metric costs a failed module lookup (``__path__``)
+@functools.cache  # resolved once, not at every metric
 def _stats() -> Any:
-    from airflow_provider_workflowsvc._compat import Stats
-
-    return Stats
+    return airflow_stats()
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-/]")

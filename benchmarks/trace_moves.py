@@ -9,12 +9,15 @@ that runs the scenario, warm (each scenario runs once untraced first), against t
 * a deferrable ``RunWorkflowOperator`` on one local file, run by ``dag.test()`` (the trigger inline).
 
 Prints, per scenario, the moves, the provider calls and the provider files the route went through.
+The provider traced is the one Python imports (a built wheel where it is installed as one): run it as
+``python -m benchmarks.trace_moves`` from the checkout, or as ``python benchmarks/trace_moves.py``.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import importlib.util
 import json
 import os
 import sys
@@ -26,7 +29,20 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-PACKAGE_DIR = str(Path(__file__).resolve().parent.parent / "airflow_provider_workflowsvc") + os.sep
+CHECKOUT = Path(__file__).resolve().parent.parent
+if str(CHECKOUT) not in sys.path:  # tests.helpers; after site-packages: an installed provider stays first
+    sys.path.append(str(CHECKOUT))
+
+
+def _package_dir() -> str:
+    """Return the folder of the provider Python imports (a wheel's, where one is installed)."""
+    spec = importlib.util.find_spec("airflow_provider_workflowsvc")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("airflow_provider_workflowsvc is not importable here")
+    return os.path.join(next(iter(spec.submodule_search_locations)), "")
+
+
+PACKAGE_DIR = _package_dir()
 EMULATOR_DIR = PACKAGE_DIR + "emulator" + os.sep
 
 
@@ -160,31 +176,42 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.trace_moves", description=__doc__)
     names = ", ".join(SCENARIOS)
     parser.add_argument("--only", default=",".join(SCENARIOS), help=f"comma-separated: {names}")
-    parser.add_argument("--dialect", default="platform", choices=("spec", "platform"))
+    parser.add_argument("--dialect", default="platform", help="spec, platform, or both: spec,platform")
     parser.add_argument("--hops", action="store_true", help="also list each pair of files and its moves")
     args = parser.parse_args(argv)
+    dialects = args.dialect.split(",")
+    if not set(dialects) <= {"spec", "platform"}:
+        parser.error(f"--dialect: spec, platform or both, not {args.dialect!r}")
     _airflow_home()
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from airflow.utils import db
 
     db.resetdb()
+    for dialect in dialects:
+        _trace(dialect, args.only.split(","), args.hops)
+    return 0
+
+
+def _trace(dialect: str, names: list[str], hops: bool) -> None:
+    """Trace ``names`` against an emulator of ``dialect``, printing a line (and the hops) for each."""
     from airflow_provider_workflowsvc.emulator.testing import running_emulator
 
+    print(f"dialect {dialect}")
     print(f"{'scenario':16} {'moves':>6} {'target':>7} {'calls':>6} {'files':>6} {'requests':>9}")
-    with running_emulator(dialect=args.dialect) as emu:
-        for name in args.only.split(","):
+    with running_emulator(dialect=dialect) as emu:
+        for name in names:
             scenario = SCENARIOS[name](emu)
             scenario()  # warm: imports, caches, first connections
             emu.clear_requests()
             with traced() as route:
                 scenario()
+            if not route.calls:  # a tracer that sees nothing must not pass for a short route
+                raise SystemExit(f"{name}: no call of the provider in {PACKAGE_DIR} was traced")
             sent = len(emu.requests())
             figures = f"{route.moves:6} {TARGETS[name]:7} {route.calls:6} {len(route.files):6} {sent:9}"
             print(f"{name:16} {figures}")
-            if args.hops:
+            if hops:
                 for (a, b), n in sorted(route.hops.items(), key=lambda kv: -kv[1]):
                     print(f"    {n:4}  {a} -> {b}")
-    return 0
 
 
 if __name__ == "__main__":

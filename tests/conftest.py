@@ -32,6 +32,7 @@ from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
 from helpers import (  # noqa: E402
+    EMULATOR_DIALECTS,
     MOCK_BASE_URL,
     TEST_API_KEY,
     TEST_TOKEN,
@@ -121,10 +122,6 @@ def connection_store(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator
     store.install(monkeypatch)
     yield store
     emulator.configure(api_token=None)
-
-
-EMULATOR_DIALECTS = tuple(os.environ.get("WORKFLOWSVC_TEST_DIALECTS", "spec,platform").split(","))
-"""The emulator dialects the suite runs against; ``./dev``'s matrix narrows it on older Airflow legs."""
 
 
 @pytest.fixture(scope="session", params=EMULATOR_DIALECTS)

@@ -28,6 +28,9 @@ TEST_API_KEY = "key-test-47ab20"
 MOCK_BASE_URL = "https://svc.test/api/v1"
 """The base URL of the respx-mocked service (conftest's ``mock_service``)."""
 
+EMULATOR_DIALECTS = tuple(os.environ.get("WORKFLOWSVC_TEST_DIALECTS", "spec,platform").split(","))
+"""The emulator dialects the suite runs against; ``./dev``'s matrix narrows it on older Airflow legs."""
+
 
 def connect(emulator: Any, monkeypatch: Any) -> None:
     """Point ``workflowsvc_default`` at ``emulator`` (AIRFLOW_CONN_WORKFLOWSVC_DEFAULT JSON, a ``ui_url``)."""

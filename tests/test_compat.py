@@ -69,6 +69,11 @@ def test_each_name_comes_from_its_newest_home(
     assert getattr(_compat, name) is getattr(importlib.import_module(home), name)
 
 
+def test_airflow_stats_comes_from_its_newest_home() -> None:
+    home = "airflow.sdk.observability.stats" if _compat.AIRFLOW_V_3_2_PLUS else "airflow.stats"
+    assert _compat.airflow_stats() is importlib.import_module(home).Stats
+
+
 def test_the_task_sdk_has_what_the_fallbacks_stand_in_for_from_their_release() -> None:
     """A fallback is dropped as soon as the Task SDK has the name: none is used longer than needed."""
     import airflow.sdk

@@ -93,7 +93,7 @@ def test_a_wait_that_starts_past_its_deadline_polls_once_at_once() -> None:
     poll's requests, before it reports a timeout."""
     schedule = PollSchedule(time.time() - 30, interval=10)
     assert schedule.next_pause() == 0.0
-    assert FINAL_POLL_RESERVE - 0.5 < schedule.time_left() <= FINAL_POLL_RESERVE
+    assert FINAL_POLL_RESERVE - 0.5 < schedule.cutoff - time.time() <= FINAL_POLL_RESERVE
     assert schedule.next_pause() is None
 
 

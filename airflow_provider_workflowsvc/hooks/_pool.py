@@ -300,36 +300,36 @@ _SHARED_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[_Clie
 )
 
 
-def _acquire_client(key: _ClientKey) -> _SharedClient:
-    """Return the running loop's client for ``key`` (created if there is none), with one more user."""
+def _acquire_client(settings: ConnectionSettings) -> tuple[_ClientKey, httpx.AsyncClient]:
+    """
+    Return the running loop's client for ``settings`` (created if there is none), with one more user,
+    and the key it is shared under.
+    """
+    key = _ClientKey.of(settings)
     clients = _SHARED_CLIENTS.setdefault(asyncio.get_running_loop(), {})
     shared = clients.get(key)
     if shared is None or shared.client.is_closed:
-        settings = key.settings
         lanes = _Lanes(settings.max_connections, lane_limit=LANE_TIME_LIMIT, verify=settings.ssl_verify())
         shared = clients[key] = _SharedClient(httpx.AsyncClient(**settings.httpx_options(), transport=lanes))
     shared.users += 1
-    return shared
+    return key, shared.client
 
 
-async def _release_client(
-    loop: asyncio.AbstractEventLoop, key: _ClientKey, client: httpx.AsyncClient
-) -> None:
+def _release_client(loop: asyncio.AbstractEventLoop, key: _ClientKey, client: httpx.AsyncClient) -> bool:
     """
-    One user fewer; the last one closes the client.
+    One user fewer; True when the caller is to close ``client`` now: its last user, or not shared.
 
-    The count drops before anything is awaited, so a hook cancelled while releasing is still counted out.
+    Nothing is awaited here, so a hook cancelled while closing the client is still counted out.
     """
     clients = _SHARED_CLIENTS.get(loop, {})
     shared = clients.get(key)
     if shared is None or shared.client is not client:  # not shared (any more): it is this hook's alone
-        await client.aclose()
-        return
+        return True
     shared.users -= 1
     if shared.users > 0:
-        return
+        return False
     del clients[key]
-    await client.aclose()
+    return True
 
 
 def shared_client_users() -> list[tuple[str, int]]:

@@ -279,6 +279,13 @@ def _base_url_of(conn: Connection, extra: dict[str, Any]) -> str:
     return urlunsplit((parts.scheme, netloc, path, parts.query, parts.fragment))
 
 
+def settings_of(conn: Connection) -> ConnectionSettings:
+    """Read the settings of ``conn``; their credentials are registered with Airflow's log masker."""
+    settings = ConnectionSettings.from_connection(conn)
+    _mask_secrets(settings)
+    return settings
+
+
 def _mask_secrets(settings: ConnectionSettings) -> None:
     """Register the credentials with Airflow's log masker (a no-op outside a task process)."""
     try:

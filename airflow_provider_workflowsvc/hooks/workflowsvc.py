@@ -35,7 +35,7 @@ from airflow_provider_workflowsvc.hooks._settings import (
     DEFAULT_MAX_RESPONSE_BYTES,
     SETTINGS_CACHE,
     ConnectionSettings,
-    _mask_secrets,
+    settings_of,
 )
 from airflow_provider_workflowsvc.hooks._transport import (
     _Transport,
@@ -136,12 +136,6 @@ class _HookBase(BaseHook):
         self._transport_obj: _Transport | None = None
         self._unread: str | None = None
         """Why the connection could not be read again (None: its last read worked)."""
-
-    @staticmethod
-    def _settings_from(conn: Connection) -> ConnectionSettings:
-        settings = ConnectionSettings.from_connection(conn)
-        _mask_secrets(settings)
-        return settings
 
     def _make_transport(self, settings: ConnectionSettings) -> _Transport:
         self._settings = settings
@@ -262,7 +256,7 @@ class WorkflowServiceHook(_HookBase, Endpoints):
         """
         again = self._transport_obj is not None
         try:
-            settings = self._settings_from(self.get_connection(self.workflowsvc_conn_id))
+            settings = settings_of(self.get_connection(self.workflowsvc_conn_id))
         except Exception as exc:
             if again:
                 metrics.connection_reread(self.workflowsvc_conn_id, failed=True)
@@ -378,7 +372,7 @@ class WorkflowServiceAsyncHook(_HookBase, Endpoints):
         return changed
 
     async def _aread_settings(self) -> ConnectionSettings:
-        return self._settings_from(await self._aget_connection())
+        return settings_of(await self._aget_connection())
 
     async def _aget_connection(self) -> Connection:
         getter = getattr(BaseHook, "aget_connection", None)
@@ -400,8 +394,7 @@ class WorkflowServiceAsyncHook(_HookBase, Endpoints):
         """
         if self._client is None:
             transport = await self._atransport()
-            key = _ClientKey.of(transport.settings)
-            self._client = _acquire_client(key).client
+            key, self._client = _acquire_client(transport.settings)
             self._client_of = (asyncio.get_running_loop(), key)
         return self._client
 
@@ -409,8 +402,8 @@ class WorkflowServiceAsyncHook(_HookBase, Endpoints):
         """Let go of the shared client (closing it if this hook was its last user)."""
         client, owner = self._client, self._client_of
         self._client = self._client_of = None
-        if client is not None and owner is not None:
-            await _release_client(*owner, client)
+        if client is not None and owner is not None and _release_client(*owner, client):
+            await client.aclose()
 
     async def __aenter__(self) -> WorkflowServiceAsyncHook:
         return self

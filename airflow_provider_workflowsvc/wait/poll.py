@@ -362,7 +362,7 @@ async def await_job(
         await asyncio.sleep(pause)
         try:
             with deadline(schedule.cutoff):
-                outcome = await _bounded(_apoll(hook, watch, schedule, shared), schedule)
+                outcome = await _bounded(_apoll(hook, watch, schedule, shared), schedule.cutoff)
         except Exception as exc:
             survive_transient(exc, watch.log, f"Job {watch.job_id}: status check")
             continue
@@ -402,7 +402,7 @@ async def await_new_job(
         try:
             with deadline(schedule.cutoff):
                 listed = hook.list_jobs(workflow_id=workflow_id, created_since=created_after)
-                jobs = await _bounded(listed, schedule)
+                jobs = await _bounded(listed, schedule.cutoff)
         except Exception as exc:
             survive_transient(exc, log, f"Listing the jobs of workflow {workflow_id}")
             continue
@@ -436,8 +436,9 @@ async def acancel_quietly(
     return True
 
 
-async def _bounded(awaitable: Any, schedule: PollSchedule) -> Any:
-    remaining = schedule.time_left()
+async def _bounded(awaitable: Any, cutoff: float) -> Any:
+    """Await ``awaitable`` until ``cutoff`` (epoch seconds, a poll's :attr:`~.watch.PollSchedule.cutoff`)."""
+    remaining = cutoff - time.time()
     if remaining <= 0:
         awaitable.close()
         raise asyncio.TimeoutError("the deadline has passed")

@@ -229,10 +229,6 @@ class PollSchedule:
         """Whether the poll about to be made (after :meth:`next_pause`) is the last before the deadline."""
         return self._final_done
 
-    def time_left(self) -> float:
-        """Seconds the current poll's requests may still take."""
-        return self.cutoff - time.time()
-
     def next_pause(self) -> float | None:
         """
         Seconds to sleep before the next poll, or None when the polls are over.
