@@ -19,6 +19,7 @@ from uuid import UUID
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PlainSerializer,
@@ -170,23 +171,6 @@ def _member_spelled(cls: type[Enum], value: str) -> Any:
     return next((member for member in cls if connectors_catalog.normalized(member.value) == wanted), None)
 
 
-class _TolerantEnum(str, Enum):
-    """An enum that accepts any case and ``_``/``-``/space spellings; unknown values map to UNKNOWN."""
-
-    @classmethod
-    def _aliases(cls) -> dict[str, str]:
-        return {}
-
-    @classmethod
-    def _missing_(cls, value: object) -> Any:
-        member = _member_spelled(cls, value) if isinstance(value, str) else None
-        # Anything else (an unknown word, null, a number) is UNKNOWN: a response never fails on it.
-        return member if member is not None else cls.__members__.get("UNKNOWN")
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-
 class _StrictEnum(str, Enum):
     """An enum for request values: tolerant of case and separators, but unknown values are errors."""
 
@@ -196,6 +180,16 @@ class _StrictEnum(str, Enum):
 
     def __str__(self) -> str:
         return str(self.value)
+
+
+class _TolerantEnum(_StrictEnum):
+    """An enum of response values: spelled as :class:`_StrictEnum` reads them; unknown values are UNKNOWN."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> Any:
+        member = super()._missing_(value)
+        # Anything else (an unknown word, null, a number) is UNKNOWN: a response never fails on it.
+        return member if member is not None else cls.__members__.get("UNKNOWN")
 
 
 E = TypeVar("E", bound=Enum)
@@ -423,6 +417,9 @@ class _Request(BaseModel):
 
 
 NonEmptyStr = Annotated[str, Field(min_length=1)]
+T = TypeVar("T")
+Items = Annotated[list[T], BeforeValidator(lambda value: [] if value is None else value)]
+"""A list a response may send as ``null``: read as empty."""
 
 # --------------------------------------------------------------------------------------------------
 # Connector configs (requests)
@@ -613,40 +610,46 @@ def _known_secrets_wrapped(
 # Connectors
 
 
-class CreateSourceConnector(_Request):
+class _CreateConnector(_Request):
+    """The body that creates a connector: each subclass gives its kind, ``type`` and ``config`` models."""
+
+    connector_kind: ClassVar[Literal["source", "destination"]]
+    name: NonEmptyStr
+    type: Any
+    config: Any
+
+    @model_validator(mode="before")
+    @classmethod
+    def _typed_config(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or "config" not in data or "type" not in data:
+            return data
+        connector_type = parse_connector_type(cls.connector_kind, data["type"])
+        try:
+            config = _coerce_config(cls.connector_kind, connector_type_name(connector_type), data["config"])
+        except ValidationError as exc:
+            raise _under("config", exc) from None
+        return {**data, "type": connector_type, "config": config}
+
+    @model_validator(mode="after")
+    def _by_docs(self) -> _CreateConnector:
+        _check_by_docs(self.connector_kind, self.type, self.config)
+        return self
+
+
+class CreateSourceConnector(_CreateConnector):
     """The body that creates a source connector (a type the provider does not know is sent as given)."""
 
-    name: NonEmptyStr
+    connector_kind: ClassVar[Literal["source", "destination"]] = "source"
     type: SourceType | str
     config: SourceConfig
 
-    @model_validator(mode="before")
-    @classmethod
-    def _typed_config(cls, data: Any) -> Any:
-        return _typed_connector_body(data, "source", SourceType)
 
-    @model_validator(mode="after")
-    def _by_docs(self) -> CreateSourceConnector:
-        _check_by_docs("source", self.type, self.config)
-        return self
-
-
-class CreateDestinationConnector(_Request):
+class CreateDestinationConnector(_CreateConnector):
     """The body that creates a destination connector (a type the provider does not know is sent as given)."""
 
-    name: NonEmptyStr
+    connector_kind: ClassVar[Literal["source", "destination"]] = "destination"
     type: DestinationType | str
     config: DestinationConfig
-
-    @model_validator(mode="before")
-    @classmethod
-    def _typed_config(cls, data: Any) -> Any:
-        return _typed_connector_body(data, "destination", DestinationType)
-
-    @model_validator(mode="after")
-    def _by_docs(self) -> CreateDestinationConnector:
-        _check_by_docs("destination", self.type, self.config)
-        return self
 
 
 def parse_connector_type(
@@ -678,17 +681,6 @@ def parse_connector_type(
 def connector_type_name(value: SourceType | DestinationType | str) -> str:
     """Return the wire name of a connector type, known (an enum member) or not (text)."""
     return value.value if isinstance(value, Enum) else str(value)
-
-
-def _typed_connector_body(data: Any, kind: Literal["source", "destination"], types: type[_StrictEnum]) -> Any:
-    if not isinstance(data, Mapping) or "config" not in data or "type" not in data:
-        return data
-    connector_type = parse_connector_type(kind, data["type"])
-    try:
-        config = _coerce_config(kind, connector_type_name(connector_type), data["config"])
-    except ValidationError as exc:
-        raise _under("config", exc) from None
-    return {**data, "type": connector_type, "config": config}
 
 
 def _under(field: str, exc: ValidationError) -> ValidationError:
@@ -809,27 +801,6 @@ def _check_nodes(nodes: list[WorkflowNode] | None, field: str = "workflow_nodes"
         raise ValueError(f"{field}: node names must be unique, repeated: {', '.join(repeated)}")
 
 
-class CreateWorkflow(_Request):
-    """The body that creates a workflow."""
-
-    name: NonEmptyStr
-    workflow_type: WorkflowType
-    source_id: UUID | None = None
-    destination_id: UUID | None = None
-    workflow_nodes: list[WorkflowNode] | None = None
-    schedule: Schedule | None = None
-    reprocess_all: bool | None = None
-    template_id: NonEmptyStr | None = None
-    """Platform dialect: the id of a workflow template to build the workflow from."""
-
-    @model_validator(mode="after")
-    def _nodes_fit_type(self) -> CreateWorkflow:
-        if self.workflow_type is WorkflowType.CUSTOM and not self.workflow_nodes and not self.template_id:
-            raise ValueError("workflow_nodes: a custom workflow needs at least one node")
-        _check_nodes(self.workflow_nodes)
-        return self
-
-
 class UpdateWorkflow(_Request):
     """PUT body for a workflow: the create fields, all optional; only the fields given are sent."""
 
@@ -841,7 +812,7 @@ class UpdateWorkflow(_Request):
     schedule: Schedule | None = None
     reprocess_all: bool | None = None
     template_id: NonEmptyStr | None = None
-    """Platform dialect: the id of a workflow template to rebuild the workflow from."""
+    """Platform dialect: the id of a workflow template to build (or rebuild) the workflow from."""
 
     @model_validator(mode="after")
     def _valid_nodes(self) -> UpdateWorkflow:
@@ -851,25 +822,33 @@ class UpdateWorkflow(_Request):
         return self
 
 
+class CreateWorkflow(UpdateWorkflow):
+    """The body that creates a workflow: a name and a type, and any other field of an update."""
+
+    name: NonEmptyStr
+    workflow_type: WorkflowType
+
+    @model_validator(mode="after")
+    def _nodes_fit_type(self) -> CreateWorkflow:
+        if self.workflow_type is WorkflowType.CUSTOM and not self.workflow_nodes and not self.template_id:
+            raise ValueError("workflow_nodes: a custom workflow needs at least one node")
+        return self
+
+
 class Workflow(_Response):
     """A workflow: its connectors, nodes, schedule and status."""
 
     id: str
     name: str
-    sources: list[str] = Field(default_factory=list)
-    destinations: list[str] = Field(default_factory=list)
+    sources: Items[str] = Field(default_factory=list)
+    destinations: Items[str] = Field(default_factory=list)
     workflow_type: str | None = None
-    workflow_nodes: list[WorkflowNode] = Field(default_factory=list)
+    workflow_nodes: Items[WorkflowNode] = Field(default_factory=list)
     schedule: WorkflowSchedule | None = None
     status: WorkflowStatus = WorkflowStatus.UNKNOWN
     created_at: datetime | None = None
     updated_at: datetime | None = None
     reprocess_all: bool | None = None
-
-    @field_validator("workflow_nodes", "sources", "destinations", mode="before")
-    @classmethod
-    def _null_is_empty(cls, value: Any) -> Any:
-        return [] if value is None else value
 
 
 class ListWorkflowsParams(_Request):
@@ -917,12 +896,7 @@ class TemplateNode(WorkflowNode):
 class TemplateDetail(TemplateListItem):
     """A template with its nodes (``GET /templates/{template_id}``)."""
 
-    nodes: list[TemplateNode] = Field(default_factory=list)
-
-    @field_validator("nodes", mode="before")
-    @classmethod
-    def _null_is_empty(cls, value: Any) -> Any:
-        return [] if value is None else value
+    nodes: Items[TemplateNode] = Field(default_factory=list)
 
 
 class CreateJob(_Request):
@@ -975,7 +949,7 @@ class Job(_Response):
     a template); kept as sent, so a kind the service adds later is read, never a failure."""
     input_file_ids: list[str] | None = None
     """Platform dialect: the uploaded files' names (or the source's documents); None when not sent."""
-    output_node_files: list[OutputNodeFile] = Field(default_factory=list)
+    output_node_files: Items[OutputNodeFile] = Field(default_factory=list)
     raw_status: str | None = Field(default=None, exclude=True)
     """The status exactly as the server spelled it (useful when ``status`` is UNKNOWN)."""
 
@@ -990,11 +964,6 @@ class Job(_Response):
     @classmethod
     def _offset_in_hours(cls, value: Any) -> Any:
         return _iso_offset(value)
-
-    @field_validator("output_node_files", mode="before")
-    @classmethod
-    def _null_is_empty(cls, value: Any) -> Any:
-        return [] if value is None else value
 
     @property
     def created_utc(self) -> datetime | None:
@@ -1056,12 +1025,7 @@ class JobDetails(_Response):
     id: str
     processing_status: JobStatus = JobStatus.UNKNOWN
     message: str | None = None
-    node_stats: list[NodeStats] = Field(default_factory=list)
-
-    @field_validator("node_stats", mode="before")
-    @classmethod
-    def _null_is_empty(cls, value: Any) -> Any:
-        return [] if value is None else value
+    node_stats: Items[NodeStats] = Field(default_factory=list)
 
 
 class FailedFile(_Response):
@@ -1084,13 +1048,8 @@ class JobFailedFiles(_Response):
 class PermissionGrant(_Response):
     """The users and groups granted one action on a document."""
 
-    users: list[str] = Field(default_factory=list)
-    groups: list[str] = Field(default_factory=list)
-
-    @field_validator("users", "groups", mode="before")
-    @classmethod
-    def _null_is_empty(cls, value: Any) -> Any:
-        return [] if value is None else value
+    users: Items[str] = Field(default_factory=list)
+    groups: Items[str] = Field(default_factory=list)
 
 
 PermissionAction = Literal["read", "update", "delete"]
