@@ -232,7 +232,7 @@ class WorkflowServiceTaskMixin:
 
     The hook is made from ``workflowsvc_conn_id`` when first used, that is when the task runs, after
     templates are rendered (the job operators and the sensor template the connection id).
-    :meth:`close_hook` closes its client after each step (a deferred task resumes with a new one).
+    :meth:`closing_hook` closes its client after each step (a deferred task resumes with a new one).
 
     Fields named in ``secret_fields`` may hold secrets (connector configs, node settings): after
     their templates are rendered, and before Airflow stores the rendered values, every value under a
@@ -268,11 +268,15 @@ class WorkflowServiceTaskMixin:
 
         return WorkflowServiceHook(self.workflowsvc_conn_id, settings=settings)
 
-    def close_hook(self) -> None:
-        """Close the hook's client, if a hook was made (it opens a new one when used again)."""
-        own = self.__dict__.get("hook")
-        if own is not None:
-            own.close()
+    @contextmanager
+    def closing_hook(self) -> Iterator[None]:
+        """Close the hook's client when the block ends, if one was made (a new one opens when it is used)."""
+        try:
+            yield
+        finally:
+            own = self.__dict__.get("hook")
+            if own is not None:
+                own.close()
 
     def _do_render_template_fields(self, parent: Any, *args: Any, **kwargs: Any) -> None:
         # The one step both plain and mapped (expanded) tasks render their fields through; Airflow

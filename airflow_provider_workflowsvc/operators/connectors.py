@@ -224,7 +224,7 @@ class _CreateConnectorOperator(_ConfigOperator):
             body = self._valid_body(self.name, self.connector_type, self.config)
         name, connector_type = body.name, connector_type_name(body.type)
         connectors = self.connectors
-        try:
+        with self.closing_hook():
             return UniqueName(
                 what=self.what,
                 name=name,
@@ -237,8 +237,6 @@ class _CreateConnectorOperator(_ConfigOperator):
                 verify_update=False,
                 log=self.log,
             ).ensure()
-        finally:
-            self.close_hook()
 
     def _valid_body(self, name: str, connector_type: str, config: Any) -> Any:
         """Validate the create body as a model; an invalid one fails the task before any request."""
@@ -325,12 +323,9 @@ class _UpdateConnectorOperator(_ConfigOperator):
 
     def execute(self, context: Context) -> str:
         self.mask_secret_fields()
-        try:
-            with invalid_input_fails():
-                connector_type = self.connector_type or self._current_type()
-                updated = self.connectors.update(self.connector_id, self.config, connector_type)
-        finally:
-            self.close_hook()
+        with self.closing_hook(), invalid_input_fails():
+            connector_type = self.connector_type or self._current_type()
+            updated = self.connectors.update(self.connector_id, self.config, connector_type)
         self.log.info("Updated %s %r (%s)", self.what, updated.name, updated.id)
         return str(updated.id)
 
@@ -359,7 +354,7 @@ class _DeleteConnectorOperator(_ConnectorOperator):
     def execute(self, context: Context) -> None:
         from airflow_provider_workflowsvc.operators._execution import delete_resource
 
-        try:
+        with self.closing_hook():
             delete_resource(
                 self.connectors.delete,
                 self.connector_id,
@@ -368,8 +363,6 @@ class _DeleteConnectorOperator(_ConnectorOperator):
                 log=self.log,
                 get=self.connectors.get,
             )
-        finally:
-            self.close_hook()
 
 
 class _ConnectionCheckOperator(_ConnectorOperator):
@@ -409,17 +402,14 @@ class _ConnectionCheckOperator(_ConnectorOperator):
         from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
 
         at = time.time() + self.timeout
-        try:
-            with deadline(at):
-                try:
-                    with invalid_input_fails():
-                        started = self.connectors.start_check(self.connector_id)
-                except WorkflowServiceConnectionError as exc:
-                    raise self._no_result_after(exc, at, "the start request did not finish") from exc
-                self.log.info("Started a connection check of %s %s", self.what, self.connector_id)
-                check = self._wait(started, at)
-        finally:
-            self.close_hook()
+        with self.closing_hook(), deadline(at):
+            try:
+                with invalid_input_fails():
+                    started = self.connectors.start_check(self.connector_id)
+            except WorkflowServiceConnectionError as exc:
+                raise self._no_result_after(exc, at, "the start request did not finish") from exc
+            self.log.info("Started a connection check of %s %s", self.what, self.connector_id)
+            check = self._wait(started, at)
         return self._result(check)
 
     def _wait(self, check: ConnectionCheck, at: float) -> ConnectionCheck:

@@ -218,7 +218,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         # a refused run read as a second failure.
         context["ti"].xcom_push(key=LINK_XCOM_KEY, value="")
         self._files = None if self.files is None else self._resolve_files()
-        try:
+        with self.closing_hook():
             self._resolve_target()
             if not self.wait_for_completion:
                 job_id = self._submit(context, store=False)
@@ -232,8 +232,6 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
                 }
             job_id, ended = self._stored_job(context) or (self._submit(context, store=True), None)
             return self._finish(context, ended or self._wait(context, job_id))
-        finally:
-            self.close_hook()
 
     def _resolve_files(self) -> list[tuple[Any, str]]:
         """
@@ -273,10 +271,8 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
 
         outcome = parse_event(event)
         self._job_id = outcome.job_id
-        try:
+        with self.closing_hook():
             return self._finish(context, outcome)
-        finally:
-            self.close_hook()
 
     def on_kill(self) -> None:
         """Send the cancel and return (the worker is killed moments later); not for a job it did not start."""
@@ -298,7 +294,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         job_id = self._job_id or (self._result or {}).get("job_id")
         if not job_id:
             return None
-        try:
+        with self.closing_hook():
             uploaded = input_datasets(self.files, self._files, self.files_conn_id or None)
             return run_lineage(
                 self.hook,
@@ -308,8 +304,6 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
                 uploaded=uploaded,
                 log=self.log,
             )
-        finally:
-            self.close_hook()
 
     def _stored_job(self, context: Context) -> tuple[str, JobOutcome | None] | None:
         """
@@ -493,7 +487,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
 
         started = time.time()
-        deadline = wait_deadline(context, started, self.timeout, self.execution_timeout).at
+        deadline = wait_deadline(context, started, self.timeout, self.execution_timeout)
         if self.deferrable:
             trigger = WorkflowJobTrigger(
                 job_id=job_id,
@@ -657,7 +651,7 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
         job_id = job_id_of(self.job_id, self.run_task_id, context)
         with invalid_input_fails():
             folder = output_folder(self.output_dir, self.output_conn_id or None)
-        try:
+        with self.closing_hook():
             job = self.hook.get_job(job_id)
             if job.status is not JobStatus.COMPLETED:
                 raise WorkflowServiceError(
@@ -675,8 +669,6 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
                 self._download(job_id, file_id, node_id, folder, names, marker)
                 for file_id, node_id in outputs
             ]
-        finally:
-            self.close_hook()
         self.log.info("Downloaded %d output file(s) of job %s into %s", len(paths), job_id, folder)
         self._downloaded = (job_id, folder)
         return paths
@@ -732,14 +724,12 @@ class CancelJobOperator(WorkflowServiceBaseOperator):
         from airflow_provider_workflowsvc.wait.poll import cancel_quietly
 
         job_id = job_id_of(self.job_id, None, context)
-        try:
+        with self.closing_hook():
             job = self.hook.get_job(job_id)
             status = (
                 job.status.value if job.status is not JobStatus.UNKNOWN else (job.raw_status or "unknown")
             )
             cancelled = not job.status.is_terminal and cancel_quietly(self.hook, job_id, self.log)
-        finally:
-            self.close_hook()
         if not cancelled:
             message = f"Job {job_id} had already ended ({status}); nothing to cancel"
             if self.fail_if_ended:

@@ -215,7 +215,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
     def execute(self, context: Context) -> Any:
         self._job_ids = []
         context["ti"].xcom_push(key=OnDemandJobLink().xcom_key, value="")
-        try:
+        with self.closing_hook():
             plan = self._launch(context)
             if not plan.jobs:
                 return self._finish(context, plan, [])
@@ -223,12 +223,10 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
             started = time.time()
             from airflow_provider_workflowsvc.operators._execution import wait_deadline
 
-            deadline = wait_deadline(context, started, self.timeout, self.execution_timeout).at
+            deadline = wait_deadline(context, started, self.timeout, self.execution_timeout)
             if self.deferrable:
                 self._defer(plan, started, deadline)
             return self._finish(context, plan, self._wait_here(started, deadline))
-        finally:
-            self.close_hook()
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Resume after the trigger: validate its event and the plan it carried (failing closed), sum up."""
@@ -238,10 +236,8 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         ended = parse_jobs_event(event)
         plan = Plan.from_json(ended.resume_with)
         self._job_ids = [job.job_id for job in plan.jobs]
-        try:
+        with self.closing_hook():
             return self._finish(context, plan, ended.outcomes)
-        finally:
-            self.close_hook()
 
     def on_kill(self) -> None:
         """Send a cancel for every job and return (the worker is killed moments later)."""

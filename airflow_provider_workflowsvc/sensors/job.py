@@ -155,15 +155,13 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
 
     def execute(self, context: Context) -> Any:
         self._watch = None
-        try:
+        with self.closing_hook():
             if not self.deferrable:
                 return super().execute(context)
             done = self._first_poke(context)
             if done:
                 return done.xcom_value if isinstance(done, PokeReturnValue) else None
             self._defer(context, time.time())
-        finally:
-            self.close_hook()
 
     def _first_poke(self, context: Context) -> bool | PokeReturnValue:
         """One poke before deferring (a finished job needs no trigger), with soft_fail applied."""
@@ -186,7 +184,7 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         from airflow_provider_workflowsvc.wait.poll import parse_created_after
 
         job_id = job_id or (self._watch.job_id if self._watch is not None else None)
-        deadline = wait_deadline(context, started, self.timeout, self.execution_timeout).at
+        deadline = wait_deadline(context, started, self.timeout, self.execution_timeout)
         after = parse_created_after(self.created_after) if job_id is None else None
         trigger = WorkflowJobTrigger(
             job_id=job_id,
