@@ -419,16 +419,16 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
     def _run(self, state: Any) -> str:
         """Run the workflow once; a run an earlier try sent but never recorded is adopted instead."""
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceValidationError
-        from airflow_provider_workflowsvc.operators._submit import StoredRunJournal, submit_run
+        from airflow_provider_workflowsvc.operators._submit import Sending, StoredRunJournal, submit
 
         journal = None
         if state is not None:
             known = state.get(self.external_id_key)
             journal = StoredRunJournal(state, PENDING_RUN_KEY, known=known, log=self.log)
         try:
-            job = submit_run(
+            job = submit(
                 self.hook,
-                str(self.workflow_id),
+                Sending.run(str(self.workflow_id)),
                 self._files,
                 self.log,
                 attempts=self.submit_attempts,
