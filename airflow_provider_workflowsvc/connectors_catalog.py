@@ -155,19 +155,18 @@ def _placeholder(key: str, url: bool) -> str:
     return f"https://{key.replace('_', '-')}.example.com" if url else f"<{key}>"
 
 
+def _documented(kind: Kind | None, connector_type: Any) -> list[ConnectorSettings]:
+    """Return the docs' settings of a connector type, of one kind or (``kind`` None) of either."""
+    kinds: tuple[Kind, ...] = (kind,) if kind is not None else ("source", "destination")
+    return [entry for each in kinds if (entry := settings_of(each, connector_type)) is not None]
+
+
 def secret_settings(kind: Kind | None, connector_type: Any) -> frozenset[str]:
     """Return the settings the docs say hold a secret, of one kind or (``kind`` None) of either."""
-    kinds: tuple[Kind, ...] = (kind,) if kind is not None else ("source", "destination")
-    found: set[str] = set()
-    for each in kinds:
-        entry = settings_of(each, connector_type)
-        found |= entry.secret if entry is not None else frozenset()
-    return frozenset(found)
+    return frozenset(key for entry in _documented(kind, connector_type) for key in entry.secret)
 
 
 def plain_settings(kind: Kind | None, connector_type: Any) -> frozenset[str]:
     """Return the settings the docs document that hold no secret, of one kind or (None) of either."""
-    kinds: tuple[Kind, ...] = (kind,) if kind is not None else ("source", "destination")
-    entries = [e for each in kinds if (e := settings_of(each, connector_type)) is not None]
-    documented = {key for entry in entries for key in entry.settings}
+    documented = {key for entry in _documented(kind, connector_type) for key in entry.settings}
     return frozenset(documented - secret_settings(kind, connector_type))

@@ -56,7 +56,7 @@ DEFAULT_ASTRA_KEYSPACE = "default_keyspace"
 """Astra DB's keyspace when a connector names none."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class DatasetIdentity:
     """An OpenLineage dataset's namespace and name; ``uri`` is the same place as one URI (an Asset's)."""
 
@@ -200,7 +200,7 @@ def uploaded_datasets(sources: Sequence[Any]) -> list[DatasetIdentity]:
     one dataset per store: the common directory, or the common key prefix.
     """
     local = [str(s) for s in sources if isinstance(s, str)]
-    stored = sorted({_object_identity(s) for s in sources if not isinstance(s, str)}, key=_sort_key)
+    stored = sorted({folder_dataset(s) for s in sources if not isinstance(s, str)})
     if len(local) + len(stored) <= FILE_DATASETS_MAX:
         return [*file_datasets(local), *stored]
     grouped: dict[str, list[str]] = {}
@@ -216,15 +216,6 @@ def uploaded_datasets(sources: Sequence[Any]) -> list[DatasetIdentity]:
         *([directory_dataset(os.path.commonpath([os.path.abspath(p) for p in local]))] if local else []),
         *(DatasetIdentity(d.namespace, d.name or "/") for d in common),
     ]
-
-
-def _object_identity(source: Any) -> DatasetIdentity:
-    path = source.path
-    return object_dataset(str(path.protocol), str(path.bucket), str(path.key))
-
-
-def _sort_key(identity: DatasetIdentity) -> tuple[str, str]:
-    return identity.namespace, identity.name
 
 
 def input_datasets(
@@ -248,7 +239,7 @@ def input_datasets(
 
 
 def folder_dataset(folder: Any) -> DatasetIdentity:
-    """Return a download's folder: a local directory, or a prefix of object storage."""
+    """Return a download's folder or an uploaded object: a local directory, or a place in object storage."""
     path = getattr(folder, "path", None)
     if path is not None and getattr(path, "protocol", None):
         return object_dataset(str(path.protocol), str(path.bucket), str(path.key))
