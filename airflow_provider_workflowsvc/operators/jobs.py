@@ -646,7 +646,7 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
         from airflow_provider_workflowsvc._marker import run_marker
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
         from airflow_provider_workflowsvc.models import JobStatus
-        from airflow_provider_workflowsvc.operators._files import OutputNames, output_folder
+        from airflow_provider_workflowsvc.operators._files import OutputNames, download_output, output_folder
 
         job_id = job_id_of(self.job_id, self.run_task_id, context)
         with invalid_input_fails():
@@ -665,10 +665,11 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
             folder.create()
             names = OutputNames(outputs)
             marker = run_marker(job.input_file_ids)
-            paths = [
-                self._download(job_id, file_id, node_id, folder, names, marker)
-                for file_id, node_id in outputs
-            ]
+            paths = []
+            for file_id, node_id in outputs:
+                path, _ = download_output(self.hook, job_id, file_id, node_id, folder, names, marker)
+                self.log.info("Downloaded output %s (node %s) to %s", file_id, node_id, path)
+                paths.append(path)
         self.log.info("Downloaded %d output file(s) of job %s into %s", len(paths), job_id, folder)
         self._downloaded = (job_id, folder)
         return paths
@@ -681,16 +682,6 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
             return None
         job_id, folder = self._downloaded
         return download_lineage(self.hook.settings.base_url, job_id, folder_dataset(folder))
-
-    def _download(
-        self, job_id: str, file_id: str, node_id: str, folder: Any, names: Any, marker: str | None
-    ) -> str:
-        """Download one output under its document's name (:func:`~._files.download_output`)."""
-        from airflow_provider_workflowsvc.operators._files import download_output
-
-        target, _ = download_output(self.hook, job_id, file_id, node_id, folder, names, marker)
-        self.log.info("Downloaded output %s (node %s) to %s", file_id, node_id, target)
-        return target
 
 
 class CancelJobOperator(WorkflowServiceBaseOperator):

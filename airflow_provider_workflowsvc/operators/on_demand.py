@@ -12,8 +12,6 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk import BaseOperator, BaseOperatorLink
-
 from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
 from airflow_provider_workflowsvc.operators._base import (
     WorkflowServiceBaseOperator,
@@ -25,11 +23,11 @@ from airflow_provider_workflowsvc.operators._base import (
     positive_seconds,
     static_str,
 )
+from airflow_provider_workflowsvc.operators.jobs import WorkflowJobLink
 from airflow_provider_workflowsvc.operators.workflows import check_nodes
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-    from airflow.sdk.types import TaskInstanceKey
 
     from airflow_provider_workflowsvc.operators._on_demand import Document, Plan
     from airflow_provider_workflowsvc.wait.outcome import JobOutcome
@@ -41,15 +39,10 @@ XCOM_JOB_IDS = "job_ids"
 XCOM_JOB_LINKS = "job_links"
 
 
-class OnDemandJobLink(BaseOperatorLink):
+class OnDemandJobLink(WorkflowJobLink):
     """Link to the task's first on-demand job in the service (every job's link: XCom ``job_links``)."""
 
     name = "Workflow Service job (first)"
-
-    def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
-        from airflow.sdk.execution_time.xcom import XCom
-
-        return XCom.get_value(ti_key=ti_key, key=self.xcom_key) or ""
 
 
 class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
