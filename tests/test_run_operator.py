@@ -26,7 +26,6 @@ from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceInputError,
     WorkflowServiceValidationError,
 )
-from airflow_provider_workflowsvc.operators._base import LINK_XCOM_KEY
 from airflow_provider_workflowsvc.operators._submit import AmbiguousRunError
 from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator, WorkflowJobLink, job_url
 from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
@@ -36,7 +35,6 @@ OTHER_WF = "6d1f0a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b"
 SRC = "3fa85f64-5717-4562-b3fc-2c963f66afa6"
 RUN = f"/workflows/{WF}/run"
 LINK_KEY = WorkflowJobLink().xcom_key
-assert LINK_KEY == LINK_XCOM_KEY
 
 
 class FakeTI:
@@ -125,20 +123,20 @@ def test_bad_file_lists_fail_before_any_request(
 
 
 def test_files_expand_directories_globs_and_rendered_lists(tmp_path: Any) -> None:
-    from airflow_provider_workflowsvc.operators._files import resolve_files
+    from airflow_provider_workflowsvc.operators._files import resolve_named_files
 
     (tmp_path / "d" / "sub").mkdir(parents=True)
     for name in ("d/b.txt", "d/a.md", "d/sub/c.csv", "d/.hidden", "x.json", "y.json"):
         (tmp_path / name).write_text("text")
-    got = resolve_files([str(tmp_path / "d"), str(tmp_path / "*.json"), str(tmp_path / "x.json")])
-    assert [p.removeprefix(str(tmp_path) + "/") for p in got] == [
+    got = resolve_named_files([str(tmp_path / "d"), str(tmp_path / "*.json"), str(tmp_path / "x.json")])
+    assert [p.removeprefix(str(tmp_path) + "/") for p, _ in got] == [
         "d/a.md",
         "d/b.txt",
         "d/sub/c.csv",
         "x.json",
         "y.json",
     ]
-    assert resolve_files(repr([str(tmp_path / "x.json")])) == [str(tmp_path / "x.json")]
+    assert resolve_named_files(repr([str(tmp_path / "x.json")])) == [(str(tmp_path / "x.json"), "x.json")]
 
 
 # -- submit and reconcile ---------------------------------------------------------------------------

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_CONN_ID",
     "IF_EXISTS_CHOICES",
-    "LINK_XCOM_KEY",
     "XCOM_JOB_ID",
     "IfExists",
     "WorkflowServiceBaseOperator",
@@ -181,8 +180,6 @@ def default_deferrable(deferrable: bool | None) -> bool:
 
 
 XCOM_JOB_ID = "job_id"
-LINK_XCOM_KEY = "_link_WorkflowJobLink"
-"""Where the job link is pushed: ``WorkflowJobLink.xcom_key`` (the default for that class name)."""
 
 
 def job_url(ui_url: str | None, job_id: str) -> str:

@@ -17,7 +17,6 @@ from airflow.sdk import BaseOperator, BaseOperatorLink
 from airflow_provider_workflowsvc._compat import HAS_DURABLE_EXECUTION
 from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
 from airflow_provider_workflowsvc.operators._base import (
-    LINK_XCOM_KEY,
     XCOM_JOB_ID,
     WorkflowServiceBaseOperator,
     default_deferrable,
@@ -42,6 +41,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
     from airflow.sdk.types import TaskInstanceKey
 
+    from airflow_provider_workflowsvc.operators._submit import StoredRunJournal
     from airflow_provider_workflowsvc.wait.outcome import JobOutcome
 
 IF_RUNNING = ("run", "wait", "fail")
@@ -216,7 +216,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         # The job link's XCom exists from the start (empty until the job is known): Airflow reads
         # every extra link when the task ends, and a missing one is logged as an error, which after
         # a refused run read as a second failure.
-        context["ti"].xcom_push(key=LINK_XCOM_KEY, value="")
+        context["ti"].xcom_push(key=WorkflowJobLink().xcom_key, value="")
         self._files = None if self.files is None else self._resolve_files()
         with self.closing_hook():
             self._resolve_target()
@@ -339,29 +339,30 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         execution), the job id is kept in the task state store before any wait, so a retry after a
         worker crash goes on with this job.
         """
+        from airflow_provider_workflowsvc.operators._submit import StoredRunJournal
+
         state = self._state_store(context)
+        journal = None
+        if state is not None:
+            known = state.get(self.external_id_key)
+            journal = StoredRunJournal(state, PENDING_RUN_KEY, known=known, log=self.log)
         job_id = None
-        if self.if_running != "run" and not self._earlier_run_pending(state):
+        if self.if_running != "run" and not self._earlier_run_pending(journal):
             job_id = self._running_job(context)
         if job_id is None:
-            job_id = self._run(state)
+            job_id = self._run(journal)
         if store and state is not None:
             state.set(self.external_id_key, job_id)
         self._known(context, job_id)
         return job_id
 
-    def _earlier_run_pending(self, state: Any) -> bool:
+    def _earlier_run_pending(self, journal: StoredRunJournal | None) -> bool:
         """
         Whether an earlier try sent a run and stopped before recording its job: that run decides first
         (its job proven and adopted, or the task fails closed), never ``if_running``, for the job found
         running may be that very run's.
         """
-        from airflow_provider_workflowsvc.operators._submit import StoredRunJournal
-
-        if (
-            state is None
-            or StoredRunJournal(state, PENDING_RUN_KEY, log=self.log).pending(str(self.workflow_id)) is None
-        ):
+        if journal is None or journal.pending(str(self.workflow_id)) is None:
             return False
         self.log.info("An earlier try sent a run it never recorded: that run decides, not if_running")
         return True
@@ -416,15 +417,11 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
                 self._not_started = context["ti"].xcom_pull(task_ids=self.task_id, key=RUNNING_JOB_KEY)
         return job_id is None or job_id != self._not_started
 
-    def _run(self, state: Any) -> str:
+    def _run(self, journal: StoredRunJournal | None) -> str:
         """Run the workflow once; a run an earlier try sent but never recorded is adopted instead."""
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceValidationError
-        from airflow_provider_workflowsvc.operators._submit import Sending, StoredRunJournal, submit
+        from airflow_provider_workflowsvc.operators._submit import Sending, submit
 
-        journal = None
-        if state is not None:
-            known = state.get(self.external_id_key)
-            journal = StoredRunJournal(state, PENDING_RUN_KEY, known=known, log=self.log)
         try:
             job = submit(
                 self.hook,
@@ -514,7 +511,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         ui_url = (self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}).get("ui_url")
         url = job_url(ui_url, job_id)
         context["ti"].xcom_push(key=XCOM_JOB_ID, value=job_id)
-        context["ti"].xcom_push(key=LINK_XCOM_KEY, value=url)
+        context["ti"].xcom_push(key=WorkflowJobLink().xcom_key, value=url)
         if url:
             self.log.info("Job %s: %s", job_id, url)
         else:
