@@ -18,7 +18,6 @@ __all__ = [
     "Kind",
     "check_config",
     "did_you_mean",
-    "example_config",
     "known_types",
     "settings_of",
 ]
@@ -136,23 +135,6 @@ def did_you_mean(word: str, known: Collection[str]) -> str:
     """Return ``; did you mean 'x'?`` naming the known word closest to ``word``, or nothing."""
     close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
-
-
-def example_config(kind: Kind, connector_type: str) -> dict[str, str]:
-    """
-    Return the smallest config the docs accept for a type: its required settings and those of its
-    first way to authenticate, each with a placeholder value (a URL where the setting is one).
-    """
-    entry = settings_of(kind, connector_type)
-    if entry is None:
-        raise ValueError(f"the docs give no settings of {kind} connector type {connector_type!r}")
-    first_way = next(iter(entry.auth_variants.values()), ())
-    keys = dict.fromkeys((*entry.required, *first_way)) or dict.fromkeys(entry.settings[:1])
-    return {key: _placeholder(key, key in entry.url) for key in keys}
-
-
-def _placeholder(key: str, url: bool) -> str:
-    return f"https://{key.replace('_', '-')}.example.com" if url else f"<{key}>"
 
 
 def _documented(kind: Kind | None, connector_type: Any) -> list[ConnectorSettings]:

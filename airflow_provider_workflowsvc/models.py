@@ -34,6 +34,7 @@ from pydantic import (
 )
 
 from airflow_provider_workflowsvc import connectors_catalog
+from airflow_provider_workflowsvc.connectors_catalog import Kind
 
 log = logging.getLogger(__name__)
 
@@ -572,12 +573,12 @@ _TYPED_CONFIGS: dict[str, type[_Request]] = {
 }
 
 
-def config_model_for(kind: Literal["source", "destination"], connector_type: str) -> type[_Request]:
+def config_model_for(kind: Kind, connector_type: str) -> type[_Request]:
     """Return the request config model of a connector type (the generic one where the spec gives none)."""
     return _TYPED_CONFIGS.get(f"{kind}:{connector_type}", GenericConfig)
 
 
-def _coerce_config(kind: Literal["source", "destination"], connector_type: Any, config: Any) -> Any:
+def _coerce_config(kind: Kind, connector_type: Any, config: Any) -> Any:
     if isinstance(config, BaseModel):
         config = config.model_dump(exclude_unset=True, context={"reveal_secrets": True})
     model = config_model_for(kind, str(connector_type))
@@ -586,7 +587,7 @@ def _coerce_config(kind: Literal["source", "destination"], connector_type: Any, 
     return model.model_validate(config)
 
 
-def _check_by_docs(kind: Literal["source", "destination"], connector_type: Any, config: Any) -> None:
+def _check_by_docs(kind: Kind, connector_type: Any, config: Any) -> None:
     """
     Check a generic config against the docs' settings of its type: a ``ValueError`` for a missing
     required setting or a URL setting that is not a URL, a logged warning for anything else.
@@ -598,9 +599,7 @@ def _check_by_docs(kind: Literal["source", "destination"], connector_type: Any, 
             log.warning("%s", warning)
 
 
-def _known_secrets_wrapped(
-    kind: Literal["source", "destination"], connector_type: Any, config: Mapping[str, Any]
-) -> dict[str, Any]:
+def _known_secrets_wrapped(kind: Kind, connector_type: Any, config: Mapping[str, Any]) -> dict[str, Any]:
     """``config`` with the values of the settings the docs say are secret wrapped (any name)."""
     secret = connectors_catalog.secret_settings(kind, connector_type)
     return {k: _wrap_all(v) if k in secret else v for k, v in config.items()}
@@ -613,7 +612,7 @@ def _known_secrets_wrapped(
 class _CreateConnector(_Request):
     """The body that creates a connector: each subclass gives its kind, ``type`` and ``config`` models."""
 
-    connector_kind: ClassVar[Literal["source", "destination"]]
+    connector_kind: ClassVar[Kind]
     name: NonEmptyStr
     type: Any
     config: Any
@@ -639,7 +638,7 @@ class _CreateConnector(_Request):
 class CreateSourceConnector(_CreateConnector):
     """The body that creates a source connector (a type the provider does not know is sent as given)."""
 
-    connector_kind: ClassVar[Literal["source", "destination"]] = "source"
+    connector_kind: ClassVar[Kind] = "source"
     type: SourceType | str
     config: SourceConfig
 
@@ -647,14 +646,12 @@ class CreateSourceConnector(_CreateConnector):
 class CreateDestinationConnector(_CreateConnector):
     """The body that creates a destination connector (a type the provider does not know is sent as given)."""
 
-    connector_kind: ClassVar[Literal["source", "destination"]] = "destination"
+    connector_kind: ClassVar[Kind] = "destination"
     type: DestinationType | str
     config: DestinationConfig
 
 
-def parse_connector_type(
-    kind: Literal["source", "destination"], value: Any
-) -> SourceType | DestinationType | str:
+def parse_connector_type(kind: Kind, value: Any) -> SourceType | DestinationType | str:
     """
     Return a connector type: the member of :class:`SourceType` / :class:`DestinationType` it spells, or
     (a type the provider does not know, perhaps one the service added since) the text as given, with a
@@ -697,9 +694,7 @@ class UpdateConnector(_Request):
     config: ConnectorConfig
 
     @classmethod
-    def for_type(
-        cls, kind: Literal["source", "destination"], connector_type: str | None, config: Any
-    ) -> UpdateConnector:
+    def for_type(cls, kind: Kind, connector_type: str | None, config: Any) -> UpdateConnector:
         """Validate ``config`` against the typed schema of ``connector_type`` (generic when unknown)."""
         if connector_type is None and isinstance(config, BaseModel):
             return cls(config=config)
@@ -720,7 +715,7 @@ class _Connector(_Response):
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
-    connector_kind: ClassVar[Literal["source", "destination"]]
+    connector_kind: ClassVar[Kind]
 
     @field_validator("config", mode="before")
     @classmethod
@@ -733,13 +728,13 @@ class _Connector(_Response):
 class SourceConnector(_Connector):
     """A source connector as the service returns it (secret config values masked)."""
 
-    connector_kind: ClassVar[Literal["source", "destination"]] = "source"
+    connector_kind: ClassVar[Kind] = "source"
 
 
 class DestinationConnector(_Connector):
     """A destination connector as the service returns it (secret config values masked)."""
 
-    connector_kind: ClassVar[Literal["source", "destination"]] = "destination"
+    connector_kind: ClassVar[Kind] = "destination"
 
 
 class ConnectionCheck(_Response):

@@ -13,7 +13,7 @@ import inspect
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_provider_workflowsvc.exceptions import ConnectionCheckFailedError  # re-exported: raised here
 from airflow_provider_workflowsvc.operators._base import (
@@ -31,6 +31,7 @@ from airflow_provider_workflowsvc.operators._base import (
 if TYPE_CHECKING:
     from airflow.sdk import Context, XComArg
 
+    from airflow_provider_workflowsvc.connectors_catalog import Kind
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
     from airflow_provider_workflowsvc.models import ConnectionCheck, DestinationConnector, SourceConnector
     from airflow_provider_workflowsvc.operators._execution import Difference
@@ -48,8 +49,6 @@ __all__ = [
     "UpdateDestinationConnectorOperator",
     "UpdateSourceConnectorOperator",
 ]
-
-Kind = Literal["source", "destination"]
 
 
 @dataclass(frozen=True)
