@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
 from airflow_provider_workflowsvc._connector_table import DOCS_REVISION, TABLE
@@ -55,16 +55,17 @@ def normalized(value: str) -> str:
 @cache
 def _entries(kind: Kind) -> dict[str, ConnectorSettings]:
     entries = {}
-    table: Mapping[str, Mapping[str, Any]] = TABLE[kind]
+    table = cast("Mapping[str, Mapping[str, Any]]", TABLE[kind])  # the generated table's shape
     for connector_type, entry in table.items():
+        flags: Mapping[str, tuple[str, ...]] = entry["settings"]
         entries[normalized(connector_type)] = ConnectorSettings(
             kind=kind,
             type=connector_type,
-            settings=tuple(entry["settings"]),
-            required=tuple(entry["required"]),
+            settings=tuple(flags),
+            required=tuple(key for key in flags if "required" in flags[key]),
             auth_variants=dict(entry["auth_variants"]),
-            secret=frozenset(entry["secret"]),
-            url=frozenset(entry["url"]),
+            secret=frozenset(key for key in flags if "secret" in flags[key]),
+            url=frozenset(key for key in flags if "url" in flags[key]),
         )
     return entries
 
