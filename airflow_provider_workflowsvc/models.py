@@ -281,39 +281,30 @@ class WorkflowStatus(_TolerantEnum):
 
 
 class Schedule(_StrictEnum):
-    """The schedule values a create/update request accepts; responses carry a :class:`WorkflowSchedule`."""
+    """
+    The schedule values a create/update request accepts, each with the 5-field cron expression the
+    service stores for it (:attr:`cron_expression`); responses carry a :class:`WorkflowSchedule`.
+    """
 
-    EVERY_15_MINUTES = "every 15 minutes"
-    EVERY_HOUR = "every hour"
-    EVERY_2_HOURS = "every 2 hours"
-    EVERY_4_HOURS = "every 4 hours"
-    EVERY_6_HOURS = "every 6 hours"
-    EVERY_8_HOURS = "every 8 hours"
-    EVERY_10_HOURS = "every 10 hours"
-    EVERY_12_HOURS = "every 12 hours"
-    DAILY = "daily"
-    WEEKLY = "weekly"
-    MONTHLY = "monthly"
+    _value_: str
+    cron_expression: str
 
-    @property
-    def cron_expression(self) -> str:
-        """The 5-field cron expression the service stores for this schedule."""
-        return _SCHEDULE_CRON[self]
+    def __new__(cls, value: str, cron_expression: str) -> Schedule:
+        member = str.__new__(cls, value)
+        member._value_, member.cron_expression = value, cron_expression
+        return member
 
-
-_SCHEDULE_CRON: dict[Schedule, str] = {
-    Schedule.EVERY_15_MINUTES: "*/15 * * * *",
-    Schedule.EVERY_HOUR: "0 * * * *",
-    Schedule.EVERY_2_HOURS: "0 */2 * * *",
-    Schedule.EVERY_4_HOURS: "0 */4 * * *",
-    Schedule.EVERY_6_HOURS: "0 */6 * * *",
-    Schedule.EVERY_8_HOURS: "0 */8 * * *",
-    Schedule.EVERY_10_HOURS: "0 */10 * * *",
-    Schedule.EVERY_12_HOURS: "0 */12 * * *",
-    Schedule.DAILY: "0 0 * * *",
-    Schedule.WEEKLY: "0 0 * * 0",
-    Schedule.MONTHLY: "0 0 1 * *",
-}
+    EVERY_15_MINUTES = "every 15 minutes", "*/15 * * * *"
+    EVERY_HOUR = "every hour", "0 * * * *"
+    EVERY_2_HOURS = "every 2 hours", "0 */2 * * *"
+    EVERY_4_HOURS = "every 4 hours", "0 */4 * * *"
+    EVERY_6_HOURS = "every 6 hours", "0 */6 * * *"
+    EVERY_8_HOURS = "every 8 hours", "0 */8 * * *"
+    EVERY_10_HOURS = "every 10 hours", "0 */10 * * *"
+    EVERY_12_HOURS = "every 12 hours", "0 */12 * * *"
+    DAILY = "daily", "0 0 * * *"
+    WEEKLY = "weekly", "0 0 * * 0"
+    MONTHLY = "monthly", "0 0 1 * *"
 
 
 class JobStatus(_TolerantEnum):
@@ -536,17 +527,6 @@ class GenericConfig(_Request):
 
     @model_serializer(mode="plain")
     def _dump(self, info: SerializationInfo) -> dict[str, Any]:
-        if not isinstance(self, GenericConfig):
-            # A plain serializer accepts any value, so a union may hand it a typed config: dump that
-            # model itself instead of losing its fields.
-            return BaseModel.model_dump(
-                self,
-                mode=info.mode,
-                context=info.context,
-                exclude_unset=info.exclude_unset,
-                exclude_none=info.exclude_none,
-                exclude_defaults=info.exclude_defaults,
-            )
         reveal = bool(info.context and info.context.get("reveal_secrets"))
         return {k: _unwrap_secrets(v, reveal) for k, v in (self.model_extra or {}).items()}
 
@@ -561,7 +541,7 @@ class GenericConfig(_Request):
 
 
 # GenericConfig comes last in every union: its serializer is a plain function, which a union would
-# otherwise pick for any typed config placed after it.
+# otherwise pick for any typed config placed after it (it dumps only a GenericConfig's own fields).
 SourceConfig = AzureSourceConfig | ConfluenceSourceConfig | GenericConfig
 DestinationConfig = AstraDBDestinationConfig | GenericConfig
 ConnectorConfig = AzureSourceConfig | ConfluenceSourceConfig | AstraDBDestinationConfig | GenericConfig
