@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from airflow.sdk import BaseOperator
@@ -33,11 +33,9 @@ __all__ = [
     "DEFAULT_CONN_ID",
     "IF_EXISTS_CHOICES",
     "XCOM_JOB_ID",
-    "IfExists",
     "WorkflowServiceBaseOperator",
     "WorkflowServiceTaskMixin",
     "check_choice",
-    "check_if_exists",
     "check_uuid",
     "default_deferrable",
     "input_error",
@@ -47,13 +45,13 @@ __all__ = [
     "job_id_of",
     "job_url",
     "min_poll_interval",
+    "one_of",
     "positive_seconds",
     "rendered",
     "static_str",
 ]
 
-IfExists = Literal["reuse", "update", "fail"]
-IF_EXISTS_CHOICES: tuple[IfExists, ...] = ("reuse", "update", "fail")
+IF_EXISTS_CHOICES = ("reuse", "update", "fail")
 
 _JINJA_MARKERS = ("{{", "{%", "{#")
 _PLAIN_SCALARS = (str, int, float, bool, type(None))
@@ -161,11 +159,11 @@ def check_uuid(value: Any, what: str) -> None:
         raise input_error(f"{what} must be a UUID, got {text!r}") from None
 
 
-def check_if_exists(value: str) -> IfExists:
-    """``value`` as an :data:`IfExists`, or an input error."""
-    if value not in IF_EXISTS_CHOICES:
-        raise input_error(f"if_exists must be one of {', '.join(IF_EXISTS_CHOICES)}; got {value!r}")
-    return value  # type: ignore[return-value,unused-ignore]
+def one_of(value: str, allowed: Sequence[str], what: str) -> str:
+    """``value`` if it is exactly one of ``allowed`` (an argument never templated), else an input error."""
+    if value not in allowed:
+        raise input_error(f"{what} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+    return value
 
 
 def default_deferrable(deferrable: bool | None) -> bool:

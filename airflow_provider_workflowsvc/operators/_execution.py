@@ -16,7 +16,6 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from airflow_provider_workflowsvc.exceptions import (  # re-exported: raised here
     ExistingResourceError,
-    InvalidTaskInputError,
     WorkflowServiceConflictError,
     WorkflowServiceConnectionError,
     WorkflowServiceNotFoundError,
@@ -27,7 +26,6 @@ from airflow_provider_workflowsvc.operators._base import invalid_input_fails
 
 __all__ = [
     "ExistingResourceError",
-    "InvalidTaskInputError",
     "Named",
     "UniqueName",
     "delete_resource",

@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_provider_workflowsvc.exceptions import ConnectionCheckFailedError  # re-exported: raised here
 from airflow_provider_workflowsvc.operators._base import (
+    IF_EXISTS_CHOICES,
     WorkflowServiceBaseOperator,
-    check_if_exists,
     check_uuid,
     input_error,
     interval_seconds,
     invalid_input_fails,
     is_deferred_value,
+    one_of,
     rendered,
     static_str,
 )
@@ -208,7 +209,7 @@ class _CreateConnectorOperator(_ConfigOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.name, self.connector_type, self.config = name, connector_type, config
-        self.if_exists = check_if_exists(if_exists)
+        self.if_exists = one_of(if_exists, IF_EXISTS_CHOICES, "if_exists")
         if static_str(name) is not None and not name.strip():
             raise input_error("name must not be empty")
         _check_config(config)

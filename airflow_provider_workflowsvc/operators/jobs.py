@@ -25,6 +25,7 @@ from airflow_provider_workflowsvc.operators._base import (
     invalid_input_fails,
     job_id_of,
     job_url,
+    one_of,
     positive_seconds,
 )
 from airflow_provider_workflowsvc.operators._run_target import check_run_target
@@ -179,11 +180,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
     ) -> None:
         super().__init__(workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)
         check_run_target(workflow_id, workflow_name, files)
-        if if_running not in IF_RUNNING:
-            raise input_error(
-                f"if_running must be one of {', '.join(map(repr, IF_RUNNING))}, got {if_running!r}"
-            )
-        self.if_running = if_running
+        self.if_running = one_of(if_running, IF_RUNNING, "if_running")
         self.durable = durable and HAS_DURABLE_EXECUTION
         self.skip_if_no_files = skip_if_no_files
         self.mark_uploads = mark_uploads

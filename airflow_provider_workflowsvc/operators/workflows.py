@@ -12,13 +12,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_provider_workflowsvc.operators._base import (
+    IF_EXISTS_CHOICES,
     WorkflowServiceBaseOperator,
     check_choice,
-    check_if_exists,
     check_uuid,
     input_error,
     invalid_input_fails,
     is_deferred_value,
+    one_of,
     rendered,
     static_str,
 )
@@ -171,7 +172,7 @@ class CreateWorkflowOperator(_WorkflowOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.if_exists = check_if_exists(if_exists)
+        self.if_exists = one_of(if_exists, IF_EXISTS_CHOICES, "if_exists")
         self._set_fields(
             name=name,
             workflow_type=workflow_type,

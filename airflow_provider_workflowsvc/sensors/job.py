@@ -16,6 +16,7 @@ from airflow_provider_workflowsvc.operators._base import (
     default_deferrable,
     input_error,
     interval_seconds,
+    one_of,
 )
 
 if TYPE_CHECKING:
@@ -94,12 +95,10 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         super().__init__(poke_interval=poke_interval, workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)
         if (job_id is None) == (workflow_id is None):
             raise input_error("give exactly one of job_id and workflow_id")
-        if pick not in ("latest", "earliest"):
-            raise input_error(f"pick must be 'latest' or 'earliest', got {pick!r}")
         self.job_id = job_id
         self.workflow_id = workflow_id
         self.created_after = created_after
-        self.pick = pick
+        self.pick = one_of(pick, ("latest", "earliest"), "pick")
         self.fail_on_failed_files = fail_on_failed_files
         self.deferrable = default_deferrable(deferrable)
         self._watch: JobWatch | None = None
