@@ -460,14 +460,9 @@ class ConfluenceSourceConfig(_Request):
 
     def model_post_init(self, context: Any, /) -> None:
         # Defaults the user did not pass are still sent, so the request carries every setting (PUT rule).
+        fields = type(self).model_fields
         self.__pydantic_fields_set__.update(
-            {
-                "max_num_of_spaces",
-                "max_num_of_docs_from_each_space",
-                "extract_images",
-                "extract_files",
-                "cloud",
-            }
+            n for n, f in fields.items() if f.default is not None and not f.is_required()
         )
 
 
