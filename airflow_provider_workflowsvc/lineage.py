@@ -2,8 +2,8 @@
 Lineage of a workflow run: the datasets it reads and writes, and the OpenLineage facets of its job.
 
 A dataset's identity (namespace and name, following the OpenLineage naming spec where it has one) is
-built from a connector's type and its *non-secret* config only (``NON_SECRET_CONFIG_KEYS``); URLs lose
-any ``user:password@``, query and fragment. The same identity is the URI of the Airflow ``Asset`` of a
+built from a connector's type and its *non-secret* config only (``_secrets.plain_config_keys``); URLs
+lose any ``user:password@``, query and fragment. The same identity is the URI of the Airflow ``Asset`` of a
 destination (:mod:`airflow_provider_workflowsvc.assets`).
 
 Module level is the standard library only: ``Asset`` helpers call it while a DAG file is parsed.
@@ -75,12 +75,10 @@ class DatasetIdentity:
 
 def _known_config(connector_type: str, config: Any) -> dict[str, Any]:
     """Return the config values under the type's identifying, non-secret keys (none for other types)."""
-    from airflow_provider_workflowsvc.operators._secrets import NON_SECRET_CONFIG_KEYS, plain_data
+    from airflow_provider_workflowsvc.operators._secrets import plain_config_keys, plain_data
 
     config = plain_data(config)
-    known = NON_SECRET_CONFIG_KEYS.get(connector_type, frozenset()) & set(
-        IDENTIFYING_KEYS.get(connector_type, ())
-    )
+    known = plain_config_keys(connector_type) & set(IDENTIFYING_KEYS.get(connector_type, ()))
     if not isinstance(config, Mapping):
         return {}
     return {key: value for key, value in config.items() if key in known}
