@@ -333,6 +333,24 @@ def test_a_job_whose_record_lists_no_files_is_never_adopted(
     assert record.call_count == 1
 
 
+def test_history_listed_last_stays_outside_the_window_an_earlier_listing_read(
+    mock_service: Any, no_backoff: list[float], a_file: str
+) -> None:
+    """The service's clock is read from every listing of the search and the largest reading kept (each
+    is a lower bound): the workflow's history, listed at the end (a job of an hour ago whose record
+    lists no files), is not placed in the window the active listing read (another run's job, made just
+    now). Nothing of it is read, and the task, its run not found, fails closed without naming it."""
+    history = new_job("history-job", None, age=3600, status="completed")
+    route_listings(mock_service, no_backoff, [new_job("theirs", ["b__wfsvc-0123456789abcdef.txt"]), history])
+    record = mock_service.get("/jobs/history-job").mock(return_value=ok(history))
+    run = mock_service.post(RUN).mock(side_effect=[httpx.Response(502)])
+    with pytest.raises(AmbiguousRunError, match="no job of this task's run") as error:
+        op(files=a_file, mark_uploads=True, run_grace_period=1).execute(ctx())
+    assert "history-job" not in str(error.value)
+    assert record.call_count == 0
+    assert run.call_count == 1
+
+
 def test_a_listing_without_file_ids_is_completed_from_the_job_record(
     mock_service: Any, no_backoff: list[float], a_file: str
 ) -> None:
