@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
 from airflow_provider_workflowsvc._connector_table import DOCS_REVISION, TABLE
@@ -18,7 +18,6 @@ __all__ = [
     "Kind",
     "check_config",
     "did_you_mean",
-    "example_config",
     "known_types",
     "settings_of",
 ]
@@ -56,16 +55,17 @@ def normalized(value: str) -> str:
 @cache
 def _entries(kind: Kind) -> dict[str, ConnectorSettings]:
     entries = {}
-    table: Mapping[str, Mapping[str, Any]] = TABLE[kind]
+    table = cast("Mapping[str, Mapping[str, Any]]", TABLE[kind])  # the generated table's shape
     for connector_type, entry in table.items():
+        flags: Mapping[str, tuple[str, ...]] = entry["settings"]
         entries[normalized(connector_type)] = ConnectorSettings(
             kind=kind,
             type=connector_type,
-            settings=tuple(entry["settings"]),
-            required=tuple(entry["required"]),
+            settings=tuple(flags),
+            required=tuple(key for key in flags if "required" in flags[key]),
             auth_variants=dict(entry["auth_variants"]),
-            secret=frozenset(entry["secret"]),
-            url=frozenset(entry["url"]),
+            secret=frozenset(key for key in flags if "secret" in flags[key]),
+            url=frozenset(key for key in flags if "url" in flags[key]),
         )
     return entries
 
@@ -138,36 +138,18 @@ def did_you_mean(word: str, known: Collection[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def example_config(kind: Kind, connector_type: str) -> dict[str, str]:
-    """
-    Return the smallest config the docs accept for a type: its required settings and those of its
-    first way to authenticate, each with a placeholder value (a URL where the setting is one).
-    """
-    entry = settings_of(kind, connector_type)
-    if entry is None:
-        raise ValueError(f"the docs give no settings of {kind} connector type {connector_type!r}")
-    first_way = next(iter(entry.auth_variants.values()), ())
-    keys = dict.fromkeys((*entry.required, *first_way)) or dict.fromkeys(entry.settings[:1])
-    return {key: _placeholder(key, key in entry.url) for key in keys}
-
-
-def _placeholder(key: str, url: bool) -> str:
-    return f"https://{key.replace('_', '-')}.example.com" if url else f"<{key}>"
+def _documented(kind: Kind | None, connector_type: Any) -> list[ConnectorSettings]:
+    """Return the docs' settings of a connector type, of one kind or (``kind`` None) of either."""
+    kinds: tuple[Kind, ...] = (kind,) if kind is not None else ("source", "destination")
+    return [entry for each in kinds if (entry := settings_of(each, connector_type)) is not None]
 
 
 def secret_settings(kind: Kind | None, connector_type: Any) -> frozenset[str]:
     """Return the settings the docs say hold a secret, of one kind or (``kind`` None) of either."""
-    kinds: tuple[Kind, ...] = (kind,) if kind is not None else ("source", "destination")
-    found: set[str] = set()
-    for each in kinds:
-        entry = settings_of(each, connector_type)
-        found |= entry.secret if entry is not None else frozenset()
-    return frozenset(found)
+    return frozenset(key for entry in _documented(kind, connector_type) for key in entry.secret)
 
 
 def plain_settings(kind: Kind | None, connector_type: Any) -> frozenset[str]:
     """Return the settings the docs document that hold no secret, of one kind or (None) of either."""
-    kinds: tuple[Kind, ...] = (kind,) if kind is not None else ("source", "destination")
-    entries = [e for each in kinds if (e := settings_of(each, connector_type)) is not None]
-    documented = {key for entry in entries for key in entry.settings}
+    documented = {key for entry in _documented(kind, connector_type) for key in entry.settings}
     return frozenset(documented - secret_settings(kind, connector_type))

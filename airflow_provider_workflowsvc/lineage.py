@@ -2,8 +2,8 @@
 Lineage of a workflow run: the datasets it reads and writes, and the OpenLineage facets of its job.
 
 A dataset's identity (namespace and name, following the OpenLineage naming spec where it has one) is
-built from a connector's type and its *non-secret* config only (``NON_SECRET_CONFIG_KEYS``); URLs lose
-any ``user:password@``, query and fragment. The same identity is the URI of the Airflow ``Asset`` of a
+built from a connector's type and its *non-secret* config only (``_secrets.plain_config_keys``); URLs
+lose any ``user:password@``, query and fragment. The same identity is the URI of the Airflow ``Asset`` of a
 destination (:mod:`airflow_provider_workflowsvc.assets`).
 
 Module level is the standard library only: ``Asset`` helpers call it while a DAG file is parsed.
@@ -56,7 +56,7 @@ DEFAULT_ASTRA_KEYSPACE = "default_keyspace"
 """Astra DB's keyspace when a connector names none."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class DatasetIdentity:
     """An OpenLineage dataset's namespace and name; ``uri`` is the same place as one URI (an Asset's)."""
 
@@ -75,12 +75,10 @@ class DatasetIdentity:
 
 def _known_config(connector_type: str, config: Any) -> dict[str, Any]:
     """Return the config values under the type's identifying, non-secret keys (none for other types)."""
-    from airflow_provider_workflowsvc.operators._secrets import NON_SECRET_CONFIG_KEYS, plain_data
+    from airflow_provider_workflowsvc.operators._secrets import plain_config_keys, plain_data
 
     config = plain_data(config)
-    known = NON_SECRET_CONFIG_KEYS.get(connector_type, frozenset()) & set(
-        IDENTIFYING_KEYS.get(connector_type, ())
-    )
+    known = plain_config_keys(connector_type) & set(IDENTIFYING_KEYS.get(connector_type, ()))
     if not isinstance(config, Mapping):
         return {}
     return {key: value for key, value in config.items() if key in known}
@@ -200,7 +198,7 @@ def uploaded_datasets(sources: Sequence[Any]) -> list[DatasetIdentity]:
     one dataset per store: the common directory, or the common key prefix.
     """
     local = [str(s) for s in sources if isinstance(s, str)]
-    stored = sorted({_object_identity(s) for s in sources if not isinstance(s, str)}, key=_sort_key)
+    stored = sorted({folder_dataset(s) for s in sources if not isinstance(s, str)})
     if len(local) + len(stored) <= FILE_DATASETS_MAX:
         return [*file_datasets(local), *stored]
     grouped: dict[str, list[str]] = {}
@@ -216,15 +214,6 @@ def uploaded_datasets(sources: Sequence[Any]) -> list[DatasetIdentity]:
         *([directory_dataset(os.path.commonpath([os.path.abspath(p) for p in local]))] if local else []),
         *(DatasetIdentity(d.namespace, d.name or "/") for d in common),
     ]
-
-
-def _object_identity(source: Any) -> DatasetIdentity:
-    path = source.path
-    return object_dataset(str(path.protocol), str(path.bucket), str(path.key))
-
-
-def _sort_key(identity: DatasetIdentity) -> tuple[str, str]:
-    return identity.namespace, identity.name
 
 
 def input_datasets(
@@ -248,7 +237,7 @@ def input_datasets(
 
 
 def folder_dataset(folder: Any) -> DatasetIdentity:
-    """Return a download's folder: a local directory, or a prefix of object storage."""
+    """Return a download's folder or an uploaded object: a local directory, or a place in object storage."""
     path = getattr(folder, "path", None)
     if path is not None and getattr(path, "protocol", None):
         return object_dataset(str(path.protocol), str(path.bucket), str(path.key))

@@ -19,6 +19,7 @@ from uuid import UUID
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PlainSerializer,
@@ -33,6 +34,7 @@ from pydantic import (
 )
 
 from airflow_provider_workflowsvc import connectors_catalog
+from airflow_provider_workflowsvc.connectors_catalog import Kind
 
 log = logging.getLogger(__name__)
 
@@ -170,23 +172,6 @@ def _member_spelled(cls: type[Enum], value: str) -> Any:
     return next((member for member in cls if connectors_catalog.normalized(member.value) == wanted), None)
 
 
-class _TolerantEnum(str, Enum):
-    """An enum that accepts any case and ``_``/``-``/space spellings; unknown values map to UNKNOWN."""
-
-    @classmethod
-    def _aliases(cls) -> dict[str, str]:
-        return {}
-
-    @classmethod
-    def _missing_(cls, value: object) -> Any:
-        member = _member_spelled(cls, value) if isinstance(value, str) else None
-        # Anything else (an unknown word, null, a number) is UNKNOWN: a response never fails on it.
-        return member if member is not None else cls.__members__.get("UNKNOWN")
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-
 class _StrictEnum(str, Enum):
     """An enum for request values: tolerant of case and separators, but unknown values are errors."""
 
@@ -196,6 +181,16 @@ class _StrictEnum(str, Enum):
 
     def __str__(self) -> str:
         return str(self.value)
+
+
+class _TolerantEnum(_StrictEnum):
+    """An enum of response values: spelled as :class:`_StrictEnum` reads them; unknown values are UNKNOWN."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> Any:
+        member = super()._missing_(value)
+        # Anything else (an unknown word, null, a number) is UNKNOWN: a response never fails on it.
+        return member if member is not None else cls.__members__.get("UNKNOWN")
 
 
 E = TypeVar("E", bound=Enum)
@@ -286,39 +281,30 @@ class WorkflowStatus(_TolerantEnum):
 
 
 class Schedule(_StrictEnum):
-    """The schedule values a create/update request accepts; responses carry a :class:`WorkflowSchedule`."""
+    """
+    The schedule values a create/update request accepts, each with the 5-field cron expression the
+    service stores for it (:attr:`cron_expression`); responses carry a :class:`WorkflowSchedule`.
+    """
 
-    EVERY_15_MINUTES = "every 15 minutes"
-    EVERY_HOUR = "every hour"
-    EVERY_2_HOURS = "every 2 hours"
-    EVERY_4_HOURS = "every 4 hours"
-    EVERY_6_HOURS = "every 6 hours"
-    EVERY_8_HOURS = "every 8 hours"
-    EVERY_10_HOURS = "every 10 hours"
-    EVERY_12_HOURS = "every 12 hours"
-    DAILY = "daily"
-    WEEKLY = "weekly"
-    MONTHLY = "monthly"
+    _value_: str
+    cron_expression: str
 
-    @property
-    def cron_expression(self) -> str:
-        """The 5-field cron expression the service stores for this schedule."""
-        return _SCHEDULE_CRON[self]
+    def __new__(cls, value: str, cron_expression: str) -> Schedule:
+        member = str.__new__(cls, value)
+        member._value_, member.cron_expression = value, cron_expression
+        return member
 
-
-_SCHEDULE_CRON: dict[Schedule, str] = {
-    Schedule.EVERY_15_MINUTES: "*/15 * * * *",
-    Schedule.EVERY_HOUR: "0 * * * *",
-    Schedule.EVERY_2_HOURS: "0 */2 * * *",
-    Schedule.EVERY_4_HOURS: "0 */4 * * *",
-    Schedule.EVERY_6_HOURS: "0 */6 * * *",
-    Schedule.EVERY_8_HOURS: "0 */8 * * *",
-    Schedule.EVERY_10_HOURS: "0 */10 * * *",
-    Schedule.EVERY_12_HOURS: "0 */12 * * *",
-    Schedule.DAILY: "0 0 * * *",
-    Schedule.WEEKLY: "0 0 * * 0",
-    Schedule.MONTHLY: "0 0 1 * *",
-}
+    EVERY_15_MINUTES = "every 15 minutes", "*/15 * * * *"
+    EVERY_HOUR = "every hour", "0 * * * *"
+    EVERY_2_HOURS = "every 2 hours", "0 */2 * * *"
+    EVERY_4_HOURS = "every 4 hours", "0 */4 * * *"
+    EVERY_6_HOURS = "every 6 hours", "0 */6 * * *"
+    EVERY_8_HOURS = "every 8 hours", "0 */8 * * *"
+    EVERY_10_HOURS = "every 10 hours", "0 */10 * * *"
+    EVERY_12_HOURS = "every 12 hours", "0 */12 * * *"
+    DAILY = "daily", "0 0 * * *"
+    WEEKLY = "weekly", "0 0 * * 0"
+    MONTHLY = "monthly", "0 0 1 * *"
 
 
 class JobStatus(_TolerantEnum):
@@ -423,6 +409,9 @@ class _Request(BaseModel):
 
 
 NonEmptyStr = Annotated[str, Field(min_length=1)]
+T = TypeVar("T")
+Items = Annotated[list[T], BeforeValidator(lambda value: [] if value is None else value)]
+"""A list a response may send as ``null``: read as empty."""
 
 # --------------------------------------------------------------------------------------------------
 # Connector configs (requests)
@@ -471,14 +460,9 @@ class ConfluenceSourceConfig(_Request):
 
     def model_post_init(self, context: Any, /) -> None:
         # Defaults the user did not pass are still sent, so the request carries every setting (PUT rule).
+        fields = type(self).model_fields
         self.__pydantic_fields_set__.update(
-            {
-                "max_num_of_spaces",
-                "max_num_of_docs_from_each_space",
-                "extract_images",
-                "extract_files",
-                "cloud",
-            }
+            n for n, f in fields.items() if f.default is not None and not f.is_required()
         )
 
 
@@ -538,17 +522,6 @@ class GenericConfig(_Request):
 
     @model_serializer(mode="plain")
     def _dump(self, info: SerializationInfo) -> dict[str, Any]:
-        if not isinstance(self, GenericConfig):
-            # A plain serializer accepts any value, so a union may hand it a typed config: dump that
-            # model itself instead of losing its fields.
-            return BaseModel.model_dump(
-                self,
-                mode=info.mode,
-                context=info.context,
-                exclude_unset=info.exclude_unset,
-                exclude_none=info.exclude_none,
-                exclude_defaults=info.exclude_defaults,
-            )
         reveal = bool(info.context and info.context.get("reveal_secrets"))
         return {k: _unwrap_secrets(v, reveal) for k, v in (self.model_extra or {}).items()}
 
@@ -563,7 +536,7 @@ class GenericConfig(_Request):
 
 
 # GenericConfig comes last in every union: its serializer is a plain function, which a union would
-# otherwise pick for any typed config placed after it.
+# otherwise pick for any typed config placed after it (it dumps only a GenericConfig's own fields).
 SourceConfig = AzureSourceConfig | ConfluenceSourceConfig | GenericConfig
 DestinationConfig = AstraDBDestinationConfig | GenericConfig
 ConnectorConfig = AzureSourceConfig | ConfluenceSourceConfig | AstraDBDestinationConfig | GenericConfig
@@ -575,12 +548,12 @@ _TYPED_CONFIGS: dict[str, type[_Request]] = {
 }
 
 
-def config_model_for(kind: Literal["source", "destination"], connector_type: str) -> type[_Request]:
+def config_model_for(kind: Kind, connector_type: str) -> type[_Request]:
     """Return the request config model of a connector type (the generic one where the spec gives none)."""
     return _TYPED_CONFIGS.get(f"{kind}:{connector_type}", GenericConfig)
 
 
-def _coerce_config(kind: Literal["source", "destination"], connector_type: Any, config: Any) -> Any:
+def _coerce_config(kind: Kind, connector_type: Any, config: Any) -> Any:
     if isinstance(config, BaseModel):
         config = config.model_dump(exclude_unset=True, context={"reveal_secrets": True})
     model = config_model_for(kind, str(connector_type))
@@ -589,7 +562,7 @@ def _coerce_config(kind: Literal["source", "destination"], connector_type: Any, 
     return model.model_validate(config)
 
 
-def _check_by_docs(kind: Literal["source", "destination"], connector_type: Any, config: Any) -> None:
+def _check_by_docs(kind: Kind, connector_type: Any, config: Any) -> None:
     """
     Check a generic config against the docs' settings of its type: a ``ValueError`` for a missing
     required setting or a URL setting that is not a URL, a logged warning for anything else.
@@ -601,9 +574,7 @@ def _check_by_docs(kind: Literal["source", "destination"], connector_type: Any, 
             log.warning("%s", warning)
 
 
-def _known_secrets_wrapped(
-    kind: Literal["source", "destination"], connector_type: Any, config: Mapping[str, Any]
-) -> dict[str, Any]:
+def _known_secrets_wrapped(kind: Kind, connector_type: Any, config: Mapping[str, Any]) -> dict[str, Any]:
     """``config`` with the values of the settings the docs say are secret wrapped (any name)."""
     secret = connectors_catalog.secret_settings(kind, connector_type)
     return {k: _wrap_all(v) if k in secret else v for k, v in config.items()}
@@ -613,45 +584,49 @@ def _known_secrets_wrapped(
 # Connectors
 
 
-class CreateSourceConnector(_Request):
+class _CreateConnector(_Request):
+    """The body that creates a connector: each subclass gives its kind, ``type`` and ``config`` models."""
+
+    connector_kind: ClassVar[Kind]
+    name: NonEmptyStr
+    type: Any
+    config: Any
+
+    @model_validator(mode="before")
+    @classmethod
+    def _typed_config(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping) or "config" not in data or "type" not in data:
+            return data
+        connector_type = parse_connector_type(cls.connector_kind, data["type"])
+        try:
+            config = _coerce_config(cls.connector_kind, connector_type_name(connector_type), data["config"])
+        except ValidationError as exc:
+            raise _under("config", exc) from None
+        return {**data, "type": connector_type, "config": config}
+
+    @model_validator(mode="after")
+    def _by_docs(self) -> _CreateConnector:
+        _check_by_docs(self.connector_kind, self.type, self.config)
+        return self
+
+
+class CreateSourceConnector(_CreateConnector):
     """The body that creates a source connector (a type the provider does not know is sent as given)."""
 
-    name: NonEmptyStr
+    connector_kind: ClassVar[Kind] = "source"
     type: SourceType | str
     config: SourceConfig
 
-    @model_validator(mode="before")
-    @classmethod
-    def _typed_config(cls, data: Any) -> Any:
-        return _typed_connector_body(data, "source", SourceType)
 
-    @model_validator(mode="after")
-    def _by_docs(self) -> CreateSourceConnector:
-        _check_by_docs("source", self.type, self.config)
-        return self
-
-
-class CreateDestinationConnector(_Request):
+class CreateDestinationConnector(_CreateConnector):
     """The body that creates a destination connector (a type the provider does not know is sent as given)."""
 
-    name: NonEmptyStr
+    connector_kind: ClassVar[Kind] = "destination"
     type: DestinationType | str
     config: DestinationConfig
 
-    @model_validator(mode="before")
-    @classmethod
-    def _typed_config(cls, data: Any) -> Any:
-        return _typed_connector_body(data, "destination", DestinationType)
 
-    @model_validator(mode="after")
-    def _by_docs(self) -> CreateDestinationConnector:
-        _check_by_docs("destination", self.type, self.config)
-        return self
-
-
-def parse_connector_type(
-    kind: Literal["source", "destination"], value: Any
-) -> SourceType | DestinationType | str:
+def parse_connector_type(kind: Kind, value: Any) -> SourceType | DestinationType | str:
     """
     Return a connector type: the member of :class:`SourceType` / :class:`DestinationType` it spells, or
     (a type the provider does not know, perhaps one the service added since) the text as given, with a
@@ -680,17 +655,6 @@ def connector_type_name(value: SourceType | DestinationType | str) -> str:
     return value.value if isinstance(value, Enum) else str(value)
 
 
-def _typed_connector_body(data: Any, kind: Literal["source", "destination"], types: type[_StrictEnum]) -> Any:
-    if not isinstance(data, Mapping) or "config" not in data or "type" not in data:
-        return data
-    connector_type = parse_connector_type(kind, data["type"])
-    try:
-        config = _coerce_config(kind, connector_type_name(connector_type), data["config"])
-    except ValidationError as exc:
-        raise _under("config", exc) from None
-    return {**data, "type": connector_type, "config": config}
-
-
 def _under(field: str, exc: ValidationError) -> ValidationError:
     """``exc`` with every error located under ``field`` (so a message says ``config.token: ...``)."""
     errors = exc.errors(include_url=False)
@@ -705,9 +669,7 @@ class UpdateConnector(_Request):
     config: ConnectorConfig
 
     @classmethod
-    def for_type(
-        cls, kind: Literal["source", "destination"], connector_type: str | None, config: Any
-    ) -> UpdateConnector:
+    def for_type(cls, kind: Kind, connector_type: str | None, config: Any) -> UpdateConnector:
         """Validate ``config`` against the typed schema of ``connector_type`` (generic when unknown)."""
         if connector_type is None and isinstance(config, BaseModel):
             return cls(config=config)
@@ -728,7 +690,7 @@ class _Connector(_Response):
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
-    connector_kind: ClassVar[Literal["source", "destination"]]
+    connector_kind: ClassVar[Kind]
 
     @field_validator("config", mode="before")
     @classmethod
@@ -741,13 +703,13 @@ class _Connector(_Response):
 class SourceConnector(_Connector):
     """A source connector as the service returns it (secret config values masked)."""
 
-    connector_kind: ClassVar[Literal["source", "destination"]] = "source"
+    connector_kind: ClassVar[Kind] = "source"
 
 
 class DestinationConnector(_Connector):
     """A destination connector as the service returns it (secret config values masked)."""
 
-    connector_kind: ClassVar[Literal["source", "destination"]] = "destination"
+    connector_kind: ClassVar[Kind] = "destination"
 
 
 class ConnectionCheck(_Response):
@@ -809,27 +771,6 @@ def _check_nodes(nodes: list[WorkflowNode] | None, field: str = "workflow_nodes"
         raise ValueError(f"{field}: node names must be unique, repeated: {', '.join(repeated)}")
 
 
-class CreateWorkflow(_Request):
-    """The body that creates a workflow."""
-
-    name: NonEmptyStr
-    workflow_type: WorkflowType
-    source_id: UUID | None = None
-    destination_id: UUID | None = None
-    workflow_nodes: list[WorkflowNode] | None = None
-    schedule: Schedule | None = None
-    reprocess_all: bool | None = None
-    template_id: NonEmptyStr | None = None
-    """Platform dialect: the id of a workflow template to build the workflow from."""
-
-    @model_validator(mode="after")
-    def _nodes_fit_type(self) -> CreateWorkflow:
-        if self.workflow_type is WorkflowType.CUSTOM and not self.workflow_nodes and not self.template_id:
-            raise ValueError("workflow_nodes: a custom workflow needs at least one node")
-        _check_nodes(self.workflow_nodes)
-        return self
-
-
 class UpdateWorkflow(_Request):
     """PUT body for a workflow: the create fields, all optional; only the fields given are sent."""
 
@@ -841,7 +782,7 @@ class UpdateWorkflow(_Request):
     schedule: Schedule | None = None
     reprocess_all: bool | None = None
     template_id: NonEmptyStr | None = None
-    """Platform dialect: the id of a workflow template to rebuild the workflow from."""
+    """Platform dialect: the id of a workflow template to build (or rebuild) the workflow from."""
 
     @model_validator(mode="after")
     def _valid_nodes(self) -> UpdateWorkflow:
@@ -851,25 +792,33 @@ class UpdateWorkflow(_Request):
         return self
 
 
+class CreateWorkflow(UpdateWorkflow):
+    """The body that creates a workflow: a name and a type, and any other field of an update."""
+
+    name: NonEmptyStr
+    workflow_type: WorkflowType
+
+    @model_validator(mode="after")
+    def _nodes_fit_type(self) -> CreateWorkflow:
+        if self.workflow_type is WorkflowType.CUSTOM and not self.workflow_nodes and not self.template_id:
+            raise ValueError("workflow_nodes: a custom workflow needs at least one node")
+        return self
+
+
 class Workflow(_Response):
     """A workflow: its connectors, nodes, schedule and status."""
 
     id: str
     name: str
-    sources: list[str] = Field(default_factory=list)
-    destinations: list[str] = Field(default_factory=list)
+    sources: Items[str] = Field(default_factory=list)
+    destinations: Items[str] = Field(default_factory=list)
     workflow_type: str | None = None
-    workflow_nodes: list[WorkflowNode] = Field(default_factory=list)
+    workflow_nodes: Items[WorkflowNode] = Field(default_factory=list)
     schedule: WorkflowSchedule | None = None
     status: WorkflowStatus = WorkflowStatus.UNKNOWN
     created_at: datetime | None = None
     updated_at: datetime | None = None
     reprocess_all: bool | None = None
-
-    @field_validator("workflow_nodes", "sources", "destinations", mode="before")
-    @classmethod
-    def _null_is_empty(cls, value: Any) -> Any:
-        return [] if value is None else value
 
 
 class ListWorkflowsParams(_Request):
@@ -917,12 +866,7 @@ class TemplateNode(WorkflowNode):
 class TemplateDetail(TemplateListItem):
     """A template with its nodes (``GET /templates/{template_id}``)."""
 
-    nodes: list[TemplateNode] = Field(default_factory=list)
-
-    @field_validator("nodes", mode="before")
-    @classmethod
-    def _null_is_empty(cls, value: Any) -> Any:
-        return [] if value is None else value
+    nodes: Items[TemplateNode] = Field(default_factory=list)
 
 
 class CreateJob(_Request):
@@ -975,7 +919,7 @@ class Job(_Response):
     a template); kept as sent, so a kind the service adds later is read, never a failure."""
     input_file_ids: list[str] | None = None
     """Platform dialect: the uploaded files' names (or the source's documents); None when not sent."""
-    output_node_files: list[OutputNodeFile] = Field(default_factory=list)
+    output_node_files: Items[OutputNodeFile] = Field(default_factory=list)
     raw_status: str | None = Field(default=None, exclude=True)
     """The status exactly as the server spelled it (useful when ``status`` is UNKNOWN)."""
 
@@ -990,11 +934,6 @@ class Job(_Response):
     @classmethod
     def _offset_in_hours(cls, value: Any) -> Any:
         return _iso_offset(value)
-
-    @field_validator("output_node_files", mode="before")
-    @classmethod
-    def _null_is_empty(cls, value: Any) -> Any:
-        return [] if value is None else value
 
     @property
     def created_utc(self) -> datetime | None:
@@ -1056,12 +995,7 @@ class JobDetails(_Response):
     id: str
     processing_status: JobStatus = JobStatus.UNKNOWN
     message: str | None = None
-    node_stats: list[NodeStats] = Field(default_factory=list)
-
-    @field_validator("node_stats", mode="before")
-    @classmethod
-    def _null_is_empty(cls, value: Any) -> Any:
-        return [] if value is None else value
+    node_stats: Items[NodeStats] = Field(default_factory=list)
 
 
 class FailedFile(_Response):
@@ -1084,13 +1018,8 @@ class JobFailedFiles(_Response):
 class PermissionGrant(_Response):
     """The users and groups granted one action on a document."""
 
-    users: list[str] = Field(default_factory=list)
-    groups: list[str] = Field(default_factory=list)
-
-    @field_validator("users", "groups", mode="before")
-    @classmethod
-    def _null_is_empty(cls, value: Any) -> Any:
-        return [] if value is None else value
+    users: Items[str] = Field(default_factory=list)
+    groups: Items[str] = Field(default_factory=list)
 
 
 PermissionAction = Literal["read", "update", "delete"]

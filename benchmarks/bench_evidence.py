@@ -3,7 +3,7 @@ Run-identity evidence cost (issue #22): bytes and requests one run reads, at 10,
 
 The emulator (a subprocess, on a SQLite file) gets one workflow whose history is seeded straight into
 its store: copies of one real completed job, created in the past. Then each case sends one run through
-the real submit logic (``operators._submit.submit_run``, names marked: what is measured is the search for
+the real submit logic (``operators._submit.submit``, names marked: what is measured is the search for
 the marked job; with the user's own names a lost answer fails closed after the same reads) and counts
 every request and every response
 body byte the provider reads (an ``httpx`` transport hook; the emulator's own time is not ours):
@@ -112,9 +112,8 @@ def one_case(emu: Any, settings: Any, workflow_id: str, path: str, case: str) ->
             if case.startswith("snapshot"):
                 outcome = f"{len(hook.list_jobs(workflow_id=workflow_id))} jobs listed"
             else:
-                job = _submit.submit_run(
-                    hook, workflow_id, [path], log, grace=1.0, sleep=lambda s: None, mark=True
-                )
+                sending = _submit.Sending.run(workflow_id)
+                job = _submit.submit(hook, sending, [path], log, grace=1.0, sleep=lambda s: None, mark=True)
                 outcome = f"job {job.id[:8]}"
         except Exception as exc:
             outcome = f"{type(exc).__name__}: {str(exc)[:90]}"

@@ -100,31 +100,31 @@ def _is_url(key: str, value: str, placeholder: str | None) -> bool:
     return bool(words & {"url", "uri"}) or "://" in value
 
 
+FLAGS = ("required", "secret", "url")
+"""What a setting may be, in the order the table writes it: required (in every variant), secret, URL."""
+
+
 def build_entry(example: str, placeholders: dict[str, tuple[bool, str]]) -> tuple[str, dict[str, object]]:
     connector_type, settings = read_example(example)
-    keys: list[str] = []
-    required: list[str] = []
-    secret: list[str] = []
-    url: list[str] = []
+    flags: dict[str, set[str]] = {}
     variants: dict[str, list[str]] = {}
     for variant, key, value in settings:
         names = [_norm(p) for p in _PLACEHOLDER.findall(value)]
         placeholder = names[0] if names else None
         is_required, meaning = placeholders.get(placeholder or "", (False, ""))
-        if key not in keys:
-            keys.append(key)
+        found = flags.setdefault(key, set())
         if _is_url(key, value, placeholder):
-            url.append(key) if key not in url else None
-        if _CONNECTION_STRING.search(meaning) and key not in secret:
-            secret.append(key)  # a connection string or URI that carries the user's password
-        elif key in _SECRET_NAMES or (
-            key not in _NOT_SECRET and set(re.split(r"[_\-]", key.lower())) & _SECRET_WORDS
+            found.add("url")
+        if (
+            _CONNECTION_STRING.search(meaning)  # a connection string or URI that carries the user's password
+            or key in _SECRET_NAMES
+            or (key not in _NOT_SECRET and set(re.split(r"[_\-]", key.lower())) & _SECRET_WORDS)
         ):
-            secret.append(key) if key not in secret else None
+            found.add("secret")
         has_default = "default" in meaning.lower()
         if variant is None:
-            if is_required and not has_default and key not in required:  # a default makes it optional
-                required.append(key)
+            if is_required and not has_default:  # a default makes it optional
+                found.add("required")
         elif (placeholder and "|" not in placeholder and not has_default) or value == "true":
             # within an alternative, every setting without a default or a choice is needed
             variants.setdefault(variant, [])
@@ -133,11 +133,8 @@ def build_entry(example: str, placeholders: dict[str, tuple[bool, str]]) -> tupl
         else:
             variants.setdefault(variant, [])
     entry: dict[str, object] = {
-        "settings": tuple(keys),
-        "required": tuple(required),
-        "auth_variants": {name: tuple(v) for name, v in variants.items()},
-        "secret": tuple(secret),
-        "url": tuple(url),
+        "settings": {key: tuple(flag for flag in FLAGS if flag in found) for key, found in flags.items()},
+        "auth_variants": {name: tuple(variants[name]) for name in sorted(variants)},
     }
     return SPEC_NAMES.get(connector_type, connector_type), entry
 
@@ -173,8 +170,9 @@ def main() -> None:
     print(f'DOCS_REVISION = "{revision}"')
     print('"""The commit of the public docs repository (Unstructured-IO/docs) the table was read from."""')
     print()
-    print(f"TABLE = {pformat(table, width=110, sort_dicts=True)}")
-    print('"""kind → type → settings, required (in every variant), auth_variants, secret, url."""')
+    ordered = {kind: {name: table[kind][name] for name in sorted(table[kind])} for kind in sorted(table)}
+    print(f"TABLE = {pformat(ordered, width=110, sort_dicts=False)}")
+    print('"""kind → type → settings (each with its flags: required, secret, url) and auth_variants."""')
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ from airflow_provider_workflowsvc.connectors_catalog import (
     DOCS_REVISION,
     ConnectorSettings,
     Kind,
-    example_config,
     known_types,
     settings_of,
 )
@@ -48,6 +47,23 @@ when a connector is created or updated, at DAG parse time and again when the tas
 Types the spec gives a schema for (``azure``, ``confluence`` sources, ``astradb`` destinations) are
 checked by their config models as well. A type not listed here is sent as given, with a warning.
 """
+
+
+def example_config(kind: Kind, connector_type: str) -> dict[str, str]:
+    """
+    Return the smallest config the docs accept for a type: its required settings and those of its
+    first way to authenticate, each with a placeholder value (a URL where the setting is one).
+    """
+    entry = settings_of(kind, connector_type)
+    if entry is None:
+        raise ValueError(f"the docs give no settings of {kind} connector type {connector_type!r}")
+    first_way = next(iter(entry.auth_variants.values()), ())
+    keys = dict.fromkeys((*entry.required, *first_way)) or dict.fromkeys(entry.settings[:1])
+    return {key: _placeholder(key, key in entry.url) for key in keys}
+
+
+def _placeholder(key: str, url: bool) -> str:
+    return f"https://{key.replace('_', '-')}.example.com" if url else f"<{key}>"
 
 
 def _names(keys: object) -> str:

@@ -12,6 +12,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from structlog.testing import capture_logs
 
 from airflow_provider_workflowsvc.exceptions import (
+    InvalidTaskInputError,
     WorkflowServiceConflictError,
     WorkflowServiceInputError,
     WorkflowServiceNotFoundError,
@@ -24,7 +25,6 @@ from airflow_provider_workflowsvc.models import (
     SourceType,
 )
 from airflow_provider_workflowsvc.operators import connectors as ops
-from airflow_provider_workflowsvc.operators._execution import InvalidTaskInputError
 
 SRC_ID = "3fa85f64-5717-4562-b3fc-2c963f66afa6"
 OTHER_ID = "9c1f0d7e-2b4a-4f6e-8a51-0d3c2e1b4a77"

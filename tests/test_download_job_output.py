@@ -12,7 +12,8 @@ import pytest
 from helpers import job_json
 
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceError, WorkflowServiceInputError
-from airflow_provider_workflowsvc.operators._files import OutputNames, document_name, inside, output_name
+from airflow_provider_workflowsvc.hooks._calls import document_name_in
+from airflow_provider_workflowsvc.operators._files import OutputNames, inside, output_name
 from airflow_provider_workflowsvc.operators.jobs import CancelJobOperator, DownloadJobOutputOperator
 
 
@@ -119,12 +120,9 @@ def test_inside_refuses_escapes(tmp_path: Path) -> None:
             inside(tmp_path, bad)
 
 
-def test_document_name(tmp_path: Path) -> None:
-    path = tmp_path / "o.json"
-    path.write_text(json.dumps(elements('we"ird.txt')))
-    assert document_name(path) == 'we"ird.txt'
-    path.write_text("[]")
-    assert document_name(path) is None
+def test_document_name() -> None:
+    assert document_name_in(json.dumps(elements('we"ird.txt')).encode()) == 'we"ird.txt'
+    assert document_name_in(b"[]") is None
 
 
 def download_op(tmp_path: Path, **kwargs: Any) -> DownloadJobOutputOperator:

@@ -10,7 +10,6 @@ from uuid import UUID
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from airflow_provider_workflowsvc.connectors_catalog import example_config
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceApiError,
     WorkflowServiceConnectionError,
@@ -53,6 +52,7 @@ from airflow_provider_workflowsvc.models import (
     parse_enum,
     request_json,
 )
+from scripts.connector_settings_page import example_config
 
 SECRET = "s3cr3t-model-test-value"
 UUID1 = "6f1d3c4e-0000-4000-8000-000000000001"

@@ -88,19 +88,21 @@ def test_a_dag_default_connection_reaches_every_operator_and_the_sensor() -> Non
     ],
     ids=["run", "cancel", "sensor", "connector"],
 )
-def test_the_hook_is_made_once_for_the_task_connection_and_closed_on_request(make) -> None:  # type: ignore[no-untyped-def]
+def test_the_hook_is_made_once_for_the_task_connection_and_closed_after_each_step(make) -> None:  # type: ignore[no-untyped-def]
     task = make("my_conn")
     assert task.workflowsvc_conn_id == "my_conn"
-    task.close_hook()  # nothing made yet: nothing to close, and still nothing made
+    with task.closing_hook():
+        pass  # nothing made yet: nothing to close, and still nothing made
     assert "hook" not in vars(task)
     hook = task.hook
     assert isinstance(hook, WorkflowServiceHook)
     assert hook.workflowsvc_conn_id == "my_conn"
     assert task.hook is hook
     hook._settings = ConnectionSettings(base_url="https://svc.test/api/v1", token="t")  # no connection lookup
-    assert hook.get_conn() is not None
-    task.close_hook()
-    assert hook._client is None, "close_hook closes the client of the hook the task made"
+    with pytest.raises(RuntimeError), task.closing_hook():
+        assert hook.get_conn() is not None
+        raise RuntimeError("the task's step failed")
+    assert hook._client is None, "closing_hook closes the client of the hook the task made, also on an error"
 
 
 def test_a_separate_hook_has_its_own_client_and_reuses_settings_already_read() -> None:

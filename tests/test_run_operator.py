@@ -26,7 +26,6 @@ from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceInputError,
     WorkflowServiceValidationError,
 )
-from airflow_provider_workflowsvc.operators._base import LINK_XCOM_KEY
 from airflow_provider_workflowsvc.operators._submit import AmbiguousRunError
 from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator, WorkflowJobLink, job_url
 from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
@@ -36,7 +35,6 @@ OTHER_WF = "6d1f0a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b"
 SRC = "3fa85f64-5717-4562-b3fc-2c963f66afa6"
 RUN = f"/workflows/{WF}/run"
 LINK_KEY = WorkflowJobLink().xcom_key
-assert LINK_KEY == LINK_XCOM_KEY
 
 
 class FakeTI:
@@ -125,20 +123,20 @@ def test_bad_file_lists_fail_before_any_request(
 
 
 def test_files_expand_directories_globs_and_rendered_lists(tmp_path: Any) -> None:
-    from airflow_provider_workflowsvc.operators._files import resolve_files
+    from airflow_provider_workflowsvc.operators._files import resolve_named_files
 
     (tmp_path / "d" / "sub").mkdir(parents=True)
     for name in ("d/b.txt", "d/a.md", "d/sub/c.csv", "d/.hidden", "x.json", "y.json"):
         (tmp_path / name).write_text("text")
-    got = resolve_files([str(tmp_path / "d"), str(tmp_path / "*.json"), str(tmp_path / "x.json")])
-    assert [p.removeprefix(str(tmp_path) + "/") for p in got] == [
+    got = resolve_named_files([str(tmp_path / "d"), str(tmp_path / "*.json"), str(tmp_path / "x.json")])
+    assert [p.removeprefix(str(tmp_path) + "/") for p, _ in got] == [
         "d/a.md",
         "d/b.txt",
         "d/sub/c.csv",
         "x.json",
         "y.json",
     ]
-    assert resolve_files(repr([str(tmp_path / "x.json")])) == [str(tmp_path / "x.json")]
+    assert resolve_named_files(repr([str(tmp_path / "x.json")])) == [(str(tmp_path / "x.json"), "x.json")]
 
 
 # -- submit and reconcile ---------------------------------------------------------------------------
@@ -333,6 +331,24 @@ def test_a_job_whose_record_lists_no_files_is_never_adopted(
         op(files=a_file, mark_uploads=True).execute(ctx())
     assert run.call_count == 1
     assert record.call_count == 1
+
+
+def test_history_listed_last_stays_outside_the_window_an_earlier_listing_read(
+    mock_service: Any, no_backoff: list[float], a_file: str
+) -> None:
+    """The service's clock is read from every listing of the search and the largest reading kept (each
+    is a lower bound): the workflow's history, listed at the end (a job of an hour ago whose record
+    lists no files), is not placed in the window the active listing read (another run's job, made just
+    now). Nothing of it is read, and the task, its run not found, fails closed without naming it."""
+    history = new_job("history-job", None, age=3600, status="completed")
+    route_listings(mock_service, no_backoff, [new_job("theirs", ["b__wfsvc-0123456789abcdef.txt"]), history])
+    record = mock_service.get("/jobs/history-job").mock(return_value=ok(history))
+    run = mock_service.post(RUN).mock(side_effect=[httpx.Response(502)])
+    with pytest.raises(AmbiguousRunError, match="no job of this task's run") as error:
+        op(files=a_file, mark_uploads=True, run_grace_period=1).execute(ctx())
+    assert "history-job" not in str(error.value)
+    assert record.call_count == 0
+    assert run.call_count == 1
 
 
 def test_a_listing_without_file_ids_is_completed_from_the_job_record(

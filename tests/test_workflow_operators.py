@@ -10,10 +10,14 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 from structlog.testing import capture_logs
 
-from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError, WorkflowServiceNotFoundError
+from airflow_provider_workflowsvc.exceptions import (
+    ExistingResourceError,
+    InvalidTaskInputError,
+    WorkflowServiceInputError,
+    WorkflowServiceNotFoundError,
+)
 from airflow_provider_workflowsvc.models import Schedule, WorkflowNode, WorkflowType
 from airflow_provider_workflowsvc.operators import workflows as ops
-from airflow_provider_workflowsvc.operators._execution import ExistingResourceError, InvalidTaskInputError
 
 WF_ID = "0b6f3c2a-1d4e-4f5a-9b8c-7d6e5f4a3b2c"
 OTHER_ID = "1c7a4d3b-2e5f-4a6b-8c9d-0e1f2a3b4c5d"

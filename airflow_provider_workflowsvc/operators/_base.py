@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from airflow.sdk import BaseOperator
@@ -32,13 +32,10 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_CONN_ID",
     "IF_EXISTS_CHOICES",
-    "LINK_XCOM_KEY",
     "XCOM_JOB_ID",
-    "IfExists",
     "WorkflowServiceBaseOperator",
     "WorkflowServiceTaskMixin",
     "check_choice",
-    "check_if_exists",
     "check_uuid",
     "default_deferrable",
     "input_error",
@@ -48,13 +45,13 @@ __all__ = [
     "job_id_of",
     "job_url",
     "min_poll_interval",
+    "one_of",
     "positive_seconds",
     "rendered",
     "static_str",
 ]
 
-IfExists = Literal["reuse", "update", "fail"]
-IF_EXISTS_CHOICES: tuple[IfExists, ...] = ("reuse", "update", "fail")
+IF_EXISTS_CHOICES = ("reuse", "update", "fail")
 
 _JINJA_MARKERS = ("{{", "{%", "{#")
 _PLAIN_SCALARS = (str, int, float, bool, type(None))
@@ -162,11 +159,11 @@ def check_uuid(value: Any, what: str) -> None:
         raise input_error(f"{what} must be a UUID, got {text!r}") from None
 
 
-def check_if_exists(value: str) -> IfExists:
-    """``value`` as an :data:`IfExists`, or an input error."""
-    if value not in IF_EXISTS_CHOICES:
-        raise input_error(f"if_exists must be one of {', '.join(IF_EXISTS_CHOICES)}; got {value!r}")
-    return value  # type: ignore[return-value,unused-ignore]
+def one_of(value: str, allowed: Sequence[str], what: str) -> str:
+    """``value`` if it is exactly one of ``allowed`` (an argument never templated), else an input error."""
+    if value not in allowed:
+        raise input_error(f"{what} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+    return value
 
 
 def default_deferrable(deferrable: bool | None) -> bool:
@@ -181,8 +178,6 @@ def default_deferrable(deferrable: bool | None) -> bool:
 
 
 XCOM_JOB_ID = "job_id"
-LINK_XCOM_KEY = "_link_WorkflowJobLink"
-"""Where the job link is pushed: ``WorkflowJobLink.xcom_key`` (the default for that class name)."""
 
 
 def job_url(ui_url: str | None, job_id: str) -> str:
@@ -232,7 +227,7 @@ class WorkflowServiceTaskMixin:
 
     The hook is made from ``workflowsvc_conn_id`` when first used, that is when the task runs, after
     templates are rendered (the job operators and the sensor template the connection id).
-    :meth:`close_hook` closes its client after each step (a deferred task resumes with a new one).
+    :meth:`closing_hook` closes its client after each step (a deferred task resumes with a new one).
 
     Fields named in ``secret_fields`` may hold secrets (connector configs, node settings): after
     their templates are rendered, and before Airflow stores the rendered values, every value under a
@@ -268,11 +263,15 @@ class WorkflowServiceTaskMixin:
 
         return WorkflowServiceHook(self.workflowsvc_conn_id, settings=settings)
 
-    def close_hook(self) -> None:
-        """Close the hook's client, if a hook was made (it opens a new one when used again)."""
-        own = self.__dict__.get("hook")
-        if own is not None:
-            own.close()
+    @contextmanager
+    def closing_hook(self) -> Iterator[None]:
+        """Close the hook's client when the block ends, if one was made (a new one opens when it is used)."""
+        try:
+            yield
+        finally:
+            own = self.__dict__.get("hook")
+            if own is not None:
+                own.close()
 
     def _do_render_template_fields(self, parent: Any, *args: Any, **kwargs: Any) -> None:
         # The one step both plain and mapped (expanded) tasks render their fields through; Airflow

@@ -16,7 +16,6 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from airflow_provider_workflowsvc.exceptions import (  # re-exported: raised here
     ExistingResourceError,
-    InvalidTaskInputError,
     WorkflowServiceConflictError,
     WorkflowServiceConnectionError,
     WorkflowServiceNotFoundError,
@@ -27,13 +26,10 @@ from airflow_provider_workflowsvc.operators._base import invalid_input_fails
 
 __all__ = [
     "ExistingResourceError",
-    "InvalidTaskInputError",
     "Named",
     "UniqueName",
-    "WaitDeadline",
     "delete_resource",
     "only_one_named",
-    "task_timeout",
     "timeout_failure",
     "wait_deadline",
 ]
@@ -53,31 +49,32 @@ def delete_resource(
     what: str,
     missing_ok: bool,
     log: logging.Logger | Any,
-    get: Callable[[str], Any] | None = None,
+    get: Callable[[str], Any],
 ) -> None:
     """
     Delete a resource; one that does not exist is success when ``missing_ok``.
 
-    With ``get``, the outcome is verified rather than assumed: after an ambiguous failure (5xx, dropped
-    connection, unreadable answer) the resource is read: gone means deleted. When a missing resource
+    The outcome is verified rather than assumed: after an ambiguous failure (5xx, dropped connection,
+    unreadable answer) the resource is read with ``get``: gone means deleted. When a missing resource
     fails the task (``missing_ok=False``) it is read first, so a 404 from the DELETE afterwards means
     it is gone (a retried DELETE whose first answer was lost), not that it never existed.
     """
-    if get is not None and not missing_ok:
+    if not missing_ok:
         missing = _not_found(get, resource_id)
         if missing is not None:
-            _missing(missing, what, resource_id, missing_ok, log)
-            return
+            raise missing
     try:
         with invalid_input_fails():
             delete(resource_id)
-    except WorkflowServiceNotFoundError as exc:
-        if get is None or missing_ok:
-            _missing(exc, what, resource_id, missing_ok, log)
+    except WorkflowServiceNotFoundError:
+        if missing_ok:
+            log.info(
+                "%s %s does not exist (already deleted?); nothing to delete", what.capitalize(), resource_id
+            )
             return
         log.info("%s %s is gone (a retried DELETE found it deleted)", what.capitalize(), resource_id)
     except AMBIGUOUS_CREATE_ERRORS as exc:
-        if get is None or _not_found(get, resource_id, after=exc) is None:
+        if _not_found(get, resource_id, after=exc) is None:
             raise
         log.warning("The DELETE of %s %s failed (%s), but it is gone: deleted", what, resource_id, exc)
     log.info("Deleted %s %s", what, resource_id)
@@ -97,18 +94,6 @@ def _not_found(
             raise after from exc
         raise
     return None
-
-
-def _missing(
-    exc: WorkflowServiceNotFoundError,
-    what: str,
-    resource_id: str,
-    missing_ok: bool,
-    log: logging.Logger | Any,
-) -> None:
-    if not missing_ok:
-        raise exc
-    log.info("%s %s does not exist (already deleted?); nothing to delete", what.capitalize(), resource_id)
 
 
 class Named(Protocol):
@@ -173,11 +158,12 @@ def only_one_named(candidates: Sequence[R], name: str, what: str) -> R | None:
     An item of the listing the hook could not read (``skipped``) that carries the name fails closed: it
     may be the resource meant, and nothing may be chosen, created or reused beside it.
     """
-    unreadable = [item for item in getattr(candidates, "skipped", ()) if _raw_name(item) == name]
+    skipped = getattr(candidates, "skipped", ())
+    unreadable = [item for item in skipped if isinstance(item, dict) and item.get("name") == name]
     if unreadable:
         raise ExistingResourceError(
             f"a {what} named {name!r} exists but the provider cannot read it "
-            f"(id {_raw_id(unreadable[0])!r}); see the warning above; nothing was chosen or created"
+            f"(id {unreadable[0].get('id')!r}); see the warning above; nothing was chosen or created"
         )
     matches = [r for r in candidates if r.name == name]
     if len(matches) > 1:
@@ -187,14 +173,6 @@ def only_one_named(candidates: Sequence[R], name: str, what: str) -> R | None:
             "delete the extra ones or use another name"
         )
     return matches[0] if matches else None
-
-
-def _raw_name(item: Any) -> Any:
-    return item.get("name") if isinstance(item, dict) else None
-
-
-def _raw_id(item: Any) -> Any:
-    return item.get("id") if isinstance(item, dict) else None
 
 
 def _service_vs_task(differences: Sequence[Difference]) -> str:
@@ -352,40 +330,27 @@ class UniqueName(Generic[R]):
 # The deadline of a wait: the task's own timeout, or what is left of Airflow's execution_timeout
 
 
-@dataclass(frozen=True)
-class WaitDeadline:
+def wait_deadline(context: Any, started: float, timeout: float, execution_timeout: timedelta | None) -> float:
     """
-    When a wait must end (epoch seconds), and whether the task's ``execution_timeout`` set it.
+    Return when a wait must end (epoch seconds): the earlier of ``started + timeout`` and the end of
+    ``execution_timeout`` counted from the try's start (the task instance's ``start_date``, which
+    Airflow keeps across deferrals; ``started`` when it is unknown).
 
     Airflow applies ``execution_timeout`` to ``execute()`` only, not to the time a task spends deferred;
     the wait carries it instead, so the task's run is bounded the same way in both modes.
     """
-
-    at: float
-    by_execution_timeout: bool = False
-
-
-def wait_deadline(
-    context: Any, started: float, timeout: float, execution_timeout: timedelta | None
-) -> WaitDeadline:
-    """
-    Return the earlier of ``started + timeout`` and the end of ``execution_timeout`` counted from the try's
-    start (the task instance's ``start_date``, which Airflow keeps across deferrals; ``started`` when
-    it is unknown).
-    """
     own = started + timeout
     if not execution_timeout:
-        return WaitDeadline(own)
-    ends = (try_started(context, None) or started) + execution_timeout.total_seconds()
-    return WaitDeadline(ends, by_execution_timeout=True) if ends < own else WaitDeadline(own)
+        return own
+    return min(own, (try_started(context) or started) + execution_timeout.total_seconds())
 
 
-def try_started(context: Any, default: float | None) -> float | None:
-    """Epoch seconds the running try started (``ti.start_date``; a naive date is UTC), else ``default``."""
+def try_started(context: Any) -> float | None:
+    """Epoch seconds the running try started (``ti.start_date``; a naive date is UTC), else None."""
     ti = context.get("ti") if hasattr(context, "get") else None
     start = getattr(ti, "start_date", None)
     if not isinstance(start, datetime):
-        return default
+        return None
     return (start if start.tzinfo else start.replace(tzinfo=timezone.utc)).timestamp()
 
 
@@ -398,19 +363,14 @@ def timeout_failure(context: Any, error: BaseException, execution_timeout: timed
     Return the failure of a timed-out wait: Airflow's task timeout when the task's ``execution_timeout`` ended
     it (as the worker fails a task it runs too long), else ``error`` (the wait's own ``timeout``).
     """
-    started = try_started(context, None)
-    if not execution_timeout or started is None:
-        return error
-    if time.time() < started + execution_timeout.total_seconds() - EXECUTION_TIMEOUT_SLACK:
-        return error
-    return task_timeout(error, execution_timeout)
-
-
-def task_timeout(error: BaseException, execution_timeout: timedelta | None) -> BaseException:
-    """Return Airflow's own task timeout (as in the worker) for a wait the ``execution_timeout`` ended."""
     from airflow_provider_workflowsvc._compat import AirflowTaskTimeout
 
-    seconds = execution_timeout.total_seconds() if execution_timeout else 0.0
+    started = try_started(context)
+    if not execution_timeout or started is None:
+        return error
+    seconds = execution_timeout.total_seconds()
+    if time.time() < started + seconds - EXECUTION_TIMEOUT_SLACK:
+        return error
     timeout = AirflowTaskTimeout(f"execution_timeout ({seconds:g} s) reached while waiting: {error}")
     timeout.__cause__ = error
     return timeout

@@ -36,11 +36,6 @@ Source = Any
 """Where an input is read from: a local file's absolute path (``str``), or a ``storage.StoredObject``."""
 
 
-def resolve_files(spec: Any, *, empty_ok: bool = False, conn_id: str | None = None) -> list[Source]:
-    """Return the sources of :func:`resolve_named_files`."""
-    return [source for source, _ in resolve_named_files(spec, empty_ok=empty_ok, conn_id=conn_id)]
-
-
 def resolve_named_files(
     spec: Any, *, empty_ok: bool = False, conn_id: str | None = None
 ) -> list[tuple[Source, str]]:
@@ -396,6 +391,8 @@ class LocalFolder:
         staging.unlink(missing_ok=True)
 
 
+DOCUMENT_NAME_BYTES = 65536
+"""How much of a downloaded output is read for the name of its document (its first element's)."""
 MAX_NAME_BYTES = 255
 """The longest file or folder name common file systems hold (ext4, XFS, Btrfs, APFS: 255 bytes)."""
 _KEPT_EXTENSION_BYTES = 32
@@ -506,18 +503,6 @@ def _folders_of(name: str) -> set[str]:
     return {"/".join(parts[: i + 1]) for i in range(len(parts))}
 
 
-def document_name(path: Any, limit: int = 65536) -> str | None:
-    """
-    Return the name of the document a downloaded output was made from, as the service wrote it (its
-    first element's ``metadata.filename``; a marked run's marker is taken out by the caller);
-    ``path`` is a local file or a staged object.
-    """
-    from airflow_provider_workflowsvc.hooks._calls import document_name_in
-
-    with path.open("rb") as fh:
-        return document_name_in(fh.read(limit))
-
-
 def inside(directory: Path, name: str) -> Path:
     """
     ``directory / name`` (``name`` may hold subfolders), refusing anything that would land outside
@@ -542,15 +527,18 @@ def download_output(
     """
     Stream one output of a job into ``folder`` under a hidden name, then give it its final name
     (:class:`OutputNames`, from the document it holds): never a partial file, locally or in a bucket.
-    Return where it is (a path, or a URI) and the document's name (without the run's ``marker``, the
-    one its job record shows; None when the output names no document).
+    Return where it is (a path, or a URI) and the document's name: its first element's
+    ``metadata.filename``, as the service wrote it, without the run's ``marker`` (the one its job record
+    shows); None when the output names no document.
     """
     from airflow_provider_workflowsvc._marker import unmarked
+    from airflow_provider_workflowsvc.hooks._calls import document_name_in
 
     staging = folder.staging()
     try:
         hook.download_job_output(job_id, file_id, node_id, path=staging)
-        document = document_name(staging)
+        with staging.open("rb") as written:  # a local file or a staged object
+            document = document_name_in(written.read(DOCUMENT_NAME_BYTES))
         document = None if document is None else unmarked(document, marker)
         target = folder.publish(staging, names.allocate(file_id, node_id, document))
     finally:

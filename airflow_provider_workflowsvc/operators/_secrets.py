@@ -5,9 +5,8 @@ Two rules decide which strings are secret:
 
 * a connector ``config`` (:func:`mask_config_secrets`): every string is secret unless its top-level
   key is a known non-secret setting of the connector's type (:func:`plain_config_keys`: the live docs'
-  settings of the type that are not secret, and :data:`NON_SECRET_CONFIG_KEYS`); a key neither lists
-  has its strings masked. No name is guessed, so a credential under any key (``client_cred``,
-  ``box_app_config``, ...) is masked;
+  settings of the type that are not secret); a key they do not list has its strings masked. No name is
+  guessed, so a credential under any key (``client_cred``, ``box_app_config``, ...) is masked;
 * other fields (workflow node settings, :func:`mask_secret_values`): strings under a secret-looking
   key (``token``, ``password``, ``api_key``, ...) and ``SecretStr`` values.
 
@@ -28,7 +27,6 @@ from airflow_provider_workflowsvc._url_secrets import mask_url_secrets, uri_pass
 from airflow_provider_workflowsvc.models import is_secret_field
 
 __all__ = [
-    "NON_SECRET_CONFIG_KEYS",
     "config_secrets",
     "mask_config_secrets",
     "mask_secret_values",
@@ -38,32 +36,15 @@ __all__ = [
     "without_url_secrets",
 ]
 
-NON_SECRET_CONFIG_KEYS: dict[str, frozenset[str]] = {
-    "azure": frozenset({"remote_url", "account_name", "recursive"}),
-    "confluence": frozenset(
-        {
-            *("url", "spaces", "max_num_of_spaces", "max_num_of_docs_from_each_space"),
-            *("extract_images", "extract_files", "cloud", "username"),
-        }
-    ),
-    "astradb": frozenset({"collection_name", "keyspace", "api_endpoint", "batch_size", "flatten_metadata"}),
-    "s3": frozenset({"remote_url", "recursive", "endpoint_url", "anonymous"}),
-}
-"""Per connector type, the config keys known to hold no secret (shown in logs and rendered fields)."""
-
 
 def plain_config_keys(connector_type: str | None) -> frozenset[str]:
     """
-    Return the config keys of ``connector_type`` known to hold no secret: the allow-list above, and by
-    knowledge the live docs' settings of the type (as a source or a destination) that are not secret.
-    A key the docs call secret is never plain, whatever the allow-list says.
+    Return the config keys of ``connector_type`` known to hold no secret: the live docs' settings of
+    the type (as a source or a destination) that are not secret (:mod:`..connectors_catalog`).
     """
     from airflow_provider_workflowsvc import connectors_catalog
 
-    name = str(connector_type or "").strip().lower()
-    secret = connectors_catalog.secret_settings(None, name)
-    allowed = NON_SECRET_CONFIG_KEYS.get(name, frozenset()) | connectors_catalog.plain_settings(None, name)
-    return allowed - secret
+    return connectors_catalog.plain_settings(None, str(connector_type or "").strip().lower())
 
 
 def _masker() -> Callable[[Any], None]:

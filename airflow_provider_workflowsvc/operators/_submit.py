@@ -41,7 +41,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_provider_workflowsvc import metrics
@@ -246,47 +246,12 @@ def _created(job: Job, log: Log | None = None) -> datetime | None:
     return None
 
 
-def window_start(jobs: Sequence[Job], run: SentRun, log: Log) -> datetime | None:
+def own_job(found: Sequence[Job], run: SentRun) -> Job | None:
     """
-    Return the earliest creation time, on the service's clock, a job of ``run`` can have; None when
-    the listing gives no time to go by.
-
-    The service's clock is read from its newest ``created_at`` in ``jobs`` (a moment at or before its
-    now); the time since the request left is measured on this worker's clock and subtracted, with
-    ``CLOCK_ALLOWANCE``. An earlier reading only widens the window: it never leaves this run's job out.
+    Return this run's job among its candidates ``found`` (:meth:`_Search.listed`), None when there is
+    none yet; AmbiguousRunError when one cannot be proven (the records list no file names, the run
+    sent none, or several carry its marker).
     """
-    times = [t for t in (_created(job, log) for job in jobs) if t is not None]
-    if not times:
-        return None
-    elapsed = max(_now() - run.sent_at, 0.0)
-    return max(times) - timedelta(seconds=elapsed + CLOCK_ALLOWANCE)
-
-
-def candidates(jobs: Sequence[Job], run: SentRun, log: Log) -> list[Job]:
-    """
-    Return the jobs ``run`` could have created: inside the send window (on the service's clock), and
-    not another run's (a record that lists file names without this run's marker).
-
-    A job without a usable ``created_at`` cannot be placed outside the window, so it stays.
-    """
-    start = window_start(jobs, run, log)
-    found = []
-    for job in jobs:
-        created = _created(job)
-        if start is not None and created is not None and created < start:
-            continue
-        if run.carried_by(job) is False:
-            continue
-        found.append(job)
-    return found
-
-
-def own_job(jobs: Sequence[Job], run: SentRun, log: Log) -> Job | None:
-    """
-    Return this run's job among ``jobs``, None when there is none yet; AmbiguousRunError when one cannot
-    be proven (the records list no file names, the run sent none, or several carry its marker).
-    """
-    found = candidates(jobs, run, log)
     mine = [job for job in found if run.carried_by(job)]
     unproven = [job for job in found if run.carried_by(job) is None and job.id != run.recorded]
     if len(mine) == 1:
@@ -365,116 +330,109 @@ def _listing(run: SentRun, shown: int = 3) -> str:
     return f"listing {', '.join(run.files[:shown])}{more}"
 
 
-def _listed(
-    hook: WorkflowServiceHook,
-    workflow_id: str | None,
-    statuses: Sequence[JobStatus],
-    seen: dict[str, Job],
-    records: _Records | None = None,
-) -> list[Job]:
-    """
-    List the workflow's jobs (None: all the account's) in each of ``statuses`` (each job once); ``seen``
-    keeps every job read (and ``records`` each listing's reading of the service's clock).
-
-    A status the service refuses as a filter (400, 422, in either dialect's spelling) is skipped.
-    """
-    found: dict[str, Job] = {}
-    for status in statuses:
-        try:
-            listed = hook.list_jobs(workflow_id=workflow_id, status=status)
-        except WorkflowServiceApiError as exc:
-            if exc.status_code not in (400, 422):
-                raise
-            continue
-        if records is not None:
-            records.clock_reading(listed)
-        for job in listed:
-            found.setdefault(job.id, job)
-    seen.update(found)
-    return list(found.values())
-
-
 def await_own_job(
-    hook: WorkflowServiceHook,
-    run: SentRun,
-    until: float,
-    log: Log,
-    sleep: Callable[[float], None],
-    now: Callable[[], float] | None = None,
+    hook: WorkflowServiceHook, run: SentRun, until: float, log: Log, sleep: Callable[[float], None]
 ) -> tuple[Job | None, bool]:
     """
     Re-read the workflow's active jobs until this run's job is proven, or ``until`` (epoch seconds)
-    passes; then read its ended jobs once. Return the job (None when not found) and whether the ended
-    jobs could be read (False: too many for the body cap, the search was inconclusive).
+    passes; then read its ended jobs once (its history: a fast job may have ended already). Return
+    the job (None when not found) and whether the ended jobs could be read (False: too many for the
+    body cap, the search was inconclusive).
 
     One listing is always made. ``until`` is reached by adding up the pauses slept (a test's fast
     sleep shortens the wait).
     """
-    now = now or _now
     waited, pauses = 0.0, list(GRACE_PAUSES)
-    budget = max(until - now(), 0.0)
-    seen: dict[str, Job] = {}
-    records = _Records()
+    budget = max(until - _now(), 0.0)
+    search = _Search(hook, run, log)
     while True:
-        listed = _listed(hook, run.workflow_id, ACTIVE, seen, records)
-        job = own_job(records.complete(hook, listed, run, log), run, log)
+        job = own_job(search.listed(ACTIVE), run)
         if job is not None:
             return job, True
         if waited >= budget:
-            return _look_among_ended(hook, run, log, seen, records)
+            break
         pause = min(pauses.pop(0) if len(pauses) > 1 else pauses[0], budget - waited)
         log.info("No job of this run yet; looking again in %.1f s (%.0f s left)", pause, budget - waited)
         sleep(pause)
         waited += pause
-
-
-def _look_among_ended(
-    hook: WorkflowServiceHook, run: SentRun, log: Log, seen: dict[str, Job], records: _Records
-) -> tuple[Job | None, bool]:
-    """Look once among the workflow's ended jobs (its history: a fast job may have ended already)."""
     try:
-        listed = _listed(hook, run.workflow_id, ENDED, seen, records)
+        ended = search.listed(ENDED)
     except WorkflowServiceResponseError as exc:
         log.warning("Could not read the workflow's ended jobs (%s): the search is inconclusive", exc)
         return None, False
-    return own_job(records.complete(hook, listed, run, log), run, log), True
+    return own_job(ended, run), True
 
 
-class _Records:
+class _Search:
     """
-    The job records one search reads (``GET /jobs/{id}``) when the listing leaves out ``input_file_ids``
-    (a service may list only some fields of its records): each at most once, ``PROOF_READS`` in all.
+    One search for a run's job: the service's clock as its listings read it, and the job records it
+    reads (``GET /jobs/{id}``) when a listing leaves out ``input_file_ids`` (a service may list only
+    some fields of its records): each at most once, ``PROOF_READS`` in all.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, hook: WorkflowServiceHook, run: SentRun, log: Log) -> None:
+        self.hook, self.run, self.log = hook, run, log
         self.read: dict[str, Job] = {}
         self.ahead: float | None = None
         """Seconds the service's clock is ahead of this worker's at least, as its listings showed."""
 
-    def clock_reading(self, listed: Sequence[Job]) -> None:
+    def listed(self, statuses: Sequence[JobStatus]) -> list[Job]:
+        """
+        Return the run's candidates among the workflow's jobs (None: all the account's) in each of
+        ``statuses`` (:meth:`candidates`); a status the service refuses as a filter (400, 422, in
+        either dialect's spelling) is skipped.
+        """
+        found: dict[str, Job] = {}
+        for status in statuses:
+            try:
+                listed = self.hook.list_jobs(workflow_id=self.run.workflow_id, status=status)
+            except WorkflowServiceApiError as exc:
+                if exc.status_code not in (400, 422):
+                    raise
+                continue
+            self._clock_reading(listed)
+            for job in listed:
+                found.setdefault(job.id, job)
+        return self.candidates(list(found.values()))
+
+    def _clock_reading(self, listed: Sequence[Job]) -> None:
         """Take a listing just answered as a reading of the service's clock (its newest job is older)."""
-        times = [t for t in (_created(job) for job in listed) if t is not None]
+        times = [t for t in (_created(job, self.log) for job in listed) if t is not None]
         if times:
             ahead = max(times).timestamp() - _now()
             self.ahead = ahead if self.ahead is None else max(self.ahead, ahead)
 
-    def complete(self, hook: WorkflowServiceHook, listed: Sequence[Job], run: SentRun, log: Log) -> list[Job]:
+    def candidates(self, listed: Sequence[Job]) -> list[Job]:
         """
-        Return the candidates of ``run`` among ``listed``, each with its record when the listing left its
-        files out: the records read closest in time to the run's sending first, until one carries its
-        marker or ``PROOF_READS`` are spent (the others stay unproven: the search fails closed on them).
+        Return the jobs of ``listed`` the run could have created: inside the send window, and not
+        another run's (a record that lists file names without this run's marker); each with its record
+        when the listing left its files out: the records of those created closest in time to the run's
+        sending first, until one carries its marker or ``PROOF_READS`` are spent (the others stay
+        unproven: the search fails closed on them).
         """
-        found = candidates(listed, run, log)
+        run = self.run
+        found = [job for job in listed if self._in_window(job) and run.carried_by(job) is not False]
         if not run.files or run.marker is None:
             return found  # a record can prove nothing of a run without a marker
         unread = [job for job in found if job.input_file_ids is None and job.id not in self.read]
-        for job in self._closest_to_making(unread, run)[: PROOF_READS - len(self.read)]:
-            self.read[job.id] = record = hook.get_job(job.id)
+        for job in self._closest_to_making(unread)[: PROOF_READS - len(self.read)]:
+            self.read[job.id] = record = self.hook.get_job(job.id)
             if run.carried_by(record):
                 break
         return [self.read.get(job.id, job) if job.input_file_ids is None else job for job in found]
 
-    def _closest_to_making(self, jobs: list[Job], run: SentRun) -> list[Job]:
+    def _in_window(self, job: Job) -> bool:
+        """
+        Whether ``job`` was made after the run's sending, on the service's clock (:attr:`ahead`: each
+        reading is a lower bound, so this never leaves the run's job out), less ``CLOCK_ALLOWANCE``.
+        A job without a usable ``created_at`` cannot be placed outside the window, so it is in.
+        """
+        created = _created(job)
+        if self.ahead is None or created is None:
+            return True
+        return created.timestamp() >= self.ahead + min(self.run.sent_at, _now()) - CLOCK_ALLOWANCE
+
+    def _closest_to_making(self, jobs: list[Job]) -> list[Job]:
         """
         Return ``jobs`` ordered by how close their creation is to when this run's job was most likely
         made: just before its failed answer came back (else when it was sent), on the service's clock
@@ -483,7 +441,7 @@ class _Records:
         """
         if self.ahead is None:
             return jobs
-        made = (run.answered_at or run.sent_at) + self.ahead
+        made = (self.run.answered_at or self.run.sent_at) + self.ahead
 
         def distance(job: Job) -> float:
             created = _created(job)
@@ -557,21 +515,16 @@ class StoredRunJournal:
         return run
 
     def sending(self, run: SentRun) -> None:
-        self.store.set(self.key, self._record(run))
+        files = None if run.files is None else list(run.files)
+        self.store.set(
+            self.key,
+            {"workflow_id": run.workflow_id, "sent_at": run.sent_at, "files": files, "marker": run.marker},
+        )
 
     def failed_closed(self) -> None:
         value = self.store.get(self.key)
         if isinstance(value, dict):
             self.store.set(self.key, {**value, "failed_closed": True})
-
-    @staticmethod
-    def _record(run: SentRun) -> dict[str, Any]:
-        return {
-            "workflow_id": run.workflow_id,
-            "sent_at": run.sent_at,
-            "files": None if run.files is None else list(run.files),
-            "marker": run.marker,
-        }
 
     def clear(self) -> None:
         try:
@@ -598,13 +551,6 @@ def named_files(files: Sequence[LocalFile] | None, marker: str | None) -> list[t
     if marker is None:
         return [(upload.path, upload.filename) for upload in uploads]
     return [(upload.path, with_marker(upload.filename, marker)) for upload in uploads]
-
-
-def submit_run(
-    hook: WorkflowServiceHook, workflow_id: str, files: Sequence[LocalFile] | None, log: Log, **options: Any
-) -> Job:
-    """Run ``workflow_id`` once (with ``files``, or no body); return the job it created (:func:`submit`)."""
-    return submit(hook, Sending.run(workflow_id), files, log, **options)
 
 
 def submit(

@@ -13,17 +13,18 @@ import inspect
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_provider_workflowsvc.exceptions import ConnectionCheckFailedError  # re-exported: raised here
 from airflow_provider_workflowsvc.operators._base import (
+    IF_EXISTS_CHOICES,
     WorkflowServiceBaseOperator,
-    check_if_exists,
     check_uuid,
     input_error,
     interval_seconds,
     invalid_input_fails,
     is_deferred_value,
+    one_of,
     rendered,
     static_str,
 )
@@ -31,6 +32,7 @@ from airflow_provider_workflowsvc.operators._base import (
 if TYPE_CHECKING:
     from airflow.sdk import Context, XComArg
 
+    from airflow_provider_workflowsvc.connectors_catalog import Kind
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
     from airflow_provider_workflowsvc.models import ConnectionCheck, DestinationConnector, SourceConnector
     from airflow_provider_workflowsvc.operators._execution import Difference
@@ -48,8 +50,6 @@ __all__ = [
     "UpdateDestinationConnectorOperator",
     "UpdateSourceConnectorOperator",
 ]
-
-Kind = Literal["source", "destination"]
 
 
 @dataclass(frozen=True)
@@ -209,7 +209,7 @@ class _CreateConnectorOperator(_ConfigOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.name, self.connector_type, self.config = name, connector_type, config
-        self.if_exists = check_if_exists(if_exists)
+        self.if_exists = one_of(if_exists, IF_EXISTS_CHOICES, "if_exists")
         if static_str(name) is not None and not name.strip():
             raise input_error("name must not be empty")
         _check_config(config)
@@ -224,7 +224,7 @@ class _CreateConnectorOperator(_ConfigOperator):
             body = self._valid_body(self.name, self.connector_type, self.config)
         name, connector_type = body.name, connector_type_name(body.type)
         connectors = self.connectors
-        try:
+        with self.closing_hook():
             return UniqueName(
                 what=self.what,
                 name=name,
@@ -237,8 +237,6 @@ class _CreateConnectorOperator(_ConfigOperator):
                 verify_update=False,
                 log=self.log,
             ).ensure()
-        finally:
-            self.close_hook()
 
     def _valid_body(self, name: str, connector_type: str, config: Any) -> Any:
         """Validate the create body as a model; an invalid one fails the task before any request."""
@@ -325,12 +323,9 @@ class _UpdateConnectorOperator(_ConfigOperator):
 
     def execute(self, context: Context) -> str:
         self.mask_secret_fields()
-        try:
-            with invalid_input_fails():
-                connector_type = self.connector_type or self._current_type()
-                updated = self.connectors.update(self.connector_id, self.config, connector_type)
-        finally:
-            self.close_hook()
+        with self.closing_hook(), invalid_input_fails():
+            connector_type = self.connector_type or self._current_type()
+            updated = self.connectors.update(self.connector_id, self.config, connector_type)
         self.log.info("Updated %s %r (%s)", self.what, updated.name, updated.id)
         return str(updated.id)
 
@@ -359,7 +354,7 @@ class _DeleteConnectorOperator(_ConnectorOperator):
     def execute(self, context: Context) -> None:
         from airflow_provider_workflowsvc.operators._execution import delete_resource
 
-        try:
+        with self.closing_hook():
             delete_resource(
                 self.connectors.delete,
                 self.connector_id,
@@ -368,8 +363,6 @@ class _DeleteConnectorOperator(_ConnectorOperator):
                 log=self.log,
                 get=self.connectors.get,
             )
-        finally:
-            self.close_hook()
 
 
 class _ConnectionCheckOperator(_ConnectorOperator):
@@ -409,17 +402,14 @@ class _ConnectionCheckOperator(_ConnectorOperator):
         from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
 
         at = time.time() + self.timeout
-        try:
-            with deadline(at):
-                try:
-                    with invalid_input_fails():
-                        started = self.connectors.start_check(self.connector_id)
-                except WorkflowServiceConnectionError as exc:
-                    raise self._no_result_after(exc, at, "the start request did not finish") from exc
-                self.log.info("Started a connection check of %s %s", self.what, self.connector_id)
-                check = self._wait(started, at)
-        finally:
-            self.close_hook()
+        with self.closing_hook(), deadline(at):
+            try:
+                with invalid_input_fails():
+                    started = self.connectors.start_check(self.connector_id)
+            except WorkflowServiceConnectionError as exc:
+                raise self._no_result_after(exc, at, "the start request did not finish") from exc
+            self.log.info("Started a connection check of %s %s", self.what, self.connector_id)
+            check = self._wait(started, at)
         return self._result(check)
 
     def _wait(self, check: ConnectionCheck, at: float) -> ConnectionCheck:

@@ -17,7 +17,6 @@ from airflow.sdk import BaseOperator, BaseOperatorLink
 from airflow_provider_workflowsvc._compat import HAS_DURABLE_EXECUTION
 from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
 from airflow_provider_workflowsvc.operators._base import (
-    LINK_XCOM_KEY,
     XCOM_JOB_ID,
     WorkflowServiceBaseOperator,
     default_deferrable,
@@ -26,6 +25,7 @@ from airflow_provider_workflowsvc.operators._base import (
     invalid_input_fails,
     job_id_of,
     job_url,
+    one_of,
     positive_seconds,
 )
 from airflow_provider_workflowsvc.operators._run_target import check_run_target
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
     from airflow.sdk.types import TaskInstanceKey
 
+    from airflow_provider_workflowsvc.operators._submit import StoredRunJournal
     from airflow_provider_workflowsvc.wait.outcome import JobOutcome
 
 IF_RUNNING = ("run", "wait", "fail")
@@ -179,11 +180,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
     ) -> None:
         super().__init__(workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)
         check_run_target(workflow_id, workflow_name, files)
-        if if_running not in IF_RUNNING:
-            raise input_error(
-                f"if_running must be one of {', '.join(map(repr, IF_RUNNING))}, got {if_running!r}"
-            )
-        self.if_running = if_running
+        self.if_running = one_of(if_running, IF_RUNNING, "if_running")
         self.durable = durable and HAS_DURABLE_EXECUTION
         self.skip_if_no_files = skip_if_no_files
         self.mark_uploads = mark_uploads
@@ -216,9 +213,9 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         # The job link's XCom exists from the start (empty until the job is known): Airflow reads
         # every extra link when the task ends, and a missing one is logged as an error, which after
         # a refused run read as a second failure.
-        context["ti"].xcom_push(key=LINK_XCOM_KEY, value="")
+        context["ti"].xcom_push(key=WorkflowJobLink().xcom_key, value="")
         self._files = None if self.files is None else self._resolve_files()
-        try:
+        with self.closing_hook():
             self._resolve_target()
             if not self.wait_for_completion:
                 job_id = self._submit(context, store=False)
@@ -232,8 +229,6 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
                 }
             job_id, ended = self._stored_job(context) or (self._submit(context, store=True), None)
             return self._finish(context, ended or self._wait(context, job_id))
-        finally:
-            self.close_hook()
 
     def _resolve_files(self) -> list[tuple[Any, str]]:
         """
@@ -273,10 +268,8 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
 
         outcome = parse_event(event)
         self._job_id = outcome.job_id
-        try:
+        with self.closing_hook():
             return self._finish(context, outcome)
-        finally:
-            self.close_hook()
 
     def on_kill(self) -> None:
         """Send the cancel and return (the worker is killed moments later); not for a job it did not start."""
@@ -298,7 +291,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         job_id = self._job_id or (self._result or {}).get("job_id")
         if not job_id:
             return None
-        try:
+        with self.closing_hook():
             uploaded = input_datasets(self.files, self._files, self.files_conn_id or None)
             return run_lineage(
                 self.hook,
@@ -308,8 +301,6 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
                 uploaded=uploaded,
                 log=self.log,
             )
-        finally:
-            self.close_hook()
 
     def _stored_job(self, context: Context) -> tuple[str, JobOutcome | None] | None:
         """
@@ -345,29 +336,30 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         execution), the job id is kept in the task state store before any wait, so a retry after a
         worker crash goes on with this job.
         """
+        from airflow_provider_workflowsvc.operators._submit import StoredRunJournal
+
         state = self._state_store(context)
+        journal = None
+        if state is not None:
+            known = state.get(self.external_id_key)
+            journal = StoredRunJournal(state, PENDING_RUN_KEY, known=known, log=self.log)
         job_id = None
-        if self.if_running != "run" and not self._earlier_run_pending(state):
+        if self.if_running != "run" and not self._earlier_run_pending(journal):
             job_id = self._running_job(context)
         if job_id is None:
-            job_id = self._run(state)
+            job_id = self._run(journal)
         if store and state is not None:
             state.set(self.external_id_key, job_id)
         self._known(context, job_id)
         return job_id
 
-    def _earlier_run_pending(self, state: Any) -> bool:
+    def _earlier_run_pending(self, journal: StoredRunJournal | None) -> bool:
         """
         Whether an earlier try sent a run and stopped before recording its job: that run decides first
         (its job proven and adopted, or the task fails closed), never ``if_running``, for the job found
         running may be that very run's.
         """
-        from airflow_provider_workflowsvc.operators._submit import StoredRunJournal
-
-        if (
-            state is None
-            or StoredRunJournal(state, PENDING_RUN_KEY, log=self.log).pending(str(self.workflow_id)) is None
-        ):
+        if journal is None or journal.pending(str(self.workflow_id)) is None:
             return False
         self.log.info("An earlier try sent a run it never recorded: that run decides, not if_running")
         return True
@@ -422,19 +414,15 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
                 self._not_started = context["ti"].xcom_pull(task_ids=self.task_id, key=RUNNING_JOB_KEY)
         return job_id is None or job_id != self._not_started
 
-    def _run(self, state: Any) -> str:
+    def _run(self, journal: StoredRunJournal | None) -> str:
         """Run the workflow once; a run an earlier try sent but never recorded is adopted instead."""
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceValidationError
-        from airflow_provider_workflowsvc.operators._submit import StoredRunJournal, submit_run
+        from airflow_provider_workflowsvc.operators._submit import Sending, submit
 
-        journal = None
-        if state is not None:
-            known = state.get(self.external_id_key)
-            journal = StoredRunJournal(state, PENDING_RUN_KEY, known=known, log=self.log)
         try:
-            job = submit_run(
+            job = submit(
                 self.hook,
-                str(self.workflow_id),
+                Sending.run(str(self.workflow_id)),
                 self._files,
                 self.log,
                 attempts=self.submit_attempts,
@@ -493,7 +481,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
 
         started = time.time()
-        deadline = wait_deadline(context, started, self.timeout, self.execution_timeout).at
+        deadline = wait_deadline(context, started, self.timeout, self.execution_timeout)
         if self.deferrable:
             trigger = WorkflowJobTrigger(
                 job_id=job_id,
@@ -520,7 +508,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         ui_url = (self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}).get("ui_url")
         url = job_url(ui_url, job_id)
         context["ti"].xcom_push(key=XCOM_JOB_ID, value=job_id)
-        context["ti"].xcom_push(key=LINK_XCOM_KEY, value=url)
+        context["ti"].xcom_push(key=WorkflowJobLink().xcom_key, value=url)
         if url:
             self.log.info("Job %s: %s", job_id, url)
         else:
@@ -652,12 +640,12 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
         from airflow_provider_workflowsvc._marker import run_marker
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
         from airflow_provider_workflowsvc.models import JobStatus
-        from airflow_provider_workflowsvc.operators._files import OutputNames, output_folder
+        from airflow_provider_workflowsvc.operators._files import OutputNames, download_output, output_folder
 
         job_id = job_id_of(self.job_id, self.run_task_id, context)
         with invalid_input_fails():
             folder = output_folder(self.output_dir, self.output_conn_id or None)
-        try:
+        with self.closing_hook():
             job = self.hook.get_job(job_id)
             if job.status is not JobStatus.COMPLETED:
                 raise WorkflowServiceError(
@@ -671,12 +659,11 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
             folder.create()
             names = OutputNames(outputs)
             marker = run_marker(job.input_file_ids)
-            paths = [
-                self._download(job_id, file_id, node_id, folder, names, marker)
-                for file_id, node_id in outputs
-            ]
-        finally:
-            self.close_hook()
+            paths = []
+            for file_id, node_id in outputs:
+                path, _ = download_output(self.hook, job_id, file_id, node_id, folder, names, marker)
+                self.log.info("Downloaded output %s (node %s) to %s", file_id, node_id, path)
+                paths.append(path)
         self.log.info("Downloaded %d output file(s) of job %s into %s", len(paths), job_id, folder)
         self._downloaded = (job_id, folder)
         return paths
@@ -689,16 +676,6 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
             return None
         job_id, folder = self._downloaded
         return download_lineage(self.hook.settings.base_url, job_id, folder_dataset(folder))
-
-    def _download(
-        self, job_id: str, file_id: str, node_id: str, folder: Any, names: Any, marker: str | None
-    ) -> str:
-        """Download one output under its document's name (:func:`~._files.download_output`)."""
-        from airflow_provider_workflowsvc.operators._files import download_output
-
-        target, _ = download_output(self.hook, job_id, file_id, node_id, folder, names, marker)
-        self.log.info("Downloaded output %s (node %s) to %s", file_id, node_id, target)
-        return target
 
 
 class CancelJobOperator(WorkflowServiceBaseOperator):
@@ -732,14 +709,12 @@ class CancelJobOperator(WorkflowServiceBaseOperator):
         from airflow_provider_workflowsvc.wait.poll import cancel_quietly
 
         job_id = job_id_of(self.job_id, None, context)
-        try:
+        with self.closing_hook():
             job = self.hook.get_job(job_id)
             status = (
                 job.status.value if job.status is not JobStatus.UNKNOWN else (job.raw_status or "unknown")
             )
             cancelled = not job.status.is_terminal and cancel_quietly(self.hook, job_id, self.log)
-        finally:
-            self.close_hook()
         if not cancelled:
             message = f"Job {job_id} had already ended ({status}); nothing to cancel"
             if self.fail_if_ended:

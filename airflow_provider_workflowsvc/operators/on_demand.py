@@ -12,8 +12,6 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk import BaseOperator, BaseOperatorLink
-
 from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
 from airflow_provider_workflowsvc.operators._base import (
     WorkflowServiceBaseOperator,
@@ -25,11 +23,11 @@ from airflow_provider_workflowsvc.operators._base import (
     positive_seconds,
     static_str,
 )
+from airflow_provider_workflowsvc.operators.jobs import WorkflowJobLink
 from airflow_provider_workflowsvc.operators.workflows import check_nodes
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-    from airflow.sdk.types import TaskInstanceKey
 
     from airflow_provider_workflowsvc.operators._on_demand import Document, Plan
     from airflow_provider_workflowsvc.wait.outcome import JobOutcome
@@ -41,15 +39,10 @@ XCOM_JOB_IDS = "job_ids"
 XCOM_JOB_LINKS = "job_links"
 
 
-class OnDemandJobLink(BaseOperatorLink):
+class OnDemandJobLink(WorkflowJobLink):
     """Link to the task's first on-demand job in the service (every job's link: XCom ``job_links``)."""
 
     name = "Workflow Service job (first)"
-
-    def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
-        from airflow.sdk.execution_time.xcom import XCom
-
-        return XCom.get_value(ti_key=ti_key, key=self.xcom_key) or ""
 
 
 class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
@@ -215,7 +208,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
     def execute(self, context: Context) -> Any:
         self._job_ids = []
         context["ti"].xcom_push(key=OnDemandJobLink().xcom_key, value="")
-        try:
+        with self.closing_hook():
             plan = self._launch(context)
             if not plan.jobs:
                 return self._finish(context, plan, [])
@@ -223,12 +216,10 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
             started = time.time()
             from airflow_provider_workflowsvc.operators._execution import wait_deadline
 
-            deadline = wait_deadline(context, started, self.timeout, self.execution_timeout).at
+            deadline = wait_deadline(context, started, self.timeout, self.execution_timeout)
             if self.deferrable:
                 self._defer(plan, started, deadline)
             return self._finish(context, plan, self._wait_here(started, deadline))
-        finally:
-            self.close_hook()
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Resume after the trigger: validate its event and the plan it carried (failing closed), sum up."""
@@ -238,10 +229,8 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         ended = parse_jobs_event(event)
         plan = Plan.from_json(ended.resume_with)
         self._job_ids = [job.job_id for job in plan.jobs]
-        try:
+        with self.closing_hook():
             return self._finish(context, plan, ended.outcomes)
-        finally:
-            self.close_hook()
 
     def on_kill(self) -> None:
         """Send a cancel for every job and return (the worker is killed moments later)."""

@@ -12,13 +12,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_provider_workflowsvc.operators._base import (
+    IF_EXISTS_CHOICES,
     WorkflowServiceBaseOperator,
     check_choice,
-    check_if_exists,
     check_uuid,
     input_error,
     invalid_input_fails,
     is_deferred_value,
+    one_of,
     rendered,
     static_str,
 )
@@ -171,7 +172,7 @@ class CreateWorkflowOperator(_WorkflowOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.if_exists = check_if_exists(if_exists)
+        self.if_exists = one_of(if_exists, IF_EXISTS_CHOICES, "if_exists")
         self._set_fields(
             name=name,
             workflow_type=workflow_type,
@@ -196,7 +197,7 @@ class CreateWorkflowOperator(_WorkflowOperator):
         with invalid_input_fails():
             body = validate_input(CreateWorkflow, "workflow", fields)
         hook = self.hook
-        try:
+        with self.closing_hook():
             return UniqueName(
                 what="workflow",
                 name=body.name,
@@ -208,8 +209,6 @@ class CreateWorkflowOperator(_WorkflowOperator):
                 drift=lambda existing: _drift(existing, body),
                 log=self.log,
             ).ensure()
-        finally:
-            self.close_hook()
 
     def _mismatch(self, existing: Workflow, body: CreateWorkflow) -> str | None:
         """Say why a workflow of another type is not reused (an update may change the type), or None."""
@@ -350,11 +349,8 @@ class UpdateWorkflowOperator(_WorkflowOperator):
 
     def execute(self, context: Context) -> str:
         self.mask_secret_fields()
-        try:
-            with invalid_input_fails():
-                updated = self.hook.update_workflow(self.workflow_id, **self.given_fields())
-        finally:
-            self.close_hook()
+        with self.closing_hook(), invalid_input_fails():
+            updated = self.hook.update_workflow(self.workflow_id, **self.given_fields())
         self.log.info("Updated workflow %r (%s)", updated.name, updated.id)
         return str(updated.id)
 
@@ -378,7 +374,7 @@ class DeleteWorkflowOperator(WorkflowServiceBaseOperator):
     def execute(self, context: Context) -> None:
         from airflow_provider_workflowsvc.operators._execution import delete_resource
 
-        try:
+        with self.closing_hook():
             delete_resource(
                 self.hook.delete_workflow,
                 self.workflow_id,
@@ -387,5 +383,3 @@ class DeleteWorkflowOperator(WorkflowServiceBaseOperator):
                 log=self.log,
                 get=self.hook.get_workflow,
             )
-        finally:
-            self.close_hook()

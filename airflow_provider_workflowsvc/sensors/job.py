@@ -16,6 +16,7 @@ from airflow_provider_workflowsvc.operators._base import (
     default_deferrable,
     input_error,
     interval_seconds,
+    one_of,
 )
 
 if TYPE_CHECKING:
@@ -94,12 +95,10 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         super().__init__(poke_interval=poke_interval, workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)
         if (job_id is None) == (workflow_id is None):
             raise input_error("give exactly one of job_id and workflow_id")
-        if pick not in ("latest", "earliest"):
-            raise input_error(f"pick must be 'latest' or 'earliest', got {pick!r}")
         self.job_id = job_id
         self.workflow_id = workflow_id
         self.created_after = created_after
-        self.pick = pick
+        self.pick = one_of(pick, ("latest", "earliest"), "pick")
         self.fail_on_failed_files = fail_on_failed_files
         self.deferrable = default_deferrable(deferrable)
         self._watch: JobWatch | None = None
@@ -155,15 +154,13 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
 
     def execute(self, context: Context) -> Any:
         self._watch = None
-        try:
+        with self.closing_hook():
             if not self.deferrable:
                 return super().execute(context)
             done = self._first_poke(context)
             if done:
                 return done.xcom_value if isinstance(done, PokeReturnValue) else None
             self._defer(context, time.time())
-        finally:
-            self.close_hook()
 
     def _first_poke(self, context: Context) -> bool | PokeReturnValue:
         """One poke before deferring (a finished job needs no trigger), with soft_fail applied."""
@@ -186,7 +183,7 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         from airflow_provider_workflowsvc.wait.poll import parse_created_after
 
         job_id = job_id or (self._watch.job_id if self._watch is not None else None)
-        deadline = wait_deadline(context, started, self.timeout, self.execution_timeout).at
+        deadline = wait_deadline(context, started, self.timeout, self.execution_timeout)
         after = parse_created_after(self.created_after) if job_id is None else None
         trigger = WorkflowJobTrigger(
             job_id=job_id,

@@ -21,12 +21,17 @@ from helpers import TaskStateStore
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError
 from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
 from airflow_provider_workflowsvc.operators import _files
-from airflow_provider_workflowsvc.operators._files import resolve_files
+from airflow_provider_workflowsvc.operators._files import resolve_named_files
 from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 
 from ._helpers import LoopbackServer, task_context
 
 WORKFLOW_ID = "0b8f3c1e-2a4d-4e6f-8a9b-1c2d3e4f5a6b"
+
+
+def resolve_files(spec: Any) -> list[Any]:
+    """The sources ``files`` resolves to (local paths here), without the names the service sees."""
+    return [source for source, _ in resolve_named_files(spec)]
 
 
 def names(paths: list[str], root: Path) -> list[str]:

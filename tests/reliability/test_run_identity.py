@@ -1,7 +1,7 @@
 """Issues #11 and #22: tasks running the same workflow at once never report each other's job.
 
 Eight "tasks" (threads, each with its own hook, its own pending-run record store and its own input
-file per run) run ONE workflow at the same time through the real submit logic (``submit_run``) and a
+file per run) run ONE workflow at the same time through the real submit logic (``submit``) and a
 real HTTP emulator that disturbs 20 % of the requests: refusals (429, 503), ambiguous failures before
 processing (502, 504, dropped connection), answers lost after processing (502, 504, dropped
 connection, an unreadable 2xx), and late processing (a run held longer than the client waits,
@@ -28,7 +28,12 @@ import pytest
 from helpers import TaskStateStore
 
 from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
-from airflow_provider_workflowsvc.operators._submit import AmbiguousRunError, StoredRunJournal, submit_run
+from airflow_provider_workflowsvc.operators._submit import (
+    AmbiguousRunError,
+    Sending,
+    StoredRunJournal,
+    submit,
+)
 from airflow_provider_workflowsvc.operators.jobs import PENDING_RUN_KEY
 
 from ._helpers import records_list_files, texts_of
@@ -108,9 +113,9 @@ class Task(threading.Thread):
                 path.write_text(text)
                 journal = StoredRunJournal(TaskStateStore(), PENDING_RUN_KEY, log=log)  # a new task instance
                 try:
-                    job = submit_run(
+                    job = submit(
                         hook,
-                        self.workflow_id,
+                        Sending.run(self.workflow_id),
                         [str(path)],
                         log,
                         attempts=6,
@@ -257,7 +262,7 @@ def test_proving_lost_answers_costs_each_task_a_few_reads(
         with CountingHook(settings=_settings(emulator)) as hook:
             start.wait()
             try:
-                job = submit_run(hook, workflow_id, [str(path)], log, attempts=1, grace=GRACE)
+                job = submit(hook, Sending.run(workflow_id), [str(path)], log, attempts=1, grace=GRACE)
             except Exception as exc:
                 results.append((path.read_text(), None, exc, hook.records_read))
             else:
