@@ -766,9 +766,30 @@ def _states(airflow: LocalAirflow, run_id: str) -> dict[str, str]:
     return {ti["task_id"]: ti["state"] for ti in tis if ti["task_id"] in POOL_TASKS}
 
 
-def _pool_filled(airflow: LocalAirflow, run_id: str, done: int) -> bool:
-    states = list(_states(airflow, run_id).values())
-    return states.count("success") == done and states.count("deferred") == POOL_SLOTS
+def _pool_at_rest(airflow: LocalAirflow, emulator: Any, run_id: str) -> dict[str, Any] | None:
+    """
+    The run at rest, or None while it moves: every task has ended, or every job the service runs has
+    its task deferred and nothing else can start (the pool is full, or no task is left to start). Jobs
+    end only when the test moves the emulator's clock, so a job started beyond the cap would still be
+    running here: each rest is where the cap is checked.
+    """
+    states = _states(airflow, run_id)
+    try:
+        workflow_id = airflow.xcom(POOL_DAG, run_id, "create_workflow")
+    except Exception:  # the workflow task has not pushed it yet
+        return None
+    if not workflow_id:
+        return None
+    jobs = emulator_jobs(emulator, workflow_id)
+    active = [j["id"] for j in jobs if emulator_job_status(emulator, j["id"]) in ("scheduled", "in progress")]
+    rest = {"states": states, "active": active, "jobs": jobs}
+    if len(states) == len(POOL_TASKS) and set(states.values()) == {"success"}:
+        return rest
+    deferred = list(states.values()).count("deferred")
+    others = [state for state in states.values() if state not in ("success", "deferred")]
+    if not active or len(active) != deferred or (deferred < POOL_SLOTS and others):
+        return None
+    return rest
 
 
 def test_a_pool_counting_deferred_tasks_caps_the_jobs_in_flight(stack: tuple[LocalAirflow, Any]) -> None:
@@ -779,44 +800,36 @@ def test_a_pool_counting_deferred_tasks_caps_the_jobs_in_flight(stack: tuple[Loc
     airflow.api("POST", "/pools", json=body)
     try:
         run_id = airflow.trigger_dag(POOL_DAG)
-        workflow_id = ""
         rounds: list[list[str]] = []
-        for _ in range(len(POOL_TASKS) // POOL_SLOTS):
-            # the tasks of the rounds before ended, the pool full of deferred tasks (each waiting for
-            # its job in the triggerer), the others waiting for a slot without having sent anything
-            done = POOL_SLOTS * len(rounds)
+        # Each rest: the jobs in flight, never more than the slots, each sent by one run; then the test
+        # ends them and the run moves on (a task finishing needs a slot again; one Airflow failed on
+        # resuming retries with its stored job and sends nothing more). Until every task has succeeded.
+        while True:
             try:
-                _wait_for(functools.partial(_pool_filled, airflow, run_id, done), 240, "the pool to fill")
+                rest = _wait_for(functools.partial(_pool_at_rest, airflow, emulator, run_id), 240, "a rest")
             except AssertionError as exc:
                 states = _states(airflow, run_id)
                 failed = [t for t, state in states.items() if state == "failed"]
                 logs = "\n".join(_log_tails(airflow, POOL_DAG, run_id, t) for t in failed)
                 print(airflow.component_log("scheduler", 300))
-                raise AssertionError(
-                    f"{exc}: {done} done, {POOL_SLOTS} deferred wanted; {states}\n{logs}"
-                ) from exc
-            pool = _pool(airflow)
-            assert (pool["deferred_slots"], pool["open_slots"]) == (POOL_SLOTS, 0), pool
-            workflow_id = workflow_id or airflow.xcom(POOL_DAG, run_id, "create_workflow")
-            jobs = emulator_jobs(emulator, workflow_id)
-            active = [
-                j["id"]
-                for j in jobs
-                if emulator_job_status(emulator, j["id"]) in ("scheduled", "in progress")
-            ]
+                raise AssertionError(f"{exc}: rounds {rounds}; {states}\n{logs}") from exc
             runs_sent = [r for r in emulator.requests(method="POST") if r["path"].endswith("/run")]
-            assert len(active) == POOL_SLOTS, jobs  # never more jobs active than slots ...
-            assert len(runs_sent) == len(jobs) == POOL_SLOTS * (len(rounds) + 1)  # ... nor runs sent
-            rounds.append(active)
-            emulator.advance_clock(4 * SLOW + 1)  # these jobs end: their tasks free their slots
+            assert len(runs_sent) == len(rest["jobs"]), rest  # one job per run sent, none sent twice
+            if not rest["active"]:
+                break
+            assert len(rest["active"]) <= POOL_SLOTS, rest  # never more jobs in flight than slots
+            pool = _pool(airflow)
+            assert pool["deferred_slots"] == len(rest["active"]), pool
+            rounds.append(rest["active"])
+            emulator.advance_clock(4 * SLOW + 1)  # these jobs end: their tasks resume and finish
+        assert max(map(len, rounds)) == POOL_SLOTS, rounds  # the cap was reached: it is what held them
         run = airflow.wait_for_run(POOL_DAG, run_id, timeout=150)
         assert run["state"] == "success", _states(airflow, run_id)
-        jobs = emulator_jobs(emulator, workflow_id)
-        assert len(jobs) == len(POOL_TASKS)
-        assert all(emulator_job_status(emulator, j["id"]) == "completed" for j in jobs)
+        assert len(rest["jobs"]) == len(POOL_TASKS)
+        assert all(emulator_job_status(emulator, j["id"]) == "completed" for j in rest["jobs"])
         print(
             f"[e2e] pool of {POOL_SLOTS} slots (include_deferred): {len(POOL_TASKS)} runs, "
-            f"jobs in flight by round {rounds}"
+            f"jobs in flight by rest {rounds}"
         )
     finally:
         airflow.api("DELETE", f"/pools/{POOL}")
