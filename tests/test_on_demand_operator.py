@@ -136,7 +136,10 @@ def statuses(summary: dict[str, Any]) -> dict[str, str]:
         ),
         ({"max_files_per_job": 0}, "max_files_per_job must be a positive whole number"),
         ({"max_file_bytes": 1.5}, "max_file_bytes must be a positive whole number"),
-        ({"oversized_files": "truncate"}, "unknown oversized_files 'truncate'"),
+        ({"oversized_files": "truncate"}, "oversized_files must be one of 'fail', 'skip', got 'truncate'"),
+        # compared exactly when a file is too big: any other spelling would have skipped it silently
+        ({"oversized_files": "FAIL"}, "oversized_files must be one of 'fail', 'skip', got 'FAIL'"),
+        ({"oversized_files": None}, "oversized_files must be one of 'fail', 'skip', got None"),
         ({"launch_interval": -1}, "launch_interval must not be negative"),
         ({"submit_attempts": 0}, "submit_attempts must be at least 1"),
     ],

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
 from airflow_provider_workflowsvc.operators._base import (
     WorkflowServiceBaseOperator,
-    check_choice,
     input_error,
     interval_seconds,
     invalid_input_fails,
     is_deferred_value,
+    one_of,
     positive_seconds,
     static_str,
 )
@@ -169,7 +169,6 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
     ) -> None:
         super().__init__(workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)
         _check_template_or_nodes(template_id, job_nodes)
-        check_choice(oversized_files, OVERSIZED_CHOICES, "oversized_files")
         for what, value in (("max_files_per_job", max_files_per_job), ("max_file_bytes", max_file_bytes)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise input_error(f"{what} must be a positive whole number, got {value!r}")
@@ -189,7 +188,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         self.max_files_per_job = max_files_per_job
         self.max_file_bytes = max_file_bytes
         self.launch_interval = float(interval)
-        self.oversized_files = oversized_files
+        self.oversized_files = one_of(oversized_files, OVERSIZED_CHOICES, "oversized_files")
         self.poll_interval = interval_seconds(poll_interval, "poll_interval")
         self.timeout = positive_seconds(timeout, "timeout")
         self.deferrable = deferrable
