@@ -358,6 +358,15 @@ class JobStatus(_TolerantEnum):
 _TERMINAL_JOB_STATUSES = frozenset(
     {JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS, JobStatus.FAILED, JobStatus.STOPPED}
 )
+LISTED_JOB_STATUSES = (
+    JobStatus.SCHEDULED,
+    JobStatus.IN_PROGRESS,
+    JobStatus.COMPLETED,
+    JobStatus.FAILED,
+    JobStatus.STOPPED,
+)
+"""The statuses a job's record shows, the only ones a listing's ``status`` filter takes (the service
+refuses any other, 422): ``COMPLETED_WITH_ERRORS`` is the platform details' alone."""
 
 
 class ConnectionCheckStatus(_TolerantEnum):

@@ -148,7 +148,11 @@ def test_templates_list_where_the_service_has_templates(service: dict[str, Any],
 
 def test_errors_say_what_was_wrong_and_exit_1(service: dict[str, Any], capsys: Any) -> None:
     _, err, code = run(capsys, "jobs", "list", "--status", "bogus")
-    assert (code, err.strip()) == (1, "Error: unknown job status 'bogus'")
+    assert (code, err.strip()) == (
+        1,
+        "Error: no job is listed in status 'bogus': expected one of scheduled, in_progress, completed, "
+        "failed, stopped (either dialect's spelling)",
+    )
     _, err, code = run(capsys, "jobs", "list", "--workflow-name", "nobody")
     assert (code, err.strip()) == (1, "Error: no workflow is named 'nobody' (check the name and --conn-id)")
     _, err, code = run(capsys, "jobs", "list", "--workflow-name", "x", "--workflow-id", service["workflow"])
@@ -237,3 +241,81 @@ def test_the_services_text_is_shown_by_the_operators_rules() -> None:
     masked = _service_text("cannot reach mongodb://admin:hunter2@db.example/x", unmarked)
     assert "hunter2" not in masked
     assert "***" in masked
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue #43, item 6: the service's text is shown as text
+
+
+ESCAPES = "\x1b]0;owned\x07\x1b[31mred\x1b[0m\x9b2J"
+"""An OSC (the terminal's title), CSI colour codes and a C1 CSI (clear the screen), as a name may hold."""
+
+
+@pytest.fixture
+def odd_names(service: dict[str, Any], settings: Any, tmp_path: Path) -> dict[str, Any]:
+    """Workflows named ``in [/data] out``, ``[prod] nightly`` and with terminal escapes; a failed file too."""
+    emulator = service["emulator"]
+    emulator.configure(processing_delay=0.01)
+    names = {"crash": "in [/data] out", "markup": "[prod] nightly", "escapes": f"wf{ESCAPES}"}
+    document = tmp_path / "doc\x1b[31mred\x1b[0m\x9b2J.txt"  # (an upload's name keeps ESC, not BEL)
+    document.write_text("")  # empty: it fails, and its name is a failed file's document
+    with WorkflowServiceHook(settings=settings) as hook:
+        ids = {key: str(hook.create_workflow(name, "basic").id) for key, name in names.items()}
+        job = hook.run_workflow(ids["crash"], files=[document, tmp_path / "report.txt"])
+        emulator.advance_clock(60)
+    assert job is not None
+    return {"names": names, "ids": ids, "job": job.id, "document": document.name}
+
+
+@pytest.mark.parametrize("output", ["table", "plain"])
+def test_the_services_text_is_printed_as_text_never_as_markup_or_terminal_codes(
+    odd_names: dict[str, Any], capsys: Any, output: str
+) -> None:
+    printed = {
+        "workflows list": run(capsys, "workflows", "list", "-o", output),
+        "jobs list": run(capsys, "jobs", "list", "--workflow-id", odd_names["ids"]["crash"], "-o", output),
+        "jobs show": run(capsys, "jobs", "show", odd_names["job"], "-o", output),
+    }
+    failed = {command: err[-300:] for command, (_, err, code) in printed.items() if code != 0}
+    assert not failed, failed  # a name holding "[/" crashed rich's markup parser
+    listed, jobs, shown = (out for out, _, _ in printed.values())
+    assert "[prod] nightly" in listed  # not "nightly": "[prod]" was taken as a style
+    assert "in [/data] out" in listed
+    assert "in [/data] out" in jobs
+    assert "doc" in shown
+    for command, (out, _, _) in printed.items():
+        codes = [c for c in out if (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0]
+        assert not codes, (command, codes)  # no escape sequence reaches the terminal
+    assert "wf\\x1b]0;owned\\x07\\x1b[31mred" in listed  # shown, escaped, not dropped
+
+
+def test_json_and_yaml_keep_the_services_text_exact(odd_names: dict[str, Any], capsys: Any) -> None:
+    out, _, code = run(capsys, "workflows", "list", "-o", "json")
+    assert code == 0
+    assert sorted(w["name"] for w in json.loads(out)) == sorted(
+        [*odd_names["names"].values(), "nightly-docs", "other-docs"]
+    )
+    out, _, code = run(capsys, "jobs", "show", odd_names["job"], "-o", "yaml")
+    assert code == 0
+    (job,) = yaml.safe_load(out)
+    assert [f["document"] for f in job["failed_files"]] == [odd_names["document"]]
+    assert "\x1b" not in out  # YAML writes it as an escape, JSON too
+
+
+def test_status_offers_only_the_statuses_the_service_lists(service: dict[str, Any], capsys: Any) -> None:
+    """``completed_with_errors`` is a platform details status, never a job's: the service refused it (422)."""
+    from airflow_provider_workflowsvc.cli.definition import ARG_STATUS
+
+    offered = ARG_STATUS.kwargs["help"].split(": ")[1].split(" (")[0].split(", ")
+    assert offered == ["scheduled", "in_progress", "completed", "failed", "stopped"]
+    for status in offered:
+        _, err, code = run(capsys, "jobs", "list", "--status", status, "-o", "json")
+        assert code == 0, err
+    before = len(service["emulator"].requests())
+    _, err, code = run(capsys, "jobs", "list", "--status", "completed_with_errors")
+    assert code == 1
+    assert err.strip() == (
+        "Error: no job is listed in status 'completed_with_errors': expected one of scheduled, in_progress, "
+        "completed, failed, stopped (either dialect's spelling)"
+    )
+    assert len(service["emulator"].requests()) == before  # refused before any request

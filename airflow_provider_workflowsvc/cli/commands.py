@@ -43,7 +43,7 @@ def command(func: F) -> F:
         try:
             func(args)
         except WorkflowServiceError as exc:
-            raise SystemExit(f"Error: {exc}") from None
+            raise SystemExit(f"Error: {_as_text(str(exc), 'plain')}") from None
 
     return cast("F", suppress_logs_and_warning(providers_configuration_loaded(run)))
 
@@ -59,7 +59,34 @@ def _hook(args: argparse.Namespace) -> Iterator[WorkflowServiceHook]:
 def _print(args: argparse.Namespace, rows: Iterable[dict[str, Any]]) -> None:
     from airflow.cli.simple_table import AirflowConsole
 
+    if args.output in ("table", "plain"):  # json and yaml escape what they must themselves
+        rows = [{key: _as_text(value, args.output) for key, value in row.items()} for row in rows]
     AirflowConsole().print_as(data=list(rows), output=args.output)
+
+
+_CONTROLS = {
+    **{code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))},
+    **{ord(c): repr(c)[1:-1] for c in "\t\n\r"},
+}
+"""C0, DEL and C1 control characters (ESC starts a terminal's escape sequences, C1 CSI too), each
+written as its Python escape (``\\x1b``): shown, never sent to the terminal."""
+
+
+def _as_text(value: Any, output: str) -> Any:
+    """
+    ``value`` (the service's: a name, a message) printed as the text it is: control characters escaped
+    and, in a table (printed by rich), ``[`` escaped so that rich reads no markup in it.
+    """
+    if isinstance(value, list):
+        return [_as_text(item, output) for item in value]
+    if not isinstance(value, str):
+        return value
+    text = value.translate(_CONTROLS)
+    if output == "table":
+        from rich.markup import escape
+
+        return escape(text)
+    return text
 
 
 def _when(value: Any) -> str | None:
@@ -243,6 +270,6 @@ def connection_check(args: argparse.Namespace) -> None:
     """Make one cheap authenticated call through the connection; say whether it worked (status 1 if not)."""
     with _hook(args) as hook:
         ok, message = hook.test_connection()
-    print(message, file=sys.stdout if ok else sys.stderr)
+    print(_as_text(message, "plain"), file=sys.stdout if ok else sys.stderr)
     if not ok:
         raise SystemExit(1)

@@ -31,8 +31,8 @@ ARG_WORKFLOW_ID = Arg(("--workflow-id",), help="Only the jobs of this workflow (
 ARG_WORKFLOW_NAME = Arg(("--workflow-name",), help="Only the jobs of the one workflow named exactly this")
 ARG_STATUS = Arg(
     ("--status",),
-    help="Only the jobs in this status: scheduled, in_progress, completed, completed_with_errors, failed, "
-    "stopped (either dialect's spelling)",
+    help="Only the jobs in this status: scheduled, in_progress, completed, failed, stopped (either dialect's "
+    "spelling)",
 )
 ARG_LIMIT = Arg(("--limit",), help="At most this many jobs, the newest (default: 100)", type=int, default=100)
 ARG_NAME = Arg(("--name",), help="Only the workflows named exactly this")

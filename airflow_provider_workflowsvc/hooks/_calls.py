@@ -41,6 +41,7 @@ from airflow_provider_workflowsvc.hooks._transport import (
     sending,
 )
 from airflow_provider_workflowsvc.models import (
+    LISTED_JOB_STATUSES,
     ConnectionCheck,
     CreateDestinationConnector,
     CreateJob,
@@ -567,8 +568,12 @@ class Endpoints:
             params["workflow_id"] = _uuid(workflow_id, "workflow_id")
         if status is not None:
             parsed = _enum(JobStatus, status, "job status")
-            if parsed is JobStatus.UNKNOWN:
-                raise WorkflowServiceInputError(f"unknown job status {status!r}")
+            if parsed not in LISTED_JOB_STATUSES:
+                listed = ", ".join(s.name.lower() for s in LISTED_JOB_STATUSES)
+                raise WorkflowServiceInputError(
+                    f"no job is listed in status {status!r}: expected one of {listed} "
+                    "(either dialect's spelling)"
+                )
             if not isinstance(status, JobStatus) and status in (parsed.wire_value, parsed.platform_value):
                 params["status"] = str(status)
             else:
