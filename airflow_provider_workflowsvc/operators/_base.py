@@ -232,7 +232,8 @@ class WorkflowServiceTaskMixin:
     Fields named in ``secret_fields`` may hold secrets (connector configs, node settings): after
     their templates are rendered, and before Airflow stores the rendered values, every value under a
     secret-looking key (``token``, ``password``, ``sas_token``, ``api_key``, ...) is registered with
-    Airflow's secret masker, so it shows as ``***`` in rendered fields and logs.
+    Airflow's secret masker, so it shows as ``***`` in rendered fields and logs; so is the
+    ``user:password`` of a URI with a password in any templated field (the task refuses it, after).
 
     :param workflowsvc_conn_id: Airflow connection of type ``workflowsvc``.
     """
@@ -281,6 +282,13 @@ class WorkflowServiceTaskMixin:
         super()._do_render_template_fields(parent, *args, **kwargs)  # type: ignore[misc]
         if parent is self:
             self.mask_secret_fields()
+            self._mask_uri_credentials()
+
+    def _mask_uri_credentials(self) -> None:
+        """Register the credentials of a URI in any templated field (refused at execute: too late to mask)."""
+        from airflow_provider_workflowsvc.operators._secrets import mask_uri_credentials
+
+        mask_uri_credentials([getattr(self, name, None) for name in getattr(self, "template_fields", ())])
 
     def _plain_secret_fields(self) -> None:
         """Turn models in secret fields into plain data, so templates inside them render too."""

@@ -30,6 +30,7 @@ __all__ = [
     "config_secrets",
     "mask_config_secrets",
     "mask_secret_values",
+    "mask_uri_credentials",
     "plain_config_keys",
     "plain_data",
     "url_secrets",
@@ -144,6 +145,16 @@ def _register(secrets: list[str]) -> None:
 def mask_secret_values(value: Any) -> None:
     """Register each secret string of ``value`` (secret-looking keys, URI passwords) with the masker."""
     _register(_with_uri_passwords(_secret_strings(value, secret=False), value))
+
+
+def mask_uri_credentials(value: Any) -> None:
+    """
+    Register what each URI in ``value`` that holds a password carries as credentials (its
+    ``user:password``, ``s3://KEY:SECRET@bucket``), wherever it is: the provider refuses such a URI,
+    and Airflow stores and shows the rendered fields before it does. A URI without a password keeps its
+    ``user@`` (``s3://conn_id@bucket``: a connection's id, no secret).
+    """
+    _register([secret for s in _strings(value) if uri_password(s) is not None for secret in url_secrets(s)])
 
 
 def mask_config_secrets(config: Any, connector_type: str | None) -> None:

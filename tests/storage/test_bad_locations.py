@@ -208,3 +208,49 @@ def test_a_store_that_cannot_be_reached_may_pass_on_a_retry(
     ) as caught:
         run_with("s3://s3_unreachable@bucket/in/")
     assert not isinstance(caught.value, WorkflowServiceInputError)
+
+
+def test_credentials_in_a_uri_are_masked_in_the_rendered_fields(
+    dag_runner: Any, quiet_service: Any, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """
+    Issue #43, item 9: the URI was refused, but Airflow stores a task's rendered fields (what the UI shows)
+    right after rendering, before ``execute()`` refuses it: the credentials must be masked by then. The
+    secret comes through a template from a variable whose name says nothing secret, as a DAG's would.
+    """
+    from datetime import datetime, timezone
+
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields
+    from airflow.sdk import DAG
+    from airflow.utils.state import TaskInstanceState
+    from reliability._helpers import places_to_scan, table_rows
+
+    from airflow_provider_workflowsvc.operators.on_demand import RunOnDemandJobOperator
+
+    secret = f"wJalrXUtnFEMI-{JOB_ID[:8]}-render"
+    monkeypatch.setenv("AIRFLOW_VAR_BUCKET_PART", secret)
+    inputs, outputs = (
+        f"s3://AKIAEXAMPLE:{{{{ var.value.bucket_part }}}}@bucket/{part}/" for part in ("in", "out")
+    )
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    with DAG("uri_credentials_rendered", schedule=None, start_date=start, catchup=False) as dag:
+        RunWorkflowOperator(task_id="run", workflow_id=WORKFLOW_ID, files=inputs)
+        DownloadJobOutputOperator(task_id="download", job_id=JOB_ID, output_dir=outputs)
+        RunOnDemandJobOperator(task_id="on_demand", files=[inputs], template_id="hi_res_partition")
+    dr = dag_runner(dag)
+    output = capfd.readouterr()
+
+    assert {ti.task_id: ti.state for ti in dr.get_task_instances()} == dict.fromkeys(
+        ("run", "download", "on_demand"), TaskInstanceState.FAILED
+    )
+    assert output.out.count("the URI holds a password") >= 3  # each refused it
+    rows = table_rows(RenderedTaskInstanceFields, dag.dag_id)
+    rendered = {row.task_id: row.rendered_fields for row in rows}
+    assert set(rendered) == {"run", "download", "on_demand"}  # stored, before execute() refused
+    shown = json.dumps(rendered)
+    in_clear = [task for task, fields in rendered.items() if secret in json.dumps(fields)]
+    assert not in_clear, f"the secret in clear in the rendered fields of {in_clear}"
+    assert shown.count("s3://***@bucket/") == 3  # masked where it was: the files of two, one output_dir
+    places = places_to_scan(output, dag.dag_id, quiet_service)
+    found = [where for where, text in places.items() if secret in text]
+    assert not found, f"the secret found in: {found}"
