@@ -7,7 +7,7 @@ import re
 import secrets
 import sys
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 from urllib.parse import unquote, urlsplit
 
 from airflow_provider_workflowsvc.exceptions import ObjectStorageError, WorkflowServiceInputError
@@ -393,6 +393,17 @@ def _abandon(handle: Any) -> None:
             handle.closed = True  # an fsspec file closed by its finalizer would commit what it holds
 
 
+class Room(NamedTuple):
+    """How long an output's name may be in a folder (bytes of UTF-8), and the limit that says so."""
+
+    bytes: int
+    limit: str
+
+
+MAX_KEY_BYTES = 1024
+"""The longest object key S3 and Google Cloud Storage take, in bytes of UTF-8 (Azure: 1,024 characters)."""
+
+
 class StoredFolder:
     """
     A folder (prefix) of object storage that a job's outputs are written into.
@@ -416,6 +427,12 @@ class StoredFolder:
 
     def create(self) -> None:
         """Nothing to create: a prefix exists once an object is written below it."""
+
+    def room(self) -> Room:
+        """Return a key's limit (S3, GCS, Azure: 1,024 bytes) less the folder's prefix and a ``/``."""
+        prefix = self.path.key.strip("/")
+        room = MAX_KEY_BYTES - len(prefix.encode()) - 1
+        return Room(room, f"a key holds {MAX_KEY_BYTES:,} bytes, {room:,} of them after {prefix + '/'!r}")
 
     def staging(self) -> StagedObject:
         return StagedObject(self.path / f"{STAGING_PREFIX}{secrets.token_hex(8)}.download")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,9 @@ from helpers import job_json
 
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceError, WorkflowServiceInputError
 from airflow_provider_workflowsvc.hooks._calls import document_name_in
-from airflow_provider_workflowsvc.operators._files import OutputNames, inside, output_name
+from airflow_provider_workflowsvc.operators._files import OutputNames, inside, output_name, within
 from airflow_provider_workflowsvc.operators.jobs import CancelJobOperator, DownloadJobOutputOperator
+from airflow_provider_workflowsvc.storage import Room
 
 
 class FakeTI:
@@ -83,6 +85,31 @@ def test_output_name_cuts_an_over_long_part_before_its_extension() -> None:
     assert base.endswith(".pdf.json")
     assert base.startswith("é" * 100)
     assert output_name("x" * 300, ".n1-2.json") == "x" * (255 - len(".n1-2.json")) + ".n1-2.json"
+
+
+def test_a_name_over_the_folders_room_keeps_its_top_folders_and_file_name_with_a_hash() -> None:
+    """Issue #43, item 7: a path over PATH_MAX, a key over 1,024 bytes; every part under 255 bytes."""
+    top = "/".join(["f" * 200] * 5)
+    shortened = {within(f"{top}/{leaf}/report.txt.json", 500) for leaf in ("x", "y")}
+    assert len(shortened) == 2, "two names, two short ones"
+    for name in shortened:
+        assert len(name.encode()) <= 500
+        assert name.startswith(f"{'f' * 200}/{'f' * 200}/")
+        assert re.fullmatch(r"report\.txt~[0-9a-f]{16}\.json", name.rsplit("/", 1)[1])
+    assert within(f"{top}/x/report.txt.json", 500) in shortened, "the same name on every try"
+    assert within("a/b.json", 8) == "a/b.json"
+    cut = within("x" * 250 + ".pdf.json", 100)  # a room under 255 bytes: the stem is cut, as by the rule
+    assert len(cut.encode()) <= 100
+    assert re.fullmatch(r"x+\.pdf~[0-9a-f]{16}\.json", cut)
+
+    names = OutputNames([("a", "n"), ("b", "n")], Room(300, "a test's limit"))
+    long = f"{'d' * 100}/{'c' * 100}/{'e' * 150}.txt"  # 361 bytes: the top folder and the file fit
+    first, second = names.allocate("a", "n", long), names.allocate("b", "n", long)
+    assert first != second, "a clash once shortened still gets its -2"
+    for name in (first, second):
+        assert len(name.encode()) <= 300
+        assert re.fullmatch(r"d{100}/e{150}\.txt(-2)?~[0-9a-f]{16}\.json", name)
+    assert "-2~" in second
 
 
 def test_output_names_never_share_a_name_in_one_download() -> None:

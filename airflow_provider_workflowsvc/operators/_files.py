@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import hashlib
 import itertools
 import logging
 import os
 import secrets
+import sys
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -342,6 +344,8 @@ class OutputFolder(Protocol):
 
     def create(self) -> None: ...
 
+    def room(self) -> storage.Room: ...
+
     def staging(self) -> Any: ...
 
     def publish(self, staging: Any, name: str) -> str: ...
@@ -365,6 +369,10 @@ def output_folder(value: Any, conn_id: str | None = None) -> OutputFolder:
     return LocalFolder(output_directory(value))
 
 
+DEFAULT_PATH_MAX = 4096
+"""Linux's PATH_MAX, for a file system that does not tell its own."""
+
+
 class LocalFolder:
     """A local directory outputs are downloaded into: each written under a hidden name, then renamed."""
 
@@ -376,6 +384,18 @@ class LocalFolder:
 
     def create(self) -> None:
         output_directory(self.directory, create=True)
+
+    def room(self) -> storage.Room:
+        """Return the file system's PATH_MAX less the directory's own path, a ``/`` and the closing NUL."""
+        root = self.directory.resolve()
+        try:
+            path_max = os.pathconf(root, "PC_PATH_MAX")
+        except (OSError, ValueError):
+            path_max = -1
+        path_max = path_max if path_max > 0 else DEFAULT_PATH_MAX
+        room = path_max - len(os.fsencode(root)) - 2
+        limit = f"a path holds {path_max:,} bytes (PATH_MAX), {room:,} of them after {str(root)!r}"
+        return storage.Room(room, limit)
 
     def staging(self) -> Path:
         return inside(self.directory, f"{storage.STAGING_PREFIX}{secrets.token_hex(8)}.download")
@@ -431,14 +451,14 @@ def _holdable(part: str) -> str:
     return "".join("_" if unicodedata.category(c) in ("Cc", "Cs") else c for c in part)
 
 
-def _fitted(part: str, suffix: str) -> str:
-    """``part`` + ``suffix``, the part's stem cut (on a character) until it fits in ``MAX_NAME_BYTES``."""
-    if len((part + suffix).encode()) <= MAX_NAME_BYTES:
+def _fitted(part: str, suffix: str, limit: int = MAX_NAME_BYTES) -> str:
+    """``part`` + ``suffix``, the part's stem cut (on a character) until it fits in ``limit`` bytes."""
+    if len((part + suffix).encode()) <= limit:
         return part + suffix
     stem, extension = os.path.splitext(part)
     if len(extension.encode()) > _KEPT_EXTENSION_BYTES:
         stem, extension = part, ""
-    room = MAX_NAME_BYTES - len((extension + suffix).encode())
+    room = limit - len((extension + suffix).encode())
     cut = stem.encode()[: max(room, 1)].decode(errors="ignore")
     return cut + extension + suffix
 
@@ -452,10 +472,12 @@ class OutputNames:
     several nodes the node id is added (``report.pdf.<node id>.json``). Two outputs never share a
     name: a name already given in this download (compared as case-insensitive and Unicode-normalising
     file systems compare), or one that would be a file where another output needs a folder or the
-    other way round, gets ``-2``, ``-3``, ... before ``.json``.
+    other way round, gets ``-2``, ``-3``, ... before ``.json``. A name longer than the folder's
+    ``room`` is shortened by :func:`within` (and logged).
     """
 
-    def __init__(self, outputs: list[tuple[str, str]]) -> None:
+    def __init__(self, outputs: list[tuple[str, str]], room: storage.Room | None = None) -> None:
+        self._room = room or storage.Room(sys.maxsize, "")
         self._per_file: dict[str, int] = {}
         for file_id, _ in outputs:
             self._per_file[file_id] = self._per_file.get(file_id, 0) + 1
@@ -465,9 +487,20 @@ class OutputNames:
     def allocate(self, file_id: str, node_id: str, document: str | None = None) -> str:
         node = f".{name_part(node_id)}" if self._per_file.get(file_id, 1) > 1 else ""
         base = next((b for b in (document, file_id) if b and output_name(b)), "output")
-        for name in self._candidates(base, node):
+        for full in self._candidates(base, node):
+            name = within(full, self._room.bytes)
             if self._free(name):
                 self._take(name)
+                if name != full:
+                    log.warning(
+                        "Output %s (node %s): its name is %s bytes, too long (%s): shortened to %r "
+                        "(its top folders and file name kept, with a hash of the full name)",
+                        file_id,
+                        node_id,
+                        f"{len(full.encode()):,}",
+                        self._room.limit,
+                        name,
+                    )
                 return name
         raise AssertionError("unreachable")  # pragma: no cover: the candidates never end
 
@@ -492,6 +525,33 @@ class OutputNames:
     def _take(self, name: str) -> None:
         self._files.add(_clash_key(name))
         self._folders |= _folders_of(name)
+
+
+HASH_DIGITS = 16
+
+
+def within(name: str, room: int) -> str:
+    """
+    ``name``, or when it is longer than ``room`` bytes (a path over PATH_MAX, an object key over its
+    store's limit): its folders kept from the top while they fit, then its file name with ``~`` and
+    ``HASH_DIGITS`` hex digits of the SHA-256 of the whole ``name`` before its last extension
+    (``report.txt~<hash>.json``), the stem cut as :func:`output_name` cuts one. The same name gives
+    the same short one on every try; two names, two short ones.
+    """
+    if len(name.encode()) <= room:
+        return name
+    *folders, file = name.split("/")
+    stem, extension = os.path.splitext(file)
+    tag = f"~{hashlib.sha256(name.encode()).hexdigest()[:HASH_DIGITS]}"
+    file = _fitted(stem, tag + extension, min(room, MAX_NAME_BYTES))
+    kept: list[str] = []
+    used = len(file.encode())
+    for folder in folders:
+        used += len(folder.encode()) + 1
+        if used > room:
+            break
+        kept.append(folder)
+    return "/".join([*kept, file])
 
 
 def _clash_key(name: str) -> str:

@@ -674,7 +674,7 @@ def download(
     if not wanted:
         return found
     folder.create()
-    names = OutputNames([(file_id, node_id) for _, file_id, node_id in wanted])
+    names = OutputNames([(file_id, node_id) for _, file_id, node_id in wanted], folder.room())
     for job, file_id, node_id in wanted:
         path, document = download_output(hook, job.job_id, file_id, node_id, folder, names, job.marker)
         owner = next((d for d in job.documents if document is not None and is_named(d, [document])), None)

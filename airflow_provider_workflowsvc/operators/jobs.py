@@ -657,7 +657,7 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
                 self.log.warning("Job %s has no output files (is its destination local?)", job_id)
                 return []
             folder.create()
-            names = OutputNames(outputs)
+            names = OutputNames(outputs, folder.room())
             marker = run_marker(job.input_file_ids)
             paths = []
             for file_id, node_id in outputs:

@@ -151,3 +151,32 @@ def test_a_failed_download_leaves_no_partial_file(
         faults=[r["fault"] for r in log if r["fault"]],
         partial_files_left=0,
     )
+
+
+DEEP = "/".join(f"{i:02d}{'d' * 198}" for i in range(20)) + "/report.txt"
+"""Issue #43, item 7: every part 200 bytes (under the 255 a name may have), 4,030 bytes in all (what a
+multipart header carries): in an ``output_dir`` of 200 bytes, more than a path may have (PATH_MAX,
+4,096 bytes on Linux)."""
+SHORTENED = re.compile(r"report\.txt~[0-9a-f]{16}\.json")
+
+
+def test_a_path_too_long_for_the_file_system_is_shortened_and_the_rest_written(
+    figures: dict[str, Any], workflowsvc_conn: Any, settings: Any, tmp_path: Path, caplog: Any
+) -> None:
+    job_id = run_with_names(workflowsvc_conn, settings, ["first.txt", DEEP, "last.txt"])
+    out = tmp_path / ("o" * 200)
+    with caplog.at_level("WARNING", logger="airflow_provider_workflowsvc"):
+        paths = download(job_id, out)  # it failed with ENAMETOOLONG on every try: 1 of 3 written
+    written = files_under(out)
+    figures.update(outputs=3, written=len(written))
+    assert len(written) == 3
+    assert [Path(p).name for p in paths[::2]] == ["first.txt.json", "last.txt.json"]
+    deep = Path(paths[1])
+    assert SHORTENED.fullmatch(deep.name), deep.name  # the file's name kept, with the full name's hash
+    assert len(str(deep).encode()) < 4096
+    assert str(deep.relative_to(out.resolve())).startswith("00" + "d" * 198 + "/01")  # its top folders kept
+    assert json.loads(deep.read_text())[0]["metadata"]["filename"] == DEEP  # the document whole
+    assert download(job_id, out) == paths  # a retry writes the same names: stable
+    warning = next(r.getMessage() for r in caplog.records if "shortened" in r.getMessage())
+    assert "4,096" in warning
+    assert deep.name in warning

@@ -124,3 +124,25 @@ def test_the_download_lineage_names_the_prefix_as_openlineage_does(
     lineage = task.get_openlineage_facets_on_complete(None)
     assert [(d.namespace, d.name) for d in lineage.outputs] == [(f"s3://{bucket.name}", "runs/7")]
     assert lineage.inputs[0].name.endswith(f"/jobs/{job_id}/output")
+
+
+def test_a_key_too_long_for_the_store_is_shortened_and_the_rest_written(
+    workflowsvc_conn: Any, settings: Any, bucket: Bucket
+) -> None:
+    """
+    Issue #43, item 7: S3 refuses a key over 1,024 bytes (moto's server does not: each key is checked
+    here). Every part of the name is under 255 bytes; the key is over the limit only as a whole.
+    """
+    from reliability.test_downloads import SHORTENED
+
+    deep = "/".join(f"{i:02d}{'k' * 98}" for i in range(10)) + "/report.txt"  # 1,020 bytes
+    job_id = run_with_names(workflowsvc_conn, settings, ["first.txt", deep, "last.txt"])
+    _, stored = download(job_id, bucket.uri("runs/1"), output_conn_id=bucket.conn_id)
+    keys = bucket.listing()
+    assert len(keys) == 3
+    too_long = [key for key in keys if len(key.encode()) > 1024]
+    assert not too_long, f"{len(too_long)} of {len(keys)} keys over S3's 1,024 bytes"
+    (shortened,) = [key for key in keys if key.startswith("runs/1/00")]
+    assert SHORTENED.fullmatch(shortened.rsplit("/", 1)[1])
+    assert json.loads(bucket.read(shortened))[0]["metadata"]["filename"] == deep
+    assert download(job_id, bucket.uri("runs/1"), output_conn_id=bucket.conn_id)[1] == stored  # stable
