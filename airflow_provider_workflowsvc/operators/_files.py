@@ -434,7 +434,8 @@ def output_name(document: str, suffix: str = ".json") -> str | None:
       extension and ``suffix``.
 
     Anything else is kept as the service wrote it: ``\``, ``:``, ``?`` and the like are valid on the
-    POSIX file systems Airflow runs on. None when nothing is left (``..``, ``""``).
+    POSIX file systems Airflow runs on. None when nothing is left (``..``, ``""``). A name its folder
+    cannot hold as a whole is then shortened by :func:`within` (:class:`OutputNames`).
     """
     parts = [_holdable(part) for part in document.split("/") if part not in ("", ".", "..")]
     if not parts:

@@ -588,8 +588,9 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
     own file's name: ``données.txt`` → ``données.txt.json``, ``sub/Q3 report.md`` → ``sub/Q3
     report.md.json``), else its file id. Only what a file system cannot hold is changed: empty, ``.``
     and ``..`` folders are dropped (nothing lands outside ``output_dir``), control characters become
-    ``_``, a name over 255 bytes is cut before its extension. The node id is added when one file has
-    several outputs; two outputs of one download never share a name (``-2``, ``-3`` before
+    ``_``, a name over 255 bytes is cut before its extension, a path or key too long as a whole keeps
+    its top folders and its file name, marked with a hash of the full name. The node id is added when
+    one file has several outputs; two outputs of one download never share a name (``-2``, ``-3`` before
     ``.json``). A file appears under its final name only once fully written; a file of the same name
     left by an earlier download is replaced (use one directory per run, e.g. ``.../{{ run_id }}``).
 
