@@ -529,6 +529,7 @@ class OutputNames:
 
 
 HASH_DIGITS = 16
+"""How many hex digits of its full name's hash a shortened name carries (64 bits)."""
 
 
 def within(name: str, room: int) -> str:
