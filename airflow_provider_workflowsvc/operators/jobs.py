@@ -232,17 +232,20 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
 
     def _resolve_files(self) -> list[tuple[Any, str]]:
         """
-        Resolve the input files (source, name sent); bad ``files`` fail the task without retries, no
-        match skips it if asked.
+        Resolve the input files (source, name sent); bad ``files`` (two sent under one name among them)
+        fail the task without retries, no match skips it if asked.
         """
-        from airflow_provider_workflowsvc.operators._files import resolve_task_files
+        from airflow_provider_workflowsvc.operators._files import refuse_shared_names, resolve_task_files
 
-        return resolve_task_files(
+        named = resolve_task_files(
             self.files,
             skip_if_no_files=self.skip_if_no_files,
             nothing_to="run",
             conn_id=self.files_conn_id or None,
         )
+        with invalid_input_fails():
+            refuse_shared_names(named)
+        return named
 
     def _resolve_target(self) -> None:
         """

@@ -260,10 +260,11 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         book = od.LaunchBook(self._state_store(context), self.log)
         self._check_operation()
         od.adopt_pending(self.hook, book, self.launch_grace_period, self.log)
+        od.identify(book, docs, self.log)
         kept, _ = od.redo(self.hook, book, self.fail_on_failed_files, self.log)
         self._job_ids = [job.job_id for job in kept]  # a kill from now on cancels what was launched
-        covered = {name for job in kept for name in job.documents}
-        todo = [doc for doc in docs if doc not in big and doc.name not in covered]
+        covered = {source for job in kept for source, _ in job.own()}
+        todo = [doc for doc in docs if doc not in big and doc.source not in covered]
         batches = od.split(todo, self.max_files_per_job)
         self.log.info(
             "%d document(s): %d job(s) to launch (at most %d file(s) each)%s%s",
@@ -290,7 +291,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
             refusal = od.missing_operation(refusal, self.hook.settings.base_url) or refusal
             if not kept and not launches.jobs:
                 raise refusal
-        skipped = [(doc.name, od.left_out(doc, self.max_file_bytes)) for doc in big]
+        skipped = [(doc.source, doc.name, od.left_out(doc, self.max_file_bytes)) for doc in big]
         return od.Plan(
             jobs=[*kept, *launches.jobs],
             unlaunched=launches.unlaunched,
