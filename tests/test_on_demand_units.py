@@ -96,9 +96,14 @@ def test_a_book_of_names_only_is_read_by_source_and_fails_closed_on_a_shared_nam
     assert job.own() == [("/day1/a.txt", "a.txt"), ("gone.txt", "gone.txt")]
     assert "unclear" not in store.values[od.BOOK_KEY]
 
-    store.values[od.BOOK_KEY] = {"jobs": [{"job_id": "j1", "documents": ["a.txt"]}]}
+    # a job this version recorded may share a name with another input: only the older job is read
+    this_version = {"job_id": "j0", "documents": ["report.txt"], "sources": ["/day2/report.txt"]}
+    store.values[od.BOOK_KEY] = {"jobs": [this_version, {"job_id": "j1", "documents": ["a.txt"]}]}
     od.identify(od.LaunchBook(store, log=_Log()), inputs, _Log())
-    assert od.LaunchBook(store, log=None).jobs()[0].own() == [("/day1/a.txt", "a.txt")]
+    assert [job.own() for job in od.LaunchBook(store, log=None).jobs()] == [
+        [("/day2/report.txt", "report.txt")],
+        [("/day1/a.txt", "a.txt")],
+    ]
 
 
 def test_an_unreadable_book_is_ignored() -> None:

@@ -415,17 +415,18 @@ def identify(book: LaunchBook, docs: Sequence[Document], log: Log) -> None:
     clears the task launches those inputs again.
     """
     jobs = book.jobs()
-    if all(job.sources for job in jobs):
+    older = [job for job in jobs if not job.sources]
+    if not older:
         return
     by_name: dict[str, list[str]] = {}
     for doc in docs:
         by_name.setdefault(doc.name, []).append(doc.source)
     unclear = {
-        name: by_name[name] for job in jobs for name in job.documents if len(by_name.get(name, ())) > 1
+        name: by_name[name] for job in older for name in job.documents if len(by_name.get(name, ())) > 1
     }
     if unclear and not book.value().get("unclear"):
         book.write(unclear=True)
-        raise AmbiguousRunError(_unclear(unclear, [job for job in jobs if not job.sources]))
+        raise AmbiguousRunError(_unclear(unclear, older))
     if unclear:
         log.warning(
             "The task was cleared: the inputs named %s are launched again", ", ".join(map(repr, unclear))
