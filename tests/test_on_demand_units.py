@@ -12,6 +12,7 @@ from helpers import TaskStateStore
 from airflow_provider_workflowsvc._compat import AirflowFailException
 from airflow_provider_workflowsvc.exceptions import (
     AmbiguousRunError,
+    InvalidJobEventError,
     UnprocessedDocumentsError,
     UnprocessedDocumentsNoRetryError,
 )
@@ -71,6 +72,9 @@ def test_the_book_remembers_the_sources_of_the_launch_in_flight() -> None:
     book.journal.sending(SentRun(None, time.time(), ("report.txt", "z.txt"), None))
     assert od.LaunchBook(store, log=None).pending_sources(2) == ("/day2/report.txt", "/day2/z.txt")
     assert od.LaunchBook(store, log=None).pending_sources(3) == ()  # not this record's
+    later = od.LaunchBook(store, log=None)  # a retry fails closed on that launch: its sources stay
+    later.journal.failed_closed()
+    assert later.pending_sources(2) == ("/day2/report.txt", "/day2/z.txt")
     book.journal.clear()
     assert store.values == {od.BOOK_KEY: {}}  # both gone in one write
 
@@ -256,6 +260,8 @@ def test_the_plan_carries_each_documents_source_and_reads_an_older_versions() ->
         skipped=[("/day3/report.txt", "report.txt", "too large")],
     )
     assert od.Plan.from_json(json.loads(json.dumps(the_plan.to_json()))) == the_plan
+    with pytest.raises(InvalidJobEventError):
+        od.Plan.from_json({**the_plan.to_json(), "skipped": [[]]})
     older = {"jobs": [{"job_id": "j1", "documents": ["a.txt"]}], "unlaunched": ["b.txt"]}
     read = od.Plan.from_json({**older, "skipped": [["c.txt", "too large"]], "refusal": None, "final": False})
     assert (read.jobs[0].own(), read.unlaunched, read.skipped) == (

@@ -245,10 +245,8 @@ class LaunchedJob:
 
     def meant(self, given: str) -> list[str]:
         """Return the sources of the documents a name the service gave (without the marker) can mean."""
-        return [self.own_source(i) for i in meant_by(given, self.documents)]
-
-    def own_source(self, index: int) -> str:
-        return (self.sources or self.documents)[index]
+        sources = self.sources or self.documents
+        return [sources[i] for i in meant_by(given, self.documents)]
 
     def to_json(self) -> dict[str, Any]:
         value: dict[str, Any] = {"job_id": self.job_id, "documents": list(self.documents)}
@@ -321,7 +319,8 @@ class _PendingField:
         return self._book.value().get("pending", default)
 
     def set(self, key: str, value: Any) -> None:
-        self._book.write(pending=value, sending=list(self._book.sending) or None)
+        sending = list(self._book.sending) or self._book.value().get("sending")  # kept when marked failed
+        self._book.write(pending=value, sending=sending)
 
     def delete(self, key: str) -> None:
         self._book.write(pending=None, sending=None)
@@ -607,7 +606,7 @@ class Plan:
                 refusal=None if value["refusal"] is None else str(value["refusal"]),
                 final=value["final"] is True,
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise InvalidJobEventError(f"the deferred task's plan cannot be read: {exc}") from None
 
 
