@@ -360,6 +360,165 @@ def test_a_kill_while_launching_cancels_the_jobs_launched_so_far(
 
 
 # --------------------------------------------------------------------------------------------------
+# A document is known by its source, never by its name (issue #43, items 2 and 3)
+
+
+def days(root: Path, counts: dict[str, int]) -> list[str]:
+    """
+    Folders ``root/<day>/``, each holding ``report.txt`` (its text names its day; last when sorted)
+    and ``count - 1`` notes: given as ``files=[".../day1/", ".../day2/"]`` both send ``report.txt``.
+    """
+    for day, count in counts.items():
+        (root / day).mkdir()
+        (root / day / "report.txt").write_text(f"Report of {day}\n\nWhat happened on {day}.")
+        for i in range(count - 1):
+            (root / day / f"{day}-{i}.txt").write_text(f"Note {i}\n\nA note of {day}.")
+    return [f"{root / day}/" for day in counts]
+
+
+def sent(emulator: EmulatorHandle) -> list[str]:
+    """Every name the service was sent, over all its on-demand jobs (a name twice: two uploads)."""
+    return sorted(name for names in documents_by_job(emulator).values() for name in names)
+
+
+def texts(output: str) -> str:
+    return " ".join(element["text"] for element in json.loads(Path(output).read_text()))
+
+
+def test_a_retry_launches_the_input_never_launched_though_another_of_its_name_was(
+    service: EmulatorHandle, driven: DrivenClock, tmp_path: Path
+) -> None:
+    """
+    Item 2 as filed: day1/ and day2/ both hold report.txt (11 documents); the second launch is refused
+    (503 through every attempt), then the retry must launch day2's report.txt: before, it counted it
+    as launched (day1's has its name), sent nothing and succeeded with 10 documents of 11.
+    """
+    files = days(tmp_path, {"day1": 6, "day2": 5})
+    store = TaskStateStore()
+    refuse = {"method": "POST", "path": JOBS, "errors": [503], "count": 2}
+    driven.before_pause.append(lambda n: n == 1 and service.set_faults(**refuse))
+    with pytest.raises(UnprocessedDocumentsError) as failed:
+        op(files, submit_attempts=2).execute(ctx(store))
+    never = [d for d in failed.value.summary["documents"] if d["status"] == "not_launched"]
+    assert [d["document"] for d in never] == ["report.txt"]
+    driven.before_pause.clear()
+    service.clear_faults()
+    service.advance_clock(GAP)  # Airflow's retry comes later
+
+    summary = op(files, submit_attempts=2).execute(ctx(store))
+    assert (summary["document_count"], summary["completed_count"]) == (11, 11)
+    assert sent(service).count("report.txt") == 2  # day1's in the first job, day2's in the retry's
+    assert len(sent(service)) == 11  # and nothing twice
+    inputs = sorted(str(path) for path in tmp_path.glob("day*/*.txt"))
+    assert sorted(d["source"] for d in summary["documents"]) == inputs
+    assert never[0]["source"] == str(tmp_path / "day2" / "report.txt")
+
+
+def test_inputs_sent_under_one_name_go_to_different_jobs_each_with_its_own_outputs(
+    service: EmulatorHandle, driven: DrivenClock, tmp_path: Path
+) -> None:
+    files = days(tmp_path, {"day1": 2, "day2": 2})
+    out = tmp_path / "out"
+    summary = op(files, output_dir=str(out)).execute(ctx())
+    held = documents_by_job(service)
+    assert all(len(set(names)) == len(names) for names in held.values()), held  # a name once per job
+    assert sent(service).count("report.txt") == 2
+    reports = {d["source"]: d for d in summary["documents"] if d["document"] == "report.txt"}
+    for day, other in (("day1", "day2"), ("day2", "day1")):
+        report = reports[str(tmp_path / day / "report.txt")]
+        assert report["status"] == "completed"
+        (output,) = report["output_files"]
+        assert f"What happened on {day}" in texts(output)
+        assert other not in texts(output)
+    assert (
+        reports[str(tmp_path / "day1" / "report.txt")]["job_id"]
+        != reports[str(tmp_path / "day2" / "report.txt")]["job_id"]
+    )
+
+
+def test_a_book_of_names_only_fails_closed_where_a_name_is_several_inputs(
+    service: EmulatorHandle, driven: DrivenClock, tmp_path: Path
+) -> None:
+    """
+    A retry after an upgrade finds the book an older version wrote (names only): day1's report.txt
+    was launched, and now day2/ holds one too. Which one the book means cannot be told: nothing is
+    launched and the task fails without retries; the try after a person clears it launches both.
+    """
+    (day1,) = days(tmp_path, {"day1": 2})
+    (Path(day1) / "day1-0.txt").write_text("")  # the service fails it: the task fails, the book stays
+    store = TaskStateStore()
+    with pytest.raises(UnprocessedDocumentsError):
+        op(day1).execute(ctx(store))
+    book = store.values[_on_demand.BOOK_KEY]
+    book["jobs"] = [{"job_id": job["job_id"], "documents": job["documents"]} for job in book["jobs"]]
+    (day2,) = days(tmp_path, {"day2": 1})
+    service.advance_clock(GAP)
+    service.clear_requests()
+    with pytest.raises(AmbiguousRunError) as failed:
+        op([day1, day2]).execute(ctx(store))
+    assert launches(service) == []
+    assert isinstance(failed.value, AirflowFailException)
+    reports = ", ".join(str(tmp_path / day / "report.txt") for day in ("day1", "day2"))
+    assert f"'report.txt': {reports}" in str(failed.value)
+
+    (Path(day1) / "day1-0.txt").write_text("Note\n\nNow it has text.")
+    summary = op([day1, day2]).execute(ctx(store))  # a person cleared the task
+    assert sent(service).count("report.txt") == 3  # day1's once more, as the person decided
+    assert summary["document_count"] == 3
+
+
+def nested(root: Path, *, empty: bool) -> Path:
+    """``x.txt`` (empty: the service fails it) and ``sub/x.txt`` in one folder, with ``y.txt``."""
+    inputs = root / "in"
+    (inputs / "sub").mkdir(parents=True)
+    (inputs / "x.txt").write_text("" if empty else "Top\n\nThe text of the top x.")
+    (inputs / "sub" / "x.txt").write_text("Sub\n\nThe text of the x in sub.")
+    (inputs / "y.txt").write_text("Y\n\nThe text of y.")
+    return inputs
+
+
+def test_a_failed_file_marks_only_its_own_document_failed(
+    service: EmulatorHandle, driven: DrivenClock, tmp_path: Path
+) -> None:
+    """Item 3, checks 1 and 2: x.txt fails; sub/x.txt (its base name) is not failed with it."""
+    with pytest.raises(UnprocessedDocumentsError) as failed:
+        op(nested(tmp_path, empty=True)).execute(ctx(TaskStateStore()))
+    summary = failed.value.summary
+    assert statuses(summary)["sub/x.txt"] == "completed"
+    assert statuses(summary)["y.txt"] == "completed"
+    assert statuses(summary)["x.txt"] in ("failed", "job_failed")  # alone in its job, the job fails
+    assert "1 of 3 document(s) were not processed" in str(failed.value)
+
+
+def test_a_durable_retry_launches_again_only_the_failed_file(
+    service: EmulatorHandle, driven: DrivenClock, tmp_path: Path
+) -> None:
+    """Item 3, check 3: the retry sends x.txt again, never sub/x.txt (its elements would arrive twice)."""
+    inputs = nested(tmp_path, empty=True)
+    store = TaskStateStore()
+    with pytest.raises(UnprocessedDocumentsError):
+        op(inputs).execute(ctx(store))
+    (inputs / "x.txt").write_text("Top\n\nNow it has text.")
+    service.advance_clock(GAP)
+    summary = op(inputs).execute(ctx(store))
+    assert sent(service).count("sub/x.txt") == 1
+    assert sent(service).count("x.txt") == 2
+    assert statuses(summary) == dict.fromkeys(["x.txt", "sub/x.txt", "y.txt"], "completed")
+
+
+def test_outputs_are_credited_to_their_own_document(
+    service: EmulatorHandle, driven: DrivenClock, tmp_path: Path
+) -> None:
+    """Item 3, check 4: x.txt and sub/x.txt both processed: each document's outputs are its own."""
+    out = tmp_path / "out"
+    summary = op(nested(tmp_path, empty=False), output_dir=str(out)).execute(ctx())
+    files = {d["document"]: d["output_files"] for d in summary["documents"]}
+    assert [len(files[name]) for name in ("x.txt", "sub/x.txt")] == [1, 1]
+    assert "the top x" in texts(files["x.txt"][0])
+    assert "the x in sub" in texts(files["sub/x.txt"][0])
+
+
+# --------------------------------------------------------------------------------------------------
 # A lost launch answer
 
 

@@ -520,6 +520,32 @@ def test_files_for_a_workflow_with_a_source_fail_before_anything_is_uploaded(
     )
 
 
+@pytest.mark.parametrize("mark_uploads", [False, True])
+def test_two_inputs_sent_under_one_name_fail_before_anything_is_uploaded(
+    mock_service: Any, tmp_path: Any, mark_uploads: bool
+) -> None:
+    """
+    Issue #43 item 2: day1/ and day2/ both hold report.txt. The service knows a job's files by name
+    only: the run is refused before any upload, naming both (a marker is the same in every name of a
+    run, so marked names collide too); from their common folder the names differ and the run is sent.
+    """
+    for day in ("day1", "day2"):
+        (tmp_path / day).mkdir()
+        (tmp_path / day / "report.txt").write_text(day)
+    (tmp_path / "day1" / "notes.txt").write_text("notes")
+    run, _ = route_run(mock_service, ok(job_json("j1", "completed")))
+    files = [f"{tmp_path / 'day1'}/", f"{tmp_path / 'day2'}/"]
+    with pytest.raises(InvalidTaskInputError) as raised:
+        op(files=files, mark_uploads=mark_uploads).execute(ctx())
+    assert run.call_count == 0
+    day1, day2 = (tmp_path / day / "report.txt" for day in ("day1", "day2"))
+    assert f"'report.txt' from {day1} and {day2}" in str(raised.value)
+    assert "Nothing was uploaded" in str(raised.value)
+    route_job(mock_service, "j1", "completed")
+    op(files=str(tmp_path), mark_uploads=mark_uploads).execute(ctx())
+    assert run.call_count == 1
+
+
 def test_no_files_for_a_workflow_without_a_source_explain_the_refusal(mock_service: Any) -> None:
     run, _ = route_run(mock_service, httpx.Response(422, json={"detail": "send input_files"}))
 

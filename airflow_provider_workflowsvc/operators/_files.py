@@ -105,6 +105,29 @@ def resolve_task_files(
             raise AirflowSkipException(f"{exc}: nothing to {nothing_to} (skip_if_no_files=True)") from None
 
 
+def refuse_shared_names(named: Sequence[tuple[Source, str]]) -> None:
+    """
+    Refuse inputs of one job sent under the same name (``day1/`` and ``day2/`` both holding
+    ``report.txt``), naming their sources: the service knows a job's files by name only, so what it
+    says of that name (a failed file, an output) could be either. Raised before any upload.
+    """
+    sources: dict[str, list[str]] = {}
+    for source, name in named:
+        sources.setdefault(name, []).append(str(source))
+    shared = {name: listed for name, listed in sources.items() if len(listed) > 1}
+    if not shared:
+        return
+    listed = "; ".join(f"{name!r} from {' and '.join(found)}" for name, found in list(shared.items())[:5])
+    more = f" and {len(shared) - 5} more name(s)" if len(shared) > 5 else ""
+    raise WorkflowServiceInputError(
+        f"files: several inputs would be sent under the same name: {listed}{more}. The service knows a "
+        "job's files by name only, so what it reports of that name (a failed file, an output) could be "
+        "any of them. Nothing was uploaded. Give the files different names, list them from a common "
+        "folder (names are relative to it: day1/report.txt, day2/report.txt), or run them in tasks of "
+        "their own"
+    )
+
+
 def _entries(spec: Any) -> list[Any]:
     if storage.is_location(spec) and not isinstance(spec, str):
         return [spec]  # an ObjectStoragePath

@@ -22,12 +22,13 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from airflow_provider_workflowsvc._compat import AirflowFailException
 from airflow_provider_workflowsvc._marker import run_marker, unmarked
 from airflow_provider_workflowsvc.exceptions import (
+    AmbiguousRunError,
     InvalidJobEventError,
     UnprocessedDocumentsError,
     UnprocessedDocumentsNoRetryError,
@@ -74,12 +75,18 @@ pause: Callable[[float], None] = time.sleep
 class Document:
     """
     One input file: where it is read from (a local path, or a ``storage.StoredObject``), the name the
-    service sees (the user's), and its size.
+    service sees (the user's), and its size. Two documents may share a name (``day1/`` and ``day2/``
+    both holding ``report.txt``): a document is known by its :attr:`source`, never by its name.
     """
 
     path: Any
     name: str
     size: int
+
+    @property
+    def source(self) -> str:
+        """Its identity: the local file's absolute path, or the object's URI (without credentials)."""
+        return str(self.path)
 
 
 def documents(named: Iterable[tuple[Any, str]]) -> list[Document]:
@@ -116,8 +123,25 @@ def left_out(doc: Document, limit: int) -> str:
 
 
 def split(docs: Sequence[Document], max_files: int) -> list[list[Document]]:
-    """Split ``docs`` into consecutive batches of at most ``max_files`` (one job each)."""
-    return [list(docs[i : i + max_files]) for i in range(0, len(docs), max_files)]
+    """
+    Split ``docs`` into batches of at most ``max_files`` (one job each), in order, each document in the
+    first batch with room that holds no other of its base name: what the service says of a name in one
+    job then means one document, whether it keeps the names as sent or only their base names.
+    """
+    batches: list[tuple[list[Document], set[str]]] = []
+    for doc in docs:
+        key = base_name(doc.name)
+        batch, held = next(((b, h) for b, h in batches if len(b) < max_files and key not in h), ([], set()))
+        if not batch:
+            batches.append((batch, held))
+        batch.append(doc)
+        held.add(key)
+    return [batch for batch, _ in batches]
+
+
+def base_name(name: str) -> str:
+    """Return the last part of a name the service is sent (``2024/report.txt`` → ``report.txt``)."""
+    return name.rsplit("/", 1)[-1]
 
 
 class Pacer:
@@ -201,28 +225,69 @@ def check_template(hook: WorkflowServiceHook, template_id: str, log: Log) -> Non
 @dataclass(frozen=True)
 class LaunchedJob:
     """
-    A job launched for this task, and the documents (the user's names) it is responsible for;
+    A job launched for this task: the names it was sent (``documents``, the user's), the ``sources``
+    of those documents (same order: what they are known by; empty in a book an older version wrote),
     ``marker``: the one its record shows in every name (``mark_uploads=True``), taken out of what the
-    service gives back.
+    service gives back; ``handed_over``: the sources of its documents a later try launched again (a
+    failed file), no longer this job's to report.
     """
 
     job_id: str
     documents: tuple[str, ...]
     marker: str | None = None
+    sources: tuple[str, ...] = ()
+    handed_over: frozenset[str] = frozenset()
+
+    def own(self) -> list[tuple[str, str]]:
+        """Return the ``(source, name)`` of each document this job is responsible for."""
+        pairs = zip(self.sources or self.documents, self.documents, strict=True)
+        return [(source, name) for source, name in pairs if source not in self.handed_over]
+
+    def meant(self, given: str) -> list[str]:
+        """Return the sources of the documents a name the service gave (without the marker) can mean."""
+        sources = self.sources or self.documents
+        return [sources[i] for i in meant_by(given, self.documents)]
 
     def to_json(self) -> dict[str, Any]:
         value: dict[str, Any] = {"job_id": self.job_id, "documents": list(self.documents)}
-        return value | ({"marker": self.marker} if self.marker else {})
+        value |= {"marker": self.marker} if self.marker else {}
+        value |= {"sources": list(self.sources)} if self.sources else {}
+        return value | ({"handed_over": sorted(self.handed_over)} if self.handed_over else {})
 
     @classmethod
     def from_json(cls, value: Any) -> LaunchedJob:
         if not isinstance(value, Mapping) or not isinstance(value.get("job_id"), str):
             raise ValueError(f"not a launched job: {value!r}")
-        docs = value.get("documents")
-        if not isinstance(docs, list) or not all(isinstance(d, str) for d in docs):
+        docs, sources = value.get("documents"), value.get("sources", [])
+        if not _strings(docs):
             raise ValueError(f"not a launched job's documents: {docs!r}")
+        if not _strings(sources) or len(sources) not in (0, len(docs)):
+            raise ValueError(f"not a launched job's sources: {sources!r}")
+        handed = value.get("handed_over", [])
+        if not _strings(handed):
+            raise ValueError(f"not a launched job's documents launched again: {handed!r}")
         marker = value.get("marker")
-        return cls(value["job_id"], tuple(docs), marker if isinstance(marker, str) else None)
+        return cls(
+            value["job_id"],
+            tuple(docs),
+            marker if isinstance(marker, str) else None,
+            tuple(sources),
+            frozenset(handed),
+        )
+
+
+def _strings(value: Any) -> TypeGuard[list[str]]:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def meant_by(given: str, names: Sequence[str]) -> list[int]:
+    """
+    Return the positions of the names a job was sent that a name the service gave can mean: those sent as
+    exactly that name, else (a service that keeps only base names) those whose base name it is. One:
+    that document; several or none: the answer cannot say which document it means.
+    """
+    exact = [i for i, name in enumerate(names) if name == given]
+    return exact or [i for i, name in enumerate(names) if base_name(name) == given]
 
 
 class _Memory:
@@ -242,7 +307,10 @@ class _Memory:
 
 
 class _PendingField:
-    """The book's ``pending`` field seen as a store of one key: the pending launch's record."""
+    """
+    The book's ``pending`` field seen as a store of one key: the pending launch's record, written with
+    the sources of the documents it sends (``sending``, in the order of its names).
+    """
 
     def __init__(self, book: LaunchBook) -> None:
         self._book = book
@@ -251,10 +319,11 @@ class _PendingField:
         return self._book.value().get("pending", default)
 
     def set(self, key: str, value: Any) -> None:
-        self._book.write(pending=value)
+        sending = list(self._book.sending) or self._book.value().get("sending")  # kept when marked failed
+        self._book.write(pending=value, sending=sending)
 
     def delete(self, key: str) -> None:
-        self._book.write(pending=None)
+        self._book.write(pending=None, sending=None)
 
 
 class LaunchBook:
@@ -272,6 +341,8 @@ class LaunchBook:
         self.log = log
         self.journal = StoredRunJournal(_PendingField(self), BOOK_KEY, log=log)
         """The pending-launch record, as :func:`._submit.submit` keeps it."""
+        self.sending: Sequence[str] = ()
+        """The sources of the batch being launched (written with its pending record)."""
 
     def value(self) -> dict[str, Any]:
         value = self._store.get(BOOK_KEY)
@@ -290,10 +361,15 @@ class LaunchBook:
             self.write(jobs=None)
             return []
 
+    def pending_sources(self, count: int) -> tuple[str, ...]:
+        """Return the sources of the pending launch's ``count`` documents; () when its record has none."""
+        sources = self.value().get("sending")
+        return tuple(sources) if _strings(sources) and len(sources) == count else ()
+
     def launched(self, job: LaunchedJob) -> None:
         """Record a launched job and drop the pending record, in one write."""
         jobs = [*self.jobs(), job]
-        self.write(jobs=[job.to_json() for job in jobs], pending=None)
+        self.write(jobs=[job.to_json() for job in jobs], pending=None, sending=None)
 
     def keep(self, jobs: Sequence[LaunchedJob]) -> None:
         """Keep only ``jobs`` (their documents as given)."""
@@ -323,9 +399,55 @@ def adopt_pending(hook: WorkflowServiceHook, book: LaunchBook, grace: float, log
     if job is None:
         book.journal.clear()
         return
-    marker = run_marker(job.input_file_ids)
+    names = tuple(unmarked(name, earlier.marker) for name in earlier.files or ())
     book.launched(
-        LaunchedJob(job.id, tuple(unmarked(name, earlier.marker) for name in earlier.files or ()), marker)
+        LaunchedJob(job.id, names, run_marker(job.input_file_ids), book.pending_sources(len(names)))
+    )
+
+
+def identify(book: LaunchBook, docs: Sequence[Document], log: Log) -> None:
+    """
+    Give the jobs of a book an older version wrote (names only) their documents' sources: a name
+    sent by one input now is that input; one no input has now stays as it is. A name several inputs
+    share cannot say which one was launched: the task fails closed (nothing launched, a document
+    launched twice would reach the destination twice) and the book says so; the try after a person
+    clears the task launches those inputs again.
+    """
+    jobs = book.jobs()
+    older = [job for job in jobs if not job.sources]
+    if not older:
+        return
+    by_name: dict[str, list[str]] = {}
+    for doc in docs:
+        by_name.setdefault(doc.name, []).append(doc.source)
+    unclear = {
+        name: by_name[name] for job in older for name in job.documents if len(by_name.get(name, ())) > 1
+    }
+    if unclear and not book.value().get("unclear"):
+        book.write(unclear=True)
+        raise AmbiguousRunError(_unclear(unclear, older))
+    if unclear:
+        log.warning(
+            "The task was cleared: the inputs named %s are launched again", ", ".join(map(repr, unclear))
+        )
+    book.keep([job if job.sources else _identified(job, by_name, set(unclear)) for job in jobs])
+    book.write(unclear=None)
+
+
+def _identified(job: LaunchedJob, by_name: Mapping[str, list[str]], unclear: set[str]) -> LaunchedJob:
+    sources = tuple(by_name[name][0] if len(by_name.get(name, ())) == 1 else name for name in job.documents)
+    return replace(job, sources=sources, handed_over=frozenset(n for n in job.documents if n in unclear))
+
+
+def _unclear(unclear: Mapping[str, list[str]], jobs: Sequence[LaunchedJob]) -> str:
+    listed = "; ".join(f"{name!r}: {', '.join(sources)}" for name, sources in list(unclear.items())[:SHOWN])
+    ids = ", ".join(job.job_id for job in jobs)
+    return (
+        f"the launch book an earlier version of the provider wrote (job(s) {ids}) knows its documents by "
+        f"name only, and several inputs are sent under the same name ({listed}): which of them was launched "
+        "cannot be told, so nothing is launched (a document launched twice reaches the destination twice). "
+        f"What to do: check job(s) {ids} in the service; to launch those inputs again, clear this task "
+        "(its next try launches every input of these names again)."
     )
 
 
@@ -341,11 +463,12 @@ def redo(
     kept: list[LaunchedJob] = []
     again: set[str] = set()
     for job in book.jobs():
+        own = {source for source, _ in job.own()}
         try:
             record = hook.get_job(job.job_id)
         except WorkflowServiceNotFoundError:
             log.warning("Job %s of an earlier try is gone: its documents are launched again", job.job_id)
-            again.update(job.documents)
+            again.update(own)
             continue
         status = record.status
         if status.is_active or status is JobStatus.UNKNOWN:
@@ -354,17 +477,16 @@ def redo(
             failed: set[str] = set()
             if fail_on_failed_files:
                 failures = hook.get_job_failed_files(job.job_id).failed_files
-                names = [unmarked(f.document, job.marker) for f in failures]
-                failed = {doc for doc in job.documents if is_named(doc, names)}
+                meant = [job.meant(unmarked(f.document, job.marker)) for f in failures]
+                failed = {sources[0] for sources in meant if len(sources) == 1} & own
             again.update(failed)
-            if len(failed) < len(job.documents):
-                rest = tuple(d for d in job.documents if d not in failed)
-                kept.append(LaunchedJob(job.job_id, rest, job.marker))
+            if failed < own:
+                kept.append(replace(job, handed_over=job.handed_over | failed))
         else:
             log.info(
                 "Job %s of an earlier try ended %s: its documents are launched again", job.job_id, status
             )
-            again.update(job.documents)
+            again.update(own)
     book.keep(kept)
     if kept or again:
         log.info(
@@ -373,12 +495,6 @@ def redo(
             len(again),
         )
     return kept, again
-
-
-def is_named(document: str, names: Iterable[str]) -> bool:
-    """Whether a name the service gave (``names``, without the marker) is ``document`` (or its base name)."""
-    given = set(names)
-    return document in given or document.rsplit("/", 1)[-1] in given
 
 
 # --------------------------------------------------------------------------------------------------
@@ -390,7 +506,8 @@ class Launches:
     """What the launches did: the jobs launched, the documents not launched, and why."""
 
     jobs: list[LaunchedJob] = field(default_factory=list)
-    unlaunched: list[str] = field(default_factory=list)
+    unlaunched: list[tuple[str, str]] = field(default_factory=list)
+    """The ``(source, name)`` of each document not launched."""
     refusal: BaseException | None = None
 
 
@@ -415,6 +532,7 @@ def launch(
     done, pacer = Launches(), Pacer(interval)
     for index, batch in enumerate(batches):
         pacer.wait(log)
+        book.sending = [doc.source for doc in batch]
         try:
             job = submit(
                 hook,
@@ -429,7 +547,7 @@ def launch(
             )
         except Exception as exc:
             done.refusal = exc
-            done.unlaunched = [doc.name for rest in batches[index:] for doc in rest]
+            done.unlaunched = [(doc.source, doc.name) for rest in batches[index:] for doc in rest]
             log.error(
                 "Launching job %d of %d failed (%s): %d document(s) are not launched",
                 index + 1,
@@ -440,7 +558,8 @@ def launch(
             break
         finally:
             pacer.answered()
-        launched = LaunchedJob(job.id, tuple(doc.name for doc in batch), run_marker(job.input_file_ids))
+        names, sources = tuple(doc.name for doc in batch), tuple(doc.source for doc in batch)
+        launched = LaunchedJob(job.id, names, run_marker(job.input_file_ids), sources)
         book.launched(launched)
         done.jobs.append(launched)
         if on_launch is not None:
@@ -458,9 +577,10 @@ class Plan:
     """What the wait is for: the jobs and their documents, and what was not launched (and why)."""
 
     jobs: list[LaunchedJob]
-    unlaunched: list[str] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    """Documents left out before launching (over the size limit), each with why."""
+    unlaunched: list[tuple[str, str]] = field(default_factory=list)
+    """The ``(source, name)`` of each document not launched."""
+    skipped: list[tuple[str, str, str]] = field(default_factory=list)
+    """Documents left out before launching (over the size limit): ``(source, name, why)`` each."""
     refusal: str | None = None
     """Why the launches stopped (the error's words), when they did."""
     final: bool = False
@@ -469,7 +589,7 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         return {
             "jobs": [job.to_json() for job in self.jobs],
-            "unlaunched": list(self.unlaunched),
+            "unlaunched": [list(item) for item in self.unlaunched],
             "skipped": [list(item) for item in self.skipped],
             "refusal": self.refusal,
             "final": self.final,
@@ -481,13 +601,21 @@ class Plan:
         try:
             return cls(
                 jobs=[LaunchedJob.from_json(item) for item in value["jobs"]],
-                unlaunched=[str(name) for name in value["unlaunched"]],
-                skipped=[(str(name), str(why)) for name, why in value["skipped"]],
+                unlaunched=[_named(item) for item in value["unlaunched"]],
+                skipped=[(*_named(item[:-1]), str(item[-1])) for item in value["skipped"]],
                 refusal=None if value["refusal"] is None else str(value["refusal"]),
                 final=value["final"] is True,
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise InvalidJobEventError(f"the deferred task's plan cannot be read: {exc}") from None
+
+
+def _named(item: Any) -> tuple[str, str]:
+    """Return a planned document's ``(source, name)``; a deferral of an older version carried names only."""
+    if isinstance(item, str):
+        return item, item
+    source, name = item if len(item) == 2 else (item[0], item[0])
+    return str(source), str(name)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -532,10 +660,12 @@ def summarize(
     fail_on_failed_files: bool,
 ) -> dict[str, Any]:
     """
-    Return the task's summary: per document its job, status, error and downloaded output files;
-    per job its status, documents, link and output files (the service's ids); and the counts.
+    Return the task's summary: per document (its name, its ``source``) its job, status, error and
+    downloaded output files (``outputs``: by source); per job its status, documents, link and output
+    files (the service's ids); and the counts.
 
     A document's ``status``: ``completed``; ``failed`` (a failed file of a completed job);
+    ``unknown`` (the service named a failed file that can be several of the job's documents);
     ``job_failed``, ``stopped``, ``timeout`` or ``error`` as its job ended; ``not_launched`` (the
     launches stopped before it) or ``skipped`` (over the size limit).
     """
@@ -543,17 +673,17 @@ def summarize(
     jobs: list[dict[str, Any]] = []
     for job in plan.jobs:
         outcome = outcomes[job.job_id]
-        failed = {f.document: f.error for f in outcome.failed_files}  # the wait took the marker out
-        for name in job.documents:
-            status, error = _document_status(name, outcome, failed)
-            docs.append(_document(name, job.job_id, status, error, outputs.get(name, [])))
+        said = _failures(job, outcome)
+        for source, name in job.own():
+            status, error = _document_status(outcome, said.get(source))
+            docs.append(_document(source, name, job.job_id, status, error, outputs.get(source, [])))
         jobs.append(
             {
                 "job_id": job.job_id,
                 "status": outcome.job_status,
                 "outcome": outcome.status,
                 "message": outcome.message,
-                "documents": list(job.documents),
+                "documents": [name for _, name in job.own()],
                 "job_url": links.get(job.job_id, ""),
                 "failed_files": [f.model_dump() for f in outcome.failed_files],
                 "output_files": [f.model_dump() for f in outcome.output_files],
@@ -561,8 +691,8 @@ def summarize(
                 "job_seconds": None if outcome.job_seconds is None else round(outcome.job_seconds, 1),
             }
         )
-    docs += [_document(name, None, "not_launched", plan.refusal, []) for name in plan.unlaunched]
-    docs += [_document(name, None, "skipped", why, []) for name, why in plan.skipped]
+    docs += [_document(*doc, None, "not_launched", plan.refusal, []) for doc in plan.unlaunched]
+    docs += [_document(source, name, None, "skipped", why, []) for source, name, why in plan.skipped]
     failing = [d for d in docs if not passes(d["status"], fail_on_failed_files)]
     completed = sum(d["status"] == "completed" for d in docs)
     return {
@@ -578,25 +708,57 @@ def summarize(
 def passes(status: str, fail_on_failed_files: bool) -> bool:
     """
     Whether a document's status lets the task succeed: ``completed``; also a file the service failed
-    or one left out over the size limit, unless failed files fail the task.
+    (or may have: ``unknown``) or one left out over the size limit, unless failed files fail the task.
     """
-    return status == "completed" or (status in ("failed", "skipped") and not fail_on_failed_files)
+    return status == "completed" or (status in FAILED_FILE and not fail_on_failed_files)
 
 
-def _document_status(name: str, outcome: JobOutcome, failed: Mapping[str, str]) -> tuple[str, str | None]:
+FAILED_FILE = ("failed", "unknown", "skipped")
+"""The statuses of a document its completed job did not (or may not have) processed, or never sent."""
+
+
+def _failures(job: LaunchedJob, outcome: JobOutcome) -> dict[str, tuple[str, str]]:
+    """
+    Return what the completed job's failed files say of each of its documents (by source): ``failed`` with
+    the service's error, or ``unknown`` when the name given can be several of them.
+    """
+    said: dict[str, tuple[str, str]] = {}
+    for failed in outcome.failed_files:  # the wait took the marker out
+        meant = job.meant(failed.document)
+        for source in meant:
+            if len(meant) == 1:
+                said[source] = ("failed", failed.error or "the service gave no error")
+            else:
+                said.setdefault(
+                    source, ("unknown", f"the service names {failed.document!r} failed, {_several}")
+                )
+    return said
+
+
+_several = (
+    "which is the name of several documents of the job: whether this one was processed cannot be told, "
+    "and it is not launched again"
+)
+
+
+def _document_status(outcome: JobOutcome, said: tuple[str, str] | None) -> tuple[str, str | None]:
     if outcome.status == "success":
-        if is_named(name, failed):
-            error = failed.get(name, failed.get(name.rsplit("/", 1)[-1], ""))
-            return "failed", error or "the service gave no error"
-        return "completed", None
+        return said or ("completed", None)
     status = "job_failed" if outcome.status == "failed" else outcome.status
     return status, outcome.message or f"job {outcome.job_id} ended {outcome.job_status or 'unknown'}"
 
 
 def _document(
-    name: str, job_id: str | None, status: str, error: str | None, files: list[str]
+    source: str, name: str, job_id: str | None, status: str, error: str | None, files: list[str]
 ) -> dict[str, Any]:
-    return {"document": name, "job_id": job_id, "status": status, "error": error, "output_files": files}
+    return {
+        "document": name,
+        "source": source,
+        "job_id": job_id,
+        "status": status,
+        "error": error,
+        "output_files": files,
+    }
 
 
 def failure(
@@ -604,18 +766,23 @@ def failure(
 ) -> Exception | None:
     """
     Return the task's failure for its summary (None: it succeeds): the documents not processed, each
-    with why, and what a retry does. Without retries when a retry cannot help (the refusal says so) or
-    when nothing remembers what was processed (no task state store: a retry would launch every
-    document again).
+    with why (a name several inputs share, with its source), and what a retry does. Without retries
+    when a retry cannot help (the refusal says so, or only documents the service's answer cannot tell
+    apart are left: those are never launched again) or when nothing remembers what was processed (no
+    task state store: a retry would launch every document again).
     """
     bad = [d for d in summary["documents"] if not passes(d["status"], fail_on_failed_files)]
     if not bad:
         return None
+    named = [d["document"] for d in summary["documents"]]
+    shared = {name for name in named if named.count(name) > 1}
     lines = []
     for status in dict.fromkeys(d["status"] for d in bad):
         group = [d for d in bad if d["status"] == status]
         names = ", ".join(
-            f"{d['document']}" + (f" ({d['error']})" if d["error"] and status == "failed" else "")
+            d["document"]
+            + (f" from {d['source']}" if d["document"] in shared else "")
+            + (f" ({d['error']})" if d["error"] and status == "failed" else "")
             for d in group[:SHOWN]
         )
         more = f" and {len(group) - SHOWN} more" if len(group) > SHOWN else ""
@@ -623,10 +790,11 @@ def failure(
         lines.append(f"  - {len(group)} {status.replace('_', ' ')}{why}: {names}{more}")
     total = summary["document_count"]
     text = f"{len(bad)} of {total} document(s) were not processed:\n" + "\n".join(lines)
-    if plan.final or not durable:
+    final = plan.final or all(d["status"] == "unknown" for d in bad)
+    if final or not durable:
         why_not = (
             "retrying cannot help"
-            if plan.final
+            if final
             else "this Airflow keeps no task state (before 3.3, or durable=False), so a retry would launch "
             "every document again"
         )
@@ -664,7 +832,8 @@ def download(
     """
     Download every output of the completed jobs into ``folder`` (a local directory, or a folder of
     object storage; one naming rule for all: :class:`._files.OutputNames`); return each document's
-    files (paths or URIs), by the name the output gives.
+    files (paths or URIs), by its source: the one document of the job the name the output gives means
+    (an output whose name means none, or several, is kept but credited to none).
     """
     from airflow_provider_workflowsvc.operators._files import OutputNames, download_output
 
@@ -677,16 +846,17 @@ def download(
     names = OutputNames([(file_id, node_id) for _, file_id, node_id in wanted], folder.room())
     for job, file_id, node_id in wanted:
         path, document = download_output(hook, job.job_id, file_id, node_id, folder, names, job.marker)
-        owner = next((d for d in job.documents if document is not None and is_named(d, [document])), None)
-        if owner is None:
+        owners = [] if document is None else job.meant(document)
+        if len(owners) != 1:
             log.warning(
-                "Job %s: output %s names no document of the job (%r); kept at %s",
+                "Job %s: output %s names %s of the job (%r); kept at %s",
                 job.job_id,
                 file_id,
+                "several documents" if owners else "no document",
                 document,
                 path,
             )
             continue
-        found.setdefault(owner, []).append(path)
+        found.setdefault(owners[0], []).append(path)
     log.info("Downloaded %d output file(s) into %s", len(wanted), folder)
     return found

@@ -100,9 +100,11 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         ``s3://bucket/prefix/``, ``s3://bucket/2024/**/*.pdf``, ``gs://...``, ``file://...``), or a list
         mixing them (templated). Objects are streamed from the store into the upload, never to local
         disk. ``None`` runs the workflow without a body, which only a workflow with a source connector
-        accepts. Files for a workflow with a source connector (or no files for one without) fail the
-        task before anything is uploaded, and fail the DAG import when the DAG declares the workflow's
-        source (``workflow_id`` is a ``CreateWorkflowOperator``'s output).
+        accepts. Two files sent under one name (``day1/`` and ``day2/`` both holding ``report.txt``)
+        fail the task before anything is uploaded, naming both. Files for a workflow with a source
+        connector (or no files for one without) fail the task before anything is uploaded, and fail the
+        DAG import when the DAG declares the workflow's source (``workflow_id`` is a
+        ``CreateWorkflowOperator``'s output).
     :param files_conn_id: the Airflow connection of the storage URIs in ``files`` that name none
         (templated); a URI may name its own (``s3://conn_id@bucket/prefix/``, Airflow's form) and an
         ``ObjectStoragePath`` carries its own. ``None``: the store's default credentials.
@@ -232,17 +234,20 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
 
     def _resolve_files(self) -> list[tuple[Any, str]]:
         """
-        Resolve the input files (source, name sent); bad ``files`` fail the task without retries, no
-        match skips it if asked.
+        Resolve the input files (source, name sent); bad ``files`` (two sent under one name among them)
+        fail the task without retries, no match skips it if asked.
         """
-        from airflow_provider_workflowsvc.operators._files import resolve_task_files
+        from airflow_provider_workflowsvc.operators._files import refuse_shared_names, resolve_task_files
 
-        return resolve_task_files(
+        named = resolve_task_files(
             self.files,
             skip_if_no_files=self.skip_if_no_files,
             nothing_to="run",
             conn_id=self.files_conn_id or None,
         )
+        with invalid_input_fails():
+            refuse_shared_names(named)
+        return named
 
     def _resolve_target(self) -> None:
         """

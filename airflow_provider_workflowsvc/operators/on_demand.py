@@ -63,19 +63,24 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
     :class:`RunWorkflowOperator`); with the names as they are (the default), nothing can prove which
     job a lost answer created, and the task fails closed naming the candidates.
 
+    A document is known by its source (path or URI), never by its name: inputs that share a name or a
+    base name (``day1/report.txt`` and ``day2/report.txt`` given as two folders) go to different jobs,
+    so what the service says of a name in a job means one document.
+
     Durable execution (Airflow 3.3+, ``durable=True``): the task state store remembers which job
-    launched which documents, so a retry launches only the documents not processed (never launched,
-    in a job that failed, was stopped or is gone, or a failed file when failed files fail the task):
-    a document processed, or still processing, is never launched again. Without it (Airflow < 3.3) a
-    failure after any launch fails the task without retries, since a retry would launch every
-    document again.
+    launched which documents (by source), so a retry launches only the documents not processed (never
+    launched, in a job that failed, was stopped or is gone, or a failed file when failed files fail the
+    task): a document processed, or still processing, is never launched again. Without it (Airflow
+    < 3.3) a failure after any launch fails the task without retries, since a retry would launch
+    every document again.
 
     Pushes XCom ``job_ids`` and ``job_links`` (every job's link; the extra link shows the first)
-    before waiting. Returns the summary: ``documents`` (per document: ``document``, ``job_id``,
-    ``status``, ``error``, ``output_files``), ``jobs`` (per job: ``job_id``, ``status``,
+    before waiting. Returns the summary: ``documents`` (per document: ``document``, ``source``,
+    ``job_id``, ``status``, ``error``, ``output_files``), ``jobs`` (per job: ``job_id``, ``status``,
     ``outcome``, ``documents``, ``job_url``, ``failed_files``, ``output_files``, the times),
     ``outcome``, ``document_count``, ``completed_count``, ``unprocessed_count``. A document's
-    ``status`` is ``completed``, ``failed`` (the service could not process it), ``job_failed`` (its
+    ``status`` is ``completed``, ``failed`` (the service could not process it), ``unknown`` (a failed
+    file the service named can be several documents: never launched again), ``job_failed`` (its
     job failed), ``stopped``, ``timeout``, ``error``, ``not_launched`` or ``skipped``. On failure the
     summary is pushed as the return value before the task fails.
 
@@ -260,10 +265,11 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         book = od.LaunchBook(self._state_store(context), self.log)
         self._check_operation()
         od.adopt_pending(self.hook, book, self.launch_grace_period, self.log)
+        od.identify(book, docs, self.log)
         kept, _ = od.redo(self.hook, book, self.fail_on_failed_files, self.log)
         self._job_ids = [job.job_id for job in kept]  # a kill from now on cancels what was launched
-        covered = {name for job in kept for name in job.documents}
-        todo = [doc for doc in docs if doc not in big and doc.name not in covered]
+        covered = {source for job in kept for source, _ in job.own()}
+        todo = [doc for doc in docs if doc not in big and doc.source not in covered]
         batches = od.split(todo, self.max_files_per_job)
         self.log.info(
             "%d document(s): %d job(s) to launch (at most %d file(s) each)%s%s",
@@ -290,7 +296,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
             refusal = od.missing_operation(refusal, self.hook.settings.base_url) or refusal
             if not kept and not launches.jobs:
                 raise refusal
-        skipped = [(doc.name, od.left_out(doc, self.max_file_bytes)) for doc in big]
+        skipped = [(doc.source, doc.name, od.left_out(doc, self.max_file_bytes)) for doc in big]
         return od.Plan(
             jobs=[*kept, *launches.jobs],
             unlaunched=launches.unlaunched,
