@@ -415,11 +415,12 @@ def test_a_retry_launches_the_input_never_launched_though_another_of_its_name_wa
 
 
 def test_inputs_sent_under_one_name_go_to_different_jobs_each_with_its_own_outputs(
-    service: EmulatorHandle, driven: DrivenClock, tmp_path: Path
+    service: EmulatorHandle, driven: DrivenClock, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     files = days(tmp_path, {"day1": 2, "day2": 2})
     out = tmp_path / "out"
     summary = op(files, output_dir=str(out)).execute(ctx())
+    assert "files of one name (or base name) never share a job" in capsys.readouterr().out  # the reason
     held = documents_by_job(service)
     assert all(len(set(names)) == len(names) for names in held.values()), held  # a name once per job
     assert sent(service).count("report.txt") == 2

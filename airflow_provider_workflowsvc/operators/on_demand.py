@@ -272,12 +272,16 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         todo = [doc for doc in docs if doc not in big and doc.source not in covered]
         batches = od.split(todo, self.max_files_per_job)
         self.log.info(
-            "%d document(s): %d job(s) to launch (at most %d file(s) each)%s%s",
+            "%d document(s): %d job(s) to launch (at most %d file(s) each)%s%s%s",
             len(docs),
             len(batches),
             self.max_files_per_job,
             f", {len(covered)} document(s) in {len(kept)} job(s) of earlier tries" if kept else "",
             f", {len(big)} over the size limit left out" if big else "",
+            ", more jobs than the files need: files of one name (or base name) never share a job, where "
+            "the service's answers could not tell them apart"
+            if len(batches) > -(-len(todo) // self.max_files_per_job)
+            else "",
         )
         launches = od.launch(
             self.hook,
