@@ -21,7 +21,11 @@ from airflow.sdk.exceptions import TaskDeferred
 from helpers import SHARED_STATUS_POLL_ENV, write_good_and_empty
 
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceResponseError
-from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
+from airflow_provider_workflowsvc.hooks.workflowsvc import (
+    ConnectionSettings,
+    WorkflowServiceAsyncHook,
+    WorkflowServiceHook,
+)
 from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
 
@@ -99,7 +103,11 @@ def unreadable_listings(monkeypatch: pytest.MonkeyPatch, rate: float, seed: int)
 
 
 def listings(emulator: Any) -> list[dict[str, Any]]:
-    return [r for r in emulator.requests(method="GET") if "workflow_id=" in (r.get("query") or "")]
+    return listings_in(emulator.requests(method="GET"))
+
+
+def listings_in(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in log if "workflow_id=" in (r.get("query") or "")]
 
 
 @pytest.mark.parametrize("run", range(int(os.environ.get(RUNS_ENV, "1"))))
@@ -279,3 +287,65 @@ async def test_a_hung_neighbour_holds_up_only_itself_with_the_shared_poll(
         others_done_after_seconds=round(max(ended[job] for _, job, _ in others), 1),
         hung_event_after_seconds=round(ended[hung], 1),
     )
+
+
+SLOW_ANSWER, SLOW_INTERVAL, SLOW_WAITS, SLOW_DEADLINE = 1.3, 1.0, 80, 60.0
+"""Issue #43, item 8: every answer takes longer than the poll interval; 80 waits given only their job,
+the default pool (20 connections)."""
+STEADY_LISTINGS = 4
+"""Listings sent after every wait joined, before the jobs end: each wait's own poll came due once."""
+
+
+async def _until(condition: Any, emulator: Any) -> list[dict[str, Any]]:
+    """Read the emulator's log (off the event loop) until ``condition(log)`` holds; return that log."""
+    while not condition(log := await asyncio.to_thread(emulator.requests, method="GET")):
+        await asyncio.sleep(0.2)
+    return log
+
+
+async def test_a_uniformly_slow_service_only_slows_the_waits(
+    figures: dict[str, Any], platform_service: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """80 waits given only their job (each reads its record, then joins the workflow's listing) on the
+    default pool; every answer takes 1.3 s at a 1 s interval. Once every wait has joined and the
+    listing was sent a few times more, the jobs end (the emulator's clock): every wait reports its
+    job's success before its deadline. One dialect: the pool and the shared poll do not depend on it."""
+    emulator = platform_service
+    emulator.configure(processing_delay=3600)  # scheduled until the clock moves
+    settings = ConnectionSettings(base_url=emulator.base_url, token=emulator.token, api_key=emulator.api_key)
+    jobs = [job for _, job, _ in start_jobs(settings, inputs, 1, SLOW_WAITS)]
+    emulator.clear_requests()
+    emulator.set_faults(path="/api/*", latency=SLOW_ANSWER)
+    deadline = time.time() + SLOW_DEADLINE
+    waits = [
+        asyncio.ensure_future(
+            first_event(
+                WorkflowJobTrigger(job_id=job, deadline=deadline, poll_interval=SLOW_INTERVAL)
+            )
+        )
+        for job in jobs
+    ]
+    records = {f"/api/v1/jobs/{job}" for job in jobs}
+
+    def joined(log: list[dict[str, Any]]) -> bool:
+        return records <= {r["path"] for r in log if r["status"] is not None}
+
+    joined_log = await _until(joined, emulator)
+    sent_before = len(listings_in(joined_log))
+    steady_from = time.monotonic()
+    steady_log = await _until(lambda log: len(listings_in(log)) >= sent_before + STEADY_LISTINGS, emulator)
+    steady_intervals = (time.monotonic() - steady_from) / SLOW_INTERVAL
+    steady_requests = len(steady_log) - len(joined_log)
+    await asyncio.to_thread(emulator.advance_clock, 10 * 3600)  # every job ends
+    events = await asyncio.gather(*waits)
+    emulator.clear_faults()
+    missed = [e for e in events if e["status"] != "success"]
+    figures.update(
+        waits=SLOW_WAITS,
+        answer_seconds=SLOW_ANSWER,
+        interval_seconds=SLOW_INTERVAL,
+        missed_the_end=len(missed),
+        requests_per_interval_while_running=round(steady_requests / steady_intervals, 1),
+        listings_while_running=STEADY_LISTINGS,
+    )
+    assert not missed, f"{len(missed)} of {SLOW_WAITS} waits missed their job's end: {missed[:3]}"
