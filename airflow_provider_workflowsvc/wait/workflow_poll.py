@@ -19,6 +19,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_workflowsvc import metrics
+from airflow_provider_workflowsvc.hooks._pool import first_in_line
 from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
 from airflow_provider_workflowsvc.models import JobStatus
 from airflow_provider_workflowsvc.wait.poll import is_transient
@@ -157,7 +158,7 @@ class WorkflowPoll:
         """List the workflow's active jobs (``None``: the listing failed) within ``limit`` seconds."""
         started = time.monotonic()
         try:
-            with deadline(min(schedule.cutoff, time.time() + limit)):
+            with deadline(min(schedule.cutoff, time.time() + limit)), first_in_line():
                 listed = await asyncio.wait_for(self._list_active(hook), timeout=limit)
         except Exception as exc:
             metrics.shared_listing(self.workflow_id, hook.workflowsvc_conn_id, failed=True)
@@ -172,6 +173,11 @@ class WorkflowPoll:
 
     def _learn(self, patience: float, interval: float) -> None:
         self._patience = min(patience, PATIENCE_MAX * interval)
+
+    def answered_in(self, seconds: float, interval: float) -> None:
+        """Give no listing less room than a request answered in ``seconds`` (a joining wait's first read)."""
+        if ANSWER_ROOM * seconds > self._patience:
+            self._learn(ANSWER_ROOM * seconds, interval)
 
     async def _list_active(self, hook: WorkflowServiceAsyncHook) -> Listed:
         listed: Listed = {}
@@ -258,9 +264,11 @@ class Joining:
             return await self._poll.shows_active(hook, watch, schedule)
         if self._alone or schedule.final:
             return False
+        started = time.monotonic()
         job = await hook.get_job(watch.job_id)
         if job.workflow_id:
             self._poll = await self._stack.enter_async_context(sharing(hook, job.workflow_id, watch))
+            self._poll.answered_in(time.monotonic() - started, schedule.interval)
         else:
             self._alone = True
         if not job.status.is_active:
