@@ -326,6 +326,7 @@ async def test_a_uniformly_slow_service_only_slows_the_waits(
     ]
     started = time.monotonic()
     while sum(polls.values()) < workflow_poll.OWN_POLL_EVERY * SLOW_WAITS:  # each wait's own turn came
+        assert not all(wait.done() for wait in waits), "the waits ended before the jobs did"
         await asyncio.sleep(0.1)
     running = time.monotonic() - started
     status_reads = len(await asyncio.to_thread(emulator.requests, method="GET"))
