@@ -72,7 +72,10 @@ class EmulatedTime:
 
         clock = types.SimpleNamespace(time=self.time)
         loop = types.SimpleNamespace(
-            sleep=self.asleep, wait_for=asyncio.wait_for, TimeoutError=asyncio.TimeoutError
+            sleep=self.asleep,
+            wait_for=asyncio.wait_for,
+            gather=asyncio.gather,
+            TimeoutError=asyncio.TimeoutError,
         )
         with (
             mock.patch.object(watch, "time", clock),

@@ -83,3 +83,26 @@ async def test_a_lane_found_busy_fails_fast_and_is_retired(
     with pytest.raises(httpx.PoolTimeout):  # the guard: after half the lane limit, whatever it allows
         await asyncio.wait_for(client.get(HEALTH, timeout=patient), 60)
     assert (await asyncio.wait_for(client.get(HEALTH), 60)).status_code == 200
+
+
+async def test_a_request_first_in_line_takes_the_next_free_lane() -> None:
+    """Every lane busy, two requests waiting: one made ``first_in_line`` (a shared listing, issue #43)
+    takes the next lane given back; the others keep their order after it."""
+    lanes = _pool._Lanes(1, overflow=0)
+    busy = await lanes._take(None)
+    order: list[str] = []
+
+    async def take(name: str) -> None:
+        lane = await lanes._take(None)
+        order.append(name)
+        lanes._give_back(lane)
+
+    waiting = [asyncio.ensure_future(take("first")), asyncio.ensure_future(take("second"))]
+    await asyncio.sleep(0)  # both are waiting now
+    with _pool.first_in_line():
+        listing = asyncio.ensure_future(take("listing"))
+    await asyncio.sleep(0)
+    lanes._give_back(busy)
+    await asyncio.gather(listing, *waiting)
+    assert order == ["listing", "first", "second"]
+    await lanes.aclose()

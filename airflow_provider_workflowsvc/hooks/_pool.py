@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import contextvars
 import os
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -189,7 +190,10 @@ class _Lanes(httpx.AsyncBaseTransport):
         if self._free:
             return self._free.pop()  # the most recently used: idle connections stay few
         waiter: asyncio.Future[httpx.AsyncHTTPTransport] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+        if _FIRST_IN_LINE.get():
+            self._waiters.appendleft(waiter)
+        else:
+            self._waiters.append(waiter)
         try:
             return await _within_seconds(waiter, timeout)
         except BaseException as exc:
@@ -213,6 +217,23 @@ class _Lanes(httpx.AsyncBaseTransport):
         for lane in [*self._lanes, *self._overflowing]:
             await lane.aclose()
         await asyncio.gather(*self._closing, return_exceptions=True)  # lanes being retired
+
+
+_FIRST_IN_LINE: contextvars.ContextVar[bool] = contextvars.ContextVar("first_in_line", default=False)
+
+
+@contextlib.contextmanager
+def first_in_line() -> Iterator[None]:
+    """
+    Put the requests made in this block (this task and those it starts) first in line for the next free
+    lane, before those already waiting: a shared listing answers the polls of every wait of its workflow,
+    so it is not queued behind their own polls when the service is slow and every lane is busy.
+    """
+    token = _FIRST_IN_LINE.set(True)
+    try:
+        yield
+    finally:
+        _FIRST_IN_LINE.reset(token)
 
 
 class _Hold:

@@ -19,6 +19,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_workflowsvc import metrics
+from airflow_provider_workflowsvc.hooks._pool import first_in_line
 from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
 from airflow_provider_workflowsvc.models import JobStatus
 from airflow_provider_workflowsvc.wait.poll import is_transient
@@ -32,8 +33,16 @@ SHARE_FROM = 3
 """Waits on one workflow from which they share its listing; fewer poll each job, as a lone wait always
 did (a listing of one or two statuses would cost as much as their own polls)."""
 FRESH_FOR = 0.5
-"""A listing answers the polls that come due up to this share of their interval after it started: the
-waits of a workflow deferred at different moments need at most two listings per interval."""
+"""A listing answers the polls that come due while it is under way, and up to this share of their
+interval after it started: the waits of a workflow deferred at different moments need at most two
+listings per interval. It is also the time a listing gets at first (its patience)."""
+ANSWER_ROOM = 2.0
+"""A listing's patience once one answered: this many times as long as the last one took (at least
+``FRESH_FOR`` of an interval). A uniformly slow service is waited for; its waits are slowed, not sent to
+poll their own jobs (which would cost a request each, as slow)."""
+PATIENCE_MAX = 4
+"""Intervals a listing may be given at most: one cut by its patience doubles the next one's up to this
+(a hung listing delays a wait's own poll at most this long; the own poll every ``OWN_POLL_EVERY``)."""
 ACTIVE_LISTED = (JobStatus.IN_PROGRESS, JobStatus.SCHEDULED)
 """The statuses listed, in this order; ``scheduled`` only while some wait has not seen its job start
 (the hook spells each filter as the service spells statuses)."""
@@ -54,10 +63,10 @@ Listed = dict[str, "Job"]
 class _Round:
     """One listing of a workflow's active jobs: when it started, and its answer once there."""
 
-    def __init__(self, interval: float) -> None:
+    def __init__(self, limit: float) -> None:
         self.started = time.monotonic()
-        self.limit = FRESH_FOR * interval
-        """Seconds the listing may take (its starter's share of an interval)."""
+        self.limit = limit
+        """Seconds the listing may take (its workflow's patience when it started)."""
         self.answer: asyncio.Future[Listed | None] = asyncio.get_running_loop().create_future()
 
     async def awaited(self) -> Listed | None:
@@ -71,8 +80,8 @@ class _Round:
             return None  # its starter is stuck: this wait polls its own job
 
     def serves(self, interval: float) -> bool:
-        """Whether a poll due now at ``interval`` may take this listing's answer."""
-        return time.monotonic() - self.started <= FRESH_FOR * interval
+        """Whether a poll due now at ``interval`` may take this listing's answer: under way, or fresh."""
+        return not self.answer.done() or time.monotonic() - self.started <= FRESH_FOR * interval
 
     def settle(self, listed: Listed | None) -> None:
         if not self.answer.done():
@@ -100,6 +109,8 @@ class WorkflowPoll:
         self._listed_polls: dict[int, int] = {}
         """Per wait: its polls answered by the listing since its last own poll."""
         self._round: _Round | None = None
+        self._patience = 0.0
+        """Seconds the next listing gets (0: ``FRESH_FOR`` of an interval): follows the service's answers."""
         self.refused = False
         """The service refused a listing (say, its status filter): every wait polls its own job."""
 
@@ -133,28 +144,40 @@ class WorkflowPoll:
         """Return the answer of a listing fresh for this poll: one under way or just done, or a new one."""
         current = self._round
         if current is not None and current.serves(schedule.interval):
-            return await current.awaited()
-        if current is not None and not current.answer.done():
-            return None  # a listing is slow to answer: do not pile another on it; poll on its own
-        self._round = current = _Round(schedule.interval)
+            return await current.awaited()  # one under way answers every poll due meanwhile
+        self._round = current = _Round(max(self._patience, FRESH_FOR * schedule.interval))
         try:
-            current.settle(await self._list(hook, schedule))
+            current.settle(await self._list(hook, schedule, current.limit))
         finally:
             current.settle(None)  # cancelled (its wait ended): the others poll on their own
         return await current.answer
 
-    async def _list(self, hook: WorkflowServiceAsyncHook, schedule: PollSchedule) -> Listed | None:
-        """List the workflow's active jobs (``None``: the listing failed), within a fresh window."""
-        limit = FRESH_FOR * schedule.interval  # as the round's
+    async def _list(
+        self, hook: WorkflowServiceAsyncHook, schedule: PollSchedule, limit: float
+    ) -> Listed | None:
+        """List the workflow's active jobs (``None``: the listing failed) within ``limit`` seconds."""
+        started = time.monotonic()
         try:
-            with deadline(min(schedule.cutoff, time.time() + limit)):
+            with deadline(min(schedule.cutoff, time.time() + limit)), first_in_line():
                 listed = await asyncio.wait_for(self._list_active(hook), timeout=limit)
         except Exception as exc:
             metrics.shared_listing(self.workflow_id, hook.workflowsvc_conn_id, failed=True)
+            took = time.monotonic() - started
+            if took >= limit / 2:  # cut, or nearly, by its patience: the next one gets twice as long
+                self._learn(2 * limit, schedule.interval)
             self._listing_failed(exc)
             return None
         metrics.shared_listing(self.workflow_id, hook.workflowsvc_conn_id)
+        self._learn(ANSWER_ROOM * (time.monotonic() - started), schedule.interval)
         return listed
+
+    def _learn(self, patience: float, interval: float) -> None:
+        self._patience = min(patience, PATIENCE_MAX * interval)
+
+    def answered_in(self, seconds: float, interval: float) -> None:
+        """Give no listing less room than a request answered in ``seconds`` (a joining wait's first read)."""
+        if ANSWER_ROOM * seconds > self._patience:
+            self._learn(ANSWER_ROOM * seconds, interval)
 
     async def _list_active(self, hook: WorkflowServiceAsyncHook) -> Listed:
         listed: Listed = {}
@@ -241,9 +264,11 @@ class Joining:
             return await self._poll.shows_active(hook, watch, schedule)
         if self._alone or schedule.final:
             return False
+        started = time.monotonic()
         job = await hook.get_job(watch.job_id)
         if job.workflow_id:
             self._poll = await self._stack.enter_async_context(sharing(hook, job.workflow_id, watch))
+            self._poll.answered_in(time.monotonic() - started, schedule.interval)
         else:
             self._alone = True
         if not job.status.is_active:

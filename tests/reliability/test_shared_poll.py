@@ -21,9 +21,14 @@ from airflow.sdk.exceptions import TaskDeferred
 from helpers import SHARED_STATUS_POLL_ENV, write_good_and_empty
 
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceResponseError
-from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
+from airflow_provider_workflowsvc.hooks.workflowsvc import (
+    ConnectionSettings,
+    WorkflowServiceAsyncHook,
+    WorkflowServiceHook,
+)
 from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
+from airflow_provider_workflowsvc.wait import workflow_poll
 
 from ._helpers import task_context, use_connection
 from .test_flaky_service import FAULTS
@@ -279,3 +284,66 @@ async def test_a_hung_neighbour_holds_up_only_itself_with_the_shared_poll(
         others_done_after_seconds=round(max(ended[job] for _, job, _ in others), 1),
         hung_event_after_seconds=round(ended[hung], 1),
     )
+
+
+SLOW_ANSWER, SLOW_INTERVAL, SLOW_WAITS, SLOW_DEADLINE = 1.3, 1.0, 80, 120.0
+"""Issue #43, item 8: every answer takes longer than the poll interval; 80 waits given only their job on
+the default pool (20 connections); a deadline far past what the pool needs to read every job's end."""
+
+
+async def test_a_uniformly_slow_service_only_slows_the_waits(
+    figures: dict[str, Any], platform_service: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """
+    80 waits given only their job (each reads its record, then joins its workflow's listing), every
+    answer 1.3 s at a 1 s interval. While the jobs run, the listing answers the waits' polls: of the
+    polls each wait makes after it joined (``OWN_POLL_EVERY`` each), at most half are its own (one in
+    ``OWN_POLL_EVERY`` by the rule); then the jobs end (the emulator's clock) and every wait reports
+    its job's own verdict. One dialect: the pool and the shared poll do not depend on it.
+    """
+    emulator = platform_service
+    emulator.configure(processing_delay=3600)  # scheduled until the clock moves
+    settings = ConnectionSettings(base_url=emulator.base_url, token=emulator.token, api_key=emulator.api_key)
+    started_jobs = start_jobs(settings, inputs, 1, SLOW_WAITS)
+    polls, own = collections.Counter[str](), collections.Counter[str]()
+    shows_active = workflow_poll.WorkflowPoll.shows_active
+
+    async def counted(self: workflow_poll.WorkflowPoll, hook: Any, watch: Any, schedule: Any) -> bool:
+        served = await shows_active(self, hook, watch, schedule)
+        polls[watch.job_id] += 1
+        own[watch.job_id] += not served
+        return served
+
+    monkeypatch.setattr(workflow_poll.WorkflowPoll, "shows_active", counted)
+    emulator.clear_requests()
+    emulator.set_faults(path="/api/*", latency=SLOW_ANSWER)
+    deadline = time.time() + SLOW_DEADLINE
+    waits = [
+        asyncio.ensure_future(
+            first_event(WorkflowJobTrigger(job_id=job, deadline=deadline, poll_interval=SLOW_INTERVAL))
+        )
+        for _, job, _ in started_jobs
+    ]
+    started = time.monotonic()
+    while sum(polls.values()) < workflow_poll.OWN_POLL_EVERY * SLOW_WAITS:  # each wait's own turn came
+        assert not all(wait.done() for wait in waits), "the waits ended before the jobs did"
+        await asyncio.sleep(0.1)
+    running = time.monotonic() - started
+    status_reads = len(await asyncio.to_thread(emulator.requests, method="GET"))
+    own_polls, shared_polls = sum(own.values()), sum(polls.values())
+    await asyncio.to_thread(emulator.advance_clock, 10 * 3600)  # every job ends
+    events = await asyncio.gather(*waits)
+    emulator.clear_faults()
+    verdicts = [VERDICT[kind] for _, _, kind in started_jobs]
+    missed = [e for e, v in zip(events, verdicts, strict=True) if (e["status"], e["job_status"]) != v]
+    figures.update(
+        waits=SLOW_WAITS,
+        answer_seconds=SLOW_ANSWER,
+        interval_seconds=SLOW_INTERVAL,
+        missed_the_end=len(missed),
+        polls_while_running=shared_polls,
+        own_polls_while_running=own_polls,
+        requests_per_interval_while_running=round(status_reads / (running / SLOW_INTERVAL), 1),
+    )
+    assert not missed, f"{len(missed)} of {SLOW_WAITS} waits missed their job's end: {missed[:3]}"
+    assert own_polls <= shared_polls / 2, f"{own_polls} of {shared_polls} polls were the waits' own"
