@@ -242,9 +242,9 @@ def test_every_task_whose_job_carries_its_marker_adopts_it(
 ) -> None:
     """
     Issues #31 and #43 (4): ``TASKS`` tasks run one workflow at once (``mark_uploads=True``), and every
-    run answer is lost: a 502 after the service made the job, or the client's timeout while the run
-    waited its turn (the service makes it later). The listing leaves ``input_file_ids`` out, so a task
-    reads job records to find the one carrying its marker. Every task adopts its own job (the
+    run answer is lost: the service holds each run longer than its client waits (``LATE``), then makes
+    the job. The listing leaves ``input_file_ids`` out, so a task reads job records to find the one
+    carrying its marker. Every task adopts its own job (the
     emulator's outputs say which job processed which task's file: 0 foreign); no task reads a record
     twice, nor more records than the jobs of its send window (the workflow has no other jobs: at most
     ``TASKS``).
@@ -254,7 +254,9 @@ def test_every_task_whose_job_carries_its_marker_adopts_it(
     emulator.configure(processing_delay=5, jobs_list_file_ids=False)
     with WorkflowServiceHook(settings=settings) as hook:
         workflow_id = str(hook.create_workflow("lost-answers", "basic").id)
-    emulator.set_faults(path_regex=RUN_ROUTE, method="POST", errors=[502], phase="after")
+    # every run is held longer than its client waits, then made: each answer is lost, and each job is
+    # made after every client gave up, in an order no client sees (timing cannot tell them apart)
+    emulator.set_faults(path_regex=RUN_ROUTE, method="POST", latency=LATE)
     results: list[tuple[str, str | None, BaseException | None, list[str]]] = []
     start = threading.Barrier(TASKS)
 
