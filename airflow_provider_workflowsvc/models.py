@@ -342,7 +342,7 @@ class JobStatus(_TolerantEnum):
 
     @property
     def is_active(self) -> bool:
-        return self in (JobStatus.SCHEDULED, JobStatus.IN_PROGRESS)
+        return self in ACTIVE_JOB_STATUSES
 
     @property
     def wire_value(self) -> str:
@@ -358,13 +358,11 @@ class JobStatus(_TolerantEnum):
 _TERMINAL_JOB_STATUSES = frozenset(
     {JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS, JobStatus.FAILED, JobStatus.STOPPED}
 )
-LISTED_JOB_STATUSES = (
-    JobStatus.SCHEDULED,
-    JobStatus.IN_PROGRESS,
-    JobStatus.COMPLETED,
-    JobStatus.FAILED,
-    JobStatus.STOPPED,
-)
+ACTIVE_JOB_STATUSES = (JobStatus.SCHEDULED, JobStatus.IN_PROGRESS)
+"""A job's active statuses in the order of its lifecycle, which only moves on (scheduled, in progress,
+ended): listed one status after the other in this order, a job active throughout is in one of the
+listings even when it moves on between them; in the other order it can be in neither."""
+LISTED_JOB_STATUSES = (*ACTIVE_JOB_STATUSES, JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.STOPPED)
 """The statuses a job's record shows, the only ones a listing's ``status`` filter takes (the service
 refuses any other, 422): ``COMPLETED_WITH_ERRORS`` is the platform details' alone."""
 

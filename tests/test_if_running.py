@@ -93,6 +93,26 @@ def test_fail_refuses_beside_a_running_job_and_sends_nothing(service: Any, statu
     assert cancels(service) == 0
 
 
+@pytest.mark.parametrize("spelling", ["spec", "platform"])
+def test_a_job_that_starts_between_the_two_listings_is_seen(service: Any, spelling: str) -> None:
+    """Issue #43 (5): the running job moves on (scheduled → in progress) right after the first listing
+    is answered, whichever status that listing asked for. Listed in the lifecycle's order it is in one
+    of the two listings, and if_running='fail' sends nothing (in the other order it was in neither: the
+    workflow was run beside it)."""
+    statuses = {"spec": ("scheduled", "im progress"), "platform": ("SCHEDULED", "IN_PROGRESS")}[spelling]
+    asked: list[str] = []  # each status filter (in any spelling the hook tries), in the order asked
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(_spelled(request.url.params["status"]))
+        now = job("j0", statuses[len(set(asked)) > 1])  # it moves on once the second status is asked
+        return ok([now] if _spelled(now["status"]) == asked[-1] else [])
+
+    service.get("/jobs/", params={"workflow_id": WF}).mock(side_effect=answer)
+    with pytest.raises(WorkflowAlreadyRunningError, match=r"job j0 of workflow"):
+        op(if_running="fail").execute(ctx())
+    assert runs(service) == 0
+
+
 @pytest.mark.parametrize("if_running", ["wait", "fail"])
 def test_no_running_job_runs_the_workflow(service: Any, if_running: str) -> None:
     route_listing(service, job("old", "completed"), job("older", "failed"), honour_filter=False)

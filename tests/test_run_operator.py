@@ -410,21 +410,50 @@ def test_proving_a_lost_answer_reads_few_records_however_many_runs_went_with_it(
     assert len([r for r in reads if r != "j1"]) <= PROOF_READS
 
 
-def test_a_proof_that_would_need_more_reads_fails_closed_naming_the_jobs_left(
+def test_a_proof_that_needs_many_reads_still_adopts_its_own_job(
     mock_service: Any, no_backoff: list[float], a_file: str
 ) -> None:
-    """This run's job was made long before its answer came back (held, late): the closest records are
-    others'; past PROOF_READS the task fails closed, naming the jobs it could not rule out."""
+    """Issue #43 (4): this run's job was made long before its answer came back (held, late): the 40
+    records closest in time are others'. Every active job of the send window may be this run's and
+    only its record tells: each is read once, and the task adopts its own (it failed closed past
+    PROOF_READS before)."""
     from airflow_provider_workflowsvc.operators._submit import PROOF_READS
 
     run = mock_service.post(RUN).mock(side_effect=[httpx.Response(502)])
     listing, record = other_runs_and_ours(run, ours_age=1.9)
     route_listings(mock_service, no_backoff, listing)
     records = mock_service.get(path__regex=r"/jobs/(?P<job_id>[^/]+)$").mock(side_effect=record)
-    with pytest.raises(AmbiguousRunError, match=r"j1") as error:
+    route_job(mock_service, "j1")
+    assert op(files=a_file, run_grace_period=1, mark_uploads=True).execute(ctx())["job_id"] == "j1"
+    reads = [r.request.url.path.rsplit("/", 1)[-1] for r in records.calls]
+    searched = reads[: reads.index("j1") + 1]
+    assert len(searched) == len(set(searched)), "each record once"
+    assert len(searched) > PROOF_READS, "the closest records were others': the search went on past them"
+    assert run.call_count == 1
+
+
+def test_records_of_jobs_not_listed_active_are_read_at_most_proof_reads(
+    mock_service: Any, no_backoff: list[float], a_file: str
+) -> None:
+    """The run made no job, and 40 jobs of the send window had ended before they were looked for
+    (listed among the ended only, their files left out): PROOF_READS of their records are read, and
+    the task fails closed naming those it could not rule out."""
+    from airflow_provider_workflowsvc.operators._submit import PROOF_READS
+
+    run = mock_service.post(RUN).mock(side_effect=[httpx.Response(502)])
+    ended = [new_job(f"other-{i}", None, age=2.0 * i / 40, status="completed") for i in range(40)]
+    route_listings(mock_service, no_backoff, ended)
+    records = mock_service.get(path__regex=r"/jobs/(?P<job_id>[^/]+)$").mock(
+        side_effect=lambda request, job_id: ok(
+            {**new_job(job_id, None, status="completed"), "input_file_ids": [f"{job_id}__wfsvc-{0:016x}.txt"]}
+        )
+    )
+    with pytest.raises(AmbiguousRunError, match=r"other-") as error:
         op(files=a_file, run_grace_period=1, mark_uploads=True).execute(ctx())
     assert records.call_count == PROOF_READS
-    assert "other-0" not in str(error.value), "a job whose record was read is ruled out"
+    read = {r.request.url.path.rsplit("/", 1)[-1] for r in records.calls}
+    named = set(re.findall(r"other-\d+", str(error.value)))
+    assert named == {job["id"] for job in ended} - read, "the jobs whose records were read are ruled out"
     assert run.call_count == 1
 
 

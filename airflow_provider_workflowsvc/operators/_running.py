@@ -1,7 +1,9 @@
 """
 Whether a workflow has a job running now: the evidence ``RunWorkflowOperator(if_running=...)`` decides by.
 
-"Running" is what the service lists: a job of the workflow whose status is scheduled or in progress.
+"Running" is what the service lists: a job of the workflow whose status is scheduled or in progress,
+listed in that order (the lifecycle's): a job running throughout the check is in one of the two listings
+even when it starts between them (``models.ACTIVE_JOB_STATUSES``).
 The listing is read tolerantly (each status filter as the service spells statuses, a job in another
 status left out even when a service ignores the filter) and decided strictly: a listing that fails, or
 holds an item the provider cannot read, fails the task (it is never run beside a job that may be
@@ -18,19 +20,17 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_workflowsvc.exceptions import WorkflowAlreadyRunningError
-from airflow_provider_workflowsvc.models import JobStatus
+from airflow_provider_workflowsvc.models import ACTIVE_JOB_STATUSES
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
     from airflow_provider_workflowsvc.models import Job
 
-RUNNING = (JobStatus.IN_PROGRESS, JobStatus.SCHEDULED)
-
 
 def running_job(hook: WorkflowServiceHook, workflow_id: str, log: logging.Logger | Any) -> Job | None:
     """Return the workflow's running job (the newest of several), None when none is; see the module."""
     running: dict[str, Job] = {}
-    for status in RUNNING:
+    for status in ACTIVE_JOB_STATUSES:
         listed = hook.list_jobs(workflow_id=workflow_id, status=status)
         unreadable = getattr(listed, "skipped", ())
         if unreadable:

@@ -24,7 +24,11 @@ a job either.
 
 What is read is bounded by the jobs still active (the ``status`` filter): a job of this run is
 scheduled or in progress when it is first looked for; the ended jobs (the workflow's history) are
-read once, at the end of the grace period, only when the active ones did not show it. An on-demand
+read once, at the end of the grace period, only when the active ones did not show it. Where the
+listing leaves the file names out, the record of each active job made since the run was sent is read
+once (those made closest to it first, until one carries the marker), of the others ``PROOF_READS``:
+the reads grow with the runs sent at the same time (nothing but a record tells their jobs apart), never
+with the workflow's history. An on-demand
 job has no workflow to look in before its answer names one: its launch is looked for among all the
 account's jobs, in the same two steps (:class:`Sending`).
 
@@ -54,7 +58,7 @@ from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceQuotaError,
     WorkflowServiceResponseError,
 )
-from airflow_provider_workflowsvc.models import JobStatus
+from airflow_provider_workflowsvc.models import ACTIVE_JOB_STATUSES, JobStatus
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks._calls import LocalFile
@@ -78,14 +82,16 @@ _now = time.time
 """This worker's clock (tests replace the module's ``time.sleep``, never the clock)."""
 REFUSED_STATUS = frozenset({429, 503})
 """Answers that prove the service did not process the request and ask to be tried again."""
-ACTIVE = (JobStatus.SCHEDULED, JobStatus.IN_PROGRESS)
-"""The statuses of the active jobs (the hook spells each filter as the service does)."""
+ACTIVE = ACTIVE_JOB_STATUSES
+"""The statuses of the active jobs, in the order listed (the hook spells each filter as the service does)."""
 ENDED = (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.STOPPED)
 """The statuses of the ended jobs (the workflow's history)."""
 PROOF_READS = 6
-"""Job records (``GET /jobs/{id}``) one search reads at most when the listing leaves ``input_file_ids``
-out: those created closest to the run's sending first, each once. The bound does not grow with the
-workflow's other runs; a search that needs more fails closed, naming the jobs it could not rule out."""
+"""Job records (``GET /jobs/{id}``) of jobs not listed active one search reads at most when the listing
+leaves ``input_file_ids`` out (a job that ended before it was looked for, or the workflow's history when
+the clock cannot place it): past it the search fails closed, naming the jobs it could not rule out. An
+active job of the send window is always read (once): it may be this run's, and nothing but its record
+tells (docs/decisions.md, "Proof of one's own run")."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -367,12 +373,14 @@ class _Search:
     """
     One search for a run's job: the service's clock as its listings read it, and the job records it
     reads (``GET /jobs/{id}``) when a listing leaves out ``input_file_ids`` (a service may list only
-    some fields of its records): each at most once, ``PROOF_READS`` in all.
+    some fields of its records): each at most once; those of jobs not listed active, ``PROOF_READS`` at most.
     """
 
     def __init__(self, hook: WorkflowServiceHook, run: SentRun, log: Log) -> None:
         self.hook, self.run, self.log = hook, run, log
         self.read: dict[str, Job] = {}
+        self.inactive_reads = 0
+        """Records read of jobs never listed active: ``PROOF_READS`` at most."""
         self.ahead: float | None = None
         """Seconds the service's clock is ahead of this worker's at least, as its listings showed."""
 
@@ -407,19 +415,24 @@ class _Search:
         Return the jobs of ``listed`` the run could have created: inside the send window, and not
         another run's (a record that lists file names without this run's marker); each with its record
         when the listing left its files out: the records of those created closest in time to the run's
-        sending first, until one carries its marker or ``PROOF_READS`` are spent (the others stay
-        unproven: the search fails closed on them).
+        sending first (an order that only saves reads), until one carries its marker. Every job listed
+        active is read; of the others, ``PROOF_READS`` in all (those left stay unproven: the search
+        fails closed on them).
         """
         run = self.run
         found = [job for job in listed if self._in_window(job) and run.carried_by(job) is not False]
         if not run.files or run.marker is None:
             return found  # a record can prove nothing of a run without a marker
         unread = [job for job in found if job.input_file_ids is None and job.id not in self.read]
-        for job in self._closest_to_making(unread)[: PROOF_READS - len(self.read)]:
+        for job in self._closest_to_making(unread):
+            active = job.status in ACTIVE
+            if not active and self.inactive_reads == PROOF_READS:
+                continue
+            self.inactive_reads += not active
             self.read[job.id] = record = self.hook.get_job(job.id)
             if run.carried_by(record):
                 break
-        return [self.read.get(job.id, job) if job.input_file_ids is None else job for job in found]
+        return [self.read.get(job.id, job) for job in found]
 
     def _in_window(self, job: Job) -> bool:
         """

@@ -164,10 +164,10 @@ class JobListing:
         filter in either spelling is skipped). None: a listing failed for now.
         """
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceApiError
-        from airflow_provider_workflowsvc.models import JobStatus
+        from airflow_provider_workflowsvc.models import ACTIVE_JOB_STATUSES
 
         found: dict[str, Job] = {}
-        for status in (JobStatus.SCHEDULED, JobStatus.IN_PROGRESS):
+        for status in ACTIVE_JOB_STATUSES:
             try:
                 jobs = await _listed(self._hook, self._workflow_id, None, "next listing", status=status)
             except WorkflowServiceApiError as exc:
