@@ -107,6 +107,14 @@ def poll_once(hook: WorkflowServiceHook, watch: JobWatch) -> JobOutcome | None:
     job = hook.get_job(watch.job_id) if details.processing_status is JobStatus.UNKNOWN else None
     if not watch.observe(details, job):
         return None
+    return read_end(hook, watch, job)
+
+
+def read_end(hook: WorkflowServiceHook, watch: JobWatch, job: Job | None = None) -> JobOutcome | None:
+    """
+    Read the end of a job its details showed terminal: its record (read now unless given), which must
+    agree (else None: it goes on), then its failed files and the documents of its outputs.
+    """
     job = job or hook.get_job(watch.job_id)
     if not watch.confirmed_by(job):
         return None
@@ -142,6 +150,26 @@ def _unread_document(job: Job, file_id: str, exc: Exception, log: Log) -> str | 
     return None
 
 
+def _read_seen_end(hook: WorkflowServiceHook, watch: JobWatch, schedule: PollSchedule) -> JobOutcome | None:
+    """
+    Read the end of a job its last poll saw ended, those reads cut by the deadline: a slow service
+    delays the report of an end it gave in time, it does not make it a timeout (None: still unread).
+    """
+    try:
+        with deadline(schedule.end_cutoff()):
+            return read_end(hook, watch)
+    except Exception as exc:
+        _end_unread(exc, watch)
+        return None
+
+
+def _end_unread(exc: Exception, watch: JobWatch) -> None:
+    """Log that the end of a job seen ended was not read in time (re-raise an error no wait survives)."""
+    if not is_transient(exc):
+        raise exc
+    watch.log.warning("Job %s ended, but reading its end failed or took too long (%s)", watch.job_id, exc)
+
+
 def wait_for_job(
     hook: WorkflowServiceHook,
     watch: JobWatch,
@@ -159,6 +187,9 @@ def wait_for_job(
             continue
         if outcome is not None:
             return outcome
+    outcome = _read_seen_end(hook, watch, schedule) if watch.ended else None
+    if outcome is not None:
+        return outcome
     sleep(schedule.rest())
     return watch.timed_out()
 
@@ -313,6 +344,13 @@ async def apoll_once(hook: WorkflowServiceAsyncHook, watch: JobWatch) -> JobOutc
     job = await hook.get_job(watch.job_id) if details.processing_status is JobStatus.UNKNOWN else None
     if not watch.observe(details, job):
         return None
+    return await aread_end(hook, watch, job)
+
+
+async def aread_end(
+    hook: WorkflowServiceAsyncHook, watch: JobWatch, job: Job | None = None
+) -> JobOutcome | None:
+    """:func:`read_end`, awaited (the failed files and the documents read at once)."""
     job = job or await hook.get_job(watch.job_id)
     if not watch.confirmed_by(job):
         return None
@@ -320,6 +358,20 @@ async def apoll_once(hook: WorkflowServiceAsyncHook, watch: JobWatch) -> JobOutc
         hook.get_job_failed_files(watch.job_id), aoutput_documents(hook, job, watch.log)
     )
     return watch.outcome(job, failed.failed_files, documents)
+
+
+async def _aread_seen_end(
+    hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule
+) -> JobOutcome | None:
+    """:func:`_read_seen_end`, awaited (cut at the same moment, no request outlives it)."""
+    until = schedule.end_cutoff()
+    try:
+        with deadline(until):
+            outcome: JobOutcome | None = await _bounded(aread_end(hook, watch), until)
+            return outcome
+    except Exception as exc:
+        _end_unread(exc, watch)
+        return None
 
 
 async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
@@ -368,6 +420,9 @@ async def await_job(
             continue
         if outcome is not None:
             return outcome
+    outcome = await _aread_seen_end(hook, watch, schedule) if watch.ended else None
+    if outcome is not None:
+        return outcome
     await asyncio.sleep(schedule.rest())
     return watch.timed_out()
 

@@ -36,6 +36,10 @@ PROGRESS_LOG_EVERY = 60.0
 """Seconds between two progress lines of one job while its status stays the same."""
 FINAL_POLL_RESERVE = 5.0
 """Seconds a wait that starts past its deadline gives its one poll."""
+END_READ_RESERVE = 60.0
+"""Seconds past its deadline a wait gives the reads of a job's end its details showed before the
+deadline (record, failed files, documents): a slow or busy service delays the report of an end it
+already gave, it does not turn it into a timeout (issue #43: 80 waits on 20 connections, 1.3 s answers)."""
 POLL_GRID = 0.1
 """Seconds: polls of intervals of a second or more start on this grid of the clock, so the waits of one
 triggerer that are due within the same tenth of a second wake together, in one turn of the event loop.
@@ -69,6 +73,11 @@ class JobWatch:
         """The per-node progress last logged (and ``_progress_at``, when)."""
         self._progress_at = 0.0
         self._warned: set[str] = set()
+
+    @property
+    def ended(self) -> bool:
+        """Whether the job was last seen in a final status (its end's reads may still be due)."""
+        return self.status is not None and self.status.is_terminal
 
     @property
     def elapsed(self) -> float:
@@ -256,6 +265,10 @@ class PollSchedule:
             return pause
         now = time.time()
         return math.ceil((now + pause) / POLL_GRID) * POLL_GRID - now
+
+    def end_cutoff(self) -> float:
+        """When the reads of a job's end seen before the deadline must end: ``END_READ_RESERVE`` from now."""
+        return max(self.cutoff, time.time() + END_READ_RESERVE)
 
     def rest(self) -> float:
         """
