@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 
 import pytest
+from helpers import details_json, failed_json, job_json
 
+from airflow_provider_workflowsvc.models import Job, JobDetails, JobFailedFiles
+from airflow_provider_workflowsvc.wait.poll import await_job, wait_for_job
 from airflow_provider_workflowsvc.wait.watch import (
+    END_READ_RESERVE,
     FINAL_POLL_LEAD,
     FINAL_POLL_RESERVE,
     POLL_GRID,
+    JobWatch,
     PollSchedule,
 )
 
@@ -102,3 +109,46 @@ def test_a_wait_within_its_deadline_has_no_extra_poll() -> None:
     assert schedule.next_pause() is not None
     assert schedule.cutoff == schedule.deadline
     assert schedule.next_pause() is None
+
+
+class _SlowEndHook:
+    """A service whose details say the job ended, and whose first read of the record is cut by the
+    wait's deadline (as a pool busy reading other jobs' ends cuts it); later reads answer (issue #43)."""
+
+    def __init__(self) -> None:
+        self.record_reads = 0
+
+    def get_job_details(self, job_id: str) -> JobDetails:
+        return JobDetails.model_validate(details_json(job_id, "COMPLETED"))
+
+    def get_job(self, job_id: str) -> Job:
+        self.record_reads += 1
+        if self.record_reads == 1:
+            raise TimeoutError("the deadline has passed")
+        return Job.model_validate(job_json(job_id, "COMPLETED"))
+
+    def get_job_failed_files(self, job_id: str) -> JobFailedFiles:
+        return JobFailedFiles.model_validate(failed_json())
+
+
+class _AsyncSlowEndHook(_SlowEndHook):
+    async def get_job_details(self, job_id: str) -> JobDetails:  # type: ignore[override]
+        return super().get_job_details(job_id)
+
+    async def get_job(self, job_id: str) -> Job:  # type: ignore[override]
+        return super().get_job(job_id)
+
+    async def get_job_failed_files(self, job_id: str) -> JobFailedFiles:  # type: ignore[override]
+        return super().get_job_failed_files(job_id)
+
+
+def test_a_job_seen_ended_before_the_deadline_is_reported_not_timed_out() -> None:
+    """The details said the job ended; the deadline cut the reads of its end: they are made again, past
+    the deadline (``END_READ_RESERVE``), in the sync wait and its awaited twin."""
+    hook, watch = _SlowEndHook(), JobWatch("j1", logging.getLogger(__name__))
+    outcome = wait_for_job(hook, watch, PollSchedule(time.time() + 0.05, 1.0), sleep=lambda _: None)  # type: ignore[arg-type]
+    assert (outcome.status, outcome.job_status, hook.record_reads) == ("success", "completed", 2)
+    ahook, awatch = _AsyncSlowEndHook(), JobWatch("j1", logging.getLogger(__name__))
+    aoutcome = asyncio.run(await_job(ahook, awatch, PollSchedule(time.time() + 0.05, 1.0)))  # type: ignore[arg-type]
+    assert (aoutcome.status, aoutcome.job_status, ahook.record_reads) == ("success", "completed", 2)
+    assert PollSchedule(time.time(), 1.0).end_cutoff() > time.time() + END_READ_RESERVE - 1

@@ -2,7 +2,8 @@
 The requests behind a wait, sync (operator, sensor) and async (trigger); the meaning is in :mod:`.outcome`.
 
 Every request of a wait ends by the wait's deadline (:func:`~.hooks.workflowsvc.deadline`: timeouts cut
-to the time left, no retry past it), and a cancel sent when a task ends gets ``CANCEL_BUDGET`` seconds.
+to the time left, no retry past it), but the reads of a job's end its details showed before the deadline
+(``END_READ_RESERVE`` more seconds); a cancel sent when a task ends gets ``CANCEL_BUDGET`` seconds.
 
 One poll is ONE request (``GET /jobs/{id}/details``: status and per-node counts), plus ``GET /jobs/{id}``
 only when the details carry a status this provider does not know. Once the job is terminal, two more

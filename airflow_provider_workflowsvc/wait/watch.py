@@ -212,7 +212,7 @@ class PollSchedule:
     """
     Poll every ``interval`` s; the last poll ``FINAL_POLL_LEAD`` s (at most one interval) before the
     deadline, none after; the wait then ends at the deadline (:meth:`rest`), so it lasts the timeout
-    the user set, and no request outlives it.
+    the user set, and no request outlives it but the reads of an end seen before it (:meth:`end_cutoff`).
 
     The first pause is lengthened by a random part of up to a fifth of the interval, so that many waits
     deferred together (a backfill, a mapped task) do not poll the service in lockstep; lengthening, not
