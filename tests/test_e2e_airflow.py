@@ -180,8 +180,8 @@ def test_example_dag_succeeds_and_waits_in_the_triggerer(
 ON_DEMAND_TASK = "run_on_demand"
 KILLED = {RUN_TASK: "job_id", ON_DEMAND_TASK: "job_ids"}
 """The deferred tasks of the long-job DAG, with the XCom key of their jobs."""
-LEFT_BY_ACTION = {"failed": "failed", "success": "success", "clear": None}
-"""The state each user action leaves the deferred tasks in."""
+LEFT_BY_ACTION = {"failed": "failed", "success": "success", "clear": "scheduled"}
+"""The state each user action leaves the deferred tasks in (cleared: scheduled again, held there)."""
 
 
 @pytest.mark.parametrize("action", list(LEFT_BY_ACTION))
@@ -211,31 +211,45 @@ def test_a_user_ending_the_deferred_tasks_cancels_their_jobs(
     running = {job_id: emulator_job_status(emulator, job_id) for job_id in job_ids}
     assert not set(running.values()) & {"completed", "failed", "stopped"}, running
 
-    if action == "clear":  # paused, so the cleared tasks stay cleared (no new try) until the test ends
-        airflow.api("PATCH", f"/dags/{LONG_DAG}", json={"is_paused": True})
-        airflow.api(
-            "POST",
-            f"/dags/{LONG_DAG}/clearTaskInstances",
-            json={"dry_run": False, "dag_run_id": run_id, "task_ids": list(KILLED), "only_failed": False},
-        )
-    else:
-        for task_id in KILLED:
-            airflow.mark_task_instance(LONG_DAG, run_id, task_id, action)
-
     def cancels(job_id: str) -> list[dict[str, Any]]:
         return list(emulator.requests(method="POST", path_contains=f"/jobs/{job_id}/cancel"))
 
-    _wait_for(lambda: all(cancels(j) for j in job_ids), timeout=45, what="each trigger's on_kill to cancel")
-    for task_id, ids in jobs.items():
-        for job_id in ids:
-            assert emulator_job_status(emulator, job_id) == "stopped", (task_id, job_id)
-            assert [c["status"] < 300 for c in cancels(job_id)] == [True], (task_id, job_id)
-        assert airflow.task_instance(LONG_DAG, run_id, task_id)["state"] == LEFT_BY_ACTION[action], task_id
-    if action == "clear":  # end the cleared run as a user would, then let the DAG run again
-        airflow.api("PATCH", f"/dags/{LONG_DAG}/dagRuns/{run_id}", json={"state": "failed"})
-        airflow.api("PATCH", f"/dags/{LONG_DAG}", json={"is_paused": False})
+    slots = airflow.api("GET", "/pools/default_pool")["slots"]
+    try:
+        if action == "clear":
+            # Airflow ends a cleared task's trigger once the scheduler has scheduled the task again (its
+            # trigger cleanup skips a task whose state is None); without a slot the new try cannot start
+            # (and defer again) before the assertions.
+            _set_default_pool_slots(airflow, 0)
+            airflow.api(
+                "POST",
+                f"/dags/{LONG_DAG}/clearTaskInstances",
+                json={"dry_run": False, "dag_run_id": run_id, "task_ids": list(KILLED), "only_failed": False},
+            )
+        else:
+            for task_id in KILLED:
+                airflow.mark_task_instance(LONG_DAG, run_id, task_id, action)
+        _wait_for(
+            lambda: all(cancels(j) for j in job_ids), timeout=60, what="each trigger's on_kill to cancel"
+        )
+        for task_id, ids in jobs.items():
+            for job_id in ids:
+                assert emulator_job_status(emulator, job_id) == "stopped", (task_id, job_id)
+                assert [c["status"] < 300 for c in cancels(job_id)] == [True], (task_id, job_id)
+            assert airflow.task_instance(LONG_DAG, run_id, task_id)["state"] == LEFT_BY_ACTION[action], (
+                task_id
+            )
+    finally:
+        if action == "clear":  # end the cleared run as a user would, then give the slots back
+            for task_id in KILLED:
+                airflow.mark_task_instance(LONG_DAG, run_id, task_id, "failed")
+            _set_default_pool_slots(airflow, slots)
     finished = airflow.wait_for_run(LONG_DAG, run_id, timeout=60)["state"]
     assert finished == ("success" if action == "success" else "failed")
+
+
+def _set_default_pool_slots(airflow: LocalAirflow, slots: int) -> None:
+    airflow.api("PATCH", "/pools/default_pool", params={"update_mask": "slots"}, json={"slots": slots})
 
 
 def emulator_job_status(emulator: Any, job_id: str) -> str:

@@ -9,6 +9,10 @@ triggerers (``scripts/local_airflow.py``'s distributed shape) and the emulator a
   absolute deadline as before the kill, one try, and one event each: one read of its job's failed
   files, which a trigger makes once, to build the event it fires (the emulator's request log, not
   the trigger logs, whose last lines a busy triggerer may not write).
+* A paused triggerer cancels no job: one triggerer gets SIGSTOP (a GC pause, a frozen container)
+  until Airflow hands its 10 triggers to the other, then SIGCONT; the woken triggerer ends the triggers
+  it lost and Airflow 3.3.0 to 3.3.2 run their ``on_kill`` as for a user's mark: the tasks are still
+  deferred, so no cancel request reaches the emulator and every task succeeds with its own job, one try.
 * Worker crash: the Celery worker's process group gets SIGKILL while a durable, non-deferrable task
   waits for its job; a new worker runs the retry, which reattaches to the stored job (Airflow 3.3
   durable execution): one job in the emulator, one run request.
