@@ -314,8 +314,7 @@ async def test_on_kill_that_cannot_read_the_task_state_cancels_nothing(
         task_state(trigger, RuntimeError("the supervisor is gone"))
     elif unreadable == "supervisor hangs":
         monkeypatch.setattr("airflow_provider_workflowsvc.wait.poll.CANCEL_BUDGET", 0.05)
-        supervisor = task_state(trigger)
-        monkeypatch.setattr(supervisor, "asend", lambda msg: asyncio.Event().wait())
+        task_state(trigger, asyncio.Event())
     await trigger.on_kill()
     assert cancel.call_count == 0
     out = capsys.readouterr().out
