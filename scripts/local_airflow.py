@@ -348,6 +348,12 @@ class LocalAirflow:
         self.components.remove(component)
         return component
 
+    def signal_component(self, name: str, signum: int) -> Component:
+        """Send ``signum`` to component ``name``'s whole process group (SIGSTOP: a pause; SIGCONT ends it)."""
+        component = self.component(name)
+        os.killpg(component.pid, signum)
+        return component
+
     def _migrate(self, timeout: float) -> None:
         """
         ``airflow db migrate``; with ``db_template``, copy a DB migrated earlier instead (and keep a

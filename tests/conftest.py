@@ -39,6 +39,7 @@ from helpers import (  # noqa: E402
     ConnectionStore,
     ManualClock,
     MetricsRecorder,
+    TriggererSupervisor,
     connect,
     run_dag,
 )
@@ -206,6 +207,26 @@ def recorded_metrics(monkeypatch: pytest.MonkeyPatch) -> Any:
     recorder = MetricsRecorder()
     monkeypatch.setattr(metrics, "_stats", lambda: recorder)
     return recorder
+
+
+@pytest.fixture
+def task_state(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """
+    ``task_state(trigger, state="failed")``: the trigger runs for task ``d/r/t`` in a triggerer whose
+    supervisor reports ``state`` for it (``failed``: the user marked it; ``deferred``: the trigger moved to
+    another triggerer), as its ``on_kill`` asks before cancelling; returns the supervisor.
+    """
+    from types import SimpleNamespace
+
+    from airflow.sdk.execution_time import task_runner
+
+    def running_for(trigger: Any, state: Any = "failed", map_index: int = -1) -> TriggererSupervisor:
+        trigger.task_instance = SimpleNamespace(dag_id="d", run_id="r", task_id="t", map_index=map_index)
+        supervisor = TriggererSupervisor(state)
+        monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", supervisor, raising=False)
+        return supervisor
+
+    return running_for
 
 
 @pytest.fixture

@@ -289,3 +289,34 @@ class MetricsRecorder:
 
     def names(self) -> set[str]:
         return {name for name, _, _ in self.sent}
+
+
+class TriggererSupervisor:
+    """
+    The triggerer's supervisor as a trigger's ``on_kill`` meets it (``SUPERVISOR_COMMS``): it answers
+    ``GetTaskStates`` with ``state`` for the asked task (an exception: raised instead; an
+    ``asyncio.Event``: no answer until it is set) and keeps those
+    asks; anything else (the secrets a hook masks) it takes without an answer.
+    """
+
+    def __init__(self, state: Any) -> None:
+        self.state = state
+        self.asked: list[Any] = []
+
+    def send(self, msg: Any) -> None:
+        return None
+
+    async def asend(self, msg: Any) -> Any:
+        from airflow.sdk.execution_time.comms import GetTaskStates, TaskStatesResult
+
+        if not isinstance(msg, GetTaskStates):
+            return None
+        self.asked.append(msg)
+        if isinstance(self.state, BaseException):
+            raise self.state
+        if isinstance(self.state, asyncio.Event):  # no answer before the event is set
+            await self.state.wait()
+            return None
+        (task_id,) = msg.task_ids
+        key = task_id if msg.map_index is None or msg.map_index < 0 else f"{task_id}_{msg.map_index}"
+        return TaskStatesResult(task_states={run_id: {key: self.state} for run_id in msg.run_ids})

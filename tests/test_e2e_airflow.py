@@ -3,9 +3,10 @@ SQLite) and the emulator as a subprocess: what ``dag.test()`` cannot show.
 
 * The local-files example DAG succeeds; its run task really deferred and the trigger ran in the
   triggerer (the trigger's own log lines, in the triggerer's log file and through the REST logs API).
-* Marking the deferred task failed through the REST API makes the triggerer call the trigger's
-  ``on_kill``, which cancels the job: the emulator's job is ``stopped`` and its request log holds the
-  cancel POST.
+* Marking the deferred tasks failed or success, or clearing them, through the REST API makes the
+  triggerer call the triggers' ``on_kill``, which finds the task no longer deferred and cancels the
+  jobs (``RunWorkflowOperator``'s and ``RunOnDemandJobOperator``'s): the emulator's jobs are
+  ``stopped`` and its request log holds one cancel POST each.
 * A connection stored in the metadata DB, its token rotated while the task is deferred: the trigger's
   refused poll reads it again and the wait goes on to success; ``execution_timeout`` bounds a deferred
   wait: the task fails as a timeout at it and the job is cancelled.
@@ -136,8 +137,8 @@ def _wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.5) 
         time.sleep(interval)
 
 
-def _trigger_log_text(airflow: LocalAirflow, dag_id: str, run_id: str) -> str:
-    return "\n".join(p.read_text() for p in airflow.trigger_log_files(dag_id, run_id, RUN_TASK))
+def _trigger_log_text(airflow: LocalAirflow, dag_id: str, run_id: str, task_id: str = RUN_TASK) -> str:
+    return "\n".join(p.read_text() for p in airflow.trigger_log_files(dag_id, run_id, task_id))
 
 
 def test_example_dag_succeeds_and_waits_in_the_triggerer(
@@ -176,41 +177,79 @@ def test_example_dag_succeeds_and_waits_in_the_triggerer(
     assert len(emulator.requests(method="GET", path_contains=f"/jobs/{job_id}/download")) == 4 + 4
 
 
-def test_marking_the_deferred_task_failed_cancels_the_job(stack: tuple[LocalAirflow, Any]) -> None:
+ON_DEMAND_TASK = "run_on_demand"
+KILLED = {RUN_TASK: "job_id", ON_DEMAND_TASK: "job_ids"}
+"""The deferred tasks of the long-job DAG, with the XCom key of their jobs."""
+LEFT_BY_ACTION = {"failed": "failed", "success": "success", "clear": "scheduled"}
+"""The state each user action leaves the deferred tasks in (cleared: scheduled again, held there)."""
+
+
+@pytest.mark.parametrize("action", list(LEFT_BY_ACTION))
+def test_a_user_ending_the_deferred_tasks_cancels_their_jobs(
+    stack: tuple[LocalAirflow, Any], action: str
+) -> None:
+    """Marking the deferred tasks failed or success, or clearing them, makes the triggerer call each
+    trigger's ``on_kill``: it finds its task no longer deferred and cancels the jobs (the run task's
+    and the on-demand task's), one cancel request each; the jobs end ``stopped``."""
     airflow, emulator = stack
     emulator.configure(processing_delay=SLOW)
 
     run_id = airflow.trigger_dag(LONG_DAG)
-    airflow.wait_for_task_state(LONG_DAG, run_id, RUN_TASK, ["deferred"], timeout=90)
-    job_id = airflow.xcom(LONG_DAG, run_id, RUN_TASK, key="job_id")
-    assert job_id
-    # Wait until the trigger runs in the triggerer (on_kill is only called for a running trigger).
-    _wait_for(
-        lambda: f"Waiting for job {job_id}" in _trigger_log_text(airflow, LONG_DAG, run_id),
-        timeout=60,
-        what="the trigger to start in the triggerer",
-    )
-    emulator.advance_clock(SLOW + 1)  # out of "scheduled": the job is now processing its file
-    assert emulator_job_status(emulator, job_id) == "in progress"
+    jobs: dict[str, list[str]] = {}
+    for task_id, key in KILLED.items():
+        airflow.wait_for_task_state(LONG_DAG, run_id, task_id, ["deferred"], timeout=90)
+        pushed = airflow.xcom(LONG_DAG, run_id, task_id, key=key)
+        jobs[task_id] = [pushed] if isinstance(pushed, str) else list(pushed)
+        # on_kill is only called for a trigger running in the triggerer
+        _wait_for(
+            lambda task_id=task_id: "Waiting for" in _trigger_log_text(airflow, LONG_DAG, run_id, task_id),
+            timeout=60,
+            what=f"{task_id}'s trigger to start in the triggerer",
+        )
+    job_ids = [job_id for ids in jobs.values() for job_id in ids]
+    emulator.advance_clock(SLOW + 1)  # out of "scheduled": the jobs now process their file
+    running = {job_id: emulator_job_status(emulator, job_id) for job_id in job_ids}
+    assert not set(running.values()) & {"completed", "failed", "stopped"}, running
 
-    airflow.mark_task_failed(LONG_DAG, run_id, RUN_TASK)
+    def cancels(job_id: str) -> list[dict[str, Any]]:
+        return list(emulator.requests(method="POST", path_contains=f"/jobs/{job_id}/cancel"))
 
-    _wait_for(
-        lambda: emulator.requests(method="POST", path_contains=f"/jobs/{job_id}/cancel"),
-        timeout=45,
-        what="the trigger's on_kill to send the cancel",
-    )
-    assert emulator_job_status(emulator, job_id) == "stopped"
-    cancels = emulator.requests(method="POST", path_contains=f"/jobs/{job_id}/cancel")
-    assert len(cancels) == 1
-    assert cancels[0]["status"] < 300
-    _wait_for(
-        lambda: f"Asked the service to cancel job {job_id}" in _trigger_log_text(airflow, LONG_DAG, run_id),
-        timeout=30,
-        what="the trigger's cancel log line",
-    )
-    assert airflow.task_instance(LONG_DAG, run_id, RUN_TASK)["state"] == "failed"
-    assert airflow.wait_for_run(LONG_DAG, run_id, timeout=60)["state"] == "failed"
+    slots = airflow.api("GET", "/pools/default_pool")["slots"]
+    try:
+        if action == "clear":
+            # Airflow ends a cleared task's trigger once the scheduler has scheduled the task again (its
+            # trigger cleanup skips a task whose state is None); without a slot the new try cannot start
+            # (and defer again) before the assertions.
+            _set_default_pool_slots(airflow, 0)
+            airflow.api(
+                "POST",
+                f"/dags/{LONG_DAG}/clearTaskInstances",
+                json={"dry_run": False, "dag_run_id": run_id, "task_ids": list(KILLED), "only_failed": False},
+            )
+        else:
+            for task_id in KILLED:
+                airflow.mark_task_instance(LONG_DAG, run_id, task_id, action)
+        _wait_for(
+            lambda: all(cancels(j) for j in job_ids), timeout=60, what="each trigger's on_kill to cancel"
+        )
+        for task_id, ids in jobs.items():
+            for job_id in ids:
+                assert emulator_job_status(emulator, job_id) == "stopped", (task_id, job_id)
+                assert [c["status"] < 300 for c in cancels(job_id)] == [True], (task_id, job_id)
+            assert airflow.task_instance(LONG_DAG, run_id, task_id)["state"] == LEFT_BY_ACTION[action], (
+                task_id
+            )
+    finally:
+        if action == "clear":  # end the cleared run as a user would, then give the slots back
+            for task_id in KILLED:
+                airflow.mark_task_instance(LONG_DAG, run_id, task_id, "failed")
+            _set_default_pool_slots(airflow, slots)
+    finished = airflow.wait_for_run(LONG_DAG, run_id, timeout=60)["state"]
+    assert finished == ("success" if action == "success" else "failed")
+
+
+def _set_default_pool_slots(airflow: LocalAirflow, slots: int) -> None:
+    airflow.api("PATCH", "/pools/default_pool", params={"update_mask": "slots"}, json={"slots": slots})
 
 
 def emulator_job_status(emulator: Any, job_id: str) -> str:
@@ -433,7 +472,7 @@ def test_a_sensor_on_a_known_job_starts_in_the_triggerer(
         assert airflow.xcom(SENSOR_DAG, run_id, task_id, key="job_id") == job.id
         assert airflow.trigger_log_files(SENSOR_DAG, run_id, task_id), f"{task_id} never deferred"
     # started in the triggerer: the trigger rendered the templated job id, and ended the task there
-    in_trigger_log = _trigger_log_text_of(airflow, run_id, "in_triggerer")
+    in_trigger_log = _trigger_log_text(airflow, SENSOR_DAG, run_id, "in_triggerer")
     assert f"Waiting for job {job.id}" in in_trigger_log
     assert "the task ends here, without a worker" in in_trigger_log
     direct = worker_sessions(airflow, SENSOR_DAG, run_id, "in_triggerer")
@@ -464,10 +503,6 @@ def service_hook(emulator: Any) -> Any:
 
     settings = ConnectionSettings(base_url=emulator.base_url, token=emulator.token, api_key=emulator.api_key)
     return WorkflowServiceHook(settings=settings)
-
-
-def _trigger_log_text_of(airflow: LocalAirflow, run_id: str, task_id: str) -> str:
-    return "\n".join(p.read_text() for p in airflow.trigger_log_files(SENSOR_DAG, run_id, task_id))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from airflow.sdk._shared.module_loading import import_string
 from helpers import FAKE_WORKFLOW_ID, details_json, failed_json, job_json, route_documents
 
 from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
+from airflow_provider_workflowsvc.triggers.jobs import WorkflowJobsTrigger
 
 NODES_RUNNING = (("partition", 1, 1, 0, 0), ("embed", 2, 0, 0, 0))
 NODES_DONE = (("partition", 0, 0, 2, 0), ("embed", 0, 0, 2, 0))
@@ -253,27 +254,103 @@ async def test_find_phase_times_out_without_a_job(mock_service: Any) -> None:
     assert "no job of workflow" in payload["message"]
 
 
-async def test_on_kill_cancels_the_job(mock_service: Any) -> None:
+def waiting_for_j1(kind: str) -> WorkflowJobTrigger | WorkflowJobsTrigger:
+    """A trigger of either kind that waits for job ``j1``."""
+    if kind == "job":
+        return make()
+    return WorkflowJobsTrigger(job_ids=["j1"], deadline=time.time() + 10, poll_interval=0.01)
+
+
+BOTH_TRIGGERS = pytest.mark.parametrize("kind", ["job", "jobs"])
+
+
+@BOTH_TRIGGERS
+@pytest.mark.parametrize(
+    "state", ["failed", "success", "skipped", None, "scheduled", "running", "restarting"]
+)
+async def test_on_kill_cancels_when_the_task_is_no_longer_deferred(
+    mock_service: Any, task_state: Any, kind: str, state: str | None
+) -> None:
+    """A user marked the task (failed, success, skipped) or cleared it (None, then on its way to run
+    again): the trigger asks the supervisor for its task's state, then cancels."""
     cancel = mock_service.post("/jobs/j1/cancel").mock(return_value=httpx.Response(200))
-    await make().on_kill()
+    trigger = waiting_for_j1(kind)
+    supervisor = task_state(trigger, state)
+    await trigger.on_kill()
     assert cancel.call_count == 1
+    (asked,) = supervisor.asked
+    assert (asked.dag_id, asked.run_ids, asked.task_ids, asked.map_index) == ("d", ["r"], ["t"], -1)
 
 
-async def test_on_kill_of_an_ended_job_is_quiet(mock_service: Any, capsys: Any) -> None:
+@BOTH_TRIGGERS
+@pytest.mark.parametrize("state", ["deferred", "up_for_retry"])
+async def test_on_kill_of_a_trigger_another_triggerer_holds_cancels_nothing(
+    mock_service: Any, task_state: Any, capsys: Any, kind: str, state: str
+) -> None:
+    """Airflow 3.3.0 to 3.3.2 runs on_kill on a triggerer that lost the trigger (apache/airflow PR
+    #73454): the task is still deferred, its wait goes on elsewhere, so the job is left running."""
+    cancel = mock_service.post("/jobs/j1/cancel").mock(return_value=httpx.Response(200))
+    trigger = waiting_for_j1(kind)
+    task_state(trigger, state)
+    await trigger.on_kill()
+    assert cancel.call_count == 0
+    assert f"j1 running: the task is still {state}" in capsys.readouterr().out
+
+
+@BOTH_TRIGGERS
+@pytest.mark.parametrize("unreadable", ["no task instance", "supervisor fails", "supervisor hangs"])
+async def test_on_kill_that_cannot_read_the_task_state_cancels_nothing(
+    mock_service: Any,
+    task_state: Any,
+    capsys: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    kind: str,
+    unreadable: str,
+) -> None:
+    """Fail closed: without the task's state there is no evidence a user ended it; warn, cancel nothing."""
+    cancel = mock_service.post("/jobs/j1/cancel").mock(return_value=httpx.Response(200))
+    trigger = waiting_for_j1(kind)
+    if unreadable == "supervisor fails":
+        task_state(trigger, RuntimeError("the supervisor is gone"))
+    elif unreadable == "supervisor hangs":
+        monkeypatch.setattr("airflow_provider_workflowsvc.wait.poll.CANCEL_BUDGET", 0.05)
+        task_state(trigger, asyncio.Event())
+    await trigger.on_kill()
+    assert cancel.call_count == 0
+    out = capsys.readouterr().out
+    assert "j1 running: could not read the task's state" in out
+    assert "()" not in out  # the reason is named (a timeout's is empty)
+    assert "[warning" in out.lower()
+
+
+async def test_on_kill_reads_the_state_of_its_mapped_task(mock_service: Any, task_state: Any) -> None:
+    cancel = mock_service.post("/jobs/j1/cancel").mock(return_value=httpx.Response(200))
+    trigger = make()
+    supervisor = task_state(trigger, "failed", map_index=3)
+    await trigger.on_kill()
+    assert cancel.call_count == 1
+    assert supervisor.asked[0].map_index == 3
+
+
+async def test_on_kill_of_an_ended_job_is_quiet(mock_service: Any, task_state: Any, capsys: Any) -> None:
     mock_service.post("/jobs/j1/cancel").mock(return_value=httpx.Response(409, json={"detail": "job ended"}))
-    await make().on_kill()
+    trigger = make()
+    task_state(trigger)
+    await trigger.on_kill()
     assert "already ended" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("status", "said"), [("stopped", "is stopped"), ("in progress", "Could not cancel")])
 async def test_a_cancel_whose_answer_is_lost_is_verified(
-    mock_service: Any, capsys: Any, status: str, said: str
+    mock_service: Any, task_state: Any, capsys: Any, status: str, said: str
 ) -> None:
     """The cancel fails ambiguously (502 after the hook's retry): the job is read; stopped means the
     cancel took effect, still running means it did not (reported, as on_kill never raises)."""
     mock_service.post("/jobs/j1/cancel").mock(return_value=httpx.Response(502))
     read = mock_service.get("/jobs/j1").mock(return_value=ok(job_json("j1", status)))
-    await make().on_kill()
+    trigger = make()
+    task_state(trigger)
+    await trigger.on_kill()
     assert said in capsys.readouterr().out
     assert read.call_count == 1
 
@@ -286,9 +363,11 @@ async def test_a_trigger_started_past_its_deadline_polls_once(mock_service: Any)
     assert details.call_count == 1
 
 
-async def test_on_kill_respects_cancel_on_kill(mock_service: Any) -> None:
+async def test_on_kill_respects_cancel_on_kill(mock_service: Any, task_state: Any) -> None:
     cancel = mock_service.post("/jobs/j1/cancel").mock(return_value=httpx.Response(200))
-    await make(cancel_on_kill=False).on_kill()
+    trigger = make(cancel_on_kill=False)
+    task_state(trigger)
+    await trigger.on_kill()
     assert cancel.call_count == 0
 
 

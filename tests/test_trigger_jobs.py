@@ -113,7 +113,7 @@ async def test_many_jobs_one_event_their_polls_shared(
     assert all(not polls for polls in workflow_poll._POLLS.values())
 
 
-async def test_on_kill_cancels_the_jobs_not_yet_ended(service: Any, tmp_path: Path) -> None:
+async def test_on_kill_cancels_the_jobs_not_yet_ended(service: Any, task_state: Any, tmp_path: Path) -> None:
     inputs = write_good_and_empty(tmp_path)
     service.configure(processing_delay=0.01)
     quick = launch(service, inputs, 1)
@@ -124,6 +124,7 @@ async def test_on_kill_cancels_the_jobs_not_yet_ended(service: Any, tmp_path: Pa
     while quick[0] not in waiting._ended:  # the quick job's end is an event the trigger records
         await asyncio.sleep(0.05)
         assert not running.done()
+    task_state(waiting)  # a user marked the task failed
     await waiting.on_kill()
     running.cancel()
     with service.api_client() as api:

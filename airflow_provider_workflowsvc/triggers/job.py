@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -229,10 +230,12 @@ class WorkflowJobTrigger(BaseTrigger):
         """
         Cancel the job when a user ends the deferred task (mark failed/success, clear).
 
-        The cancel gets ``CANCEL_BUDGET`` seconds; a failure is logged, not raised.
+        Only when the task is no longer deferred (:func:`ended_by_user`): Airflow 3.3.0 to 3.3.2 also
+        calls this on a triggerer that lost the trigger to another. The cancel gets ``CANCEL_BUDGET``
+        seconds; a failure is logged, not raised.
         """
         job_id = self.job_id
-        if not (self.cancel_on_kill and job_id):
+        if not (self.cancel_on_kill and job_id and await ended_by_user(self, f"job {job_id}")):
             return
         from airflow_provider_workflowsvc.wait.poll import CANCEL_BUDGET, acancel_quietly
 
@@ -241,6 +244,56 @@ class WorkflowJobTrigger(BaseTrigger):
                 await acancel_quietly(hook, job_id, self.log, within=CANCEL_BUDGET)
         except Exception as exc:  # like the operator's on_kill: report it, the task is ending anyway
             self.log.warning("Could not cancel job %s: %s", job_id, exc)
+
+
+STILL_WAITING = frozenset({"deferred", "up_for_retry"})
+"""Task states in which a trigger's ``on_kill`` leaves the jobs running: a try of the task still waits,
+or will, for them. No user action on a deferred task leads to either: marking sets ``failed``,
+``success`` or ``skipped``, clearing ``None`` (then ``scheduled`` ... as it runs again)."""
+
+
+async def ended_by_user(trigger: BaseTrigger, jobs: str) -> bool:
+    """
+    Whether the trigger's ``on_kill`` runs because its task ended (a user marked or cleared it), not
+    because this triggerer lost the trigger: the triggerer sends the same "user action" cancel for both
+    (Airflow 3.3.0 to 3.3.2, apache/airflow PR #73454). The task's state tells them apart: a reassigned
+    trigger's task is still deferred. Fails closed: a state that cannot be read leaves ``jobs`` running.
+    """
+    try:
+        state = await task_state(trigger)
+    except Exception as exc:
+        trigger.log.warning(
+            "Left %s running: could not read the task's state (%s), so whether a user ended the task or "
+            "this triggerer lost the trigger to another is unknown",
+            jobs,
+            str(exc) or type(exc).__name__,
+        )
+        return False
+    if state in STILL_WAITING:
+        trigger.log.info(
+            "Left %s running: the task is still %s (this triggerer lost the trigger to another)", jobs, state
+        )
+        return False
+    return True
+
+
+async def task_state(trigger: BaseTrigger) -> str | None:
+    """Return the current state of the trigger's task instance, asked through the triggerer's supervisor."""
+    from airflow.sdk.execution_time import task_runner
+    from airflow.sdk.execution_time.comms import GetTaskStates, TaskStatesResult
+
+    from airflow_provider_workflowsvc.wait.poll import CANCEL_BUDGET
+
+    ti = trigger.task_instance
+    if ti is None:
+        raise LookupError("the trigger has no task instance")
+    ask = GetTaskStates(dag_id=ti.dag_id, run_ids=[ti.run_id], task_ids=[ti.task_id], map_index=ti.map_index)
+    answer = await asyncio.wait_for(task_runner.SUPERVISOR_COMMS.asend(ask), CANCEL_BUDGET)
+    key = ti.task_id if ti.map_index < 0 else f"{ti.task_id}_{ti.map_index}"
+    states = answer.task_states.get(ti.run_id, {}) if isinstance(answer, TaskStatesResult) else {}
+    if key not in states:
+        raise LookupError(f"no state of {ti.dag_id}/{ti.run_id}/{key} in the answer {answer!r}")
+    return None if states[key] is None else str(states[key])
 
 
 SHARED_STATUS_POLL = True

@@ -115,10 +115,16 @@ class WorkflowJobsTrigger(BaseTrigger):
         """
         Cancel the jobs not yet ended when a user ends the deferred task (mark failed/success, clear).
 
-        The cancels go out together and get ``CANCEL_BUDGET`` seconds; failures are logged, not raised.
+        Only when the task is no longer deferred (:func:`~.job.ended_by_user`): not on a triggerer that
+        lost the trigger to another. The cancels go out together and get ``CANCEL_BUDGET`` seconds;
+        failures are logged, not raised.
         """
         unfinished = [job_id for job_id in self.job_ids if job_id not in self._ended]
         if not (self.cancel_on_kill and unfinished):
+            return
+        from airflow_provider_workflowsvc.triggers.job import ended_by_user
+
+        if not await ended_by_user(self, f"jobs {', '.join(unfinished)}"):
             return
         from airflow_provider_workflowsvc.wait.jobs import acancel_all
         from airflow_provider_workflowsvc.wait.poll import CANCEL_BUDGET

@@ -118,9 +118,12 @@ async def _deferred_trigger(task: RunWorkflowOperator) -> WorkflowJobTrigger:
     return trigger
 
 
-async def mark_failed_while_deferred(trigger: WorkflowJobTrigger, waited: float = 0.5) -> float:
+async def mark_failed_while_deferred(
+    trigger: WorkflowJobTrigger, task_state: Any, waited: float = 0.5
+) -> float:
     """What the triggerer does when a user marks the deferred task failed: cancel the trigger's run,
-    then await ``on_kill``. Returns the seconds ``on_kill`` took."""
+    then await ``on_kill`` (which finds the task ``failed``). Returns the seconds ``on_kill`` took."""
+    task_state(trigger, "failed")
     run = asyncio.ensure_future(trigger.run().__anext__())
     await asyncio.sleep(waited)
     assert not run.done(), "the trigger ended before it was killed"
@@ -133,7 +136,12 @@ async def mark_failed_while_deferred(trigger: WorkflowJobTrigger, waited: float 
 
 
 async def test_marking_a_deferred_task_failed_stops_its_job(
-    figures: dict[str, Any], workflowsvc_conn: Any, settings: Any, workflow: str, input_file: str
+    figures: dict[str, Any],
+    workflowsvc_conn: Any,
+    settings: Any,
+    workflow: str,
+    input_file: str,
+    task_state: Any,
 ) -> None:
     emulator = workflowsvc_conn
     emulator.configure(processing_delay=1000)
@@ -141,7 +149,7 @@ async def test_marking_a_deferred_task_failed_stops_its_job(
         task_id="run", workflow_id=workflow, files=[input_file], poll_interval=0.1, deferrable=True
     )
     trigger = await _deferred_trigger(task)
-    seconds = await mark_failed_while_deferred(trigger)
+    seconds = await mark_failed_while_deferred(trigger, task_state)
     assert job_status(settings, str(trigger.job_id)) == "stopped"
     # The sensor's trigger does not own the job: killing it leaves the job alone.
     with emulator.api_client() as api:
@@ -149,7 +157,7 @@ async def test_marking_a_deferred_task_failed_stops_its_job(
     sensor_trigger = WorkflowJobTrigger(
         job_id=other, deadline=time.time() + 60, poll_interval=0.1, cancel_on_kill=False
     )
-    await mark_failed_while_deferred(sensor_trigger)
+    await mark_failed_while_deferred(sensor_trigger, task_state)
     assert job_status(settings, other) != "stopped"
     cancels = emulator.requests(method="POST", path_contains="/cancel")
     assert [c["path"] for c in cancels] == [f"/api/v1/jobs/{trigger.job_id}/cancel"]
@@ -169,6 +177,7 @@ async def test_killing_against_a_hanging_service_stays_within_the_budget(
     workflow: str,
     input_file: str,
     short_cancel_budget: float,
+    task_state: Any,
 ) -> None:
     """The cancel gets no answer: ``on_kill`` (operator and trigger) gives up at the budget."""
     emulator = workflowsvc_conn
@@ -178,7 +187,7 @@ async def test_killing_against_a_hanging_service_stays_within_the_budget(
     )
     trigger = await _deferred_trigger(task)
     emulator.set_faults(method="POST", path="/api/v1/jobs/*/cancel", latency=3600)
-    trigger_seconds = await mark_failed_while_deferred(trigger, waited=0.2)
+    trigger_seconds = await mark_failed_while_deferred(trigger, task_state, waited=0.2)
 
     started = time.monotonic()
     task.on_kill()  # the job id is known from the deferral; SIGTERM's handler calls this
