@@ -45,7 +45,7 @@ class WorkflowJobTrigger(BaseTrigger):
     jobs of one workflow share one listing of its active jobs instead (a job not shown active is polled
     on its own; ``[workflowsvc] shared_status_poll = False`` turns the sharing off). Transient errors (429,
     5xx, dropped connections, timeouts) are retried by the hook and then by the next poll, until the
-    deadline. No request outlives the deadline.
+    deadline. No request outlives the deadline but the reads of an end seen before it.
 
     :param job_id: the job to wait for; ``None`` to first wait for a job of ``workflow_id``.
     :param deadline: absolute deadline, epoch seconds (a triggerer restart does not reset it); None for
