@@ -112,19 +112,22 @@ def test_a_wait_within_its_deadline_has_no_extra_poll() -> None:
 
 
 class _SlowEndHook:
-    """A service whose details say the job ended, and whose first read of the record is cut by the
-    wait's deadline (as a pool busy reading other jobs' ends cuts it); later reads answer (issue #43)."""
+    """A service whose details say the job ended, and whose first ``failing`` reads of the record fail
+    (the first cut by the wait's deadline, as a pool busy reading other jobs' ends cuts it; the next as
+    a pool whose every lane holds a slow answer fails them); later reads answer (issue #43)."""
 
-    def __init__(self) -> None:
-        self.record_reads = 0
+    def __init__(self, failing: int = 1) -> None:
+        self.record_reads, self.failing = 0, failing
 
     def get_job_details(self, job_id: str) -> JobDetails:
         return JobDetails.model_validate(details_json(job_id, "COMPLETED"))
 
     def get_job(self, job_id: str) -> Job:
         self.record_reads += 1
-        if self.record_reads == 1:
-            raise TimeoutError("the deadline has passed")
+        if self.record_reads <= self.failing:
+            raise TimeoutError(
+                "the deadline has passed" if self.record_reads == 1 else "no lane free in time"
+            )
         return Job.model_validate(job_json(job_id, "COMPLETED"))
 
     def get_job_failed_files(self, job_id: str) -> JobFailedFiles:
@@ -142,13 +145,15 @@ class _AsyncSlowEndHook(_SlowEndHook):
         return super().get_job_failed_files(job_id)
 
 
-def test_a_job_seen_ended_before_the_deadline_is_reported_not_timed_out() -> None:
+@pytest.mark.parametrize("failing", [1, 3], ids=["cut-by-the-deadline", "then-failing-twice-more"])
+def test_a_job_seen_ended_before_the_deadline_is_reported_not_timed_out(failing: int) -> None:
     """The details said the job ended; the deadline cut the reads of its end: they are made again, past
-    the deadline (``END_READ_RESERVE``), in the sync wait and its awaited twin."""
-    hook, watch = _SlowEndHook(), JobWatch("j1", logging.getLogger(__name__))
+    the deadline (``END_READ_RESERVE``), an interval after each transient failure, in the sync wait and
+    its awaited twin."""
+    hook, watch = _SlowEndHook(failing), JobWatch("j1", logging.getLogger(__name__))
     outcome = wait_for_job(hook, watch, PollSchedule(time.time() + 0.05, 1.0), sleep=lambda _: None)  # type: ignore[arg-type]
-    assert (outcome.status, outcome.job_status, hook.record_reads) == ("success", "completed", 2)
-    ahook, awatch = _AsyncSlowEndHook(), JobWatch("j1", logging.getLogger(__name__))
+    assert (outcome.status, outcome.job_status, hook.record_reads) == ("success", "completed", failing + 1)
+    ahook, awatch = _AsyncSlowEndHook(failing), JobWatch("j1", logging.getLogger(__name__))
     aoutcome = asyncio.run(await_job(ahook, awatch, PollSchedule(time.time() + 0.05, 1.0)))  # type: ignore[arg-type]
-    assert (aoutcome.status, aoutcome.job_status, ahook.record_reads) == ("success", "completed", 2)
+    assert (aoutcome.status, aoutcome.job_status, ahook.record_reads) == ("success", "completed", failing + 1)
     assert PollSchedule(time.time(), 1.0).end_cutoff() > time.time() + END_READ_RESERVE - 1

@@ -151,24 +151,40 @@ def _unread_document(job: Job, file_id: str, exc: Exception, log: Log) -> str | 
     return None
 
 
-def _read_seen_end(hook: WorkflowServiceHook, watch: JobWatch, schedule: PollSchedule) -> JobOutcome | None:
+def _read_seen_end(
+    hook: WorkflowServiceHook, watch: JobWatch, schedule: PollSchedule, sleep: Callable[[float], None]
+) -> JobOutcome | None:
     """
     Read the end of a job its last poll saw ended, those reads cut by the deadline: a slow service
-    delays the report of an end it gave in time, it does not make it a timeout (None: still unread).
+    delays the report of an end it gave in time, it does not make it a timeout. A transient failure
+    (a pool full of slow answers among them) is tried again an interval later, until the end's cutoff
+    (None: still unread then).
     """
-    try:
-        with deadline(schedule.end_cutoff()):
-            return read_end(hook, watch)
-    except Exception as exc:
-        _end_unread(exc, watch)
-        return None
+    until = schedule.end_cutoff()
+    while True:
+        try:
+            with deadline(until):
+                return read_end(hook, watch)
+        except Exception as exc:
+            _end_unread(exc, watch)
+        if (pause := _end_retry_pause(schedule, until)) is None:
+            return None
+        sleep(pause)
+
+
+def _end_retry_pause(schedule: PollSchedule, until: float) -> float | None:
+    """Seconds before the end's reads are tried again (an interval), or None past their cutoff."""
+    pause = min(schedule.interval, until - time.time())
+    return pause if pause > 0 else None
 
 
 def _end_unread(exc: Exception, watch: JobWatch) -> None:
     """Log that the end of a job seen ended was not read in time (re-raise an error no wait survives)."""
     if not is_transient(exc):
         raise exc
-    watch.log.warning("Job %s ended, but reading its end failed or took too long (%s)", watch.job_id, exc)
+    watch.log.warning(
+        "Job %s ended, but reading its end failed or took too long (%s); trying again", watch.job_id, exc
+    )
 
 
 def wait_for_job(
@@ -188,7 +204,7 @@ def wait_for_job(
             continue
         if outcome is not None:
             return outcome
-    outcome = _read_seen_end(hook, watch, schedule) if watch.ended else None
+    outcome = _read_seen_end(hook, watch, schedule, sleep) if watch.ended else None
     if outcome is not None:
         return outcome
     sleep(schedule.rest())
@@ -366,13 +382,16 @@ async def _aread_seen_end(
 ) -> JobOutcome | None:
     """:func:`_read_seen_end`, awaited (cut at the same moment, no request outlives it)."""
     until = schedule.end_cutoff()
-    try:
-        with deadline(until):
-            outcome: JobOutcome | None = await _bounded(aread_end(hook, watch), until)
-            return outcome
-    except Exception as exc:
-        _end_unread(exc, watch)
-        return None
+    while True:
+        try:
+            with deadline(until):
+                outcome: JobOutcome | None = await _bounded(aread_end(hook, watch), until)
+                return outcome
+        except Exception as exc:
+            _end_unread(exc, watch)
+        if (pause := _end_retry_pause(schedule, until)) is None:
+            return None
+        await asyncio.sleep(pause)
 
 
 async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
