@@ -1,12 +1,15 @@
 """
 How far data travels through the provider's files: ``python -m benchmarks.trace_moves``.
 
-A *move* is a call or a return after which a different provider file is executing than before it (the
-emulator and import-time code are not provider code here). Traced with ``sys.setprofile`` in the thread
-that runs the scenario, warm (each scenario runs once untraced first), against the in-process emulator:
+A *move* is a call or a return after which a different provider file is executing than the last one
+that executed in the same thread, whatever ran between them (the emulator, Airflow, httpx and
+import-time code are not provider code here). Traced with
+``sys.setprofile`` and ``threading.setprofile`` in every thread the scenario runs or starts, warm (each
+scenario runs once untraced first), against the in-process emulator:
 
 * ``hook.get_workflow()``: one read through the sync hook;
-* a deferrable ``RunWorkflowOperator`` on one local file, run by ``dag.test()`` (the trigger inline).
+* a deferrable ``RunWorkflowOperator`` on one local file, run by ``dag.test()`` (the trigger inline);
+* a ``RunOnDemandJobOperator`` on two local files (one job, deferred), run by ``dag.test()``.
 
 Prints, per scenario, the moves, the provider calls and the provider files the route went through.
 The provider traced is the one Python imports (a built wheel where it is installed as one): run it as
@@ -22,6 +25,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -64,12 +68,12 @@ class Route:
 
 
 class Tracer:
-    """A ``sys.setprofile`` function counting the moves of :class:`Route`."""
+    """A profile function, of every thread, counting the moves of :class:`Route`."""
 
     def __init__(self) -> None:
         self.route = Route()
-        self._where: str | None = None
-        """The provider file executing now (None: code outside the provider)."""
+        self._here = threading.local()
+        """``where``: the provider file this thread executes now (None: code outside the provider)."""
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
         if event == "call":
@@ -88,8 +92,11 @@ class Tracer:
         self._arrive(now)
 
     def _arrive(self, now: str | None) -> None:
-        before, self._where = self._where, now
-        if now is not None and before is not None and now != before:
+        if now is None:
+            return  # code outside the provider: the data is still where the provider left it
+        before = getattr(self._here, "where", None)
+        self._here.where = now
+        if before is not None and now != before:
             self.route.moves += 1
             self.route.hops[(before, now)] += 1
 
@@ -97,11 +104,13 @@ class Tracer:
 @contextmanager
 def traced() -> Iterator[Route]:
     tracer = Tracer()
+    threading.setprofile(tracer)
     sys.setprofile(tracer)
     try:
         yield tracer.route
     finally:
         sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -118,10 +127,6 @@ def _hook_get_workflow(emu: Any) -> Callable[[], Any]:
 
 
 def _deferrable_run(emu: Any) -> Callable[[], Any]:
-    from datetime import datetime, timezone
-
-    from airflow.sdk import DAG
-
     from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
     from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 
@@ -130,17 +135,30 @@ def _deferrable_run(emu: Any) -> Callable[[], Any]:
         workflow_id = str(hook.create_workflow("trace-run", "basic").id)
     folder = Path(tempfile.mkdtemp(prefix="trace-moves-"))
     (folder / "one.txt").write_text("One local file for the traced run.")
-    emu.configure(processing_delay=0.0)  # the job has ended by the first poll: one poll, every run
-    conn = {"conn_type": "workflowsvc", "host": emu.base_url, "password": emu.token}
-    os.environ["AIRFLOW_CONN_WORKFLOWSVC_DEFAULT"] = json.dumps({**conn, "extra": {"api_key": emu.api_key}})
-    with DAG("trace_moves", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)) as dag:
-        RunWorkflowOperator(
+    return _dag_run(
+        emu,
+        "trace_moves",
+        lambda: RunWorkflowOperator(
             task_id="run",
             workflow_id=workflow_id,
             files=str(folder / "one.txt"),
             deferrable=True,
             poll_interval=0.5,
-        )
+        ),
+    )
+
+
+def _dag_run(emu: Any, dag_id: str, task: Callable[[], Any]) -> Callable[[], Any]:
+    """Return a run, by ``dag.test()``, of a DAG of the one ``task`` (made inside it), which must succeed."""
+    from datetime import datetime, timezone
+
+    from airflow.sdk import DAG
+
+    emu.configure(processing_delay=0.0)  # the job has ended by the first poll: one poll, every run
+    conn = {"conn_type": "workflowsvc", "host": emu.base_url, "password": emu.token}
+    os.environ["AIRFLOW_CONN_WORKFLOWSVC_DEFAULT"] = json.dumps({**conn, "extra": {"api_key": emu.api_key}})
+    with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)) as dag:
+        task()
     from tests.helpers import dag_bag, sync_dags_to_db
 
     bag = dag_bag()
@@ -151,14 +169,33 @@ def _deferrable_run(emu: Any) -> Callable[[], Any]:
         dr = dag.test()
         state = dr.get_task_instance("run").state
         if state != "success":
-            raise RuntimeError(f"the traced run ended {state}")
+            raise RuntimeError(f"the traced run of {dag_id} ended {state}")
         return dr
 
     return run
 
 
-SCENARIOS = {"get_workflow": _hook_get_workflow, "deferrable_run": _deferrable_run}
-TARGETS = {"get_workflow": 8, "deferrable_run": 260}
+def _on_demand_run(emu: Any) -> Callable[[], Any]:
+    from airflow_provider_workflowsvc.operators.on_demand import RunOnDemandJobOperator
+
+    folder = Path(tempfile.mkdtemp(prefix="trace-moves-"))
+    for name in ("one.txt", "two.txt"):
+        (folder / name).write_text(f"A local file, {name}, for the traced on-demand run.")
+    return _dag_run(
+        emu,
+        "trace_moves_on_demand",
+        lambda: RunOnDemandJobOperator(
+            task_id="run", template_id="hi_res_partition", files=str(folder), poll_interval=0.5
+        ),
+    )
+
+
+SCENARIOS = {
+    "get_workflow": _hook_get_workflow,
+    "deferrable_run": _deferrable_run,
+    "on_demand_run": _on_demand_run,
+}
+TARGETS = {"get_workflow": 8, "deferrable_run": 260, "on_demand_run": 300}
 
 
 def _airflow_home() -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tests.helpers import EMULATOR_DIALECTS
 
-SCENARIOS = ("get_workflow", "deferrable_run")
+SCENARIOS = ("get_workflow", "deferrable_run", "on_demand_run")
 
 TRACER = Path(__file__).resolve().parent.parent / "benchmarks" / "trace_moves.py"
 
