@@ -16,7 +16,7 @@ SIGTERM to every process group it created, waits, then SIGKILLs stragglers. Use 
         run = airflow.wait_for_run("workflowsvc_example_local_files", run_id)
 
 Settings (SQLite, LocalExecutor, the simple auth manager with every user an admin) are explained in
-docs/decisions.md and docs/architecture.md. A throwaway box: never expose it.
+docs/decisions/project.md and docs/architecture.md. A throwaway box: never expose it.
 
 Two shapes share this harness. ``LocalAirflow`` above is the local one; ``DistributedAirflow`` (or
 ``local_stack(..., distributed=True)``) is a multi-machine deployment on this machine: PostgreSQL and

@@ -266,7 +266,7 @@ def test_airflow_reads_the_declared_defaults(tmp_path: Path) -> None:
 
 
 def test_provider_info_points_to_no_placeholder_page() -> None:
-    """No public page of the provider or the service exists yet (docs/decisions.md, Packaging)."""
+    """No public page of the provider or the service exists yet (docs/decisions/project.md, Packaging)."""
     for integration in get_provider_info()["integrations"]:
         assert "external-doc-url" not in integration
 

@@ -91,7 +91,7 @@ PROOF_READS = 6
 leaves ``input_file_ids`` out (a job that ended before it was looked for, or the workflow's history when
 the clock cannot place it): past it the search fails closed, naming the jobs it could not rule out. An
 active job of the send window is always read (once): it may be this run's, and nothing but its record
-tells (docs/decisions.md, "Proof of one's own run")."""
+tells (docs/decisions/runs.md, "The search after a lost answer")."""
 
 
 # --------------------------------------------------------------------------------------------------
