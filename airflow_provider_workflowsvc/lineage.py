@@ -316,7 +316,7 @@ def run_lineage(
     """
     from airflow.providers.openlineage.extractors import OperatorLineage
 
-    from airflow_provider_workflowsvc._lineage_facets import failed_files_facet, job_facet
+    from airflow_provider_workflowsvc._lineage_facets import run_facets
 
     workflow = _workflow_of(hook, workflow_id, log)
     inputs = workflow.inputs or list(uploaded or [])
@@ -324,15 +324,8 @@ def run_lineage(
         outputs = []
     else:
         outputs = workflow.outputs or [job_output_dataset(hook.settings.base_url, job_id)]
-    summary = summary or {}
-    run_facets: dict[str, Any] = {
-        "workflowsvc_job": job_facet(
-            job_id, workflow_id, workflow.name, summary, documents_written(summary), failed_count(summary)
-        ),
-    }
-    if summary.get("failed_files"):
-        run_facets["workflowsvc_failedFiles"] = failed_files_facet(summary["failed_files"])
-    return OperatorLineage(inputs=_datasets(inputs), outputs=_datasets(outputs), run_facets=run_facets)
+    facets = run_facets(job_id, workflow_id, workflow.name, summary or {})
+    return OperatorLineage(inputs=_datasets(inputs), outputs=_datasets(outputs), run_facets=facets)
 
 
 def download_lineage(base_url: str, job_id: str, output: DatasetIdentity) -> OperatorLineage:
