@@ -12,8 +12,6 @@ from typing import Any
 from attrs import define, field
 from openlineage.client.facet_v2 import RunFacet
 
-from airflow_provider_workflowsvc.lineage import documents_written, failed_count
-
 FAILED_FILES_IN_FACET = 100
 """Failed files listed in the facet (``failedCount`` counts them all)."""
 
@@ -47,26 +45,34 @@ class WorkflowServiceFailedFilesRunFacet(RunFacet):
 
 
 def run_facets(
-    job_id: str, workflow_id: str, workflow_name: str | None, summary: Mapping[str, Any]
+    job_id: str,
+    workflow_id: str,
+    workflow_name: str | None,
+    summary: Mapping[str, Any],
+    documents: int,
+    failed: int,
 ) -> dict[str, RunFacet]:
-    """Return the run facets of a job summary: the job, and its failed files when there are any."""
+    """
+    Return the run facets of a job summary (``documents`` written, ``failed`` files): the job, and its
+    failed files when there are any.
+    """
     facets: dict[str, RunFacet] = {
         "workflowsvc_job": WorkflowServiceJobRunFacet(
             jobId=job_id,
             workflowId=workflow_id,
             workflowName=workflow_name,
             status=summary.get("status"),
-            documentsWritten=documents_written(summary),
-            failedCount=failed_count(summary),
+            documentsWritten=documents,
+            failedCount=failed,
         )
     }
-    failed: Sequence[Mapping[str, Any]] = summary.get("failed_files") or []
-    if failed:
+    failed_files: Sequence[Mapping[str, Any]] = summary.get("failed_files") or []
+    if failed_files:
         facets["workflowsvc_failedFiles"] = WorkflowServiceFailedFilesRunFacet(
-            failedCount=len(failed),
+            failedCount=len(failed_files),
             files=[
                 FailedFile(document=str(f.get("document", "")), error=str(f.get("error") or ""))
-                for f in failed[:FAILED_FILES_IN_FACET]
+                for f in failed_files[:FAILED_FILES_IN_FACET]
             ],
         )
     return facets

@@ -320,7 +320,10 @@ def run_lineage(
         outputs = []
     else:
         outputs = workflow.outputs or [job_output_dataset(hook.settings.base_url, job_id)]
-    facets = run_facets(job_id, workflow_id, workflow.name, summary or {})
+    summary = summary or {}
+    facets = run_facets(
+        job_id, workflow_id, workflow.name, summary, documents_written(summary), failed_count(summary)
+    )
     return OperatorLineage(inputs=_datasets(inputs), outputs=_datasets(outputs), run_facets=facets)
 
 
