@@ -1,18 +1,15 @@
 """
 The provider's metrics: every name it can emit, declared once here, sent through Airflow's own metrics.
 
-Each metric goes out through Airflow's ``Stats`` (:func:`._compat.airflow_stats`), so it reaches
-whatever the deployment's ``[metrics]`` section configures for Airflow's own: StatsD, Datadog or
-OpenTelemetry, from the task processes of the workers and from the triggerer alike, under Airflow's
-prefix (``airflow.`` by default) and filtered by its ``metrics_allow_list`` / ``metrics_block_list``.
-Metrics off: Airflow's no-op logger.
+Each metric goes out through Airflow's ``Stats`` (:func:`._compat.airflow_stats`): wherever, and as,
+the deployment's ``[metrics]`` sends Airflow's own (``docs/provider/metrics.rst``, for the user).
 
 :data:`METRICS` is the registry: name (under ``workflowsvc.``), kind and tags; what each means is the
-table of ``docs/provider/metrics.rst`` (held to the registry by ``tests/test_metrics.py``). The call sites do
-not name metrics: they report what happened through the functions below (``answered``, ``retrying``,
-``job_ended``, ...), which decide which metric it is. A tag value is one of a few per deployment (an
-endpoint, a connection id, a workflow, a reason), never a job id or a file name; it is reduced to the
-characters every backend takes. Emitting never fails a task: a backend that raises is logged once.
+table of that page (held to the registry by ``tests/test_metrics.py``). The call sites do not name
+metrics: they report what happened through the functions below (``answered``, ``retrying``, ``job_ended``,
+...), which decide which metric it is. A tag value is one of a few per deployment (an endpoint, a
+connection id, a workflow, a reason), never a job id or a file name; it is reduced to the characters every
+backend takes. Emitting never fails a task: a backend that raises is logged once.
 """
 
 from __future__ import annotations
