@@ -30,29 +30,29 @@ AIRFLOW_V_3_2_PLUS = AIRFLOW_VERSION >= (3, 2)
 AIRFLOW_V_3_3_PLUS = AIRFLOW_VERSION >= (3, 3)
 
 if typing.TYPE_CHECKING or AIRFLOW_V_3_1_PLUS:
-    from airflow.sdk import BaseHook
-    from airflow.sdk.exceptions import AirflowException
+    from airflow.sdk import BaseHook as BaseHook
+    from airflow.sdk.exceptions import AirflowException as AirflowException
 else:  # Airflow 3.0: the Task SDK has neither yet
-    from airflow.exceptions import AirflowException
-    from airflow.hooks.base import BaseHook
+    from airflow.exceptions import AirflowException as AirflowException
+    from airflow.hooks.base import BaseHook as BaseHook
 
 if typing.TYPE_CHECKING or AIRFLOW_V_3_2_PLUS:
-    from airflow.sdk import conf
+    from airflow.sdk import conf as conf
     from airflow.sdk.exceptions import (
-        AirflowFailException,
-        AirflowNotFoundException,
-        AirflowSensorTimeout,
-        AirflowSkipException,
-        AirflowTaskTimeout,
+        AirflowFailException as AirflowFailException,
+        AirflowNotFoundException as AirflowNotFoundException,
+        AirflowSensorTimeout as AirflowSensorTimeout,
+        AirflowSkipException as AirflowSkipException,
+        AirflowTaskTimeout as AirflowTaskTimeout,
     )
 else:  # Airflow 3.0 and 3.1: configuration and these exceptions are still in core only
-    from airflow.configuration import conf
+    from airflow.configuration import conf as conf
     from airflow.exceptions import (
-        AirflowFailException,
-        AirflowNotFoundException,
-        AirflowSensorTimeout,
-        AirflowSkipException,
-        AirflowTaskTimeout,
+        AirflowFailException as AirflowFailException,
+        AirflowNotFoundException as AirflowNotFoundException,
+        AirflowSensorTimeout as AirflowSensorTimeout,
+        AirflowSkipException as AirflowSkipException,
+        AirflowTaskTimeout as AirflowTaskTimeout,
     )
 
 
@@ -77,21 +77,3 @@ try submitted."""
 CONN_FIELDS_READ = AIRFLOW_V_3_2_PLUS
 """Whether Airflow builds the connection form from the provider info's ``conn-fields`` (>= 3.2); older
 Airflow asks the hook's ``get_connection_form_widgets`` / ``get_ui_field_behaviour`` instead."""
-
-__all__ = [
-    "AIRFLOW_VERSION",
-    "AIRFLOW_V_3_1_PLUS",
-    "AIRFLOW_V_3_2_PLUS",
-    "AIRFLOW_V_3_3_PLUS",
-    "CONN_FIELDS_READ",
-    "HAS_DURABLE_EXECUTION",
-    "AirflowException",
-    "AirflowFailException",
-    "AirflowNotFoundException",
-    "AirflowSensorTimeout",
-    "AirflowSkipException",
-    "AirflowTaskTimeout",
-    "BaseHook",
-    "airflow_stats",
-    "conf",
-]

@@ -44,31 +44,35 @@ class WorkflowServiceFailedFilesRunFacet(RunFacet):
     files: list[FailedFile] = field(factory=list)
 
 
-def job_facet(
+def run_facets(
     job_id: str,
     workflow_id: str,
     workflow_name: str | None,
     summary: Mapping[str, Any],
     documents: int,
     failed: int,
-) -> WorkflowServiceJobRunFacet:
-    """Return the job facet of a job summary (``documents`` written, ``failed`` files)."""
-    return WorkflowServiceJobRunFacet(
-        jobId=job_id,
-        workflowId=workflow_id,
-        workflowName=workflow_name,
-        status=summary.get("status"),
-        documentsWritten=documents,
-        failedCount=failed,
-    )
-
-
-def failed_files_facet(failed: Sequence[Mapping[str, Any]]) -> WorkflowServiceFailedFilesRunFacet:
-    """Return the failed-files facet of a job summary's ``failed_files``."""
-    return WorkflowServiceFailedFilesRunFacet(
-        failedCount=len(failed),
-        files=[
-            FailedFile(document=str(f.get("document", "")), error=str(f.get("error") or ""))
-            for f in failed[:FAILED_FILES_IN_FACET]
-        ],
-    )
+) -> dict[str, RunFacet]:
+    """
+    Return the run facets of a job summary (``documents`` written, ``failed`` files): the job, and its
+    failed files when there are any.
+    """
+    facets: dict[str, RunFacet] = {
+        "workflowsvc_job": WorkflowServiceJobRunFacet(
+            jobId=job_id,
+            workflowId=workflow_id,
+            workflowName=workflow_name,
+            status=summary.get("status"),
+            documentsWritten=documents,
+            failedCount=failed,
+        )
+    }
+    failed_files: Sequence[Mapping[str, Any]] = summary.get("failed_files") or []
+    if failed_files:
+        facets["workflowsvc_failedFiles"] = WorkflowServiceFailedFilesRunFacet(
+            failedCount=len(failed_files),
+            files=[
+                FailedFile(document=str(f.get("document", "")), error=str(f.get("error") or ""))
+                for f in failed_files[:FAILED_FILES_IN_FACET]
+            ],
+        )
+    return facets

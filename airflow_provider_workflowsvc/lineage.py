@@ -183,24 +183,16 @@ def destination_identity(connector_type: str, config: Any, connector_id: Any = N
     return connector_datasets(connector_type, config, connector_id)[0]
 
 
-def file_datasets(paths: Sequence[str]) -> list[DatasetIdentity]:
-    """Return local input files as ``file`` datasets; more than :data:`FILE_DATASETS_MAX`: their directory."""
-    absolute = sorted({os.path.abspath(p) for p in paths})
-    if len(absolute) > FILE_DATASETS_MAX:
-        return [directory_dataset(os.path.commonpath(absolute))]
-    return [DatasetIdentity("file", p) for p in absolute]
-
-
 def uploaded_datasets(sources: Sequence[Any]) -> list[DatasetIdentity]:
     """
     Return the files a run uploaded as datasets: local files as ``file`` datasets, objects as the
     store names them (``s3://bucket`` and the key); more than :data:`FILE_DATASETS_MAX` in all give
     one dataset per store: the common directory, or the common key prefix.
     """
-    local = [str(s) for s in sources if isinstance(s, str)]
+    local = sorted({os.path.abspath(s) for s in sources if isinstance(s, str)})
     stored = sorted({folder_dataset(s) for s in sources if not isinstance(s, str)})
     if len(local) + len(stored) <= FILE_DATASETS_MAX:
-        return [*file_datasets(local), *stored]
+        return [*(DatasetIdentity("file", path) for path in local), *stored]
     grouped: dict[str, list[str]] = {}
     for identity in stored:
         grouped.setdefault(identity.namespace, []).append(identity.name)
@@ -211,9 +203,13 @@ def uploaded_datasets(sources: Sequence[Any]) -> list[DatasetIdentity]:
         for namespace, names in sorted(grouped.items())
     ]
     return [
-        *([directory_dataset(os.path.commonpath([os.path.abspath(p) for p in local]))] if local else []),
+        *([directory_dataset(os.path.commonpath(local))] if local else []),
         *(DatasetIdentity(d.namespace, d.name or "/") for d in common),
     ]
+
+
+file_datasets = uploaded_datasets
+"""Local input files as datasets (:func:`uploaded_datasets` of paths only)."""
 
 
 def input_datasets(
@@ -316,7 +312,7 @@ def run_lineage(
     """
     from airflow.providers.openlineage.extractors import OperatorLineage
 
-    from airflow_provider_workflowsvc._lineage_facets import failed_files_facet, job_facet
+    from airflow_provider_workflowsvc._lineage_facets import run_facets
 
     workflow = _workflow_of(hook, workflow_id, log)
     inputs = workflow.inputs or list(uploaded or [])
@@ -325,14 +321,10 @@ def run_lineage(
     else:
         outputs = workflow.outputs or [job_output_dataset(hook.settings.base_url, job_id)]
     summary = summary or {}
-    run_facets: dict[str, Any] = {
-        "workflowsvc_job": job_facet(
-            job_id, workflow_id, workflow.name, summary, documents_written(summary), failed_count(summary)
-        ),
-    }
-    if summary.get("failed_files"):
-        run_facets["workflowsvc_failedFiles"] = failed_files_facet(summary["failed_files"])
-    return OperatorLineage(inputs=_datasets(inputs), outputs=_datasets(outputs), run_facets=run_facets)
+    facets = run_facets(
+        job_id, workflow_id, workflow.name, summary, documents_written(summary), failed_count(summary)
+    )
+    return OperatorLineage(inputs=_datasets(inputs), outputs=_datasets(outputs), run_facets=facets)
 
 
 def download_lineage(base_url: str, job_id: str, output: DatasetIdentity) -> OperatorLineage:

@@ -1,17 +1,15 @@
 """
 The provider's metrics: every name it can emit, declared once here, sent through Airflow's own metrics.
 
-Each metric goes out through Airflow's ``Stats`` (:func:`._compat.airflow_stats`), so it reaches
-whatever the deployment's ``[metrics]`` section configures for Airflow's own: StatsD, Datadog or
-OpenTelemetry, from the task processes of the workers and from the triggerer alike, under Airflow's
-prefix (``airflow.`` by default) and filtered by its ``metrics_allow_list`` / ``metrics_block_list``.
-Metrics off: Airflow's no-op logger.
+Each metric goes out through Airflow's ``Stats`` (:func:`._compat.airflow_stats`): wherever, and as,
+the deployment's ``[metrics]`` sends Airflow's own (``docs/provider/metrics.rst``, for the user).
 
-:data:`METRICS` is the registry: name (under ``workflowsvc.``), kind, tags and meaning. The call sites do
-not name metrics: they report what happened through the functions below (``answered``, ``retrying``,
-``job_ended``, ...), which decide which metric it is. A tag value is one of a few per deployment (an
-endpoint, a connection id, a workflow, a reason), never a job id or a file name; it is reduced to the
-characters every backend takes. Emitting never fails a task: a backend that raises is logged once.
+:data:`METRICS` is the registry: name (under ``workflowsvc.``), kind and tags; what each means is the
+table of that page (held to the registry by ``tests/test_metrics.py``). The call sites do not name
+metrics: they report what happened through the functions below (``answered``, ``retrying``, ``job_ended``,
+...), which decide which metric it is. A tag value is one of a few per deployment (an endpoint, a
+connection id, a workflow, a reason), never a job id or a file name; it is reduced to the characters every
+backend takes. Emitting never fails a task: a backend that raises is logged once.
 """
 
 from __future__ import annotations
@@ -37,12 +35,11 @@ _log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Metric:
-    """One metric: its full name (under :data:`PREFIX`), kind, tags (in this order) and meaning."""
+    """One metric: its full name (under :data:`PREFIX`), kind and tags (in this order)."""
 
     name: str
     kind: Kind
     tags: tuple[str, ...]
-    meaning: str
 
     def emit(self, value: float = 1, /, **tags: Any) -> None:
         """Count ``value`` (a counter) or record ``value`` seconds (a timer), with exactly its own tags."""
@@ -57,8 +54,8 @@ class Metric:
             _failed_once(exc)
 
 
-def _metric(name: str, kind: Kind, tags: tuple[str, ...], meaning: str) -> Metric:
-    return Metric(f"{PREFIX}.{name}", kind, tags, meaning)
+def _metric(name: str, kind: Kind, tags: tuple[str, ...]) -> Metric:
+    return Metric(f"{PREFIX}.{name}", kind, tags)
 
 
 REQUEST_TAGS = ("operation", "conn_id")
@@ -66,159 +63,39 @@ WORKFLOW_TAGS = ("workflow", "conn_id")
 
 STATUS_CLASSES = ("2xx", "3xx", "4xx", "5xx")
 REQUESTS = {
-    status_class: _metric(
-        f"request.{status_class}",
-        "counter",
-        REQUEST_TAGS,
-        f"Answers of status {status_class} the service sent, by endpoint (``operation``: the hook "
-        "method, e.g. ``get_job_details``); a redirect followed counts its 3xx hop too.",
-    )
+    status_class: _metric(f"request.{status_class}", "counter", REQUEST_TAGS)
     for status_class in STATUS_CLASSES
 }
-NO_ANSWER = _metric(
-    "request.no_answer",
-    "counter",
-    REQUEST_TAGS,
-    "Requests that got no answer: the connection failed, was dropped, or timed out.",
-)
-THROTTLED = _metric(
-    "request.throttled", "counter", REQUEST_TAGS, "429 answers: the service asked to slow down."
-)
-RETRIED = _metric(
-    "request.retried",
-    "counter",
-    (*REQUEST_TAGS, "reason"),
-    "Requests sent again after a failure that allows it (``reason``: the status, e.g. ``429``, or the "
-    "kind of failure, e.g. ``connect``); a run refused with 429 or 503 sent again counts here too.",
-)
-RETRY_AFTER = _metric(
-    "request.retry_after",
-    "timer",
-    REQUEST_TAGS,
-    "The pauses a ``Retry-After`` answer asked for, as waited (at most the extra ``retry_max_wait``).",
-)
+NO_ANSWER = _metric("request.no_answer", "counter", REQUEST_TAGS)
+THROTTLED = _metric("request.throttled", "counter", REQUEST_TAGS)
+RETRIED = _metric("request.retried", "counter", (*REQUEST_TAGS, "reason"))
+RETRY_AFTER = _metric("request.retry_after", "timer", REQUEST_TAGS)
 
-RUN_ADOPTED = _metric(
-    "run.adopted",
-    "counter",
-    WORKFLOW_TAGS,
-    "Runs (or on-demand launches) whose answer was lost, their job proven by the evidence and adopted.",
-)
-RUN_FAILED_CLOSED = _metric(
-    "run.failed_closed",
-    "counter",
-    WORKFLOW_TAGS,
-    "Runs whose answer was lost and whose job could not be proven: the task failed with "
-    "``AmbiguousRunError`` (nothing was sent again).",
-)
-RUN_FOUND_RUNNING = _metric(
-    "run.found_running",
-    "counter",
-    (*WORKFLOW_TAGS, "if_running"),
-    "Runs not sent because a job of the workflow was already active (``if_running``: ``wait`` or ``fail``).",
-)
+RUN_ADOPTED = _metric("run.adopted", "counter", WORKFLOW_TAGS)
+RUN_FAILED_CLOSED = _metric("run.failed_closed", "counter", WORKFLOW_TAGS)
+RUN_FOUND_RUNNING = _metric("run.found_running", "counter", (*WORKFLOW_TAGS, "if_running"))
 
-JOB_OUTCOMES = {
-    "completed": "Waits that saw their job complete, every file processed.",
-    "completed_with_failed_files": "Waits that saw their job complete with some files failed.",
-    "failed": "Waits that saw their job fail.",
-    "stopped": "Waits that saw their job stopped (cancelled).",
-    "timed_out": "Waits that reached their deadline before the job ended.",
-    "wait_failed": "Waits that ended without the job's end: it vanished, or the service refused the wait.",
-}
-JOBS = {
-    outcome: _metric(f"job.{outcome}", "counter", WORKFLOW_TAGS, text)
-    for outcome, text in JOB_OUTCOMES.items()
-}
-FAILED_DOCUMENTS = _metric(
-    "job.failed_documents", "counter", WORKFLOW_TAGS, "Documents the ended jobs could not process."
-)
-WAIT_TIME = _metric(
-    "job.wait_time", "timer", WORKFLOW_TAGS, "How long each wait for a job lasted, to its end or deadline."
-)
-RUN_TIME = _metric(
-    "job.run_time",
-    "timer",
-    WORKFLOW_TAGS,
-    "Each ended job's own run time: its record's ``runtime``, else from its ``created_at`` to the read "
-    "that saw it end.",
-)
+JOB_OUTCOMES = ("completed", "completed_with_failed_files", "failed", "stopped", "timed_out", "wait_failed")
+JOBS = {outcome: _metric(f"job.{outcome}", "counter", WORKFLOW_TAGS) for outcome in JOB_OUTCOMES}
+FAILED_DOCUMENTS = _metric("job.failed_documents", "counter", WORKFLOW_TAGS)
+WAIT_TIME = _metric("job.wait_time", "timer", WORKFLOW_TAGS)
+RUN_TIME = _metric("job.run_time", "timer", WORKFLOW_TAGS)
 
-SHARED_LISTINGS = _metric(
-    "shared_poll.listings",
-    "counter",
-    WORKFLOW_TAGS,
-    "Listings of a workflow's active jobs made for the waits that share one status poll (``workflow`` "
-    "``on-demand``: the account's active jobs).",
-)
-SHARED_SERVED = _metric(
-    "shared_poll.polls_served",
-    "counter",
-    WORKFLOW_TAGS,
-    "Polls a shared listing answered (the wait sent nothing of its own); divided by the listings: the "
-    "waits each listing served.",
-)
-SHARED_FAILED = _metric(
-    "shared_poll.listing_failed",
-    "counter",
-    WORKFLOW_TAGS,
-    "Shared listings that failed (their waits polled their own jobs).",
-)
+SHARED_LISTINGS = _metric("shared_poll.listings", "counter", WORKFLOW_TAGS)
+SHARED_SERVED = _metric("shared_poll.polls_served", "counter", WORKFLOW_TAGS)
+SHARED_FAILED = _metric("shared_poll.listing_failed", "counter", WORKFLOW_TAGS)
 
-LANE_RETIRED = _metric(
-    "pool.lane_retired",
-    "counter",
-    (),
-    "Pooled connections closed and replaced because their request did not end cleanly (an error, a "
-    "cancelled wait).",
-)
-OVERFLOWED = _metric(
-    "pool.overflowed",
-    "counter",
-    (),
-    "Reads unanswered within the lane time limit, moved to an overflow connection of their own.",
-)
-OVERFLOW_FULL = _metric(
-    "pool.overflow_full",
-    "counter",
-    (),
-    "Reads cut at the lane time limit because every overflow connection was held (the wait polls again).",
-)
+LANE_RETIRED = _metric("pool.lane_retired", "counter", ())
+OVERFLOWED = _metric("pool.overflowed", "counter", ())
+OVERFLOW_FULL = _metric("pool.overflow_full", "counter", ())
 
-REREAD = _metric(
-    "connection.reread",
-    "counter",
-    ("conn_id",),
-    "Airflow connections read again (their settings are kept ``SETTINGS_TTL`` seconds, or a request "
-    "was refused with them).",
-)
-REREAD_FAILED = _metric(
-    "connection.reread_failed",
-    "counter",
-    ("conn_id",),
-    "Reads of an Airflow connection that failed (a missing connection, a secrets backend down).",
-)
+REREAD = _metric("connection.reread", "counter", ("conn_id",))
+REREAD_FAILED = _metric("connection.reread_failed", "counter", ("conn_id",))
 
-WATCHER_LISTINGS = _metric(
-    "watcher.listings",
-    "counter",
-    WORKFLOW_TAGS,
-    "Listings the job-event watcher made (``workflow`` ``all``: every job of the connection); none for "
-    "a few intervals means the watcher is not running.",
-)
-WATCHER_LISTING_FAILED = _metric(
-    "watcher.listing_failed", "counter", WORKFLOW_TAGS, "Listings of the job-event watcher that failed."
-)
-WATCHER_EVENTS = _metric(
-    "watcher.events", "counter", WORKFLOW_TAGS, "Events the job-event watcher emitted (one per ended job)."
-)
-WATCHER_LAG = _metric(
-    "watcher.lag",
-    "timer",
-    WORKFLOW_TAGS,
-    "From a job's end (its ``created_at`` plus its ``runtime``; without a ``runtime``, from its "
-    "``created_at``: then an upper bound) to its event.",
-)
+WATCHER_LISTINGS = _metric("watcher.listings", "counter", WORKFLOW_TAGS)
+WATCHER_LISTING_FAILED = _metric("watcher.listing_failed", "counter", WORKFLOW_TAGS)
+WATCHER_EVENTS = _metric("watcher.events", "counter", WORKFLOW_TAGS)
+WATCHER_LAG = _metric("watcher.lag", "timer", WORKFLOW_TAGS)
 
 METRICS: tuple[Metric, ...] = tuple(
     value

@@ -39,25 +39,15 @@ _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+://)[^/@]*@")
 # What a location is
 
 
-def _path_type() -> type | None:
-    """Airflow's ObjectStoragePath, when loaded (an instance cannot exist before its module is)."""
-    module = sys.modules.get("airflow.sdk.io.path")
-    return getattr(module, "ObjectStoragePath", None)
-
-
 def _is_path(value: Any) -> bool:
-    kind = _path_type()
+    """Whether ``value`` is an ObjectStoragePath (none exists before its module is loaded)."""
+    kind = getattr(sys.modules.get("airflow.sdk.io.path"), "ObjectStoragePath", None)
     return kind is not None and isinstance(value, kind)
 
 
 def is_location(value: Any) -> bool:
     """Whether ``value`` names a location of a filesystem (an ObjectStoragePath, ``scheme://...``)."""
     return _is_path(value) or (isinstance(value, str) and _SCHEME.match(value.strip()) is not None)
-
-
-def is_stored(value: Any) -> bool:
-    """Whether ``value`` is a location in object storage (not a local path, nor ``file://``)."""
-    return is_location(value) and local_path(value) is None
 
 
 def local_path(value: Any) -> str | None:

@@ -145,11 +145,12 @@ class _ConnectorOperator(WorkflowServiceBaseOperator):
     kind: ClassVar[Kind]
     ui_color = "#e8f0fe"
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Give each public operator the shared description and parameters after its own summary."""
+    def __init_subclass__(cls, kind: Kind | None = None, **kwargs: Any) -> None:
+        """Set a public operator's ``kind``; put the shared description and parameters after its summary."""
         super().__init_subclass__(**kwargs)
-        if cls.__name__.startswith("_"):
+        if kind is None:  # a base of the public operators
             return
+        cls.kind = kind
         _summary, _, details = inspect.cleandoc(cls.__bases__[0].__doc__ or "").partition("\n\n")
         cls.__doc__ = f"{inspect.cleandoc(cls.__doc__ or '')}\n\n{details}".strip()
 
@@ -465,49 +466,33 @@ def _same_check(started_id: str | None, check: ConnectionCheck) -> bool:
     return started_id is None or check.id is None or check.id == started_id
 
 
-class CreateSourceConnectorOperator(_CreateConnectorOperator):
+class CreateSourceConnectorOperator(_CreateConnectorOperator, kind="source"):
     """Create a source connector, or reuse / update / refuse the one that already has its name."""
 
-    kind = "source"
 
-
-class CreateDestinationConnectorOperator(_CreateConnectorOperator):
+class CreateDestinationConnectorOperator(_CreateConnectorOperator, kind="destination"):
     """Create a destination connector, or reuse / update / refuse the one that already has its name."""
 
-    kind = "destination"
 
-
-class UpdateSourceConnectorOperator(_UpdateConnectorOperator):
+class UpdateSourceConnectorOperator(_UpdateConnectorOperator, kind="source"):
     """Replace a source connector's config (every setting is sent; name and type cannot change)."""
 
-    kind = "source"
 
-
-class UpdateDestinationConnectorOperator(_UpdateConnectorOperator):
+class UpdateDestinationConnectorOperator(_UpdateConnectorOperator, kind="destination"):
     """Replace a destination connector's config (every setting is sent; name and type cannot change)."""
 
-    kind = "destination"
 
-
-class DeleteSourceConnectorOperator(_DeleteConnectorOperator):
+class DeleteSourceConnectorOperator(_DeleteConnectorOperator, kind="source"):
     """Delete a source connector."""
 
-    kind = "source"
 
-
-class DeleteDestinationConnectorOperator(_DeleteConnectorOperator):
+class DeleteDestinationConnectorOperator(_DeleteConnectorOperator, kind="destination"):
     """Delete a destination connector."""
 
-    kind = "destination"
 
-
-class SourceConnectionCheckOperator(_ConnectionCheckOperator):
+class SourceConnectionCheckOperator(_ConnectionCheckOperator, kind="source"):
     """Start a connection check of a source connector and wait for its result."""
 
-    kind = "source"
 
-
-class DestinationConnectionCheckOperator(_ConnectionCheckOperator):
+class DestinationConnectionCheckOperator(_ConnectionCheckOperator, kind="destination"):
     """Start a connection check of a destination connector and wait for its result."""
-
-    kind = "destination"

@@ -107,18 +107,13 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
 
     def _start_in_the_triggerer(self) -> None:
         """
-        Let the scheduler defer the task straight to the trigger (``start_from_trigger``): no worker
-        pokes first, and the triggerer renders the templated ``job_id`` and ``workflowsvc_conn_id``.
+        Let the scheduler defer the task straight to the trigger (``start_from_trigger``; Airflow 3.3+,
+        where the triggerer renders the templated ``job_id`` and ``workflowsvc_conn_id``).
 
-        Airflow 3.3+ only (where the triggerer renders the task's templated fields into the trigger's
-        arguments); older Airflow runs the first poke in a worker and defers from there, as before. Not
-        for a ``job_id`` pulled from XCom (:func:`_renders_in_the_triggerer`).
         The trigger's deadline is Airflow's deferral timeout less ``DEFERRAL_BACKSTOP``: the earlier of
-        ``timeout`` and ``execution_timeout``, counted from the moment the scheduler deferred the task.
-        When the job passes, the trigger ends the task itself (``end_on_success``: the XComs
-        :meth:`execute_complete` would push, no worker); any other outcome resumes
-        :meth:`execute_complete` in a worker, which fails the task. A sensor with ``outlets`` always
-        ends in a worker: Airflow 3.3.2 emits outlet asset events only there.
+        ``timeout`` and ``execution_timeout``, from the deferral. A job that passes ends the task in the
+        triggerer (``end_on_success``: the XComs :meth:`execute_complete` would push), but for a sensor
+        with ``outlets``: Airflow 3.3.2 emits outlet asset events only when a worker ends a task.
         """
         from airflow_provider_workflowsvc._compat import AIRFLOW_V_3_3_PLUS
 
@@ -138,7 +133,6 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
                 "poll_interval": interval_seconds(self.poke_interval, "poke_interval"),
                 "workflowsvc_conn_id": self.workflowsvc_conn_id,
                 "cancel_on_kill": False,
-                # Airflow emits a task's outlet asset events only when a worker ends it.
                 "end_on_success": not self.outlets,
                 "fail_on_failed_files": self.fail_on_failed_files,
                 "push_summary": self.do_xcom_push,
