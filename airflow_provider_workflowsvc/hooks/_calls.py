@@ -2,7 +2,7 @@
 Every endpoint of the Workflow Service, once: its signature, docstring and wire facts (:class:`Endpoints`).
 
 Each endpoint validates its arguments (raising :class:`WorkflowServiceInputError` before anything is
-sent) and returns an :class:`~._transport.ApiCall`: method, path, query, body, how to parse the answer
+sent) and returns an :class:`~._exchange.ApiCall`: method, path, query, body, how to parse the answer
 and whether the request may be retried after an ambiguous failure. Each hook gets one real method per
 endpoint from it (sync or async, by its ``_send``), with the endpoint's name, signature and docstring.
 """
@@ -32,13 +32,14 @@ from airflow_provider_workflowsvc.exceptions import (
     format_validation_errors,
     validate_input,
 )
-from airflow_provider_workflowsvc.hooks._transport import (
+from airflow_provider_workflowsvc.hooks._exchange import (
     ApiCall,
     UploadFile,
     ignore_body,
     list_parser,
     parser,
-    sending,
+    send_async,
+    send_sync,
 )
 from airflow_provider_workflowsvc.models import (
     LISTED_JOB_STATUSES,
@@ -103,7 +104,7 @@ class Endpoint(Generic[P, T]):
 
     def method(self, owner: type, asynchronous: bool) -> Callable[..., Any]:
         """Return ``owner``'s method that sends this endpoint's call, named, typed and documented as it."""
-        method = sending(self, asynchronous)
+        method = send_async(self) if asynchronous else send_sync(self)
         qualname = f"{owner.__qualname__}.{self.name}"
         if sys.version_info >= (3, 11):  # a traceback names the endpoint
             method.__code__ = method.__code__.replace(co_name=self.name, co_qualname=qualname)

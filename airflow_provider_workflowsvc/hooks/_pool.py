@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import httpx
 
 from airflow_provider_workflowsvc import metrics
+from airflow_provider_workflowsvc.hooks._failures import LaneTimeLimit
 from airflow_provider_workflowsvc.hooks._settings import KEEPALIVE_EXPIRY, ConnectionSettings
 
 T = TypeVar("T")
@@ -62,13 +63,6 @@ LANE_TIME_LIMIT = 1.0
 """Seconds a read (GET) may hold a lane before its answer begins. A status read takes milliseconds; one
 still unanswered then moves out of the lanes to an overflow connection of its own, so the requests
 queued behind it are not held up by a service that hangs on some reads."""
-
-
-class LaneTimeLimit(httpx.ReadTimeout):
-    """
-    A read cut at the lane time limit because the overflow was full (every overflow connection held
-    by a read that hangs). It is not retried by the hook; a wait survives it and polls again.
-    """
 
 
 class _Lanes(httpx.AsyncBaseTransport):

@@ -2,54 +2,41 @@
 How one request travels, once for both hooks: an exchange without I/O, driven by a sync and an async driver.
 
 :func:`exchange` is a generator holding every decision of a request's way (URL, deadline, redirects,
-retries, body cap, error mapping, the re-read of a refused connection, how the service spells job
-statuses); it yields the I/O it needs as steps (:class:`_Send`, :class:`_Body`, :class:`_Sleep`,
-:class:`_Reread`). :func:`send` and :func:`asend` perform those steps with an
-``httpx.Client`` or an ``httpx.AsyncClient``: they are the hooks' ``_send``. Nothing else differs.
+retries, body cap, the re-read of a refused connection, a status filter in the service's spelling);
+it yields the I/O it needs as steps (:class:`_Send`, :class:`_Body`, :class:`_Sleep`, :class:`_Reread`).
+:func:`send` performs them with an ``httpx.Client``, :func:`asend` with an
+``httpx.AsyncClient``: they are the hooks' ``_send``. What a failure means is in :mod:`._failures`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
+import dataclasses
 import logging
-import random
-import socket
-import ssl
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
-from email.utils import parsedate_to_datetime
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 from pydantic import ValidationError
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
-from tenacity.stop import stop_base
 
 from airflow_provider_workflowsvc import metrics
-from airflow_provider_workflowsvc._url_secrets import mask_url_secrets
 from airflow_provider_workflowsvc.exceptions import (
-    WorkflowServiceApiError,
     WorkflowServiceAuthError,
-    WorkflowServiceAuthUnconfirmedError,
-    WorkflowServiceConnectionError,
     WorkflowServiceError,
-    WorkflowServiceQuotaError,
-    WorkflowServiceRateLimitError,
     WorkflowServiceResponseError,
     WorkflowServiceValidationError,
-    error_for_status,
     format_validation_errors,
 )
+from airflow_provider_workflowsvc.hooks._failures import Failures, is_retryable
 from airflow_provider_workflowsvc.hooks._files import _atomic_file, _PartFile
 from airflow_provider_workflowsvc.hooks._listing import JobItems, Listing, adapter, parse_listed
-from airflow_provider_workflowsvc.hooks._pool import LaneTimeLimit
 from airflow_provider_workflowsvc.models import Job, JobStatus
 from airflow_provider_workflowsvc.storage import StagedObject, StoredObject
 
@@ -61,9 +48,7 @@ log = logging.getLogger("airflow_provider_workflowsvc.hooks.workflowsvc")
 
 T = TypeVar("T")
 
-RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
 MAX_REDIRECTS = 3
-_UNSENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 RetryPolicy = Literal["idempotent", "unsent-only"]
 """``idempotent``: retry on any transient failure. ``unsent-only``: only when the request never left."""
@@ -153,35 +138,6 @@ def ignore_body(_: Any) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# How the service spells job statuses
-
-
-_SPELLINGS: dict[str, str] = {}
-"""How each service (by base URL) spells job statuses, once a job record showed it: ``platform``
-(upper case, ``IN_PROGRESS``) or ``spec`` (``im progress``). A service does not change its dialect."""
-
-
-def record_spelling(base_url: str, result: Any) -> None:
-    """Remember how the service spells job statuses, from the first job record of ``result`` that shows it."""
-    jobs = result if isinstance(result, list) else (result,)
-    raw = next(
-        (
-            job.raw_status
-            for job in jobs
-            if isinstance(job, Job) and job.raw_status and any(c.isalpha() for c in job.raw_status)
-        ),
-        None,
-    )
-    if raw is not None:
-        _SPELLINGS[base_url] = "platform" if raw == raw.upper() else "spec"
-
-
-def spelled(status: JobStatus, spelling: str) -> str:
-    """``status`` as the dialect's job listing spells it (and its ``status`` filter takes)."""
-    return status.platform_value if spelling == "platform" else status.wire_value
-
-
-# --------------------------------------------------------------------------------------------------
 # Deadlines
 
 
@@ -206,54 +162,8 @@ def deadline(at: float | None) -> Iterator[None]:
         _DEADLINE.reset(token)
 
 
-class _StopAtDeadline(stop_base):
-    """Retry stop: the next attempt could not start (after its backoff) before the deadline."""
-
-    def __call__(self, retry_state: RetryCallState) -> bool:
-        at = _DEADLINE.get()
-        return at is not None and time.time() + retry_state.upcoming_sleep >= at
-
-
 # --------------------------------------------------------------------------------------------------
-# Interpreting responses
-
-
-def _retry_after_seconds(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-
-
-def _cut(text: str, limit: int) -> str:
-    return text[:limit] + ("…" if len(text) > limit else "")
-
-
-def _error_detail(response: httpx.Response, redact: Callable[[str], str]) -> str:
-    """
-    Return the server's explanation: FastAPI ``detail`` (string or list) or ``message``, else the raw text.
-
-    Credentials are redacted before the text is cut to length, so none can leak in part across the cut.
-    """
-    try:
-        body = response.json()
-    except ValueError:
-        return _cut(redact(response.text.strip()), 300)
-    if isinstance(body, dict):
-        detail = body.get("detail", body.get("message", body.get("error")))
-        if isinstance(detail, list):
-            items = [d if isinstance(d, dict) else {"msg": str(d)} for d in detail]
-            return redact(format_validation_errors(items))
-        if detail is not None:
-            return _cut(redact(str(detail)), 1000)
-    return _cut(redact(str(body)), 300)
+# The transport: a hook's settings turned into requests
 
 
 class _BodyCap:
@@ -299,79 +209,39 @@ class _BodyCap:
         )
 
 
-def is_retryable(call: ApiCall[Any], exc: BaseException) -> bool:
-    """
-    Whether ``call`` may be sent again after ``exc`` without risk of doing its work twice.
+class _Transport(Failures):
+    """A hook's settings turned into requests, and answers into results (failures: :class:`Failures`)."""
 
-    Idempotent calls retry on a transport failure and on 429/502/503/504; a failure that would
-    happen again the same way (TLS version or certificate mismatch, unknown host name) is never
-    retried. Create and run calls (``unsent-only``) retry only when the connection was never
-    established, so the server never saw them: a read timeout, a dropped connection, a 429 or a 5xx
-    may mean the work was done.
-    """
-    if isinstance(exc, WorkflowServiceConnectionError):
-        if exc.permanent or exc.kind == "lane_limit":  # a read that hangs: sent again, it would hang again
-            return False
-        return call.retry == "idempotent" or not exc.sent
-    if isinstance(exc, WorkflowServiceQuotaError):
-        return False  # a used-up quota is not cured by asking again (not even a 429 saying so)
-    if isinstance(exc, WorkflowServiceApiError):
-        return call.retry == "idempotent" and exc.status_code in RETRYABLE_STATUS
-    return False
-
-
-@functools.lru_cache(maxsize=1)
-def _min_masked_length() -> int:
-    """Return ``[logging] min_length_masked_secret``, read once per process (a transport is made per hook)."""
-    try:
-        from airflow_provider_workflowsvc._compat import conf
-
-        return max(1, conf.getint("logging", "min_length_masked_secret", fallback=5))
-    except Exception:  # pragma: no cover - no configuration available
-        return 5
-
-
-_MAX_CACHED_URLS = 64
-"""Parsed URLs a transport keeps (a hook listing many jobs' paths does not grow without bound)."""
-
-
-class _Transport:
-    """A hook's settings turned into requests and errors: URLs, redirects, timeouts, retries, redaction."""
+    spellings: ClassVar[dict[str, str]] = {}
+    """How each service (by base URL) spells job statuses, once a job record showed it: ``platform``
+    (upper case, ``IN_PROGRESS``) or ``spec`` (``im progress``). A service does not change its dialect."""
 
     def __init__(self, settings: ConnectionSettings, conn_id: str = "") -> None:
         self.settings = settings
         self._base_path = urlsplit(settings.base_url).path
-        self._urls: dict[str, httpx.URL] = {}
         self.conn_id = conn_id
         """The Airflow connection the settings came from ("" when given directly): named in errors."""
         self._path_forms: dict[str, str] = {}
-        shortest = _min_masked_length()
-        self._secrets = sorted((s for s in settings.secrets() if len(s) >= shortest), key=len, reverse=True)
-
-    def redact(self, text: str) -> str:
-        """
-        ``text`` with the token and API key replaced (a server may echo them in an error).
-
-        Like Airflow's log masker, values shorter than ``[logging] min_length_masked_secret`` (5) are
-        left alone: replacing a one-letter placeholder token everywhere would make every message
-        unreadable (``ReadTimeout`` → ``ReadTimeou***``).
-        """
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
-
-    def redact_foreign(self, text: str) -> str:
-        """
-        Text this provider did not write (the service's answers, a secrets backend's error) with the
-        token and API key masked, and what its URLs may carry as credentials (``user:pass@``, a query).
-        """
-        return mask_url_secrets(self.redact(text))
 
     def full_path(self, path: str) -> str:
         return self._base_path + path
 
+    def learn_spelling(self, result: Any) -> None:
+        """Remember how the service spells job statuses, from the first job of ``result`` that shows it."""
+        jobs = result if isinstance(result, list) else (result,)
+        raw = next(
+            (
+                job.raw_status
+                for job in jobs
+                if isinstance(job, Job) and job.raw_status and any(c.isalpha() for c in job.raw_status)
+            ),
+            None,
+        )
+        if raw is not None:
+            self.spellings[self.settings.base_url] = "platform" if raw == raw.upper() else "spec"
+
     def request(
-        self, call: ApiCall[Any], method: str, path: str, parts: contextlib.ExitStack, spelling: str
+        self, call: ApiCall[Any], method: str, path: str, parts: contextlib.ExitStack
     ) -> dict[str, Any]:
         """Return the arguments of ``build_request`` for ``call`` (no body when a 303 made it a GET)."""
         with_body = method == call.method
@@ -381,30 +251,15 @@ class _Transport:
                 (call.files_part, (f.filename, parts.enter_context(_PartFile(f.path)), f.media_type))
                 for f in call.files
             ]
-        params = call.params
-        if call.status_filter is not None:
-            params = {**(params or {}), "status": spelled(call.status_filter, spelling)}
         return {
             "method": method,
-            "url": self._url(path),
-            "params": params,
+            "url": self.settings.base_url + "/" + path.lstrip("/"),
+            "params": call.params,
             "json": call.json if with_body else None,
             "data": call.form if with_body else None,
             "files": files,
             "timeout": self.request_timeout(method, path),
         }
-
-    def _url(self, path: str) -> httpx.URL:
-        """
-        Return the absolute URL of ``path``, parsed once: a wait polls the same few paths again and again.
-        Measured (#33): ~20 of the ~40 µs of building a status request, ~2 % of a fan-in poll's CPU.
-        """
-        url = self._urls.get(path)
-        if url is None:
-            url = httpx.URL(self.settings.base_url + "/" + path.lstrip("/"))
-            if len(self._urls) < _MAX_CACHED_URLS:
-                self._urls[path] = url
-        return url
 
     def request_timeout(self, method: str, path: str) -> Any:
         """
@@ -451,45 +306,10 @@ class _Transport:
             log.debug("%s %s redirected to %s; using that form from now on", method, path, new_path)
         return method, new_path
 
-    def retrying(self, call: ApiCall[Any], sleep: Callable[[float], None], operation: str = "") -> Retrying:
-        """
-        Return the retries of ``call``: tenacity's loop, its pauses handed to ``sleep``, each retry logged
-        and counted under ``operation``.
-        """
-        return Retrying(
-            sleep=sleep,
-            stop=stop_after_attempt(self.settings.max_retries + 1) | _StopAtDeadline(),
-            wait=self._wait,
-            retry=retry_if_exception(functools.partial(is_retryable, call)),
-            before_sleep=functools.partial(self._before_retry, operation),
-            reraise=True,
-        )
-
-    def _wait(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, WorkflowServiceApiError) and exc.retry_after is not None:
-            return min(exc.retry_after, self.settings.retry_max_wait)
-        backoff = self.settings.retry_wait * 2 ** (state.attempt_number - 1)
-        return min(self.settings.retry_max_wait, backoff) * random.uniform(0.5, 1.0)
-
-    def _before_retry(self, operation: str, state: RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome else None
-        wait = state.next_action.sleep if state.next_action else 0.0
-        asked = isinstance(exc, WorkflowServiceApiError) and exc.retry_after is not None
-        metrics.retrying(operation, self.conn_id, metrics.retry_reason(exc), wait, retry_after=asked)
-        log.warning(
-            "%s; retrying in %.1f s (attempt %d of %d)",
-            self.redact(str(exc)),
-            wait,
-            state.attempt_number + 1,
-            self.settings.max_retries + 1,
-        )
-
     def finish(self, call: ApiCall[T], method: str, path: str, response: httpx.Response) -> T:
         """Raise the error the (fully read) response stands for, or parse its body."""
-        full = self.full_path(path)
         if not response.is_success:
-            raise self.api_error(method, full, response)
+            raise self.api_error(method, self.full_path(path), response)
         if not call.wants_body:
             return call.parse(None)
         if call.head_bytes is not None:
@@ -497,87 +317,13 @@ class _Transport:
         try:
             data = response.json() if response.content else None
         except ValueError:
-            snippet = _cut(self.redact_foreign(response.text.replace("\n", " ")), 120)
-            detail = f"not JSON ({len(response.content)} bytes): {snippet!r}"
-            raise WorkflowServiceResponseError(method, full, response.status_code, detail) from None
+            raise self.unreadable(method, path, response) from None
         try:
             result = call.parse(data)
         except ResponseShapeError as exc:
-            detail = _cut(self.redact_foreign(str(exc).replace("\n", " ")), 300)
-            raise WorkflowServiceResponseError(method, full, response.status_code, detail) from None
-        record_spelling(self.settings.base_url, result)
+            raise self.unreadable(method, path, response, str(exc)) from None
+        self.learn_spelling(result)
         return result
-
-    def api_error(self, method: str, full_path: str, response: httpx.Response) -> WorkflowServiceApiError:
-        if response.is_redirect:
-            location = response.headers.get("location", "")
-            detail = (
-                f"redirect to {location} not followed (another origin, or not the same path for {method})"
-            )
-        else:
-            detail = _error_detail(response, self.redact_foreign)
-        cls = error_for_status(response.status_code, detail)
-        return cls(
-            response.status_code,
-            method,
-            full_path,
-            detail,
-            response.reason_phrase,
-            retry_after=_retry_after_seconds(response),
-        )
-
-    def still_refused(
-        self, exc: WorkflowServiceAuthError, unread: str | None = None
-    ) -> WorkflowServiceAuthError:
-        """
-        Return the error of a request refused again after the connection was read anew, naming it; when
-        it could not be read again (``unread``: why), the refusal is not final: its credentials may have
-        been rotated (``WorkflowServiceAuthUnconfirmedError``, which a wait survives).
-        """
-        if not self.conn_id:
-            return exc
-        if unread is not None:
-            detail = (
-                f"{exc.detail}; connection {self.conn_id!r} could not be read again ({unread}), so the "
-                "refusal is not taken as final: its credentials may have been rotated"
-            )
-            return WorkflowServiceAuthUnconfirmedError(
-                exc.status_code, exc.method, exc.path, detail, exc.reason
-            )
-        detail = (
-            f"{exc.detail}; connection {self.conn_id!r} was read again and the service still refuses its "
-            "credentials (check the token in its password field and its api_key extra)"
-        )
-        return type(exc)(exc.status_code, exc.method, exc.path, detail, exc.reason)
-
-    def transport_error(
-        self, method: str, path: str, exc: httpx.TransportError
-    ) -> WorkflowServiceConnectionError:
-        """
-        Return the error for a request that got no answer: method, full URL, connection id, and what to
-        check for this kind of failure.
-        """
-        reason = self.redact(f"{type(exc).__name__}: {exc}".rstrip(": "))
-        kind = _failure_kind(exc)
-        return self.connection_error(
-            method, path, reason, sent=not isinstance(exc, _UNSENT_ERRORS), kind=kind
-        )
-
-    def connection_error(
-        self, method: str, path: str, reason: str, *, sent: bool, kind: str
-    ) -> WorkflowServiceConnectionError:
-        base = urlsplit(self.settings.base_url)
-        return WorkflowServiceConnectionError(
-            method,
-            self.full_path(path),
-            reason,
-            sent=sent,
-            url=urlunsplit((base.scheme, base.netloc, self.full_path(path), "", "")),
-            conn_id=self.conn_id,
-            kind=kind,
-            hint=_hint(kind, base),
-            permanent=kind in _PERMANENT_KINDS,
-        )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -648,14 +394,17 @@ def _spelled_attempts(transport: _Transport, call: ApiCall[T], retries: bool, op
     spec's when the first is refused or finds nothing (an exact-matching service's answer to a spelling
     of the other dialect).
     """
-    if call.status_filter is None:
-        return (yield from _attempts(transport, call, retries, "", operation))
-    known = _SPELLINGS.get(transport.settings.base_url)
+    status = call.status_filter
+    if status is None:
+        return (yield from _attempts(transport, call, retries, operation))
+    known = transport.spellings.get(transport.settings.base_url)
     first = known or "platform"
     for spelling in (first, "spec" if first == "platform" else "platform"):
         last = spelling != first
+        spelled = status.platform_value if spelling == "platform" else status.wire_value
+        spelled_call = dataclasses.replace(call, params={**(call.params or {}), "status": spelled})
         try:
-            result = yield from _attempts(transport, call, retries, spelling, operation)
+            result = yield from _attempts(transport, spelled_call, retries, operation)
         except WorkflowServiceValidationError:
             if last:
                 raise
@@ -665,31 +414,29 @@ def _spelled_attempts(transport: _Transport, call: ApiCall[T], retries: bool, op
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _attempts(
-    transport: _Transport, call: ApiCall[T], retries: bool, spelling: str, operation: str
-) -> Exchange[T]:
+def _attempts(transport: _Transport, call: ApiCall[T], retries: bool, operation: str) -> Exchange[T]:
     """
     Make the attempts at a call: the first as is (setting up tenacity costs more than a loopback round
     trip), a retryable failure of it starts tenacity's loop, which owns the waits, stops and logs.
     """
     try:
-        return (yield from _attempt(transport, call, spelling, operation))
+        return (yield from _attempt(transport, call, operation))
     except WorkflowServiceError as exc:
         if not (retries and is_retryable(call, exc)):
             raise
         first: WorkflowServiceError | None = exc
     pauses: list[float] = []
-    for attempt in transport.retrying(call, pauses.append, operation):
+    for attempt in transport.retrying(call, pauses.append, operation, _DEADLINE.get):
         with attempt:
             if first is not None:
                 failed, first = first, None
                 raise failed
             yield _Sleep(pauses.pop())
-            return (yield from _attempt(transport, call, spelling, operation))
+            return (yield from _attempt(transport, call, operation))
     raise AssertionError("unreachable")  # pragma: no cover - tenacity re-raises the last failure
 
 
-def _attempt(transport: _Transport, call: ApiCall[T], spelling: str, operation: str) -> Exchange[T]:
+def _attempt(transport: _Transport, call: ApiCall[T], operation: str) -> Exchange[T]:
     """
     One attempt: the request, the redirects it may follow, then the answer read, saved or refused; each
     answer counted by its status class, a request without one as such.
@@ -698,7 +445,7 @@ def _attempt(transport: _Transport, call: ApiCall[T], spelling: str, operation: 
     for hop in range(MAX_REDIRECTS + 1):
         with contextlib.ExitStack() as parts:  # upload parts are open only while sent
             try:
-                response = yield _Send(transport.request(call, method, path, parts, spelling))
+                response = yield _Send(transport.request(call, method, path, parts))
             except httpx.TransportError as exc:
                 metrics.no_answer(operation, transport.conn_id)
                 raise transport.transport_error(method, path, exc) from None
@@ -747,29 +494,12 @@ def _job_listing(
     if listing is None:  # not a list: read whole, as any answer
         response._content = items.raw_body()
         return transport.finish(call, method, path, response)
-    record_spelling(transport.settings.base_url, listing)
+    transport.learn_spelling(listing)
     return listing  # type: ignore[return-value]
 
 
 # --------------------------------------------------------------------------------------------------
 # The drivers: the hooks' ``_send``, and the endpoint methods that call it
-
-
-def sending(endpoint: Any, asynchronous: bool) -> Callable[..., Any]:
-    """
-    Return a method that builds ``endpoint``'s call (its ``build``) and sends it with the hook's
-    ``_send``. Here, not beside the endpoints: a wait's awaits then stay in this room.
-    """
-
-    name = endpoint.name
-
-    async def send_async(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return await self._send(endpoint.build(*args, **kwargs), operation=name)
-
-    def send_sync(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return self._send(endpoint.build(*args, **kwargs), operation=name)
-
-    return send_async if asynchronous else send_sync
 
 
 def send(hook: WorkflowServiceHook, call: ApiCall[T], retries: bool = True, operation: str = "") -> T:
@@ -806,6 +536,17 @@ def send(hook: WorkflowServiceHook, call: ApiCall[T], retries: bool = True, oper
         steps.close()
         if opened is not None:
             opened.close()
+
+
+def send_sync(endpoint: Any) -> Callable[..., Any]:
+    """Return the sync hook's method that builds ``endpoint``'s call (its ``build``) and sends it."""
+
+    name = endpoint.name
+
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._send(endpoint.build(*args, **kwargs), operation=name)
+
+    return method
 
 
 async def asend(
@@ -848,96 +589,12 @@ async def asend(
             await opened.aclose()
 
 
-# --------------------------------------------------------------------------------------------------
-# What kind of failure, and what to check
+def send_async(endpoint: Any) -> Callable[..., Any]:
+    """Return the async hook's method that builds ``endpoint``'s call (its ``build``) and sends it."""
 
+    name = endpoint.name
 
-_PLAIN_HTTP_REASONS = frozenset(
-    {"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG", "HTTP_REQUEST"}
-)
-_HOST_NOT_FOUND = frozenset(
-    code for code in (getattr(socket, "EAI_NONAME", None), getattr(socket, "EAI_NODATA", None)) if code
-)
-_PERMANENT_KINDS = frozenset({"tls_version", "certificate", "dns"})
-_KIND_BY_TEXT = (
-    ("CERTIFICATE_VERIFY_FAILED", "certificate"),
-    *((reason, "tls_version") for reason in sorted(_PLAIN_HTTP_REASONS)),
-    ("Name or service not known", "dns"),
-    ("nodename nor servname provided", "dns"),
-    ("Connection refused", "refused"),
-)
+    async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return await self._send(endpoint.build(*args, **kwargs), operation=name)
 
-
-def _failure_kind(exc: httpx.TransportError) -> str:
-    """Tell what kind of failure ``exc`` is, from the OS or TLS error behind it (else from its text)."""
-    cause: BaseException | None = exc
-    seen: set[int] = set()
-    while cause is not None and id(cause) not in seen:  # a chain can loop back on itself
-        seen.add(id(cause))
-        if isinstance(cause, ssl.SSLCertVerificationError):
-            return "certificate"
-        if isinstance(cause, ssl.SSLError) and cause.reason in _PLAIN_HTTP_REASONS:
-            return "tls_version"
-        if isinstance(cause, socket.gaierror):
-            return "dns" if cause.errno in _HOST_NOT_FOUND else "dns_temporary"
-        if isinstance(cause, ConnectionRefusedError):
-            return "refused"
-        cause = cause.__cause__ or cause.__context__
-    if isinstance(exc, LaneTimeLimit):
-        return "lane_limit"
-    text = str(exc)
-    kind = next((kind for marker, kind in _KIND_BY_TEXT if marker in text), None)
-    if kind is not None:
-        return kind
-    if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
-        return "connect_timeout"
-    if isinstance(exc, httpx.TimeoutException):
-        return "read_timeout"
-    return "connect" if isinstance(exc, httpx.ConnectError | httpx.ProxyError) else "dropped"
-
-
-def _hint(kind: str, base: Any) -> str:
-    """Say what to check for a failure of ``kind`` reaching ``base`` (a split base URL)."""
-    host = base.hostname or ""
-    address = f"{host}:{base.port or (443 if base.scheme == 'https' else 80)}"
-    hints = {
-        "tls_version": (
-            "The server speaks plain HTTP? Use http:// in the connection's host, or the extra protocol=http"
-        ),
-        "certificate": (
-            "The server's TLS certificate was not accepted: check the CA bundle (extra ca_bundle) "
-            "or the extra verify"
-        ),
-        "dns": f"Host name {host!r} not found: check the connection's host (and any proxy)",
-        "dns_temporary": f"Host name {host!r} could not be resolved just now: check DNS and any proxy",
-        "refused": (
-            f"Is the service listening on {address}? Check the port, the scheme (http/https) and any proxy"
-        ),
-        "connect_timeout": (
-            f"No connection to {address} in time: check the host, port, proxy and firewall, or "
-            "raise the extra connect_timeout"
-        ),
-        "read_timeout": "The service did not answer in time: raise the extra timeout if it is busy",
-        "connect": "Check the scheme (http/https), host, port, proxy and CA bundle",
-    }
-    return hints.get(kind, "")  # dropped after connecting, or past the deadline: nothing to check
-
-
-def connection_failed(exc: BaseException, transport: _Transport | None) -> str:
-    """Write a message a person understands for a failed ``test_connection``."""
-    if isinstance(exc, WorkflowServiceApiError):
-        status = f"{exc.status_code} {exc.reason}".strip()
-        message = f"Connection failed: {status} from {exc.method} {exc.path}"
-        if exc.detail:
-            message += f": {exc.detail}"
-        if isinstance(exc, WorkflowServiceRateLimitError):
-            message += ". The service is rate limiting; try again later."
-        elif exc.status_code in (401, 403):
-            message += ". Check the access token (password) and the API key."
-        elif exc.status_code == 404:
-            message += ". Check the base URL (it ends in /api/v1)."
-        return message
-    if isinstance(exc, WorkflowServiceResponseError):
-        return f"Connection failed: {exc}. Is the base URL the Workflow Service API (…/api/v1)?"
-    text = str(exc) if isinstance(exc, WorkflowServiceError) else f"{type(exc).__name__}: {exc}"
-    return f"Connection failed: {transport.redact(text) if transport else text}"
+    return method
