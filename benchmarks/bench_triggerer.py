@@ -268,7 +268,7 @@ def _shared_ssl_context() -> Any:
 def _trigger_class(variant: Variant) -> type[Any]:
     import httpx
 
-    from airflow_provider_workflowsvc.hooks._exchange import asend
+    from airflow_provider_workflowsvc.hooks._pool import asend
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
     from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
 

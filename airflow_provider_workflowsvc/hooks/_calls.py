@@ -38,9 +38,9 @@ from airflow_provider_workflowsvc.hooks._exchange import (
     ignore_body,
     list_parser,
     parser,
-    send_async,
     send_sync,
 )
+from airflow_provider_workflowsvc.hooks._pool import send_async
 from airflow_provider_workflowsvc.models import (
     LISTED_JOB_STATUSES,
     ConnectionCheck,

@@ -4,7 +4,7 @@ How one request travels, once for both hooks: an exchange without I/O, driven by
 :func:`exchange` is a generator holding every decision of a request's way (URL, deadline, redirects,
 retries, body cap, the re-read of a refused connection, a status filter in the service's spelling);
 it yields the I/O it needs as steps (:class:`_Send`, :class:`_Body`, :class:`_Sleep`, :class:`_Reread`).
-:func:`send` performs them with an ``httpx.Client``, :func:`asend` with an
+:func:`send` performs them with an ``httpx.Client``, :func:`~._pool.asend` with the shared
 ``httpx.AsyncClient``: they are the hooks' ``_send``. What a failure means is in :mod:`._failures`.
 """
 
@@ -42,7 +42,7 @@ from airflow_provider_workflowsvc.storage import StagedObject, StoredObject
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks._settings import ConnectionSettings
-    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 
 log = logging.getLogger("airflow_provider_workflowsvc.hooks.workflowsvc")
 
@@ -499,7 +499,7 @@ def _job_listing(
 
 
 # --------------------------------------------------------------------------------------------------
-# The drivers: the hooks' ``_send``, and the endpoint methods that call it
+# The sync driver: the sync hook's ``_send``, and the endpoint methods that call it
 
 
 def send(hook: WorkflowServiceHook, call: ApiCall[T], retries: bool = True, operation: str = "") -> T:
@@ -545,56 +545,5 @@ def send_sync(endpoint: Any) -> Callable[..., Any]:
 
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         return self._send(endpoint.build(*args, **kwargs), operation=name)
-
-    return method
-
-
-async def asend(
-    hook: WorkflowServiceAsyncHook, call: ApiCall[T], retries: bool = True, operation: str = ""
-) -> T:
-    """:func:`send`, with the hook's ``httpx.AsyncClient``."""
-    transport, client = await hook._aconnection()
-    steps = exchange(transport, call, retries, operation)
-    answer: Any = None
-    error: BaseException | None = None
-    opened: httpx.Response | None = None
-    try:
-        while True:
-            try:
-                step = steps.throw(error) if error is not None else steps.send(answer)
-            except StopIteration as done:
-                return done.value
-            answer = error = None
-            try:
-                if isinstance(step, _Send):
-                    if opened is not None:
-                        await opened.aclose()
-                    opened = answer = await client.send(client.build_request(**step.request), stream=True)
-                elif isinstance(step, _Body):
-                    async for chunk in step.response.aiter_bytes():
-                        if step.sink(chunk):
-                            break
-                elif isinstance(step, _Sleep):
-                    await hook._sleep(step.seconds)
-                else:
-                    answer = (
-                        await hook._atransport() if await hook._reread_refused(step.refused) else hook._unread
-                    )
-                    client = await hook.get_async_conn()
-            except Exception as exc:
-                error = exc
-    finally:
-        steps.close()
-        if opened is not None:
-            await opened.aclose()
-
-
-def send_async(endpoint: Any) -> Callable[..., Any]:
-    """Return the async hook's method that builds ``endpoint``'s call (its ``build``) and sends it."""
-
-    name = endpoint.name
-
-    async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return await self._send(endpoint.build(*args, **kwargs), operation=name)
 
     return method

@@ -16,13 +16,17 @@ import os
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
 from airflow_provider_workflowsvc import metrics
+from airflow_provider_workflowsvc.hooks._exchange import ApiCall, _Body, _Send, _Sleep, exchange
 from airflow_provider_workflowsvc.hooks._failures import LaneTimeLimit
 from airflow_provider_workflowsvc.hooks._settings import KEEPALIVE_EXPIRY, ConnectionSettings
+
+if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
 
 T = TypeVar("T")
 
@@ -351,3 +355,58 @@ def shared_client_users() -> list[tuple[str, int]]:
     """List the running loop's shared clients, each as (base URL, number of hooks using it)."""
     clients = _SHARED_CLIENTS.get(asyncio.get_running_loop(), {})
     return [(key.settings.base_url, shared.users) for key, shared in clients.items()]
+
+
+# --------------------------------------------------------------------------------------------------
+# The async driver: the async hook's ``_send`` (beside the lanes it waits on), and its endpoint methods
+
+
+async def asend(
+    hook: WorkflowServiceAsyncHook, call: ApiCall[T], retries: bool = True, operation: str = ""
+) -> T:
+    """:func:`~._exchange.send`, with the hook's shared ``httpx.AsyncClient``."""
+    transport, client = await hook._aconnection()
+    steps = exchange(transport, call, retries, operation)
+    answer: Any = None
+    error: BaseException | None = None
+    opened: httpx.Response | None = None
+    try:
+        while True:
+            try:
+                step = steps.throw(error) if error is not None else steps.send(answer)
+            except StopIteration as done:
+                return done.value
+            answer = error = None
+            try:
+                if isinstance(step, _Send):
+                    if opened is not None:
+                        await opened.aclose()
+                    opened = answer = await client.send(client.build_request(**step.request), stream=True)
+                elif isinstance(step, _Body):
+                    async for chunk in step.response.aiter_bytes():
+                        if step.sink(chunk):
+                            break
+                elif isinstance(step, _Sleep):
+                    await hook._sleep(step.seconds)
+                else:
+                    answer = (
+                        await hook._atransport() if await hook._reread_refused(step.refused) else hook._unread
+                    )
+                    client = await hook.get_async_conn()
+            except Exception as exc:
+                error = exc
+    finally:
+        steps.close()
+        if opened is not None:
+            await opened.aclose()
+
+
+def send_async(endpoint: Any) -> Callable[..., Any]:
+    """Return the async hook's method that builds ``endpoint``'s call (its ``build``) and sends it."""
+
+    name = endpoint.name
+
+    async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return await self._send(endpoint.build(*args, **kwargs), operation=name)
+
+    return method

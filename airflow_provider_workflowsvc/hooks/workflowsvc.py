@@ -23,13 +23,14 @@ from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc._compat import CONN_FIELDS_READ, BaseHook
 from airflow_provider_workflowsvc.hooks import CONN_TYPE, DEFAULT_CONN_ID
 from airflow_provider_workflowsvc.hooks._calls import ENDPOINTS, Endpoints
-from airflow_provider_workflowsvc.hooks._exchange import _Transport, asend, deadline, send
+from airflow_provider_workflowsvc.hooks._exchange import _Transport, deadline, send
 from airflow_provider_workflowsvc.hooks._failures import connection_failed, is_retryable
 from airflow_provider_workflowsvc.hooks._listing import Listing
 from airflow_provider_workflowsvc.hooks._pool import (
     _acquire_client,
     _ClientKey,
     _release_client,
+    asend,
     shared_client_users,
 )
 from airflow_provider_workflowsvc.hooks._settings import (
