@@ -35,10 +35,10 @@ from airflow_provider_workflowsvc.exceptions import (
     format_validation_errors,
 )
 from airflow_provider_workflowsvc.hooks._failures import Failures, is_retryable
-from airflow_provider_workflowsvc.hooks._files import _atomic_file, _PartFile
+from airflow_provider_workflowsvc.hooks._files import UploadFile, _atomic_file, _PartFile
 from airflow_provider_workflowsvc.hooks._listing import JobItems, Listing, adapter, parse_listed
-from airflow_provider_workflowsvc.models import Job, JobStatus
-from airflow_provider_workflowsvc.storage import StagedObject, StoredObject
+from airflow_provider_workflowsvc.models import ConnectionCheck, Job, JobStatus
+from airflow_provider_workflowsvc.storage import StagedObject
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks._settings import ConnectionSettings
@@ -52,15 +52,6 @@ MAX_REDIRECTS = 3
 
 RetryPolicy = Literal["idempotent", "unsent-only"]
 """``idempotent``: retry on any transient failure. ``unsent-only``: only when the request never left."""
-
-
-@dataclass(frozen=True)
-class UploadFile:
-    """A file sent as one file part (``ApiCall.files_part``), streamed: a local file or a stored object."""
-
-    path: Path | StoredObject
-    filename: str
-    media_type: str
 
 
 @dataclass(frozen=True)
@@ -135,6 +126,31 @@ def list_parser(tp: Any) -> Callable[[Any], Listing[Any]]:
 
 def ignore_body(_: Any) -> None:
     return None
+
+
+# --------------------------------------------------------------------------------------------------
+# Answers the spec does not show (a run's, a connection check's start)
+
+
+def parse_run_result(data: Any) -> Job | None:
+    """
+    Read the answer of a run (not shown in the spec) or an on-demand launch: a job record when it looks
+    like one, else None.
+    """
+    if isinstance(data, Mapping) and "id" in data and ("status" in data or "workflow_id" in data):
+        parsed: Job = parser(Job)(data)
+        return parsed
+    if isinstance(data, Mapping) and isinstance(data.get("job"), Mapping):
+        return parse_run_result(data["job"])
+    return None
+
+
+def parse_check_started(data: Any) -> ConnectionCheck:
+    """Read the start answer (not shown in the spec): a check record, or (empty body) one not yet known."""
+    if data is None or data == "":
+        return ConnectionCheck()
+    parsed: ConnectionCheck = parser(ConnectionCheck)(data)
+    return parsed
 
 
 # --------------------------------------------------------------------------------------------------
