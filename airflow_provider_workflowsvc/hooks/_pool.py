@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _PROXY_ENV = tuple(
-    f"{scheme}_proxy" for scheme in ("http", "https", "all", "no", "HTTP", "HTTPS", "ALL", "NO")
+    name for s in ("http", "https", "all", "no") for name in (f"{s}_proxy", f"{s.upper()}_PROXY")
 )
 """The proxies an ``httpx.AsyncClient`` reads from the environment when it is created, looked up by name:
 ``urllib.request.getproxies()``, which scans the whole environment, took 0.62 ms a hook (a trigger's
@@ -365,7 +365,15 @@ def shared_client_users() -> list[tuple[str, int]]:
 async def asend(
     hook: WorkflowServiceAsyncHook, call: ApiCall[T], retries: bool = True, operation: str = ""
 ) -> T:
-    """:func:`~._exchange.send`, with the hook's shared ``httpx.AsyncClient``."""
+    """
+    :func:`~._exchange.send`, with the hook's shared ``httpx.AsyncClient``, in a task of its own: the
+    suspensions of its I/O (the lanes' and httpcore's locks, the socket, a retry's pause) then resume
+    the request's own frames, not every frame of the wait that awaits it. Cancelling the caller cancels it.
+    """
+    return await asyncio.ensure_future(_asend(hook, call, retries, operation))
+
+
+async def _asend(hook: WorkflowServiceAsyncHook, call: ApiCall[T], retries: bool, operation: str) -> T:
     transport, client = await hook._aconnection()
     steps = exchange(transport, call, retries, operation)
     answer: Any = None

@@ -447,6 +447,26 @@ async def await_job(
     return watch.timed_out()
 
 
+async def await_batch_job(
+    hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule, share: bool
+) -> JobOutcome:
+    """
+    :func:`await_job` for one job of a batch (:func:`~.jobs.await_jobs`), its polls taken from the
+    listing of the account's active jobs when ``share``; a wait that fails (a job that vanished, a
+    refusal) is the job's ``error`` outcome.
+    """
+    from airflow_provider_workflowsvc.wait.outcome import broken_outcome
+    from airflow_provider_workflowsvc.wait.workflow_poll import sharing
+
+    try:
+        if not share:
+            return await await_job(hook, watch, schedule)
+        async with sharing(hook, None, watch) as shared:
+            return await await_job(hook, watch, schedule, shared)
+    except Exception as exc:
+        return broken_outcome(exc, watch.job_id, watch.elapsed)
+
+
 async def _apoll(
     hook: WorkflowServiceAsyncHook,
     watch: JobWatch,
