@@ -184,8 +184,8 @@ def deadline(at: float | None) -> Iterator[None]:
 
 class _BodyCap:
     """
-    Reads a response body chunk by chunk, failing as soon as it grows past ``max_response_bytes``;
-    or, given ``head`` (a successful answer of which only the start is wanted), stopping there.
+    The body of a response read whole, up to one byte past ``max_response_bytes`` (then refused); or,
+    given ``head`` (a successful answer of which only the start is wanted), its first ``head`` bytes.
 
     The body is kept on the response (as ``Response.read()`` does), so it is parsed as usual.
     """
@@ -201,17 +201,15 @@ class _BodyCap:
         if self._head is None and declared.isdigit() and int(declared) > self._limit:
             raise self._too_large(f"declares {int(declared)} bytes")
 
-    def add(self, chunk: bytes) -> bool:
-        """Keep ``chunk``; True once the wanted start of the body is read (read no further)."""
-        self._body += chunk
-        if self._head is not None:
-            return len(self._body) >= self._head
-        if len(self._body) > self._limit:
-            raise self._too_large(f"passed {self._limit} bytes and was not read further")
-        return False
+    def read(self) -> _Body:
+        """Return the step that reads the body into a buffer (no call back into the exchange per chunk)."""
+        most = self._head if self._head is not None else self._limit + 1
+        return _Body(self._response, self._body.extend, most)
 
     def done(self) -> httpx.Response:
         """Keep the body read on the response (as ``Response.read()`` does) and return the response."""
+        if self._head is None and len(self._body) > self._limit:
+            raise self._too_large(f"passed {self._limit} bytes and was not read further")
         self._response._content = bytes(self._body)
         return self._response
 
@@ -355,10 +353,14 @@ class _Send:
 
 @dataclass
 class _Body:
-    """Read the response's body, chunk by chunk, into ``sink`` (it returns True: the rest is not needed)."""
+    """
+    Read the response's body, chunk by chunk, into ``sink``: until it ends, until ``most`` bytes are
+    read, or until ``sink`` returns True (the rest is not needed).
+    """
 
     response: httpx.Response
     sink: Callable[[bytes], Any]
+    most: int | None = None
 
 
 @dataclass
@@ -481,7 +483,7 @@ def _attempt(transport: _Transport, call: ApiCall[T], operation: str) -> Exchang
         if call.job_listing and own_answer:
             return (yield from _job_listing(transport, call, method, path, response))
         cap = _BodyCap(transport, method, path, response, call.head_bytes)
-        yield _Body(response, cap.add)
+        yield cap.read()
     except httpx.TransportError as exc:
         raise transport.transport_error(method, path, exc) from None
     return transport.finish(call, method, path, cap.done())
@@ -538,8 +540,10 @@ def send(hook: WorkflowServiceHook, call: ApiCall[T], retries: bool = True, oper
                         opened.close()
                     opened = answer = client.send(client.build_request(**step.request), stream=True)
                 elif isinstance(step, _Body):
+                    read = 0
                     for chunk in step.response.iter_bytes():
-                        if step.sink(chunk):
+                        read += len(chunk)
+                        if step.sink(chunk) or (step.most is not None and read >= step.most):
                             break
                 elif isinstance(step, _Sleep):
                     hook._sleep(step.seconds)

@@ -1,5 +1,6 @@
 """
-The ``httpx.AsyncClient`` shared by the async hooks of one event loop with the same settings.
+The async hooks' way out: the ``httpx.AsyncClient`` shared by the hooks of one event loop with the same
+settings, and the async driver (:func:`asend`) that sends through it.
 
 One bounded pool of connections ("lanes") per client: a triggerer's waiting triggers do not open a
 connection each; a read that hangs moves to a bounded overflow, so it holds up no one else. The client
@@ -392,8 +393,10 @@ async def _asend(hook: WorkflowServiceAsyncHook, call: ApiCall[T], retries: bool
                         await opened.aclose()
                     opened = answer = await client.send(client.build_request(**step.request), stream=True)
                 elif isinstance(step, _Body):
+                    read = 0
                     async for chunk in step.response.aiter_bytes():
-                        if step.sink(chunk):
+                        read += len(chunk)
+                        if step.sink(chunk) or (step.most is not None and read >= step.most):
                             break
                 elif isinstance(step, _Sleep):
                     await hook._sleep(step.seconds)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_workflowsvc.wait.outcome import JobOutcome
 from airflow_provider_workflowsvc.wait.poll import acancel_quietly, await_batch_job
 from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
+from airflow_provider_workflowsvc.wait.workflow_poll import sharing
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
@@ -61,7 +62,8 @@ async def await_jobs(
     waits = []
     for job_id in job_ids:  # each a task of its own: its polls' suspensions wake only its own frames
         watch, schedule = JobWatch(job_id, log, started_at), PollSchedule(deadline, interval)
-        waits.append(asyncio.ensure_future(await_batch_job(hook, watch, schedule, share)))
+        shared = sharing(hook, None, watch) if share else None
+        waits.append(asyncio.ensure_future(await_batch_job(hook, watch, schedule, shared)))
         waits[-1].add_done_callback(report)
     return list(await asyncio.gather(*waits))
 
