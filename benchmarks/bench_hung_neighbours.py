@@ -108,7 +108,7 @@ def _use_httpx_pool_with_read_deadlines(deadline: float) -> None:
     """Put the shared clients on httpx's own pool (``2 * max_connections``), each GET cut at ``deadline``."""
     import httpx
 
-    from airflow_provider_workflowsvc.hooks import _pool, _transport
+    from airflow_provider_workflowsvc.hooks import _exchange, _failures, _pool
     from airflow_provider_workflowsvc.hooks._settings import KEEPALIVE_EXPIRY
 
     def plain_pool(size: int, *, lane_limit: float, **options: Any) -> httpx.AsyncHTTPTransport:
@@ -117,7 +117,7 @@ def _use_httpx_pool_with_read_deadlines(deadline: float) -> None:
             limits=httpx.Limits(**{**limits.__dict__, "keepalive_expiry": KEEPALIVE_EXPIRY}), **options
         )
 
-    timeout_of = _transport._Transport.request_timeout
+    timeout_of = _exchange._Transport.request_timeout
 
     def cut_reads(self: Any, method: str, path: str) -> Any:
         timeout = timeout_of(self, method, path)
@@ -126,14 +126,14 @@ def _use_httpx_pool_with_read_deadlines(deadline: float) -> None:
         read = self.settings.timeout if timeout is httpx.USE_CLIENT_DEFAULT else timeout.read
         return httpx.Timeout(min(read, deadline), connect=self.settings.connect_timeout)
 
-    kind_of = _transport._failure_kind
+    kind_of = _failures._failure_kind
 
     def not_retried(exc: httpx.TransportError) -> str:  # a cut read is not retried, as a lane-limit cut
         return "lane_limit" if isinstance(exc, httpx.ReadTimeout) else kind_of(exc)
 
     _pool._Lanes = plain_pool  # type: ignore[assignment,misc]
-    _transport._Transport.request_timeout = cut_reads  # type: ignore[method-assign]
-    _transport._failure_kind = not_retried
+    _exchange._Transport.request_timeout = cut_reads  # type: ignore[method-assign]
+    _failures._failure_kind = not_retried
 
 
 def main() -> None:

@@ -21,8 +21,6 @@ Variants, each in its own child, alternated run by run:
 * ``raw-httpx`` - the floor: no trigger, no hook, a bare ``client.get`` loop on the same requests;
 * ``httpx-pool`` - the provider with its shared client on httpx's own pool of ``max_connections``
   instead of the lanes of ``hooks/_pool.py`` (not in the default set; issue #33's pool decision);
-* ``no-grid`` - the provider with its poll pauses not lengthened to the 0.1 s grid (not in the default
-  set; issue #33: what the grid earns);
 * ``raw-jittered`` - the floor with the provider's first-poll jitter (its first pause 1.0-1.2
   intervals): what spreading the polls costs a bare poller (not in the default set);
 * ``idle`` - the provider with a poll interval longer than httpx's default keep-alive expiry (5 s), to
@@ -105,8 +103,6 @@ class Variant:
     ``[metrics] statsd_on``; without it Airflow's metrics are off (its no-op logger)."""
     httpx_pool: bool = False
     """The shared client on httpx's own pool of ``max_connections`` (no lanes): the pool decision (#33)."""
-    no_grid: bool = False
-    """Pauses not lengthened to the 0.1 s grid (``wait.watch.POLL_GRID``): what the grid earns (#33)."""
 
 
 VARIANTS: dict[str, Variant] = {
@@ -114,7 +110,6 @@ VARIANTS: dict[str, Variant] = {
     "fresh-client": Variant("reference: a new AsyncClient per poll", fresh_client=True),
     "raw-httpx": Variant("floor: bare httpx poller, one AsyncClient each, no hook", raw_httpx=True),
     "httpx-pool": Variant("provider, its shared client on httpx's own pool (no lanes)", httpx_pool=True),
-    "no-grid": Variant("provider, poll pauses not on the 0.1 s grid", no_grid=True),
     "raw-jittered": Variant(
         "floor, first poll jittered as the provider's (1.0-1.2 intervals)", raw_httpx=True, jittered=True
     ),
@@ -198,10 +193,6 @@ def _waiter(variant: Variant) -> Waiter:
         return functools.partial(_raw_wait, jittered=variant.jittered)
     if variant.httpx_pool:
         _use_httpx_pool()
-    if variant.no_grid:
-        from airflow_provider_workflowsvc.wait.watch import PollSchedule
-
-        PollSchedule._on_grid = lambda self, pause: pause  # type: ignore[method-assign]
     trigger_cls = _trigger_class(variant)
     # the shared status poll (on by default) only where the variant measures it
     os.environ["AIRFLOW__WORKFLOWSVC__SHARED_STATUS_POLL"] = str(variant.shared or variant.job_id_only)
@@ -268,7 +259,7 @@ def _shared_ssl_context() -> Any:
 def _trigger_class(variant: Variant) -> type[Any]:
     import httpx
 
-    from airflow_provider_workflowsvc.hooks._transport import asend
+    from airflow_provider_workflowsvc.hooks._pool import asend
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
     from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
 

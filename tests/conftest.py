@@ -97,13 +97,13 @@ def _fresh_secrets_masker() -> None:
 def _fresh_settings_cache() -> None:
     """Each test reads its connections again, and learns how its service spells job statuses, as a new
     process does (the async hooks cache settings; the transport remembers spellings by base URL)."""
-    if "airflow_provider_workflowsvc.hooks._transport" not in sys.modules:
+    if "airflow_provider_workflowsvc.hooks._exchange" not in sys.modules:
         return  # no hook made yet in this process
+    from airflow_provider_workflowsvc.hooks._exchange import _Transport
     from airflow_provider_workflowsvc.hooks._settings import SETTINGS_CACHE
-    from airflow_provider_workflowsvc.hooks._transport import _SPELLINGS
 
     SETTINGS_CACHE.clear()
-    _SPELLINGS.clear()
+    _Transport.spellings.clear()
 
 
 @pytest.fixture

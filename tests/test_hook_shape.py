@@ -22,7 +22,7 @@ from unittest import mock
 import pytest
 
 from airflow_provider_workflowsvc.hooks._calls import ENDPOINTS, Endpoint, Endpoints
-from airflow_provider_workflowsvc.hooks._transport import ApiCall
+from airflow_provider_workflowsvc.hooks._exchange import ApiCall
 from airflow_provider_workflowsvc.hooks.workflowsvc import (
     ENDPOINT_NAMES,
     ConnectionSettings,

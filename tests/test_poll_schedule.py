@@ -15,7 +15,6 @@ from airflow_provider_workflowsvc.wait.watch import (
     END_READ_RESERVE,
     FINAL_POLL_LEAD,
     FINAL_POLL_RESERVE,
-    POLL_GRID,
     JobWatch,
     PollSchedule,
 )
@@ -27,42 +26,12 @@ def test_first_pause_is_jittered_then_the_interval_is_kept() -> None:
         schedule = PollSchedule(time.time() + 3600, 30.0)
         first = schedule.next_pause()
         assert first is not None
-        assert 30.0 <= first <= 36.0 + POLL_GRID
+        assert 30.0 <= first <= 36.0
         firsts.add(round(first, 3))
         second = schedule.next_pause()
         assert second is not None
-        assert 30.0 <= second < 30.0 + POLL_GRID
+        assert second == 30.0
     assert len(firsts) > 1, "many waits started together must not poll in lockstep"
-
-
-def test_polls_start_on_the_grid_so_waits_due_together_wake_together() -> None:
-    """Waits of one triggerer whose polls fall due within the same tenth of a second wake at the same
-    moment (one turn of the event loop for all of them); the jitter still spreads them over many."""
-    now = [1_000_000.03]
-
-    def on_grid(t: float) -> bool:
-        return abs(t / POLL_GRID - round(t / POLL_GRID)) < 1e-6
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(time, "time", lambda: now[0])
-        wakes = []
-        for i in range(200):  # deferred one after the other over 0.26 s
-            start = now[0] = 1_000_000.03 + i * 0.0013
-            schedule = PollSchedule(start + 3600, 4.0)
-            first = start + (schedule.next_pause() or 0.0)
-            now[0] = first + 0.004  # the poll's requests
-            second = now[0] + (schedule.next_pause() or 0.0)
-            assert on_grid(first)
-            assert on_grid(second)
-            assert 4.004 <= second - first <= 4.004 + POLL_GRID
-            wakes.append(first)
-    assert 5 <= len(set(wakes)) <= 13, "0.26 s of deferrals + 0.8 s of jitter: about ten shared moments"
-
-
-def test_short_intervals_are_not_put_on_the_grid() -> None:
-    schedule = PollSchedule(time.time() + 3600, 0.5)
-    assert schedule.next_pause() is not None
-    assert schedule.next_pause() == 0.5
 
 
 def test_last_poll_comes_just_before_the_deadline_and_none_after() -> None:
@@ -92,7 +61,7 @@ def test_the_wait_lasts_the_timeout(timeout: float, interval: float) -> None:
         rest = schedule.rest()
     assert sum(pauses) + rest == pytest.approx(timeout)
     assert timeout - min(interval, FINAL_POLL_LEAD) - 1e-9 <= last_poll_at
-    assert all(p <= interval * 1.2 + POLL_GRID for p in pauses)
+    assert all(p <= interval * 1.2 for p in pauses)
 
 
 def test_a_wait_that_starts_past_its_deadline_polls_once_at_once() -> None:

@@ -6,6 +6,7 @@ import asyncio
 import json
 from typing import Any
 
+import certifi
 import pytest
 from helpers import ManualClock
 
@@ -188,6 +189,7 @@ def test_the_client_key_follows_the_proxy_variables_only(monkeypatch: pytest.Mon
     monkeypatch.setenv("UNRELATED_SETTING", "x")
     assert _ClientKey.of(settings) == plain
     for name in ("https_proxy", "ALL_PROXY", "no_proxy", "SSL_CERT_FILE"):
-        monkeypatch.setenv(name, "http://proxy.test:3128")
+        # the key holds the TLS context the CA files make: SSL_CERT_FILE must name a readable bundle
+        monkeypatch.setenv(name, certifi.where() if name == "SSL_CERT_FILE" else "http://proxy.test:3128")
         assert _ClientKey.of(settings) != plain, name
         monkeypatch.delenv(name)

@@ -2,7 +2,7 @@
 Every endpoint of the Workflow Service, once: its signature, docstring and wire facts (:class:`Endpoints`).
 
 Each endpoint validates its arguments (raising :class:`WorkflowServiceInputError` before anything is
-sent) and returns an :class:`~._transport.ApiCall`: method, path, query, body, how to parse the answer
+sent) and returns an :class:`~._exchange.ApiCall`: method, path, query, body, how to parse the answer
 and whether the request may be retried after an ambiguous failure. Each hook gets one real method per
 endpoint from it (sync or async, by its ``_send``), with the endpoint's name, signature and docstring.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import mimetypes
 import os
 import re
 import sys
@@ -26,20 +25,27 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
-from airflow_provider_workflowsvc import storage
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceInputError,
     format_validation_errors,
     validate_input,
 )
-from airflow_provider_workflowsvc.hooks._transport import (
+from airflow_provider_workflowsvc.hooks._exchange import (
     ApiCall,
-    UploadFile,
     ignore_body,
     list_parser,
+    parse_check_started,
+    parse_run_result,
     parser,
-    sending,
+    send_sync,
 )
+from airflow_provider_workflowsvc.hooks._files import (  # operators import the upload checks from here
+    LocalFile,
+    check_upload_name as check_upload_name,
+    download_target,
+    upload_files,
+)
+from airflow_provider_workflowsvc.hooks._pool import send_async
 from airflow_provider_workflowsvc.models import (
     LISTED_JOB_STATUSES,
     ConnectionCheck,
@@ -68,7 +74,7 @@ from airflow_provider_workflowsvc.models import (
     parse_enum,
     request_json,
 )
-from airflow_provider_workflowsvc.storage import StagedObject, StoredObject
+from airflow_provider_workflowsvc.storage import StagedObject
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
@@ -103,7 +109,7 @@ class Endpoint(Generic[P, T]):
 
     def method(self, owner: type, asynchronous: bool) -> Callable[..., Any]:
         """Return ``owner``'s method that sends this endpoint's call, named, typed and documented as it."""
-        method = sending(self, asynchronous)
+        method = send_async(self) if asynchronous else send_sync(self)
         qualname = f"{owner.__qualname__}.{self.name}"
         if sys.version_info >= (3, 11):  # a traceback names the endpoint
             method.__code__ = method.__code__.replace(co_name=self.name, co_qualname=qualname)
@@ -125,11 +131,6 @@ class Endpoint(Generic[P, T]):
         """Return the ``T`` of the builder's ``ApiCall[T]`` return annotation, as text."""
         returned = str(self.build.__annotations__["return"])
         return returned.removeprefix("ApiCall[").removesuffix("]")
-
-
-def endpoint(build: Callable[P, ApiCall[T]]) -> Endpoint[P, T]:
-    """Declare an endpoint of :class:`Endpoints`."""
-    return Endpoint(build)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -199,104 +200,23 @@ def _update_connector(
         raise WorkflowServiceInputError(f"invalid {kind} connector config: {details}") from None
 
 
-def check_upload_name(path: Path) -> None:
-    """Refuse a file whose name is not valid UTF-8: an upload part cannot name it (shown escaped)."""
-    try:
-        path.name.encode("utf-8")
-    except UnicodeEncodeError:
-        shown = os.fsencode(path).decode("ascii", "backslashreplace")
-        raise WorkflowServiceInputError(
-            f"input file '{shown}': its name is not valid UTF-8; rename the file"
-        ) from None
-
-
-LocalFile = str | os.PathLike[str] | Any | tuple[str | os.PathLike[str] | Any, str]
-"""A file to upload: a local path (sent under its base name), an object in storage (an
-``ObjectStoragePath``, a URI such as ``s3://conn_id@bucket/key``, a ``storage.StoredObject``), or
-``(either, name to send)``."""
-
-
-def upload_files(paths: Iterable[LocalFile] | str | os.PathLike[str]) -> tuple[UploadFile, ...]:
-    """
-    Check the files exist and are readable; name each (its base name, or the name given with it)
-    and guess its media type.
-
-    A single path (not in a list) is one file, not a sequence of one-letter names. A given name may
-    hold ``/`` (a path relative to the folder the files came from): the service records that name.
-    An object in storage is looked up (its size) through Airflow's ``ObjectStoragePath``.
-    """
-    if isinstance(paths, (str, os.PathLike)) or storage.is_location(paths):
-        paths = [paths]
-    files = []
-    for item in paths:
-        raw, name = item if isinstance(item, tuple) else (item, None)
-        source = _upload_source(raw)
-        media_type = mimetypes.guess_type(source.name)[0] or "application/octet-stream"
-        files.append(UploadFile(path=source, filename=name or source.name, media_type=media_type))
-    if not files:
-        raise WorkflowServiceInputError("files is empty: give at least one file, or files=None for no body")
-    return tuple(files)
-
-
-def _upload_source(raw: Any) -> Path | StoredObject:
-    """Check a file to upload: a readable local file, or an object in storage (looked up)."""
-    if isinstance(raw, StoredObject):
-        return raw
-    if storage.is_location(raw):
-        local = storage.local_path(raw)
-        if local is None:
-            return _stored_object(raw)
-        raw = local
-    path = Path(raw).expanduser()
-    check_upload_name(path)
-    if not path.is_file():
-        reason = "is a directory" if path.is_dir() else "does not exist"
-        raise WorkflowServiceInputError(f"input file {str(path)!r} {reason}")
-    if not os.access(path, os.R_OK):
-        raise WorkflowServiceInputError(f"input file {str(path)!r} is not readable")
-    return path
-
-
-def _stored_object(raw: Any) -> StoredObject:
-    text = storage.without_userinfo(raw if isinstance(raw, str) else storage.shown(raw))
-    path = storage.location(raw, None, "input file")
-    kind, size = storage.kind_of(path, text, "input file")
-    if kind != "file":
-        reason = "is a folder" if kind == "directory" else "does not exist"
-        raise WorkflowServiceInputError(f"input file {text!r} {reason}")
-    return StoredObject(path, size)
-
-
-def _download_target(path: Any) -> Path | StagedObject | None:
-    """Where a download is streamed to: a local file, or an object being written in storage."""
-    if path is None or isinstance(path, StagedObject):
-        return path
-    return Path(path).expanduser()
-
-
 # --------------------------------------------------------------------------------------------------
-# Answers the spec does not show
+# The shapes several endpoints share
 
 
-def _parse_run_result(data: Any) -> Job | None:
-    """
-    Read the answer of a run (not shown in the spec) or an on-demand launch: a job record when it looks
-    like one, else None.
-    """
-    if isinstance(data, Mapping) and "id" in data and ("status" in data or "workflow_id" in data):
-        parsed: Job = parser(Job)(data)
-        return parsed
-    if isinstance(data, Mapping) and isinstance(data.get("job"), Mapping):
-        return _parse_run_result(data["job"])
-    return None
+def _connector(kind: Literal["source", "destination"], connector_id: str | UUID, below: str = "") -> str:
+    """Return the path of a source or destination connector (or of ``below`` it)."""
+    return f"/{kind}s/{_uuid(connector_id, f'{kind}_id')}{below}"
 
 
-def _parse_check_started(data: Any) -> ConnectionCheck:
-    """Read the start answer (not shown in the spec): a check record, or (empty body) one not yet known."""
-    if data is None or data == "":
-        return ConnectionCheck()
-    parsed: ConnectionCheck = parser(ConnectionCheck)(data)
-    return parsed
+def _creation(path: str, model: Any, what: str, fields: Mapping[str, Any], answer: Any) -> ApiCall[Any]:
+    """Return a create call: ``fields`` checked as ``model``, never retried once it may have reached it."""
+    body = validate_input(model, what, fields)
+    return ApiCall("POST", path, parser(answer), json=request_json(body), retry="unsent-only")
+
+
+def _deletion(path: str) -> ApiCall[None]:
+    return ApiCall("DELETE", path, ignore_body, wants_body=False)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -350,95 +270,80 @@ class Endpoints:
 
     # -- sources ------------------------------------------------------------------------------------
 
-    @endpoint
+    @Endpoint
     def list_sources(source_type: SourceType | str | None = None) -> ApiCall[list[SourceConnector]]:
         """List source connectors, optionally only those of one type."""
-        params = None
-        if source_type is not None:
-            params = {"source_type": _connector_type("source", source_type)}
+        params = None if source_type is None else {"source_type": _connector_type("source", source_type)}
         return ApiCall("GET", "/sources/", list_parser(SourceConnector), params=params)
 
-    @endpoint
+    @Endpoint
     def get_source(source_id: str | UUID) -> ApiCall[SourceConnector]:
         """Fetch one source connector."""
-        return ApiCall("GET", f"/sources/{_uuid(source_id, 'source_id')}", parser(SourceConnector))
+        return ApiCall("GET", _connector("source", source_id), parser(SourceConnector))
 
-    @endpoint
+    @Endpoint
     def create_source(
         name: str, type: SourceType | str, config: Mapping[str, Any] | Any
     ) -> ApiCall[SourceConnector]:
         """Create a source connector (config is a typed config model or a dict)."""
-        body = validate_input(
-            CreateSourceConnector, "source connector", {"name": name, "type": type, "config": config}
-        )
-        return ApiCall(
-            "POST", "/sources/", parser(SourceConnector), json=request_json(body), retry="unsent-only"
-        )
+        fields = {"name": name, "type": type, "config": config}
+        return _creation("/sources/", CreateSourceConnector, "source connector", fields, SourceConnector)
 
-    @endpoint
+    @Endpoint
     def update_source(
         source_id: str | UUID, config: Mapping[str, Any] | Any, source_type: SourceType | str | None = None
     ) -> ApiCall[SourceConnector]:
         """Replace a source connector's config (every setting must be sent, changed or not)."""
         body = _update_connector("source", source_type, config)
-        path = f"/sources/{_uuid(source_id, 'source_id')}"
-        return ApiCall("PUT", path, parser(SourceConnector), json=request_json(body))
+        return ApiCall(
+            "PUT", _connector("source", source_id), parser(SourceConnector), json=request_json(body)
+        )
 
-    @endpoint
+    @Endpoint
     def delete_source(source_id: str | UUID) -> ApiCall[None]:
         """Delete a source connector."""
-        return ApiCall("DELETE", f"/sources/{_uuid(source_id, 'source_id')}", ignore_body, wants_body=False)
+        return _deletion(_connector("source", source_id))
 
-    @endpoint
+    @Endpoint
     def start_source_connection_check(source_id: str | UUID) -> ApiCall[ConnectionCheck]:
         """
         Start a connectivity test of a source connector.
 
         Read its outcome with ``get_source_connection_check``.
         """
-        path = f"/sources/{_uuid(source_id, 'source_id')}/connection-check"
-        return ApiCall("POST", path, _parse_check_started)
+        return ApiCall("POST", _connector("source", source_id, "/connection-check"), parse_check_started)
 
-    @endpoint
+    @Endpoint
     def get_source_connection_check(source_id: str | UUID) -> ApiCall[ConnectionCheck]:
         """Fetch the most recent connectivity test of a source connector."""
-        path = f"/sources/{_uuid(source_id, 'source_id')}/connection-check"
-        return ApiCall("GET", path, parser(ConnectionCheck))
+        return ApiCall("GET", _connector("source", source_id, "/connection-check"), parser(ConnectionCheck))
 
     # -- destinations -------------------------------------------------------------------------------
 
-    @endpoint
+    @Endpoint
     def list_destinations(
         destination_type: DestinationType | str | None = None,
     ) -> ApiCall[list[DestinationConnector]]:
         """List destination connectors, optionally only those of one type."""
-        params = None
-        if destination_type is not None:
-            params = {"destination_type": _connector_type("destination", destination_type)}
+        kind = None if destination_type is None else _connector_type("destination", destination_type)
+        params = None if kind is None else {"destination_type": kind}
         return ApiCall("GET", "/destinations/", list_parser(DestinationConnector), params=params)
 
-    @endpoint
+    @Endpoint
     def get_destination(destination_id: str | UUID) -> ApiCall[DestinationConnector]:
         """Fetch one destination connector."""
-        path = f"/destinations/{_uuid(destination_id, 'destination_id')}"
-        return ApiCall("GET", path, parser(DestinationConnector))
+        return ApiCall("GET", _connector("destination", destination_id), parser(DestinationConnector))
 
-    @endpoint
+    @Endpoint
     def create_destination(
         name: str, type: DestinationType | str, config: Mapping[str, Any] | Any
     ) -> ApiCall[DestinationConnector]:
         """Create a destination connector (config is a typed config model or a dict)."""
         fields = {"name": name, "type": type, "config": config}
-        body = validate_input(CreateDestinationConnector, "destination connector", fields)
-        return ApiCall(
-            "POST",
-            "/destinations/",
-            parser(DestinationConnector),
-            json=request_json(body),
-            retry="unsent-only",
-        )
+        what = "destination connector"
+        return _creation("/destinations/", CreateDestinationConnector, what, fields, DestinationConnector)
 
-    @endpoint
+    @Endpoint
     def update_destination(
         destination_id: str | UUID,
         config: Mapping[str, Any] | Any,
@@ -446,34 +351,33 @@ class Endpoints:
     ) -> ApiCall[DestinationConnector]:
         """Replace a destination connector's config (every setting must be sent, changed or not)."""
         body = _update_connector("destination", destination_type, config)
-        path = f"/destinations/{_uuid(destination_id, 'destination_id')}"
+        path = _connector("destination", destination_id)
         return ApiCall("PUT", path, parser(DestinationConnector), json=request_json(body))
 
-    @endpoint
+    @Endpoint
     def delete_destination(destination_id: str | UUID) -> ApiCall[None]:
         """Delete a destination connector."""
-        path = f"/destinations/{_uuid(destination_id, 'destination_id')}"
-        return ApiCall("DELETE", path, ignore_body, wants_body=False)
+        return _deletion(_connector("destination", destination_id))
 
-    @endpoint
+    @Endpoint
     def start_destination_connection_check(destination_id: str | UUID) -> ApiCall[ConnectionCheck]:
         """
         Start a connectivity test of a destination connector.
 
         Read its outcome with ``get_destination_connection_check``.
         """
-        path = f"/destinations/{_uuid(destination_id, 'destination_id')}/connection-check"
-        return ApiCall("POST", path, _parse_check_started)
+        path = _connector("destination", destination_id, "/connection-check")
+        return ApiCall("POST", path, parse_check_started)
 
-    @endpoint
+    @Endpoint
     def get_destination_connection_check(destination_id: str | UUID) -> ApiCall[ConnectionCheck]:
         """Fetch the most recent connectivity test of a destination connector."""
-        path = f"/destinations/{_uuid(destination_id, 'destination_id')}/connection-check"
+        path = _connector("destination", destination_id, "/connection-check")
         return ApiCall("GET", path, parser(ConnectionCheck))
 
     # -- workflows ----------------------------------------------------------------------------------
 
-    @endpoint
+    @Endpoint
     def create_workflow(
         name: str,
         workflow_type: str,
@@ -499,34 +403,33 @@ class Endpoints:
             "reprocess_all": reprocess_all,
             "template_id": template_id,
         }
-        body = validate_input(CreateWorkflow, "workflow", {k: v for k, v in fields.items() if v is not None})
-        return ApiCall("POST", "/workflows/", parser(Workflow), json=request_json(body), retry="unsent-only")
+        given = {k: v for k, v in fields.items() if v is not None}
+        return _creation("/workflows/", CreateWorkflow, "workflow", given, Workflow)
 
-    @endpoint
+    @Endpoint
     def list_workflows(**params: Any) -> ApiCall[list[Workflow]]:
         """List one page of workflows; every query parameter of the spec is accepted by name."""
         query = validate_input(ListWorkflowsParams, "list_workflows parameters", params).query()
         return ApiCall("GET", "/workflows/", list_parser(Workflow), params=query)
 
-    @endpoint
+    @Endpoint
     def get_workflow(workflow_id: str | UUID) -> ApiCall[Workflow]:
         """Fetch one workflow."""
         return ApiCall("GET", f"/workflows/{_uuid(workflow_id, 'workflow_id')}", parser(Workflow))
 
-    @endpoint
+    @Endpoint
     def update_workflow(workflow_id: str | UUID, **fields: Any) -> ApiCall[Workflow]:
         """Change a workflow's settings; only the fields given are sent."""
         body = validate_input(UpdateWorkflow, "workflow update", fields)
         path = f"/workflows/{_uuid(workflow_id, 'workflow_id')}"
         return ApiCall("PUT", path, parser(Workflow), json=request_json(body))
 
-    @endpoint
+    @Endpoint
     def delete_workflow(workflow_id: str | UUID) -> ApiCall[None]:
         """Delete a workflow."""
-        path = f"/workflows/{_uuid(workflow_id, 'workflow_id')}"
-        return ApiCall("DELETE", path, ignore_body, wants_body=False)
+        return _deletion(f"/workflows/{_uuid(workflow_id, 'workflow_id')}")
 
-    @endpoint
+    @Endpoint
     def run_workflow(
         workflow_id: str | UUID, files: Iterable[LocalFile] | str | os.PathLike[str] | None = None
     ) -> ApiCall[Job | None]:
@@ -539,11 +442,11 @@ class Endpoints:
         """
         path = f"/workflows/{_uuid(workflow_id, 'workflow_id')}/run"
         uploads = upload_files(files) if files is not None else ()
-        return ApiCall("POST", path, _parse_run_result, files=uploads, retry="unsent-only")
+        return ApiCall("POST", path, parse_run_result, files=uploads, retry="unsent-only")
 
     # -- jobs ---------------------------------------------------------------------------------------
 
-    @endpoint
+    @Endpoint
     def list_jobs(
         workflow_id: str | UUID | None = None,
         status: JobStatus | str | None = None,
@@ -589,27 +492,27 @@ class Endpoints:
             created_since=since,
         )
 
-    @endpoint
+    @Endpoint
     def get_job(job_id: str) -> ApiCall[Job]:
         """Fetch one job."""
         return ApiCall("GET", f"/jobs/{_job_id(job_id)}", parser(Job))
 
-    @endpoint
+    @Endpoint
     def get_job_details(job_id: str) -> ApiCall[JobDetails]:
         """Fetch a job's processing status, message and per-node file counts."""
         return ApiCall("GET", f"/jobs/{_job_id(job_id)}/details", parser(JobDetails))
 
-    @endpoint
+    @Endpoint
     def get_job_failed_files(job_id: str) -> ApiCall[JobFailedFiles]:
         """Fetch the files a job failed to process, each with its error."""
         return ApiCall("GET", f"/jobs/{_job_id(job_id)}/failed-files", parser(JobFailedFiles))
 
-    @endpoint
+    @Endpoint
     def cancel_job(job_id: str) -> ApiCall[None]:
         """Ask the service to stop a running job (cancelling twice is harmless, so it is retried)."""
         return ApiCall("POST", f"/jobs/{_job_id(job_id)}/cancel", ignore_body, wants_body=False)
 
-    @endpoint
+    @Endpoint
     def download_job_output(
         job_id: str,
         file_id: str,
@@ -624,13 +527,13 @@ class Endpoints:
         then renamed).
         """
         params = _output_params(file_id, node_id)
-        target = _download_target(path)
+        target = download_target(path)
         if isinstance(target, Path) and target.is_dir():
             raise WorkflowServiceInputError(f"download path {str(target)!r} is a directory; give a file path")
         path_of = f"/jobs/{_job_id(job_id)}/download"
         return ApiCall("GET", path_of, parser(list[Element]), params=params, download_to=target)
 
-    @endpoint
+    @Endpoint
     def get_output_document(job_id: str, file_id: str, node_id: str | None = None) -> ApiCall[str | None]:
         """
         Read the name of the document one output of a job was made from (the download, its first
@@ -642,18 +545,18 @@ class Endpoints:
 
     # -- templates and on-demand jobs (the live service's; the spec has none) ----------------------
 
-    @endpoint
+    @Endpoint
     def list_templates() -> ApiCall[list[TemplateListItem]]:
         """List the service's workflow templates (the live service's; the spec dialect has none)."""
         return ApiCall("GET", "/templates/", list_parser(TemplateListItem))
 
-    @endpoint
+    @Endpoint
     def get_template(template_id: str) -> ApiCall[TemplateDetail]:
         """Fetch one workflow template with its nodes (``hi_res_partition``, ...)."""
         path = f"/templates/{_path_id(template_id, 'template_id')}"
         return ApiCall("GET", path, parser(TemplateDetail))
 
-    @endpoint
+    @Endpoint
     def create_job(
         *,
         template_id: str | None = None,
@@ -676,7 +579,7 @@ class Endpoints:
         return ApiCall(
             "POST",
             "/jobs/",
-            _parse_run_result,
+            parse_run_result,
             files=uploads,
             files_part="input_files[]",
             form=form,

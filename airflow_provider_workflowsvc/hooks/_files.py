@@ -1,18 +1,31 @@
 """
-Files a request streams: upload parts (local files, objects in storage) opened only while sent,
-downloads written atomically.
+Files a request streams: uploads (local files, objects in storage) checked when the call is built and
+opened only while sent, downloads written atomically.
 """
 
 from __future__ import annotations
 
 import contextlib
+import mimetypes
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from airflow_provider_workflowsvc import storage
 from airflow_provider_workflowsvc.exceptions import InputReadError, WorkflowServiceInputError
+from airflow_provider_workflowsvc.storage import StagedObject, StoredObject
+
+
+@dataclass(frozen=True)
+class UploadFile:
+    """A file sent as one file part (``ApiCall.files_part``), streamed: a local file or a stored object."""
+
+    path: Path | StoredObject
+    filename: str
+    media_type: str
 
 
 @contextlib.contextmanager
@@ -110,3 +123,82 @@ class _PartFile:
             f"{reason.rstrip('.')}. The run request was aborted before its body was complete: the service "
             "received no complete request, so this request created no job"
         )
+
+
+# --------------------------------------------------------------------------------------------------
+# Uploads checked, downloads placed
+
+
+def check_upload_name(path: Path) -> None:
+    """Refuse a file whose name is not valid UTF-8: an upload part cannot name it (shown escaped)."""
+    try:
+        path.name.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(path).decode("ascii", "backslashreplace")
+        raise WorkflowServiceInputError(
+            f"input file '{shown}': its name is not valid UTF-8; rename the file"
+        ) from None
+
+
+LocalFile = str | os.PathLike[str] | Any | tuple[str | os.PathLike[str] | Any, str]
+"""A file to upload: a local path (sent under its base name), an object in storage (an
+``ObjectStoragePath``, a URI such as ``s3://conn_id@bucket/key``, a ``storage.StoredObject``), or
+``(either, name to send)``."""
+
+
+def upload_files(paths: Iterable[LocalFile] | str | os.PathLike[str]) -> tuple[UploadFile, ...]:
+    """
+    Check the files exist and are readable; name each (its base name, or the name given with it)
+    and guess its media type.
+
+    A single path (not in a list) is one file, not a sequence of one-letter names. A given name may
+    hold ``/`` (a path relative to the folder the files came from): the service records that name.
+    An object in storage is looked up (its size) through Airflow's ``ObjectStoragePath``.
+    """
+    if isinstance(paths, (str, os.PathLike)) or storage.is_location(paths):
+        paths = [paths]
+    files = []
+    for item in paths:
+        raw, name = item if isinstance(item, tuple) else (item, None)
+        source = _upload_source(raw)
+        media_type = mimetypes.guess_type(source.name)[0] or "application/octet-stream"
+        files.append(UploadFile(path=source, filename=name or source.name, media_type=media_type))
+    if not files:
+        raise WorkflowServiceInputError("files is empty: give at least one file, or files=None for no body")
+    return tuple(files)
+
+
+def _upload_source(raw: Any) -> Path | StoredObject:
+    """Check a file to upload: a readable local file, or an object in storage (looked up)."""
+    if isinstance(raw, StoredObject):
+        return raw
+    if storage.is_location(raw):
+        local = storage.local_path(raw)
+        if local is None:
+            return _stored_object(raw)
+        raw = local
+    path = Path(raw).expanduser()
+    check_upload_name(path)
+    if not path.is_file():
+        reason = "is a directory" if path.is_dir() else "does not exist"
+        raise WorkflowServiceInputError(f"input file {str(path)!r} {reason}")
+    if not os.access(path, os.R_OK):
+        raise WorkflowServiceInputError(f"input file {str(path)!r} is not readable")
+    return path
+
+
+def _stored_object(raw: Any) -> StoredObject:
+    text = storage.without_userinfo(raw if isinstance(raw, str) else storage.shown(raw))
+    path = storage.location(raw, None, "input file")
+    kind, size = storage.kind_of(path, text, "input file")
+    if kind != "file":
+        reason = "is a folder" if kind == "directory" else "does not exist"
+        raise WorkflowServiceInputError(f"input file {text!r} {reason}")
+    return StoredObject(path, size)
+
+
+def download_target(path: Any) -> Path | StagedObject | None:
+    """Where a download is streamed to: a local file, or an object being written in storage."""
+    if path is None or isinstance(path, StagedObject):
+        return path
+    return Path(path).expanduser()

@@ -1,5 +1,6 @@
 """
-The ``httpx.AsyncClient`` shared by the async hooks of one event loop with the same settings.
+The async hooks' way out: the ``httpx.AsyncClient`` shared by the hooks of one event loop with the same
+settings, and the async driver (:func:`asend`) that sends through it.
 
 One bounded pool of connections ("lanes") per client: a triggerer's waiting triggers do not open a
 connection each; a read that hangs moves to a bounded overflow, so it holds up no one else. The client
@@ -13,46 +14,52 @@ import collections
 import contextlib
 import contextvars
 import os
+import ssl
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
 from airflow_provider_workflowsvc import metrics
+from airflow_provider_workflowsvc.hooks._exchange import ApiCall, _Body, _Send, _Sleep, exchange
+from airflow_provider_workflowsvc.hooks._failures import LaneTimeLimit
 from airflow_provider_workflowsvc.hooks._settings import KEEPALIVE_EXPIRY, ConnectionSettings
+
+if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
 
 T = TypeVar("T")
 
-_CLIENT_ENV = (
-    *(f"{scheme}_proxy" for scheme in ("http", "https", "all", "no")),
-    *(f"{scheme}_PROXY" for scheme in ("HTTP", "HTTPS", "ALL", "NO")),
-    *("SSL_CERT_FILE", "SSL_CERT_DIR"),
+_PROXY_ENV = tuple(
+    name for s in ("http", "https", "all", "no") for name in (f"{s}_proxy", f"{s.upper()}_PROXY")
 )
-"""
-Environment variables an ``httpx.AsyncClient`` reads when it is created: the proxies it uses (http,
-https, all, no; in the two usual spellings) and the CA files. Looked up by name: scanning the whole
-environment for every hook was a visible share of a trigger's start.
-"""
+"""The proxies an ``httpx.AsyncClient`` reads from the environment when it is created, looked up by name:
+``urllib.request.getproxies()``, which scans the whole environment, took 0.62 ms a hook (a trigger's
+start) against 0.07 ms (measured for #44, 38 variables)."""
 
 
 @dataclass(frozen=True, repr=False)
 class _ClientKey:
     """
     Everything that makes two hooks' requests differ: the settings (credentials included, compared
-    by value) and the environment a client reads when created (proxies, CA files).
+    by value), the TLS context they verify with (one per CA setting and CA environment,
+    :meth:`~._settings.ConnectionSettings.ssl_verify`) and the proxies of the environment.
 
     Its repr names the base URL only: the credentials and a proxy URL's password never show.
     """
 
     settings: ConnectionSettings
-    env: tuple[tuple[str, str], ...]
+    verify: ssl.SSLContext
+    proxies: tuple[tuple[str, str], ...]
 
     @classmethod
     def of(cls, settings: ConnectionSettings) -> _ClientKey:
         environ = os.environ
-        return cls(settings, tuple((k, environ[k]) for k in _CLIENT_ENV if k in environ))
+        return cls(
+            settings, settings.ssl_verify(), tuple((k, environ[k]) for k in _PROXY_ENV if k in environ)
+        )
 
     def __repr__(self) -> str:
         return f"_ClientKey(base_url={self.settings.base_url!r})"
@@ -62,13 +69,6 @@ LANE_TIME_LIMIT = 1.0
 """Seconds a read (GET) may hold a lane before its answer begins. A status read takes milliseconds; one
 still unanswered then moves out of the lanes to an overflow connection of its own, so the requests
 queued behind it are not held up by a service that hangs on some reads."""
-
-
-class LaneTimeLimit(httpx.ReadTimeout):
-    """
-    A read cut at the lane time limit because the overflow was full (every overflow connection held
-    by a read that hangs). It is not retried by the hook; a wait survives it and polls again.
-    """
 
 
 class _Lanes(httpx.AsyncBaseTransport):
@@ -330,7 +330,7 @@ def _acquire_client(settings: ConnectionSettings) -> tuple[_ClientKey, httpx.Asy
     clients = _SHARED_CLIENTS.setdefault(asyncio.get_running_loop(), {})
     shared = clients.get(key)
     if shared is None or shared.client.is_closed:
-        lanes = _Lanes(settings.max_connections, lane_limit=LANE_TIME_LIMIT, verify=settings.ssl_verify())
+        lanes = _Lanes(settings.max_connections, lane_limit=LANE_TIME_LIMIT, verify=key.verify)
         shared = clients[key] = _SharedClient(httpx.AsyncClient(**settings.httpx_options(), transport=lanes))
     shared.users += 1
     return key, shared.client
@@ -357,3 +357,68 @@ def shared_client_users() -> list[tuple[str, int]]:
     """List the running loop's shared clients, each as (base URL, number of hooks using it)."""
     clients = _SHARED_CLIENTS.get(asyncio.get_running_loop(), {})
     return [(key.settings.base_url, shared.users) for key, shared in clients.items()]
+
+
+# --------------------------------------------------------------------------------------------------
+# The async driver: the async hook's ``_send`` (beside the lanes it waits on), and its endpoint methods
+
+
+async def asend(
+    hook: WorkflowServiceAsyncHook, call: ApiCall[T], retries: bool = True, operation: str = ""
+) -> T:
+    """
+    :func:`~._exchange.send`, with the hook's shared ``httpx.AsyncClient``, in a task of its own: the
+    suspensions of its I/O (the lanes' and httpcore's locks, the socket, a retry's pause) then resume
+    the request's own frames, not every frame of the wait that awaits it. Cancelling the caller cancels it.
+    """
+    return await asyncio.ensure_future(_asend(hook, call, retries, operation))
+
+
+async def _asend(hook: WorkflowServiceAsyncHook, call: ApiCall[T], retries: bool, operation: str) -> T:
+    transport, client = await hook._aconnection()
+    steps = exchange(transport, call, retries, operation)
+    answer: Any = None
+    error: BaseException | None = None
+    opened: httpx.Response | None = None
+    try:
+        while True:
+            try:
+                step = steps.throw(error) if error is not None else steps.send(answer)
+            except StopIteration as done:
+                return done.value
+            answer = error = None
+            try:
+                if isinstance(step, _Send):
+                    if opened is not None:
+                        await opened.aclose()
+                    opened = answer = await client.send(client.build_request(**step.request), stream=True)
+                elif isinstance(step, _Body):
+                    read = 0
+                    async for chunk in step.response.aiter_bytes():
+                        read += len(chunk)
+                        if step.sink(chunk) or (step.most is not None and read >= step.most):
+                            break
+                elif isinstance(step, _Sleep):
+                    await hook._sleep(step.seconds)
+                else:
+                    answer = (
+                        await hook._atransport() if await hook._reread_refused(step.refused) else hook._unread
+                    )
+                    client = await hook.get_async_conn()
+            except Exception as exc:
+                error = exc
+    finally:
+        steps.close()
+        if opened is not None:
+            await opened.aclose()
+
+
+def send_async(endpoint: Any) -> Callable[..., Any]:
+    """Return the async hook's method that builds ``endpoint``'s call (its ``build``) and sends it."""
+
+    name = endpoint.name
+
+    async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return await self._send(endpoint.build(*args, **kwargs), operation=name)
+
+    return method

@@ -2,9 +2,9 @@
 The Workflow Service hooks: one method per endpoint, sync (``httpx.Client``) and async (``AsyncClient``).
 
 Each endpoint method (one per endpoint of :class:`._calls.Endpoints`, with its signature and docstring)
-builds its request there and sends it through :mod:`._transport` (retries, redirects, deadlines,
-errors), the same way for both hooks. A sync hook keeps one HTTP client (one connection pool) for its
-whole life. Async hooks in one event loop with the same connection settings share one
+builds its request there and sends it through :mod:`._exchange` (retries, redirects, deadlines; what a
+failure means: :mod:`._failures`), the same way for both hooks. A sync hook keeps one HTTP client (one
+connection pool) for its whole life. Async hooks in one event loop with the same connection settings share one
 ``httpx.AsyncClient`` (:mod:`._pool`); it is closed when its last hook is. Close a hook with
 ``close()`` / ``aclose()`` or use it as a context manager.
 """
@@ -23,11 +23,14 @@ from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc._compat import CONN_FIELDS_READ, BaseHook
 from airflow_provider_workflowsvc.hooks import CONN_TYPE, DEFAULT_CONN_ID
 from airflow_provider_workflowsvc.hooks._calls import ENDPOINTS, Endpoints
+from airflow_provider_workflowsvc.hooks._exchange import _Transport, deadline, send
+from airflow_provider_workflowsvc.hooks._failures import connection_failed, is_retryable
 from airflow_provider_workflowsvc.hooks._listing import Listing
 from airflow_provider_workflowsvc.hooks._pool import (
     _acquire_client,
     _ClientKey,
     _release_client,
+    asend,
     shared_client_users,
 )
 from airflow_provider_workflowsvc.hooks._settings import (
@@ -36,14 +39,6 @@ from airflow_provider_workflowsvc.hooks._settings import (
     SETTINGS_CACHE,
     ConnectionSettings,
     settings_of,
-)
-from airflow_provider_workflowsvc.hooks._transport import (
-    _Transport,
-    asend,
-    connection_failed,
-    deadline,
-    is_retryable,
-    send,
 )
 
 if TYPE_CHECKING:

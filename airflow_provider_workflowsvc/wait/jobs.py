@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_workflowsvc.wait.outcome import JobOutcome, broken_outcome
-from airflow_provider_workflowsvc.wait.poll import acancel_quietly, await_job
+from airflow_provider_workflowsvc.wait.outcome import JobOutcome
+from airflow_provider_workflowsvc.wait.poll import acancel_quietly, await_batch_job
 from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
 from airflow_provider_workflowsvc.wait.workflow_poll import sharing
 
@@ -42,22 +41,15 @@ async def await_jobs(
     """
     ended = 0
 
-    async def wait_for(job_id: str) -> JobOutcome:
+    def report(done: asyncio.Future[JobOutcome]) -> None:
         nonlocal ended
-        watch = JobWatch(job_id, log, started_at)
-        schedule = PollSchedule(deadline, interval)
-        try:
-            if share:
-                async with sharing(hook, None, watch) as shared:
-                    outcome = await await_job(hook, watch, schedule, shared)
-            else:
-                outcome = await await_job(hook, watch, schedule)
-        except Exception as exc:
-            outcome = broken_outcome(exc, job_id, time.time() - started_at)
+        if done.cancelled():
+            return
+        outcome = done.result()
         ended += 1
         log.info(
             "Job %s ended waiting: %s (job status %s, %d failed file(s)); %d of %d jobs done",
-            job_id,
+            outcome.job_id,
             outcome.status,
             outcome.job_status,
             len(outcome.failed_files),
@@ -66,9 +58,14 @@ async def await_jobs(
         )
         if on_end is not None:
             on_end(outcome)
-        return outcome
 
-    return list(await asyncio.gather(*(wait_for(job_id) for job_id in job_ids)))
+    waits = []
+    for job_id in job_ids:  # each a task of its own: its polls' suspensions wake only its own frames
+        watch, schedule = JobWatch(job_id, log, started_at), PollSchedule(deadline, interval)
+        shared = sharing(hook, None, watch) if share else None
+        waits.append(asyncio.ensure_future(await_batch_job(hook, watch, schedule, shared)))
+        waits[-1].add_done_callback(report)
+    return list(await asyncio.gather(*waits))
 
 
 async def acancel_all(

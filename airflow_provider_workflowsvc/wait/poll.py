@@ -22,6 +22,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -445,6 +446,28 @@ async def await_job(
         return outcome
     await asyncio.sleep(schedule.rest())
     return watch.timed_out()
+
+
+async def await_batch_job(
+    hook: WorkflowServiceAsyncHook,
+    watch: JobWatch,
+    schedule: PollSchedule,
+    sharing: AbstractAsyncContextManager[WorkflowPoll] | None,
+) -> JobOutcome:
+    """
+    :func:`await_job` for one job of a batch (:func:`~.jobs.await_jobs`), its polls taken from the
+    listing ``sharing`` enters (:func:`~.workflow_poll.sharing`; None: it polls its own job); a wait that
+    fails (a job that vanished, a refusal) is the job's ``error`` outcome.
+    """
+    from airflow_provider_workflowsvc.wait.outcome import broken_outcome
+
+    try:
+        if sharing is None:
+            return await await_job(hook, watch, schedule)
+        async with sharing as shared:
+            return await await_job(hook, watch, schedule, shared)
+    except Exception as exc:
+        return broken_outcome(exc, watch.job_id, watch.elapsed)
 
 
 async def _apoll(

@@ -40,10 +40,6 @@ END_READ_RESERVE = 60.0
 """Seconds past its deadline a wait gives the reads of a job's end its details showed before the
 deadline (record, failed files, documents): a slow or busy service delays the report of an end it
 already gave, it does not turn it into a timeout (issue #43: 80 waits on 20 connections, 1.3 s answers)."""
-POLL_GRID = 0.1
-"""Seconds: polls of intervals of a second or more start on this grid of the clock, so the waits of one
-triggerer that are due within the same tenth of a second wake together, in one turn of the event loop.
-Measured (#33, 1,000 triggers, three paired runs): 1.25 ms of CPU per request against 1.30 without it."""
 FINAL_POLL_LEAD = 1.0
 """Seconds before the deadline the last poll starts (at most one interval); its requests are cut at
 the deadline, and the wait ends at the deadline."""
@@ -216,8 +212,7 @@ class PollSchedule:
 
     The first pause is lengthened by a random part of up to a fifth of the interval, so that many waits
     deferred together (a backfill, a mapped task) do not poll the service in lockstep; lengthening, not
-    shortening, so the jitter never adds a poll. Pauses end on a :data:`POLL_GRID` step of the clock
-    (lengthened by less than a step), so waits due at nearly the same moment wake together.
+    shortening, so the jitter never adds a poll.
     """
 
     def __init__(self, deadline: float, interval: float) -> None:
@@ -253,18 +248,11 @@ class PollSchedule:
             return 0.0
         if remaining <= 0 or self._final_done:
             return None
-        pause, self._first_pause = self._on_grid(self._first_pause), self.interval
+        pause, self._first_pause = self._first_pause, self.interval
         if pause < remaining - self._lead:
             return pause
         self._final_done = True
         return max(remaining - self._lead, 0.0)
-
-    def _on_grid(self, pause: float) -> float:
-        """Lengthen ``pause`` to end on the :data:`POLL_GRID` (intervals under ten grid steps: as is)."""
-        if self.interval < 10 * POLL_GRID:
-            return pause
-        now = time.time()
-        return math.ceil((now + pause) / POLL_GRID) * POLL_GRID - now
 
     def end_cutoff(self) -> float:
         """When the reads of a job's end seen before the deadline must end: ``END_READ_RESERVE`` from now."""

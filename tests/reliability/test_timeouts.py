@@ -242,20 +242,20 @@ def test_the_deadline_is_context_local() -> None:
     """Two waits in two threads (or two asyncio tasks) do not share a deadline."""
     import threading
 
-    from airflow_provider_workflowsvc.hooks import _transport
+    from airflow_provider_workflowsvc.hooks import _exchange
 
     seen: list[Any] = []
 
     def other_thread() -> None:
-        seen.append(_transport._DEADLINE.get())
+        seen.append(_exchange._DEADLINE.get())
 
-    with _transport.deadline(123.0):
+    with _exchange.deadline(123.0):
         thread = threading.Thread(target=other_thread)
         thread.start()
         thread.join()
-        assert _transport._DEADLINE.get() == 123.0
+        assert _exchange._DEADLINE.get() == 123.0
     assert seen == [None]
-    assert _transport._DEADLINE.get() is None
+    assert _exchange._DEADLINE.get() is None
 
 
 def test_httpx_timeouts_are_per_request_when_a_deadline_is_set(black_hole: dict[str, int]) -> None:

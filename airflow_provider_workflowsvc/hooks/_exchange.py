@@ -1,0 +1,569 @@
+"""
+How one request travels, once for both hooks: an exchange without I/O, driven by a sync and an async driver.
+
+:func:`exchange` is a generator holding every decision of a request's way (URL, deadline, redirects,
+retries, body cap, the re-read of a refused connection, a status filter in the service's spelling);
+it yields the I/O it needs as steps (:class:`_Send`, :class:`_Body`, :class:`_Sleep`, :class:`_Reread`).
+:func:`send` performs them with an ``httpx.Client``, :func:`~._pool.asend` with the shared
+``httpx.AsyncClient``: they are the hooks' ``_send``. What a failure means is in :mod:`._failures`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Generator, Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+from pydantic import ValidationError
+
+from airflow_provider_workflowsvc import metrics
+from airflow_provider_workflowsvc.exceptions import (
+    WorkflowServiceAuthError,
+    WorkflowServiceError,
+    WorkflowServiceResponseError,
+    WorkflowServiceValidationError,
+    format_validation_errors,
+)
+from airflow_provider_workflowsvc.hooks._failures import Failures, is_retryable
+from airflow_provider_workflowsvc.hooks._files import UploadFile, _atomic_file, _PartFile
+from airflow_provider_workflowsvc.hooks._listing import JobItems, Listing, adapter, parse_listed
+from airflow_provider_workflowsvc.models import ConnectionCheck, Job, JobStatus
+from airflow_provider_workflowsvc.storage import StagedObject
+
+if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.hooks._settings import ConnectionSettings
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+
+log = logging.getLogger("airflow_provider_workflowsvc.hooks.workflowsvc")
+
+T = TypeVar("T")
+
+MAX_REDIRECTS = 3
+
+RetryPolicy = Literal["idempotent", "unsent-only"]
+"""``idempotent``: retry on any transient failure. ``unsent-only``: only when the request never left."""
+
+
+@dataclass(frozen=True)
+class ApiCall(Generic[T]):
+    """
+    Everything needed to send one request and interpret its answer.
+
+    ``status_filter``: a job status to send as the ``status`` query parameter, spelled the way the
+    service spells statuses (:func:`_spelled_attempts`). ``form``: text fields of a form body, sent
+    with the ``files`` as ``multipart/form-data`` (URL-encoded when there is no file, as httpx and the
+    service's SDK send such a form); each file is one part named ``files_part``. ``job_listing``: a job
+    listing, read item by item as it arrives, keeping the jobs created at or after ``created_since``
+    (all without one): :class:`~._listing.JobItems`.
+    """
+
+    method: str
+    path: str
+    parse: Callable[[Any], T]
+    params: Mapping[str, str] | None = None
+    json: Any = None
+    files: tuple[UploadFile, ...] = ()
+    files_part: str = "input_files"
+    form: Mapping[str, str] | None = None
+    retry: RetryPolicy = "idempotent"
+    download_to: Path | StagedObject | None = None
+    head_bytes: int | None = None
+    """Read only the first ``head_bytes`` of a successful answer's body; ``parse`` gets them as bytes."""
+    wants_body: bool = True
+    status_filter: JobStatus | None = None
+    job_listing: bool = False
+    created_since: datetime | None = None
+
+
+# --------------------------------------------------------------------------------------------------
+# Parsing answers
+
+
+class ResponseShapeError(Exception):
+    """The response body did not match the expected shape (turned into a WorkflowServiceResponseError)."""
+
+
+@cache
+def parser(tp: Any) -> Callable[[Any], Any]:
+    """Return the parser of an answer of type ``tp`` (one per type)."""
+
+    def parse(data: Any) -> Any:
+        try:
+            return adapter(tp).validate_python(data)
+        except ValidationError as exc:
+            raise ResponseShapeError(
+                format_validation_errors(exc.errors(include_input=False, include_url=False))
+            ) from None
+
+    return parse
+
+
+@cache
+def list_parser(tp: Any) -> Callable[[Any], Listing[Any]]:
+    """Parse a JSON list item by item: an item that cannot be read is skipped with a warning naming it."""
+    what = getattr(tp, "__name__", str(tp))
+
+    def parse(data: Any) -> Listing[Any]:
+        if not isinstance(data, list):
+            raise ResponseShapeError(f"expected a list of {what} records, got {type(data).__name__}")
+        listing: Listing[Any] = Listing()
+        for index, raw in enumerate(data):
+            parse_listed(tp, index, raw, listing)
+        return listing
+
+    return parse
+
+
+def ignore_body(_: Any) -> None:
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# Answers the spec does not show (a run's, a connection check's start)
+
+
+def parse_run_result(data: Any) -> Job | None:
+    """
+    Read the answer of a run (not shown in the spec) or an on-demand launch: a job record when it looks
+    like one, else None.
+    """
+    if isinstance(data, Mapping) and "id" in data and ("status" in data or "workflow_id" in data):
+        parsed: Job = parser(Job)(data)
+        return parsed
+    if isinstance(data, Mapping) and isinstance(data.get("job"), Mapping):
+        return parse_run_result(data["job"])
+    return None
+
+
+def parse_check_started(data: Any) -> ConnectionCheck:
+    """Read the start answer (not shown in the spec): a check record, or (empty body) one not yet known."""
+    if data is None or data == "":
+        return ConnectionCheck()
+    parsed: ConnectionCheck = parser(ConnectionCheck)(data)
+    return parsed
+
+
+# --------------------------------------------------------------------------------------------------
+# Deadlines
+
+
+_DEADLINE: ContextVar[float | None] = ContextVar("workflowsvc_deadline", default=None)
+
+
+@contextlib.contextmanager
+def deadline(at: float | None) -> Iterator[None]:
+    """
+    Every hook request made in this block ends by ``at`` (epoch seconds; None: no deadline).
+
+    Each request's connect, read, write and pool timeouts are cut to the time left; a retry is not
+    waited for when it could not start before ``at``; a request due after ``at`` is not sent (a
+    :class:`WorkflowServiceConnectionError` with ``sent=False``). Inside the block it replaces any
+    enclosing deadline (a cancel sent when a wait ends has a budget of its own). Context-local: it
+    applies to the current thread or asyncio task (and the tasks it starts).
+    """
+    token = _DEADLINE.set(at)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+# --------------------------------------------------------------------------------------------------
+# The transport: a hook's settings turned into requests
+
+
+class _BodyCap:
+    """
+    The body of a response read whole, up to one byte past ``max_response_bytes`` (then refused); or,
+    given ``head`` (a successful answer of which only the start is wanted), its first ``head`` bytes.
+
+    The body is kept on the response (as ``Response.read()`` does), so it is parsed as usual.
+    """
+
+    def __init__(
+        self, transport: _Transport, method: str, path: str, response: httpx.Response, head: int | None = None
+    ) -> None:
+        self._transport, self._method, self._path, self._response = transport, method, path, response
+        self._head = head if response.is_success else None
+        self._limit = transport.settings.max_response_bytes
+        self._body = bytearray()
+        declared = response.headers.get("content-length", "")
+        if self._head is None and declared.isdigit() and int(declared) > self._limit:
+            raise self._too_large(f"declares {int(declared)} bytes")
+
+    def read(self) -> _Body:
+        """Return the step that reads the body into a buffer (no call back into the exchange per chunk)."""
+        most = self._head if self._head is not None else self._limit + 1
+        return _Body(self._response, self._body.extend, most)
+
+    def done(self) -> httpx.Response:
+        """Keep the body read on the response (as ``Response.read()`` does) and return the response."""
+        if self._head is None and len(self._body) > self._limit:
+            raise self._too_large(f"passed {self._limit} bytes and was not read further")
+        self._response._content = bytes(self._body)
+        return self._response
+
+    def _too_large(self, how: str) -> WorkflowServiceResponseError:
+        return WorkflowServiceResponseError(
+            self._method,
+            self._transport.full_path(self._path),
+            self._response.status_code,
+            f"the answer {how}, more than max_response_bytes ({self._limit}); raise that connection "
+            "extra if such answers are expected",
+        )
+
+
+class _Transport(Failures):
+    """A hook's settings turned into requests, and answers into results (failures: :class:`Failures`)."""
+
+    spellings: ClassVar[dict[str, str]] = {}
+    """How each service (by base URL) spells job statuses, once a job record showed it: ``platform``
+    (upper case, ``IN_PROGRESS``) or ``spec`` (``im progress``). A service does not change its dialect."""
+
+    def __init__(self, settings: ConnectionSettings, conn_id: str = "") -> None:
+        self.settings = settings
+        self._base_path = urlsplit(settings.base_url).path
+        self.conn_id = conn_id
+        """The Airflow connection the settings came from ("" when given directly): named in errors."""
+        self._path_forms: dict[str, str] = {}
+
+    def full_path(self, path: str) -> str:
+        return self._base_path + path
+
+    def learn_spelling(self, result: Any) -> None:
+        """Remember how the service spells job statuses, from the first job of ``result`` that shows it."""
+        jobs = result if isinstance(result, list) else (result,)
+        raw = next(
+            (
+                job.raw_status
+                for job in jobs
+                if isinstance(job, Job) and job.raw_status and any(c.isalpha() for c in job.raw_status)
+            ),
+            None,
+        )
+        if raw is not None:
+            self.spellings[self.settings.base_url] = "platform" if raw == raw.upper() else "spec"
+
+    def request(
+        self, call: ApiCall[Any], method: str, path: str, parts: contextlib.ExitStack
+    ) -> dict[str, Any]:
+        """Return the arguments of ``build_request`` for ``call`` (no body when a 303 made it a GET)."""
+        with_body = method == call.method
+        files: Any = None  # httpx types file parts as IO[bytes]; a _PartFile has what it uses
+        if call.files and with_body:
+            files = [
+                (call.files_part, (f.filename, parts.enter_context(_PartFile(f.path)), f.media_type))
+                for f in call.files
+            ]
+        return {
+            "method": method,
+            "url": self.settings.base_url + "/" + path.lstrip("/"),
+            "params": call.params,
+            "json": call.json if with_body else None,
+            "data": call.form if with_body else None,
+            "files": files,
+            "timeout": self.request_timeout(method, path),
+        }
+
+    def request_timeout(self, method: str, path: str) -> Any:
+        """
+        Return the client's timeouts, each cut to the time left before the :func:`deadline` (an
+        ``httpx.Timeout``), or ``httpx.USE_CLIENT_DEFAULT`` outside a deadline.
+        """
+        at = _DEADLINE.get()
+        if at is None:
+            return httpx.USE_CLIENT_DEFAULT
+        left = at - time.time()
+        if left <= 0:
+            reason = "not sent: the deadline for this wait has passed"
+            raise self.connection_error(method, path, reason, sent=False, kind="deadline")
+        read = min(self.settings.timeout, left)
+        return httpx.Timeout(read, connect=min(self.settings.connect_timeout, left))
+
+    def redirect_target(
+        self, call: ApiCall[Any], method: str, path: str, response: httpx.Response
+    ) -> tuple[str, str] | None:
+        """
+        Return the ``(method, path)`` to send next after a redirect we may follow, else None.
+
+        Followed: same-origin redirects under the base URL. 301/302/307/308 keep method and body (a
+        POST never turns into a bodiless GET); a non-GET request only follows its own path with or
+        without the trailing slash, and the form is remembered for later calls. 303 means "done, see
+        there": it is followed with a GET and never re-sends the body.
+        """
+        if not response.is_redirect or "location" not in response.headers:
+            return None
+        target = urlsplit(urljoin(str(response.request.url), response.headers["location"]))
+        base = urlsplit(self.settings.base_url)
+        if (target.scheme, target.netloc) != (base.scheme, base.netloc):
+            return None
+        if target.path != base.path and not target.path.startswith(base.path + "/"):
+            return None
+        new_path = target.path[len(base.path) :] or "/"
+        if response.status_code == 303:
+            return "GET", new_path
+        slash_form = new_path.rstrip("/") == path.rstrip("/")
+        if method not in ("GET", "HEAD") and not slash_form:
+            return None
+        if method == call.method and slash_form:
+            self._path_forms[call.path] = new_path
+            log.debug("%s %s redirected to %s; using that form from now on", method, path, new_path)
+        return method, new_path
+
+    def finish(self, call: ApiCall[T], method: str, path: str, response: httpx.Response) -> T:
+        """Raise the error the (fully read) response stands for, or parse its body."""
+        if not response.is_success:
+            raise self.api_error(method, self.full_path(path), response)
+        if not call.wants_body:
+            return call.parse(None)
+        if call.head_bytes is not None:
+            return call.parse(response.content[: call.head_bytes])
+        try:
+            data = response.json() if response.content else None
+        except ValueError:
+            raise self.unreadable(method, path, response) from None
+        try:
+            result = call.parse(data)
+        except ResponseShapeError as exc:
+            raise self.unreadable(method, path, response, str(exc)) from None
+        self.learn_spelling(result)
+        return result
+
+
+# --------------------------------------------------------------------------------------------------
+# The exchange: every decision of one call, without I/O
+
+
+@dataclass
+class _Send:
+    """Send a request (``build_request`` arguments); the answer is the response, its body not read yet."""
+
+    request: dict[str, Any]
+
+
+@dataclass
+class _Body:
+    """
+    Read the response's body, chunk by chunk, into ``sink``: until it ends, until ``most`` bytes are
+    read, or until ``sink`` returns True (the rest is not needed).
+    """
+
+    response: httpx.Response
+    sink: Callable[[bytes], Any]
+    most: int | None = None
+
+
+@dataclass
+class _Sleep:
+    """Wait ``seconds`` before the next attempt."""
+
+    seconds: float
+
+
+@dataclass
+class _Reread:
+    """
+    Read the hook's connection again after a refusal; the answer: a new transport when its settings
+    changed, else why it could not be read again (None: read, unchanged; see ``_HookBase._keeps_settings``).
+    """
+
+    refused: ConnectionSettings = field(repr=False)
+
+
+Step = _Send | _Body | _Sleep | _Reread
+Exchange = Generator[Step, Any, T]
+
+
+def exchange(
+    transport: _Transport, call: ApiCall[T], retries: bool = True, operation: str = ""
+) -> Exchange[T]:
+    """
+    One call's whole way: its attempts and retries, and (refused with 401/403, its credentials read
+    from a connection) one more way with the connection read anew: nothing was done, so sending again
+    cannot duplicate anything. ``retries=False``: one attempt, nothing read again. ``operation``: the
+    endpoint (the hook method's name) its answers and retries are counted under (:mod:`..metrics`).
+    """
+    try:
+        return (yield from _spelled_attempts(transport, call, retries, operation))
+    except WorkflowServiceAuthError as exc:
+        renewed = (yield _Reread(transport.settings)) if retries and transport.conn_id else None
+        if not isinstance(renewed, _Transport):
+            raise transport.still_refused(exc, unread=renewed) from None
+    try:
+        return (yield from _spelled_attempts(renewed, call, retries, operation))
+    except WorkflowServiceAuthError as exc:
+        raise renewed.still_refused(exc) from None
+
+
+def _spelled_attempts(transport: _Transport, call: ApiCall[T], retries: bool, operation: str) -> Exchange[T]:
+    """
+    Make the call's attempts, a status filter spelled as the service spells statuses: once known, in
+    that spelling (the other only if it is refused, 400 or 422); until then the platform's, then the
+    spec's when the first is refused or finds nothing (an exact-matching service's answer to a spelling
+    of the other dialect).
+    """
+    status = call.status_filter
+    if status is None:
+        return (yield from _attempts(transport, call, retries, operation))
+    known = transport.spellings.get(transport.settings.base_url)
+    first = known or "platform"
+    for spelling in (first, "spec" if first == "platform" else "platform"):
+        last = spelling != first
+        spelled = status.platform_value if spelling == "platform" else status.wire_value
+        spelled_call = dataclasses.replace(call, params={**(call.params or {}), "status": spelled})
+        try:
+            result = yield from _attempts(transport, spelled_call, retries, operation)
+        except WorkflowServiceValidationError:
+            if last:
+                raise
+            continue
+        if result or last or known:
+            return result
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _attempts(transport: _Transport, call: ApiCall[T], retries: bool, operation: str) -> Exchange[T]:
+    """
+    Make the attempts at a call: the first as is (setting up tenacity costs more than a loopback round
+    trip), a retryable failure of it starts tenacity's loop, which owns the waits, stops and logs.
+    """
+    try:
+        return (yield from _attempt(transport, call, operation))
+    except WorkflowServiceError as exc:
+        if not (retries and is_retryable(call, exc)):
+            raise
+        first: WorkflowServiceError | None = exc
+    pauses: list[float] = []
+    for attempt in transport.retrying(call, pauses.append, operation, _DEADLINE.get):
+        with attempt:
+            if first is not None:
+                failed, first = first, None
+                raise failed
+            yield _Sleep(pauses.pop())
+            return (yield from _attempt(transport, call, operation))
+    raise AssertionError("unreachable")  # pragma: no cover - tenacity re-raises the last failure
+
+
+def _attempt(transport: _Transport, call: ApiCall[T], operation: str) -> Exchange[T]:
+    """
+    One attempt: the request, the redirects it may follow, then the answer read, saved or refused; each
+    answer counted by its status class, a request without one as such.
+    """
+    method, path = call.method, transport._path_forms.get(call.path, call.path)
+    for hop in range(MAX_REDIRECTS + 1):
+        with contextlib.ExitStack() as parts:  # upload parts are open only while sent
+            try:
+                response = yield _Send(transport.request(call, method, path, parts))
+            except httpx.TransportError as exc:
+                metrics.no_answer(operation, transport.conn_id)
+                raise transport.transport_error(method, path, exc) from None
+        metrics.answered(operation, transport.conn_id, response.status_code)
+        follow = transport.redirect_target(call, method, path, response)
+        if follow is None:
+            break
+        if hop == MAX_REDIRECTS:
+            raise WorkflowServiceError(f"{method} {transport.full_path(path)}: too many redirects")
+        method, path = follow
+    own_answer = response.is_success and method == call.method
+    try:
+        if call.download_to is not None and own_answer:
+            with _atomic_file(call.download_to) as file:  # never a partial file at the target
+                yield _Body(response, lambda chunk: file.write(chunk) and False)
+            return call.download_to  # type: ignore[return-value]
+        if call.job_listing and own_answer:
+            return (yield from _job_listing(transport, call, method, path, response))
+        cap = _BodyCap(transport, method, path, response, call.head_bytes)
+        yield cap.read()
+    except httpx.TransportError as exc:
+        raise transport.transport_error(method, path, exc) from None
+    return transport.finish(call, method, path, cap.done())
+
+
+def _job_listing(
+    transport: _Transport, call: ApiCall[T], method: str, path: str, response: httpx.Response
+) -> Exchange[T]:
+    """Read a job listing's answer item by item (:class:`~._listing.JobItems`), stopping when it may."""
+    full = transport.full_path(path)
+
+    def fail(detail: str) -> WorkflowServiceResponseError:
+        return WorkflowServiceResponseError(
+            method, full, response.status_code, transport.redact_foreign(detail)
+        )
+
+    items = JobItems(
+        transport.settings.base_url,
+        call.created_since,
+        learn=call.status_filter is None and not (call.params or {}).get("status"),
+        limit=transport.settings.max_response_bytes,
+        fail=fail,
+    )
+    yield _Body(response, items.add)
+    listing = items.listing()
+    if listing is None:  # not a list: read whole, as any answer
+        response._content = items.raw_body()
+        return transport.finish(call, method, path, response)
+    transport.learn_spelling(listing)
+    return listing  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------------------------------
+# The sync driver: the sync hook's ``_send``, and the endpoint methods that call it
+
+
+def send(hook: WorkflowServiceHook, call: ApiCall[T], retries: bool = True, operation: str = "") -> T:
+    """Send ``call`` with the hook's ``httpx.Client``: perform the exchange's steps."""
+    transport, client = hook._connection()
+    steps = exchange(transport, call, retries, operation)
+    answer: Any = None
+    error: BaseException | None = None
+    opened: httpx.Response | None = None
+    try:
+        while True:
+            try:
+                step = steps.throw(error) if error is not None else steps.send(answer)
+            except StopIteration as done:
+                return done.value
+            answer = error = None
+            try:
+                if isinstance(step, _Send):
+                    if opened is not None:
+                        opened.close()
+                    opened = answer = client.send(client.build_request(**step.request), stream=True)
+                elif isinstance(step, _Body):
+                    read = 0
+                    for chunk in step.response.iter_bytes():
+                        read += len(chunk)
+                        if step.sink(chunk) or (step.most is not None and read >= step.most):
+                            break
+                elif isinstance(step, _Sleep):
+                    hook._sleep(step.seconds)
+                else:
+                    answer = hook._transport if hook._reread() else hook._unread
+                    client = hook.get_conn()
+            except Exception as exc:
+                error = exc
+    finally:
+        steps.close()
+        if opened is not None:
+            opened.close()
+
+
+def send_sync(endpoint: Any) -> Callable[..., Any]:
+    """Return the sync hook's method that builds ``endpoint``'s call (its ``build``) and sends it."""
+
+    name = endpoint.name
+
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return self._send(endpoint.build(*args, **kwargs), operation=name)
+
+    return method

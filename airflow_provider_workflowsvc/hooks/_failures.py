@@ -1,0 +1,398 @@
+"""What a failed request means: the error it raises, whether it is retried, what to check, masked text."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import random
+import socket
+import ssl
+import time
+from collections.abc import Callable
+from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+from tenacity.stop import stop_base
+
+from airflow_provider_workflowsvc import metrics
+from airflow_provider_workflowsvc._url_secrets import mask_url_secrets
+from airflow_provider_workflowsvc.exceptions import (
+    WorkflowServiceApiError,
+    WorkflowServiceAuthError,
+    WorkflowServiceAuthUnconfirmedError,
+    WorkflowServiceConnectionError,
+    WorkflowServiceError,
+    WorkflowServiceQuotaError,
+    WorkflowServiceRateLimitError,
+    WorkflowServiceResponseError,
+    error_for_status,
+    format_validation_errors,
+)
+
+if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.hooks._exchange import ApiCall
+    from airflow_provider_workflowsvc.hooks._settings import ConnectionSettings
+
+log = logging.getLogger("airflow_provider_workflowsvc.hooks.workflowsvc")
+
+RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
+_UNSENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+class LaneTimeLimit(httpx.ReadTimeout):
+    """
+    A read cut at the lane time limit because the overflow was full (every overflow connection held
+    by a read that hangs). It is not retried by the hook; a wait survives it and polls again.
+    """
+
+
+# --------------------------------------------------------------------------------------------------
+# Which failures are sent again, and when
+
+
+def is_retryable(call: ApiCall[Any], exc: BaseException) -> bool:
+    """
+    Whether ``call`` may be sent again after ``exc`` without risk of doing its work twice.
+
+    Idempotent calls retry on a transport failure and on 429/502/503/504; a failure that would
+    happen again the same way (TLS version or certificate mismatch, unknown host name) is never
+    retried. Create and run calls (``unsent-only``) retry only when the connection was never
+    established, so the server never saw them: a read timeout, a dropped connection, a 429 or a 5xx
+    may mean the work was done.
+    """
+    if isinstance(exc, WorkflowServiceConnectionError):
+        if exc.permanent or exc.kind == "lane_limit":  # a read that hangs: sent again, it would hang again
+            return False
+        return call.retry == "idempotent" or not exc.sent
+    if isinstance(exc, WorkflowServiceQuotaError):
+        return False  # a used-up quota is not cured by asking again (not even a 429 saying so)
+    if isinstance(exc, WorkflowServiceApiError):
+        return call.retry == "idempotent" and exc.status_code in RETRYABLE_STATUS
+    return False
+
+
+class _StopAtDeadline(stop_base):
+    """Retry stop: the next attempt could not start (after its backoff) before the deadline ``at()``."""
+
+    def __init__(self, at: Callable[[], float | None]) -> None:
+        self._at = at
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        at = self._at()
+        return at is not None and time.time() + retry_state.upcoming_sleep >= at
+
+
+def _retry_after_seconds(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
+# --------------------------------------------------------------------------------------------------
+# The service's text, masked
+
+
+def _cut(text: str, limit: int) -> str:
+    return text[:limit] + ("…" if len(text) > limit else "")
+
+
+def _error_detail(response: httpx.Response, redact: Callable[[str], str]) -> str:
+    """
+    Return the server's explanation: FastAPI ``detail`` (string or list) or ``message``, else the raw text.
+
+    Credentials are redacted before the text is cut to length, so none can leak in part across the cut.
+    """
+    try:
+        body = response.json()
+    except ValueError:
+        return _cut(redact(response.text.strip()), 300)
+    if isinstance(body, dict):
+        detail = body.get("detail", body.get("message", body.get("error")))
+        if isinstance(detail, list):
+            items = [d if isinstance(d, dict) else {"msg": str(d)} for d in detail]
+            return redact(format_validation_errors(items))
+        if detail is not None:
+            return _cut(redact(str(detail)), 1000)
+    return _cut(redact(str(body)), 300)
+
+
+@functools.lru_cache(maxsize=1)
+def _min_masked_length() -> int:
+    """Return ``[logging] min_length_masked_secret``, read once per process (a transport is made per hook)."""
+    try:
+        from airflow_provider_workflowsvc._compat import conf
+
+        return max(1, conf.getint("logging", "min_length_masked_secret", fallback=5))
+    except Exception:  # pragma: no cover - no configuration available
+        return 5
+
+
+# --------------------------------------------------------------------------------------------------
+# The errors a transport raises
+
+
+class Failures:
+    """
+    What a transport (its ``settings``, ``conn_id`` and ``full_path``) says when a request fails: the
+    error for an answer or its absence, naming the request and what to check, with secrets masked;
+    and how it retries.
+    """
+
+    settings: ConnectionSettings
+    conn_id: str
+
+    def full_path(self, path: str) -> str:
+        raise NotImplementedError
+
+    @functools.cached_property
+    def _secrets(self) -> list[str]:
+        shortest = _min_masked_length()
+        return sorted((s for s in self.settings.secrets() if len(s) >= shortest), key=len, reverse=True)
+
+    def redact(self, text: str) -> str:
+        """
+        ``text`` with the token and API key replaced (a server may echo them in an error).
+
+        Like Airflow's log masker, values shorter than ``[logging] min_length_masked_secret`` (5) are
+        left alone: replacing a one-letter placeholder token everywhere would make every message
+        unreadable (``ReadTimeout`` → ``ReadTimeou***``).
+        """
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def redact_foreign(self, text: str) -> str:
+        """
+        Text this provider did not write (the service's answers, a secrets backend's error) with the
+        token and API key masked, and what its URLs may carry as credentials (``user:pass@``, a query).
+        """
+        return mask_url_secrets(self.redact(text))
+
+    def retrying(
+        self,
+        call: ApiCall[Any],
+        sleep: Callable[[float], None],
+        operation: str,
+        at: Callable[[], float | None],
+    ) -> Retrying:
+        """
+        Return the retries of ``call``: tenacity's loop, its pauses handed to ``sleep``, none that could
+        not start before the deadline ``at()``, each retry logged and counted under ``operation``.
+        """
+        return Retrying(
+            sleep=sleep,
+            stop=stop_after_attempt(self.settings.max_retries + 1) | _StopAtDeadline(at),
+            wait=self._wait,
+            retry=retry_if_exception(functools.partial(is_retryable, call)),
+            before_sleep=functools.partial(self._before_retry, operation),
+            reraise=True,
+        )
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, WorkflowServiceApiError) and exc.retry_after is not None:
+            return min(exc.retry_after, self.settings.retry_max_wait)
+        backoff = self.settings.retry_wait * 2 ** (state.attempt_number - 1)
+        return min(self.settings.retry_max_wait, backoff) * random.uniform(0.5, 1.0)
+
+    def _before_retry(self, operation: str, state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        wait = state.next_action.sleep if state.next_action else 0.0
+        asked = isinstance(exc, WorkflowServiceApiError) and exc.retry_after is not None
+        metrics.retrying(operation, self.conn_id, metrics.retry_reason(exc), wait, retry_after=asked)
+        log.warning(
+            "%s; retrying in %.1f s (attempt %d of %d)",
+            self.redact(str(exc)),
+            wait,
+            state.attempt_number + 1,
+            self.settings.max_retries + 1,
+        )
+
+    def unreadable(
+        self, method: str, path: str, response: httpx.Response, complaint: str | None = None
+    ) -> WorkflowServiceResponseError:
+        """Return the error for a successful answer that is not JSON, or (``complaint``) not of its shape."""
+        full = self.full_path(path)
+        if complaint is not None:
+            detail = _cut(self.redact_foreign(complaint.replace("\n", " ")), 300)
+        else:  # not JSON
+            snippet = _cut(self.redact_foreign(response.text.replace("\n", " ")), 120)
+            detail = f"not JSON ({len(response.content)} bytes): {snippet!r}"
+        return WorkflowServiceResponseError(method, full, response.status_code, detail)
+
+    def api_error(self, method: str, full_path: str, response: httpx.Response) -> WorkflowServiceApiError:
+        if response.is_redirect:
+            location = response.headers.get("location", "")
+            detail = (
+                f"redirect to {location} not followed (another origin, or not the same path for {method})"
+            )
+        else:
+            detail = _error_detail(response, self.redact_foreign)
+        cls = error_for_status(response.status_code, detail)
+        return cls(
+            response.status_code,
+            method,
+            full_path,
+            detail,
+            response.reason_phrase,
+            retry_after=_retry_after_seconds(response),
+        )
+
+    def still_refused(
+        self, exc: WorkflowServiceAuthError, unread: str | None = None
+    ) -> WorkflowServiceAuthError:
+        """
+        Return the error of a request refused again after the connection was read anew, naming it; when
+        it could not be read again (``unread``: why), the refusal is not final: its credentials may have
+        been rotated (``WorkflowServiceAuthUnconfirmedError``, which a wait survives).
+        """
+        if not self.conn_id:
+            return exc
+        if unread is not None:
+            detail = (
+                f"{exc.detail}; connection {self.conn_id!r} could not be read again ({unread}), so the "
+                "refusal is not taken as final: its credentials may have been rotated"
+            )
+            return WorkflowServiceAuthUnconfirmedError(
+                exc.status_code, exc.method, exc.path, detail, exc.reason
+            )
+        detail = (
+            f"{exc.detail}; connection {self.conn_id!r} was read again and the service still refuses its "
+            "credentials (check the token in its password field and its api_key extra)"
+        )
+        return type(exc)(exc.status_code, exc.method, exc.path, detail, exc.reason)
+
+    def transport_error(
+        self, method: str, path: str, exc: httpx.TransportError
+    ) -> WorkflowServiceConnectionError:
+        """
+        Return the error for a request that got no answer: method, full URL, connection id, and what to
+        check for this kind of failure.
+        """
+        reason = self.redact(f"{type(exc).__name__}: {exc}".rstrip(": "))
+        kind = _failure_kind(exc)
+        return self.connection_error(
+            method, path, reason, sent=not isinstance(exc, _UNSENT_ERRORS), kind=kind
+        )
+
+    def connection_error(
+        self, method: str, path: str, reason: str, *, sent: bool, kind: str
+    ) -> WorkflowServiceConnectionError:
+        base = urlsplit(self.settings.base_url)
+        return WorkflowServiceConnectionError(
+            method,
+            self.full_path(path),
+            reason,
+            sent=sent,
+            url=urlunsplit((base.scheme, base.netloc, self.full_path(path), "", "")),
+            conn_id=self.conn_id,
+            kind=kind,
+            hint=_hint(kind, base),
+            permanent=kind in _PERMANENT_KINDS,
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# What kind of failure, and what to check
+
+
+_PLAIN_HTTP_REASONS = frozenset(
+    {"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG", "HTTP_REQUEST"}
+)
+_HOST_NOT_FOUND = frozenset(
+    code for code in (getattr(socket, "EAI_NONAME", None), getattr(socket, "EAI_NODATA", None)) if code
+)
+_PERMANENT_KINDS = frozenset({"tls_version", "certificate", "dns"})
+_KIND_BY_TEXT = (
+    ("CERTIFICATE_VERIFY_FAILED", "certificate"),
+    *((reason, "tls_version") for reason in sorted(_PLAIN_HTTP_REASONS)),
+    ("Name or service not known", "dns"),
+    ("nodename nor servname provided", "dns"),
+    ("Connection refused", "refused"),
+)
+
+
+def _failure_kind(exc: httpx.TransportError) -> str:
+    """Tell what kind of failure ``exc`` is, from the OS or TLS error behind it (else from its text)."""
+    cause: BaseException | None = exc
+    seen: set[int] = set()
+    while cause is not None and id(cause) not in seen:  # a chain can loop back on itself
+        seen.add(id(cause))
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return "certificate"
+        if isinstance(cause, ssl.SSLError) and cause.reason in _PLAIN_HTTP_REASONS:
+            return "tls_version"
+        if isinstance(cause, socket.gaierror):
+            return "dns" if cause.errno in _HOST_NOT_FOUND else "dns_temporary"
+        if isinstance(cause, ConnectionRefusedError):
+            return "refused"
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(exc, LaneTimeLimit):
+        return "lane_limit"
+    text = str(exc)
+    kind = next((kind for marker, kind in _KIND_BY_TEXT if marker in text), None)
+    if kind is not None:
+        return kind
+    if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+        return "connect_timeout"
+    if isinstance(exc, httpx.TimeoutException):
+        return "read_timeout"
+    return "connect" if isinstance(exc, httpx.ConnectError | httpx.ProxyError) else "dropped"
+
+
+def _hint(kind: str, base: Any) -> str:
+    """Say what to check for a failure of ``kind`` reaching ``base`` (a split base URL)."""
+    host = base.hostname or ""
+    address = f"{host}:{base.port or (443 if base.scheme == 'https' else 80)}"
+    hints = {
+        "tls_version": (
+            "The server speaks plain HTTP? Use http:// in the connection's host, or the extra protocol=http"
+        ),
+        "certificate": (
+            "The server's TLS certificate was not accepted: check the CA bundle (extra ca_bundle) "
+            "or the extra verify"
+        ),
+        "dns": f"Host name {host!r} not found: check the connection's host (and any proxy)",
+        "dns_temporary": f"Host name {host!r} could not be resolved just now: check DNS and any proxy",
+        "refused": (
+            f"Is the service listening on {address}? Check the port, the scheme (http/https) and any proxy"
+        ),
+        "connect_timeout": (
+            f"No connection to {address} in time: check the host, port, proxy and firewall, or "
+            "raise the extra connect_timeout"
+        ),
+        "read_timeout": "The service did not answer in time: raise the extra timeout if it is busy",
+        "connect": "Check the scheme (http/https), host, port, proxy and CA bundle",
+    }
+    return hints.get(kind, "")  # dropped after connecting, or past the deadline: nothing to check
+
+
+def connection_failed(exc: BaseException, transport: Failures | None) -> str:
+    """Write a message a person understands for a failed ``test_connection``."""
+    if isinstance(exc, WorkflowServiceApiError):
+        status = f"{exc.status_code} {exc.reason}".strip()
+        message = f"Connection failed: {status} from {exc.method} {exc.path}"
+        if exc.detail:
+            message += f": {exc.detail}"
+        if isinstance(exc, WorkflowServiceRateLimitError):
+            message += ". The service is rate limiting; try again later."
+        elif exc.status_code in (401, 403):
+            message += ". Check the access token (password) and the API key."
+        elif exc.status_code == 404:
+            message += ". Check the base URL (it ends in /api/v1)."
+        return message
+    if isinstance(exc, WorkflowServiceResponseError):
+        return f"Connection failed: {exc}. Is the base URL the Workflow Service API (…/api/v1)?"
+    text = str(exc) if isinstance(exc, WorkflowServiceError) else f"{type(exc).__name__}: {exc}"
+    return f"Connection failed: {transport.redact(text) if transport else text}"
