@@ -19,6 +19,7 @@ from pathlib import Path
 from tests.helpers import EMULATOR_DIALECTS
 
 SCENARIOS = ("get_workflow", "deferrable_run", "on_demand_run")
+PLATFORM_ONLY = ("on_demand_run",)  # the spec dialect has no templates
 
 TRACER = Path(__file__).resolve().parent.parent / "benchmarks" / "trace_moves.py"
 
@@ -46,7 +47,8 @@ def _traced(dialects: tuple[str, ...]) -> tuple[dict[tuple[str, str], tuple[int,
             dialect = words[0]
         elif name in SCENARIOS:
             figures[(dialect, name)] = (int(words[0]), int(words[1]))
-    assert set(figures) == {(d, s) for d in dialects for s in SCENARIOS}, done.stdout
+    expected = {(d, s) for d in dialects for s in SCENARIOS if d == "platform" or s not in PLATFORM_ONLY}
+    assert set(figures) == expected, done.stdout
     return figures, done.stdout
 
 
