@@ -118,6 +118,7 @@ def test_unrelated(request):
 """
 
 
+@pytest.mark.compat  # the plugin loads in every session of every Airflow the provider installs with
 def test_a_session_that_does_not_use_the_plugin_pays_nothing_for_it(tmp_path: Path) -> None:
     (tmp_path / "test_unrelated.py").write_text(UNRELATED_TEST)
     with_plugin = run_pytest(sys.executable, tmp_path, "-s", "--setup-show")
@@ -126,3 +127,29 @@ def test_a_session_that_does_not_use_the_plugin_pays_nothing_for_it(tmp_path: Pa
     assert "PLUGIN True HEAVY []" in with_plugin.stdout, with_plugin.stdout
     assert "PLUGIN False HEAVY []" in without.stdout, without.stdout
     assert "workflowsvc" not in with_plugin.stdout.split("PLUGIN")[0]  # no fixture of the kit set up
+
+
+BROKEN_AIRFLOW_TESTS = """
+def test_unrelated():
+    pass
+
+
+def test_a_dag_run(workflowsvc_run_dag):
+    pass
+"""
+
+
+@pytest.mark.compat
+def test_an_airflow_that_cannot_start_fails_only_the_tests_that_use_the_kit(tmp_path: Path) -> None:
+    home = tmp_path / "airflow-home"
+    home.mkdir()
+    (home / "airflow.cfg").write_text("[core\nexecutor = LocalExecutor\n")  # a broken configuration
+    (tmp_path / "test_broken.py").write_text(BROKEN_AIRFLOW_TESTS)
+    unrelated = run_pytest(sys.executable, tmp_path, "-k", "unrelated", env_extra={"AIRFLOW_HOME": str(home)})
+    both = run_pytest(sys.executable, tmp_path, "-rE", env_extra={"AIRFLOW_HOME": str(home)})
+    assert unrelated.returncode == 0, (
+        f"the plugin broke a session that uses none of its fixtures: {unrelated.stdout}"
+    )
+    assert re.search(r"\b1 passed\b.*\b1 error\b", both.stdout), both.stdout[-4000:]
+    assert "workflowsvc_run_dag (the Workflow Service test kit) needs Airflow 3" in both.stdout, both.stdout
+    assert "-p no:workflowsvc" in both.stdout, "the error says how to turn the kit off"
