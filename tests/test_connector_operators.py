@@ -552,7 +552,7 @@ RENDERED: dict[str, dict[str, Any]] = {
 """Per kind, a rendered value for each field a user may template."""
 
 
-def rendered(kind: str, operator_name: str) -> Any:
+def rendered(kind: str, operator_name: str, **kwargs: Any) -> Any:
     """The public operator ``operator_name`` (``{Kind}`` for the kind), every template field given as a
     template and rendered as the task runs."""
     from airflow.sdk import DAG
@@ -563,7 +563,7 @@ def rendered(kind: str, operator_name: str) -> Any:
     assert not untested, f"{operator.__name__} templates {untested}: add a rendered value to RENDERED"
     templates = {field: f"{{{{ params.{field} }}}}" for field in operator.template_fields if field in values}
     with DAG(f"templated_{operator.__name__}", schedule=None, render_template_as_native_obj=True):
-        task = operator(task_id="t", **templates)
+        task = operator(task_id="t", **templates, **kwargs)
     task.render_template_fields({"params": values})
     return task
 
@@ -575,6 +575,7 @@ def test_every_templated_field_reaches_the_request(mock_service: Any, kind: str)
     mock_service.get(f"/{kind}s/").respond(json=[])
     mock_service.post(f"/{kind}s/").respond(json=connector(values["connector_id"], values["name"]))
     mock_service.put(path).respond(json=connector(values["connector_id"], values["name"]))
+    mock_service.get(path).respond(json=connector(values["connector_id"], values["name"]))
     mock_service.delete(path).respond(204)
     mock_service.post(f"{path}/connection-check").respond(json=check("scheduled"))
     mock_service.get(f"{path}/connection-check").respond(json=check("success"))
@@ -586,9 +587,19 @@ def test_every_templated_field_reaches_the_request(mock_service: Any, kind: str)
     assert values["config"].items() <= sent["config"].items(), not_rendered
     assert rendered(kind, "Update{Kind}ConnectorOperator").execute({}) == values["connector_id"]
     assert values["config"].items() <= body(mock_service)["config"].items(), not_rendered
-    rendered(kind, "Delete{Kind}ConnectorOperator").execute({})
+    rendered(kind, "Delete{Kind}ConnectorOperator", missing_ok=False).execute({})  # reads it first
     assert rendered(kind, "{Kind}ConnectionCheckOperator").execute({}) == values["connector_id"]
-    assert [m for m, _ in calls(mock_service)][-4:] == ["PUT", "DELETE", "POST", "GET"]
+    check_path = f"{path}/connection-check"
+    # every endpoint of the kind, and only of the kind: list, create, update, get, delete, both checks
+    assert calls(mock_service) == [
+        ("GET", f"/api/v1/{kind}s/"),
+        ("POST", f"/api/v1/{kind}s/"),
+        ("PUT", f"/api/v1{path}"),
+        ("GET", f"/api/v1{path}"),
+        ("DELETE", f"/api/v1{path}"),
+        ("POST", f"/api/v1{check_path}"),
+        ("GET", f"/api/v1{check_path}"),
+    ]
 
 
 # --------------------------------------------------------------------------------------------------
