@@ -441,14 +441,14 @@ def test_choice_lists_match_the_models() -> None:
 
 RENDERED: dict[str, Any] = {
     "workflow_id": WF_ID,
-    "name": "nightly",
-    "workflow_type": "custom",
-    "source_id": SRC_ID,
-    "destination_id": DST_ID,
-    "workflow_nodes": NODES,
-    "schedule": "daily",
-    "reprocess_all": True,
     "template_id": "tpl-rendered-1",
+    "name": "weekly-rendered",
+    "workflow_type": "custom",
+    "workflow_nodes": NODES[:1],
+    "schedule": "weekly",
+    "source_id": OTHER_ID,
+    "destination_id": DST_ID,
+    "reprocess_all": False,
 }
 """A rendered value for each field a user may template."""
 
