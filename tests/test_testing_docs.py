@@ -148,7 +148,8 @@ def test_a_dag_run(workflowsvc_run_dag):
 def test_an_airflow_that_cannot_start_fails_only_the_tests_that_use_the_kit(tmp_path: Path) -> None:
     home = tmp_path / "airflow-home"
     home.mkdir()
-    (home / "airflow.cfg").write_text("[core\nexecutor = LocalExecutor\n")  # a broken configuration
+    secret = "postgresql://airflow:pw-kit-5d1e@db/airflow"  # a line the parser may quote
+    (home / "airflow.cfg").write_text(f"sql_alchemy_conn = {secret}\n")  # no [section]: broken
     (tmp_path / "test_broken.py").write_text(BROKEN_AIRFLOW_TESTS)
     unrelated = run_pytest(sys.executable, tmp_path, "-k", "unrelated", env_extra={"AIRFLOW_HOME": str(home)})
     both = run_pytest(sys.executable, tmp_path, "-rE", env_extra={"AIRFLOW_HOME": str(home)})
@@ -158,3 +159,4 @@ def test_an_airflow_that_cannot_start_fails_only_the_tests_that_use_the_kit(tmp_
     assert re.search(r"\b1 passed\b.*\b1 error\b", both.stdout), both.stdout[-4000:]
     assert "workflowsvc_run_dag (the Workflow Service test kit) needs Airflow 3" in both.stdout, both.stdout
     assert "-p no:workflowsvc" in both.stdout, "the error says how to turn the kit off"
+    assert "pw-kit-5d1e" not in both.stdout, "the error quotes no line of the configuration"

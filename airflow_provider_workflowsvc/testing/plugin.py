@@ -66,12 +66,17 @@ def _airflow_for(fixture: str) -> None:
     try:
         import airflow.sdk  # noqa: F401 - the Task SDK: Airflow 3
     except Exception as error:  # absent, too old, or failing as it starts (e.g. a broken airflow.cfg)
-        pytest.fail(
-            f"{fixture} (the Workflow Service test kit) needs Airflow 3, which could not be imported: "
-            f"{type(error).__name__}: {error}. Tests that use none of the kit's fixtures are not affected; "
-            "`-p no:workflowsvc` turns the kit off.",
-            pytrace=False,
-        )
+        # Only the first line, and raised outside this block (no chained traceback): the rest may quote
+        # the lines of a configuration, secrets included.
+        first_line = next(iter(str(error).splitlines()), "").rstrip(".")
+        failure = f"{type(error).__name__}: {first_line}"
+    else:
+        return
+    pytest.fail(
+        f"{fixture} (the Workflow Service test kit) needs Airflow 3, which could not be imported: {failure}. "
+        "Tests that use none of the kit's fixtures are not affected; `-p no:workflowsvc` turns the kit off.",
+        pytrace=False,
+    )
 
 
 def _marker_option(request: pytest.FixtureRequest, name: str, default: Any) -> Any:
