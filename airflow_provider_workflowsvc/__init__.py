@@ -9,7 +9,6 @@ hooks or operators). The modules keep their own paths (``airflow_provider_workfl
 
 from __future__ import annotations
 
-import ast
 import importlib
 from typing import TYPE_CHECKING, Any
 
@@ -84,35 +83,68 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc.triggers.jobs import WorkflowJobsTrigger as WorkflowJobsTrigger
 
 
-def _exports() -> dict[str, str]:
-    """
-    Each public name and its module (under this package): read once from the imports above, the one
-    list of the public names (type checkers read it as it is; here it is never executed). Read from the
-    file itself: the loader may give no source (pytest's assertion rewriter loads this distribution's
-    modules, as the test kit's plugin is one of its entry points).
-    """
-    global _EXPORTS
-    if _EXPORTS is None:
-        with open(__file__, encoding="utf-8") as source:
-            tree = ast.parse(source.read())
-        (block,) = [node for node in tree.body if isinstance(node, ast.If)]
-        _EXPORTS = {
-            alias.name: node.module.removeprefix(f"{__name__}.")
-            for node in block.body
-            if isinstance(node, ast.ImportFrom) and node.module
-            for alias in node.names
-        }
-    return _EXPORTS
-
-
-_EXPORTS: dict[str, str] | None = None
+# Each public name and its module under this package: the same names as the imports above (which type
+# checkers read, and which never run), kept equal to them by tests/test_package_root.py.
+_EXPORTS: dict[str, str] = {
+    "destination_asset": "assets",
+    "AmbiguousRunError": "exceptions",
+    "ConnectionCheckFailedError": "exceptions",
+    "ExistingResourceError": "exceptions",
+    "InputReadError": "exceptions",
+    "InvalidJobEventError": "exceptions",
+    "InvalidTaskInputError": "exceptions",
+    "NoFilesMatchedError": "exceptions",
+    "ObjectStorageError": "exceptions",
+    "UnprocessedDocumentsError": "exceptions",
+    "UnprocessedDocumentsNoRetryError": "exceptions",
+    "WorkflowAlreadyRunningError": "exceptions",
+    "WorkflowJobError": "exceptions",
+    "WorkflowJobFailedError": "exceptions",
+    "WorkflowJobTimeoutError": "exceptions",
+    "WorkflowJobWaitError": "exceptions",
+    "WorkflowServiceApiError": "exceptions",
+    "WorkflowServiceAuthError": "exceptions",
+    "WorkflowServiceAuthUnconfirmedError": "exceptions",
+    "WorkflowServiceConflictError": "exceptions",
+    "WorkflowServiceConnectionError": "exceptions",
+    "WorkflowServiceError": "exceptions",
+    "WorkflowServiceInputError": "exceptions",
+    "WorkflowServiceNotFoundError": "exceptions",
+    "WorkflowServiceQuotaError": "exceptions",
+    "WorkflowServiceRateLimitError": "exceptions",
+    "WorkflowServiceResponseError": "exceptions",
+    "WorkflowServiceServerError": "exceptions",
+    "WorkflowServiceValidationError": "exceptions",
+    "WorkflowServiceAsyncHook": "hooks.workflowsvc",
+    "WorkflowServiceHook": "hooks.workflowsvc",
+    "CreateDestinationConnectorOperator": "operators.connectors",
+    "CreateSourceConnectorOperator": "operators.connectors",
+    "DeleteDestinationConnectorOperator": "operators.connectors",
+    "DeleteSourceConnectorOperator": "operators.connectors",
+    "DestinationConnectionCheckOperator": "operators.connectors",
+    "SourceConnectionCheckOperator": "operators.connectors",
+    "UpdateDestinationConnectorOperator": "operators.connectors",
+    "UpdateSourceConnectorOperator": "operators.connectors",
+    "CancelJobOperator": "operators.jobs",
+    "DownloadJobOutputOperator": "operators.jobs",
+    "RunWorkflowOperator": "operators.jobs",
+    "WorkflowJobLink": "operators.jobs",
+    "OnDemandJobLink": "operators.on_demand",
+    "RunOnDemandJobOperator": "operators.on_demand",
+    "CreateWorkflowOperator": "operators.workflows",
+    "DeleteWorkflowOperator": "operators.workflows",
+    "UpdateWorkflowOperator": "operators.workflows",
+    "WorkflowJobSensor": "sensors.job",
+    "WorkflowJobTrigger": "triggers.job",
+    "WorkflowJobEventTrigger": "triggers.job_events",
+    "WorkflowJobsTrigger": "triggers.jobs",
+}
+__all__ = sorted([*_EXPORTS, "__version__"])
 
 
 def __getattr__(name: str) -> Any:
     """Import a public name from its module on first use (then it is an ordinary module attribute)."""
-    if name == "__all__":
-        return sorted([*_exports(), "__version__"])
-    module = _exports().get(name)
+    module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
@@ -121,4 +153,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_exports()))
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -540,15 +540,66 @@ def test_pending_and_unknown_statuses_never_count_as_success(mock_service: Any, 
 # Module contract
 
 
-def test_every_identifier_name_and_config_is_a_template_field() -> None:
-    assert set(ops.CreateSourceConnectorOperator.template_fields) == {"name", "connector_type", "config"}
-    assert set(ops.UpdateDestinationConnectorOperator.template_fields) == {
-        "connector_id",
-        "connector_type",
-        "config",
-    }
-    assert ops.DeleteSourceConnectorOperator.template_fields == ("connector_id",)
-    assert ops.DestinationConnectionCheckOperator.template_fields == ("connector_id",)
+RENDERED: dict[str, dict[str, Any]] = {
+    "source": {"connector_id": SRC_ID, "name": "wiki", "connector_type": "confluence", "config": CONFLUENCE},
+    "destination": {
+        "connector_id": DST_ID,
+        "name": "vectors",
+        "connector_type": "astradb",
+        "config": {"collection_name": "docs", "api_endpoint": "https://astra.example.com", "token": SECRET},
+    },
+}
+"""Per kind, a rendered value for each field a user may template."""
+
+
+def rendered(kind: str, operator_name: str, **kwargs: Any) -> Any:
+    """The public operator ``operator_name`` (``{Kind}`` for the kind), every template field given as a
+    template and rendered as the task runs."""
+    from airflow.sdk import DAG
+
+    operator = getattr(ops, operator_name.format(Kind=kind.title()))
+    values = RENDERED[kind]
+    untested = sorted(set(operator.template_fields) - set(values) - {"workflowsvc_conn_id"})
+    assert not untested, f"{operator.__name__} templates {untested}: add a rendered value to RENDERED"
+    templates = {field: f"{{{{ params.{field} }}}}" for field in operator.template_fields if field in values}
+    with DAG(f"templated_{operator.__name__}", schedule=None, render_template_as_native_obj=True):
+        task = operator(task_id="t", **templates, **kwargs)
+    task.render_template_fields({"params": values})
+    return task
+
+
+@pytest.mark.parametrize("kind", ["source", "destination"])
+def test_every_templated_field_reaches_the_request(mock_service: Any, kind: str) -> None:
+    values = RENDERED[kind]
+    path = f"/{kind}s/{values['connector_id']}"
+    mock_service.get(f"/{kind}s/").respond(json=[])
+    mock_service.post(f"/{kind}s/").respond(json=connector(values["connector_id"], values["name"]))
+    mock_service.put(path).respond(json=connector(values["connector_id"], values["name"]))
+    mock_service.get(path).respond(json=connector(values["connector_id"], values["name"]))
+    mock_service.delete(path).respond(204)
+    mock_service.post(f"{path}/connection-check").respond(json=check("scheduled"))
+    mock_service.get(f"{path}/connection-check").respond(json=check("success"))
+    not_rendered = "a value missing here is not rendered: add its field to template_fields"
+
+    assert rendered(kind, "Create{Kind}ConnectorOperator").execute({}) == values["connector_id"]
+    sent = body(mock_service)
+    assert (sent["name"], sent["type"]) == (values["name"], values["connector_type"]), not_rendered
+    assert values["config"].items() <= sent["config"].items(), not_rendered
+    assert rendered(kind, "Update{Kind}ConnectorOperator").execute({}) == values["connector_id"]
+    assert values["config"].items() <= body(mock_service)["config"].items(), not_rendered
+    rendered(kind, "Delete{Kind}ConnectorOperator", missing_ok=False).execute({})  # reads it first
+    assert rendered(kind, "{Kind}ConnectionCheckOperator").execute({}) == values["connector_id"]
+    check_path = f"{path}/connection-check"
+    # every endpoint of the kind, and only of the kind: list, create, update, get, delete, both checks
+    assert calls(mock_service) == [
+        ("GET", f"/api/v1/{kind}s/"),
+        ("POST", f"/api/v1/{kind}s/"),
+        ("PUT", f"/api/v1{path}"),
+        ("GET", f"/api/v1{path}"),
+        ("DELETE", f"/api/v1{path}"),
+        ("POST", f"/api/v1{check_path}"),
+        ("GET", f"/api/v1{check_path}"),
+    ]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -12,20 +12,10 @@ import airflow_provider_workflowsvc as package
 from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
 from airflow_provider_workflowsvc.operators import connectors, jobs, workflows
 from airflow_provider_workflowsvc.operators._base import WorkflowServiceBaseOperator, WorkflowServiceTaskMixin
-from airflow_provider_workflowsvc.operators.connectors import _Connectors
 from airflow_provider_workflowsvc.sensors.job import WorkflowJobSensor
 
 ROOT = Path(package.__path__[0])
 WF = "0b7c6a9e-3f0e-4a51-9c7b-1d2e3f4a5b6c"
-CONNECTOR_ENDPOINTS = {
-    "list": "list_{kind}s",
-    "get": "get_{kind}",
-    "create": "create_{kind}",
-    "update": "update_{kind}",
-    "delete": "delete_{kind}",
-    "start_check": "start_{kind}_connection_check",
-    "get_check": "get_{kind}_connection_check",
-}
 
 
 def _public_tasks() -> list[type]:
@@ -120,15 +110,6 @@ def test_a_separate_hook_has_its_own_client_and_reuses_settings_already_read() -
 
 # --------------------------------------------------------------------------------------------------
 # Typed connector dispatch
-
-
-@pytest.mark.parametrize("kind", ["source", "destination"])
-def test_connector_dispatch_binds_each_endpoint_to_the_hook_method_of_its_kind(kind: str) -> None:
-    hook = WorkflowServiceHook(settings=ConnectionSettings(base_url="https://svc.test", token="t"))
-    table = _Connectors.of(hook, kind)  # type: ignore[arg-type]
-    assert {f for f in vars(table)} == set(CONNECTOR_ENDPOINTS)
-    for field, template in CONNECTOR_ENDPOINTS.items():
-        assert getattr(table, field) == getattr(hook, template.format(kind=kind)), field
 
 
 def test_public_connector_operators_have_their_own_summary_and_the_shared_parameters() -> None:

@@ -441,31 +441,73 @@ SDK_TO_HOOK = {
 """Each SDK operation and the hook method that sends the same request."""
 
 
+HOOK_ENDPOINTS_WITHOUT_AN_SDK_OPERATION = {
+    "get_output_document": "reads the start of a download, whose request is the SDK's download_job_output "
+    "(mapped to download_job_output): no operation of its own",
+}
+"""Each endpoint of the hook (``ENDPOINT_NAMES``) that no SDK operation sends, with the reason."""
+
+
 def test_the_hooks_cover_every_sdk_operation() -> None:
     from airflow_provider_workflowsvc.hooks.workflowsvc import ENDPOINT_NAMES
 
-    assert set(SDK_TO_HOOK) == set(sdk_operations())
-    # get_output_document reads the start of a download (the SDK's download_job_output): no operation
-    assert sorted(SDK_TO_HOOK.values()) == sorted(set(ENDPOINT_NAMES) - {"get_output_document"})
+    operations, endpoints = set(sdk_operations()), set(ENDPOINT_NAMES)
+    unmapped = sorted(operations - set(SDK_TO_HOOK))
+    assert not unmapped, (
+        f"SDK operations no hook method is matched with: {unmapped}. Add each to SDK_TO_HOOK with the hook "
+        "method that sends its request (a new endpoint: the method in hooks/ and its name in ENDPOINT_NAMES)."
+    )
+    gone = sorted(set(SDK_TO_HOOK) - operations)
+    assert not gone, f"SDK_TO_HOOK names operations the installed SDK does not have: {gone}. Drop them."
+    unknown = sorted(set(SDK_TO_HOOK.values()) - endpoints)
+    assert not unknown, (
+        f"SDK_TO_HOOK names hook methods ENDPOINT_NAMES does not list: {unknown}. Fix the names."
+    )
+    twice = sorted({m for m in SDK_TO_HOOK.values() if list(SDK_TO_HOOK.values()).count(m) > 1})
+    assert not twice, f"hook methods matched with two SDK operations in SDK_TO_HOOK: {twice}. Keep one each."
+    unchecked = sorted(endpoints - set(SDK_TO_HOOK.values()) - set(HOOK_ENDPOINTS_WITHOUT_AN_SDK_OPERATION))
+    assert not unchecked, (
+        f"hook endpoints no SDK operation checks: {unchecked}. Match each in SDK_TO_HOOK with the SDK "
+        "operation that sends the same request, or record why it has none (the reason beside it) in "
+        "HOOK_ENDPOINTS_WITHOUT_AN_SDK_OPERATION."
+    )
+    excluded = HOOK_ENDPOINTS_WITHOUT_AN_SDK_OPERATION
+    stale = sorted(name for name in excluded if name in SDK_TO_HOOK.values() or name not in endpoints)
+    assert not stale, f"drop from HOOK_ENDPOINTS_WITHOUT_AN_SDK_OPERATION (checked, or no endpoint): {stale}"
 
 
 def test_the_table_covers_every_sdk_operation() -> None:
     discovered = sdk_operations()
-    assert set(OPERATIONS) == set(discovered)
+    untried = sorted(set(discovered) - set(OPERATIONS))
+    assert not untried, (
+        f"SDK operations the conformance run never calls: {untried}. Add a call to OPERATIONS."
+    )
+    gone = sorted(set(OPERATIONS) - set(discovered))
+    assert not gone, f"OPERATIONS calls SDK operations the installed SDK does not have: {gone}. Drop them."
     assert {name: discovered[name] for name in PLATFORM_ONLY} == {
         "create_job": ("POST", "/api/v1/jobs/"),
         "list_templates": ("GET", "/api/v1/templates/"),
         "get_template": ("GET", "/api/v1/templates/{template_id}"),
-    }
-    assert all(path.startswith("/api/v1/") for _, path in discovered.values())
+    }, "the SDK moved a platform-only operation: update PLATFORM_ONLY and the spec dialect's verdict"
+    elsewhere = sorted(name for name, (_, path) in discovered.items() if not path.startswith("/api/v1/"))
+    assert not elsewhere, f"SDK operations outside /api/v1/ (the hook's base): {elsewhere}"
 
 
 def test_every_operation_in_the_dialects_verdict(sdk_emulator: EmulatorHandle) -> None:
     rejected = exercise(build_world(sdk_emulator))
     if sdk_emulator.dialect == "platform":
-        assert rejected == {}, "the SDK rejects platform answers"
+        assert rejected == {}, f"the SDK rejects these platform answers: fix the platform dialect: {rejected}"
     else:
-        assert rejected == SPEC_DIALECT_REJECTED
+        changed = {
+            name: (SPEC_DIALECT_REJECTED.get(name, "accepted"), rejected.get(name, "accepted"))
+            for name in set(rejected) | set(SPEC_DIALECT_REJECTED)
+            if rejected.get(name) != SPEC_DIALECT_REJECTED.get(name)
+        }
+        assert not changed, (
+            f"the spec dialect's verdict changed (operation: (expected, now)): {changed}. A difference from "
+            "the live service made or removed on purpose: update SPEC_DIALECT_REJECTED and its comment; "
+            "otherwise fix the spec dialect."
+        )
     accepted = len(OPERATIONS) - len(rejected)
     print(f"\n{sdk_emulator.dialect} dialect: the SDK accepts {accepted}/{len(OPERATIONS)} operations")
 

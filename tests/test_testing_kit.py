@@ -184,6 +184,7 @@ with DAG("{dag_id}", schedule=None, start_date=datetime(2025, 1, 1)):
 """
 
 
+@pytest.mark.compat  # the kit's use of Airflow's internals, on every minor
 def test_a_dag_file_runs_with_mapped_tasks_keyed_by_index(
     workflowsvc_run_dag: DagRunner, tmp_path: Path
 ) -> None:
@@ -196,6 +197,7 @@ def test_a_dag_file_runs_with_mapped_tasks_keyed_by_index(
     assert (result.xcom("double[1]"), result.xcom("add")) == (4, 6)
 
 
+@pytest.mark.compat  # the kit's use of Airflow's internals, on every minor
 def test_dag_files_that_cannot_run_say_why(workflowsvc_run_dag: DagRunner, tmp_path: Path) -> None:
     broken = tmp_path / "broken.py"
     broken.write_text("from airflow.sdk import DAG\nraise RuntimeError('no such thing')\n")
@@ -210,6 +212,7 @@ def test_dag_files_that_cannot_run_say_why(workflowsvc_run_dag: DagRunner, tmp_p
     assert workflowsvc_run_dag(two, dag_id="kit_two").xcom("add") == 6
 
 
+@pytest.mark.compat  # the kit's use of Airflow's internals, on every minor
 def test_a_dag_file_is_read_without_airflows_examples_whatever_load_examples_says(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -223,6 +226,7 @@ def test_a_dag_file_is_read_without_airflows_examples_whatever_load_examples_say
     assert (sorted(bag.dags), dag.dag_id) == (["kit_no_examples"], "kit_no_examples")
 
 
+@pytest.mark.compat  # the kit's use of Airflow's internals, on every minor
 def test_the_kit_runs_in_an_airflow_of_its_own_and_puts_the_sessions_back(
     workflowsvc_run_dag: DagRunner, airflow_db: None
 ) -> None:
@@ -254,6 +258,7 @@ def test_without_the_emulator_a_run_is_due_now_as_dag_test_makes_it(workflowsvc_
     assert result.xcom("day") in {before, datetime.now(timezone.utc).date().isoformat()}
 
 
+@pytest.mark.compat  # the kit's use of Airflow's internals, on every minor
 @pytest.mark.airflow_min("3.1", reason="Airflow 3.0's dag.test() serializes the DAG itself")
 def test_a_dag_defined_outside_the_dag_folder_is_serialized_for_the_user(
     workflowsvc_run_dag: DagRunner,

@@ -439,20 +439,47 @@ def test_choice_lists_match_the_models() -> None:
     assert tuple(t.value for t in WorkflowType) == ops.WORKFLOW_TYPES
 
 
-def test_template_fields() -> None:
-    fields = {
-        "name",
-        "workflow_type",
-        "source_id",
-        "destination_id",
-        "workflow_nodes",
-        "schedule",
-        "reprocess_all",
-        "template_id",
-    }
-    assert set(ops.CreateWorkflowOperator.template_fields) == fields
-    assert set(ops.UpdateWorkflowOperator.template_fields) == fields | {"workflow_id"}
-    assert ops.DeleteWorkflowOperator.template_fields == ("workflow_id",)
+RENDERED: dict[str, Any] = {
+    "workflow_id": WF_ID,
+    "template_id": "tpl-rendered-1",
+    "name": "weekly-rendered",
+    "workflow_type": "custom",
+    "workflow_nodes": NODES[:1],
+    "schedule": "weekly",
+    "source_id": OTHER_ID,
+    "destination_id": DST_ID,
+    "reprocess_all": False,
+}
+"""A rendered value for each field a user may template."""
+
+
+def rendered(operator: type[Any], **kwargs: Any) -> Any:
+    """The operator with every template field given as a template, rendered as the task runs."""
+    from airflow.sdk import DAG
+
+    fields = operator.template_fields
+    untested = sorted(set(fields) - set(RENDERED) - {"workflowsvc_conn_id"})
+    assert not untested, f"{operator.__name__} templates {untested}: add a rendered value to RENDERED"
+    templates = {field: f"{{{{ params.{field} }}}}" for field in fields if field in RENDERED}
+    with DAG(f"templated_{operator.__name__}", schedule=None, render_template_as_native_obj=True):
+        task = operator(task_id="t", **templates, **kwargs)
+    task.render_template_fields({"params": RENDERED})
+    return task
+
+
+def test_every_templated_field_reaches_the_request(mock_service: Any) -> None:
+    Listing(mock_service, [])
+    mock_service.post("/workflows/").respond(json=workflow())
+    mock_service.put(f"/workflows/{WF_ID}").respond(json=workflow())
+    mock_service.delete(f"/workflows/{WF_ID}").respond(204)
+    settings = {field: value for field, value in RENDERED.items() if field != "workflow_id"}
+
+    assert rendered(ops.CreateWorkflowOperator).execute({}) == WF_ID
+    assert body(mock_service) == settings, "a setting missing here is not rendered: add it to template_fields"
+    assert rendered(ops.UpdateWorkflowOperator).execute({}) == WF_ID
+    assert body(mock_service) == settings, "a setting missing here is not rendered: add it to template_fields"
+    rendered(ops.DeleteWorkflowOperator).execute({})
+    assert mock_service.calls.last.request.method == "DELETE"
 
 
 PARSE_TIME_IMPORTS = {"__future__", "collections.abc", "contextlib", "dataclasses", "functools", "inspect",

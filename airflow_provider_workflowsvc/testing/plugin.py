@@ -2,7 +2,8 @@
 The pytest plugin of the test kit (entry point ``pytest11``): fixtures for testing DAGs against the emulator.
 
 Nothing happens in a session that requests none of its fixtures: no autouse fixture, and importing this
-module imports neither Airflow nor the emulator (only the fixtures do, when a test asks for them).
+module imports neither Airflow nor the emulator (only the fixtures do, when a test asks for them). An
+Airflow that cannot be imported fails only the tests that ask for a fixture that runs it, saying so.
 
 Fixtures:
 
@@ -54,6 +55,27 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{MARKER}(dialect=None, keep_state=False, conn_id='{DEFAULT_CONN_ID}'): the Workflow Service "
         "test kit's emulator dialect, whether the test keeps the emulator's state, its connection id",
+    )
+
+
+def _airflow_for(fixture: str) -> None:
+    """
+    Import Airflow for a fixture that runs it: an Airflow that cannot be imported fails the test that asked
+    for ``fixture``, saying so, never the session (the plugin imports no Airflow until then).
+    """
+    try:
+        import airflow.sdk  # noqa: F401 - the Task SDK: Airflow 3
+    except Exception as error:  # absent, too old, or failing as it starts (e.g. a broken airflow.cfg)
+        # Only the first line, and raised outside this block (no chained traceback): the rest may quote
+        # the lines of a configuration, secrets included.
+        first_line = next(iter(str(error).splitlines()), "").rstrip(".")
+        failure = f"{type(error).__name__}: {first_line}"
+    else:
+        return
+    pytest.fail(
+        f"{fixture} (the Workflow Service test kit) needs Airflow 3, which could not be imported: {failure}. "
+        "Tests that use none of the kit's fixtures are not affected; `-p no:workflowsvc` turns the kit off.",
+        pytrace=False,
     )
 
 
@@ -114,6 +136,7 @@ def workflowsvc_connection(
 def _workflowsvc_airflow(tmp_path_factory: pytest.TempPathFactory) -> IsolatedAirflow:
     from airflow_provider_workflowsvc.testing.isolated_airflow import IsolatedAirflow
 
+    _airflow_for("workflowsvc_run_dag")
     return IsolatedAirflow(tmp_path_factory.mktemp("workflowsvc-airflow-home"))
 
 
@@ -141,6 +164,7 @@ def workflowsvc_job_events() -> Iterator[Callable[..., JobEventWatch]]:
     """
     from airflow_provider_workflowsvc.testing.job_events import JobEventWatch, job_event_trigger
 
+    _airflow_for("workflowsvc_job_events")
     watches: list[JobEventWatch] = []
 
     def start(watched: Any, *, workflow_id: str | None = None, dag_id: str | None = None) -> JobEventWatch:

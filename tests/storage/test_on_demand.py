@@ -96,6 +96,29 @@ def test_a_bad_output_folder_fails_before_anything_is_sent(
     assert launches(emulator) == []
 
 
-def test_the_storage_arguments_are_templated() -> None:
-    task = op("{{ params.inputs }}", files_conn_id="{{ params.conn }}")
-    assert {"files", "files_conn_id", "output_dir", "output_conn_id"} <= set(task.template_fields)
+def test_every_templated_argument_reaches_the_run(driven: DrivenClock, bucket: Bucket) -> None:
+    from airflow.sdk import DAG
+
+    bucket.put(documents(2))
+    values = {
+        "files": bucket.uri("in/"),
+        "files_conn_id": bucket.conn_id,
+        "template_id": "hi_res_partition",
+        "output_dir": bucket.uri("out/rendered"),
+        "output_conn_id": bucket.conn_id,
+        "workflowsvc_conn_id": "workflowsvc_default",
+    }
+    with DAG("templated_on_demand", schedule=None, render_template_as_native_obj=True):
+        task = op(**{field: f"{{{{ params.{field} }}}}" for field in values})
+    untested = sorted(
+        set(task.template_fields) - set(values) - {"job_nodes"}
+    )  # job_nodes: instead of a template
+    assert not untested, f"RunOnDemandJobOperator templates {untested}: add a rendered value to this test"
+    task.render_template_fields({"params": values})
+
+    summary = task.execute(ctx())  # an unrendered template_id or connection id fails it
+
+    assert summary["completed_count"] == 2, "the rendered files (and their connection) did not reach the run"
+    assert sorted(bucket.listing("out/")) == ["out/rendered/doc00.txt.json", "out/rendered/doc01.txt.json"]
+    with driven.emulator.api_client() as api:
+        assert [job["job_type"] for job in api.get("/jobs/").json()] == ["template"]
