@@ -16,6 +16,7 @@ from reliability._helpers import FakeTI
 
 from airflow_provider_workflowsvc import RunOnDemandJobOperator
 from airflow_provider_workflowsvc._compat import AirflowFailException
+from airflow_provider_workflowsvc._tasks import on_demand as _on_demand
 from airflow_provider_workflowsvc.emulator.testing import EmulatorHandle
 from airflow_provider_workflowsvc.exceptions import (
     AmbiguousRunError,
@@ -26,7 +27,6 @@ from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceInputError,
     WorkflowServiceQuotaError,
 )
-from airflow_provider_workflowsvc.operators import _on_demand
 from airflow_provider_workflowsvc.operators.on_demand import OnDemandJobLink
 from airflow_provider_workflowsvc.triggers.jobs import WorkflowJobsTrigger
 

@@ -10,14 +10,14 @@ import pytest
 from helpers import TaskStateStore
 
 from airflow_provider_workflowsvc._compat import AirflowFailException
+from airflow_provider_workflowsvc._tasks import on_demand as od
+from airflow_provider_workflowsvc._tasks.submit import SentRun
 from airflow_provider_workflowsvc.exceptions import (
     AmbiguousRunError,
     InvalidJobEventError,
     UnprocessedDocumentsError,
     UnprocessedDocumentsNoRetryError,
 )
-from airflow_provider_workflowsvc.operators import _on_demand as od
-from airflow_provider_workflowsvc.operators._submit import SentRun
 from airflow_provider_workflowsvc.wait.outcome import JobOutcome
 
 

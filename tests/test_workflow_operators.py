@@ -457,7 +457,7 @@ def test_template_fields() -> None:
 
 PARSE_TIME_IMPORTS = {"__future__", "collections.abc", "contextlib", "dataclasses", "functools", "inspect",
                       "re", "time", "typing", "urllib.parse", "uuid", "airflow.sdk", "airflow.sdk.exceptions",
-                      "airflow_provider_workflowsvc.operators._base",
+                      "airflow_provider_workflowsvc._tasks.base",
                       "airflow_provider_workflowsvc.hooks",  # the package's constants, not the hook
                       "airflow_provider_workflowsvc.exceptions",  # stdlib only; pydantic is lazy there
                       "airflow_provider_workflowsvc._compat"}  # fmt: skip

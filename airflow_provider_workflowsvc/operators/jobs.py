@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator, BaseOperatorLink
 
 from airflow_provider_workflowsvc._compat import HAS_DURABLE_EXECUTION
-from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
-from airflow_provider_workflowsvc.operators._base import (
+from airflow_provider_workflowsvc._tasks.base import (
     XCOM_JOB_ID,
     WorkflowServiceBaseOperator,
     default_deferrable,
@@ -28,7 +27,8 @@ from airflow_provider_workflowsvc.operators._base import (
     one_of,
     positive_seconds,
 )
-from airflow_provider_workflowsvc.operators._run_target import check_run_target
+from airflow_provider_workflowsvc._tasks.target import check_run_target
+from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
 
 __all__ = [
     "CancelJobOperator",
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
     from airflow.sdk.types import TaskInstanceKey
 
-    from airflow_provider_workflowsvc.operators._submit import StoredRunJournal
+    from airflow_provider_workflowsvc._tasks.submit import StoredRunJournal
     from airflow_provider_workflowsvc.wait.outcome import JobOutcome
 
 IF_RUNNING = ("run", "wait", "fail")
@@ -237,7 +237,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         Resolve the input files (source, name sent); bad ``files`` (two sent under one name among them)
         fail the task without retries, no match skips it if asked.
         """
-        from airflow_provider_workflowsvc.operators._files import refuse_shared_names, resolve_task_files
+        from airflow_provider_workflowsvc._tasks.files import refuse_shared_names, resolve_task_files
 
         named = resolve_task_files(
             self.files,
@@ -256,7 +256,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         or it was found by name (a run without files by id is not delayed by a read: the service's
         refusal of it is explained by :meth:`_explain_refusal`).
         """
-        from airflow_provider_workflowsvc.operators._run_target import check_input_fits, resolve_workflow
+        from airflow_provider_workflowsvc._tasks.target import check_input_fits, resolve_workflow
 
         if self.workflow_name is None and self._files is None:
             return
@@ -341,7 +341,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         execution), the job id is kept in the task state store before any wait, so a retry after a
         worker crash goes on with this job.
         """
-        from airflow_provider_workflowsvc.operators._submit import StoredRunJournal
+        from airflow_provider_workflowsvc._tasks.submit import StoredRunJournal
 
         state = self._state_store(context)
         journal = None
@@ -375,7 +375,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         its failure (``fail``); None when no job of the workflow is running.
         """
         from airflow_provider_workflowsvc import metrics
-        from airflow_provider_workflowsvc.operators._running import refuse, running_job
+        from airflow_provider_workflowsvc._tasks.running import refuse, running_job
 
         workflow_id = str(self.workflow_id)
         job = running_job(self.hook, workflow_id, self.log)
@@ -421,8 +421,8 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
 
     def _run(self, journal: StoredRunJournal | None) -> str:
         """Run the workflow once; a run an earlier try sent but never recorded is adopted instead."""
+        from airflow_provider_workflowsvc._tasks.submit import Sending, submit
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceValidationError
-        from airflow_provider_workflowsvc.operators._submit import Sending, submit
 
         try:
             job = submit(
@@ -462,8 +462,8 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         """After a refused run without files: a workflow without a source connector fails clearly."""
         if self._files is not None:
             return
+        from airflow_provider_workflowsvc._tasks.target import check_input_fits
         from airflow_provider_workflowsvc.exceptions import InvalidTaskInputError
-        from airflow_provider_workflowsvc.operators._run_target import check_input_fits
 
         try:
             workflow = self.hook.get_workflow(str(self.workflow_id))
@@ -480,7 +480,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         ``execution_timeout``): here, polling; or, deferrable, in the triggerer (the task leaves the
         worker here and resumes in :meth:`execute_complete`).
         """
-        from airflow_provider_workflowsvc.operators._execution import wait_deadline
+        from airflow_provider_workflowsvc._tasks.deadline import wait_deadline
         from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger, deferral_timeout
         from airflow_provider_workflowsvc.wait.poll import wait_for_job
         from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
@@ -545,7 +545,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
             outcome, fail_on_failed_files=self.fail_on_failed_files, timeout_note=note
         )
         if error is not None and outcome.status == "timeout":
-            from airflow_provider_workflowsvc.operators._execution import timeout_failure
+            from airflow_provider_workflowsvc._tasks.deadline import timeout_failure
 
             error = timeout_failure(context, error, self.execution_timeout)
         summary = self._result = {
@@ -644,9 +644,9 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
 
     def execute(self, context: Context) -> list[str]:
         from airflow_provider_workflowsvc._marker import run_marker
+        from airflow_provider_workflowsvc._tasks.files import OutputNames, download_output, output_folder
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
         from airflow_provider_workflowsvc.models import JobStatus
-        from airflow_provider_workflowsvc.operators._files import OutputNames, download_output, output_folder
 
         job_id = job_id_of(self.job_id, self.run_task_id, context)
         with invalid_input_fails():

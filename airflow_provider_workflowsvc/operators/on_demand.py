@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
-from airflow_provider_workflowsvc.operators._base import (
+from airflow_provider_workflowsvc._tasks.base import (
     WorkflowServiceBaseOperator,
     input_error,
     interval_seconds,
@@ -23,13 +22,14 @@ from airflow_provider_workflowsvc.operators._base import (
     positive_seconds,
     static_str,
 )
+from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
 from airflow_provider_workflowsvc.operators.jobs import WorkflowJobLink
 from airflow_provider_workflowsvc.operators.workflows import check_nodes
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_provider_workflowsvc.operators._on_demand import Document, Plan
+    from airflow_provider_workflowsvc._tasks.on_demand import Document, Plan
     from airflow_provider_workflowsvc.wait.outcome import JobOutcome
 
 __all__ = ["OnDemandJobLink", "RunOnDemandJobOperator"]
@@ -218,7 +218,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
                 return self._finish(context, plan, [])
             self._announce(context, plan)
             started = time.time()
-            from airflow_provider_workflowsvc.operators._execution import wait_deadline
+            from airflow_provider_workflowsvc._tasks.deadline import wait_deadline
 
             deadline = wait_deadline(context, started, self.timeout, self.execution_timeout)
             if self.deferrable:
@@ -227,7 +227,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Resume after the trigger: validate its event and the plan it carried (failing closed), sum up."""
-        from airflow_provider_workflowsvc.operators._on_demand import Plan
+        from airflow_provider_workflowsvc._tasks.on_demand import Plan
         from airflow_provider_workflowsvc.wait.outcome import parse_jobs_event
 
         ended = parse_jobs_event(event)
@@ -254,7 +254,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
 
     def _launch(self, context: Context) -> Plan:
         """Check the input, then launch the documents no earlier try processed; return the plan."""
-        from airflow_provider_workflowsvc.operators import _on_demand as od
+        from airflow_provider_workflowsvc._tasks import on_demand as od
 
         docs = self._documents()
         big = od.oversized(docs, self.max_file_bytes)
@@ -311,8 +311,8 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
 
     def _documents(self) -> list[Document]:
         """Resolve the input files as a run does (:func:`~._files.resolve_task_files`), with their sizes."""
-        from airflow_provider_workflowsvc.operators._files import resolve_task_files
-        from airflow_provider_workflowsvc.operators._on_demand import documents
+        from airflow_provider_workflowsvc._tasks.files import resolve_task_files
+        from airflow_provider_workflowsvc._tasks.on_demand import documents
 
         named = resolve_task_files(
             self.files,
@@ -335,7 +335,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
 
     def _output_folder(self) -> Any:
         """``output_dir`` as a local directory or a folder of object storage (checked: bucket exists)."""
-        from airflow_provider_workflowsvc.operators._files import output_folder
+        from airflow_provider_workflowsvc._tasks.files import output_folder
 
         return output_folder(self.output_dir, self.output_conn_id or None)
 
@@ -346,7 +346,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         """
         if self.template_id is None:
             return
-        from airflow_provider_workflowsvc.operators._on_demand import check_template
+        from airflow_provider_workflowsvc._tasks.on_demand import check_template
 
         with invalid_input_fails():
             check_template(self.hook, str(self.template_id), self.log)
@@ -362,7 +362,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
 
     def _announce(self, context: Context, plan: Plan) -> None:
         """Push every job id and link (XCom), the first as the extra link, before any waiting."""
-        from airflow_provider_workflowsvc.operators._on_demand import job_links
+        from airflow_provider_workflowsvc._tasks.on_demand import job_links
 
         self._job_ids = [job.job_id for job in plan.jobs]
         links = job_links(self._ui_url(), self._job_ids)
@@ -427,7 +427,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
     def _finish(self, context: Context, plan: Plan, outcomes: list[JobOutcome]) -> dict[str, Any]:
         """Cancel what timed out, download, sum up per document; return the summary or raise the failure."""
         from airflow_provider_workflowsvc import metrics
-        from airflow_provider_workflowsvc.operators import _on_demand as od
+        from airflow_provider_workflowsvc._tasks import on_demand as od
 
         by_job = od.outcomes_of(plan, outcomes)
         by_job = {job_id: self._after_timeout(outcome) for job_id, outcome in by_job.items()}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_workflowsvc.operators._base import check_uuid, input_error, static_str
+from airflow_provider_workflowsvc._tasks.base import check_uuid, input_error, static_str
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
@@ -66,9 +66,9 @@ def _check_declared_source(workflow_id: Any, files: Any) -> None:
 
 def resolve_workflow(hook: WorkflowServiceHook, workflow_id: Any, workflow_name: Any) -> Workflow:
     """Return the workflow of that id, or the one workflow of that exact name (none or several fail)."""
+    from airflow_provider_workflowsvc._tasks.resources import only_one_named
     from airflow_provider_workflowsvc.exceptions import InvalidTaskInputError
     from airflow_provider_workflowsvc.hooks.workflowsvc import all_workflows
-    from airflow_provider_workflowsvc.operators._execution import only_one_named
 
     if workflow_name is None:
         return hook.get_workflow(str(workflow_id).strip())

@@ -27,6 +27,13 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from airflow_provider_workflowsvc._compat import AirflowFailException
 from airflow_provider_workflowsvc._marker import run_marker, unmarked
+from airflow_provider_workflowsvc._tasks.submit import (
+    Sending,
+    StoredRunJournal,
+    job_of_earlier_try,
+    may_retry_refused,
+    submit,
+)
 from airflow_provider_workflowsvc.exceptions import (
     AmbiguousRunError,
     InvalidJobEventError,
@@ -35,17 +42,10 @@ from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceNotFoundError,
 )
 from airflow_provider_workflowsvc.models import JobStatus
-from airflow_provider_workflowsvc.operators._submit import (
-    Sending,
-    StoredRunJournal,
-    job_of_earlier_try,
-    may_retry_refused,
-    submit,
-)
 
 if TYPE_CHECKING:
+    from airflow_provider_workflowsvc._tasks.files import OutputFolder
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
-    from airflow_provider_workflowsvc.operators._files import OutputFolder
     from airflow_provider_workflowsvc.wait.outcome import JobOutcome
 
 Log = logging.Logger | Any
@@ -817,7 +817,7 @@ def refusal_is_final(exc: BaseException) -> bool:
 
 def job_links(ui_url: str | None, job_ids: Iterable[str]) -> dict[str, str]:
     """Each job's link in the service's web interface ("" without the ``ui_url`` extra)."""
-    from airflow_provider_workflowsvc.operators._base import job_url
+    from airflow_provider_workflowsvc._tasks.base import job_url
 
     return {job_id: job_url(ui_url, job_id) for job_id in job_ids}
 
@@ -835,7 +835,7 @@ def download(
     files (paths or URIs), by its source: the one document of the job the name the output gives means
     (an output whose name means none, or several, is kept but credited to none).
     """
-    from airflow_provider_workflowsvc.operators._files import OutputNames, download_output
+    from airflow_provider_workflowsvc._tasks.files import OutputNames, download_output
 
     completed = [job for job in plan.jobs if outcomes[job.job_id].status == "success"]
     wanted = [(job, o.file_id, o.node_id) for job in completed for o in outcomes[job.job_id].output_files]

@@ -94,7 +94,7 @@ def resolve_task_files(
     matching no file at all skips it when ``skip_if_no_files`` (``nothing_to``: what is then not done).
     """
     from airflow_provider_workflowsvc._compat import AirflowSkipException
-    from airflow_provider_workflowsvc.operators._base import invalid_input_fails
+    from airflow_provider_workflowsvc._tasks.base import invalid_input_fails
 
     with invalid_input_fails():
         try:
