@@ -226,7 +226,7 @@ def input_datasets(
     if resolved is None:
         if spec is None:
             return None
-        from airflow_provider_workflowsvc._tasks.files import resolve_named_files
+        from airflow_provider_workflowsvc._tasks.inputs import resolve_named_files
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
 
         try:

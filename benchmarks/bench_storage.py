@@ -57,7 +57,8 @@ BUCKET = "wfsvc-bench"
 
 
 def _child(kind: str, spec: dict[str, Any]) -> None:
-    from airflow_provider_workflowsvc._tasks.files import output_folder, resolve_named_files
+    from airflow_provider_workflowsvc._tasks.inputs import resolve_named_files
+    from airflow_provider_workflowsvc._tasks.outputs import output_folder
     from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
     from benchmarks._common import emit
 

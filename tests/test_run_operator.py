@@ -123,7 +123,7 @@ def test_bad_file_lists_fail_before_any_request(
 
 
 def test_files_expand_directories_globs_and_rendered_lists(tmp_path: Any) -> None:
-    from airflow_provider_workflowsvc._tasks.files import resolve_named_files
+    from airflow_provider_workflowsvc._tasks.inputs import resolve_named_files
 
     (tmp_path / "d" / "sub").mkdir(parents=True)
     for name in ("d/b.txt", "d/a.md", "d/sub/c.csv", "d/.hidden", "x.json", "y.json"):
@@ -1069,7 +1069,7 @@ def test_run_identity_uses_the_relative_names_sent(tmp_path: Any) -> None:
     extension; a service that keeps only base names still shows the marker, one that lists other
     files (the same names without the marker among them) does not prove the job."""
     from airflow_provider_workflowsvc._marker import run_marker, unmarked
-    from airflow_provider_workflowsvc._tasks.files import resolve_named_files
+    from airflow_provider_workflowsvc._tasks.inputs import resolve_named_files
     from airflow_provider_workflowsvc._tasks.submit import SentRun, named_files
     from airflow_provider_workflowsvc.models import Job
 

@@ -6,9 +6,9 @@ remembered across tries, and summed up per document.
   before anything is uploaded;
 * :class:`Pacer` keeps launches at least the launch interval apart, on a clock tests can drive;
 * :class:`LaunchBook` remembers, in the task state store (Airflow 3.3+), which jobs launched which
-  documents and the launch in flight (its pending record is the run's one, :mod:`._submit`), so a
+  documents and the launch in flight (its pending record is the run's one, :mod:`.submit`), so a
   retry launches only the documents that were not processed (:func:`redo`);
-* :func:`launch` sends each batch through :func:`._submit.submit`: the one rule of what a failed
+* :func:`launch` sends each batch through :func:`.submit.submit`: the one rule of what a failed
   request proves;
 * :func:`summarize` and :func:`failure` turn the jobs' outcomes into one summary per document and
   the task's verdict.
@@ -44,7 +44,7 @@ from airflow_provider_workflowsvc.exceptions import (
 from airflow_provider_workflowsvc.models import JobStatus
 
 if TYPE_CHECKING:
-    from airflow_provider_workflowsvc._tasks.files import OutputFolder
+    from airflow_provider_workflowsvc._tasks.outputs import OutputFolder
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
     from airflow_provider_workflowsvc.wait.outcome import JobOutcome
 
@@ -340,7 +340,7 @@ class LaunchBook:
         self._store = store if store is not None else _Memory()
         self.log = log
         self.journal = StoredRunJournal(_PendingField(self), BOOK_KEY, log=log)
-        """The pending-launch record, as :func:`._submit.submit` keeps it."""
+        """The pending-launch record, as :func:`.submit.submit` keeps it."""
         self.sending: Sequence[str] = ()
         """The sources of the batch being launched (written with its pending record)."""
 
@@ -831,11 +831,11 @@ def download(
 ) -> dict[str, list[str]]:
     """
     Download every output of the completed jobs into ``folder`` (a local directory, or a folder of
-    object storage; one naming rule for all: :class:`._files.OutputNames`); return each document's
+    object storage; one naming rule for all: :class:`.outputs.OutputNames`); return each document's
     files (paths or URIs), by its source: the one document of the job the name the output gives means
     (an output whose name means none, or several, is kept but credited to none).
     """
-    from airflow_provider_workflowsvc._tasks.files import OutputNames, download_output
+    from airflow_provider_workflowsvc._tasks.outputs import OutputNames, download_output
 
     completed = [job for job in plan.jobs if outcomes[job.job_id].status == "success"]
     wanted = [(job, o.file_id, o.node_id) for job in completed for o in outcomes[job.job_id].output_files]

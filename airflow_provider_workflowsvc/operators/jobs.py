@@ -7,20 +7,17 @@ hooks, models and pydantic are imported when a task runs.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, BaseOperatorLink
 
-from airflow_provider_workflowsvc._compat import HAS_DURABLE_EXECUTION
 from airflow_provider_workflowsvc._tasks.base import (
     XCOM_JOB_ID,
     WorkflowServiceBaseOperator,
     default_deferrable,
     input_error,
-    interval_seconds,
     invalid_input_fails,
     job_id_of,
     job_url,
@@ -29,6 +26,7 @@ from airflow_provider_workflowsvc._tasks.base import (
 )
 from airflow_provider_workflowsvc._tasks.target import check_run_target
 from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
+from airflow_provider_workflowsvc.operators._lifecycle import JobOperator
 
 __all__ = [
     "CancelJobOperator",
@@ -66,7 +64,7 @@ class WorkflowJobLink(BaseOperatorLink):
         return XCom.get_value(ti_key=ti_key, key=self.xcom_key) or ""
 
 
-class RunWorkflowOperator(WorkflowServiceBaseOperator):
+class RunWorkflowOperator(JobOperator):
     """
     Run a workflow (no body, or files: local, or in object storage) and, by default, wait for its job.
 
@@ -180,26 +178,29 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         if_running: str = "run",
         **kwargs: Any,
     ) -> None:
-        super().__init__(workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)
         check_run_target(workflow_id, workflow_name, files)
+        super().__init__(
+            workflowsvc_conn_id=workflowsvc_conn_id,
+            files=files,
+            files_conn_id=files_conn_id,
+            poll_interval=poll_interval,
+            timeout=timeout,
+            # Airflow's own setting, as Airflow's operators follow it: one job's wait is as cheap in a
+            # worker as in the triggerer (RunOnDemandJobOperator says why it defers by default).
+            deferrable=default_deferrable(deferrable),
+            fail_on_failed_files=fail_on_failed_files,
+            cancel_on_timeout=cancel_on_timeout,
+            cancel_on_kill=cancel_on_kill,
+            submit_attempts=submit_attempts,
+            mark_uploads=mark_uploads,
+            skip_if_no_files=skip_if_no_files,
+            durable=durable,
+            **kwargs,
+        )
         self.if_running = one_of(if_running, IF_RUNNING, "if_running")
-        self.durable = durable and HAS_DURABLE_EXECUTION
-        self.skip_if_no_files = skip_if_no_files
-        self.mark_uploads = mark_uploads
         self.workflow_id = workflow_id
         self.workflow_name = workflow_name
-        self.files = files
-        self.files_conn_id = files_conn_id
         self.wait_for_completion = wait_for_completion
-        self.poll_interval = interval_seconds(poll_interval, "poll_interval")
-        self.timeout = positive_seconds(timeout, "timeout")
-        self.deferrable = default_deferrable(deferrable)
-        self.fail_on_failed_files = fail_on_failed_files
-        self.cancel_on_timeout = cancel_on_timeout
-        self.cancel_on_kill = cancel_on_kill
-        if submit_attempts < 1:
-            raise input_error(f"submit_attempts must be at least 1, got {submit_attempts}")
-        self.submit_attempts = submit_attempts
         self.run_grace_period = positive_seconds(run_grace_period, "run_grace_period")
         self._job_id: str | None = None
         self._result: dict[str, Any] | None = None
@@ -215,7 +216,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         # The job link's XCom exists from the start (empty until the job is known): Airflow reads
         # every extra link when the task ends, and a missing one is logged as an error, which after
         # a refused run read as a second failure.
-        context["ti"].xcom_push(key=WorkflowJobLink().xcom_key, value="")
+        self.push_link(context, "")
         self._files = None if self.files is None else self._resolve_files()
         with self.closing_hook():
             self._resolve_target()
@@ -237,7 +238,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         Resolve the input files (source, name sent); bad ``files`` (two sent under one name among them)
         fail the task without retries, no match skips it if asked.
         """
-        from airflow_provider_workflowsvc._tasks.files import refuse_shared_names, resolve_task_files
+        from airflow_provider_workflowsvc._tasks.inputs import refuse_shared_names, resolve_task_files
 
         named = resolve_task_files(
             self.files,
@@ -276,18 +277,9 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         with self.closing_hook():
             return self._finish(context, outcome)
 
-    def on_kill(self) -> None:
-        """Send the cancel and return (the worker is killed moments later); not for a job it did not start."""
-        job_id = self._job_id
-        if not (job_id and self.cancel_on_kill) or job_id == self._not_started:
-            return
-        from airflow_provider_workflowsvc.wait.poll import CANCEL_BUDGET, cancel_quietly
-
-        try:
-            with self.separate_hook() as hook:
-                cancel_quietly(hook, job_id, self.log, within=CANCEL_BUDGET)
-        except Exception as exc:
-            self.log.warning("Could not cancel job %s: %s", job_id, exc)
+    def jobs_to_cancel_on_kill(self) -> list[str]:
+        """Return the run's job, known so far; never a job this task did not start."""
+        return [self._job_id] if self._job_id and self._job_id != self._not_started else []
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Return the job's lineage (``[openlineage]`` extra): sources or files in, destination out."""
@@ -314,7 +306,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         read now); None to run the workflow: no job stored, or it is gone, failed, stopped, or
         completed with failed files that fail the task.
         """
-        store = self._state_store(context)
+        store = self.state_store(context)
         stored = store.get(self.external_id_key) if store is not None else None
         if not stored:
             return None
@@ -343,7 +335,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         """
         from airflow_provider_workflowsvc._tasks.submit import StoredRunJournal
 
-        state = self._state_store(context)
+        state = self.state_store(context)
         journal = None
         if state is not None:
             known = state.get(self.external_id_key)
@@ -402,7 +394,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         """Remember that ``job_id`` is a running job this task waits for, not one it started."""
         self._not_started = job_id
         context["ti"].xcom_push(key=RUNNING_JOB_KEY, value=job_id)
-        state = self._state_store(context)
+        state = self.state_store(context)
         if state is not None:
             state.set(RUNNING_JOB_KEY, job_id)
 
@@ -412,7 +404,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         known here, or (resumed after a deferral) from the task state store, else the XCom of this try.
         """
         if self._not_started is None and self.if_running == "wait":
-            state = self._state_store(context)
+            state = self.state_store(context)
             if state is not None:
                 self._not_started = state.get(RUNNING_JOB_KEY)
             else:
@@ -456,7 +448,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         """
         self._job_id = job_id
         self._announce(context, job_id)
-        self._forget(context, PENDING_RUN_KEY)
+        self.forget(context, PENDING_RUN_KEY)
 
     def _explain_refusal(self, refusal: Exception) -> None:
         """After a refused run without files: a workflow without a source connector fails clearly."""
@@ -480,13 +472,11 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         ``execution_timeout``): here, polling; or, deferrable, in the triggerer (the task leaves the
         worker here and resumes in :meth:`execute_complete`).
         """
-        from airflow_provider_workflowsvc._tasks.deadline import wait_deadline
-        from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger, deferral_timeout
+        from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
         from airflow_provider_workflowsvc.wait.poll import wait_for_job
         from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
 
-        started = time.time()
-        deadline = wait_deadline(context, started, self.timeout, self.execution_timeout)
+        started, deadline = self.wait_window(context)
         if self.deferrable:
             trigger = WorkflowJobTrigger(
                 job_id=job_id,
@@ -497,7 +487,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
                 started_at=started,
                 cancel_on_kill=self.cancel_on_kill and self._started_by_task(context, job_id),
             )
-            self.defer(trigger=trigger, method_name="execute_complete", timeout=deferral_timeout(deadline))
+            self.defer_until(trigger, deadline)
         every, timeout = self.poll_interval, self.timeout
         self.log.info("Waiting for job %s (polling every %.0f s, timeout %.0f s)", job_id, every, timeout)
         schedule = PollSchedule(deadline, self.poll_interval)
@@ -510,10 +500,9 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         Push the job id and its link (XCom; "" without ``ui_url``) before any waiting, so the UI
         shows them at once.
         """
-        ui_url = (self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}).get("ui_url")
-        url = job_url(ui_url, job_id)
+        url = job_url(self.ui_url(), job_id)
         context["ti"].xcom_push(key=XCOM_JOB_ID, value=job_id)
-        context["ti"].xcom_push(key=WorkflowJobLink().xcom_key, value=url)
+        self.push_link(context, url)
         if url:
             self.log.info("Job %s: %s", job_id, url)
         else:
@@ -538,9 +527,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         if outcome.status == "timeout" and outcome.job_id and not started:
             note = "the job was left running: this task did not start it (if_running='wait')"
         elif outcome.status == "timeout" and outcome.job_id:
-            from airflow_provider_workflowsvc.wait.poll import cancel_after_timeout
-
-            note = cancel_after_timeout(self.hook, outcome.job_id, self.cancel_on_timeout, self.log)
+            note = self.cancel_after_timeout(outcome.job_id)
         error: BaseException | None = failure_for(
             outcome, fail_on_failed_files=self.fail_on_failed_files, timeout_note=note
         )
@@ -555,10 +542,8 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
             "started_by_task": started,
         }
         if error is not None:
-            if self.do_xcom_push:
-                context["ti"].xcom_push(key="return_value", value=summary)
-            raise error
-        self._forget(context, self.external_id_key, PENDING_RUN_KEY, RUNNING_JOB_KEY)  # a clear runs anew
+            self.fail(context, summary, error)
+        self.forget(context, self.external_id_key, PENDING_RUN_KEY, RUNNING_JOB_KEY)  # a clear runs anew
         from airflow_provider_workflowsvc.assets import record_outlet_events
 
         record_outlet_events(context, self.outlets, summary)
@@ -569,20 +554,6 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         if self.workflow_id is not None:
             return str(self.workflow_id)
         return (self._result or {}).get("workflow_id")
-
-    def _state_store(self, context: Context) -> Any:
-        """Return the task state store when durable execution is on (Airflow 3.3+), else None."""
-        return context.get("task_state_store") if self.durable else None
-
-    def _forget(self, context: Context, *keys: str) -> None:
-        store = self._state_store(context)
-        if store is None:
-            return
-        for key in keys:
-            try:
-                store.delete(key)
-            except Exception as exc:
-                self.log.warning("Could not remove %s from the task state store: %s", key, exc)
 
 
 class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
@@ -644,7 +615,7 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
 
     def execute(self, context: Context) -> list[str]:
         from airflow_provider_workflowsvc._marker import run_marker
-        from airflow_provider_workflowsvc._tasks.files import OutputNames, download_output, output_folder
+        from airflow_provider_workflowsvc._tasks.outputs import OutputNames, download_output, output_folder
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
         from airflow_provider_workflowsvc.models import JobStatus
 

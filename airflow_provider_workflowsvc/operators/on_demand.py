@@ -7,15 +7,12 @@ hooks, models and pydantic are imported when a task runs.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_provider_workflowsvc._tasks.base import (
-    WorkflowServiceBaseOperator,
     input_error,
-    interval_seconds,
     invalid_input_fails,
     is_deferred_value,
     one_of,
@@ -23,6 +20,7 @@ from airflow_provider_workflowsvc._tasks.base import (
     static_str,
 )
 from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
+from airflow_provider_workflowsvc.operators._lifecycle import JobOperator
 from airflow_provider_workflowsvc.operators.jobs import WorkflowJobLink
 from airflow_provider_workflowsvc.operators.workflows import check_nodes
 
@@ -45,7 +43,7 @@ class OnDemandJobLink(WorkflowJobLink):
     name = "Workflow Service job (first)"
 
 
-class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
+class RunOnDemandJobOperator(JobOperator):
     """
     Process local files with the service's on-demand jobs (a template, or nodes given inline; no
     workflow to create), any number of files; wait for every job; return one summary per document.
@@ -172,20 +170,34 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         durable: bool = True,
         **kwargs: Any,
     ) -> None:
-        super().__init__(workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)
+        super().__init__(
+            workflowsvc_conn_id=workflowsvc_conn_id,
+            files=files,
+            files_conn_id=files_conn_id,
+            poll_interval=poll_interval,
+            timeout=timeout,
+            # Unlike a run's (Airflow's setting): its jobs queue behind the service's cap of 5 running
+            # on-demand jobs per account, so the one wait for all of them may be long; a worker slot
+            # held all along is what the triggerer saves (documented as the default since it came).
+            deferrable=deferrable,
+            fail_on_failed_files=fail_on_failed_files,
+            cancel_on_timeout=cancel_on_timeout,
+            cancel_on_kill=cancel_on_kill,
+            submit_attempts=submit_attempts,
+            mark_uploads=mark_uploads,
+            skip_if_no_files=skip_if_no_files,
+            durable=durable,
+            **kwargs,
+        )
         _check_template_or_nodes(template_id, job_nodes)
         for what, value in (("max_files_per_job", max_files_per_job), ("max_file_bytes", max_file_bytes)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise input_error(f"{what} must be a positive whole number, got {value!r}")
-        if submit_attempts < 1:
-            raise input_error(f"submit_attempts must be at least 1, got {submit_attempts}")
         interval = (
             launch_interval.total_seconds() if hasattr(launch_interval, "total_seconds") else launch_interval
         )
         if float(interval) < 0:
             raise input_error(f"launch_interval must not be negative, got {launch_interval!r}")
-        self.files = files
-        self.files_conn_id = files_conn_id
         self.template_id = template_id
         self.job_nodes = job_nodes
         self.output_dir = output_dir
@@ -194,33 +206,20 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         self.max_file_bytes = max_file_bytes
         self.launch_interval = float(interval)
         self.oversized_files = one_of(oversized_files, OVERSIZED_CHOICES, "oversized_files")
-        self.poll_interval = interval_seconds(poll_interval, "poll_interval")
-        self.timeout = positive_seconds(timeout, "timeout")
-        self.deferrable = deferrable
-        self.fail_on_failed_files = fail_on_failed_files
-        self.cancel_on_timeout = cancel_on_timeout
-        self.cancel_on_kill = cancel_on_kill
-        self.submit_attempts = submit_attempts
         self.launch_grace_period = positive_seconds(launch_grace_period, "launch_grace_period")
-        self.mark_uploads = mark_uploads
-        self.skip_if_no_files = skip_if_no_files
-        self.durable = durable
         self._job_ids: list[str] = []
 
     # -- execution ---------------------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
         self._job_ids = []
-        context["ti"].xcom_push(key=OnDemandJobLink().xcom_key, value="")
+        self.push_link(context, "")
         with self.closing_hook():
             plan = self._launch(context)
             if not plan.jobs:
                 return self._finish(context, plan, [])
             self._announce(context, plan)
-            started = time.time()
-            from airflow_provider_workflowsvc._tasks.deadline import wait_deadline
-
-            deadline = wait_deadline(context, started, self.timeout, self.execution_timeout)
+            started, deadline = self.wait_window(context)
             if self.deferrable:
                 self._defer(plan, started, deadline)
             return self._finish(context, plan, self._wait_here(started, deadline))
@@ -236,19 +235,9 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         with self.closing_hook():
             return self._finish(context, plan, ended.outcomes)
 
-    def on_kill(self) -> None:
-        """Send a cancel for every job and return (the worker is killed moments later)."""
-        if not (self._job_ids and self.cancel_on_kill):
-            return
-        from airflow_provider_workflowsvc.wait.poll import CANCEL_BUDGET, cancel_quietly
-
-        until = time.time() + CANCEL_BUDGET
-        try:
-            with self.separate_hook() as hook:
-                for job_id in self._job_ids:
-                    cancel_quietly(hook, job_id, self.log, within=max(until - time.time(), 0.1))
-        except Exception as exc:
-            self.log.warning("Could not cancel every job (%s): %s", ", ".join(self._job_ids), exc)
+    def jobs_to_cancel_on_kill(self) -> list[str]:
+        """Return every job launched so far."""
+        return list(self._job_ids)
 
     # -- launching ---------------------------------------------------------------------------------
 
@@ -262,7 +251,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
             if big and self.oversized_files == "fail":
                 raise input_error(od.too_large(big, self.max_file_bytes))
             self._check_request()
-        book = od.LaunchBook(self._state_store(context), self.log)
+        book = od.LaunchBook(self.state_store(context), self.log)
         self._check_operation()
         od.adopt_pending(self.hook, book, self.launch_grace_period, self.log)
         od.identify(book, docs, self.log)
@@ -310,8 +299,8 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         )
 
     def _documents(self) -> list[Document]:
-        """Resolve the input files as a run does (:func:`~._files.resolve_task_files`), with their sizes."""
-        from airflow_provider_workflowsvc._tasks.files import resolve_task_files
+        """Resolve the input files as a run does (``resolve_task_files``), with their sizes."""
+        from airflow_provider_workflowsvc._tasks.inputs import resolve_task_files
         from airflow_provider_workflowsvc._tasks.on_demand import documents
 
         named = resolve_task_files(
@@ -335,7 +324,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
 
     def _output_folder(self) -> Any:
         """``output_dir`` as a local directory or a folder of object storage (checked: bucket exists)."""
-        from airflow_provider_workflowsvc._tasks.files import output_folder
+        from airflow_provider_workflowsvc._tasks.outputs import output_folder
 
         return output_folder(self.output_dir, self.output_conn_id or None)
 
@@ -354,10 +343,6 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
     def _send(self, hook: Any, files: list[tuple[str, str]] | None) -> Any:
         return hook.create_job(template_id=self.template_id, job_nodes=self.job_nodes, files=files)
 
-    def _state_store(self, context: Context) -> Any:
-        """Return the task state store when durable execution is on (Airflow 3.3+), else None."""
-        return context.get("task_state_store") if self.durable else None
-
     # -- waiting -----------------------------------------------------------------------------------
 
     def _announce(self, context: Context, plan: Plan) -> None:
@@ -365,22 +350,17 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         from airflow_provider_workflowsvc._tasks.on_demand import job_links
 
         self._job_ids = [job.job_id for job in plan.jobs]
-        links = job_links(self._ui_url(), self._job_ids)
+        links = job_links(self.ui_url(), self._job_ids)
         context["ti"].xcom_push(key=XCOM_JOB_IDS, value=self._job_ids)
         context["ti"].xcom_push(key=XCOM_JOB_LINKS, value=links)
-        context["ti"].xcom_push(key=OnDemandJobLink().xcom_key, value=links[self._job_ids[0]])
+        self.push_link(context, links[self._job_ids[0]])
         for job in plan.jobs:
             link = links[job.job_id]
             self.log.info(
                 "Job %s: %d document(s)%s", job.job_id, len(job.documents), f", {link}" if link else ""
             )
 
-    def _ui_url(self) -> str | None:
-        extra = self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}
-        return extra.get("ui_url")
-
     def _defer(self, plan: Plan, started: float, deadline: float) -> None:
-        from airflow_provider_workflowsvc.triggers.job import deferral_timeout
         from airflow_provider_workflowsvc.triggers.jobs import WorkflowJobsTrigger
 
         trigger = WorkflowJobsTrigger(
@@ -392,11 +372,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
             cancel_on_kill=self.cancel_on_kill,
             resume_with=plan.to_json(),
         )
-        self.defer(
-            trigger=trigger,
-            method_name="execute_complete",
-            timeout=deferral_timeout(deadline),
-        )
+        self.defer_until(trigger, deadline)
 
     def _wait_here(self, started: float, deadline: float) -> list[JobOutcome]:
         """Wait for every job in this worker, with the trigger's own wait (an event loop of its own)."""
@@ -436,17 +412,15 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         outputs = {}
         if self.output_dir is not None:
             outputs = od.download(self.hook, plan, by_job, self._output_folder(), self.log)
-        links = od.job_links(self._ui_url(), by_job) if by_job else {}
+        links = od.job_links(self.ui_url(), by_job) if by_job else {}
         summary = od.summarize(plan, by_job, outputs, links, fail_on_failed_files=self.fail_on_failed_files)
         od.log_summary(summary, self.log)
-        book = od.LaunchBook(self._state_store(context), self.log)
+        book = od.LaunchBook(self.state_store(context), self.log)
         error = od.failure(
             summary, plan, durable=book.durable, fail_on_failed_files=self.fail_on_failed_files
         )
         if error is not None:
-            if self.do_xcom_push:
-                context["ti"].xcom_push(key="return_value", value=summary)
-            raise error
+            self.fail(context, summary, error)
         book.forget()
         return summary
 
@@ -454,9 +428,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         """Cancel a job whose wait timed out (when asked); its outcome then says what became of it."""
         if outcome.status != "timeout" or not outcome.job_id:
             return outcome
-        from airflow_provider_workflowsvc.wait.poll import cancel_after_timeout
-
-        note = cancel_after_timeout(self.hook, outcome.job_id, self.cancel_on_timeout, self.log)
+        note = self.cancel_after_timeout(outcome.job_id)
         message = f"the job did not finish in time (last status {outcome.job_status or 'unknown'}); {note}"
         return outcome.model_copy(update={"message": message})
 

@@ -16,7 +16,7 @@ from reliability._helpers import LoopbackServer, task_context
 from reliability.test_local_inputs import job_answer
 
 from airflow_provider_workflowsvc import storage
-from airflow_provider_workflowsvc._tasks.files import resolve_named_files
+from airflow_provider_workflowsvc._tasks.inputs import resolve_named_files
 from airflow_provider_workflowsvc.exceptions import InputReadError, WorkflowServiceInputError
 from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
 from airflow_provider_workflowsvc.operators.jobs import DownloadJobOutputOperator, RunWorkflowOperator
