@@ -49,17 +49,15 @@ def test_the_book_records_a_job_and_drops_its_pending_launch_in_one_write() -> N
     store = TaskStateStore()
     book = od.LaunchBook(store, log=None)
     sent_at = time.time()
-    book.journal.sending(SentRun(None, sent_at, ("a.txt", "2024/b.txt"), None))
-    assert book.journal.pending(None) == SentRun(
-        None, sent_at, ("a.txt", "2024/b.txt"), None, record_key=od.BOOK_KEY
-    )
+    book.sending(SentRun(None, sent_at, ("a.txt", "2024/b.txt"), None))
+    assert book.pending(None) == SentRun(None, sent_at, ("a.txt", "2024/b.txt"), None, record_key=od.BOOK_KEY)
     writes = store.writes
     book.launched(od.LaunchedJob("job-1", ("a.txt", "2024/b.txt")))
     assert store.writes == writes + 1
     assert store.values == {
         od.BOOK_KEY: {"jobs": [{"job_id": "job-1", "documents": ["a.txt", "2024/b.txt"]}]}
     }
-    assert book.journal.pending(None) is None
+    assert book.pending(None) is None
     book.forget()
     assert store.values == {}
 
@@ -68,14 +66,14 @@ def test_the_book_remembers_the_sources_of_the_launch_in_flight() -> None:
     """A lost answer's job is adopted with its documents' sources (their names alone can be two inputs')."""
     store = TaskStateStore()
     book = od.LaunchBook(store, log=None)
-    book.sending = ["/day2/report.txt", "/day2/z.txt"]
-    book.journal.sending(SentRun(None, time.time(), ("report.txt", "z.txt"), None))
+    book.sources = ["/day2/report.txt", "/day2/z.txt"]
+    book.sending(SentRun(None, time.time(), ("report.txt", "z.txt"), None))
     assert od.LaunchBook(store, log=None).pending_sources(2) == ("/day2/report.txt", "/day2/z.txt")
     assert od.LaunchBook(store, log=None).pending_sources(3) == ()  # not this record's
     later = od.LaunchBook(store, log=None)  # a retry fails closed on that launch: its sources stay
-    later.journal.failed_closed()
+    later.failed_closed()
     assert later.pending_sources(2) == ("/day2/report.txt", "/day2/z.txt")
-    book.journal.clear()
+    book.clear()
     assert store.values == {od.BOOK_KEY: {}}  # both gone in one write
 
 

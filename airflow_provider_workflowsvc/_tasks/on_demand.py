@@ -30,6 +30,7 @@ from airflow_provider_workflowsvc._marker import run_marker, unmarked
 from airflow_provider_workflowsvc._tasks.submit import (
     Sending,
     StoredRunJournal,
+    base_name,
     job_of_earlier_try,
     may_retry_refused,
     submit,
@@ -137,11 +138,6 @@ def split(docs: Sequence[Document], max_files: int) -> list[list[Document]]:
         batch.append(doc)
         held.add(key)
     return [batch for batch, _ in batches]
-
-
-def base_name(name: str) -> str:
-    """Return the last part of a name the service is sent (``2024/report.txt`` → ``report.txt``)."""
-    return name.rsplit("/", 1)[-1]
 
 
 class Pacer:
@@ -306,29 +302,10 @@ class _Memory:
         self.values.pop(key, None)
 
 
-class _PendingField:
+class LaunchBook(StoredRunJournal):
     """
-    The book's ``pending`` field seen as a store of one key: the pending launch's record, written with
-    the sources of the documents it sends (``sending``, in the order of its names).
-    """
-
-    def __init__(self, book: LaunchBook) -> None:
-        self._book = book
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self._book.value().get("pending", default)
-
-    def set(self, key: str, value: Any) -> None:
-        sending = list(self._book.sending) or self._book.value().get("sending")  # kept when marked failed
-        self._book.write(pending=value, sending=sending)
-
-    def delete(self, key: str) -> None:
-        self._book.write(pending=None, sending=None)
-
-
-class LaunchBook:
-    """
-    The jobs this task launched (each with its documents) and the launch in flight, across tries.
+    The jobs this task launched (each with its documents) and the launch in flight, across tries:
+    the run journal :func:`.submit.submit` keeps, its record in the book's ``pending`` field.
 
     One task state key (``workflowsvc_on_demand``) holds both, so recording a launched job and
     removing its pending record is one write: no try can find a launch both pending and recorded.
@@ -336,21 +313,28 @@ class LaunchBook:
     """
 
     def __init__(self, store: Any | None, log: Log) -> None:
+        super().__init__(store if store is not None else _Memory(), BOOK_KEY, log=log)
         self.durable = store is not None
-        self._store = store if store is not None else _Memory()
-        self.log = log
-        self.journal = StoredRunJournal(_PendingField(self), BOOK_KEY, log=log)
-        """The pending-launch record, as :func:`.submit.submit` keeps it."""
-        self.sending: Sequence[str] = ()
+        self.sources: Sequence[str] = ()
         """The sources of the batch being launched (written with its pending record)."""
 
+    def record(self) -> Any:
+        return self.value().get("pending")
+
+    def write_record(self, value: dict[str, Any]) -> None:
+        sources = list(self.sources) or self.value().get("sending")  # kept when marked failed
+        self.write(pending=value, sending=sources)
+
+    def clear(self) -> None:
+        self.write(pending=None, sending=None)
+
     def value(self) -> dict[str, Any]:
-        value = self._store.get(BOOK_KEY)
+        value = self.store.get(BOOK_KEY)
         return dict(value) if isinstance(value, dict) else {}
 
     def write(self, **changes: Any) -> None:
         value = {**self.value(), **changes}
-        self._store.set(BOOK_KEY, {k: v for k, v in value.items() if v is not None})
+        self.store.set(BOOK_KEY, {k: v for k, v in value.items() if v is not None})
 
     def jobs(self) -> list[LaunchedJob]:
         """Return the jobs earlier launches recorded (an unreadable book is ignored, with a warning)."""
@@ -378,7 +362,7 @@ class LaunchBook:
     def forget(self) -> None:
         """Drop the book: the task succeeded, and a later clear launches every document anew."""
         try:
-            self._store.delete(BOOK_KEY)
+            self.store.delete(BOOK_KEY)
         except Exception as exc:
             self.log.warning("Could not remove %s from the task state store: %s", BOOK_KEY, exc)
 
@@ -388,16 +372,16 @@ def adopt_pending(hook: WorkflowServiceHook, book: LaunchBook, grace: float, log
     Resolve the launch an earlier try sent and never recorded: its job, proven, is recorded with its
     documents; unproven, the task fails closed (:class:`AmbiguousRunError`, as a run's does).
     """
-    earlier = book.journal.pending(None)
+    earlier = book.pending(None)
     if earlier is None:
         return
     try:
         job = job_of_earlier_try(hook, earlier, grace, log, pause)
     except Exception:
-        book.journal.failed_closed()
+        book.failed_closed()
         raise
     if job is None:
-        book.journal.clear()
+        book.clear()
         return
     names = tuple(unmarked(name, earlier.marker) for name in earlier.files or ())
     book.launched(
@@ -532,17 +516,17 @@ def launch(
     done, pacer = Launches(), Pacer(interval)
     for index, batch in enumerate(batches):
         pacer.wait(log)
-        book.sending = [doc.source for doc in batch]
+        book.sources = [doc.source for doc in batch]
         try:
             job = submit(
                 hook,
-                Sending(None, send),
+                Sending.launch(send),
                 [(doc.path, doc.name) for doc in batch],
                 log,
                 attempts=attempts,
                 grace=grace,
                 sleep=pause,
-                journal=book.journal,
+                journal=book,
                 mark=mark,
             )
         except Exception as exc:

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -159,20 +160,27 @@ def _backoff(exc: BaseException, attempt: int, base: float) -> float:
 # The evidence
 
 
+Send = Callable[["WorkflowServiceHook", list[tuple[Any, str]] | None], "Job | None"]
+"""Sends the request with the files as named (``None``: no body) and returns the job its answer names."""
+
+
 @dataclass(frozen=True)
 class Sending:
-    """
-    What is sent: a workflow's run, or (``workflow_id`` None) an on-demand job's launch, whose job is
-    then looked for among all the account's jobs; ``send`` sends it with the files as named.
-    """
+    """What is sent: a workflow's run (:meth:`run`) or an on-demand job's launch (:meth:`launch`)."""
 
     workflow_id: str | None
-    send: Callable[[WorkflowServiceHook, list[tuple[str, str]] | None], Job | None]
+    """The workflow run; None for a launch (:attr:`SentRun.is_launch`)."""
+    send: Send
 
     @classmethod
     def run(cls, workflow_id: str) -> Sending:
         """Return the sending of a run of ``workflow_id``."""
         return cls(workflow_id, lambda hook, files: hook.run_workflow(workflow_id, files=files))
+
+    @classmethod
+    def launch(cls, send: Send) -> Sending:
+        """Return the sending of an on-demand job's launch, whose job belongs to no workflow."""
+        return cls(None, send)
 
 
 @dataclass(frozen=True)
@@ -200,21 +208,24 @@ class SentRun:
     """The task state key of its pending record (the messages say how to send it again)."""
 
     @property
+    def is_launch(self) -> bool:
+        """An on-demand job's launch: its job belongs to no workflow, and is looked for among all jobs."""
+        return self.workflow_id is None
+
+    @property
     def what(self) -> str:
         """This request in words: ``run of workflow …`` or ``launch of an on-demand job``."""
-        if self.workflow_id is None:
-            return "launch of an on-demand job"
-        return f"run of workflow {self.workflow_id}"
+        return "launch of an on-demand job" if self.is_launch else f"run of workflow {self.workflow_id}"
 
     @property
     def request(self) -> str:
         """The request in words: ``run request`` or ``launch request``."""
-        return "launch request" if self.workflow_id is None else "run request"
+        return "launch request" if self.is_launch else "run request"
 
     @property
     def where(self) -> str:
         """Where its job is looked for: the workflow's jobs, or (a launch) all the account's jobs."""
-        return "the account's jobs" if self.workflow_id is None else "the workflow's jobs"
+        return "the account's jobs" if self.is_launch else "the workflow's jobs"
 
     def carried_by(self, job: Job) -> bool | None:
         """
@@ -226,13 +237,18 @@ class SentRun:
             return None
         if self.marker is not None:
             return any(self.marker in name for name in job.input_file_ids)
-        listed = {name.rsplit("/", 1)[-1] for name in job.input_file_ids}
-        return None if listed & {name.rsplit("/", 1)[-1] for name in self.files} else False
+        listed = {base_name(name) for name in job.input_file_ids}
+        return None if listed & {base_name(name) for name in self.files} else False
 
     def lists_these_files(self, job: Job) -> bool:
         """Tell whether the job's record lists exactly the names sent (a hint for a person, never proof)."""
         names = job.input_file_ids
         return bool(self.files) and names is not None and sorted(names) == sorted(self.files or ())
+
+
+def base_name(name: str) -> str:
+    """Return a sent name without its folders (what a service that keeps only base names shows)."""
+    return name.rsplit("/", 1)[-1]
 
 
 def _created(job: Job, log: Log | None = None) -> datetime | None:
@@ -295,7 +311,7 @@ def _ambiguous(run: SentRun, jobs: Sequence[Job], reason: str) -> AmbiguousRunEr
 
 
 def _how_to_send_again(run: SentRun) -> str:
-    again = "run the workflow" if run.workflow_id is not None else "launch those files"
+    again = "launch those files" if run.is_launch else "run the workflow"
     record = (
         f"(the pending record, task state key '{run.record_key}', expires {PENDING_RUN_TTL / 3600:g} h "
         "after it was written)"
@@ -303,7 +319,7 @@ def _how_to_send_again(run: SentRun) -> str:
     if run.marker is None:
         follow = (
             " A job of this run you find can be followed with WorkflowJobSensor(job_id=...)."
-            if run.workflow_id is not None
+            if not run.is_launch
             else ""
         )
         return (
@@ -321,7 +337,7 @@ def _unfound(run: SentRun, looked: float, why: str, ended_read: bool) -> Ambiguo
     return AmbiguousRunError(
         f"{why}, and no job of this task's {run.what} appeared in {where} within {looked:.0f} s. Not "
         f"finding it does not prove the request was not processed, so it is not sent again. What to do: "
-        f"look in the service for a job{'' if run.workflow_id is None else ' of this workflow'} "
+        f"look in the service for a job{'' if run.is_launch else ' of this workflow'} "
         f"{_listing(run)}; {_how_to_send_again(run)}"
     )
 
@@ -498,8 +514,16 @@ class StoredRunJournal:
         self.store, self.key, self.known = store, key, known
         self.log = log or logging.getLogger(__name__)
 
+    def record(self) -> Any:
+        """Return the pending-run record as stored (anything: it is checked when read)."""
+        return self.store.get(self.key)
+
+    def write_record(self, value: dict[str, Any]) -> None:
+        """Store ``value`` as the pending-run record."""
+        self.store.set(self.key, value)
+
     def pending(self, workflow_id: str | None) -> SentRun | None:
-        value = self.store.get(self.key)
+        value = self.record()
         if not isinstance(value, dict) or value.get("workflow_id") != workflow_id:
             return None
         try:
@@ -529,15 +553,14 @@ class StoredRunJournal:
 
     def sending(self, run: SentRun) -> None:
         files = None if run.files is None else list(run.files)
-        self.store.set(
-            self.key,
-            {"workflow_id": run.workflow_id, "sent_at": run.sent_at, "files": files, "marker": run.marker},
+        self.write_record(
+            {"workflow_id": run.workflow_id, "sent_at": run.sent_at, "files": files, "marker": run.marker}
         )
 
     def failed_closed(self) -> None:
-        value = self.store.get(self.key)
+        value = self.record()
         if isinstance(value, dict):
-            self.store.set(self.key, {**value, "failed_closed": True})
+            self.write_record({**value, "failed_closed": True})
 
     def clear(self) -> None:
         try:
@@ -552,18 +575,18 @@ class StoredRunJournal:
 
 def named_files(files: Sequence[LocalFile] | None, marker: str | None) -> list[tuple[Any, str]] | None:
     """
-    Return ``files`` as ``(source, name sent)``, each name carrying ``marker`` when one is given
-    (checked: each file exists and is readable; an object in storage stays one).
+    Return ``files`` as ``(source, name sent)``: the name given with each (else its base name),
+    carrying ``marker`` when one is given. The hook checks each file as it sends them, once.
     """
     if files is None:
         return None
     from airflow_provider_workflowsvc._marker import with_marker
-    from airflow_provider_workflowsvc.hooks._calls import upload_files
 
-    uploads = upload_files(files)
-    if marker is None:
-        return [(upload.path, upload.filename) for upload in uploads]
-    return [(upload.path, with_marker(upload.filename, marker)) for upload in uploads]
+    named = [item if isinstance(item, tuple) else (item, None) for item in files]
+    names = [
+        (source, name or getattr(source, "name", None) or os.path.basename(source)) for source, name in named
+    ]
+    return [(source, name if marker is None else with_marker(name, marker)) for source, name in names]
 
 
 def submit(
@@ -587,7 +610,18 @@ def submit(
     """
     sleep = sleep or time.sleep
     try:
-        return _submit(hook, sending, files, log, attempts, backoff, grace, sleep, journal, mark)
+        return _submit(
+            hook,
+            sending,
+            files,
+            log,
+            attempts=attempts,
+            backoff=backoff,
+            grace=grace,
+            sleep=sleep,
+            journal=journal,
+            mark=mark,
+        )
     except AmbiguousRunError:
         if journal is not None:
             journal.failed_closed()
@@ -600,6 +634,7 @@ def _submit(
     sending: Sending,
     files: Sequence[LocalFile] | None,
     log: Log,
+    *,
     attempts: int,
     backoff: float,
     grace: float,
@@ -636,7 +671,7 @@ def _submit(
                 if not may_retry_refused(exc) or attempt == attempts:
                     raise
                 pause = _backoff(exc, attempt, backoff)
-                operation = "run_workflow" if sending.workflow_id is not None else "create_job"
+                operation = "create_job" if run.is_launch else "run_workflow"
                 asked = getattr(exc, "retry_after", None) is not None
                 metrics.retrying(operation, hook.workflowsvc_conn_id, metrics.retry_reason(exc), pause, asked)
                 log.warning(
