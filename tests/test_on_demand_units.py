@@ -11,7 +11,7 @@ from helpers import TaskStateStore
 
 from airflow_provider_workflowsvc._compat import AirflowFailException
 from airflow_provider_workflowsvc._tasks import on_demand as od
-from airflow_provider_workflowsvc._tasks.submit import SentRun
+from airflow_provider_workflowsvc._tasks.evidence import SentRun
 from airflow_provider_workflowsvc.exceptions import (
     AmbiguousRunError,
     InvalidJobEventError,

@@ -27,14 +27,8 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from airflow_provider_workflowsvc._compat import AirflowFailException
 from airflow_provider_workflowsvc._marker import run_marker, unmarked
-from airflow_provider_workflowsvc._tasks.submit import (
-    Sending,
-    StoredRunJournal,
-    base_name,
-    job_of_earlier_try,
-    may_retry_refused,
-    submit,
-)
+from airflow_provider_workflowsvc._tasks.evidence import base_name, may_retry_refused
+from airflow_provider_workflowsvc._tasks.submit import Sending, StoredRunJournal, job_of_earlier_try, submit
 from airflow_provider_workflowsvc.exceptions import (
     AmbiguousRunError,
     InvalidJobEventError,
