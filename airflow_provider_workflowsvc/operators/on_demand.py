@@ -27,7 +27,8 @@ from airflow_provider_workflowsvc.operators.workflows import check_nodes
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_provider_workflowsvc._tasks.on_demand import Document, Plan
+    from airflow_provider_workflowsvc._tasks.launches import Document
+    from airflow_provider_workflowsvc._tasks.on_demand import Plan
     from airflow_provider_workflowsvc.wait.outcome import JobOutcome
 
 __all__ = ["OnDemandJobLink", "RunOnDemandJobOperator"]
@@ -243,23 +244,23 @@ class RunOnDemandJobOperator(JobOperator):
 
     def _launch(self, context: Context) -> Plan:
         """Check the input, then launch the documents no earlier try processed; return the plan."""
-        from airflow_provider_workflowsvc._tasks import on_demand as od
+        from airflow_provider_workflowsvc._tasks import launches, on_demand as od
 
         docs = self._documents()
-        big = od.oversized(docs, self.max_file_bytes)
+        big = launches.oversized(docs, self.max_file_bytes)
         with invalid_input_fails():
             if big and self.oversized_files == "fail":
-                raise input_error(od.too_large(big, self.max_file_bytes))
+                raise input_error(launches.too_large(big, self.max_file_bytes))
             self._check_request()
-        book = od.LaunchBook(self.state_store(context), self.log)
+        book = launches.LaunchBook(self.state_store(context), self.log)
         self._check_operation()
-        od.adopt_pending(self.hook, book, self.launch_grace_period, self.log)
-        od.identify(book, docs, self.log)
-        kept, _ = od.redo(self.hook, book, self.fail_on_failed_files, self.log)
+        launches.adopt_pending(self.hook, book, self.launch_grace_period, self.log)
+        launches.identify(book, docs, self.log)
+        kept, _ = launches.redo(self.hook, book, self.fail_on_failed_files, self.log)
         self._job_ids = [job.job_id for job in kept]  # a kill from now on cancels what was launched
         covered = {source for job in kept for source, _ in job.own()}
         todo = [doc for doc in docs if doc not in big and doc.source not in covered]
-        batches = od.split(todo, self.max_files_per_job)
+        batches = launches.split(todo, self.max_files_per_job)
         self.log.info(
             "%d document(s): %d job(s) to launch (at most %d file(s) each)%s%s%s",
             len(docs),
@@ -272,7 +273,7 @@ class RunOnDemandJobOperator(JobOperator):
             if len(batches) > -(-len(todo) // self.max_files_per_job)
             else "",
         )
-        launches = od.launch(
+        done = launches.launch(
             self.hook,
             batches,
             book,
@@ -284,15 +285,15 @@ class RunOnDemandJobOperator(JobOperator):
             log=self.log,
             on_launch=self._job_ids.append,
         )
-        refusal = launches.refusal
+        refusal = done.refusal
         if refusal is not None:
-            refusal = od.missing_operation(refusal, self.hook.settings.base_url) or refusal
-            if not kept and not launches.jobs:
+            refusal = launches.missing_operation(refusal, self.hook.settings.base_url) or refusal
+            if not kept and not done.jobs:
                 raise refusal
-        skipped = [(doc.source, doc.name, od.left_out(doc, self.max_file_bytes)) for doc in big]
+        skipped = [(doc.source, doc.name, launches.left_out(doc, self.max_file_bytes)) for doc in big]
         return od.Plan(
-            jobs=[*kept, *launches.jobs],
-            unlaunched=launches.unlaunched,
+            jobs=[*kept, *done.jobs],
+            unlaunched=done.unlaunched,
             skipped=skipped,
             refusal=None if refusal is None else str(refusal),
             final=refusal is not None and od.refusal_is_final(refusal),
@@ -301,7 +302,7 @@ class RunOnDemandJobOperator(JobOperator):
     def _documents(self) -> list[Document]:
         """Resolve the input files as a run does (``resolve_task_files``), with their sizes."""
         from airflow_provider_workflowsvc._tasks.inputs import resolve_task_files
-        from airflow_provider_workflowsvc._tasks.on_demand import documents
+        from airflow_provider_workflowsvc._tasks.launches import documents
 
         named = resolve_task_files(
             self.files,
@@ -335,7 +336,7 @@ class RunOnDemandJobOperator(JobOperator):
         """
         if self.template_id is None:
             return
-        from airflow_provider_workflowsvc._tasks.on_demand import check_template
+        from airflow_provider_workflowsvc._tasks.launches import check_template
 
         with invalid_input_fails():
             check_template(self.hook, str(self.template_id), self.log)
@@ -403,7 +404,7 @@ class RunOnDemandJobOperator(JobOperator):
     def _finish(self, context: Context, plan: Plan, outcomes: list[JobOutcome]) -> dict[str, Any]:
         """Cancel what timed out, download, sum up per document; return the summary or raise the failure."""
         from airflow_provider_workflowsvc import metrics
-        from airflow_provider_workflowsvc._tasks import on_demand as od
+        from airflow_provider_workflowsvc._tasks import launches, on_demand as od
 
         by_job = od.outcomes_of(plan, outcomes)
         by_job = {job_id: self._after_timeout(outcome) for job_id, outcome in by_job.items()}
@@ -415,7 +416,7 @@ class RunOnDemandJobOperator(JobOperator):
         links = od.job_links(self.ui_url(), by_job) if by_job else {}
         summary = od.summarize(plan, by_job, outputs, links, fail_on_failed_files=self.fail_on_failed_files)
         od.log_summary(summary, self.log)
-        book = od.LaunchBook(self.state_store(context), self.log)
+        book = launches.LaunchBook(self.state_store(context), self.log)
         error = od.failure(
             summary, plan, durable=book.durable, fail_on_failed_files=self.fail_on_failed_files
         )

@@ -1,0 +1,538 @@
+"""
+An on-demand task's launches: its documents split into jobs within the service's limits, launched
+paced, and the launch book that remembers them across tries.
+
+* :func:`split` and :func:`oversized` apply the documented limits (files per job, bytes per file)
+  before anything is uploaded;
+* :class:`Pacer` keeps launches at least the launch interval apart, on a clock tests can drive;
+* :class:`LaunchBook` remembers, in the task state store (Airflow 3.3+), which jobs launched which
+  documents and the launch in flight (it is the run journal :func:`.submit.submit` keeps), so a
+  retry launches only the documents that were not processed (:func:`redo`);
+* :func:`launch` sends each batch through :func:`.submit.submit`: the one rule of what a failed
+  request proves.
+
+Imported when a task runs, never at DAG-parse time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+from airflow_provider_workflowsvc._marker import run_marker, unmarked
+from airflow_provider_workflowsvc._tasks.evidence import base_name
+from airflow_provider_workflowsvc._tasks.submit import Sending, StoredRunJournal, job_of_earlier_try, submit
+from airflow_provider_workflowsvc.exceptions import (
+    AmbiguousRunError,
+    WorkflowServiceNotFoundError,
+)
+from airflow_provider_workflowsvc.models import JobStatus
+
+if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+
+Log = logging.Logger | Any
+
+MAX_FILES_PER_JOB = 10
+"""Files per on-demand job (the service's documented limit)."""
+MAX_FILE_BYTES = 10_000_000
+"""Bytes per file of an on-demand job: the docs' "10 MB", read as decimal megabytes (the stricter)."""
+LAUNCH_INTERVAL = 1.0
+"""Seconds between two launches (the docs: "at least one second", else a rate limit error)."""
+BOOK_KEY = "workflowsvc_on_demand"
+"""Task state key of the launch book (like ``external_id_key``: never rename it)."""
+SHOWN = 5
+"""Documents named per line of a failure message (all are in the summary and the log)."""
+
+clock: Callable[[], float] = time.monotonic
+"""The clock the launches are paced by (tests drive it, with :data:`pause`)."""
+pause: Callable[[float], None] = time.sleep
+"""How the launches wait: for the interval, and for a refused launch's ``Retry-After``."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Documents and batches
+
+
+@dataclass(frozen=True)
+class Document:
+    """
+    One input file: where it is read from (a local path, or a ``storage.StoredObject``), the name the
+    service sees (the user's), and its size. Two documents may share a name (``day1/`` and ``day2/``
+    both holding ``report.txt``): a document is known by its :attr:`source`, never by its name.
+    """
+
+    path: Any
+    name: str
+    size: int
+
+    @property
+    def source(self) -> str:
+        """Its identity: the local file's absolute path, or the object's URI (without credentials)."""
+        return str(self.path)
+
+
+def documents(named: Iterable[tuple[Any, str]]) -> list[Document]:
+    """
+    Return the resolved ``(source, name)`` pairs as documents, each with its size: a local file's from
+    the disk, an object's as the store listed it (nothing of it is read here).
+    """
+    return [Document(source, name, _size(source)) for source, name in named]
+
+
+def _size(source: Any) -> int:
+    return os.stat(source).st_size if isinstance(source, str) else int(source.stat().st_size)
+
+
+def oversized(docs: Iterable[Document], limit: int) -> list[Document]:
+    """Return the documents over ``limit`` bytes."""
+    return [doc for doc in docs if doc.size > limit]
+
+
+def too_large(big: Sequence[Document], limit: int) -> str:
+    """Say which files are over the size limit, and what to do (nothing was uploaded)."""
+    listed = ", ".join(f"{doc.name!r} ({doc.size:,} bytes)" for doc in big[:SHOWN])
+    more = f" and {len(big) - SHOWN} more" if len(big) > SHOWN else ""
+    return (
+        f"{len(big)} input file(s) over the limit of {limit:,} bytes per file of an on-demand job "
+        f"(max_file_bytes): {listed}{more}. Nothing was uploaded. Split or compress them, leave them out "
+        "of files, or set oversized_files='skip' to process the others and report these as not processed"
+    )
+
+
+def left_out(doc: Document, limit: int) -> str:
+    """Say why a file over the size limit was not uploaded (``oversized_files='skip'``)."""
+    return f"not uploaded: {doc.size:,} bytes, over the limit of {limit:,} bytes per file (max_file_bytes)"
+
+
+def split(docs: Sequence[Document], max_files: int) -> list[list[Document]]:
+    """
+    Split ``docs`` into batches of at most ``max_files`` (one job each), in order, each document in the
+    first batch with room that holds no other of its base name: what the service says of a name in one
+    job then means one document, whether it keeps the names as sent or only their base names.
+    """
+    batches: list[tuple[list[Document], set[str]]] = []
+    for doc in docs:
+        key = base_name(doc.name)
+        batch, held = next(((b, h) for b, h in batches if len(b) < max_files and key not in h), ([], set()))
+        if not batch:
+            batches.append((batch, held))
+        batch.append(doc)
+        held.add(key)
+    return [batch for batch, _ in batches]
+
+
+class Pacer:
+    """Keeps at least ``interval`` seconds between one launch's answer and the next launch."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._last: float | None = None
+
+    def wait(self, log: Log) -> None:
+        """Wait until the next launch may leave."""
+        if self._last is None:
+            return
+        left = self._last + self.interval - clock()
+        if left > 0:
+            log.debug("Waiting %.2f s before the next launch", left)
+            pause(left)
+
+    def answered(self) -> None:
+        """Note that a launch was answered now."""
+        self._last = clock()
+
+
+# --------------------------------------------------------------------------------------------------
+# Whether the service has the operation
+
+
+MISSING = (
+    "the service at {url} does not offer {what}: {request} answered {status}. Templates and on-demand "
+    "jobs are operations of the live service's platform API; a service that implements only the "
+    "Workflow Service spec has none. Run the files through a workflow instead (CreateWorkflowOperator "
+    "with these nodes, then RunWorkflowOperator)"
+)
+
+
+def missing_operation(exc: BaseException, base_url: str) -> Exception | None:
+    """Return the error for a launch refused as an operation the service lacks (404, 405), else None."""
+    from airflow_provider_workflowsvc.exceptions import InvalidTaskInputError, WorkflowServiceApiError
+
+    if not isinstance(exc, WorkflowServiceApiError) or exc.status_code not in (404, 405):
+        return None
+    request = f"{exc.method} {exc.path}"
+    status = f"{exc.status_code} {exc.reason}".strip()
+    return InvalidTaskInputError(
+        MISSING.format(url=base_url, what="on-demand jobs", request=request, status=status)
+    )
+
+
+def check_template(hook: WorkflowServiceHook, template_id: str, log: Log) -> None:
+    """
+    Check that ``template_id`` is one of the service's templates (one read, before any upload): an
+    unknown one is an input error naming the known ones; a service without templates, one naming the
+    missing operation.
+    """
+    from airflow_provider_workflowsvc.exceptions import WorkflowServiceApiError, WorkflowServiceInputError
+
+    try:
+        template = hook.get_template(template_id)
+    except WorkflowServiceNotFoundError:
+        try:
+            known = [t.id for t in hook.list_templates()]
+        except WorkflowServiceApiError as exc:
+            if exc.status_code not in (404, 405):
+                raise
+            status = f"{exc.status_code} {exc.reason}".strip()
+            request = f"{exc.method} {exc.path}"
+            what = "workflow templates (nor on-demand jobs)"
+            raise WorkflowServiceInputError(
+                MISSING.format(url=hook.settings.base_url, what=what, request=request, status=status)
+            ) from None
+        raise WorkflowServiceInputError(
+            f"template_id {template_id!r} is not one of the service's templates: {', '.join(known) or 'none'}"
+        ) from None
+    log.info("Template %s (%s): %s", template.id, template.name, ", ".join(n.name for n in template.nodes))
+
+
+# --------------------------------------------------------------------------------------------------
+# The launch book
+
+
+@dataclass(frozen=True)
+class LaunchedJob:
+    """
+    A job launched for this task: the names it was sent (``documents``, the user's), the ``sources``
+    of those documents (same order: what they are known by; empty in a book an older version wrote),
+    ``marker``: the one its record shows in every name (``mark_uploads=True``), taken out of what the
+    service gives back; ``handed_over``: the sources of its documents a later try launched again (a
+    failed file), no longer this job's to report.
+    """
+
+    job_id: str
+    documents: tuple[str, ...]
+    marker: str | None = None
+    sources: tuple[str, ...] = ()
+    handed_over: frozenset[str] = frozenset()
+
+    def own(self) -> list[tuple[str, str]]:
+        """Return the ``(source, name)`` of each document this job is responsible for."""
+        pairs = zip(self.sources or self.documents, self.documents, strict=True)
+        return [(source, name) for source, name in pairs if source not in self.handed_over]
+
+    def meant(self, given: str) -> list[str]:
+        """Return the sources of the documents a name the service gave (without the marker) can mean."""
+        sources = self.sources or self.documents
+        return [sources[i] for i in meant_by(given, self.documents)]
+
+    def to_json(self) -> dict[str, Any]:
+        value: dict[str, Any] = {"job_id": self.job_id, "documents": list(self.documents)}
+        value |= {"marker": self.marker} if self.marker else {}
+        value |= {"sources": list(self.sources)} if self.sources else {}
+        return value | ({"handed_over": sorted(self.handed_over)} if self.handed_over else {})
+
+    @classmethod
+    def from_json(cls, value: Any) -> LaunchedJob:
+        if not isinstance(value, Mapping) or not isinstance(value.get("job_id"), str):
+            raise ValueError(f"not a launched job: {value!r}")
+        docs, sources = value.get("documents"), value.get("sources", [])
+        if not _strings(docs):
+            raise ValueError(f"not a launched job's documents: {docs!r}")
+        if not _strings(sources) or len(sources) not in (0, len(docs)):
+            raise ValueError(f"not a launched job's sources: {sources!r}")
+        handed = value.get("handed_over", [])
+        if not _strings(handed):
+            raise ValueError(f"not a launched job's documents launched again: {handed!r}")
+        marker = value.get("marker")
+        return cls(
+            value["job_id"],
+            tuple(docs),
+            marker if isinstance(marker, str) else None,
+            tuple(sources),
+            frozenset(handed),
+        )
+
+
+def _strings(value: Any) -> TypeGuard[list[str]]:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def meant_by(given: str, names: Sequence[str]) -> list[int]:
+    """
+    Return the positions of the names a job was sent that a name the service gave can mean: those sent as
+    exactly that name, else (a service that keeps only base names) those whose base name it is. One:
+    that document; several or none: the answer cannot say which document it means.
+    """
+    exact = [i for i, name in enumerate(names) if name == given]
+    return exact or [i for i, name in enumerate(names) if base_name(name) == given]
+
+
+class _Memory:
+    """A task state store that lasts as long as the task's process (no durable execution)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        self.values[key] = value
+
+    def delete(self, key: str) -> None:
+        self.values.pop(key, None)
+
+
+class LaunchBook(StoredRunJournal):
+    """
+    The jobs this task launched (each with its documents) and the launch in flight, across tries:
+    the run journal :func:`.submit.submit` keeps, its record in the book's ``pending`` field.
+
+    One task state key (``workflowsvc_on_demand``) holds both, so recording a launched job and
+    removing its pending record is one write: no try can find a launch both pending and recorded.
+    Without a store (Airflow < 3.3, or ``durable=False``) it lives as long as the try.
+    """
+
+    def __init__(self, store: Any | None, log: Log) -> None:
+        super().__init__(store if store is not None else _Memory(), BOOK_KEY, log=log)
+        self.durable = store is not None
+        self.sources: Sequence[str] = ()
+        """The sources of the batch being launched (written with its pending record)."""
+
+    def record(self) -> Any:
+        return self.value().get("pending")
+
+    def write_record(self, value: dict[str, Any]) -> None:
+        sources = list(self.sources) or self.value().get("sending")  # kept when marked failed
+        self.write(pending=value, sending=sources)
+
+    def clear(self) -> None:
+        self.write(pending=None, sending=None)
+
+    def value(self) -> dict[str, Any]:
+        value = self.store.get(BOOK_KEY)
+        return dict(value) if isinstance(value, dict) else {}
+
+    def write(self, **changes: Any) -> None:
+        value = {**self.value(), **changes}
+        self.store.set(BOOK_KEY, {k: v for k, v in value.items() if v is not None})
+
+    def jobs(self) -> list[LaunchedJob]:
+        """Return the jobs earlier launches recorded (an unreadable book is ignored, with a warning)."""
+        try:
+            return [LaunchedJob.from_json(item) for item in self.value().get("jobs", [])]
+        except (TypeError, ValueError) as exc:
+            self.log.warning("Ignoring the launch book this version cannot read (%s)", exc)
+            self.write(jobs=None)
+            return []
+
+    def pending_sources(self, count: int) -> tuple[str, ...]:
+        """Return the sources of the pending launch's ``count`` documents; () when its record has none."""
+        sources = self.value().get("sending")
+        return tuple(sources) if _strings(sources) and len(sources) == count else ()
+
+    def launched(self, job: LaunchedJob) -> None:
+        """Record a launched job and drop the pending record, in one write."""
+        jobs = [*self.jobs(), job]
+        self.write(jobs=[job.to_json() for job in jobs], pending=None, sending=None)
+
+    def keep(self, jobs: Sequence[LaunchedJob]) -> None:
+        """Keep only ``jobs`` (their documents as given)."""
+        self.write(jobs=[job.to_json() for job in jobs] or None)
+
+    def forget(self) -> None:
+        """Drop the book: the task succeeded, and a later clear launches every document anew."""
+        try:
+            self.store.delete(BOOK_KEY)
+        except Exception as exc:
+            self.log.warning("Could not remove %s from the task state store: %s", BOOK_KEY, exc)
+
+
+def adopt_pending(hook: WorkflowServiceHook, book: LaunchBook, grace: float, log: Log) -> None:
+    """
+    Resolve the launch an earlier try sent and never recorded: its job, proven, is recorded with its
+    documents; unproven, the task fails closed (:class:`AmbiguousRunError`, as a run's does).
+    """
+    earlier = book.pending(None)
+    if earlier is None:
+        return
+    try:
+        job = job_of_earlier_try(hook, earlier, grace, log, pause)
+    except Exception:
+        book.failed_closed()
+        raise
+    if job is None:
+        book.clear()
+        return
+    names = tuple(unmarked(name, earlier.marker) for name in earlier.files or ())
+    book.launched(
+        LaunchedJob(job.id, names, run_marker(job.input_file_ids), book.pending_sources(len(names)))
+    )
+
+
+def identify(book: LaunchBook, docs: Sequence[Document], log: Log) -> None:
+    """
+    Give the jobs of a book an older version wrote (names only) their documents' sources: a name
+    sent by one input now is that input; one no input has now stays as it is. A name several inputs
+    share cannot say which one was launched: the task fails closed (nothing launched, a document
+    launched twice would reach the destination twice) and the book says so; the try after a person
+    clears the task launches those inputs again.
+    """
+    jobs = book.jobs()
+    older = [job for job in jobs if not job.sources]
+    if not older:
+        return
+    by_name: dict[str, list[str]] = {}
+    for doc in docs:
+        by_name.setdefault(doc.name, []).append(doc.source)
+    unclear = {
+        name: by_name[name] for job in older for name in job.documents if len(by_name.get(name, ())) > 1
+    }
+    if unclear and not book.value().get("unclear"):
+        book.write(unclear=True)
+        raise AmbiguousRunError(_unclear(unclear, older))
+    if unclear:
+        log.warning(
+            "The task was cleared: the inputs named %s are launched again", ", ".join(map(repr, unclear))
+        )
+    book.keep([job if job.sources else _identified(job, by_name, set(unclear)) for job in jobs])
+    book.write(unclear=None)
+
+
+def _identified(job: LaunchedJob, by_name: Mapping[str, list[str]], unclear: set[str]) -> LaunchedJob:
+    sources = tuple(by_name[name][0] if len(by_name.get(name, ())) == 1 else name for name in job.documents)
+    return replace(job, sources=sources, handed_over=frozenset(n for n in job.documents if n in unclear))
+
+
+def _unclear(unclear: Mapping[str, list[str]], jobs: Sequence[LaunchedJob]) -> str:
+    listed = "; ".join(f"{name!r}: {', '.join(sources)}" for name, sources in list(unclear.items())[:SHOWN])
+    ids = ", ".join(job.job_id for job in jobs)
+    return (
+        f"the launch book an earlier version of the provider wrote (job(s) {ids}) knows its documents by "
+        f"name only, and several inputs are sent under the same name ({listed}): which of them was launched "
+        "cannot be told, so nothing is launched (a document launched twice reaches the destination twice). "
+        f"What to do: check job(s) {ids} in the service; to launch those inputs again, clear this task "
+        "(its next try launches every input of these names again)."
+    )
+
+
+def redo(
+    hook: WorkflowServiceHook, book: LaunchBook, fail_on_failed_files: bool, log: Log
+) -> tuple[list[LaunchedJob], set[str]]:
+    """
+    Read the jobs earlier tries launched; keep those that processed (or may be processing) their
+    documents, and return them with the documents to launch again: those of a job that failed, was
+    stopped or is gone, and the failed files of a completed job when failed files fail the task.
+    A document that was processed, or may still be, is never launched again.
+    """
+    kept: list[LaunchedJob] = []
+    again: set[str] = set()
+    for job in book.jobs():
+        own = {source for source, _ in job.own()}
+        try:
+            record = hook.get_job(job.job_id)
+        except WorkflowServiceNotFoundError:
+            log.warning("Job %s of an earlier try is gone: its documents are launched again", job.job_id)
+            again.update(own)
+            continue
+        status = record.status
+        if status.is_active or status is JobStatus.UNKNOWN:
+            kept.append(job)
+        elif status.is_success:
+            failed: set[str] = set()
+            if fail_on_failed_files:
+                failures = hook.get_job_failed_files(job.job_id).failed_files
+                meant = [job.meant(unmarked(f.document, job.marker)) for f in failures]
+                failed = {sources[0] for sources in meant if len(sources) == 1} & own
+            again.update(failed)
+            if failed < own:
+                kept.append(replace(job, handed_over=job.handed_over | failed))
+        else:
+            log.info(
+                "Job %s of an earlier try ended %s: its documents are launched again", job.job_id, status
+            )
+            again.update(own)
+    book.keep(kept)
+    if kept or again:
+        log.info(
+            "Earlier tries launched %d job(s) still counted; %d document(s) are launched again",
+            len(kept),
+            len(again),
+        )
+    return kept, again
+
+
+# --------------------------------------------------------------------------------------------------
+# Launching
+
+
+@dataclass
+class Launches:
+    """What the launches did: the jobs launched, the documents not launched, and why."""
+
+    jobs: list[LaunchedJob] = field(default_factory=list)
+    unlaunched: list[tuple[str, str]] = field(default_factory=list)
+    """The ``(source, name)`` of each document not launched."""
+    refusal: BaseException | None = None
+
+
+def launch(
+    hook: WorkflowServiceHook,
+    batches: Sequence[Sequence[Document]],
+    book: LaunchBook,
+    send: Callable[[WorkflowServiceHook, list[tuple[str, str]] | None], Any],
+    *,
+    interval: float,
+    attempts: int,
+    grace: float,
+    mark: bool,
+    log: Log,
+    on_launch: Callable[[str], None] | None = None,
+) -> Launches:
+    """
+    Launch each batch as one job, at least ``interval`` seconds apart; the first launch that fails
+    stops the launches (the documents of it and of the batches after it are not launched).
+    ``on_launch`` hears of each job as soon as it is recorded.
+    """
+    done, pacer = Launches(), Pacer(interval)
+    for index, batch in enumerate(batches):
+        pacer.wait(log)
+        book.sources = [doc.source for doc in batch]
+        try:
+            job = submit(
+                hook,
+                Sending.launch(send),
+                [(doc.path, doc.name) for doc in batch],
+                log,
+                attempts=attempts,
+                grace=grace,
+                sleep=pause,
+                journal=book,
+                mark=mark,
+            )
+        except Exception as exc:
+            done.refusal = exc
+            done.unlaunched = [(doc.source, doc.name) for rest in batches[index:] for doc in rest]
+            log.error(
+                "Launching job %d of %d failed (%s): %d document(s) are not launched",
+                index + 1,
+                len(batches),
+                exc,
+                len(done.unlaunched),
+            )
+            break
+        finally:
+            pacer.answered()
+        names, sources = tuple(doc.name for doc in batch), tuple(doc.source for doc in batch)
+        launched = LaunchedJob(job.id, names, run_marker(job.input_file_ids), sources)
+        book.launched(launched)
+        done.jobs.append(launched)
+        if on_launch is not None:
+            on_launch(job.id)
+        log.info("Launched job %s (%d of %d) for %d file(s)", job.id, index + 1, len(batches), len(batch))
+    return done
