@@ -78,6 +78,26 @@ class JobOperator(WorkflowServiceBaseOperator):
         except Exception as exc:
             self.log.warning("Could not cancel job(s) %s: %s", ", ".join(job_ids), exc)
 
+    def resolve_files(self, nothing_to: str, *, own_names: bool = False) -> list[tuple[Any, str]]:
+        """
+        Resolve ``files`` (source, name sent): bad input fails the task without retries (with
+        ``own_names``, two files sent under one name too); no match skips it when asked (``nothing_to``:
+        what is then not done).
+        """
+        from airflow_provider_workflowsvc._tasks.base import invalid_input_fails
+        from airflow_provider_workflowsvc._tasks.inputs import refuse_shared_names, resolve_task_files
+
+        named = resolve_task_files(
+            self.files,
+            skip_if_no_files=self.skip_if_no_files,
+            nothing_to=nothing_to,
+            conn_id=self.files_conn_id or None,
+        )
+        if own_names:
+            with invalid_input_fails():
+                refuse_shared_names(named)
+        return named
+
     def state_store(self, context: Context) -> Any:
         """Return the task state store when durable execution is on (Airflow 3.3+), else None."""
         return context.get("task_state_store") if self.durable else None

@@ -217,7 +217,7 @@ class RunWorkflowOperator(JobOperator):
         # every extra link when the task ends, and a missing one is logged as an error, which after
         # a refused run read as a second failure.
         self.push_link(context, "")
-        self._files = None if self.files is None else self._resolve_files()
+        self._files = None if self.files is None else self.resolve_files("run", own_names=True)
         with self.closing_hook():
             self._resolve_target()
             if not self.wait_for_completion:
@@ -233,40 +233,13 @@ class RunWorkflowOperator(JobOperator):
             job_id, ended = self._stored_job(context) or (self._submit(context, store=True), None)
             return self._finish(context, ended or self._wait(context, job_id))
 
-    def _resolve_files(self) -> list[tuple[Any, str]]:
-        """
-        Resolve the input files (source, name sent); bad ``files`` (two sent under one name among them)
-        fail the task without retries, no match skips it if asked.
-        """
-        from airflow_provider_workflowsvc._tasks.inputs import refuse_shared_names, resolve_task_files
-
-        named = resolve_task_files(
-            self.files,
-            skip_if_no_files=self.skip_if_no_files,
-            nothing_to="run",
-            conn_id=self.files_conn_id or None,
-        )
-        with invalid_input_fails():
-            refuse_shared_names(named)
-        return named
-
     def _resolve_target(self) -> None:
-        """
-        Find the workflow by name (``workflow_id`` is then its id), and check that the run's input
-        fits its source before anything is uploaded: the workflow is read when files are to be sent
-        or it was found by name (a run without files by id is not delayed by a read: the service's
-        refusal of it is explained by :meth:`_explain_refusal`).
-        """
-        from airflow_provider_workflowsvc._tasks.target import check_input_fits, resolve_workflow
+        """Find the workflow by name (``workflow_id`` is then its id); check the input fits it."""
+        from airflow_provider_workflowsvc._tasks.target import resolve_target
 
-        if self.workflow_name is None and self._files is None:
-            return
-        with invalid_input_fails():
-            workflow = resolve_workflow(self.hook, self.workflow_id, self.workflow_name)
-            if self.workflow_name is not None:
-                self.log.info("Workflow %r is %s", workflow.name, workflow.id)
-            self.workflow_id = str(workflow.id)
-            check_input_fits(self.hook, workflow, with_files=self._files is not None)
+        with_files = self._files is not None
+        found = resolve_target(self.hook, self.workflow_id, self.workflow_name, with_files, self.log)
+        self.workflow_id = found or self.workflow_id
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Resume after the trigger: validate its event (failing closed) and apply the job's outcome."""
@@ -362,31 +335,12 @@ class RunWorkflowOperator(JobOperator):
         return True
 
     def _running_job(self, context: Context) -> str | None:
-        """
-        Apply ``if_running``: the workflow's running job, to wait for instead of running it (``wait``);
-        its failure (``fail``); None when no job of the workflow is running.
-        """
-        from airflow_provider_workflowsvc import metrics
-        from airflow_provider_workflowsvc._tasks.running import refuse, running_job
+        """Apply ``if_running``: the running job to wait for (``wait``), None when none is running."""
+        from airflow_provider_workflowsvc._tasks.running import job_to_wait_for
 
-        workflow_id = str(self.workflow_id)
-        job = running_job(self.hook, workflow_id, self.log)
+        job = job_to_wait_for(self.hook, str(self.workflow_id), self.if_running, self.log)
         if job is None:
-            self.log.info(
-                "No job of workflow %s is running (if_running=%r): running it", workflow_id, self.if_running
-            )
             return None
-        metrics.found_running(workflow_id, self.workflowsvc_conn_id, self.if_running)
-        if self.if_running == "fail":
-            raise refuse(job, workflow_id)
-        self.log.warning(
-            "Job %s of workflow %s is already %s: waiting for it instead of running the workflow "
-            "(if_running='wait'). This task did NOT start it: its summary says started_by_task=False, and "
-            "this task never cancels it",
-            job.id,
-            workflow_id,
-            job.raw_status or job.status.value,
-        )
         self._waits_for_running(context, job.id)
         return job.id
 
@@ -428,7 +382,10 @@ class RunWorkflowOperator(JobOperator):
                 mark=self.mark_uploads,
             )
         except WorkflowServiceValidationError as exc:
-            self._explain_refusal(exc)
+            if self._files is None:
+                from airflow_provider_workflowsvc._tasks.target import explain_refusal
+
+                explain_refusal(self.hook, str(self.workflow_id), exc)
             raise
         count = "no files" if self._files is None else f"{len(self._files)} file(s)"
         self.log.info("Submitted job %s for workflow %s with %s", job.id, self.workflow_id, count)
@@ -449,22 +406,6 @@ class RunWorkflowOperator(JobOperator):
         self._job_id = job_id
         self._announce(context, job_id)
         self.forget(context, PENDING_RUN_KEY)
-
-    def _explain_refusal(self, refusal: Exception) -> None:
-        """After a refused run without files: a workflow without a source connector fails clearly."""
-        if self._files is not None:
-            return
-        from airflow_provider_workflowsvc._tasks.target import check_input_fits
-        from airflow_provider_workflowsvc.exceptions import InvalidTaskInputError
-
-        try:
-            workflow = self.hook.get_workflow(str(self.workflow_id))
-        except Exception:
-            return  # the refusal itself is the clearest account left
-        try:
-            check_input_fits(self.hook, workflow, with_files=False)
-        except InvalidTaskInputError as exc:
-            raise exc from refusal
 
     def _wait(self, context: Context, job_id: str) -> JobOutcome:
         """

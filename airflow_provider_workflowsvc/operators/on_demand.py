@@ -300,17 +300,10 @@ class RunOnDemandJobOperator(JobOperator):
         )
 
     def _documents(self) -> list[Document]:
-        """Resolve the input files as a run does (``resolve_task_files``), with their sizes."""
-        from airflow_provider_workflowsvc._tasks.inputs import resolve_task_files
+        """Resolve the input files as a run does, with their sizes."""
         from airflow_provider_workflowsvc._tasks.launches import documents
 
-        named = resolve_task_files(
-            self.files,
-            skip_if_no_files=self.skip_if_no_files,
-            nothing_to="process",
-            conn_id=self.files_conn_id or None,
-        )
-        return documents(named)
+        return documents(self.resolve_files("process"))
 
     def _check_request(self) -> None:
         """Check the rendered template id or nodes, and the output folder, before any request."""
