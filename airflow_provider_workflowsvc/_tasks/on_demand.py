@@ -296,17 +296,15 @@ def download(
     files (paths or URIs), by its source: the one document of the job the name the output gives means
     (an output whose name means none, or several, is kept but credited to none).
     """
-    from airflow_provider_workflowsvc._tasks.outputs import OutputNames, download_output
+    from airflow_provider_workflowsvc._tasks.outputs import download_outputs
 
     completed = [job for job in plan.jobs if outcomes[job.job_id].status == "success"]
     wanted = [(job, o.file_id, o.node_id) for job in completed for o in outcomes[job.job_id].output_files]
     found: dict[str, list[str]] = {}
     if not wanted:
         return found
-    folder.create()
-    names = OutputNames([(file_id, node_id) for _, file_id, node_id in wanted], folder.room())
-    for job, file_id, node_id in wanted:
-        path, document = download_output(hook, job.job_id, file_id, node_id, folder, names, job.marker)
+    each = [(job.job_id, file_id, node_id, job.marker) for job, file_id, node_id in wanted]
+    for (job, file_id, _), (path, document) in zip(wanted, download_outputs(hook, folder, each), strict=True):
         owners = [] if document is None else job.meant(document)
         if len(owners) != 1:
             log.warning(

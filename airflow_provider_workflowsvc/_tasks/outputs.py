@@ -9,7 +9,7 @@ import os
 import secrets
 import sys
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -309,3 +309,42 @@ def download_output(
     finally:
         folder.discard(staging)
     return target, document
+
+
+def download_outputs(
+    hook: WorkflowServiceHook, folder: OutputFolder, wanted: Sequence[tuple[str, str, str, str | None]]
+) -> Iterator[tuple[str, str | None]]:
+    """
+    Download each output ``(job id, file id, node id, marker)`` into ``folder`` (made first), all named
+    by one rule (:class:`OutputNames`); yield where each went and the document it names, as it goes.
+    """
+    folder.create()
+    names = OutputNames([(file_id, node_id) for _, file_id, node_id, _ in wanted], folder.room())
+    for job_id, file_id, node_id, marker in wanted:
+        yield download_output(hook, job_id, file_id, node_id, folder, names, marker)
+
+
+def download_job(hook: WorkflowServiceHook, job_id: str, folder: OutputFolder, log: Any) -> list[str]:
+    """Download every output of a completed job into ``folder``; return where each went."""
+    from airflow_provider_workflowsvc._marker import run_marker
+    from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
+    from airflow_provider_workflowsvc.models import JobStatus
+
+    job = hook.get_job(job_id)
+    if job.status is not JobStatus.COMPLETED:
+        raise WorkflowServiceError(
+            f"job {job_id} is {job.raw_status or job.status}: outputs can be downloaded only from a "
+            "completed job"
+        )
+    marker = run_marker(job.input_file_ids)
+    wanted = [(job_id, o.file_id, o.node_id, marker) for o in job.output_node_files]
+    if not wanted:
+        log.warning("Job %s has no output files (is its destination local?)", job_id)
+        return []
+    paths = []
+    for (_, file_id, node_id, _), (path, _) in zip(
+        wanted, download_outputs(hook, folder, wanted), strict=True
+    ):
+        log.info("Downloaded output %s (node %s) to %s", file_id, node_id, path)
+        paths.append(path)
+    return paths

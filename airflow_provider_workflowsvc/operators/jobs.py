@@ -555,33 +555,15 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
         self._downloaded: tuple[str, Any] | None = None
 
     def execute(self, context: Context) -> list[str]:
-        from airflow_provider_workflowsvc._marker import run_marker
-        from airflow_provider_workflowsvc._tasks.outputs import OutputNames, download_output, output_folder
-        from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
-        from airflow_provider_workflowsvc.models import JobStatus
+        from airflow_provider_workflowsvc._tasks.outputs import download_job, output_folder
 
         job_id = job_id_of(self.job_id, self.run_task_id, context)
         with invalid_input_fails():
             folder = output_folder(self.output_dir, self.output_conn_id or None)
         with self.closing_hook():
-            job = self.hook.get_job(job_id)
-            if job.status is not JobStatus.COMPLETED:
-                raise WorkflowServiceError(
-                    f"job {job_id} is {job.raw_status or job.status}: outputs can be downloaded only from a "
-                    "completed job"
-                )
-            outputs = [(o.file_id, o.node_id) for o in job.output_node_files]
-            if not outputs:
-                self.log.warning("Job %s has no output files (is its destination local?)", job_id)
-                return []
-            folder.create()
-            names = OutputNames(outputs, folder.room())
-            marker = run_marker(job.input_file_ids)
-            paths = []
-            for file_id, node_id in outputs:
-                path, _ = download_output(self.hook, job_id, file_id, node_id, folder, names, marker)
-                self.log.info("Downloaded output %s (node %s) to %s", file_id, node_id, path)
-                paths.append(path)
+            paths = download_job(self.hook, job_id, folder, self.log)
+        if not paths:
+            return []
         self.log.info("Downloaded %d output file(s) of job %s into %s", len(paths), job_id, folder)
         self._downloaded = (job_id, folder)
         return paths
