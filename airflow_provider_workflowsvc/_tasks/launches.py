@@ -353,6 +353,24 @@ class LaunchBook(StoredRunJournal):
             self.log.warning("Could not remove %s from the task state store: %s", BOOK_KEY, exc)
 
 
+def resume(
+    hook: WorkflowServiceHook,
+    book: LaunchBook,
+    docs: Sequence[Document],
+    *,
+    grace: float,
+    fail_on_failed_files: bool,
+) -> list[LaunchedJob]:
+    """
+    Settle what earlier tries left in ``book`` (the launch sent and never recorded: :func:`adopt_pending`;
+    an older version's book: :func:`identify`); return the jobs still counted (:func:`redo`).
+    """
+    adopt_pending(hook, book, grace, book.log)
+    identify(book, docs, book.log)
+    kept, _ = redo(hook, book, fail_on_failed_files, book.log)
+    return kept
+
+
 def adopt_pending(hook: WorkflowServiceHook, book: LaunchBook, grace: float, log: Log) -> None:
     """
     Resolve the launch an earlier try sent and never recorded: its job, proven, is recorded with its

@@ -83,6 +83,28 @@ def _named(item: Any) -> tuple[str, str]:
 # The summary and the verdict
 
 
+def conclude(
+    hook: WorkflowServiceHook,
+    plan: Plan,
+    outcomes: Mapping[str, JobOutcome],
+    *,
+    folder: OutputFolder | None,
+    ui_url: str | None,
+    durable: bool,
+    fail_on_failed_files: bool,
+    log: Log,
+) -> tuple[dict[str, Any], Exception | None]:
+    """
+    Download the outputs (into ``folder``, when given), sum up per document and log it; return the
+    summary and the task's failure (None: it succeeds).
+    """
+    outputs = download(hook, plan, outcomes, folder, log) if folder is not None else {}
+    links = job_links(ui_url, outcomes) if outcomes else {}
+    summary = summarize(plan, outcomes, outputs, links, fail_on_failed_files=fail_on_failed_files)
+    log_summary(summary, log)
+    return summary, failure(summary, plan, durable=durable, fail_on_failed_files=fail_on_failed_files)
+
+
 def outcomes_of(plan: Plan, outcomes: Sequence[JobOutcome]) -> dict[str, JobOutcome]:
     """Each planned job's outcome; a job the wait did not report fails the task (closed)."""
     by_job = {outcome.job_id: outcome for outcome in outcomes if outcome.job_id}

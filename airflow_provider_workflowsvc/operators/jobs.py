@@ -314,8 +314,8 @@ class RunWorkflowOperator(JobOperator):
             known = state.get(self.external_id_key)
             journal = StoredRunJournal(state, PENDING_RUN_KEY, known=known, log=self.log)
         job_id = None
-        if self.if_running != "run" and not self._earlier_run_pending(journal):
-            job_id = self._running_job(context)
+        if self.if_running != "run":
+            job_id = self._running_job(context, journal)
         if job_id is None:
             job_id = self._run(journal)
         if store and state is not None:
@@ -323,26 +323,21 @@ class RunWorkflowOperator(JobOperator):
         self._known(context, job_id)
         return job_id
 
-    def _earlier_run_pending(self, journal: StoredRunJournal | None) -> bool:
+    def _running_job(self, context: Context, journal: StoredRunJournal | None) -> str | None:
         """
-        Whether an earlier try sent a run and stopped before recording its job: that run decides first
-        (its job proven and adopted, or the task fails closed), never ``if_running``, for the job found
-        running may be that very run's.
+        Apply ``if_running``: the running job to wait for (``wait``), None when none is running. A run
+        an earlier try sent and never recorded decides first (its job proven and adopted, or the task
+        fails closed), never ``if_running``: the job found running may be that very run's.
         """
-        if journal is None or journal.pending(str(self.workflow_id)) is None:
-            return False
-        self.log.info("An earlier try sent a run it never recorded: that run decides, not if_running")
-        return True
-
-    def _running_job(self, context: Context) -> str | None:
-        """Apply ``if_running``: the running job to wait for (``wait``), None when none is running."""
         from airflow_provider_workflowsvc._tasks.running import job_to_wait_for
 
-        job = job_to_wait_for(self.hook, str(self.workflow_id), self.if_running, self.log)
-        if job is None:
+        if journal is not None and journal.pending(str(self.workflow_id)) is not None:
+            self.log.info("An earlier try sent a run it never recorded: that run decides, not if_running")
             return None
-        self._waits_for_running(context, job.id)
-        return job.id
+        job = job_to_wait_for(self.hook, str(self.workflow_id), self.if_running, self.log)
+        if job is not None:
+            self._waits_for_running(context, job.id)
+        return None if job is None else job.id
 
     def _waits_for_running(self, context: Context, job_id: str) -> None:
         """Remember that ``job_id`` is a running job this task waits for, not one it started."""

@@ -254,9 +254,13 @@ class RunOnDemandJobOperator(JobOperator):
             self._check_request()
         book = launches.LaunchBook(self.state_store(context), self.log)
         self._check_operation()
-        launches.adopt_pending(self.hook, book, self.launch_grace_period, self.log)
-        launches.identify(book, docs, self.log)
-        kept, _ = launches.redo(self.hook, book, self.fail_on_failed_files, self.log)
+        kept = launches.resume(
+            self.hook,
+            book,
+            docs,
+            grace=self.launch_grace_period,
+            fail_on_failed_files=self.fail_on_failed_files,
+        )
         self._job_ids = [job.job_id for job in kept]  # a kill from now on cancels what was launched
         covered = {source for job in kept for source, _ in job.own()}
         todo = [doc for doc in docs if doc not in big and doc.source not in covered]
@@ -403,15 +407,16 @@ class RunOnDemandJobOperator(JobOperator):
         by_job = {job_id: self._after_timeout(outcome) for job_id, outcome in by_job.items()}
         for outcome in by_job.values():
             metrics.job_ended(outcome, self.workflowsvc_conn_id, metrics.ON_DEMAND)
-        outputs = {}
-        if self.output_dir is not None:
-            outputs = od.download(self.hook, plan, by_job, self._output_folder(), self.log)
-        links = od.job_links(self.ui_url(), by_job) if by_job else {}
-        summary = od.summarize(plan, by_job, outputs, links, fail_on_failed_files=self.fail_on_failed_files)
-        od.log_summary(summary, self.log)
         book = launches.LaunchBook(self.state_store(context), self.log)
-        error = od.failure(
-            summary, plan, durable=book.durable, fail_on_failed_files=self.fail_on_failed_files
+        summary, error = od.conclude(
+            self.hook,
+            plan,
+            by_job,
+            folder=None if self.output_dir is None else self._output_folder(),
+            ui_url=self.ui_url(),
+            durable=book.durable,
+            fail_on_failed_files=self.fail_on_failed_files,
+            log=self.log,
         )
         if error is not None:
             self.fail(context, summary, error)
