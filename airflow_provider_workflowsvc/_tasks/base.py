@@ -29,27 +29,6 @@ if TYPE_CHECKING:
 
     from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
 
-__all__ = [
-    "DEFAULT_CONN_ID",
-    "IF_EXISTS_CHOICES",
-    "XCOM_JOB_ID",
-    "WorkflowServiceBaseOperator",
-    "WorkflowServiceTaskMixin",
-    "check_choice",
-    "check_uuid",
-    "default_deferrable",
-    "input_error",
-    "interval_seconds",
-    "invalid_input_fails",
-    "is_deferred_value",
-    "job_id_of",
-    "job_url",
-    "min_poll_interval",
-    "one_of",
-    "positive_seconds",
-    "rendered",
-    "static_str",
-]
 
 IF_EXISTS_CHOICES = ("reuse", "update", "fail")
 

@@ -37,12 +37,6 @@ if TYPE_CHECKING:
 
 Log = logging.Logger | Any
 
-MAX_FILES_PER_JOB = 10
-"""Files per on-demand job (the service's documented limit)."""
-MAX_FILE_BYTES = 10_000_000
-"""Bytes per file of an on-demand job: the docs' "10 MB", read as decimal megabytes (the stricter)."""
-LAUNCH_INTERVAL = 1.0
-"""Seconds between two launches (the docs: "at least one second", else a rate limit error)."""
 BOOK_KEY = "workflowsvc_on_demand"
 """Task state key of the launch book (like ``external_id_key``: never rename it)."""
 SHOWN = 5
@@ -305,6 +299,7 @@ class LaunchBook(StoredRunJournal):
         """The sources of the batch being launched (written with its pending record)."""
 
     def record(self) -> Any:
+        """Return the pending launch's record: the book's ``pending`` field."""
         return self.value().get("pending")
 
     def write_record(self, value: dict[str, Any]) -> None:

@@ -22,14 +22,6 @@ from airflow_provider_workflowsvc.exceptions import (  # re-exported: raised her
     WorkflowServiceServerError,
 )
 
-__all__ = [
-    "ExistingResourceError",
-    "Named",
-    "UniqueName",
-    "delete_resource",
-    "only_one_named",
-]
-
 AMBIGUOUS_CREATE_ERRORS = (
     WorkflowServiceServerError,
     WorkflowServiceConnectionError,

@@ -23,19 +23,8 @@ from urllib.parse import unquote
 
 from pydantic import BaseModel, SecretStr
 
-from airflow_provider_workflowsvc._url_secrets import credentials_of, mask_url_secrets, url_secrets
+from airflow_provider_workflowsvc._url_secrets import credentials_of, mask_url_secrets
 from airflow_provider_workflowsvc.models import is_secret_field
-
-__all__ = [
-    "config_secrets",
-    "mask_config_secrets",
-    "mask_secret_values",
-    "mask_uri_credentials",
-    "plain_config_keys",
-    "plain_data",
-    "url_secrets",
-    "without_url_secrets",
-]
 
 
 def plain_config_keys(connector_type: str | None) -> frozenset[str]:

@@ -32,7 +32,7 @@ with the workflow's history. An on-demand
 job has no workflow to look in before its answer names one: its launch is looked for among all the
 account's jobs, in the same two steps (:class:`Sending`).
 
-With a :class:`RunJournal` (durable execution: the task state store) a pending-run record (with the
+With a :class:`StoredRunJournal` (durable execution: the task state store) a pending-run record (with the
 marker) is written just before each run request leaves and removed whenever no run happened; a
 worker that dies after sending leaves it behind, and the retry looks for the job carrying that
 marker instead of running again. A record expires after ``PENDING_RUN_TTL`` seconds.
@@ -45,7 +45,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc._tasks.evidence import (
@@ -113,25 +113,9 @@ def _backoff(exc: BaseException, attempt: int, base: float) -> float:
 # The pending-run record
 
 
-class RunJournal(Protocol):
-    """Where a run being sent is recorded across task tries (the task state store)."""
-
-    def pending(self, workflow_id: str | None) -> SentRun | None:
-        """Return the run of ``workflow_id`` (None: a launch) an earlier try sent and never resolved."""
-
-    def sending(self, run: SentRun) -> None:
-        """Record that ``run`` is about to be sent."""
-
-    def clear(self) -> None:
-        """Remove the record: no run is pending (none happened, or its job is known)."""
-
-    def failed_closed(self) -> None:
-        """Mark the record: a try failed with AmbiguousRunError on its run (the record stays)."""
-
-
 class StoredRunJournal:
     """
-    A :class:`RunJournal` in the task state store, under ``key``.
+    Where a run being sent is recorded across task tries: the task state store, under ``key``.
 
     ``known`` is the job id the store already holds for the task (a job an earlier try recorded): when
     its record carries the pending run's marker, the pending run is that job, already recorded (the
@@ -153,6 +137,7 @@ class StoredRunJournal:
         self.store.set(self.key, value)
 
     def pending(self, workflow_id: str | None) -> SentRun | None:
+        """Return the run of ``workflow_id`` (None: a launch) an earlier try sent and never resolved."""
         value = self.record()
         if not isinstance(value, dict) or value.get("workflow_id") != workflow_id:
             return None
@@ -182,17 +167,20 @@ class StoredRunJournal:
         return run
 
     def sending(self, run: SentRun) -> None:
+        """Record that ``run`` is about to be sent."""
         files = None if run.files is None else list(run.files)
         self.write_record(
             {"workflow_id": run.workflow_id, "sent_at": run.sent_at, "files": files, "marker": run.marker}
         )
 
     def failed_closed(self) -> None:
+        """Mark the record: a try failed with AmbiguousRunError on its run (the record stays)."""
         value = self.record()
         if isinstance(value, dict):
             self.write_record({**value, "failed_closed": True})
 
     def clear(self) -> None:
+        """Remove the record: no run is pending (none happened, or its job is known)."""
         try:
             self.store.delete(self.key)
         except Exception as exc:
@@ -229,7 +217,7 @@ def submit(
     backoff: float = 2.0,
     grace: float = RUN_GRACE,
     sleep: Callable[[float], None] | None = None,
-    journal: RunJournal | None = None,
+    journal: StoredRunJournal | None = None,
     mark: bool = False,
 ) -> Job:
     """
@@ -269,7 +257,7 @@ def _submit(
     backoff: float,
     grace: float,
     sleep: Callable[[float], None],
-    journal: RunJournal | None,
+    journal: StoredRunJournal | None,
     mark: bool,
 ) -> Job:
     from airflow_provider_workflowsvc._marker import new_marker

@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
     from airflow_provider_workflowsvc.models import Workflow
 
-__all__ = ["check_input_fits", "check_run_target", "explain_refusal", "resolve_target", "resolve_workflow"]
 
 NO_SOURCE_FIX = (
     "declare the workflow without source_id (CreateWorkflowOperator(source_id=None, if_exists='update') "

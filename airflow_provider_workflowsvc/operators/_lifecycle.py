@@ -19,6 +19,27 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
+JOB_SETTINGS = (
+    "files",
+    "files_conn_id",
+    "poll_interval",
+    "timeout",
+    "fail_on_failed_files",
+    "cancel_on_timeout",
+    "cancel_on_kill",
+    "submit_attempts",
+    "mark_uploads",
+    "skip_if_no_files",
+    "durable",
+)
+"""The parameters both job operators take alike (each declares them, with its defaults and docs)."""
+
+
+def job_settings(arguments: dict[str, Any]) -> dict[str, Any]:
+    """Return the :data:`JOB_SETTINGS` among a job operator's ``arguments`` (its ``locals()``)."""
+    return {name: arguments[name] for name in JOB_SETTINGS}
+
+
 class JobOperator(WorkflowServiceBaseOperator):
     """
     What both job operators do around their jobs: the settings of the wait, the task state store

@@ -26,7 +26,7 @@ from airflow_provider_workflowsvc._tasks.base import (
 )
 from airflow_provider_workflowsvc._tasks.target import check_run_target
 from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
-from airflow_provider_workflowsvc.operators._lifecycle import JobOperator
+from airflow_provider_workflowsvc.operators._lifecycle import JobOperator, job_settings
 
 __all__ = [
     "CancelJobOperator",
@@ -181,20 +181,10 @@ class RunWorkflowOperator(JobOperator):
         check_run_target(workflow_id, workflow_name, files)
         super().__init__(
             workflowsvc_conn_id=workflowsvc_conn_id,
-            files=files,
-            files_conn_id=files_conn_id,
-            poll_interval=poll_interval,
-            timeout=timeout,
             # Airflow's own setting, as Airflow's operators follow it: one job's wait is as cheap in a
             # worker as in the triggerer (RunOnDemandJobOperator says why it defers by default).
             deferrable=default_deferrable(deferrable),
-            fail_on_failed_files=fail_on_failed_files,
-            cancel_on_timeout=cancel_on_timeout,
-            cancel_on_kill=cancel_on_kill,
-            submit_attempts=submit_attempts,
-            mark_uploads=mark_uploads,
-            skip_if_no_files=skip_if_no_files,
-            durable=durable,
+            **job_settings(locals()),
             **kwargs,
         )
         self.if_running = one_of(if_running, IF_RUNNING, "if_running")

@@ -20,7 +20,7 @@ from airflow_provider_workflowsvc._tasks.base import (
     static_str,
 )
 from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
-from airflow_provider_workflowsvc.operators._lifecycle import JobOperator
+from airflow_provider_workflowsvc.operators._lifecycle import JobOperator, job_settings
 from airflow_provider_workflowsvc.operators.jobs import WorkflowJobLink
 from airflow_provider_workflowsvc.operators.workflows import check_nodes
 
@@ -173,21 +173,11 @@ class RunOnDemandJobOperator(JobOperator):
     ) -> None:
         super().__init__(
             workflowsvc_conn_id=workflowsvc_conn_id,
-            files=files,
-            files_conn_id=files_conn_id,
-            poll_interval=poll_interval,
-            timeout=timeout,
             # Unlike a run's (Airflow's setting): its jobs queue behind the service's cap of 5 running
             # on-demand jobs per account, so the one wait for all of them may be long; a worker slot
             # held all along is what the triggerer saves (documented as the default since it came).
             deferrable=deferrable,
-            fail_on_failed_files=fail_on_failed_files,
-            cancel_on_timeout=cancel_on_timeout,
-            cancel_on_kill=cancel_on_kill,
-            submit_attempts=submit_attempts,
-            mark_uploads=mark_uploads,
-            skip_if_no_files=skip_if_no_files,
-            durable=durable,
+            **job_settings(locals()),
             **kwargs,
         )
         _check_template_or_nodes(template_id, job_nodes)
