@@ -137,7 +137,11 @@ class JobOperator(WorkflowServiceBaseOperator):
         return (self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}).get("ui_url")
 
     def push_link(self, context: Context, url: str) -> None:
-        """Push the extra link's URL ("" until a job is known: Airflow reads every link as the task ends)."""
+        """
+        Push the extra link's URL: "" from the start until a job is known, for Airflow reads every
+        extra link as the task ends and logs a missing one as an error, which after a refused run read as
+        a second failure.
+        """
         context["ti"].xcom_push(key=next(iter(self.operator_extra_links)).xcom_key, value=url)
 
     def wait_window(self, context: Context) -> tuple[float, float]:

@@ -1,9 +1,4 @@
-"""
-Run a workflow and wait for its job; download a job's output; cancel a job.
-
-Module-level imports are limited to the Task SDK and the standard library (DAG parsing stays fast):
-hooks, models and pydantic are imported when a task runs.
-"""
+"""Run a workflow and wait for its job; download a job's output; cancel a job."""
 
 from __future__ import annotations
 
@@ -203,9 +198,6 @@ class RunWorkflowOperator(JobOperator):
     def execute(self, context: Context) -> Any:
         """Resolve the input and the workflow, submit the run (or go on with its job), wait, finish."""
         self._job_id, self._result, self._not_started = None, None, None
-        # The job link's XCom exists from the start (empty until the job is known): Airflow reads
-        # every extra link when the task ends, and a missing one is logged as an error, which after
-        # a refused run read as a second failure.
         self.push_link(context, "")
         self._files = None if self.files is None else self.resolve_files("run", own_names=True)
         with self.closing_hook():
@@ -353,6 +345,7 @@ class RunWorkflowOperator(JobOperator):
     def _run(self, journal: StoredRunJournal | None) -> str:
         """Run the workflow once; a run an earlier try sent but never recorded is adopted instead."""
         from airflow_provider_workflowsvc._tasks.submit import Sending, submit
+        from airflow_provider_workflowsvc._tasks.target import explain_refusal
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceValidationError
 
         try:
@@ -368,8 +361,6 @@ class RunWorkflowOperator(JobOperator):
             )
         except WorkflowServiceValidationError as exc:
             if self._files is None:
-                from airflow_provider_workflowsvc._tasks.target import explain_refusal
-
                 explain_refusal(self.hook, str(self.workflow_id), exc)
             raise
         count = "no files" if self._files is None else f"{len(self._files)} file(s)"
@@ -450,10 +441,9 @@ class RunWorkflowOperator(JobOperator):
                 outcome.job_id,
             )
         note = ""
-        if outcome.status == "timeout" and outcome.job_id and not started:
-            note = "the job was left running: this task did not start it (if_running='wait')"
-        elif outcome.status == "timeout" and outcome.job_id:
-            note = self.cancel_after_timeout(outcome.job_id)
+        if outcome.status == "timeout" and outcome.job_id:
+            left = "the job was left running: this task did not start it (if_running='wait')"
+            note = self.cancel_after_timeout(outcome.job_id) if started else left
         error: BaseException | None = failure_for(
             outcome, fail_on_failed_files=self.fail_on_failed_files, timeout_note=note
         )

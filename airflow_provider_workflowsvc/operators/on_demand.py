@@ -1,9 +1,4 @@
-"""
-Process local files with on-demand jobs: any number of files, split into jobs within the service's limits.
-
-Module-level imports are limited to the Task SDK and the standard library (DAG parsing stays fast):
-hooks, models and pydantic are imported when a task runs.
-"""
+"""Process any number of local files with on-demand jobs, split into jobs within the service's limits."""
 
 from __future__ import annotations
 
