@@ -7,7 +7,7 @@ from urllib.parse import unquote, urlsplit
 
 from airflow_provider_workflowsvc.models import is_secret_field
 
-__all__ = ["LONG_QUERY_VALUE", "mask_url_secrets", "uri_password", "url_secrets"]
+__all__ = ["LONG_QUERY_VALUE", "credentials_of", "mask_url_secrets", "uri_password", "url_secrets"]
 
 
 def uri_password(text: str) -> str | None:
@@ -19,6 +19,11 @@ def uri_password(text: str) -> str | None:
     except ValueError:
         return None
     return password or None
+
+
+def credentials_of(texts: list[str]) -> list[tuple[str | None, list[str]]]:
+    """Return, for each of ``texts``, its URI's password (:func:`uri_password`) and :func:`url_secrets`."""
+    return [(uri_password(text), url_secrets(text)) for text in texts]
 
 
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")

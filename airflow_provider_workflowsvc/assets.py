@@ -17,13 +17,13 @@ from typing import Any
 
 from airflow.sdk import Asset
 
+from airflow_provider_workflowsvc._tasks.base import is_deferred_value
 from airflow_provider_workflowsvc.lineage import (
     IDENTIFYING_KEYS,
     destination_identity,
     documents_written,
     failed_count,
 )
-from airflow_provider_workflowsvc.operators._base import is_deferred_value
 
 __all__ = ["EXTRA_KEYS", "asset_event_extra", "destination_asset", "record_outlet_events"]
 

@@ -75,7 +75,7 @@ class DatasetIdentity:
 
 def _known_config(connector_type: str, config: Any) -> dict[str, Any]:
     """Return the config values under the type's identifying, non-secret keys (none for other types)."""
-    from airflow_provider_workflowsvc.operators._secrets import plain_config_keys, plain_data
+    from airflow_provider_workflowsvc._tasks.secrets import plain_config_keys, plain_data
 
     config = plain_data(config)
     known = plain_config_keys(connector_type) & set(IDENTIFYING_KEYS.get(connector_type, ()))
@@ -222,8 +222,8 @@ def input_datasets(
     if resolved is None:
         if spec is None:
             return None
+        from airflow_provider_workflowsvc._tasks.inputs import resolve_named_files
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
-        from airflow_provider_workflowsvc.operators._files import resolve_named_files
 
         try:
             resolved = resolve_named_files(spec, empty_ok=True, conn_id=conn_id)

@@ -946,7 +946,7 @@ class Job(_Response):
     def created_utc(self) -> datetime | None:
         """
         ``created_at`` with a zone: as sent, or (none sent) read as UTC. The run's evidence does not
-        use it: there a time without a zone proves nothing (``operators._submit``).
+        use it: there a time without a zone proves nothing (``_tasks.submit``).
         """
         return None if self.created_at is None else as_utc(self.created_at)
 

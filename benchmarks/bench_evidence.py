@@ -3,7 +3,7 @@ Run-identity evidence cost (issue #22): bytes and requests one run reads, at 10,
 
 The emulator (a subprocess, on a SQLite file) gets one workflow whose history is seeded straight into
 its store: copies of one real completed job, created in the past. Then each case sends one run through
-the real submit logic (``operators._submit.submit``, names marked: what is measured is the search for
+the real submit logic (``_tasks.submit.submit``, names marked: what is measured is the search for
 the marked job; with the user's own names a lost answer fails closed after the same reads) and counts
 every request and every response
 body byte the provider reads (an ``httpx`` transport hook; the emulator's own time is not ours):
@@ -92,8 +92,8 @@ def seed_history(db: str, workflow_id: str, sample: dict[str, Any], count: int) 
 
 def one_case(emu: Any, settings: Any, workflow_id: str, path: str, case: str) -> dict[str, Any]:
     """Send one run in ``case``; the traffic it caused and how it ended."""
+    from airflow_provider_workflowsvc._tasks import submit as _submit
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
-    from airflow_provider_workflowsvc.operators import _submit
 
     if case == "lost, job active":
         emu.configure(processing_delay=600)

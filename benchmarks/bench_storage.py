@@ -57,8 +57,9 @@ BUCKET = "wfsvc-bench"
 
 
 def _child(kind: str, spec: dict[str, Any]) -> None:
+    from airflow_provider_workflowsvc._tasks.inputs import resolve_named_files
+    from airflow_provider_workflowsvc._tasks.outputs import output_folder
     from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
-    from airflow_provider_workflowsvc.operators._files import output_folder, resolve_named_files
     from benchmarks._common import emit
 
     settings = ConnectionSettings(base_url=spec["base_url"], token=spec["token"], timeout=900)

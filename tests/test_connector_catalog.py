@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from airflow_provider_workflowsvc import connectors_catalog as catalog
+from airflow_provider_workflowsvc._tasks.secrets import config_secrets
 from airflow_provider_workflowsvc.connectors_catalog import check_config, known_types, settings_of
 from airflow_provider_workflowsvc.models import DestinationType, SourceType
-from airflow_provider_workflowsvc.operators._secrets import config_secrets
 from scripts.connector_settings_page import PAGE, example_config, render
 
 ALL = [(k, t) for k in ("source", "destination") for t in known_types(k)]  # type: ignore[arg-type]

@@ -664,7 +664,8 @@ def test_check_failure_error_survives_pickling() -> None:
 
 def test_url_secrets_are_the_user_info_and_the_query_not_the_location() -> None:
     """Issue #24: what of a URL is registered with the masker."""
-    from airflow_provider_workflowsvc.operators._secrets import config_secrets, url_secrets
+    from airflow_provider_workflowsvc._tasks.secrets import config_secrets
+    from airflow_provider_workflowsvc._url_secrets import url_secrets
 
     sig = "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA%3D%3D"
     sas = f"https://acct.blob.core.windows.net/c/docs?sv=2022-11-02&sp=rl&sig={sig}"

@@ -12,9 +12,9 @@ import httpx
 import pytest
 from helpers import job_json
 
+from airflow_provider_workflowsvc._tasks.outputs import OutputNames, inside, output_name, within
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceError, WorkflowServiceInputError
 from airflow_provider_workflowsvc.hooks._calls import document_name_in
-from airflow_provider_workflowsvc.operators._files import OutputNames, inside, output_name, within
 from airflow_provider_workflowsvc.operators.jobs import CancelJobOperator, DownloadJobOutputOperator
 from airflow_provider_workflowsvc.storage import Room
 

@@ -170,3 +170,69 @@ def test_type_checking_imports_count_when_asked(tmp_path: Path) -> None:
     graph = import_graph(package, type_checking=True)
     [component] = cycles(graph)
     assert describe(component, graph, "pkg") == "a -> b -> a  (component: pkg.a, pkg.b)"
+
+
+# --------------------------------------------------------------------------------------------------
+# Arrows point one way: operators/ -> _tasks/ -> hooks/, wait/ (sensors and triggers beside operators)
+
+SHARED_ROOM = "_tasks"
+"""What operators, sensors, triggers, lineage and assets share (argument checks, the exactly-once
+submit, inputs and outputs, the launch book): below all of them."""
+ABOVE_THE_SHARED_ROOM = ("operators", "sensors", "triggers", "lineage", "assets", "cli", "testing")
+
+
+def room(name: str, package: str = PACKAGE) -> str:
+    """The first part of ``name`` below the package (``operators`` for ``pkg.operators.jobs``)."""
+    return name.removeprefix(package + ".").split(".")[0] if name != package else ""
+
+
+def arrows_into(
+    graph: dict[str, set[str]], target: str, allowed: set[str], package: str = PACKAGE
+) -> list[str]:
+    """Every import of a module of room ``target`` by a module outside it and outside ``allowed`` rooms."""
+    return sorted(
+        f"{name.removeprefix(package + '.')} imports {dep.removeprefix(package + '.')}"
+        for name, deps in graph.items()
+        for dep in deps
+        if room(dep, package) == target and room(name, package) not in {target, *allowed}
+    )
+
+
+def test_nothing_below_the_operators_imports_them() -> None:
+    # Only the package root (its lazy exports of the public names) may import operators/.
+    found = arrows_into(import_graph(type_checking=True), "operators", {""})
+    assert not found, (
+        "imports pointing back up into operators/ (only the package root may import them):\n  "
+        + "\n  ".join(found)
+        + f"\nWhat to do: move what both sides need into {SHARED_ROOM}/ (the room below operators, "
+        f"sensors and triggers) and import it from there."
+    )
+
+
+def test_the_shared_room_imports_nothing_above_it() -> None:
+    graph = import_graph(type_checking=True)
+    found = sorted(
+        f"{name.removeprefix(PACKAGE + '.')} imports {dep.removeprefix(PACKAGE + '.')}"
+        for name, deps in graph.items()
+        if room(name) == SHARED_ROOM
+        for dep in deps
+        if room(dep) in ABOVE_THE_SHARED_ROOM
+    )
+    assert not found, (
+        f"{SHARED_ROOM}/ imports rooms above it:\n  "
+        + "\n  ".join(found)
+        + f"\nWhat to do: {SHARED_ROOM}/ holds only what those rooms share; move the code that needs "
+        "them up into the room that uses it, or pass what it needs in as an argument."
+    )
+
+
+def test_an_arrow_back_up_is_found(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "operators").mkdir(parents=True)
+    (package / "triggers").mkdir()
+    for init in (package, package / "operators", package / "triggers"):
+        (init / "__init__.py").write_text("")
+    (package / "operators" / "jobs.py").write_text("X = 1\n")
+    (package / "triggers" / "job.py").write_text("def f():\n    from pkg.operators.jobs import X\n")
+    graph = import_graph(package)
+    assert arrows_into(graph, "operators", {""}, "pkg") == ["triggers.job imports operators.jobs"]

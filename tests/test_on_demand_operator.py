@@ -16,6 +16,7 @@ from reliability._helpers import FakeTI
 
 from airflow_provider_workflowsvc import RunOnDemandJobOperator
 from airflow_provider_workflowsvc._compat import AirflowFailException
+from airflow_provider_workflowsvc._tasks import launches as _launches
 from airflow_provider_workflowsvc.emulator.testing import EmulatorHandle
 from airflow_provider_workflowsvc.exceptions import (
     AmbiguousRunError,
@@ -26,7 +27,6 @@ from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceInputError,
     WorkflowServiceQuotaError,
 )
-from airflow_provider_workflowsvc.operators import _on_demand
 from airflow_provider_workflowsvc.operators.on_demand import OnDemandJobLink
 from airflow_provider_workflowsvc.triggers.jobs import WorkflowJobsTrigger
 
@@ -65,8 +65,8 @@ def service(platform_service: EmulatorHandle) -> EmulatorHandle:
 @pytest.fixture
 def driven(service: EmulatorHandle, monkeypatch: pytest.MonkeyPatch) -> DrivenClock:
     clock = DrivenClock(service)
-    monkeypatch.setattr(_on_demand, "clock", clock.clock)
-    monkeypatch.setattr(_on_demand, "pause", clock.pause)
+    monkeypatch.setattr(_launches, "clock", clock.clock)
+    monkeypatch.setattr(_launches, "pause", clock.pause)
     return clock
 
 
@@ -442,7 +442,7 @@ def test_a_book_of_names_only_fails_closed_where_a_name_is_several_inputs(
     store = TaskStateStore()
     with pytest.raises(UnprocessedDocumentsError):
         op(day1).execute(ctx(store))
-    book = store.values[_on_demand.BOOK_KEY]
+    book = store.values[_launches.BOOK_KEY]
     book["jobs"] = [{"job_id": job["job_id"], "documents": job["documents"]} for job in book["jobs"]]
     (day2,) = days(tmp_path, {"day2": 1})
     service.advance_clock(GAP)

@@ -10,56 +10,56 @@ import pytest
 from helpers import TaskStateStore
 
 from airflow_provider_workflowsvc._compat import AirflowFailException
+from airflow_provider_workflowsvc._tasks import launches, on_demand as od
+from airflow_provider_workflowsvc._tasks.evidence import SentRun
 from airflow_provider_workflowsvc.exceptions import (
     AmbiguousRunError,
     InvalidJobEventError,
     UnprocessedDocumentsError,
     UnprocessedDocumentsNoRetryError,
 )
-from airflow_provider_workflowsvc.operators import _on_demand as od
-from airflow_provider_workflowsvc.operators._submit import SentRun
 from airflow_provider_workflowsvc.wait.outcome import JobOutcome
 
 
-def docs(*names: str) -> list[od.Document]:
-    return [od.Document(f"/in/{name}", name, 10) for name in names]
+def docs(*names: str) -> list[launches.Document]:
+    return [launches.Document(f"/in/{name}", name, 10) for name in names]
 
 
 def test_split_keeps_the_order_in_jobs_of_at_most_n() -> None:
-    batches = od.split(docs(*(f"d{i}" for i in range(7))), 3)
+    batches = launches.split(docs(*(f"d{i}" for i in range(7))), 3)
     assert [[d.name for d in batch] for batch in batches] == [["d0", "d1", "d2"], ["d3", "d4", "d5"], ["d6"]]
-    assert od.split([], 3) == []
+    assert launches.split([], 3) == []
 
 
 def test_split_never_puts_two_documents_of_one_base_name_in_one_job() -> None:
     """Sent under one name (two folders' report.txt) or one base name (x.txt, sub/x.txt): different jobs."""
-    same = [od.Document(f"/{d}/report.txt", "report.txt", 10) for d in ("day1", "day2", "day3")]
+    same = [launches.Document(f"/{d}/report.txt", "report.txt", 10) for d in ("day1", "day2", "day3")]
     given = [*docs("a.txt", "x.txt", "sub/x.txt", "b.txt"), *same]
-    batches = od.split(given, 4)
+    batches = launches.split(given, 4)
     assert [[d.source for d in batch] for batch in batches] == [
         ["/in/a.txt", "/in/x.txt", "/in/b.txt", "/day1/report.txt"],
         ["/in/sub/x.txt", "/day2/report.txt"],
         ["/day3/report.txt"],
     ]
     for batch in batches:
-        assert len({od.base_name(d.name) for d in batch}) == len(batch)
+        assert len({launches.base_name(d.name) for d in batch}) == len(batch)
 
 
 def test_the_book_records_a_job_and_drops_its_pending_launch_in_one_write() -> None:
     store = TaskStateStore()
-    book = od.LaunchBook(store, log=None)
+    book = launches.LaunchBook(store, log=None)
     sent_at = time.time()
-    book.journal.sending(SentRun(None, sent_at, ("a.txt", "2024/b.txt"), None))
-    assert book.journal.pending(None) == SentRun(
-        None, sent_at, ("a.txt", "2024/b.txt"), None, record_key=od.BOOK_KEY
+    book.sending(SentRun(None, sent_at, ("a.txt", "2024/b.txt"), None))
+    assert book.pending(None) == SentRun(
+        None, sent_at, ("a.txt", "2024/b.txt"), None, record_key=launches.BOOK_KEY
     )
     writes = store.writes
-    book.launched(od.LaunchedJob("job-1", ("a.txt", "2024/b.txt")))
+    book.launched(launches.LaunchedJob("job-1", ("a.txt", "2024/b.txt")))
     assert store.writes == writes + 1
     assert store.values == {
-        od.BOOK_KEY: {"jobs": [{"job_id": "job-1", "documents": ["a.txt", "2024/b.txt"]}]}
+        launches.BOOK_KEY: {"jobs": [{"job_id": "job-1", "documents": ["a.txt", "2024/b.txt"]}]}
     }
-    assert book.journal.pending(None) is None
+    assert book.pending(None) is None
     book.forget()
     assert store.values == {}
 
@@ -67,44 +67,46 @@ def test_the_book_records_a_job_and_drops_its_pending_launch_in_one_write() -> N
 def test_the_book_remembers_the_sources_of_the_launch_in_flight() -> None:
     """A lost answer's job is adopted with its documents' sources (their names alone can be two inputs')."""
     store = TaskStateStore()
-    book = od.LaunchBook(store, log=None)
-    book.sending = ["/day2/report.txt", "/day2/z.txt"]
-    book.journal.sending(SentRun(None, time.time(), ("report.txt", "z.txt"), None))
-    assert od.LaunchBook(store, log=None).pending_sources(2) == ("/day2/report.txt", "/day2/z.txt")
-    assert od.LaunchBook(store, log=None).pending_sources(3) == ()  # not this record's
-    later = od.LaunchBook(store, log=None)  # a retry fails closed on that launch: its sources stay
-    later.journal.failed_closed()
+    book = launches.LaunchBook(store, log=None)
+    book.sources = ["/day2/report.txt", "/day2/z.txt"]
+    book.sending(SentRun(None, time.time(), ("report.txt", "z.txt"), None))
+    assert launches.LaunchBook(store, log=None).pending_sources(2) == ("/day2/report.txt", "/day2/z.txt")
+    assert launches.LaunchBook(store, log=None).pending_sources(3) == ()  # not this record's
+    later = launches.LaunchBook(store, log=None)  # a retry fails closed on that launch: its sources stay
+    later.failed_closed()
     assert later.pending_sources(2) == ("/day2/report.txt", "/day2/z.txt")
-    book.journal.clear()
-    assert store.values == {od.BOOK_KEY: {}}  # both gone in one write
+    book.clear()
+    assert store.values == {launches.BOOK_KEY: {}}  # both gone in one write
 
 
 def test_a_book_of_names_only_is_read_by_source_and_fails_closed_on_a_shared_name() -> None:
     """A book of an older version: a name one input has is that input; one two inputs share fails closed."""
     store = TaskStateStore()
-    store.values[od.BOOK_KEY] = {"jobs": [{"job_id": "j1", "documents": ["report.txt", "a.txt", "gone.txt"]}]}
+    store.values[launches.BOOK_KEY] = {
+        "jobs": [{"job_id": "j1", "documents": ["report.txt", "a.txt", "gone.txt"]}]
+    }
     inputs = [
-        od.Document("/day1/report.txt", "report.txt", 10),
-        od.Document("/day1/a.txt", "a.txt", 10),
-        od.Document("/day2/report.txt", "report.txt", 10),
+        launches.Document("/day1/report.txt", "report.txt", 10),
+        launches.Document("/day1/a.txt", "a.txt", 10),
+        launches.Document("/day2/report.txt", "report.txt", 10),
     ]
     with pytest.raises(AmbiguousRunError) as failed:
-        od.identify(od.LaunchBook(store, log=_Log()), inputs, _Log())
+        launches.identify(launches.LaunchBook(store, log=_Log()), inputs, _Log())
     assert "'report.txt': /day1/report.txt, /day2/report.txt" in str(failed.value)
     assert isinstance(failed.value, AirflowFailException)  # a retry would meet the same book
-    assert od.LaunchBook(store, log=None).jobs()[0].sources == ()  # nothing decided for the person
+    assert launches.LaunchBook(store, log=None).jobs()[0].sources == ()  # nothing decided for the person
 
     # the try after a person clears the task launches both report.txt again, and no other
-    od.identify(od.LaunchBook(store, log=_Log()), inputs, _Log())
-    (job,) = od.LaunchBook(store, log=None).jobs()
+    launches.identify(launches.LaunchBook(store, log=_Log()), inputs, _Log())
+    (job,) = launches.LaunchBook(store, log=None).jobs()
     assert job.own() == [("/day1/a.txt", "a.txt"), ("gone.txt", "gone.txt")]
-    assert "unclear" not in store.values[od.BOOK_KEY]
+    assert "unclear" not in store.values[launches.BOOK_KEY]
 
     # a job this version recorded may share a name with another input: only the older job is read
     this_version = {"job_id": "j0", "documents": ["report.txt"], "sources": ["/day2/report.txt"]}
-    store.values[od.BOOK_KEY] = {"jobs": [this_version, {"job_id": "j1", "documents": ["a.txt"]}]}
-    od.identify(od.LaunchBook(store, log=_Log()), inputs, _Log())
-    assert [job.own() for job in od.LaunchBook(store, log=None).jobs()] == [
+    store.values[launches.BOOK_KEY] = {"jobs": [this_version, {"job_id": "j1", "documents": ["a.txt"]}]}
+    launches.identify(launches.LaunchBook(store, log=_Log()), inputs, _Log())
+    assert [job.own() for job in launches.LaunchBook(store, log=None).jobs()] == [
         [("/day2/report.txt", "report.txt")],
         [("/day1/a.txt", "a.txt")],
     ]
@@ -112,9 +114,9 @@ def test_a_book_of_names_only_is_read_by_source_and_fails_closed_on_a_shared_nam
 
 def test_an_unreadable_book_is_ignored() -> None:
     store = TaskStateStore()
-    store.values[od.BOOK_KEY] = {"jobs": [{"job_id": 3}]}
-    assert od.LaunchBook(store, log=_Log()).jobs() == []
-    assert not od.LaunchBook(None, log=None).durable
+    store.values[launches.BOOK_KEY] = {"jobs": [{"job_id": 3}]}
+    assert launches.LaunchBook(store, log=_Log()).jobs() == []
+    assert not launches.LaunchBook(None, log=None).durable
 
 
 class _Log:
@@ -139,8 +141,8 @@ def outcome(job_id: str, status: str, *, failed: tuple[str, ...] = (), message: 
 
 def plan(**kwargs: Any) -> od.Plan:
     jobs = [
-        od.LaunchedJob("j1", ("a.txt", "2024/b.txt"), sources=("/in/a.txt", "/in/2024/b.txt")),
-        od.LaunchedJob("j2", ("c.txt",), sources=("/in/c.txt",)),
+        launches.LaunchedJob("j1", ("a.txt", "2024/b.txt"), sources=("/in/a.txt", "/in/2024/b.txt")),
+        launches.LaunchedJob("j2", ("c.txt",), sources=("/in/c.txt",)),
     ]
     return od.Plan(jobs=jobs, **kwargs)
 
@@ -189,7 +191,7 @@ def test_failed_and_skipped_files_fail_the_task_only_when_failed_files_do(
 
 def test_the_verdict_says_what_a_retry_does() -> None:
     names = [f"doc{i}.txt" for i in range(8)]
-    the_plan = od.Plan(jobs=[od.LaunchedJob("j1", tuple(names))])
+    the_plan = od.Plan(jobs=[launches.LaunchedJob("j1", tuple(names))])
     summary = od.summarize(
         the_plan, {"j1": outcome("j1", "failed", message="boom")}, {}, {}, fail_on_failed_files=True
     )
@@ -209,21 +211,23 @@ def test_the_verdict_says_what_a_retry_does() -> None:
 
 
 def test_the_names_a_service_gives_match_the_documents() -> None:
-    assert od.meant_by("report.txt", ["2024/report.txt"]) == [0]  # a service keeping base names only
-    assert od.meant_by("2024/report.txt", ["2024/report.txt"]) == [0]
+    assert launches.meant_by("report.txt", ["2024/report.txt"]) == [0]  # a service keeping base names only
+    assert launches.meant_by("2024/report.txt", ["2024/report.txt"]) == [0]
     assert (
-        od.meant_by("report__wfsvc-0123456789abcdef.txt", ["2024/report.txt"]) == []
+        launches.meant_by("report__wfsvc-0123456789abcdef.txt", ["2024/report.txt"]) == []
     )  # marker not taken out
-    assert od.meant_by("report.pdf", ["2024/report.txt"]) == []
-    assert od.meant_by("x.txt", ["x.txt", "sub/x.txt"]) == [0]  # exactly: never sub/x.txt as well
-    assert od.meant_by("sub/x.txt", ["x.txt", "sub/x.txt"]) == [1]
-    assert od.meant_by("x.txt", ["a/x.txt", "b/x.txt"]) == [0, 1]  # cannot say which: unknown
-    assert od.meant_by("report.txt", ["report.txt", "report.txt"]) == [0, 1]
+    assert launches.meant_by("report.pdf", ["2024/report.txt"]) == []
+    assert launches.meant_by("x.txt", ["x.txt", "sub/x.txt"]) == [0]  # exactly: never sub/x.txt as well
+    assert launches.meant_by("sub/x.txt", ["x.txt", "sub/x.txt"]) == [1]
+    assert launches.meant_by("x.txt", ["a/x.txt", "b/x.txt"]) == [0, 1]  # cannot say which: unknown
+    assert launches.meant_by("report.txt", ["report.txt", "report.txt"]) == [0, 1]
 
 
 def test_a_failed_file_the_answer_cannot_tell_apart_is_unknown_and_never_launched_again() -> None:
     """A job of an older version sent a/x.txt and b/x.txt; a service keeping base names fails "x.txt"."""
-    job = od.LaunchedJob("j1", ("a/x.txt", "b/x.txt", "c.txt"), sources=("/a/x.txt", "/b/x.txt", "/c.txt"))
+    job = launches.LaunchedJob(
+        "j1", ("a/x.txt", "b/x.txt", "c.txt"), sources=("/a/x.txt", "/b/x.txt", "/c.txt")
+    )
     the_plan = od.Plan(jobs=[job])
     summary = od.summarize(
         the_plan, {"j1": outcome("j1", "success", failed=("x.txt",))}, {}, {}, fail_on_failed_files=True
@@ -245,15 +249,17 @@ def test_a_failed_file_the_answer_cannot_tell_apart_is_unknown_and_never_launche
 
 def test_a_launched_jobs_marker_is_kept_in_the_book_and_the_plan() -> None:
     """The marker a job's record shows travels with it (book, deferral) so its names lose it later."""
-    job = od.LaunchedJob("j1", ("a.txt",), "__wfsvc-0123456789abcdef")
-    assert od.LaunchedJob.from_json(job.to_json()) == job
-    assert od.LaunchedJob.from_json({"job_id": "j2", "documents": ["b.txt"]}).marker is None
+    job = launches.LaunchedJob("j1", ("a.txt",), "__wfsvc-0123456789abcdef")
+    assert launches.LaunchedJob.from_json(job.to_json()) == job
+    assert launches.LaunchedJob.from_json({"job_id": "j2", "documents": ["b.txt"]}).marker is None
     plan = od.Plan(jobs=[job])
     assert od.Plan.from_json(plan.to_json()).jobs == [job]
 
 
 def test_the_plan_carries_each_documents_source_and_reads_an_older_versions() -> None:
-    job = od.LaunchedJob("j1", ("report.txt",), None, ("/day1/report.txt",), frozenset({"/day1/report.txt"}))
+    job = launches.LaunchedJob(
+        "j1", ("report.txt",), None, ("/day1/report.txt",), frozenset({"/day1/report.txt"})
+    )
     the_plan = od.Plan(
         jobs=[job],
         unlaunched=[("/day2/report.txt", "report.txt")],

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import airflow_provider_workflowsvc as package
+from airflow_provider_workflowsvc._tasks.base import WorkflowServiceBaseOperator, WorkflowServiceTaskMixin
 from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
 from airflow_provider_workflowsvc.operators import connectors, jobs, workflows
-from airflow_provider_workflowsvc.operators._base import WorkflowServiceBaseOperator, WorkflowServiceTaskMixin
 from airflow_provider_workflowsvc.sensors.job import WorkflowJobSensor
 
 ROOT = Path(package.__path__[0])
@@ -137,9 +137,9 @@ def test_nothing_in_hooks_imports_the_wait() -> None:
 @pytest.mark.parametrize(
     ("module", "may_not_import"),
     [
-        ("outcome", ("wait.watch", "wait.poll", "hooks", "operators", "sensors", "triggers")),
-        ("watch", ("wait.poll", "hooks", "operators", "sensors", "triggers")),
-        ("poll", ("operators", "sensors", "triggers")),
+        ("outcome", ("wait.watch", "wait.poll", "hooks", "_tasks", "operators", "sensors", "triggers")),
+        ("watch", ("wait.poll", "hooks", "_tasks", "operators", "sensors", "triggers")),
+        ("poll", ("_tasks", "operators", "sensors", "triggers")),
     ],
 )
 def test_the_wait_modules_depend_one_way(module: str, may_not_import: tuple[str, ...]) -> None:

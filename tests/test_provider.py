@@ -246,7 +246,7 @@ def test_provider_info_is_valid_for_airflows_schema() -> None:
 def test_declared_settings_defaults_are_the_codes() -> None:
     """The ``[workflowsvc]`` options Airflow lists (``airflow config list``) default to what the code
     falls back to when they are not set."""
-    from airflow_provider_workflowsvc.operators._base import MIN_POLL_INTERVAL
+    from airflow_provider_workflowsvc._tasks.base import MIN_POLL_INTERVAL
     from airflow_provider_workflowsvc.triggers.job import SHARED_STATUS_POLL
 
     options = get_provider_info()["config"]["workflowsvc"]["options"]

@@ -16,6 +16,7 @@ from airflow.sdk.exceptions import TaskDeferred
 from helpers import FAKE_WORKFLOW_ID, TaskStateStore, details_json, failed_json, job_json
 
 from airflow_provider_workflowsvc._compat import HAS_DURABLE_EXECUTION
+from airflow_provider_workflowsvc._tasks.submit import AmbiguousRunError
 from airflow_provider_workflowsvc.exceptions import (
     InvalidJobEventError,
     InvalidTaskInputError,
@@ -26,7 +27,6 @@ from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceInputError,
     WorkflowServiceValidationError,
 )
-from airflow_provider_workflowsvc.operators._submit import AmbiguousRunError
 from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator, WorkflowJobLink, job_url
 from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
 
@@ -78,7 +78,7 @@ def workflow_json(name: str = "local", wid: str = WF, sources: Any = ()) -> dict
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     sleeps: list[float] = []
     monkeypatch.setattr(
-        "airflow_provider_workflowsvc.operators._submit.time", SimpleNamespace(sleep=sleeps.append)
+        "airflow_provider_workflowsvc._tasks.submit.time", SimpleNamespace(sleep=sleeps.append)
     )
     return sleeps
 
@@ -123,7 +123,7 @@ def test_bad_file_lists_fail_before_any_request(
 
 
 def test_files_expand_directories_globs_and_rendered_lists(tmp_path: Any) -> None:
-    from airflow_provider_workflowsvc.operators._files import resolve_named_files
+    from airflow_provider_workflowsvc._tasks.inputs import resolve_named_files
 
     (tmp_path / "d" / "sub").mkdir(parents=True)
     for name in ("d/b.txt", "d/a.md", "d/sub/c.csv", "d/.hidden", "x.json", "y.json"):
@@ -395,7 +395,7 @@ def test_proving_a_lost_answer_reads_few_records_however_many_runs_went_with_it(
     """Issue #31: 40 other runs' jobs appeared with this run's and the listing leaves files out: the
     records made closest to the run's answer are read first; its own is the first (a marked run: only a
     marker makes a record proof)."""
-    from airflow_provider_workflowsvc.operators._submit import PROOF_READS
+    from airflow_provider_workflowsvc._tasks.evidence import PROOF_READS
 
     run = mock_service.post(RUN).mock(side_effect=[httpx.Response(502)])
     # the others well before the run: how long a busy machine takes between the failed answer and the
@@ -417,7 +417,7 @@ def test_a_proof_that_needs_many_reads_still_adopts_its_own_job(
     records closest in time are others'. Every active job of the send window may be this run's and
     only its record tells: each is read once, and the task adopts its own (it failed closed past
     PROOF_READS before)."""
-    from airflow_provider_workflowsvc.operators._submit import PROOF_READS
+    from airflow_provider_workflowsvc._tasks.evidence import PROOF_READS
 
     run = mock_service.post(RUN).mock(side_effect=[httpx.Response(502)])
     listing, record = other_runs_and_ours(run, ours_age=1.9)
@@ -438,7 +438,7 @@ def test_records_of_jobs_not_listed_active_are_read_at_most_proof_reads(
     """The run made no job, and 40 jobs of the send window had ended before they were looked for
     (listed among the ended only, their files left out): PROOF_READS of their records are read, and
     the task fails closed naming those it could not rule out."""
-    from airflow_provider_workflowsvc.operators._submit import PROOF_READS
+    from airflow_provider_workflowsvc._tasks.evidence import PROOF_READS
 
     run = mock_service.post(RUN).mock(side_effect=[httpx.Response(502)])
     ended = [new_job(f"other-{i}", None, age=2.0 * i / 40, status="completed") for i in range(40)]
@@ -1069,9 +1069,10 @@ def test_run_identity_uses_the_relative_names_sent(tmp_path: Any) -> None:
     extension; a service that keeps only base names still shows the marker, one that lists other
     files (the same names without the marker among them) does not prove the job."""
     from airflow_provider_workflowsvc._marker import run_marker, unmarked
+    from airflow_provider_workflowsvc._tasks.evidence import SentRun
+    from airflow_provider_workflowsvc._tasks.inputs import resolve_named_files
+    from airflow_provider_workflowsvc._tasks.submit import named_files
     from airflow_provider_workflowsvc.models import Job
-    from airflow_provider_workflowsvc.operators._files import resolve_named_files
-    from airflow_provider_workflowsvc.operators._submit import SentRun, named_files
 
     for year in ("2024", "2025"):
         (tmp_path / year).mkdir()

@@ -8,8 +8,8 @@ from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
 from airflow_provider_workflowsvc._compat import AirflowTaskTimeout
+from airflow_provider_workflowsvc._tasks.deadline import timeout_failure, wait_deadline
 from airflow_provider_workflowsvc.exceptions import WorkflowJobTimeoutError
-from airflow_provider_workflowsvc.operators._execution import timeout_failure, wait_deadline
 
 
 def context_started(seconds_ago: float, naive: bool = False) -> dict[str, object]:

@@ -127,9 +127,9 @@ def _workflow_id(hook: WorkflowServiceHook, workflow_id: str | None, name: str |
     """Return the workflow given by id, or the id of the one workflow named exactly ``name``."""
     if name is None:
         return workflow_id
+    from airflow_provider_workflowsvc._tasks.resources import only_one_named
     from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError
     from airflow_provider_workflowsvc.hooks.workflowsvc import all_workflows
-    from airflow_provider_workflowsvc.operators._execution import only_one_named
 
     if workflow_id is not None:
         raise WorkflowServiceInputError("give --workflow-id or --workflow-name, not both")

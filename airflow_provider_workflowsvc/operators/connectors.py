@@ -15,8 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow_provider_workflowsvc.exceptions import ConnectionCheckFailedError  # re-exported: raised here
-from airflow_provider_workflowsvc.operators._base import (
+from airflow_provider_workflowsvc._tasks.base import (
     IF_EXISTS_CHOICES,
     WorkflowServiceBaseOperator,
     check_uuid,
@@ -28,14 +27,15 @@ from airflow_provider_workflowsvc.operators._base import (
     rendered,
     static_str,
 )
+from airflow_provider_workflowsvc.exceptions import ConnectionCheckFailedError  # re-exported: raised here
 
 if TYPE_CHECKING:
     from airflow.sdk import Context, XComArg
 
+    from airflow_provider_workflowsvc._tasks.resources import Difference
     from airflow_provider_workflowsvc.connectors_catalog import Kind
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
     from airflow_provider_workflowsvc.models import ConnectionCheck, DestinationConnector, SourceConnector
-    from airflow_provider_workflowsvc.operators._execution import Difference
 
     Connector = SourceConnector | DestinationConnector
 
@@ -176,7 +176,7 @@ class _ConfigOperator(_ConnectorOperator):
         Register every string of the config but known non-secret settings of its type with the
         masker (see :mod:`._secrets`): it shows as ``***`` in logs and rendered fields.
         """
-        from airflow_provider_workflowsvc.operators._secrets import mask_config_secrets
+        from airflow_provider_workflowsvc._tasks.secrets import mask_config_secrets
 
         mask_config_secrets(getattr(self, "config", None), getattr(self, "connector_type", None))
 
@@ -217,8 +217,8 @@ class _CreateConnectorOperator(_ConfigOperator):
         _check_vocabulary(self, connector_type, config)
 
     def execute(self, context: Context) -> str:
+        from airflow_provider_workflowsvc._tasks.resources import UniqueName
         from airflow_provider_workflowsvc.models import connector_type_name
-        from airflow_provider_workflowsvc.operators._execution import UniqueName
 
         self.mask_secret_fields()
         with invalid_input_fails():
@@ -261,8 +261,8 @@ def config_drift(current: Mapping[str, Any], config: Any, connector_type: str) -
     """
     from pydantic import SecretStr
 
-    from airflow_provider_workflowsvc.operators._execution import NOT_SET, unseen_secret
-    from airflow_provider_workflowsvc.operators._secrets import (
+    from airflow_provider_workflowsvc._tasks.resources import NOT_SET, unseen_secret
+    from airflow_provider_workflowsvc._tasks.secrets import (
         plain_config_keys,
         plain_data,
         without_url_secrets,
@@ -353,7 +353,7 @@ class _DeleteConnectorOperator(_ConnectorOperator):
         check_uuid(connector_id, "connector_id")
 
     def execute(self, context: Context) -> None:
-        from airflow_provider_workflowsvc.operators._execution import delete_resource
+        from airflow_provider_workflowsvc._tasks.resources import delete_resource
 
         with self.closing_hook():
             delete_resource(

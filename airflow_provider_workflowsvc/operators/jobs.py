@@ -1,34 +1,27 @@
-"""
-Run a workflow and wait for its job; download a job's output; cancel a job.
-
-Module-level imports are limited to the Task SDK and the standard library (DAG parsing stays fast):
-hooks, models and pydantic are imported when a task runs.
-"""
+"""Run a workflow and wait for its job; download a job's output; cancel a job."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, BaseOperatorLink
 
-from airflow_provider_workflowsvc._compat import HAS_DURABLE_EXECUTION
-from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
-from airflow_provider_workflowsvc.operators._base import (
+from airflow_provider_workflowsvc._tasks.base import (
     XCOM_JOB_ID,
     WorkflowServiceBaseOperator,
     default_deferrable,
     input_error,
-    interval_seconds,
     invalid_input_fails,
     job_id_of,
     job_url,
     one_of,
     positive_seconds,
 )
-from airflow_provider_workflowsvc.operators._run_target import check_run_target
+from airflow_provider_workflowsvc._tasks.target import check_run_target
+from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
+from airflow_provider_workflowsvc.operators._lifecycle import JobOperator, job_settings
 
 __all__ = [
     "CancelJobOperator",
@@ -42,7 +35,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
     from airflow.sdk.types import TaskInstanceKey
 
-    from airflow_provider_workflowsvc.operators._submit import StoredRunJournal
+    from airflow_provider_workflowsvc._tasks.submit import StoredRunJournal
     from airflow_provider_workflowsvc.wait.outcome import JobOutcome
 
 IF_RUNNING = ("run", "wait", "fail")
@@ -66,7 +59,7 @@ class WorkflowJobLink(BaseOperatorLink):
         return XCom.get_value(ti_key=ti_key, key=self.xcom_key) or ""
 
 
-class RunWorkflowOperator(WorkflowServiceBaseOperator):
+class RunWorkflowOperator(JobOperator):
     """
     Run a workflow (no body, or files: local, or in object storage) and, by default, wait for its job.
 
@@ -180,26 +173,19 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         if_running: str = "run",
         **kwargs: Any,
     ) -> None:
-        super().__init__(workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)
         check_run_target(workflow_id, workflow_name, files)
+        super().__init__(
+            workflowsvc_conn_id=workflowsvc_conn_id,
+            # Airflow's own setting, as Airflow's operators follow it: one job's wait is as cheap in a
+            # worker as in the triggerer (RunOnDemandJobOperator says why it defers by default).
+            deferrable=default_deferrable(deferrable),
+            **job_settings(locals()),
+            **kwargs,
+        )
         self.if_running = one_of(if_running, IF_RUNNING, "if_running")
-        self.durable = durable and HAS_DURABLE_EXECUTION
-        self.skip_if_no_files = skip_if_no_files
-        self.mark_uploads = mark_uploads
         self.workflow_id = workflow_id
         self.workflow_name = workflow_name
-        self.files = files
-        self.files_conn_id = files_conn_id
         self.wait_for_completion = wait_for_completion
-        self.poll_interval = interval_seconds(poll_interval, "poll_interval")
-        self.timeout = positive_seconds(timeout, "timeout")
-        self.deferrable = default_deferrable(deferrable)
-        self.fail_on_failed_files = fail_on_failed_files
-        self.cancel_on_timeout = cancel_on_timeout
-        self.cancel_on_kill = cancel_on_kill
-        if submit_attempts < 1:
-            raise input_error(f"submit_attempts must be at least 1, got {submit_attempts}")
-        self.submit_attempts = submit_attempts
         self.run_grace_period = positive_seconds(run_grace_period, "run_grace_period")
         self._job_id: str | None = None
         self._result: dict[str, Any] | None = None
@@ -212,11 +198,8 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
     def execute(self, context: Context) -> Any:
         """Resolve the input and the workflow, submit the run (or go on with its job), wait, finish."""
         self._job_id, self._result, self._not_started = None, None, None
-        # The job link's XCom exists from the start (empty until the job is known): Airflow reads
-        # every extra link when the task ends, and a missing one is logged as an error, which after
-        # a refused run read as a second failure.
-        context["ti"].xcom_push(key=WorkflowJobLink().xcom_key, value="")
-        self._files = None if self.files is None else self._resolve_files()
+        self.push_link(context, "")
+        self._files = None if self.files is None else self.resolve_files("run", own_names=True)
         with self.closing_hook():
             self._resolve_target()
             if not self.wait_for_completion:
@@ -232,40 +215,13 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
             job_id, ended = self._stored_job(context) or (self._submit(context, store=True), None)
             return self._finish(context, ended or self._wait(context, job_id))
 
-    def _resolve_files(self) -> list[tuple[Any, str]]:
-        """
-        Resolve the input files (source, name sent); bad ``files`` (two sent under one name among them)
-        fail the task without retries, no match skips it if asked.
-        """
-        from airflow_provider_workflowsvc.operators._files import refuse_shared_names, resolve_task_files
-
-        named = resolve_task_files(
-            self.files,
-            skip_if_no_files=self.skip_if_no_files,
-            nothing_to="run",
-            conn_id=self.files_conn_id or None,
-        )
-        with invalid_input_fails():
-            refuse_shared_names(named)
-        return named
-
     def _resolve_target(self) -> None:
-        """
-        Find the workflow by name (``workflow_id`` is then its id), and check that the run's input
-        fits its source before anything is uploaded: the workflow is read when files are to be sent
-        or it was found by name (a run without files by id is not delayed by a read: the service's
-        refusal of it is explained by :meth:`_explain_refusal`).
-        """
-        from airflow_provider_workflowsvc.operators._run_target import check_input_fits, resolve_workflow
+        """Find the workflow by name (``workflow_id`` is then its id); check the input fits it."""
+        from airflow_provider_workflowsvc._tasks.target import resolve_target
 
-        if self.workflow_name is None and self._files is None:
-            return
-        with invalid_input_fails():
-            workflow = resolve_workflow(self.hook, self.workflow_id, self.workflow_name)
-            if self.workflow_name is not None:
-                self.log.info("Workflow %r is %s", workflow.name, workflow.id)
-            self.workflow_id = str(workflow.id)
-            check_input_fits(self.hook, workflow, with_files=self._files is not None)
+        with_files = self._files is not None
+        found = resolve_target(self.hook, self.workflow_id, self.workflow_name, with_files, self.log)
+        self.workflow_id = found or self.workflow_id
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Resume after the trigger: validate its event (failing closed) and apply the job's outcome."""
@@ -276,18 +232,9 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         with self.closing_hook():
             return self._finish(context, outcome)
 
-    def on_kill(self) -> None:
-        """Send the cancel and return (the worker is killed moments later); not for a job it did not start."""
-        job_id = self._job_id
-        if not (job_id and self.cancel_on_kill) or job_id == self._not_started:
-            return
-        from airflow_provider_workflowsvc.wait.poll import CANCEL_BUDGET, cancel_quietly
-
-        try:
-            with self.separate_hook() as hook:
-                cancel_quietly(hook, job_id, self.log, within=CANCEL_BUDGET)
-        except Exception as exc:
-            self.log.warning("Could not cancel job %s: %s", job_id, exc)
+    def jobs_to_cancel_on_kill(self) -> list[str]:
+        """Return the run's job, known so far; never a job this task did not start."""
+        return [self._job_id] if self._job_id and self._job_id != self._not_started else []
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Return the job's lineage (``[openlineage]`` extra): sources or files in, destination out."""
@@ -314,7 +261,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         read now); None to run the workflow: no job stored, or it is gone, failed, stopped, or
         completed with failed files that fail the task.
         """
-        store = self._state_store(context)
+        store = self.state_store(context)
         stored = store.get(self.external_id_key) if store is not None else None
         if not stored:
             return None
@@ -341,16 +288,16 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         execution), the job id is kept in the task state store before any wait, so a retry after a
         worker crash goes on with this job.
         """
-        from airflow_provider_workflowsvc.operators._submit import StoredRunJournal
+        from airflow_provider_workflowsvc._tasks.submit import StoredRunJournal
 
-        state = self._state_store(context)
+        state = self.state_store(context)
         journal = None
         if state is not None:
             known = state.get(self.external_id_key)
             journal = StoredRunJournal(state, PENDING_RUN_KEY, known=known, log=self.log)
         job_id = None
-        if self.if_running != "run" and not self._earlier_run_pending(journal):
-            job_id = self._running_job(context)
+        if self.if_running != "run":
+            job_id = self._running_job(context, journal)
         if job_id is None:
             job_id = self._run(journal)
         if store and state is not None:
@@ -358,51 +305,27 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         self._known(context, job_id)
         return job_id
 
-    def _earlier_run_pending(self, journal: StoredRunJournal | None) -> bool:
+    def _running_job(self, context: Context, journal: StoredRunJournal | None) -> str | None:
         """
-        Whether an earlier try sent a run and stopped before recording its job: that run decides first
-        (its job proven and adopted, or the task fails closed), never ``if_running``, for the job found
-        running may be that very run's.
+        Apply ``if_running``: the running job to wait for (``wait``), None when none is running. A run
+        an earlier try sent and never recorded decides first (its job proven and adopted, or the task
+        fails closed), never ``if_running``: the job found running may be that very run's.
         """
-        if journal is None or journal.pending(str(self.workflow_id)) is None:
-            return False
-        self.log.info("An earlier try sent a run it never recorded: that run decides, not if_running")
-        return True
+        from airflow_provider_workflowsvc._tasks.running import job_to_wait_for
 
-    def _running_job(self, context: Context) -> str | None:
-        """
-        Apply ``if_running``: the workflow's running job, to wait for instead of running it (``wait``);
-        its failure (``fail``); None when no job of the workflow is running.
-        """
-        from airflow_provider_workflowsvc import metrics
-        from airflow_provider_workflowsvc.operators._running import refuse, running_job
-
-        workflow_id = str(self.workflow_id)
-        job = running_job(self.hook, workflow_id, self.log)
-        if job is None:
-            self.log.info(
-                "No job of workflow %s is running (if_running=%r): running it", workflow_id, self.if_running
-            )
+        if journal is not None and journal.pending(str(self.workflow_id)) is not None:
+            self.log.info("An earlier try sent a run it never recorded: that run decides, not if_running")
             return None
-        metrics.found_running(workflow_id, self.workflowsvc_conn_id, self.if_running)
-        if self.if_running == "fail":
-            raise refuse(job, workflow_id)
-        self.log.warning(
-            "Job %s of workflow %s is already %s: waiting for it instead of running the workflow "
-            "(if_running='wait'). This task did NOT start it: its summary says started_by_task=False, and "
-            "this task never cancels it",
-            job.id,
-            workflow_id,
-            job.raw_status or job.status.value,
-        )
-        self._waits_for_running(context, job.id)
-        return job.id
+        job = job_to_wait_for(self.hook, str(self.workflow_id), self.if_running, self.log)
+        if job is not None:
+            self._waits_for_running(context, job.id)
+        return None if job is None else job.id
 
     def _waits_for_running(self, context: Context, job_id: str) -> None:
         """Remember that ``job_id`` is a running job this task waits for, not one it started."""
         self._not_started = job_id
         context["ti"].xcom_push(key=RUNNING_JOB_KEY, value=job_id)
-        state = self._state_store(context)
+        state = self.state_store(context)
         if state is not None:
             state.set(RUNNING_JOB_KEY, job_id)
 
@@ -412,7 +335,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         known here, or (resumed after a deferral) from the task state store, else the XCom of this try.
         """
         if self._not_started is None and self.if_running == "wait":
-            state = self._state_store(context)
+            state = self.state_store(context)
             if state is not None:
                 self._not_started = state.get(RUNNING_JOB_KEY)
             else:
@@ -421,8 +344,9 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
 
     def _run(self, journal: StoredRunJournal | None) -> str:
         """Run the workflow once; a run an earlier try sent but never recorded is adopted instead."""
+        from airflow_provider_workflowsvc._tasks.submit import Sending, submit
+        from airflow_provider_workflowsvc._tasks.target import explain_refusal
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceValidationError
-        from airflow_provider_workflowsvc.operators._submit import Sending, submit
 
         try:
             job = submit(
@@ -436,7 +360,8 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
                 mark=self.mark_uploads,
             )
         except WorkflowServiceValidationError as exc:
-            self._explain_refusal(exc)
+            if self._files is None:
+                explain_refusal(self.hook, str(self.workflow_id), exc)
             raise
         count = "no files" if self._files is None else f"{len(self._files)} file(s)"
         self.log.info("Submitted job %s for workflow %s with %s", job.id, self.workflow_id, count)
@@ -456,23 +381,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         """
         self._job_id = job_id
         self._announce(context, job_id)
-        self._forget(context, PENDING_RUN_KEY)
-
-    def _explain_refusal(self, refusal: Exception) -> None:
-        """After a refused run without files: a workflow without a source connector fails clearly."""
-        if self._files is not None:
-            return
-        from airflow_provider_workflowsvc.exceptions import InvalidTaskInputError
-        from airflow_provider_workflowsvc.operators._run_target import check_input_fits
-
-        try:
-            workflow = self.hook.get_workflow(str(self.workflow_id))
-        except Exception:
-            return  # the refusal itself is the clearest account left
-        try:
-            check_input_fits(self.hook, workflow, with_files=False)
-        except InvalidTaskInputError as exc:
-            raise exc from refusal
+        self.forget(context, PENDING_RUN_KEY)
 
     def _wait(self, context: Context, job_id: str) -> JobOutcome:
         """
@@ -480,13 +389,11 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         ``execution_timeout``): here, polling; or, deferrable, in the triggerer (the task leaves the
         worker here and resumes in :meth:`execute_complete`).
         """
-        from airflow_provider_workflowsvc.operators._execution import wait_deadline
-        from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger, deferral_timeout
+        from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
         from airflow_provider_workflowsvc.wait.poll import wait_for_job
         from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
 
-        started = time.time()
-        deadline = wait_deadline(context, started, self.timeout, self.execution_timeout)
+        started, deadline = self.wait_window(context)
         if self.deferrable:
             trigger = WorkflowJobTrigger(
                 job_id=job_id,
@@ -497,7 +404,7 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
                 started_at=started,
                 cancel_on_kill=self.cancel_on_kill and self._started_by_task(context, job_id),
             )
-            self.defer(trigger=trigger, method_name="execute_complete", timeout=deferral_timeout(deadline))
+            self.defer_until(trigger, deadline)
         every, timeout = self.poll_interval, self.timeout
         self.log.info("Waiting for job %s (polling every %.0f s, timeout %.0f s)", job_id, every, timeout)
         schedule = PollSchedule(deadline, self.poll_interval)
@@ -510,10 +417,9 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         Push the job id and its link (XCom; "" without ``ui_url``) before any waiting, so the UI
         shows them at once.
         """
-        ui_url = (self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}).get("ui_url")
-        url = job_url(ui_url, job_id)
+        url = job_url(self.ui_url(), job_id)
         context["ti"].xcom_push(key=XCOM_JOB_ID, value=job_id)
-        context["ti"].xcom_push(key=WorkflowJobLink().xcom_key, value=url)
+        self.push_link(context, url)
         if url:
             self.log.info("Job %s: %s", job_id, url)
         else:
@@ -535,17 +441,14 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
                 outcome.job_id,
             )
         note = ""
-        if outcome.status == "timeout" and outcome.job_id and not started:
-            note = "the job was left running: this task did not start it (if_running='wait')"
-        elif outcome.status == "timeout" and outcome.job_id:
-            from airflow_provider_workflowsvc.wait.poll import cancel_after_timeout
-
-            note = cancel_after_timeout(self.hook, outcome.job_id, self.cancel_on_timeout, self.log)
+        if outcome.status == "timeout" and outcome.job_id:
+            left = "the job was left running: this task did not start it (if_running='wait')"
+            note = self.cancel_after_timeout(outcome.job_id) if started else left
         error: BaseException | None = failure_for(
             outcome, fail_on_failed_files=self.fail_on_failed_files, timeout_note=note
         )
         if error is not None and outcome.status == "timeout":
-            from airflow_provider_workflowsvc.operators._execution import timeout_failure
+            from airflow_provider_workflowsvc._tasks.deadline import timeout_failure
 
             error = timeout_failure(context, error, self.execution_timeout)
         summary = self._result = {
@@ -555,10 +458,8 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
             "started_by_task": started,
         }
         if error is not None:
-            if self.do_xcom_push:
-                context["ti"].xcom_push(key="return_value", value=summary)
-            raise error
-        self._forget(context, self.external_id_key, PENDING_RUN_KEY, RUNNING_JOB_KEY)  # a clear runs anew
+            self.fail(context, summary, error)
+        self.forget(context, self.external_id_key, PENDING_RUN_KEY, RUNNING_JOB_KEY)  # a clear runs anew
         from airflow_provider_workflowsvc.assets import record_outlet_events
 
         record_outlet_events(context, self.outlets, summary)
@@ -569,20 +470,6 @@ class RunWorkflowOperator(WorkflowServiceBaseOperator):
         if self.workflow_id is not None:
             return str(self.workflow_id)
         return (self._result or {}).get("workflow_id")
-
-    def _state_store(self, context: Context) -> Any:
-        """Return the task state store when durable execution is on (Airflow 3.3+), else None."""
-        return context.get("task_state_store") if self.durable else None
-
-    def _forget(self, context: Context, *keys: str) -> None:
-        store = self._state_store(context)
-        if store is None:
-            return
-        for key in keys:
-            try:
-                store.delete(key)
-            except Exception as exc:
-                self.log.warning("Could not remove %s from the task state store: %s", key, exc)
 
 
 class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
@@ -643,33 +530,15 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
         self._downloaded: tuple[str, Any] | None = None
 
     def execute(self, context: Context) -> list[str]:
-        from airflow_provider_workflowsvc._marker import run_marker
-        from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
-        from airflow_provider_workflowsvc.models import JobStatus
-        from airflow_provider_workflowsvc.operators._files import OutputNames, download_output, output_folder
+        from airflow_provider_workflowsvc._tasks.outputs import download_job, output_folder
 
         job_id = job_id_of(self.job_id, self.run_task_id, context)
         with invalid_input_fails():
             folder = output_folder(self.output_dir, self.output_conn_id or None)
         with self.closing_hook():
-            job = self.hook.get_job(job_id)
-            if job.status is not JobStatus.COMPLETED:
-                raise WorkflowServiceError(
-                    f"job {job_id} is {job.raw_status or job.status}: outputs can be downloaded only from a "
-                    "completed job"
-                )
-            outputs = [(o.file_id, o.node_id) for o in job.output_node_files]
-            if not outputs:
-                self.log.warning("Job %s has no output files (is its destination local?)", job_id)
-                return []
-            folder.create()
-            names = OutputNames(outputs, folder.room())
-            marker = run_marker(job.input_file_ids)
-            paths = []
-            for file_id, node_id in outputs:
-                path, _ = download_output(self.hook, job_id, file_id, node_id, folder, names, marker)
-                self.log.info("Downloaded output %s (node %s) to %s", file_id, node_id, path)
-                paths.append(path)
+            paths = download_job(self.hook, job_id, folder, self.log)
+        if not paths:
+            return []
         self.log.info("Downloaded %d output file(s) of job %s into %s", len(paths), job_id, folder)
         self._downloaded = (job_id, folder)
         return paths

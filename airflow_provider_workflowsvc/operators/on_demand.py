@@ -1,35 +1,29 @@
-"""
-Process local files with on-demand jobs: any number of files, split into jobs within the service's limits.
-
-Module-level imports are limited to the Task SDK and the standard library (DAG parsing stays fast):
-hooks, models and pydantic are imported when a task runs.
-"""
+"""Process any number of local files with on-demand jobs, split into jobs within the service's limits."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
-from airflow_provider_workflowsvc.operators._base import (
-    WorkflowServiceBaseOperator,
+from airflow_provider_workflowsvc._tasks.base import (
     input_error,
-    interval_seconds,
     invalid_input_fails,
     is_deferred_value,
     one_of,
     positive_seconds,
     static_str,
 )
+from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
+from airflow_provider_workflowsvc.operators._lifecycle import JobOperator, job_settings
 from airflow_provider_workflowsvc.operators.jobs import WorkflowJobLink
 from airflow_provider_workflowsvc.operators.workflows import check_nodes
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_provider_workflowsvc.operators._on_demand import Document, Plan
+    from airflow_provider_workflowsvc._tasks.launches import Document
+    from airflow_provider_workflowsvc._tasks.on_demand import Plan
     from airflow_provider_workflowsvc.wait.outcome import JobOutcome
 
 __all__ = ["OnDemandJobLink", "RunOnDemandJobOperator"]
@@ -45,7 +39,7 @@ class OnDemandJobLink(WorkflowJobLink):
     name = "Workflow Service job (first)"
 
 
-class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
+class RunOnDemandJobOperator(JobOperator):
     """
     Process local files with the service's on-demand jobs (a template, or nodes given inline; no
     workflow to create), any number of files; wait for every job; return one summary per document.
@@ -172,20 +166,24 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         durable: bool = True,
         **kwargs: Any,
     ) -> None:
-        super().__init__(workflowsvc_conn_id=workflowsvc_conn_id, **kwargs)
+        super().__init__(
+            workflowsvc_conn_id=workflowsvc_conn_id,
+            # Unlike a run's (Airflow's setting): its jobs queue behind the service's cap of 5 running
+            # on-demand jobs per account, so the one wait for all of them may be long; a worker slot
+            # held all along is what the triggerer saves (documented as the default since it came).
+            deferrable=deferrable,
+            **job_settings(locals()),
+            **kwargs,
+        )
         _check_template_or_nodes(template_id, job_nodes)
         for what, value in (("max_files_per_job", max_files_per_job), ("max_file_bytes", max_file_bytes)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise input_error(f"{what} must be a positive whole number, got {value!r}")
-        if submit_attempts < 1:
-            raise input_error(f"submit_attempts must be at least 1, got {submit_attempts}")
         interval = (
             launch_interval.total_seconds() if hasattr(launch_interval, "total_seconds") else launch_interval
         )
         if float(interval) < 0:
             raise input_error(f"launch_interval must not be negative, got {launch_interval!r}")
-        self.files = files
-        self.files_conn_id = files_conn_id
         self.template_id = template_id
         self.job_nodes = job_nodes
         self.output_dir = output_dir
@@ -194,40 +192,27 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         self.max_file_bytes = max_file_bytes
         self.launch_interval = float(interval)
         self.oversized_files = one_of(oversized_files, OVERSIZED_CHOICES, "oversized_files")
-        self.poll_interval = interval_seconds(poll_interval, "poll_interval")
-        self.timeout = positive_seconds(timeout, "timeout")
-        self.deferrable = deferrable
-        self.fail_on_failed_files = fail_on_failed_files
-        self.cancel_on_timeout = cancel_on_timeout
-        self.cancel_on_kill = cancel_on_kill
-        self.submit_attempts = submit_attempts
         self.launch_grace_period = positive_seconds(launch_grace_period, "launch_grace_period")
-        self.mark_uploads = mark_uploads
-        self.skip_if_no_files = skip_if_no_files
-        self.durable = durable
         self._job_ids: list[str] = []
 
     # -- execution ---------------------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
         self._job_ids = []
-        context["ti"].xcom_push(key=OnDemandJobLink().xcom_key, value="")
+        self.push_link(context, "")
         with self.closing_hook():
             plan = self._launch(context)
             if not plan.jobs:
                 return self._finish(context, plan, [])
             self._announce(context, plan)
-            started = time.time()
-            from airflow_provider_workflowsvc.operators._execution import wait_deadline
-
-            deadline = wait_deadline(context, started, self.timeout, self.execution_timeout)
+            started, deadline = self.wait_window(context)
             if self.deferrable:
                 self._defer(plan, started, deadline)
             return self._finish(context, plan, self._wait_here(started, deadline))
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Resume after the trigger: validate its event and the plan it carried (failing closed), sum up."""
-        from airflow_provider_workflowsvc.operators._on_demand import Plan
+        from airflow_provider_workflowsvc._tasks.on_demand import Plan
         from airflow_provider_workflowsvc.wait.outcome import parse_jobs_event
 
         ended = parse_jobs_event(event)
@@ -236,41 +221,35 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         with self.closing_hook():
             return self._finish(context, plan, ended.outcomes)
 
-    def on_kill(self) -> None:
-        """Send a cancel for every job and return (the worker is killed moments later)."""
-        if not (self._job_ids and self.cancel_on_kill):
-            return
-        from airflow_provider_workflowsvc.wait.poll import CANCEL_BUDGET, cancel_quietly
-
-        until = time.time() + CANCEL_BUDGET
-        try:
-            with self.separate_hook() as hook:
-                for job_id in self._job_ids:
-                    cancel_quietly(hook, job_id, self.log, within=max(until - time.time(), 0.1))
-        except Exception as exc:
-            self.log.warning("Could not cancel every job (%s): %s", ", ".join(self._job_ids), exc)
+    def jobs_to_cancel_on_kill(self) -> list[str]:
+        """Return every job launched so far."""
+        return list(self._job_ids)
 
     # -- launching ---------------------------------------------------------------------------------
 
     def _launch(self, context: Context) -> Plan:
         """Check the input, then launch the documents no earlier try processed; return the plan."""
-        from airflow_provider_workflowsvc.operators import _on_demand as od
+        from airflow_provider_workflowsvc._tasks import launches, on_demand as od
 
         docs = self._documents()
-        big = od.oversized(docs, self.max_file_bytes)
+        big = launches.oversized(docs, self.max_file_bytes)
         with invalid_input_fails():
             if big and self.oversized_files == "fail":
-                raise input_error(od.too_large(big, self.max_file_bytes))
+                raise input_error(launches.too_large(big, self.max_file_bytes))
             self._check_request()
-        book = od.LaunchBook(self._state_store(context), self.log)
+        book = launches.LaunchBook(self.state_store(context), self.log)
         self._check_operation()
-        od.adopt_pending(self.hook, book, self.launch_grace_period, self.log)
-        od.identify(book, docs, self.log)
-        kept, _ = od.redo(self.hook, book, self.fail_on_failed_files, self.log)
+        kept = launches.resume(
+            self.hook,
+            book,
+            docs,
+            grace=self.launch_grace_period,
+            fail_on_failed_files=self.fail_on_failed_files,
+        )
         self._job_ids = [job.job_id for job in kept]  # a kill from now on cancels what was launched
         covered = {source for job in kept for source, _ in job.own()}
         todo = [doc for doc in docs if doc not in big and doc.source not in covered]
-        batches = od.split(todo, self.max_files_per_job)
+        batches = launches.split(todo, self.max_files_per_job)
         self.log.info(
             "%d document(s): %d job(s) to launch (at most %d file(s) each)%s%s%s",
             len(docs),
@@ -283,7 +262,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
             if len(batches) > -(-len(todo) // self.max_files_per_job)
             else "",
         )
-        launches = od.launch(
+        done = launches.launch(
             self.hook,
             batches,
             book,
@@ -295,32 +274,25 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
             log=self.log,
             on_launch=self._job_ids.append,
         )
-        refusal = launches.refusal
+        refusal = done.refusal
         if refusal is not None:
-            refusal = od.missing_operation(refusal, self.hook.settings.base_url) or refusal
-            if not kept and not launches.jobs:
+            refusal = launches.missing_operation(refusal, self.hook.settings.base_url) or refusal
+            if not kept and not done.jobs:
                 raise refusal
-        skipped = [(doc.source, doc.name, od.left_out(doc, self.max_file_bytes)) for doc in big]
+        skipped = [(doc.source, doc.name, launches.left_out(doc, self.max_file_bytes)) for doc in big]
         return od.Plan(
-            jobs=[*kept, *launches.jobs],
-            unlaunched=launches.unlaunched,
+            jobs=[*kept, *done.jobs],
+            unlaunched=done.unlaunched,
             skipped=skipped,
             refusal=None if refusal is None else str(refusal),
             final=refusal is not None and od.refusal_is_final(refusal),
         )
 
     def _documents(self) -> list[Document]:
-        """Resolve the input files as a run does (:func:`~._files.resolve_task_files`), with their sizes."""
-        from airflow_provider_workflowsvc.operators._files import resolve_task_files
-        from airflow_provider_workflowsvc.operators._on_demand import documents
+        """Resolve the input files as a run does, with their sizes."""
+        from airflow_provider_workflowsvc._tasks.launches import documents
 
-        named = resolve_task_files(
-            self.files,
-            skip_if_no_files=self.skip_if_no_files,
-            nothing_to="process",
-            conn_id=self.files_conn_id or None,
-        )
-        return documents(named)
+        return documents(self.resolve_files("process"))
 
     def _check_request(self) -> None:
         """Check the rendered template id or nodes, and the output folder, before any request."""
@@ -335,7 +307,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
 
     def _output_folder(self) -> Any:
         """``output_dir`` as a local directory or a folder of object storage (checked: bucket exists)."""
-        from airflow_provider_workflowsvc.operators._files import output_folder
+        from airflow_provider_workflowsvc._tasks.outputs import output_folder
 
         return output_folder(self.output_dir, self.output_conn_id or None)
 
@@ -346,7 +318,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         """
         if self.template_id is None:
             return
-        from airflow_provider_workflowsvc.operators._on_demand import check_template
+        from airflow_provider_workflowsvc._tasks.launches import check_template
 
         with invalid_input_fails():
             check_template(self.hook, str(self.template_id), self.log)
@@ -354,33 +326,24 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
     def _send(self, hook: Any, files: list[tuple[str, str]] | None) -> Any:
         return hook.create_job(template_id=self.template_id, job_nodes=self.job_nodes, files=files)
 
-    def _state_store(self, context: Context) -> Any:
-        """Return the task state store when durable execution is on (Airflow 3.3+), else None."""
-        return context.get("task_state_store") if self.durable else None
-
     # -- waiting -----------------------------------------------------------------------------------
 
     def _announce(self, context: Context, plan: Plan) -> None:
         """Push every job id and link (XCom), the first as the extra link, before any waiting."""
-        from airflow_provider_workflowsvc.operators._on_demand import job_links
+        from airflow_provider_workflowsvc._tasks.on_demand import job_links
 
         self._job_ids = [job.job_id for job in plan.jobs]
-        links = job_links(self._ui_url(), self._job_ids)
+        links = job_links(self.ui_url(), self._job_ids)
         context["ti"].xcom_push(key=XCOM_JOB_IDS, value=self._job_ids)
         context["ti"].xcom_push(key=XCOM_JOB_LINKS, value=links)
-        context["ti"].xcom_push(key=OnDemandJobLink().xcom_key, value=links[self._job_ids[0]])
+        self.push_link(context, links[self._job_ids[0]])
         for job in plan.jobs:
             link = links[job.job_id]
             self.log.info(
                 "Job %s: %d document(s)%s", job.job_id, len(job.documents), f", {link}" if link else ""
             )
 
-    def _ui_url(self) -> str | None:
-        extra = self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}
-        return extra.get("ui_url")
-
     def _defer(self, plan: Plan, started: float, deadline: float) -> None:
-        from airflow_provider_workflowsvc.triggers.job import deferral_timeout
         from airflow_provider_workflowsvc.triggers.jobs import WorkflowJobsTrigger
 
         trigger = WorkflowJobsTrigger(
@@ -392,11 +355,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
             cancel_on_kill=self.cancel_on_kill,
             resume_with=plan.to_json(),
         )
-        self.defer(
-            trigger=trigger,
-            method_name="execute_complete",
-            timeout=deferral_timeout(deadline),
-        )
+        self.defer_until(trigger, deadline)
 
     def _wait_here(self, started: float, deadline: float) -> list[JobOutcome]:
         """Wait for every job in this worker, with the trigger's own wait (an event loop of its own)."""
@@ -427,26 +386,25 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
     def _finish(self, context: Context, plan: Plan, outcomes: list[JobOutcome]) -> dict[str, Any]:
         """Cancel what timed out, download, sum up per document; return the summary or raise the failure."""
         from airflow_provider_workflowsvc import metrics
-        from airflow_provider_workflowsvc.operators import _on_demand as od
+        from airflow_provider_workflowsvc._tasks import launches, on_demand as od
 
         by_job = od.outcomes_of(plan, outcomes)
         by_job = {job_id: self._after_timeout(outcome) for job_id, outcome in by_job.items()}
         for outcome in by_job.values():
             metrics.job_ended(outcome, self.workflowsvc_conn_id, metrics.ON_DEMAND)
-        outputs = {}
-        if self.output_dir is not None:
-            outputs = od.download(self.hook, plan, by_job, self._output_folder(), self.log)
-        links = od.job_links(self._ui_url(), by_job) if by_job else {}
-        summary = od.summarize(plan, by_job, outputs, links, fail_on_failed_files=self.fail_on_failed_files)
-        od.log_summary(summary, self.log)
-        book = od.LaunchBook(self._state_store(context), self.log)
-        error = od.failure(
-            summary, plan, durable=book.durable, fail_on_failed_files=self.fail_on_failed_files
+        book = launches.LaunchBook(self.state_store(context), self.log)
+        summary, error = od.conclude(
+            self.hook,
+            plan,
+            by_job,
+            folder=None if self.output_dir is None else self._output_folder(),
+            ui_url=self.ui_url(),
+            durable=book.durable,
+            fail_on_failed_files=self.fail_on_failed_files,
+            log=self.log,
         )
         if error is not None:
-            if self.do_xcom_push:
-                context["ti"].xcom_push(key="return_value", value=summary)
-            raise error
+            self.fail(context, summary, error)
         book.forget()
         return summary
 
@@ -454,9 +412,7 @@ class RunOnDemandJobOperator(WorkflowServiceBaseOperator):
         """Cancel a job whose wait timed out (when asked); its outcome then says what became of it."""
         if outcome.status != "timeout" or not outcome.job_id:
             return outcome
-        from airflow_provider_workflowsvc.wait.poll import cancel_after_timeout
-
-        note = cancel_after_timeout(self.hook, outcome.job_id, self.cancel_on_timeout, self.log)
+        note = self.cancel_after_timeout(outcome.job_id)
         message = f"the job did not finish in time (last status {outcome.job_status or 'unknown'}); {note}"
         return outcome.model_copy(update={"message": message})
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow_provider_workflowsvc.operators._base import (
+from airflow_provider_workflowsvc._tasks.base import (
     IF_EXISTS_CHOICES,
     WorkflowServiceBaseOperator,
     check_choice,
@@ -27,8 +27,8 @@ from airflow_provider_workflowsvc.operators._base import (
 if TYPE_CHECKING:
     from airflow.sdk import Context, XComArg
 
+    from airflow_provider_workflowsvc._tasks.resources import Difference
     from airflow_provider_workflowsvc.models import CreateWorkflow, Workflow, WorkflowNode
-    from airflow_provider_workflowsvc.operators._execution import Difference
 
 __all__ = ["CreateWorkflowOperator", "DeleteWorkflowOperator", "UpdateWorkflowOperator"]
 
@@ -187,10 +187,10 @@ class CreateWorkflowOperator(_WorkflowOperator):
             _check_custom_has_nodes(workflow_type, workflow_nodes)
 
     def execute(self, context: Context) -> str:
+        from airflow_provider_workflowsvc._tasks.resources import UniqueName
         from airflow_provider_workflowsvc.exceptions import validate_input
         from airflow_provider_workflowsvc.hooks.workflowsvc import all_workflows
         from airflow_provider_workflowsvc.models import CreateWorkflow
-        from airflow_provider_workflowsvc.operators._execution import UniqueName
 
         self.mask_secret_fields()
         fields = self.given_fields()
@@ -274,8 +274,8 @@ def _node_drift(current: Sequence[WorkflowNode], wanted: Sequence[WorkflowNode])
     Secret settings (``api_key``, ...) are not compared (a service does not give them back): each is
     listed as such.
     """
+    from airflow_provider_workflowsvc._tasks.resources import NOT_SET, unseen_secret
     from airflow_provider_workflowsvc.models import is_secret_field
-    from airflow_provider_workflowsvc.operators._execution import NOT_SET, unseen_secret
 
     if _node_keys(current) != _node_keys(wanted):
         return [("workflow_nodes", _node_keys(current), _node_keys(wanted))]
@@ -372,7 +372,7 @@ class DeleteWorkflowOperator(WorkflowServiceBaseOperator):
         check_uuid(workflow_id, "workflow_id")
 
     def execute(self, context: Context) -> None:
-        from airflow_provider_workflowsvc.operators._execution import delete_resource
+        from airflow_provider_workflowsvc._tasks.resources import delete_resource
 
         with self.closing_hook():
             delete_resource(

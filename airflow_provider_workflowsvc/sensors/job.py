@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
-from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
-from airflow_provider_workflowsvc.operators._base import (
+from airflow_provider_workflowsvc._tasks.base import (
     XCOM_JOB_ID,
     WorkflowServiceTaskMixin,
     default_deferrable,
@@ -18,6 +17,7 @@ from airflow_provider_workflowsvc.operators._base import (
     interval_seconds,
     one_of,
 )
+from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -172,7 +172,7 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
             raise
 
     def _defer(self, context: Context, started: float, job_id: str | None = None) -> None:
-        from airflow_provider_workflowsvc.operators._execution import wait_deadline
+        from airflow_provider_workflowsvc._tasks.deadline import wait_deadline
         from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger, deferral_timeout
         from airflow_provider_workflowsvc.wait.poll import parse_created_after
 
@@ -314,7 +314,7 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         if self.do_xcom_push:
             context["ti"].xcom_push(key="return_value", value=summary)
         if outcome.status == "timeout":
-            from airflow_provider_workflowsvc.operators._execution import timeout_failure
+            from airflow_provider_workflowsvc._tasks.deadline import timeout_failure
 
             raise timeout_failure(context, error, self.execution_timeout)
         raise error

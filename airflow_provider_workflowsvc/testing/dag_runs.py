@@ -193,7 +193,7 @@ class DagRunner:
 @contextlib.contextmanager
 def _polling_every(dag: Any, seconds: float | None) -> Iterator[None]:
     """Give this provider's tasks of ``dag`` the poll interval ``seconds`` for the block."""
-    from airflow_provider_workflowsvc.operators._base import WorkflowServiceTaskMixin
+    from airflow_provider_workflowsvc._tasks.base import WorkflowServiceTaskMixin
 
     changed: list[tuple[Any, str, Any]] = []
     if seconds is not None:

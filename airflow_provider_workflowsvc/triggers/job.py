@@ -86,7 +86,7 @@ class WorkflowJobTrigger(BaseTrigger):
         fail_on_failed_files: bool = True,
         push_summary: bool = True,
     ) -> None:
-        from airflow_provider_workflowsvc.operators._base import interval_seconds
+        from airflow_provider_workflowsvc._tasks.base import interval_seconds
 
         super().__init__()
         if job_id is None and workflow_id is None:
@@ -174,7 +174,7 @@ class WorkflowJobTrigger(BaseTrigger):
         Return the XComs the sensor's ``execute_complete`` pushes when ``outcome`` passes (the job id,
         and the summary as ``return_value``), or None when the outcome fails the task (it resumes to fail).
         """
-        from airflow_provider_workflowsvc.operators._base import XCOM_JOB_ID
+        from airflow_provider_workflowsvc._tasks.base import XCOM_JOB_ID
         from airflow_provider_workflowsvc.wait.outcome import failure_for
 
         passes = failure_for(outcome, fail_on_failed_files=self.fail_on_failed_files) is None

@@ -308,7 +308,7 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
         statuses: Iterable[str] | None = None,
         max_lateness: float = MAX_LATENESS,
     ) -> None:
-        from airflow_provider_workflowsvc.operators._base import interval_seconds
+        from airflow_provider_workflowsvc._tasks.base import interval_seconds
 
         super().__init__()
         self.workflow_id = str(workflow_id) if workflow_id else None

@@ -50,7 +50,7 @@ class WorkflowJobsTrigger(BaseTrigger):
         cancel_on_kill: bool = True,
         resume_with: dict[str, Any] | None = None,
     ) -> None:
-        from airflow_provider_workflowsvc.operators._base import interval_seconds
+        from airflow_provider_workflowsvc._tasks.base import interval_seconds
 
         super().__init__()
         if not job_ids:

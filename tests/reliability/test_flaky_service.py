@@ -31,9 +31,9 @@ from airflow.sdk import DAG
 from airflow.sdk.exceptions import TaskDeferred
 from airflow.utils.state import TaskInstanceState
 
+from airflow_provider_workflowsvc._tasks.submit import AmbiguousRunError
 from airflow_provider_workflowsvc.exceptions import WorkflowJobFailedError
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
-from airflow_provider_workflowsvc.operators._submit import AmbiguousRunError
 from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 
 from ._helpers import MARKER, records_list_files, task_context, use_connection
@@ -75,7 +75,7 @@ def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> list[float]:
         pauses.append(seconds)
         time.sleep(min(seconds, 0.01))
 
-    monkeypatch.setattr("airflow_provider_workflowsvc.operators._submit.time", SimpleNamespace(sleep=sleep))
+    monkeypatch.setattr("airflow_provider_workflowsvc._tasks.submit.time", SimpleNamespace(sleep=sleep))
     return pauses
 
 

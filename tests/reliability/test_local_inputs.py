@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from helpers import TaskStateStore
 
+from airflow_provider_workflowsvc._tasks import inputs as _files
+from airflow_provider_workflowsvc._tasks.inputs import resolve_named_files
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError
 from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
-from airflow_provider_workflowsvc.operators import _files
-from airflow_provider_workflowsvc.operators._files import resolve_named_files
 from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 
 from ._helpers import LoopbackServer, task_context

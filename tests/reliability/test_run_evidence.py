@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from helpers import TaskStateStore
 
+from airflow_provider_workflowsvc._tasks.submit import AmbiguousRunError
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
-from airflow_provider_workflowsvc.operators._submit import AmbiguousRunError
 from airflow_provider_workflowsvc.operators.jobs import PENDING_RUN_KEY, RunWorkflowOperator
 
 from ._helpers import pending_record, task_context, texts_of, use_connection

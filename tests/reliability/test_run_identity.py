@@ -27,13 +27,13 @@ from typing import Any
 import pytest
 from helpers import TaskStateStore
 
-from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
-from airflow_provider_workflowsvc.operators._submit import (
+from airflow_provider_workflowsvc._tasks.submit import (
     AmbiguousRunError,
     Sending,
     StoredRunJournal,
     submit,
 )
+from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
 from airflow_provider_workflowsvc.operators.jobs import PENDING_RUN_KEY
 
 from ._helpers import records_list_files, texts_of

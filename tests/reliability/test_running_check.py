@@ -13,9 +13,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_workflowsvc._tasks.running import running_job
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 from airflow_provider_workflowsvc.models import JobStatus
-from airflow_provider_workflowsvc.operators._running import running_job
 
 DELAY = 600.0
 """Emulator seconds a job stays scheduled (then one more step per file and node in progress)."""

@@ -396,7 +396,7 @@ def test_config_secrets_do_not_depend_on_field_names(
 ) -> None:
     """Every string of a connector config is a secret unless its key is a known non-secret setting of
     the connector's type; URI passwords always are."""
-    from airflow_provider_workflowsvc.operators._secrets import config_secrets
+    from airflow_provider_workflowsvc._tasks.secrets import config_secrets
 
     def fill(value: Any) -> Any:
         return json.loads(json.dumps(value).replace("{s}", _SUFFIX))

@@ -33,8 +33,8 @@ import pytest
 from airflow.utils.state import TaskInstanceState
 from helpers import TaskStateStore
 
+from airflow_provider_workflowsvc._tasks.evidence import PENDING_RUN_TTL, AmbiguousRunError
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
-from airflow_provider_workflowsvc.operators._submit import PENDING_RUN_TTL, AmbiguousRunError
 from airflow_provider_workflowsvc.operators.jobs import PENDING_RUN_KEY, RunWorkflowOperator
 
 from . import _task_process

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_workflowsvc._tasks import inputs as _files
+from airflow_provider_workflowsvc._tasks.inputs import resolve_named_files
 from airflow_provider_workflowsvc.exceptions import NoFilesMatchedError, WorkflowServiceInputError
-from airflow_provider_workflowsvc.operators import _files
-from airflow_provider_workflowsvc.operators._files import resolve_named_files
 from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 from airflow_provider_workflowsvc.storage import StoredObject
 

@@ -23,19 +23,8 @@ from urllib.parse import unquote
 
 from pydantic import BaseModel, SecretStr
 
-from airflow_provider_workflowsvc._url_secrets import mask_url_secrets, uri_password, url_secrets
+from airflow_provider_workflowsvc._url_secrets import credentials_of, mask_url_secrets
 from airflow_provider_workflowsvc.models import is_secret_field
-
-__all__ = [
-    "config_secrets",
-    "mask_config_secrets",
-    "mask_secret_values",
-    "mask_uri_credentials",
-    "plain_config_keys",
-    "plain_data",
-    "url_secrets",
-    "without_url_secrets",
-]
 
 
 def plain_config_keys(connector_type: str | None) -> frozenset[str]:
@@ -105,9 +94,10 @@ def without_url_secrets(value: Any) -> Any:
 
 
 def _with_uri_passwords(secrets: list[str], values: Any) -> list[str]:
-    passwords = [p for s in _strings(values) if (p := uri_password(s)) is not None]
+    found = credentials_of(list(_strings(values)))
+    passwords = [password for password, _ in found if password is not None]
     secrets = secrets + passwords + [unquote(p) for p in passwords if unquote(p) != p]
-    return secrets + [secret for s in _strings(values) for secret in url_secrets(s)]
+    return secrets + [secret for _, carried in found for secret in carried]
 
 
 def config_secrets(config: Any, connector_type: str | None) -> list[str]:
@@ -154,7 +144,8 @@ def mask_uri_credentials(value: Any) -> None:
     and Airflow stores and shows the rendered fields before it does. A URI without a password keeps its
     ``user@`` (``s3://conn_id@bucket``: a connection's id, no secret).
     """
-    _register([secret for s in _strings(value) if uri_password(s) is not None for secret in url_secrets(s)])
+    found = credentials_of(list(_strings(value)))
+    _register([secret for password, carried in found if password is not None for secret in carried])
 
 
 def mask_config_secrets(config: Any, connector_type: str | None) -> None:

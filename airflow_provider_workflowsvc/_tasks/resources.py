@@ -1,6 +1,6 @@
 """
-Task-time helpers of the operators: create-or-reuse by unique name, delete that verifies what it did,
-the deadline of a wait (its own timeout or what is left of the task's ``execution_timeout``).
+Named resources (connectors, workflows): create-or-reuse by unique name, and a delete that verifies
+what it did.
 
 Imported only when a task runs (it imports the hook's exceptions and models).
 """
@@ -8,12 +8,11 @@ Imported only when a task runs (it imports the hook's exceptions and models).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 from typing import Any, Generic, Protocol, TypeVar
 
+from airflow_provider_workflowsvc._tasks.base import invalid_input_fails
 from airflow_provider_workflowsvc.exceptions import (  # re-exported: raised here
     ExistingResourceError,
     WorkflowServiceConflictError,
@@ -22,17 +21,6 @@ from airflow_provider_workflowsvc.exceptions import (  # re-exported: raised her
     WorkflowServiceResponseError,
     WorkflowServiceServerError,
 )
-from airflow_provider_workflowsvc.operators._base import invalid_input_fails
-
-__all__ = [
-    "ExistingResourceError",
-    "Named",
-    "UniqueName",
-    "delete_resource",
-    "only_one_named",
-    "timeout_failure",
-    "wait_deadline",
-]
 
 AMBIGUOUS_CREATE_ERRORS = (
     WorkflowServiceServerError,
@@ -143,7 +131,7 @@ def difference_lines(differences: Sequence[Difference], between: str, prefix: st
     One indented line per difference: ``setting: <prefix>current<between>wanted`` (the credentials of
     any URL in a value shown as ``***``).
     """
-    from airflow_provider_workflowsvc.operators._secrets import without_url_secrets
+    from airflow_provider_workflowsvc._tasks.secrets import without_url_secrets
 
     return "".join(
         f"\n  {setting}: {prefix}{without_url_secrets(current)!r}{between}{without_url_secrets(wanted)!r}"
@@ -324,53 +312,3 @@ class UniqueName(Generic[R]):
             existing.id,
         )
         return str(existing.id)
-
-
-# --------------------------------------------------------------------------------------------------
-# The deadline of a wait: the task's own timeout, or what is left of Airflow's execution_timeout
-
-
-def wait_deadline(context: Any, started: float, timeout: float, execution_timeout: timedelta | None) -> float:
-    """
-    Return when a wait must end (epoch seconds): the earlier of ``started + timeout`` and the end of
-    ``execution_timeout`` counted from the try's start (the task instance's ``start_date``, which
-    Airflow keeps across deferrals; ``started`` when it is unknown).
-
-    Airflow applies ``execution_timeout`` to ``execute()`` only, not to the time a task spends deferred;
-    the wait carries it instead, so the task's run is bounded the same way in both modes.
-    """
-    own = started + timeout
-    if not execution_timeout:
-        return own
-    return min(own, (try_started(context) or started) + execution_timeout.total_seconds())
-
-
-def try_started(context: Any) -> float | None:
-    """Epoch seconds the running try started (``ti.start_date``; a naive date is UTC), else None."""
-    ti = context.get("ti") if hasattr(context, "get") else None
-    start = getattr(ti, "start_date", None)
-    if not isinstance(start, datetime):
-        return None
-    return (start if start.tzinfo else start.replace(tzinfo=timezone.utc)).timestamp()
-
-
-EXECUTION_TIMEOUT_SLACK = 1.0
-"""Seconds before the end of ``execution_timeout`` a timed-out wait is taken to have been ended by it."""
-
-
-def timeout_failure(context: Any, error: BaseException, execution_timeout: timedelta | None) -> BaseException:
-    """
-    Return the failure of a timed-out wait: Airflow's task timeout when the task's ``execution_timeout`` ended
-    it (as the worker fails a task it runs too long), else ``error`` (the wait's own ``timeout``).
-    """
-    from airflow_provider_workflowsvc._compat import AirflowTaskTimeout
-
-    started = try_started(context)
-    if not execution_timeout or started is None:
-        return error
-    seconds = execution_timeout.total_seconds()
-    if time.time() < started + seconds - EXECUTION_TIMEOUT_SLACK:
-        return error
-    timeout = AirflowTaskTimeout(f"execution_timeout ({seconds:g} s) reached while waiting: {error}")
-    timeout.__cause__ = error
-    return timeout

@@ -1,17 +1,15 @@
 """
-An on-demand task's work: its files split into jobs within the service's limits, launched paced,
-remembered across tries, and summed up per document.
+An on-demand task's launches: its documents split into jobs within the service's limits, launched
+paced, and the launch book that remembers them across tries.
 
 * :func:`split` and :func:`oversized` apply the documented limits (files per job, bytes per file)
   before anything is uploaded;
 * :class:`Pacer` keeps launches at least the launch interval apart, on a clock tests can drive;
 * :class:`LaunchBook` remembers, in the task state store (Airflow 3.3+), which jobs launched which
-  documents and the launch in flight (its pending record is the run's one, :mod:`._submit`), so a
+  documents and the launch in flight (it is the run journal :func:`.submit.submit` keeps), so a
   retry launches only the documents that were not processed (:func:`redo`);
-* :func:`launch` sends each batch through :func:`._submit.submit`: the one rule of what a failed
-  request proves;
-* :func:`summarize` and :func:`failure` turn the jobs' outcomes into one summary per document and
-  the task's verdict.
+* :func:`launch` sends each batch through :func:`.submit.submit`: the one rule of what a failed
+  request proves.
 
 Imported when a task runs, never at DAG-parse time.
 """
@@ -25,37 +23,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from airflow_provider_workflowsvc._compat import AirflowFailException
 from airflow_provider_workflowsvc._marker import run_marker, unmarked
+from airflow_provider_workflowsvc._tasks.evidence import base_name
+from airflow_provider_workflowsvc._tasks.submit import Sending, StoredRunJournal, job_of_earlier_try, submit
 from airflow_provider_workflowsvc.exceptions import (
     AmbiguousRunError,
-    InvalidJobEventError,
-    UnprocessedDocumentsError,
-    UnprocessedDocumentsNoRetryError,
     WorkflowServiceNotFoundError,
 )
 from airflow_provider_workflowsvc.models import JobStatus
-from airflow_provider_workflowsvc.operators._submit import (
-    Sending,
-    StoredRunJournal,
-    job_of_earlier_try,
-    may_retry_refused,
-    submit,
-)
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
-    from airflow_provider_workflowsvc.operators._files import OutputFolder
-    from airflow_provider_workflowsvc.wait.outcome import JobOutcome
 
 Log = logging.Logger | Any
 
-MAX_FILES_PER_JOB = 10
-"""Files per on-demand job (the service's documented limit)."""
-MAX_FILE_BYTES = 10_000_000
-"""Bytes per file of an on-demand job: the docs' "10 MB", read as decimal megabytes (the stricter)."""
-LAUNCH_INTERVAL = 1.0
-"""Seconds between two launches (the docs: "at least one second", else a rate limit error)."""
 BOOK_KEY = "workflowsvc_on_demand"
 """Task state key of the launch book (like ``external_id_key``: never rename it)."""
 SHOWN = 5
@@ -137,11 +118,6 @@ def split(docs: Sequence[Document], max_files: int) -> list[list[Document]]:
         batch.append(doc)
         held.add(key)
     return [batch for batch, _ in batches]
-
-
-def base_name(name: str) -> str:
-    """Return the last part of a name the service is sent (``2024/report.txt`` → ``report.txt``)."""
-    return name.rsplit("/", 1)[-1]
 
 
 class Pacer:
@@ -306,29 +282,10 @@ class _Memory:
         self.values.pop(key, None)
 
 
-class _PendingField:
+class LaunchBook(StoredRunJournal):
     """
-    The book's ``pending`` field seen as a store of one key: the pending launch's record, written with
-    the sources of the documents it sends (``sending``, in the order of its names).
-    """
-
-    def __init__(self, book: LaunchBook) -> None:
-        self._book = book
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self._book.value().get("pending", default)
-
-    def set(self, key: str, value: Any) -> None:
-        sending = list(self._book.sending) or self._book.value().get("sending")  # kept when marked failed
-        self._book.write(pending=value, sending=sending)
-
-    def delete(self, key: str) -> None:
-        self._book.write(pending=None, sending=None)
-
-
-class LaunchBook:
-    """
-    The jobs this task launched (each with its documents) and the launch in flight, across tries.
+    The jobs this task launched (each with its documents) and the launch in flight, across tries:
+    the run journal :func:`.submit.submit` keeps, its record in the book's ``pending`` field.
 
     One task state key (``workflowsvc_on_demand``) holds both, so recording a launched job and
     removing its pending record is one write: no try can find a launch both pending and recorded.
@@ -336,21 +293,29 @@ class LaunchBook:
     """
 
     def __init__(self, store: Any | None, log: Log) -> None:
+        super().__init__(store if store is not None else _Memory(), BOOK_KEY, log=log)
         self.durable = store is not None
-        self._store = store if store is not None else _Memory()
-        self.log = log
-        self.journal = StoredRunJournal(_PendingField(self), BOOK_KEY, log=log)
-        """The pending-launch record, as :func:`._submit.submit` keeps it."""
-        self.sending: Sequence[str] = ()
+        self.sources: Sequence[str] = ()
         """The sources of the batch being launched (written with its pending record)."""
 
+    def record(self) -> Any:
+        """Return the pending launch's record: the book's ``pending`` field."""
+        return self.value().get("pending")
+
+    def write_record(self, value: dict[str, Any]) -> None:
+        sources = list(self.sources) or self.value().get("sending")  # kept when marked failed
+        self.write(pending=value, sending=sources)
+
+    def clear(self) -> None:
+        self.write(pending=None, sending=None)
+
     def value(self) -> dict[str, Any]:
-        value = self._store.get(BOOK_KEY)
+        value = self.store.get(BOOK_KEY)
         return dict(value) if isinstance(value, dict) else {}
 
     def write(self, **changes: Any) -> None:
         value = {**self.value(), **changes}
-        self._store.set(BOOK_KEY, {k: v for k, v in value.items() if v is not None})
+        self.store.set(BOOK_KEY, {k: v for k, v in value.items() if v is not None})
 
     def jobs(self) -> list[LaunchedJob]:
         """Return the jobs earlier launches recorded (an unreadable book is ignored, with a warning)."""
@@ -378,9 +343,27 @@ class LaunchBook:
     def forget(self) -> None:
         """Drop the book: the task succeeded, and a later clear launches every document anew."""
         try:
-            self._store.delete(BOOK_KEY)
+            self.store.delete(BOOK_KEY)
         except Exception as exc:
             self.log.warning("Could not remove %s from the task state store: %s", BOOK_KEY, exc)
+
+
+def resume(
+    hook: WorkflowServiceHook,
+    book: LaunchBook,
+    docs: Sequence[Document],
+    *,
+    grace: float,
+    fail_on_failed_files: bool,
+) -> list[LaunchedJob]:
+    """
+    Settle what earlier tries left in ``book`` (the launch sent and never recorded: :func:`adopt_pending`;
+    an older version's book: :func:`identify`); return the jobs still counted (:func:`redo`).
+    """
+    adopt_pending(hook, book, grace, book.log)
+    identify(book, docs, book.log)
+    kept, _ = redo(hook, book, fail_on_failed_files, book.log)
+    return kept
 
 
 def adopt_pending(hook: WorkflowServiceHook, book: LaunchBook, grace: float, log: Log) -> None:
@@ -388,16 +371,16 @@ def adopt_pending(hook: WorkflowServiceHook, book: LaunchBook, grace: float, log
     Resolve the launch an earlier try sent and never recorded: its job, proven, is recorded with its
     documents; unproven, the task fails closed (:class:`AmbiguousRunError`, as a run's does).
     """
-    earlier = book.journal.pending(None)
+    earlier = book.pending(None)
     if earlier is None:
         return
     try:
         job = job_of_earlier_try(hook, earlier, grace, log, pause)
     except Exception:
-        book.journal.failed_closed()
+        book.failed_closed()
         raise
     if job is None:
-        book.journal.clear()
+        book.clear()
         return
     names = tuple(unmarked(name, earlier.marker) for name in earlier.files or ())
     book.launched(
@@ -532,17 +515,17 @@ def launch(
     done, pacer = Launches(), Pacer(interval)
     for index, batch in enumerate(batches):
         pacer.wait(log)
-        book.sending = [doc.source for doc in batch]
+        book.sources = [doc.source for doc in batch]
         try:
             job = submit(
                 hook,
-                Sending(None, send),
+                Sending.launch(send),
                 [(doc.path, doc.name) for doc in batch],
                 log,
                 attempts=attempts,
                 grace=grace,
                 sleep=pause,
-                journal=book.journal,
+                journal=book,
                 mark=mark,
             )
         except Exception as exc:
@@ -566,297 +549,3 @@ def launch(
             on_launch(job.id)
         log.info("Launched job %s (%d of %d) for %d file(s)", job.id, index + 1, len(batches), len(batch))
     return done
-
-
-# --------------------------------------------------------------------------------------------------
-# What the task hands over a deferral
-
-
-@dataclass
-class Plan:
-    """What the wait is for: the jobs and their documents, and what was not launched (and why)."""
-
-    jobs: list[LaunchedJob]
-    unlaunched: list[tuple[str, str]] = field(default_factory=list)
-    """The ``(source, name)`` of each document not launched."""
-    skipped: list[tuple[str, str, str]] = field(default_factory=list)
-    """Documents left out before launching (over the size limit): ``(source, name, why)`` each."""
-    refusal: str | None = None
-    """Why the launches stopped (the error's words), when they did."""
-    final: bool = False
-    """Whether a retry cannot help (then the task fails without retries)."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "jobs": [job.to_json() for job in self.jobs],
-            "unlaunched": [list(item) for item in self.unlaunched],
-            "skipped": [list(item) for item in self.skipped],
-            "refusal": self.refusal,
-            "final": self.final,
-        }
-
-    @classmethod
-    def from_json(cls, value: Any) -> Plan:
-        """Read the plan a deferral carried; anything unexpected fails the task (closed)."""
-        try:
-            return cls(
-                jobs=[LaunchedJob.from_json(item) for item in value["jobs"]],
-                unlaunched=[_named(item) for item in value["unlaunched"]],
-                skipped=[(*_named(item[:-1]), str(item[-1])) for item in value["skipped"]],
-                refusal=None if value["refusal"] is None else str(value["refusal"]),
-                final=value["final"] is True,
-            )
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
-            raise InvalidJobEventError(f"the deferred task's plan cannot be read: {exc}") from None
-
-
-def _named(item: Any) -> tuple[str, str]:
-    """Return a planned document's ``(source, name)``; a deferral of an older version carried names only."""
-    if isinstance(item, str):
-        return item, item
-    source, name = item if len(item) == 2 else (item[0], item[0])
-    return str(source), str(name)
-
-
-# --------------------------------------------------------------------------------------------------
-# The summary and the verdict
-
-
-def outcomes_of(plan: Plan, outcomes: Sequence[JobOutcome]) -> dict[str, JobOutcome]:
-    """Each planned job's outcome; a job the wait did not report fails the task (closed)."""
-    by_job = {outcome.job_id: outcome for outcome in outcomes if outcome.job_id}
-    missing = [job.job_id for job in plan.jobs if job.job_id not in by_job]
-    if missing:
-        raise InvalidJobEventError(f"the wait reported no outcome for job(s) {', '.join(missing)}")
-    return {job.job_id: by_job[job.job_id] for job in plan.jobs}
-
-
-def log_summary(summary: Mapping[str, Any], log: Log) -> None:
-    """Log one line per job, then the counts (every document's outcome is in the summary)."""
-    for job in summary["jobs"]:
-        log.info(
-            "Job %s: %s (job status %s), %d document(s), %d failed file(s), %d output file(s)",
-            job["job_id"],
-            job["outcome"],
-            job["status"],
-            len(job["documents"]),
-            len(job["failed_files"]),
-            len(job["output_files"]),
-        )
-    log.info(
-        "%d of %d document(s) processed (%s)",
-        summary["completed_count"],
-        summary["document_count"],
-        summary["outcome"],
-    )
-
-
-def summarize(
-    plan: Plan,
-    outcomes: Mapping[str, JobOutcome],
-    outputs: Mapping[str, list[str]],
-    links: Mapping[str, str],
-    *,
-    fail_on_failed_files: bool,
-) -> dict[str, Any]:
-    """
-    Return the task's summary: per document (its name, its ``source``) its job, status, error and
-    downloaded output files (``outputs``: by source); per job its status, documents, link and output
-    files (the service's ids); and the counts.
-
-    A document's ``status``: ``completed``; ``failed`` (a failed file of a completed job);
-    ``unknown`` (the service named a failed file that can be several of the job's documents);
-    ``job_failed``, ``stopped``, ``timeout`` or ``error`` as its job ended; ``not_launched`` (the
-    launches stopped before it) or ``skipped`` (over the size limit).
-    """
-    docs: list[dict[str, Any]] = []
-    jobs: list[dict[str, Any]] = []
-    for job in plan.jobs:
-        outcome = outcomes[job.job_id]
-        said = _failures(job, outcome)
-        for source, name in job.own():
-            status, error = _document_status(outcome, said.get(source))
-            docs.append(_document(source, name, job.job_id, status, error, outputs.get(source, [])))
-        jobs.append(
-            {
-                "job_id": job.job_id,
-                "status": outcome.job_status,
-                "outcome": outcome.status,
-                "message": outcome.message,
-                "documents": [name for _, name in job.own()],
-                "job_url": links.get(job.job_id, ""),
-                "failed_files": [f.model_dump() for f in outcome.failed_files],
-                "output_files": [f.model_dump() for f in outcome.output_files],
-                "elapsed_seconds": None if outcome.elapsed is None else round(outcome.elapsed, 1),
-                "job_seconds": None if outcome.job_seconds is None else round(outcome.job_seconds, 1),
-            }
-        )
-    docs += [_document(*doc, None, "not_launched", plan.refusal, []) for doc in plan.unlaunched]
-    docs += [_document(source, name, None, "skipped", why, []) for source, name, why in plan.skipped]
-    failing = [d for d in docs if not passes(d["status"], fail_on_failed_files)]
-    completed = sum(d["status"] == "completed" for d in docs)
-    return {
-        "outcome": "failed" if failing else "success",
-        "document_count": len(docs),
-        "completed_count": completed,
-        "unprocessed_count": len(docs) - completed,
-        "documents": docs,
-        "jobs": jobs,
-    }
-
-
-def passes(status: str, fail_on_failed_files: bool) -> bool:
-    """
-    Whether a document's status lets the task succeed: ``completed``; also a file the service failed
-    (or may have: ``unknown``) or one left out over the size limit, unless failed files fail the task.
-    """
-    return status == "completed" or (status in FAILED_FILE and not fail_on_failed_files)
-
-
-FAILED_FILE = ("failed", "unknown", "skipped")
-"""The statuses of a document its completed job did not (or may not have) processed, or never sent."""
-
-
-def _failures(job: LaunchedJob, outcome: JobOutcome) -> dict[str, tuple[str, str]]:
-    """
-    Return what the completed job's failed files say of each of its documents (by source): ``failed`` with
-    the service's error, or ``unknown`` when the name given can be several of them.
-    """
-    said: dict[str, tuple[str, str]] = {}
-    for failed in outcome.failed_files:  # the wait took the marker out
-        meant = job.meant(failed.document)
-        for source in meant:
-            if len(meant) == 1:
-                said[source] = ("failed", failed.error or "the service gave no error")
-            else:
-                said.setdefault(
-                    source, ("unknown", f"the service names {failed.document!r} failed, {_several}")
-                )
-    return said
-
-
-_several = (
-    "which is the name of several documents of the job: whether this one was processed cannot be told, "
-    "and it is not launched again"
-)
-
-
-def _document_status(outcome: JobOutcome, said: tuple[str, str] | None) -> tuple[str, str | None]:
-    if outcome.status == "success":
-        return said or ("completed", None)
-    status = "job_failed" if outcome.status == "failed" else outcome.status
-    return status, outcome.message or f"job {outcome.job_id} ended {outcome.job_status or 'unknown'}"
-
-
-def _document(
-    source: str, name: str, job_id: str | None, status: str, error: str | None, files: list[str]
-) -> dict[str, Any]:
-    return {
-        "document": name,
-        "source": source,
-        "job_id": job_id,
-        "status": status,
-        "error": error,
-        "output_files": files,
-    }
-
-
-def failure(
-    summary: Mapping[str, Any], plan: Plan, *, durable: bool, fail_on_failed_files: bool
-) -> Exception | None:
-    """
-    Return the task's failure for its summary (None: it succeeds): the documents not processed, each
-    with why (a name several inputs share, with its source), and what a retry does. Without retries
-    when a retry cannot help (the refusal says so, or only documents the service's answer cannot tell
-    apart are left: those are never launched again) or when nothing remembers what was processed (no
-    task state store: a retry would launch every document again).
-    """
-    bad = [d for d in summary["documents"] if not passes(d["status"], fail_on_failed_files)]
-    if not bad:
-        return None
-    named = [d["document"] for d in summary["documents"]]
-    shared = {name for name in named if named.count(name) > 1}
-    lines = []
-    for status in dict.fromkeys(d["status"] for d in bad):
-        group = [d for d in bad if d["status"] == status]
-        names = ", ".join(
-            d["document"]
-            + (f" from {d['source']}" if d["document"] in shared else "")
-            + (f" ({d['error']})" if d["error"] and status == "failed" else "")
-            for d in group[:SHOWN]
-        )
-        more = f" and {len(group) - SHOWN} more" if len(group) > SHOWN else ""
-        why = f": {group[0]['error']}" if status != "failed" and group[0]["error"] else ""
-        lines.append(f"  - {len(group)} {status.replace('_', ' ')}{why}: {names}{more}")
-    total = summary["document_count"]
-    text = f"{len(bad)} of {total} document(s) were not processed:\n" + "\n".join(lines)
-    final = plan.final or all(d["status"] == "unknown" for d in bad)
-    if final or not durable:
-        why_not = (
-            "retrying cannot help"
-            if final
-            else "this Airflow keeps no task state (before 3.3, or durable=False), so a retry would launch "
-            "every document again"
-        )
-        return UnprocessedDocumentsNoRetryError(
-            f"{text}\nThe task is not retried ({why_not}); every document's outcome is in the summary "
-            "(XCom return_value). Run the documents not processed in a task of their own.",
-            dict(summary),
-        )
-    return UnprocessedDocumentsError(
-        f"{text}\nA retry launches only these (the documents processed, or still processing, are never "
-        "launched again); every document's outcome is in the summary (XCom return_value).",
-        dict(summary),
-    )
-
-
-def refusal_is_final(exc: BaseException) -> bool:
-    """Whether a stopped launch cannot be cured by a retry (a used-up quota, a refused request, ...)."""
-    return isinstance(exc, AirflowFailException) or not may_retry_refused(exc)
-
-
-def job_links(ui_url: str | None, job_ids: Iterable[str]) -> dict[str, str]:
-    """Each job's link in the service's web interface ("" without the ``ui_url`` extra)."""
-    from airflow_provider_workflowsvc.operators._base import job_url
-
-    return {job_id: job_url(ui_url, job_id) for job_id in job_ids}
-
-
-def download(
-    hook: WorkflowServiceHook,
-    plan: Plan,
-    outcomes: Mapping[str, JobOutcome],
-    folder: OutputFolder,
-    log: Log,
-) -> dict[str, list[str]]:
-    """
-    Download every output of the completed jobs into ``folder`` (a local directory, or a folder of
-    object storage; one naming rule for all: :class:`._files.OutputNames`); return each document's
-    files (paths or URIs), by its source: the one document of the job the name the output gives means
-    (an output whose name means none, or several, is kept but credited to none).
-    """
-    from airflow_provider_workflowsvc.operators._files import OutputNames, download_output
-
-    completed = [job for job in plan.jobs if outcomes[job.job_id].status == "success"]
-    wanted = [(job, o.file_id, o.node_id) for job in completed for o in outcomes[job.job_id].output_files]
-    found: dict[str, list[str]] = {}
-    if not wanted:
-        return found
-    folder.create()
-    names = OutputNames([(file_id, node_id) for _, file_id, node_id in wanted], folder.room())
-    for job, file_id, node_id in wanted:
-        path, document = download_output(hook, job.job_id, file_id, node_id, folder, names, job.marker)
-        owners = [] if document is None else job.meant(document)
-        if len(owners) != 1:
-            log.warning(
-                "Job %s: output %s names %s of the job (%r); kept at %s",
-                job.job_id,
-                file_id,
-                "several documents" if owners else "no document",
-                document,
-                path,
-            )
-            continue
-        found.setdefault(owners[0], []).append(path)
-    log.info("Downloaded %d output file(s) into %s", len(wanted), folder)
-    return found

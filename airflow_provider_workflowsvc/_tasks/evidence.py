@@ -1,41 +1,6 @@
 """
-Run a workflow (or launch an on-demand job) once; report only a job this task can prove it created.
-
-The hook never retries the run POST (or the launch) once it may have reached the server. What the
-answer proves decides what happens next (:func:`what_it_proves`):
-
-* a job in a 2xx answer: the run's job;
-* a refusal (429, 503, any other 4xx, a request never sent, an error before sending, an input that
-  failed to read while the body was sent, so the body never reached its declared length): no job was
-  created; the run is sent again after the pause (429, 503 and unsent only, at most ``attempts`` times);
-* anything else (a read timeout, a connection dropped after the body was sent, 500, 502, 504, any
-  2xx that cannot be read or does not name its job): a job may exist. The run is never sent again:
-  the workflow's active jobs are read for a grace period (a delayed request may still be processed)
-  and this run's job adopted when proven; otherwise the task fails with :class:`AmbiguousRunError`.
-
-Each file is uploaded under its own name (the default): then nothing in a job record shows which
-run created it (another run of the same files looks the same), and every lost answer fails closed,
-naming the jobs that appeared meanwhile. With ``mark_uploads=True`` each name carries a marker unique
-to the request (``report.txt`` → ``report__wfsvc-<16 hex>.txt``, :mod:`_marker`), which the service
-keeps in everything it writes: a job is this run's only when its record lists a name carrying that
-marker (``input_file_ids``, platform dialect), which no other client's run can produce. Where the
-records list no file names (spec dialect) or the run sends no files, nothing proves which run created
-a job either.
-
-What is read is bounded by the jobs still active (the ``status`` filter): a job of this run is
-scheduled or in progress when it is first looked for; the ended jobs (the workflow's history) are
-read once, at the end of the grace period, only when the active ones did not show it. Where the
-listing leaves the file names out, the record of each active job made since the run was sent is read
-once (those made closest to it first, until one carries the marker), of the others ``PROOF_READS``:
-the reads grow with the runs sent at the same time (nothing but a record tells their jobs apart), never
-with the workflow's history. An on-demand
-job has no workflow to look in before its answer names one: its launch is looked for among all the
-account's jobs, in the same two steps (:class:`Sending`).
-
-With a :class:`RunJournal` (durable execution: the task state store) a pending-run record (with the
-marker) is written just before each run request leaves and removed whenever no run happened; a
-worker that dies after sending leaves it behind, and the retry looks for the job carrying that
-marker instead of running again. A record expires after ``PENDING_RUN_TTL`` seconds.
+What a failed run (or launch) request proves, and the search for the job it may have created: the
+rules :mod:`.submit` follows (:func:`what_it_proves`, :func:`own_job`, :func:`await_own_job`).
 """
 
 from __future__ import annotations
@@ -44,11 +9,10 @@ import enum
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc.exceptions import (
     AmbiguousRunError,  # re-exported: raised here
     InputReadError,
@@ -61,7 +25,6 @@ from airflow_provider_workflowsvc.exceptions import (
 from airflow_provider_workflowsvc.models import ACTIVE_JOB_STATUSES, JobStatus
 
 if TYPE_CHECKING:
-    from airflow_provider_workflowsvc.hooks._calls import LocalFile
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
     from airflow_provider_workflowsvc.models import Job
 
@@ -70,15 +33,12 @@ Log = logging.Logger | Any
 CLOCK_ALLOWANCE = 5.0
 """Seconds allowed for the service's clock between its readings (``created_at`` to the second, a
 job written a moment after the newest one listed) when placing a job in the send window."""
-RUN_GRACE = 30.0
-"""Seconds the active jobs are re-read after an ambiguous run failure: the service may process a
-request it received late (after the client gave up waiting)."""
 PENDING_RUN_TTL = 6 * 3600.0
 """Seconds after which a pending-run record no longer stops a new run (a stale record never blocks a
 task for ever)."""
 GRACE_PAUSES = (0.5, 1.0, 2.0, 4.0)
 """Pauses between job listings while looking for a run's job (the last one repeats)."""
-_now = time.time
+now = time.time
 """This worker's clock (tests replace the module's ``time.sleep``, never the clock)."""
 REFUSED_STATUS = frozenset({429, 503})
 """Answers that prove the service did not process the request and ask to be tried again."""
@@ -144,35 +104,8 @@ def may_retry_refused(exc: BaseException) -> bool:
     return isinstance(exc, WorkflowServiceApiError) and exc.status_code in REFUSED_STATUS
 
 
-def _backoff(exc: BaseException, attempt: int, base: float) -> float:
-    """
-    Return the pause before sending a refused run again: the server's ``Retry-After`` (429, 503), else
-    exponential; at most 60 s.
-    """
-    retry_after = getattr(exc, "retry_after", None)
-    if retry_after is not None:
-        return min(float(retry_after), 60.0)
-    return min(base * 2 ** (attempt - 1), 60.0)
-
-
 # --------------------------------------------------------------------------------------------------
 # The evidence
-
-
-@dataclass(frozen=True)
-class Sending:
-    """
-    What is sent: a workflow's run, or (``workflow_id`` None) an on-demand job's launch, whose job is
-    then looked for among all the account's jobs; ``send`` sends it with the files as named.
-    """
-
-    workflow_id: str | None
-    send: Callable[[WorkflowServiceHook, list[tuple[str, str]] | None], Job | None]
-
-    @classmethod
-    def run(cls, workflow_id: str) -> Sending:
-        """Return the sending of a run of ``workflow_id``."""
-        return cls(workflow_id, lambda hook, files: hook.run_workflow(workflow_id, files=files))
 
 
 @dataclass(frozen=True)
@@ -200,21 +133,24 @@ class SentRun:
     """The task state key of its pending record (the messages say how to send it again)."""
 
     @property
+    def is_launch(self) -> bool:
+        """An on-demand job's launch: its job belongs to no workflow, and is looked for among all jobs."""
+        return self.workflow_id is None
+
+    @property
     def what(self) -> str:
         """This request in words: ``run of workflow …`` or ``launch of an on-demand job``."""
-        if self.workflow_id is None:
-            return "launch of an on-demand job"
-        return f"run of workflow {self.workflow_id}"
+        return "launch of an on-demand job" if self.is_launch else f"run of workflow {self.workflow_id}"
 
     @property
     def request(self) -> str:
         """The request in words: ``run request`` or ``launch request``."""
-        return "launch request" if self.workflow_id is None else "run request"
+        return "launch request" if self.is_launch else "run request"
 
     @property
     def where(self) -> str:
         """Where its job is looked for: the workflow's jobs, or (a launch) all the account's jobs."""
-        return "the account's jobs" if self.workflow_id is None else "the workflow's jobs"
+        return "the account's jobs" if self.is_launch else "the workflow's jobs"
 
     def carried_by(self, job: Job) -> bool | None:
         """
@@ -226,13 +162,18 @@ class SentRun:
             return None
         if self.marker is not None:
             return any(self.marker in name for name in job.input_file_ids)
-        listed = {name.rsplit("/", 1)[-1] for name in job.input_file_ids}
-        return None if listed & {name.rsplit("/", 1)[-1] for name in self.files} else False
+        listed = {base_name(name) for name in job.input_file_ids}
+        return None if listed & {base_name(name) for name in self.files} else False
 
     def lists_these_files(self, job: Job) -> bool:
         """Tell whether the job's record lists exactly the names sent (a hint for a person, never proof)."""
         names = job.input_file_ids
         return bool(self.files) and names is not None and sorted(names) == sorted(self.files or ())
+
+
+def base_name(name: str) -> str:
+    """Return a sent name without its folders (what a service that keeps only base names shows)."""
+    return name.rsplit("/", 1)[-1]
 
 
 def _created(job: Job, log: Log | None = None) -> datetime | None:
@@ -295,7 +236,7 @@ def _ambiguous(run: SentRun, jobs: Sequence[Job], reason: str) -> AmbiguousRunEr
 
 
 def _how_to_send_again(run: SentRun) -> str:
-    again = "run the workflow" if run.workflow_id is not None else "launch those files"
+    again = "launch those files" if run.is_launch else "run the workflow"
     record = (
         f"(the pending record, task state key '{run.record_key}', expires {PENDING_RUN_TTL / 3600:g} h "
         "after it was written)"
@@ -303,7 +244,7 @@ def _how_to_send_again(run: SentRun) -> str:
     if run.marker is None:
         follow = (
             " A job of this run you find can be followed with WorkflowJobSensor(job_id=...)."
-            if run.workflow_id is not None
+            if not run.is_launch
             else ""
         )
         return (
@@ -316,12 +257,12 @@ def _how_to_send_again(run: SentRun) -> str:
     )
 
 
-def _unfound(run: SentRun, looked: float, why: str, ended_read: bool) -> AmbiguousRunError:
+def unfound(run: SentRun, looked: float, why: str, ended_read: bool) -> AmbiguousRunError:
     where = run.where if ended_read else f"{run.where[:-4]}active jobs (the ended ones could not be read)"
     return AmbiguousRunError(
         f"{why}, and no job of this task's {run.what} appeared in {where} within {looked:.0f} s. Not "
         f"finding it does not prove the request was not processed, so it is not sent again. What to do: "
-        f"look in the service for a job{'' if run.workflow_id is None else ' of this workflow'} "
+        f"look in the service for a job{'' if run.is_launch else ' of this workflow'} "
         f"{_listing(run)}; {_how_to_send_again(run)}"
     )
 
@@ -349,7 +290,7 @@ def await_own_job(
     sleep shortens the wait).
     """
     waited, pauses = 0.0, list(GRACE_PAUSES)
-    budget = max(until - _now(), 0.0)
+    budget = max(until - now(), 0.0)
     search = _Search(hook, run, log)
     while True:
         job = own_job(search.listed(ACTIVE), run)
@@ -407,7 +348,7 @@ class _Search:
         """Take a listing just answered as a reading of the service's clock (its newest job is older)."""
         times = [t for t in (_created(job, self.log) for job in listed) if t is not None]
         if times:
-            ahead = max(times).timestamp() - _now()
+            ahead = max(times).timestamp() - now()
             self.ahead = ahead if self.ahead is None else max(self.ahead, ahead)
 
     def candidates(self, listed: Sequence[Job]) -> list[Job]:
@@ -443,7 +384,7 @@ class _Search:
         created = _created(job)
         if self.ahead is None or created is None:
             return True
-        return created.timestamp() >= self.ahead + min(self.run.sent_at, _now()) - CLOCK_ALLOWANCE
+        return created.timestamp() >= self.ahead + min(self.run.sent_at, now()) - CLOCK_ALLOWANCE
 
     def _closest_to_making(self, jobs: list[Job]) -> list[Job]:
         """
@@ -463,293 +404,5 @@ class _Search:
         return sorted(jobs, key=distance)
 
 
-# --------------------------------------------------------------------------------------------------
-# The pending-run record
-
-
-class RunJournal(Protocol):
-    """Where a run being sent is recorded across task tries (the task state store)."""
-
-    def pending(self, workflow_id: str | None) -> SentRun | None:
-        """Return the run of ``workflow_id`` (None: a launch) an earlier try sent and never resolved."""
-
-    def sending(self, run: SentRun) -> None:
-        """Record that ``run`` is about to be sent."""
-
-    def clear(self) -> None:
-        """Remove the record: no run is pending (none happened, or its job is known)."""
-
-    def failed_closed(self) -> None:
-        """Mark the record: a try failed with AmbiguousRunError on its run (the record stays)."""
-
-
-class StoredRunJournal:
-    """
-    A :class:`RunJournal` in the task state store, under ``key``.
-
-    ``known`` is the job id the store already holds for the task (a job an earlier try recorded): when
-    its record carries the pending run's marker, the pending run is that job, already recorded (the
-    try was stopped between the two writes): the record is stale. A record older than
-    ``PENDING_RUN_TTL``, or in a format this version does not write (no ``marker`` key), is ignored
-    (and removed).
-    """
-
-    def __init__(self, store: Any, key: str, known: str | None = None, log: Log | None = None) -> None:
-        self.store, self.key, self.known = store, key, known
-        self.log = log or logging.getLogger(__name__)
-
-    def pending(self, workflow_id: str | None) -> SentRun | None:
-        value = self.store.get(self.key)
-        if not isinstance(value, dict) or value.get("workflow_id") != workflow_id:
-            return None
-        try:
-            run = SentRun(
-                workflow_id=workflow_id,
-                sent_at=float(value["sent_at"]),
-                files=None if value.get("files") is None else tuple(str(f) for f in value["files"]),
-                marker=None if value["marker"] is None else str(value["marker"]),
-                recorded=None if self.known is None else str(self.known),
-                failed_closed=value.get("failed_closed") is True,
-                record_key=self.key,
-            )
-        except (KeyError, TypeError, ValueError):
-            self.log.warning("Ignoring a pending-run record this version cannot read: %r", value)
-            self.clear()
-            return None
-        age = _now() - run.sent_at
-        if age > PENDING_RUN_TTL:
-            self.log.warning(
-                "Ignoring the pending-run record of a run sent %.1f h ago (it expires after %g h)",
-                age / 3600,
-                PENDING_RUN_TTL / 3600,
-            )
-            self.clear()
-            return None
-        return run
-
-    def sending(self, run: SentRun) -> None:
-        files = None if run.files is None else list(run.files)
-        self.store.set(
-            self.key,
-            {"workflow_id": run.workflow_id, "sent_at": run.sent_at, "files": files, "marker": run.marker},
-        )
-
-    def failed_closed(self) -> None:
-        value = self.store.get(self.key)
-        if isinstance(value, dict):
-            self.store.set(self.key, {**value, "failed_closed": True})
-
-    def clear(self) -> None:
-        try:
-            self.store.delete(self.key)
-        except Exception as exc:
-            self.log.warning("Could not remove %s from the task state store: %s", self.key, exc)
-
-
-# --------------------------------------------------------------------------------------------------
-# Sending the run
-
-
-def named_files(files: Sequence[LocalFile] | None, marker: str | None) -> list[tuple[Any, str]] | None:
-    """
-    Return ``files`` as ``(source, name sent)``, each name carrying ``marker`` when one is given
-    (checked: each file exists and is readable; an object in storage stays one).
-    """
-    if files is None:
-        return None
-    from airflow_provider_workflowsvc._marker import with_marker
-    from airflow_provider_workflowsvc.hooks._calls import upload_files
-
-    uploads = upload_files(files)
-    if marker is None:
-        return [(upload.path, upload.filename) for upload in uploads]
-    return [(upload.path, with_marker(upload.filename, marker)) for upload in uploads]
-
-
-def submit(
-    hook: WorkflowServiceHook,
-    sending: Sending,
-    files: Sequence[LocalFile] | None,
-    log: Log,
-    *,
-    attempts: int = 3,
-    backoff: float = 2.0,
-    grace: float = RUN_GRACE,
-    sleep: Callable[[float], None] | None = None,
-    journal: RunJournal | None = None,
-    mark: bool = False,
-) -> Job:
-    """
-    Send a run (or a launch) once, with ``files`` or no body, and return the job it created.
-
-    With a ``journal``, the job of a request an earlier try sent (and never recorded) is looked for
-    first, and adopted with the same evidence, instead of sending it again.
-    """
-    sleep = sleep or time.sleep
-    try:
-        return _submit(hook, sending, files, log, attempts, backoff, grace, sleep, journal, mark)
-    except AmbiguousRunError:
-        if journal is not None:
-            journal.failed_closed()
-        metrics.run_failed_closed(sending.workflow_id, hook.workflowsvc_conn_id)
-        raise
-
-
-def _submit(
-    hook: WorkflowServiceHook,
-    sending: Sending,
-    files: Sequence[LocalFile] | None,
-    log: Log,
-    attempts: int,
-    backoff: float,
-    grace: float,
-    sleep: Callable[[float], None],
-    journal: RunJournal | None,
-    mark: bool,
-) -> Job:
-    from airflow_provider_workflowsvc._marker import new_marker
-
-    if journal is not None:
-        earlier = journal.pending(sending.workflow_id)
-        if earlier is not None:
-            job = job_of_earlier_try(hook, earlier, grace, log, sleep)
-            if job is not None:
-                return job
-            journal.clear()
-    what = f"{len(files)} file(s)" if files is not None else "no files"
-    for attempt in range(1, attempts + 1):
-        marker = new_marker() if files is not None and mark else None
-        sent = named_files(files, marker)
-        run = SentRun(
-            sending.workflow_id, _now(), None if sent is None else tuple(n for _, n in sent), marker
-        )
-        if journal is not None:
-            journal.sending(run)
-        log.info("Sending the %s with %s (attempt %d of %d)", run.what, what, attempt, attempts)
-        try:
-            job = sending.send(hook, sent)
-        except Exception as exc:
-            run = replace(run, answered_at=_now())
-            if what_it_proves(exc) is Proof.REFUSED:
-                if journal is not None:
-                    journal.clear()  # the service refused it, or it never left: nothing happened
-                if not may_retry_refused(exc) or attempt == attempts:
-                    raise
-                pause = _backoff(exc, attempt, backoff)
-                operation = "run_workflow" if sending.workflow_id is not None else "create_job"
-                asked = getattr(exc, "retry_after", None) is not None
-                metrics.retrying(operation, hook.workflowsvc_conn_id, metrics.retry_reason(exc), pause, asked)
-                log.warning(
-                    "The service did not take the %s (%s); sending it again in %.1f s", run.what, exc, pause
-                )
-                sleep(pause)
-                continue
-            log.warning(
-                "The %s failed (%s): it may or may not have created a job. Looking for its job for up to "
-                "%g s; it is not sent again",
-                run.what,
-                exc,
-                grace,
-            )
-            return _find_or_fail(hook, run, grace, log, sleep, f"the {run.what} failed ({exc})", exc)
-        if job is not None:
-            return job
-        log.info("The answer did not name its job; looking for it among %s", run.where)
-        return _find_or_fail(hook, run, grace, log, sleep, "the service accepted it but did not name its job")
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _find_or_fail(
-    hook: WorkflowServiceHook,
-    run: SentRun,
-    grace: float,
-    log: Log,
-    sleep: Callable[[float], None],
-    why: str,
-    cause: BaseException | None = None,
-) -> Job:
-    """Return the run's job, proven; AmbiguousRunError when it cannot be (the record stays)."""
-    found, ended_read = await_own_job(hook, run, _now() + grace, log, sleep)
-    if found is None:
-        raise _unfound(run, grace, why, ended_read) from cause
-    # only a marked request's job is ever found: an unmarked one fails closed above
-    return _adopt(
-        hook, run, found, log, "The %s created job %s; adopting it (its input files carry %s)", run.marker
-    )
-
-
-def _adopt(hook: WorkflowServiceHook, run: SentRun, job: Job, log: Log, message: str, *more: Any) -> Job:
-    """Take ``job``, proven ``run``'s, as the task's: logged (``message``: what, job, ``more``), counted."""
-    log.warning(message, run.what, job.id, *more)
-    metrics.run_adopted(run.workflow_id, hook.workflowsvc_conn_id)
-    return job
-
-
-def job_of_earlier_try(
-    hook: WorkflowServiceHook, earlier: SentRun, grace: float, log: Log, sleep: Callable[[float], None]
-) -> Job | None:
-    """
-    Return the job of the run an earlier try sent, when it can be proven; None when the record is
-    stale (that job is the one the store holds already); AmbiguousRunError otherwise.
-
-    The earlier request may still be in flight (or held by the service): its job is looked for until
-    the request would have timed out and the grace period after it has passed. A job the store
-    already holds that carries the record's marker means the record is stale (that try recorded its
-    job): then the workflow runs.
-    """
-    if earlier.failed_closed:
-        return _after_a_clear(hook, earlier, log, sleep)
-    log.info(
-        "An earlier try of this task sent a %s at %s and stopped before recording its job; looking for it",
-        earlier.what,
-        _utc(earlier.sent_at).isoformat(timespec="seconds"),
-    )
-    flight = float(getattr(hook.settings, "timeout", 60.0))
-    until = max(earlier.sent_at + flight + grace, _now())
-    found, ended_read = await_own_job(hook, earlier, until, log, sleep)
-    if found is None:
-        raise _unfound(
-            earlier,
-            until - earlier.sent_at,
-            f"an earlier try sent a {earlier.what} and stopped before recording its job",
-            ended_read,
-        )
-    if found.id == earlier.recorded:
-        log.info("The earlier try's request is job %s, already recorded: sending anew", found.id)
-        return None
-    return _adopt(
-        hook, earlier, found, log, "The earlier try's %s created job %s: adopting it (nothing sent again)"
-    )
-
-
-def _after_a_clear(
-    hook: WorkflowServiceHook, earlier: SentRun, log: Log, sleep: Callable[[float], None]
-) -> Job | None:
-    """
-    Return the job of a run an earlier try failed as ambiguous on, when it is now proven; None to run
-    the workflow: this try was started by a person clearing the task, which decides what nothing proved.
-    Only a marked run's job can be proven: an unmarked run's is not looked for again.
-    """
-    found = None
-    if earlier.marker is not None:
-        try:
-            found, _ = await_own_job(hook, earlier, _now(), log, sleep)
-        except AmbiguousRunError as exc:
-            log.warning("Still no proof of which job the earlier run created (%s)", exc)
-    if found is not None:
-        message = "The earlier try's %s created job %s after all: adopting it (nothing sent again)"
-        return _adopt(hook, earlier, found, log, message)
-    log.warning(
-        "An earlier try failed as ambiguous on its %s (sent at %s) and the task was cleared: %s, so it "
-        "is sent again",
-        earlier.what,
-        _utc(earlier.sent_at).isoformat(timespec="seconds"),
-        "no job carries that run's marker"
-        if earlier.marker
-        else "nothing can prove which job that run created (its files were sent unmarked)",
-    )
-    return None
-
-
-def _utc(epoch: float) -> datetime:
+def utc(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, tz=timezone.utc)

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_workflowsvc.operators._base import check_uuid, input_error, static_str
+from airflow_provider_workflowsvc._tasks.base import check_uuid, input_error, static_str
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
     from airflow_provider_workflowsvc.models import Workflow
 
-__all__ = ["check_input_fits", "check_run_target", "resolve_workflow"]
 
 NO_SOURCE_FIX = (
     "declare the workflow without source_id (CreateWorkflowOperator(source_id=None, if_exists='update') "
@@ -66,9 +65,9 @@ def _check_declared_source(workflow_id: Any, files: Any) -> None:
 
 def resolve_workflow(hook: WorkflowServiceHook, workflow_id: Any, workflow_name: Any) -> Workflow:
     """Return the workflow of that id, or the one workflow of that exact name (none or several fail)."""
+    from airflow_provider_workflowsvc._tasks.resources import only_one_named
     from airflow_provider_workflowsvc.exceptions import InvalidTaskInputError
     from airflow_provider_workflowsvc.hooks.workflowsvc import all_workflows
-    from airflow_provider_workflowsvc.operators._execution import only_one_named
 
     if workflow_name is None:
         return hook.get_workflow(str(workflow_id).strip())
@@ -115,3 +114,37 @@ def _connectors(hook: WorkflowServiceHook, workflow: Workflow) -> str:
         else:
             named.append(f"{source.name!r} ({source.type}, {source_id})")
     return ", ".join(named)
+
+
+def resolve_target(
+    hook: WorkflowServiceHook, workflow_id: Any, workflow_name: Any, with_files: bool, log: Any
+) -> str | None:
+    """
+    Return the id of the workflow meant (found by name, when named), checked to fit the run's input
+    before anything is uploaded; None when it is not read: a run without files by id is not delayed
+    by a read (the service's refusal of it is explained by :func:`explain_refusal`).
+    """
+    from airflow_provider_workflowsvc._tasks.base import invalid_input_fails
+
+    if workflow_name is None and not with_files:
+        return None
+    with invalid_input_fails():
+        workflow = resolve_workflow(hook, workflow_id, workflow_name)
+        if workflow_name is not None:
+            log.info("Workflow %r is %s", workflow.name, workflow.id)
+        check_input_fits(hook, workflow, with_files=with_files)
+    return str(workflow.id)
+
+
+def explain_refusal(hook: WorkflowServiceHook, workflow_id: str, refusal: Exception) -> None:
+    """After a refused run without files: a workflow without a source connector fails clearly."""
+    from airflow_provider_workflowsvc.exceptions import InvalidTaskInputError
+
+    try:
+        workflow = hook.get_workflow(workflow_id)
+    except Exception:
+        return  # the refusal itself is the clearest account left
+    try:
+        check_input_fits(hook, workflow, with_files=False)
+    except InvalidTaskInputError as exc:
+        raise exc from refusal

@@ -29,27 +29,6 @@ if TYPE_CHECKING:
 
     from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
 
-__all__ = [
-    "DEFAULT_CONN_ID",
-    "IF_EXISTS_CHOICES",
-    "XCOM_JOB_ID",
-    "WorkflowServiceBaseOperator",
-    "WorkflowServiceTaskMixin",
-    "check_choice",
-    "check_uuid",
-    "default_deferrable",
-    "input_error",
-    "interval_seconds",
-    "invalid_input_fails",
-    "is_deferred_value",
-    "job_id_of",
-    "job_url",
-    "min_poll_interval",
-    "one_of",
-    "positive_seconds",
-    "rendered",
-    "static_str",
-]
 
 IF_EXISTS_CHOICES = ("reuse", "update", "fail")
 
@@ -286,20 +265,20 @@ class WorkflowServiceTaskMixin:
 
     def _mask_uri_credentials(self) -> None:
         """Register the credentials of a URI in any templated field (refused at execute: too late to mask)."""
-        from airflow_provider_workflowsvc.operators._secrets import mask_uri_credentials
+        from airflow_provider_workflowsvc._tasks.secrets import mask_uri_credentials
 
         mask_uri_credentials([getattr(self, name, None) for name in getattr(self, "template_fields", ())])
 
     def _plain_secret_fields(self) -> None:
         """Turn models in secret fields into plain data, so templates inside them render too."""
-        from airflow_provider_workflowsvc.operators._secrets import plain_data
+        from airflow_provider_workflowsvc._tasks.secrets import plain_data
 
         for name in self.secret_fields:
             setattr(self, name, plain_data(getattr(self, name)))
 
     def mask_secret_fields(self) -> None:
         """Register every secret-looking value of the ``secret_fields`` with Airflow's secret masker."""
-        from airflow_provider_workflowsvc.operators._secrets import mask_secret_values
+        from airflow_provider_workflowsvc._tasks.secrets import mask_secret_values
 
         for name in self.secret_fields:
             mask_secret_values(getattr(self, name))

@@ -62,3 +62,30 @@ def refuse(job: Job, workflow_id: str) -> WorkflowAlreadyRunningError:
         "the workflow is not run beside it. A retry runs it once that job has ended; if_running='wait' "
         "waits for that job instead"
     )
+
+
+def job_to_wait_for(
+    hook: WorkflowServiceHook, workflow_id: str, if_running: str, log: logging.Logger | Any
+) -> Job | None:
+    """
+    Apply ``if_running`` (``wait`` or ``fail``): the workflow's running job to wait for instead of
+    running it; its refusal (``fail``); None when no job of the workflow is running.
+    """
+    from airflow_provider_workflowsvc import metrics
+
+    job = running_job(hook, workflow_id, log)
+    if job is None:
+        log.info("No job of workflow %s is running (if_running=%r): running it", workflow_id, if_running)
+        return None
+    metrics.found_running(workflow_id, hook.workflowsvc_conn_id, if_running)
+    if if_running == "fail":
+        raise refuse(job, workflow_id)
+    log.warning(
+        "Job %s of workflow %s is already %s: waiting for it instead of running the workflow "
+        "(if_running='wait'). This task did NOT start it: its summary says started_by_task=False, and "
+        "this task never cancels it",
+        job.id,
+        workflow_id,
+        job.raw_status or job.status.value,
+    )
+    return job

@@ -1,0 +1,170 @@
+"""The lifecycle both job operators share around their jobs (a workflow's run, on-demand jobs)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from airflow_provider_workflowsvc._compat import HAS_DURABLE_EXECUTION
+from airflow_provider_workflowsvc._tasks.base import (
+    WorkflowServiceBaseOperator,
+    input_error,
+    interval_seconds,
+    positive_seconds,
+)
+
+if TYPE_CHECKING:
+    from datetime import timedelta
+
+    from airflow.sdk import Context
+
+
+JOB_SETTINGS = (
+    "files",
+    "files_conn_id",
+    "poll_interval",
+    "timeout",
+    "fail_on_failed_files",
+    "cancel_on_timeout",
+    "cancel_on_kill",
+    "submit_attempts",
+    "mark_uploads",
+    "skip_if_no_files",
+    "durable",
+)
+"""The parameters both job operators take alike (each declares them, with its defaults and docs)."""
+
+
+def job_settings(arguments: dict[str, Any]) -> dict[str, Any]:
+    """Return the :data:`JOB_SETTINGS` among a job operator's ``arguments`` (its ``locals()``)."""
+    return {name: arguments[name] for name in JOB_SETTINGS}
+
+
+class JobOperator(WorkflowServiceBaseOperator):
+    """
+    What both job operators do around their jobs: the settings of the wait, the task state store
+    (durable execution), the job link, the wait's deadline and deferral, the cancel after a timeout or
+    on kill, and a failure that pushes its summary first.
+    """
+
+    def __init__(
+        self,
+        *,
+        files: Any,
+        files_conn_id: str | None,
+        poll_interval: float | timedelta,
+        timeout: float | timedelta,
+        deferrable: bool,
+        fail_on_failed_files: bool,
+        cancel_on_timeout: bool,
+        cancel_on_kill: bool,
+        submit_attempts: int,
+        mark_uploads: bool,
+        skip_if_no_files: bool,
+        durable: bool,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if submit_attempts < 1:
+            raise input_error(f"submit_attempts must be at least 1, got {submit_attempts}")
+        self.files = files
+        self.files_conn_id = files_conn_id
+        self.poll_interval = interval_seconds(poll_interval, "poll_interval")
+        self.timeout = positive_seconds(timeout, "timeout")
+        self.deferrable = deferrable
+        self.fail_on_failed_files = fail_on_failed_files
+        self.cancel_on_timeout = cancel_on_timeout
+        self.cancel_on_kill = cancel_on_kill
+        self.submit_attempts = submit_attempts
+        self.mark_uploads = mark_uploads
+        self.skip_if_no_files = skip_if_no_files
+        self.durable = durable and HAS_DURABLE_EXECUTION
+
+    def jobs_to_cancel_on_kill(self) -> list[str]:
+        """Return the jobs a kill cancels: those this task started, known so far."""
+        raise NotImplementedError
+
+    def on_kill(self) -> None:
+        """Send a cancel for every job this task started and return (the worker is killed moments later)."""
+        job_ids = self.jobs_to_cancel_on_kill() if self.cancel_on_kill else []
+        if not job_ids:
+            return
+        from airflow_provider_workflowsvc.wait.poll import CANCEL_BUDGET, cancel_quietly
+
+        until = time.time() + CANCEL_BUDGET
+        try:
+            with self.separate_hook() as hook:
+                for job_id in job_ids:
+                    cancel_quietly(hook, job_id, self.log, within=max(until - time.time(), 0.1))
+        except Exception as exc:
+            self.log.warning("Could not cancel job(s) %s: %s", ", ".join(job_ids), exc)
+
+    def resolve_files(self, nothing_to: str, *, own_names: bool = False) -> list[tuple[Any, str]]:
+        """
+        Resolve ``files`` (source, name sent): bad input fails the task without retries (with
+        ``own_names``, two files sent under one name too); no match skips it when asked (``nothing_to``:
+        what is then not done).
+        """
+        from airflow_provider_workflowsvc._tasks.base import invalid_input_fails
+        from airflow_provider_workflowsvc._tasks.inputs import refuse_shared_names, resolve_task_files
+
+        named = resolve_task_files(
+            self.files,
+            skip_if_no_files=self.skip_if_no_files,
+            nothing_to=nothing_to,
+            conn_id=self.files_conn_id or None,
+        )
+        if own_names:
+            with invalid_input_fails():
+                refuse_shared_names(named)
+        return named
+
+    def state_store(self, context: Context) -> Any:
+        """Return the task state store when durable execution is on (Airflow 3.3+), else None."""
+        return context.get("task_state_store") if self.durable else None
+
+    def forget(self, context: Context, *keys: str) -> None:
+        """Remove ``keys`` from the task state store (a failure to is only warned of)."""
+        store = self.state_store(context)
+        for key in keys if store is not None else ():
+            try:
+                store.delete(key)
+            except Exception as exc:
+                self.log.warning("Could not remove %s from the task state store: %s", key, exc)
+
+    def ui_url(self) -> str | None:
+        """Return the connection's ``ui_url`` extra, the base of every job link."""
+        return (self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}).get("ui_url")
+
+    def push_link(self, context: Context, url: str) -> None:
+        """
+        Push the extra link's URL: "" from the start until a job is known, for Airflow reads every
+        extra link as the task ends and logs a missing one as an error, which after a refused run read as
+        a second failure.
+        """
+        context["ti"].xcom_push(key=next(iter(self.operator_extra_links)).xcom_key, value=url)
+
+    def wait_window(self, context: Context) -> tuple[float, float]:
+        """Return when the wait starts and when it must end (epoch seconds: :func:`.wait_deadline`)."""
+        from airflow_provider_workflowsvc._tasks.deadline import wait_deadline
+
+        started = time.time()
+        return started, wait_deadline(context, started, self.timeout, self.execution_timeout)
+
+    def defer_until(self, trigger: Any, deadline: float) -> None:
+        """Leave the worker for ``trigger``; the task resumes in ``execute_complete``."""
+        from airflow_provider_workflowsvc.triggers.job import deferral_timeout
+
+        self.defer(trigger=trigger, method_name="execute_complete", timeout=deferral_timeout(deadline))
+
+    def cancel_after_timeout(self, job_id: str) -> str:
+        """Cancel a job whose wait timed out (when ``cancel_on_timeout``); a note of what became of it."""
+        from airflow_provider_workflowsvc.wait.poll import cancel_after_timeout
+
+        return cancel_after_timeout(self.hook, job_id, self.cancel_on_timeout, self.log)
+
+    def fail(self, context: Context, summary: dict[str, Any], error: BaseException) -> NoReturn:
+        """Push ``summary`` as the return value (when XComs are pushed), then raise ``error``."""
+        if self.do_xcom_push:
+            context["ti"].xcom_push(key="return_value", value=summary)
+        raise error
