@@ -174,7 +174,7 @@ class _ConfigOperator(_ConnectorOperator):
     def mask_secret_fields(self) -> None:
         """
         Register every string of the config but known non-secret settings of its type with the
-        masker (see :mod:`._secrets`): it shows as ``***`` in logs and rendered fields.
+        masker (see ``_tasks/secrets.py``): it shows as ``***`` in logs and rendered fields.
         """
         from airflow_provider_workflowsvc._tasks.secrets import mask_config_secrets
 
@@ -255,8 +255,8 @@ def config_drift(current: Mapping[str, Any], config: Any, connector_type: str) -
     values, compared as a message shows them (URL credentials ``***``: the service masks them too).
 
     A setting holding secrets (a string under a key the type does not know as plain: the masking rule
-    of :mod:`._secrets`), or one the service gives back as a secret, cannot be compared: it is
-    listed as such (:func:`~._execution.unseen_secret`). Settings the task does not declare are not
+    of ``_tasks/secrets.py``), or one the service gives back as a secret, cannot be compared: it is
+    listed as such (``_tasks.resources.unseen_secret``). Settings the task does not declare are not
     compared.
     """
     from pydantic import SecretStr
