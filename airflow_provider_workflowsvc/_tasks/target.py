@@ -4,7 +4,7 @@ files only for a workflow without a source connector, no files only for one with
 
 Checked at DAG parse time where the DAG says it (the workflow comes from a ``CreateWorkflowOperator``
 whose ``source_id`` is declared), and again when the task runs, before anything is uploaded. Imported
-when a DAG file is parsed: module-level imports are the standard library and ``_base`` only.
+when a DAG file is parsed: module-level imports are the standard library and :mod:`.base` only.
 """
 
 from __future__ import annotations
