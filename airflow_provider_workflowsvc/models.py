@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import typing
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from enum import Enum
@@ -39,6 +40,7 @@ from airflow_provider_workflowsvc.connectors_catalog import Kind
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "JOB_EVENT_TYPES",
     "AstraDBDestinationConfig",
     "AzureSourceConfig",
     "ConfluenceSourceConfig",
@@ -58,11 +60,16 @@ __all__ = [
     "GenericConfig",
     "Job",
     "JobDetails",
+    "JobEventPayload",
+    "JobEventType",
     "JobFailedFiles",
     "JobStatus",
+    "ListNotificationsParams",
     "ListWorkflowsParams",
     "NodeCounts",
     "NodeStats",
+    "Notification",
+    "NotificationPage",
     "OutputNodeFile",
     "PermissionAction",
     "PermissionGrant",
@@ -828,7 +835,22 @@ class Workflow(_Response):
     reprocess_all: bool | None = None
 
 
-class ListWorkflowsParams(_Request):
+class _Query(_Request):
+    """Query parameters: only the ones given are sent, booleans spelled as JSON does, lists comma-joined."""
+
+    def query(self) -> dict[str, str]:
+        """Return the query string values."""
+        data = self.model_dump(mode="json", exclude_none=True)
+        return {k: _query_value(v) for k, v in data.items()}
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+class ListWorkflowsParams(_Query):
     """Query parameters of ``GET /workflows/``; only the ones given are sent."""
 
     dag_node_configuration_id: str | None = None
@@ -844,11 +866,6 @@ class ListWorkflowsParams(_Request):
     sort_direction: Literal["asc", "desc"] | None = None
     show_only_soft_deleted: bool | None = None
     show_recommender_workflows: bool | None = None
-
-    def query(self) -> dict[str, str]:
-        """Return the query string values, with booleans spelled as JSON does."""
-        data = self.model_dump(mode="json", exclude_none=True)
-        return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in data.items()}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1016,6 +1033,70 @@ class JobFailedFiles(_Response):
     """The files a job failed to process."""
 
     failed_files: list[FailedFile] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------------------------
+# Job events (platform dialect): the feed
+
+
+JobEventType = Literal["job.scheduled", "job.in_progress", "job.completed", "job.stopped", "job.failed"]
+"""The service's job event types (feed, channels, webhooks). ``job.completed``: the job finished
+processing, not that every file succeeded (its details say that)."""
+JOB_EVENT_TYPES: tuple[str, ...] = typing.get_args(JobEventType)
+Moment = Annotated[datetime, BeforeValidator(lambda value: _iso_offset(value))]
+"""A response's date-time, PostgreSQL's short offsets (``+00``) read too."""
+
+
+def _comma_list(value: Any) -> Any:
+    return [part.strip() for part in value.split(",")] if isinstance(value, str) else value
+
+
+EventTypes = Annotated[list[JobEventType], BeforeValidator(_comma_list), Field(min_length=1)]
+"""At least one of the five event types (a list, or one comma-separated string)."""
+
+
+class ListNotificationsParams(_Query):
+    """Query parameters of ``GET /notifications``; only the ones given are sent."""
+
+    workflow_id: UUID | None = None
+    event_types: EventTypes | None = None
+    since: Annotated[datetime, Field(strict=True)] | None = None
+    limit: Annotated[int, Field(strict=True, ge=1, le=100)] | None = None
+    cursor: NonEmptyStr | None = None
+    unread_only: bool | None = None
+
+    @field_validator("since")
+    @classmethod
+    def _zoned(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else as_utc(value)
+
+
+class JobEventPayload(_Response):
+    """What a job event is about: the job and the status it reached."""
+
+    job_id: str | None = None
+    status: JobStatus = JobStatus.UNKNOWN
+
+
+class Notification(_Response):
+    """
+    One job event of the service's feed. ``event_type`` is kept as sent: one of :data:`JOB_EVENT_TYPES`,
+    or a type the service adds later (never an error). ``workflow_id`` None: an account-level event.
+    """
+
+    id: str
+    event_type: str
+    payload: JobEventPayload = Field(default_factory=JobEventPayload)
+    created_at: Moment | None = None
+    workflow_id: str | None = None
+    is_read: bool | None = None
+
+
+class NotificationPage(_Response):
+    """One page of the feed, newest first; ``next_cursor`` asks for the next (older) page, None at the end."""
+
+    events: Items[Notification] = Field(default_factory=list)
+    next_cursor: str | None = None
 
 
 # --------------------------------------------------------------------------------------------------

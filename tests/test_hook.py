@@ -60,6 +60,7 @@ from airflow_provider_workflowsvc.models import (
     JobDetails,
     JobFailedFiles,
     JobStatus,
+    NotificationPage,
     SourceConnector,
     TemplateDetail,
     TemplateListItem,
@@ -207,6 +208,10 @@ TEMPLATE = {
 TEMPLATE_NODE = {"id": "n-1", "name": "Partitioner", "type": "partition", "subtype": "unstructured_api"}
 NODE = {"name": "Partitioner", "type": "partition", "subtype": "fast"}
 CHECK = {"id": "chk-1", "status": "scheduled", "reason": None, "created_at": NOW, "reported_at": None}
+EVENT = {
+    "id": "ev-1", "event_type": "job.completed", "payload": {"job_id": JID, "status": "COMPLETED"},
+    "created_at": "2026-11-29 06:00:00+00", "workflow_id": WID, "is_read": False,
+}  # fmt: skip
 ELEMENTS = [
     {
         "type": "Title",
@@ -366,6 +371,18 @@ CASES = [
     Case("create_job", (), {"job_nodes": [NODE]}, "POST", "/jobs/",
          {**JOB, "job_type": "a_kind_added_later"}, lambda r: r.job_type == "a_kind_added_later",
          form={"request_data": json.dumps({"job_nodes": [NODE]})}),
+    Case("list_notifications", (), {}, "GET", "/notifications", {"events": [EVENT], "next_cursor": None},
+         lambda r: isinstance(r, NotificationPage) and r.events[0].payload.status is JobStatus.COMPLETED
+         and r.events[0].created_at.tzinfo is not None and r.next_cursor is None),
+    Case("list_notifications", (WID,), {
+        "event_types": ["job.completed", "job.failed"], "since": datetime(2026, 11, 29, 6), "limit": 100,
+        "cursor": "c-2", "unread_only": False}, "GET", "/notifications",
+         {"events": [{**EVENT, "event_type": "job.retried", "payload": {"job_id": JID, "status": "x"},
+                      "later": 1}], "next_cursor": "c-3", "extra": True},
+         lambda r: r.events[0].event_type == "job.retried" and r.events[0].payload.status is JobStatus.UNKNOWN
+         and r.next_cursor == "c-3",
+         params={"workflow_id": WID, "event_types": "job.completed,job.failed",
+                 "since": "2026-11-29T06:00:00Z", "limit": "100", "cursor": "c-2", "unread_only": "false"}),
 ]  # fmt: skip
 
 
@@ -1384,6 +1401,14 @@ async def test_redirect_loop_stops(api: Api, mock: respx.MockRouter) -> None:
         ("create_job", (), {"job_nodes": [{**NODE, "colour": 1}]}, r"job_nodes.0: unknown field\(s\) colour"),
         ("create_job", (), {"template_id": " "}, "template_id: String should have at least 1 character"),
         ("create_job", (), {"template_id": "t", "files": []}, "files is empty"),
+        ("list_notifications", (), {"limit": 0}, "limit: Input should be greater than or equal to 1"),
+        ("list_notifications", (), {"limit": 101}, "limit: Input should be less than or equal to 100"),
+        ("list_notifications", (), {"limit": "5"}, "limit: Input should be a valid integer"),
+        ("list_notifications", (), {"event_types": []}, "event_types: Value should have at least 1 item"),
+        ("list_notifications", (), {"event_types": "job.done"}, "event_types.0: Input should be 'job.sch"),
+        ("list_notifications", (), {"since": "2026-11-29"}, "since: Input should be a valid datetime"),
+        ("list_notifications", ("nope",), {}, "workflow_id: Input should be a valid UUID"),
+        ("list_notifications", (), {"cursor": ""}, "cursor: String should have at least 1 character"),
     ],
 )
 async def test_input_errors_raised_before_any_request(

@@ -58,9 +58,12 @@ from airflow_provider_workflowsvc.models import (
     Element,
     Job,
     JobDetails,
+    JobEventType,
     JobFailedFiles,
     JobStatus,
+    ListNotificationsParams,
     ListWorkflowsParams,
+    NotificationPage,
     SourceConnector,
     SourceType,
     TemplateDetail,
@@ -585,6 +588,33 @@ class Endpoints:
             form=form,
             retry="unsent-only",
         )
+
+    # -- job events (the live service's; the spec has none) -----------------------------------------
+
+    @Endpoint
+    def list_notifications(
+        workflow_id: str | UUID | None = None,
+        event_types: Iterable[JobEventType] | str | None = None,
+        since: datetime | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        unread_only: bool | None = None,
+    ) -> ApiCall[NotificationPage]:
+        """
+        Read one page of the service's job events, newest first: of one workflow, of some event types
+        (:data:`~airflow_provider_workflowsvc.models.JOB_EVENT_TYPES`), created since a moment (a
+        date-time without a zone is UTC), ``limit`` (1 to 100) at most; the page's ``next_cursor`` as
+        ``cursor`` reads the next one. Reading never marks an event read.
+        """
+        given = {"workflow_id": workflow_id, "since": since, "limit": limit, "cursor": cursor}
+        given |= {"unread_only": unread_only, "event_types": _listed(event_types)}
+        params = validate_input(ListNotificationsParams, "list_notifications parameters", given).query()
+        return ApiCall("GET", "/notifications", parser(NotificationPage), params=params)
+
+
+def _listed(values: Any) -> Any:
+    """``values`` as a list when it is an iterable other than a string (which a model reads as is)."""
+    return list(values) if isinstance(values, Iterable) and not isinstance(values, str | bytes) else values
 
 
 ENDPOINTS: tuple[Endpoint[Any, Any], ...] = tuple(
