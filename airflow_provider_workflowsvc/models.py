@@ -16,9 +16,12 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from enum import Enum
 from typing import Annotated, Any, ClassVar, Literal, TypeVar
+from urllib.parse import urlsplit
 from uuid import UUID
 
 from pydantic import (
+    AfterValidator,
+    AliasChoices,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -1097,6 +1100,121 @@ class NotificationPage(_Response):
 
     events: Items[Notification] = Field(default_factory=list)
     next_cursor: str | None = None
+
+
+class MarkNotificationsRead(_Request):
+    """The body of ``POST /notifications/mark-read``: up to 100 events by id, or all created ``before``."""
+
+    notification_ids: Annotated[list[NonEmptyStr], Field(min_length=1, max_length=100)] | None = None
+    before: Annotated[datetime, Field(strict=True)] | None = None
+    workflow_id: UUID | None = None
+
+    @model_validator(mode="after")
+    def _ids_or_before(self) -> MarkNotificationsRead:
+        if (self.notification_ids is None) == (self.before is None):
+            raise ValueError("give notification_ids or before, not both and not neither")
+        if self.workflow_id is not None and self.before is None:
+            raise ValueError("workflow_id narrows only a mark of the events before a time")
+        if self.before is not None:
+            self.before = as_utc(self.before)
+        return self
+
+
+class NotificationCount(_Response):
+    """How many events: the unread count's ``unread_count``, a mark-read's ``marked_count``."""
+
+    count: int = Field(validation_alias=AliasChoices("unread_count", "marked_count", "count"))
+
+
+# --------------------------------------------------------------------------------------------------
+# Notification channels (platform dialect): where the service pushes job events
+
+
+def _https_url(value: str) -> str:
+    """Check a webhook URL: HTTPS (plain HTTP only to a loopback host, which the live service refuses)."""
+    parts = urlsplit(value)
+    loopback = parts.scheme == "http" and parts.hostname in ("localhost", "127.0.0.1", "::1")
+    if not parts.hostname or (parts.scheme != "https" and not loopback):
+        raise ValueError("a webhook url must be an https:// URL with a host")
+    return value
+
+
+def _secret_size(value: SecretStr) -> SecretStr:
+    size = len(value.get_secret_value().encode())
+    if size and not 24 <= size <= 75:  # the value is never in the message
+        raise ValueError(f"a channel secret is 24 to 75 bytes long (or empty: the service's own); got {size}")
+    return value
+
+
+class EmailChannelConfig(_Request):
+    """Where an email channel sends: one recipient, a reply-to and copies."""
+
+    recipient_email: NonEmptyStr
+    reply_to: str | None = None
+    cc: list[str] | None = None
+
+
+class UpdateChannel(_Request):
+    """The body of a channel update (``PATCH``): only the fields given are sent."""
+
+    event_types: EventTypes | None = None
+    description: Annotated[str, Field(max_length=255)] | None = None
+    enabled: bool | None = None
+    url: Annotated[str, AfterValidator(_https_url)] | None = None
+    secret: Annotated[Secret, AfterValidator(_secret_size)] | None = None
+    """Write-only: signs the webhook deliveries (24 to 75 bytes); an empty string removes it."""
+    email_config: EmailChannelConfig | None = None
+
+    @model_validator(mode="after")
+    def _some_field(self) -> UpdateChannel:
+        if not self.model_fields_set:
+            raise ValueError("a channel update needs at least one field")
+        return self
+
+
+class CreateChannel(UpdateChannel):
+    """The body of a channel create: a webhook (``url``) or an email channel (``email_config``)."""
+
+    channel_type: Literal["webhook", "email"]
+    event_types: EventTypes
+
+    @model_validator(mode="after")
+    def _destination(self) -> CreateChannel:
+        if self.channel_type == "webhook" and (self.url is None or self.email_config is not None):
+            raise ValueError("a webhook channel needs a url (and no email_config)")
+        if self.channel_type == "email" and (self.email_config is None or self.url or self.secret):
+            raise ValueError("an email channel needs an email_config (and no url or secret)")
+        return self
+
+
+class NotificationChannel(_Response):
+    """
+    A notification channel as the service answers it (never with its secret). A value under a
+    secret-looking key a service may add is kept as a secret all the same (:func:`is_secret_field`).
+    """
+
+    id: str
+    channel_type: str | None = None
+    event_types: Items[str] = Field(default_factory=list)
+    description: str | None = None
+    enabled: bool | None = None
+    url: str | None = None
+    email_config: dict[str, Any] | None = None
+    created_at: Moment | None = None
+    updated_at: Moment | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _secrets_kept_secret(cls, data: Any) -> Any:
+        return _wrap_secrets(data)
+
+
+def _channels_in(data: Any) -> Any:
+    """Read a channel listing: a list, or the SDK's ``{"items": [...]}``."""
+    return data.get("items", data.get("channels")) if isinstance(data, Mapping) else data
+
+
+ChannelList = Annotated[list[NotificationChannel], BeforeValidator(_channels_in)]
 
 
 # --------------------------------------------------------------------------------------------------
