@@ -152,7 +152,8 @@ class WorkflowServiceApiError(WorkflowServiceError):
 
     ``status_code``, ``method``, ``path`` (full URL path), ``detail`` (the server's explanation, a 422
     detail list rendered as ``field: message`` lines), ``reason`` (the HTTP reason phrase) and
-    ``retry_after`` (seconds, when the server sent ``Retry-After``).
+    ``retry_after`` (seconds, when the server sent ``Retry-After``); ``retryable`` False when the body
+    said ``"retryable": false`` (the request is then not sent again, whatever its status).
     """
 
     status_code: int  # type: ignore[assignment]  # the HTTP status received (AirflowException: HTTPStatus)
@@ -166,9 +167,10 @@ class WorkflowServiceApiError(WorkflowServiceError):
         reason: str = "",
         *,
         retry_after: float | None = None,
+        retryable: bool | None = None,
     ) -> None:
         self.status_code, self.method, self.path, self.detail = status_code, method, path, detail
-        self.reason, self.retry_after = reason, retry_after
+        self.reason, self.retry_after, self.retryable = reason, retry_after, retryable
         status = f"{status_code} {reason}".strip()
         super().__init__(f"{method} {path} → {status}: {detail}" if detail else f"{method} {path} → {status}")
 
