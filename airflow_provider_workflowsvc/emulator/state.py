@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from airflow_provider_workflowsvc.emulator.clock import Clock
 from airflow_provider_workflowsvc.emulator.config import EmulatorConfig, FaultSpec, ServerSettings
+from airflow_provider_workflowsvc.emulator.events import Notifications
 from airflow_provider_workflowsvc.emulator.faults import FaultInjector, RequestLog
 from airflow_provider_workflowsvc.emulator.service import Service
 from airflow_provider_workflowsvc.emulator.store import Store
@@ -21,6 +22,7 @@ class EmulatorState:
         store = Store(settings.db)
         clock = Clock(float(store.get_meta("clock_offset", "0") or 0))
         self.service = Service(store, clock, config.model_copy(), settings.dialect)
+        self.notifications = Notifications(self.service)
         self.faults = FaultInjector()
         if faults is not None:
             self.faults.set(faults)

@@ -1,0 +1,285 @@
+"""Job events in the emulator (platform dialect), over HTTP: the notifications feed derived from the jobs'
+timelines, its parameters and limits, read state per credential. Every wait is a step of the emulator
+clock."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+from helpers import TEST_API_KEY, TEST_TOKEN
+
+from airflow_provider_workflowsvc.emulator.testing import EmulatorHandle, running_emulator
+
+STEP = 100.0  # processing delay: real time between two calls is negligible beside it
+TEXT = b"Quarterly Report\n\nRevenue grew in every region.\n"
+
+
+@pytest.fixture(scope="module")
+def platform_server() -> Iterator[EmulatorHandle]:
+    with running_emulator(token=TEST_TOKEN, api_key=TEST_API_KEY, dialect="platform") as emulator:
+        yield emulator
+
+
+@pytest.fixture
+def emu(platform_server: EmulatorHandle) -> EmulatorHandle:
+    platform_server.reset()
+    platform_server.configure(processing_delay=STEP, on_demand_launch_interval=0)
+    return platform_server
+
+
+@pytest.fixture
+def api(emu: EmulatorHandle) -> Iterator[httpx.Client]:
+    with emu.api_client() as client:
+        yield client
+
+
+@pytest.fixture
+def other_user(emu: EmulatorHandle) -> Iterator[httpx.Client]:
+    """A second credential: the live service's ``unstructured-api-key`` header (the API key)."""
+    with httpx.Client(base_url=emu.base_url, headers={"unstructured-api-key": TEST_API_KEY}) as client:
+        yield client
+
+
+def workflow(api: httpx.Client, name: str = "events") -> str:
+    response = api.post("/workflows/", json={"name": name, "workflow_type": "basic"})
+    assert response.status_code == 200, response.text
+    return str(response.json()["id"])
+
+
+def run(api: httpx.Client, workflow_id: str, *names: str) -> dict[str, Any]:
+    files = [("input_files", (name, TEXT, "text/plain")) for name in names or ("a.txt",)]
+    response = api.post(f"/workflows/{workflow_id}/run", files=files)
+    assert response.status_code == 202, response.text
+    job: dict[str, Any] = response.json()
+    return job
+
+
+def feed(api: httpx.Client, **params: Any) -> dict[str, Any]:
+    response = api.get("/notifications", params=params)
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def kinds(api: httpx.Client, **params: Any) -> list[str]:
+    return [e["event_type"] for e in feed(api, **params)["events"]]
+
+
+def job_status(api: httpx.Client, job_id: str) -> str:
+    return str(api.get(f"/jobs/{job_id}").json()["status"])
+
+
+# --------------------------------------------------------------------------------------------------
+# Platform only
+
+
+def test_the_spec_dialect_has_no_job_events(emulator: EmulatorHandle) -> None:
+    with emulator.api_client() as api:
+        answers = (
+            api.get("/notifications").status_code,
+            api.get("/notifications/unread-count").status_code,
+            api.post("/notifications/mark-read", json={"mark_all": True}).status_code,
+            api.get(f"/notifications/{uuid.uuid4()}").status_code,
+        )
+    assert answers == ((404,) * 4 if emulator.dialect == "spec" else (200, 200, 200, 404))
+
+
+# --------------------------------------------------------------------------------------------------
+# Events follow the job's own record
+
+
+def test_events_appear_when_the_job_record_changes(emu: EmulatorHandle, api: httpx.Client) -> None:
+    workflow_id = workflow(api)
+    job = run(api, workflow_id, "a.txt", "b.txt")
+    created = datetime.fromisoformat(job["created_at"])
+    seen = []
+    while not seen or seen[-1] == "SCHEDULED" or seen[-1] == "IN_PROGRESS":
+        events = feed(api)["events"]
+        status = job_status(api, job["id"])
+        newest = events[0]
+        assert newest["payload"] == {"job_id": job["id"], "status": status}  # never ahead, never behind
+        assert newest["workflow_id"] == workflow_id
+        assert newest["is_read"] is False
+        seen.append(status)
+        emu.advance_clock(STEP)
+    assert seen[0] == "SCHEDULED"
+    assert seen[-1] == "COMPLETED"
+    events = feed(api)["events"]
+    assert [e["event_type"] for e in events] == ["job.completed", "job.in_progress", "job.scheduled"]
+    moments = [datetime.fromisoformat(e["created_at"]) - created for e in reversed(events)]
+    # basic: 3 nodes, 2 files: scheduled one slot, in progress 4 slots (the pipeline), then done
+    assert moments == [timedelta(0), timedelta(seconds=STEP), timedelta(seconds=5 * STEP)]
+    assert len({e["id"] for e in events}) == 3
+    assert feed(api)["events"] == events  # stable ids and times: derived, never re-made
+
+
+def test_a_job_with_failed_files_completes_and_one_without_success_fails(
+    emu: EmulatorHandle, api: httpx.Client
+) -> None:
+    emu.configure(failing_files=["bad*"])
+    workflow_id = workflow(api)
+    partial = run(api, workflow_id, "a.txt", "bad.txt")["id"]
+    failed = run(api, workflow_id, "bad1.txt", "bad2.txt")["id"]
+    emu.advance_clock(10 * STEP)
+    endings = feed(api, event_types="job.completed,job.failed")["events"]
+    endings = {e["payload"]["job_id"]: e["event_type"] for e in endings}
+    assert endings == {partial: "job.completed", failed: "job.failed"}
+    assert job_status(api, failed) == "FAILED"
+
+
+def test_a_cancelled_job_is_stopped_and_a_service_stop_too(emu: EmulatorHandle, api: httpx.Client) -> None:
+    emu.configure(job_endings={"halted*": "stopped"})
+    queued = run(api, workflow(api))["id"]
+    assert api.post(f"/jobs/{queued}/cancel").status_code == 200
+    halted = run(api, workflow(api, "halted"))["id"]
+    emu.advance_clock(10 * STEP)
+    by_job: dict[str, list[str]] = {}
+    for event in reversed(feed(api)["events"]):
+        by_job.setdefault(event["payload"]["job_id"], []).append(event["event_type"])
+    assert by_job == {
+        queued: ["job.scheduled", "job.stopped"],  # cancelled while scheduled: never in progress
+        halted: ["job.scheduled", "job.in_progress", "job.stopped"],
+    }
+
+
+def test_on_demand_jobs_emit_account_level_events(emu: EmulatorHandle, api: httpx.Client) -> None:
+    response = api.post(
+        "/jobs/",
+        data={"request_data": json.dumps({"template_id": "hi_res_partition"})},
+        files=[("input_files", ("a.txt", TEXT, "text/plain"))],
+    )
+    assert response.status_code == 200, response.text
+    job = response.json()
+    emu.advance_clock(10 * STEP)
+    events = feed(api)["events"]
+    assert [e["event_type"] for e in events] == ["job.completed", "job.in_progress", "job.scheduled"]
+    assert {e["workflow_id"] for e in events} == {None}
+    assert {e["payload"]["job_id"] for e in events} == {job["id"]}
+    assert feed(api, workflow_id=job["workflow_id"])["events"] == []
+
+
+# --------------------------------------------------------------------------------------------------
+# The feed's parameters
+
+
+def test_filters_by_workflow_type_and_time(emu: EmulatorHandle, api: httpx.Client) -> None:
+    first, second = workflow(api, "first"), workflow(api, "second")
+    run(api, first)
+    emu.advance_clock(10 * STEP)
+    middle = emu.now()
+    run(api, second)
+    emu.advance_clock(10 * STEP)
+    assert {e["workflow_id"] for e in feed(api, workflow_id=second)["events"]} == {second}
+    assert kinds(api, workflow_id=first) == ["job.completed", "job.in_progress", "job.scheduled"]
+    assert kinds(api, event_types="job.scheduled, job.completed") == ["job.completed", "job.scheduled"] * 2
+    assert {e["workflow_id"] for e in feed(api, since=middle.isoformat())["events"]} == {second}
+
+
+def test_pages_newest_first_with_an_opaque_cursor(emu: EmulatorHandle, api: httpx.Client) -> None:
+    workflow_id = workflow(api)
+    for _ in range(4):
+        run(api, workflow_id)
+        emu.advance_clock(STEP / 2)
+    emu.advance_clock(10 * STEP)
+    everything = feed(api, limit=100)["events"]
+    assert len(everything) == 12
+    moments = [e["created_at"] for e in everything]
+    assert moments == sorted(moments, reverse=True)
+    paged, cursor = [], None
+    while True:
+        page = feed(api, limit=5, **({"cursor": cursor} if cursor else {}))
+        paged += page["events"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+        assert len(page["events"]) == 5
+    assert paged == everything
+    assert len(feed(api)["events"]) == 12  # default limit 50
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"limit": 0}, "limit"),
+        ({"limit": 101}, "limit"),
+        ({"limit": "many"}, "limit"),
+        ({"event_types": "job.completed,job.exploded"}, "event_types"),
+        ({"since": "yesterday"}, "since"),
+        ({"cursor": "not-a-cursor"}, "cursor"),
+        ({"workflow_id": "not-a-uuid"}, "workflow_id"),
+        ({"unread_only": "perhaps"}, "unread_only"),
+    ],
+)
+def test_bad_parameters_are_422(api: httpx.Client, params: dict[str, Any], field: str) -> None:
+    response = api.get("/notifications", params=params)
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["query", field]
+
+
+# --------------------------------------------------------------------------------------------------
+# Read state: per credential
+
+
+def test_read_state_is_per_credential(
+    emu: EmulatorHandle, api: httpx.Client, other_user: httpx.Client
+) -> None:
+    run(api, workflow(api))
+    emu.advance_clock(10 * STEP)
+    events = feed(api)["events"]
+    newest = events[0]["id"]
+    marked = api.post("/notifications/mark-read", json={"notification_ids": [newest, str(uuid.uuid4())]})
+    assert marked.json() == {"marked_count": 1}
+    again = api.post("/notifications/mark-read", json={"notification_ids": [newest]})
+    assert again.json() == {"marked_count": 0}
+    assert api.get(f"/notifications/{newest}").json()["is_read"] is True
+    assert other_user.get(f"/notifications/{newest}").json()["is_read"] is False
+    assert api.get("/notifications/unread-count").json() == {"unread_count": 2}
+    assert other_user.get("/notifications/unread-count").json() == {"unread_count": 3}
+    assert [e["id"] for e in feed(api, unread_only="true")["events"]] == [e["id"] for e in events[1:]]
+    assert other_user.post("/notifications/mark-read", json={"mark_all": True}).json() == {"marked_count": 3}
+    assert other_user.get("/notifications/unread-count").json() == {"unread_count": 0}
+    assert api.get("/notifications/unread-count").json() == {"unread_count": 2}
+
+
+def test_mark_read_before_a_time_and_per_workflow(emu: EmulatorHandle, api: httpx.Client) -> None:
+    first, second = workflow(api, "first"), workflow(api, "second")
+    run(api, first)
+    run(api, second)
+    emu.advance_clock(10 * STEP)
+    started = feed(api, workflow_id=first, event_types="job.in_progress")["events"][0]["created_at"]
+    before = api.post("/notifications/mark-read", json={"before": started, "workflow_id": first})
+    assert before.json() == {"marked_count": 1}  # strictly before: the first's scheduled only
+    assert api.get("/notifications/unread-count", params={"workflow_id": first}).json() == {"unread_count": 2}
+    future = (emu.now() + timedelta(days=1)).isoformat()
+    assert api.post("/notifications/mark-read", json={"before": future}).json() == {"marked_count": 5}
+    run(api, first)  # created after the mark: "before" never marks what did not exist yet
+    assert api.get("/notifications/unread-count").json() == {"unread_count": 1}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"mark_all": True, "before": "2026-01-01T00:00:00Z"},
+        {"notification_ids": [str(uuid.uuid4())] * 101},
+        {"notification_ids": ["not-a-uuid"]},
+        {"notification_ids": [str(uuid.uuid4())], "workflow_id": str(uuid.uuid4())},
+        {"mark_all": True, "everything": True},
+    ],
+)
+def test_bad_mark_read_requests_are_422(api: httpx.Client, body: dict[str, Any]) -> None:
+    assert api.post("/notifications/mark-read", json=body).status_code == 422
+
+
+def test_one_notification(emu: EmulatorHandle, api: httpx.Client) -> None:
+    run(api, workflow(api))
+    event = feed(api)["events"][0]
+    assert api.get(f"/notifications/{event['id']}").json() == event
+    assert api.get(f"/notifications/{uuid.uuid4()}").status_code == 404
+    assert api.get("/notifications/not-a-uuid").status_code == 422
