@@ -283,3 +283,98 @@ def test_one_notification(emu: EmulatorHandle, api: httpx.Client) -> None:
     assert api.get(f"/notifications/{event['id']}").json() == event
     assert api.get(f"/notifications/{uuid.uuid4()}").status_code == 404
     assert api.get("/notifications/not-a-uuid").status_code == 422
+
+
+# --------------------------------------------------------------------------------------------------
+# Channels
+
+CHANNELS = "/notifications/channels"
+SECRET = "a-user-secret-of-thirty-bytes!"  # 30 bytes: its UTF-8 bytes are the key
+
+
+def webhook_body(url: str = "https://hooks.example.com/in", **fields: Any) -> dict[str, Any]:
+    return {"channel_type": "webhook", "event_types": ["job.completed"], "url": url, **fields}
+
+
+def test_channels_at_both_levels(emu: EmulatorHandle, api: httpx.Client) -> None:
+    workflow_id = workflow(api)
+    at_workflow = f"/workflows/{workflow_id}{CHANNELS}"
+    created = api.post(CHANNELS, json=webhook_body(secret=SECRET, description="ops"))
+    assert created.status_code == 201
+    channel = created.json()
+    assert SECRET not in created.text
+    assert set(channel) == {
+        "id", "channel_type", "event_types", "description", "enabled", "created_at", "updated_at", "url"
+    }  # fmt: skip
+    assert channel["enabled"] is True
+    assert api.post(at_workflow, json=webhook_body()).status_code == 200
+    assert [c["id"] for c in api.get(CHANNELS).json()["items"]] == [channel["id"]]
+    assert len(api.get(at_workflow).json()["items"]) == 1
+    assert api.get(f"{at_workflow}/{channel['id']}").status_code == 404  # another scope
+    patched = api.patch(f"{CHANNELS}/{channel['id']}", json={"enabled": False, "event_types": ["job.failed"]})
+    assert patched.json()["enabled"] is False
+    assert patched.json()["event_types"] == ["job.failed"]
+    assert patched.json()["description"] == "ops"
+    assert api.get(f"{CHANNELS}/{channel['id']}").json() == patched.json()
+    assert emu.channel_secret(channel["id"]) == SECRET
+    api.patch(f"{CHANNELS}/{channel['id']}", json={"secret": ""})  # back to a generated secret
+    assert emu.channel_secret(channel["id"]).startswith("whsec_")
+    assert api.delete(f"{CHANNELS}/{channel['id']}").status_code == 204
+    assert api.get(f"{CHANNELS}/{channel['id']}").status_code == 404
+    assert api.get(f"/workflows/{uuid.uuid4()}{CHANNELS}").status_code == 404
+    emu.reset()
+    assert api.get(CHANNELS).json() == {"items": []}
+
+
+def test_an_email_channel(api: httpx.Client) -> None:
+    body = {
+        "channel_type": "email",
+        "event_types": ["job.failed"],
+        "email_config": {"recipient_email": "o@x.io"},
+    }
+    channel = api.post(CHANNELS, json=body).json()
+    assert channel["email_config"]["recipient_email"] == "o@x.io"
+    assert channel["verified"] is False
+    assert api.post(f"{CHANNELS}/{channel['id']}/verify").json()["verified"] is True
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (webhook_body(event_types=[]), "event_types"),
+        (webhook_body(event_types=["job.exploded"]), "event_types"),
+        (webhook_body(description="x" * 256), "description"),
+        (webhook_body(url="http://hooks.example.com/in"), "url"),
+        (webhook_body(url="http://127.0.0.1:9/in"), "url"),  # loopback HTTP only with the test switch
+        (webhook_body(secret="s" * 23), "secret"),
+        (webhook_body(secret="s" * 76), "secret"),
+        (webhook_body(email_config={"recipient_email": "o@x.io"}), "email_config"),
+        ({"channel_type": "email", "event_types": ["job.failed"]}, "email_config"),
+        (
+            {
+                "channel_type": "email",
+                "event_types": ["job.failed"],
+                "email_config": {"recipient_email": "no"},
+            },
+            "email_config",
+        ),
+        ({"channel_type": "sms", "event_types": ["job.failed"]}, "channel_type"),
+        ({"event_types": ["job.failed"], "url": "https://a.example"}, "channel_type"),
+    ],
+)
+def test_channel_rules(api: httpx.Client, body: dict[str, Any], field: str) -> None:
+    response = api.post(CHANNELS, json=body)
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"][:2] == ["body", field]
+    assert "s" * 23 not in response.text
+
+
+def test_the_spec_dialect_has_no_channels(emulator: EmulatorHandle) -> None:
+    with emulator.api_client() as api:
+        workflow_id = workflow(api)
+        answers = (
+            api.get(CHANNELS).status_code,
+            api.post(CHANNELS, json=webhook_body()).status_code,
+            api.get(f"/workflows/{workflow_id}{CHANNELS}").status_code,
+        )
+    assert answers == ((404,) * 3 if emulator.dialect == "spec" else (200, 201, 200))

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from airflow_provider_workflowsvc.emulator import templates
+from airflow_provider_workflowsvc.emulator.channels import Channels
 from airflow_provider_workflowsvc.emulator.config import API_PREFIX
 from airflow_provider_workflowsvc.emulator.dialect import Dialect, accepted_status_code
 from airflow_provider_workflowsvc.emulator.errors import InvalidRequest
@@ -278,6 +279,50 @@ async def mark_read(request: Request) -> Response:
     return json_response(feed.mark_read(reader, await json_body(request)))
 
 
+def _channel_routes(base: str, workspace: bool) -> list[Route]:
+    """Return the routes of a workflow's channels (``base`` has its ``{workflow_id}``) or the workspace's."""
+
+    def parsed(request: Request) -> tuple[Channels, str | None]:
+        channels: Channels = request.app.state.emulator.channels
+        return channels, None if workspace else path_uuid(request, "workflow_id")
+
+    async def list_channels(request: Request) -> Response:
+        channels, scope = parsed(request)
+        return json_response(channels.list(scope))
+
+    async def create_channel(request: Request) -> Response:
+        channels, scope = parsed(request)
+        return json_response(channels.create(scope, await json_body(request)), 201 if workspace else 200)
+
+    async def get_channel(request: Request) -> Response:
+        channels, scope = parsed(request)
+        return json_response(channels.get(scope, request.path_params["channel_id"]))
+
+    async def update_channel(request: Request) -> Response:
+        channels, scope = parsed(request)
+        body = await json_body(request)
+        return json_response(channels.update(scope, request.path_params["channel_id"], body))
+
+    async def delete_channel(request: Request) -> Response:
+        channels, scope = parsed(request)
+        channels.delete(scope, request.path_params["channel_id"])
+        return Response(status_code=204)
+
+    async def verify_channel(request: Request) -> Response:
+        channels, scope = parsed(request)
+        return json_response(channels.verify(scope, request.path_params["channel_id"]))
+
+    item = f"{base}/{{channel_id}}"
+    return [
+        Route(base, list_channels, methods=["GET"]),
+        Route(base, create_channel, methods=["POST"]),
+        Route(item, get_channel, methods=["GET"]),
+        Route(item, update_channel, methods=["PATCH"]),
+        Route(item, delete_channel, methods=["DELETE"]),
+        Route(f"{item}/verify", verify_channel, methods=["POST"]),
+    ]
+
+
 def api_routes(dialect: Dialect) -> list[Route]:
     """Every endpoint of the spec, the ones pollers hit most first; the platform's own ones in its dialect."""
     workflow = f"{API_PREFIX}/workflows/{{workflow_id}}"
@@ -290,7 +335,9 @@ def api_routes(dialect: Dialect) -> list[Route]:
         Route(notifications, list_notifications, methods=["GET"]),
         Route(f"{notifications}/unread-count", unread_count, methods=["GET"]),
         Route(f"{notifications}/mark-read", mark_read, methods=["POST"]),
+        *_channel_routes(f"{notifications}/channels", workspace=True),
         Route(f"{notifications}/{{notification_id}}", get_notification, methods=["GET"]),
+        *_channel_routes(f"{workflow}/notifications/channels", workspace=False),
     ]
     return [
         Route(job, get_job, methods=["GET"]),
