@@ -4,15 +4,20 @@ clock."""
 
 from __future__ import annotations
 
+import base64
 import json
+import random
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
 import pytest
 from helpers import TEST_API_KEY, TEST_TOKEN
+from standardwebhooks import Webhook, WebhookVerificationError
 
 from airflow_provider_workflowsvc.emulator.testing import EmulatorHandle, running_emulator
 
@@ -378,3 +383,223 @@ def test_the_spec_dialect_has_no_channels(emulator: EmulatorHandle) -> None:
             api.get(f"/workflows/{workflow_id}{CHANNELS}").status_code,
         )
     assert answers == ((404,) * 3 if emulator.dialect == "spec" else (200, 201, 200))
+
+
+# --------------------------------------------------------------------------------------------------
+# Webhook deliveries: a real receiver on loopback; every wait is for a delivery (or its record)
+
+RECEIVE_TIMEOUT = 60.0  # stops a hang only: each wait ends when the delivery arrives
+SLOT = 10.0  # emulator seconds per slot: a job is done within 60 s, well inside the 5-minute tolerance
+
+
+class Receiver:
+    """An HTTP server on loopback keeping every POST (path, headers, body); each arrival wakes waits."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[str, dict[str, str], bytes]] = []
+        self._arrived = threading.Condition()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["content-length"]))
+                self.send_response(204)
+                self.end_headers()
+                with receiver._arrived:
+                    receiver.received.append((self.path, dict(self.headers), body))
+                    receiver._arrived.notify_all()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+
+    def wait_for(self, count: int) -> list[tuple[str, dict[str, str], bytes]]:
+        with self._arrived:
+            if not self._arrived.wait_for(lambda: len(self.received) >= count, RECEIVE_TIMEOUT):
+                raise AssertionError(f"{count} deliveries expected, {len(self.received)} received")
+            return list(self.received)
+
+
+@pytest.fixture
+def receiver(emu: EmulatorHandle) -> Iterator[Receiver]:
+    emu.configure(processing_delay=SLOT)
+    emu.webhooks(allow_http_loopback=True)
+    receiver = Receiver()
+    yield receiver
+    receiver.server.shutdown()
+    receiver.server.server_close()
+
+
+def subscribe(api: httpx.Client, url: str, *types: str, base: str = CHANNELS, **fields: Any) -> str:
+    body = webhook_body(url, event_types=list(types or ("job.completed",)), **fields)
+    response = api.post(base, json=body)
+    assert response.status_code in (200, 201), response.text
+    return str(response.json()["id"])
+
+
+def one_job(emu: EmulatorHandle, api: httpx.Client, workflow_id: str | None = None) -> str:
+    job_id = run(api, workflow_id or workflow(api, f"events-{uuid.uuid4()}"))["id"]
+    emu.advance_clock(6 * SLOT)
+    return str(job_id)
+
+
+def until(check: Callable[[], Any]) -> Any:
+    """Ask again until ``check`` finds what it waits for (the deadline stops a hang only)."""
+    deadline = threading.Event()
+    timer = threading.Timer(RECEIVE_TIMEOUT, deadline.set)
+    timer.start()
+    try:
+        while not (found := check()):
+            assert not deadline.is_set(), "the emulator never recorded what the test waits for"
+        return found
+    finally:
+        timer.cancel()
+
+
+ALL_TYPES = ("job.scheduled", "job.in_progress", "job.completed", "job.stopped", "job.failed")
+
+
+def test_deliveries_are_signed_the_standard_webhooks_way(
+    emu: EmulatorHandle, api: httpx.Client, receiver: Receiver
+) -> None:
+    workflow_id = workflow(api)
+    standard = "whsec_" + base64.b64encode(b"k" * 32).decode()
+    subscribe(api, receiver.url("/raw"), *ALL_TYPES, secret=SECRET)
+    subscribe(api, receiver.url("/whsec"), secret=standard)
+    generated = subscribe(api, receiver.url("/generated"), base=f"/workflows/{workflow_id}{CHANNELS}")
+    job_id = one_job(emu, api, workflow_id)
+    received = receiver.wait_for(5)
+    keys = {"/raw": Webhook(SECRET.encode()), "/whsec": Webhook(standard)}
+    keys["/generated"] = Webhook(emu.channel_secret(generated))
+    events = {e["id"]: e for e in feed(api)["events"]}
+    by_path: dict[str, list[str]] = {}
+    for path, headers, body in received:
+        message = keys[path].verify(body, headers)
+        assert headers["webhook-id"].startswith("msg_")
+        event = events[message["event_id"]]
+        assert message == {
+            "type": event["event_type"],
+            "event_id": event["id"],
+            "timestamp": event["created_at"],
+            "job": {"job_id": job_id, "workflow_id": workflow_id, "status": event["payload"]["status"]},
+            "processing_time_ms": message["processing_time_ms"],
+        }
+        by_path.setdefault(path, []).append(message["type"])
+    assert by_path == {
+        "/raw": ["job.scheduled", "job.in_progress", "job.completed"],
+        "/whsec": ["job.completed"],
+        "/generated": ["job.completed"],
+    }
+    completed = [m for _, _, m in received if json.loads(m)["type"] == "job.completed"]
+    assert {json.loads(m)["processing_time_ms"] for m in completed} == {round(4 * SLOT * 1000)}
+    log = until(lambda: (found := emu.deliveries()) and len(found) == 5 and found)
+    assert {(d["outcome"], d["status_code"]) for d in log} == {("sent", 204)}
+    assert SECRET not in json.dumps(log)
+
+
+def test_a_channel_created_later_or_disabled_gets_nothing_earlier(
+    emu: EmulatorHandle, api: httpx.Client, receiver: Receiver
+) -> None:
+    workflow_id = workflow(api)
+    early = subscribe(api, receiver.url("/early"))
+    one_job(emu, api, workflow_id)
+    receiver.wait_for(1)
+    api.patch(f"{CHANNELS}/{early}", json={"enabled": False})
+    subscribe(api, receiver.url("/late"))  # after the first job: none of its events
+    job_id = one_job(emu, api, workflow_id)
+    received = receiver.wait_for(2)  # a channel still enabled would have had it first (created first)
+    assert [path for path, _, _ in received] == ["/early", "/late"]
+    assert json.loads(received[1][2])["job"]["job_id"] == job_id
+
+
+def test_duplicates(emu: EmulatorHandle, api: httpx.Client, receiver: Receiver) -> None:
+    emu.webhooks(duplicate_rate=1)
+    subscribe(api, receiver.url("/in"))
+    one_job(emu, api)
+    (_, first, body), (_, second, again) = receiver.wait_for(2)
+    assert first["webhook-id"] == second["webhook-id"]
+    assert body == again
+    log = until(lambda: (found := emu.deliveries()) and len(found) == 2 and found)
+    assert [d["faults"] for d in log] == [["duplicate"], ["duplicate"]]
+
+
+def test_reordering(emu: EmulatorHandle, api: httpx.Client, receiver: Receiver) -> None:
+    emu.webhooks(reorder=3)
+    subscribe(api, receiver.url("/in"), *ALL_TYPES)
+    one_job(emu, api)
+    types = [json.loads(body)["type"] for _, _, body in receiver.wait_for(3)]
+    assert types == ["job.completed", "job.in_progress", "job.scheduled"]
+
+
+def test_drops(emu: EmulatorHandle, api: httpx.Client, receiver: Receiver) -> None:
+    """With a seed, which deliveries drop is known: here the first two, not the third (sent in order)."""
+
+    def drops(seed: int) -> list[bool]:
+        rng = random.Random(seed)
+        return [rng.random() < 0.5 for _ in range(3)]
+
+    seed = next(s for s in range(1000) if drops(s) == [True, True, False])
+    emu.webhooks(drop_rate=0.5, seed=seed)
+    subscribe(api, receiver.url("/in"), *ALL_TYPES)
+    one_job(emu, api)
+    (_, _, body), *_ = receiver.wait_for(1)
+    assert json.loads(body)["type"] == "job.completed"
+    log = until(lambda: (found := emu.deliveries()) and len(found) == 3 and found)
+    assert [d["outcome"] for d in log] == ["dropped", "dropped", "sent"]
+    assert len(receiver.received) == 1
+
+
+def test_a_bad_signature(emu: EmulatorHandle, api: httpx.Client, receiver: Receiver) -> None:
+    emu.webhooks(bad_signature_rate=1)
+    subscribe(api, receiver.url("/in"), secret=SECRET)
+    one_job(emu, api)
+    (_, headers, body), *_ = receiver.wait_for(1)
+    with pytest.raises(WebhookVerificationError, match="No matching signature"):
+        Webhook(SECRET.encode()).verify(body, headers)
+
+
+def test_a_delay_holds_deliveries_until_it_ends(
+    emu: EmulatorHandle, api: httpx.Client, receiver: Receiver
+) -> None:
+    emu.webhooks(delay=60)
+    subscribe(api, receiver.url("/in"))
+    one_job(emu, api)
+    until(lambda: emu.webhooks()["waiting"] == 1)
+    assert receiver.received == []  # held: nothing is sent while the delay lasts
+    emu.webhooks(delay=0)  # ends the wait
+    assert len(receiver.wait_for(1)) == 1
+    assert until(emu.deliveries)[0]["faults"] == ["delay"]
+
+
+def test_plain_http_needs_the_test_switch(emu: EmulatorHandle, api: httpx.Client) -> None:
+    assert emu.webhooks()["allow_http_loopback"] is False
+    assert api.post(CHANNELS, json=webhook_body("http://127.0.0.1:9/in")).status_code == 422
+    emu.webhooks(allow_http_loopback=True)
+    assert api.post(CHANNELS, json=webhook_body("http://127.0.0.1:9/in")).status_code == 201
+    assert api.post(CHANNELS, json=webhook_body("http://hooks.example.com/in")).status_code == 422
+    emu.reset()
+    assert emu.webhooks()["allow_http_loopback"] is False
+
+
+def test_email_channels_send_only_once_verified(
+    emu: EmulatorHandle, api: httpx.Client, receiver: Receiver
+) -> None:
+    body = {
+        "channel_type": "email",
+        "event_types": ["job.completed"],
+        "email_config": {"recipient_email": "o@x.io"},
+    }
+    email = api.post(CHANNELS, json=body).json()["id"]
+    subscribe(api, receiver.url("/in"))  # after the email channel: each event reaches it second
+    one_job(emu, api)
+    receiver.wait_for(1)
+    api.post(f"{CHANNELS}/{email}/verify")
+    job_id = one_job(emu, api)
+    receiver.wait_for(2)
+    emailed = [d for d in emu.deliveries() if d["channel_type"] == "email"]
+    assert [(d["job_id"], d["recipient"], d["outcome"]) for d in emailed] == [(job_id, "o@x.io", "emailed")]

@@ -145,16 +145,19 @@ async def advance_clock(request: Request, advance: Advance) -> dict[str, Any]:
 @router.get("/webhooks")
 async def get_webhooks(request: Request) -> dict[str, Any]:
     """Return the switches, and how many deliveries their ``delay`` holds right now (``waiting``)."""
-    deliveries = _state(request).deliveries
-    return {**deliveries.settings.model_dump(), "waiting": deliveries.waiting}
+    return _webhooks(_state(request))
+
+
+def _webhooks(state: EmulatorState) -> dict[str, Any]:
+    return {**state.deliveries.settings.model_dump(), "waiting": state.deliveries.waiting}
 
 
 @router.put("/webhooks")
 async def put_webhooks(request: Request, updates: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
     """Change some webhook switches (the others keep their values): loopback HTTP, faults, seed."""
-    deliveries = _state(request).deliveries
-    deliveries.configure(_body(WebhookSettings, {**deliveries.settings.model_dump(), **updates}))
-    return deliveries.settings.model_dump()
+    state = _state(request)
+    state.deliveries.configure(_body(WebhookSettings, {**state.deliveries.settings.model_dump(), **updates}))
+    return _webhooks(state)
 
 
 @router.get("/webhooks/deliveries")

@@ -95,8 +95,12 @@ class EmulatorHandle:
         return result
 
     def webhooks(self, **switches: Any) -> dict[str, Any]:
-        """Change webhook switches (``allow_http_loopback``, ``delay``, ``*_rate``, ``reorder``, ``seed``)."""
-        result: dict[str, Any] = self._call("PUT", "/webhooks", json=switches)
+        """
+        Change webhook switches (``allow_http_loopback``, ``delay``, ``*_rate``, ``reorder``, ``seed``);
+        without any, read them (and ``waiting``: deliveries their delay holds now).
+        """
+        call = ("PUT", {"json": switches}) if switches else ("GET", {})
+        result: dict[str, Any] = self._call(call[0], "/webhooks", **call[1])
         return result
 
     def deliveries(self) -> list[dict[str, Any]]:
