@@ -31,6 +31,7 @@ __all__ = [
     "ObjectStorageError",
     "UnprocessedDocumentsError",
     "UnprocessedDocumentsNoRetryError",
+    "WebhookVerificationError",
     "WorkflowJobError",
     "WorkflowJobFailedError",
     "WorkflowJobTimeoutError",
@@ -298,6 +299,18 @@ class WorkflowAlreadyRunningError(WorkflowServiceError):
 
     Retries apply: a later try finds the job ended, and runs the workflow.
     """
+
+
+class WebhookVerificationError(WorkflowServiceError, ValueError):
+    """
+    A webhook delivery not proven to come from the service (:func:`~.webhooks.verify_webhook`):
+    ``reason`` is ``missing_header``, ``malformed_header``, ``timestamp``, ``signature``, ``body`` or
+    ``secret``. The message never holds the secret or a signature.
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        self.reason = reason
+        super().__init__(message)
 
 
 class InvalidJobEventError(WorkflowServiceError):
