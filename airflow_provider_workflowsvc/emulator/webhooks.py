@@ -77,7 +77,12 @@ class Deliveries:
         self._held.clear()
 
     def start(self) -> None:
-        """Start delivering in the running event loop (the server's)."""
+        """
+        Start delivering in the running event loop (the server's). A restarted emulator (state in a
+        file) sends what happens from now on, not again what its channels were sent before.
+        """
+        self._due()
+        self._held.clear()
         self._changed = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -96,6 +101,7 @@ class Deliveries:
     def _due(self) -> list[tuple[dict[str, Any], Event]]:
         """Return the (channel, event) pairs to send now, oldest event first (or held back to reorder)."""
         if any(row["enabled"] for row in self.channels.rows()):
+            self.notifications.service.fire_due_schedules()  # as a request would: schedules keep time
             events, _ = self.notifications.events()
             for event in reversed(events):
                 for channel in self.channels.receivers(event):
