@@ -294,10 +294,12 @@ class Failures:
         unreached = kind == "refused" and self._origin not in _ANSWERED
         hint = _hint(kind, base)
         if unreached:
-            check = f" --conn-id {self.conn_id}" if self.conn_id else ""
-            hint = (
-                f"Nothing has answered at this address in this process, so the request is not sent again. "
-                f"{hint}; `airflow workflowsvc connection check{check}` says what the connection reaches"
+            hint += (
+                ". Nothing has answered there through this connection in this process, so the request is "
+                f"not sent again (`airflow workflowsvc connection check --conn-id {self.conn_id}` tries "
+                "the connection)"
+                if self.conn_id
+                else ". Nothing has answered there in this process, so the request is not sent again"
             )
         return WorkflowServiceConnectionError(
             method,

@@ -165,7 +165,8 @@ class WorkflowJobTrigger(BaseTrigger):
         from airflow_provider_workflowsvc.wait.outcome import log_outcome
 
         log_outcome(outcome, self.log, fail_on_failed_files=self.fail_on_failed_files)
-        metrics.job_ended(outcome, self.workflowsvc_conn_id, metrics.workflow_of(outcome, self.workflow_id))
+        workflow = metrics.workflow_of(outcome, self.workflow_id)
+        metrics.job_ended(outcome, self.workflowsvc_conn_id, workflow, self.task_instance)
         self.log.info("Job %s passed: the task ends here, without a worker", outcome.job_id)
         return TaskSuccessEvent(xcoms=xcoms)
 
