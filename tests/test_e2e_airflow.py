@@ -788,7 +788,7 @@ def test_a_throttled_deferrable_run_sends_its_metrics_from_worker_and_triggerer(
 
 # --------------------------------------------------------------------------------------------------
 # Jobs in flight capped by an Airflow pool that counts deferred tasks (issue #37; the recipe in
-# docs/provider/operators.rst)
+# docs/provider/operators/run-workflow.rst)
 
 
 def _pool(airflow: LocalAirflow) -> dict[str, Any]:
