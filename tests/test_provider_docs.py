@@ -104,15 +104,15 @@ def test_every_operator_sensor_trigger_and_hook_is_on_an_operators_page(name: st
 
 def test_the_operators_page_lists_every_operator_page_and_the_routes_page_links_them() -> None:
     contents = (DOCS / "operators.rst").read_text()
-    assert [f"operators/{page.stem}" for page in OPERATOR_PAGES if f"<operators/{page.stem}>" in contents] == [
-        f"operators/{page.stem}" for page in OPERATOR_PAGES
-    ]
+    assert len(OPERATOR_PAGES) >= 8
+    assert [page.stem for page in OPERATOR_PAGES if f"<operators/{page.stem}>" not in contents] == []
     routes = (DOCS / "routes.rst").read_text()
     for route in ("destination connector", "On-demand jobs with outputs", "the service schedules"):
         assert route in routes
     home = (DOCS / "index.rst").read_text()
     assert ":doc:`routes`" in home
-    assert ":doc:`operators/on-demand`" in home and ":doc:`operators/object-storage`" in home
+    assert ":doc:`operators/on-demand`" in home
+    assert ":doc:`operators/object-storage`" in home
 
 
 def test_the_scan_finds_every_kind() -> None:
@@ -121,7 +121,8 @@ def test_the_scan_finds_every_kind() -> None:
 
 
 def python_snippets() -> list[str]:
-    return [textwrap.dedent(block) for page in OPERATOR_PAGES for block in CODE_BLOCK.findall(page.read_text())]
+    pages = [page.read_text() for page in OPERATOR_PAGES]
+    return [textwrap.dedent(block) for page in pages for block in CODE_BLOCK.findall(page)]
 
 
 @pytest.mark.parametrize("snippet", python_snippets(), ids=lambda s: s.split("(")[0].split()[-1])
