@@ -9,11 +9,8 @@ table of that page (held to the registry by ``tests/test_metrics.py``). The call
 metrics: they report what happened through the functions below (``answered``, ``retrying``, ``job_ended``,
 ...), which decide which metric it is. A tag value is one of a few per deployment (an endpoint, a
 connection id, a workflow, a reason, a DAG and task), never a job id or a file name; it is reduced to the
-characters every backend takes. Emitting never fails a task: a backend that raises is logged once.
-
-What a task's run or job did carries its task as Airflow's own task metrics do (``ti.finish``): the tags
-``dag_id`` and ``task_id``, and (with ``[metrics] legacy_names_on``, Airflow's default) the same metric
-under a name holding them, ``workflowsvc.job.completed.<dag_id>.<task_id>``, which plain StatsD keeps.
+characters every backend takes. Emitting never fails a task: a backend that raises is logged once. A
+task's metrics also go out as Airflow's own do (``ti.finish.<dag_id>.<task_id>``): :attr:`Metric.per_task`.
 """
 
 from __future__ import annotations
@@ -60,10 +57,10 @@ class Metric:
         """
         labels = {tag: _tag_value(tags.get(tag)) for tag in self.tags}
         sends = [(self.name, labels)]
-        if self.per_task and tags.get("dag_id") and tags.get("task_id") and _legacy_names():
-            rest = {tag: label for tag, label in labels.items() if tag not in TASK_TAGS}
-            sends.insert(0, (".".join([self.name, *(_name_part(tags[tag]) for tag in TASK_TAGS)]), rest))
         try:
+            if self.per_task and tags.get("dag_id") and tags.get("task_id") and _legacy_names():
+                rest = {tag: label for tag, label in labels.items() if tag not in TASK_TAGS}
+                sends.insert(0, (".".join([self.name, *(_name_part(tags[tag]) for tag in TASK_TAGS)]), rest))
             stats = _stats()
             for name, sent in sends:
                 if self.kind == "counter":
@@ -268,12 +265,9 @@ def _task(ti: Any = None) -> dict[str, str]:
 @functools.cache  # Airflow reads it once per process, as it sets up its metrics
 def _legacy_names() -> bool:
     """Return ``[metrics] legacy_names_on`` (3.2+; default True; 3.0 and 3.1 always send both names)."""
-    try:
-        from airflow_provider_workflowsvc._compat import conf
+    from airflow_provider_workflowsvc._compat import conf
 
-        return conf.getboolean("metrics", "legacy_names_on", fallback=True)
-    except Exception:  # pragma: no cover - no configuration available
-        return True
+    return conf.getboolean("metrics", "legacy_names_on", fallback=True)
 
 
 def _name_part(value: Any) -> str:
