@@ -115,6 +115,9 @@ class WorkflowServiceConnectionError(WorkflowServiceError):
     ``connect``, ``read_timeout``, ``dropped``, ``deadline``) and ``hint`` what to check ("" when
     nothing in the connection is to blame). ``permanent``: the same request would fail the same way
     again (a TLS or certificate mismatch, a host name that does not exist), so it is not retried.
+    ``unreached``: refused by an address that has never answered this process through this connection
+    (a wrong host or port, a service not started): not retried by the request nor by a run's sending,
+    so the task fails within seconds; a wait still polls again (it keeps its patience).
     """
 
     def __init__(
@@ -129,9 +132,11 @@ class WorkflowServiceConnectionError(WorkflowServiceError):
         kind: str = "other",
         hint: str = "",
         permanent: bool = False,
+        unreached: bool = False,
     ) -> None:
         self.method, self.path, self.reason, self.sent = method, path, reason, sent
         self.url, self.conn_id, self.kind, self.hint, self.permanent = url, conn_id, kind, hint, permanent
+        self.unreached = unreached
         where = f" (connection {conn_id!r})" if conn_id else ""
         text = f"{method} {url or path} failed{where}: {reason}"
         super().__init__(f"{text}. {hint}" if hint else text)

@@ -8,8 +8,9 @@ the deployment's ``[metrics]`` sends Airflow's own (``docs/provider/metrics.rst`
 table of that page (held to the registry by ``tests/test_metrics.py``). The call sites do not name
 metrics: they report what happened through the functions below (``answered``, ``retrying``, ``job_ended``,
 ...), which decide which metric it is. A tag value is one of a few per deployment (an endpoint, a
-connection id, a workflow, a reason), never a job id or a file name; it is reduced to the characters every
-backend takes. Emitting never fails a task: a backend that raises is logged once.
+connection id, a workflow, a reason, a DAG and task), never a job id or a file name; it is reduced to the
+characters every backend takes. Emitting never fails a task: a backend that raises is logged once. A
+task's metrics also go out as Airflow's own do (``ti.finish.<dag_id>.<task_id>``): :attr:`Metric.per_task`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ Kind = Literal["counter", "timer"]
 _log = logging.getLogger(__name__)
 
 
+TASK_TAGS = ("dag_id", "task_id")
+
+
 @dataclass(frozen=True)
 class Metric:
     """One metric: its full name (under :data:`PREFIX`), kind and tags (in this order)."""
@@ -41,15 +45,28 @@ class Metric:
     kind: Kind
     tags: tuple[str, ...]
 
+    @property
+    def per_task(self) -> bool:
+        """Whether it belongs to a task: tagged :data:`TASK_TAGS`, also sent under a name holding them."""
+        return self.tags[-len(TASK_TAGS) :] == TASK_TAGS
+
     def emit(self, value: float = 1, /, **tags: Any) -> None:
-        """Count ``value`` (a counter) or record ``value`` seconds (a timer), with exactly its own tags."""
+        """
+        Count ``value`` (a counter) or record ``value`` seconds (a timer), with exactly its own tags; one of
+        a task first under its name with the task's (as Airflow sends ``ti.finish.<dag_id>.<task_id>``).
+        """
         labels = {tag: _tag_value(tags.get(tag)) for tag in self.tags}
+        sends = [(self.name, labels)]
         try:
+            if self.per_task and tags.get("dag_id") and tags.get("task_id") and _legacy_names():
+                rest = {tag: label for tag, label in labels.items() if tag not in TASK_TAGS}
+                sends.insert(0, (".".join([self.name, *(_name_part(tags[tag]) for tag in TASK_TAGS)]), rest))
             stats = _stats()
-            if self.kind == "counter":
-                stats.incr(self.name, int(value), tags=labels)
-            else:
-                stats.timing(self.name, timedelta(seconds=max(float(value), 0.0)), tags=labels)
+            for name, sent in sends:
+                if self.kind == "counter":
+                    stats.incr(name, int(value), tags=sent)
+                else:
+                    stats.timing(name, timedelta(seconds=max(float(value), 0.0)), tags=sent)
         except Exception as exc:  # a metrics backend never fails the task
             _failed_once(exc)
 
@@ -60,6 +77,7 @@ def _metric(name: str, kind: Kind, tags: tuple[str, ...]) -> Metric:
 
 REQUEST_TAGS = ("operation", "conn_id")
 WORKFLOW_TAGS = ("workflow", "conn_id")
+RUN_TAGS = (*WORKFLOW_TAGS, *TASK_TAGS)
 
 STATUS_CLASSES = ("2xx", "3xx", "4xx", "5xx")
 REQUESTS = {
@@ -71,15 +89,15 @@ THROTTLED = _metric("request.throttled", "counter", REQUEST_TAGS)
 RETRIED = _metric("request.retried", "counter", (*REQUEST_TAGS, "reason"))
 RETRY_AFTER = _metric("request.retry_after", "timer", REQUEST_TAGS)
 
-RUN_ADOPTED = _metric("run.adopted", "counter", WORKFLOW_TAGS)
-RUN_FAILED_CLOSED = _metric("run.failed_closed", "counter", WORKFLOW_TAGS)
-RUN_FOUND_RUNNING = _metric("run.found_running", "counter", (*WORKFLOW_TAGS, "if_running"))
+RUN_ADOPTED = _metric("run.adopted", "counter", RUN_TAGS)
+RUN_FAILED_CLOSED = _metric("run.failed_closed", "counter", RUN_TAGS)
+RUN_FOUND_RUNNING = _metric("run.found_running", "counter", (*WORKFLOW_TAGS, "if_running", *TASK_TAGS))
 
 JOB_OUTCOMES = ("completed", "completed_with_failed_files", "failed", "stopped", "timed_out", "wait_failed")
-JOBS = {outcome: _metric(f"job.{outcome}", "counter", WORKFLOW_TAGS) for outcome in JOB_OUTCOMES}
-FAILED_DOCUMENTS = _metric("job.failed_documents", "counter", WORKFLOW_TAGS)
-WAIT_TIME = _metric("job.wait_time", "timer", WORKFLOW_TAGS)
-RUN_TIME = _metric("job.run_time", "timer", WORKFLOW_TAGS)
+JOBS = {outcome: _metric(f"job.{outcome}", "counter", RUN_TAGS) for outcome in JOB_OUTCOMES}
+FAILED_DOCUMENTS = _metric("job.failed_documents", "counter", RUN_TAGS)
+WAIT_TIME = _metric("job.wait_time", "timer", RUN_TAGS)
+RUN_TIME = _metric("job.run_time", "timer", RUN_TAGS)
 
 SHARED_LISTINGS = _metric("shared_poll.listings", "counter", WORKFLOW_TAGS)
 SHARED_SERVED = _metric("shared_poll.polls_served", "counter", WORKFLOW_TAGS)
@@ -151,23 +169,24 @@ def retry_reason(exc: BaseException | None) -> str:
 
 
 def run_adopted(workflow_id: str | None, conn_id: str) -> None:
-    RUN_ADOPTED.emit(workflow=workflow_id or ON_DEMAND, conn_id=conn_id)
+    RUN_ADOPTED.emit(workflow=workflow_id or ON_DEMAND, conn_id=conn_id, **_task())
 
 
 def run_failed_closed(workflow_id: str | None, conn_id: str) -> None:
-    RUN_FAILED_CLOSED.emit(workflow=workflow_id or ON_DEMAND, conn_id=conn_id)
+    RUN_FAILED_CLOSED.emit(workflow=workflow_id or ON_DEMAND, conn_id=conn_id, **_task())
 
 
 def found_running(workflow_id: str, conn_id: str, if_running: str) -> None:
-    RUN_FOUND_RUNNING.emit(workflow=workflow_id, conn_id=conn_id, if_running=if_running)
+    RUN_FOUND_RUNNING.emit(workflow=workflow_id, conn_id=conn_id, if_running=if_running, **_task())
 
 
-def job_ended(outcome: JobOutcome, conn_id: str, workflow: str | None) -> None:
+def job_ended(outcome: JobOutcome, conn_id: str, workflow: str | None, task: Any = None) -> None:
     """
     Count how a wait for a job ended, its failed documents, and time the wait and the job; ``workflow``:
-    the tag (:func:`workflow_of`, or :data:`ON_DEMAND`).
+    the tag (:func:`workflow_of`, or :data:`ON_DEMAND`); ``task``: the task instance it ended for (a
+    trigger's; by default the task running in this process).
     """
-    tags = {"workflow": workflow, "conn_id": conn_id}
+    tags = {"workflow": workflow, "conn_id": conn_id, **_task(task)}
     JOBS[_outcome_name(outcome)].emit(**tags)
     if outcome.failed_files:
         FAILED_DOCUMENTS.emit(len(outcome.failed_files), **tags)
@@ -226,6 +245,34 @@ def watcher_event(workflow_id: str | None, conn_id: str, lag: float | None) -> N
 
 # --------------------------------------------------------------------------------------------------
 # Sending
+
+
+def _task(ti: Any = None) -> dict[str, str]:
+    """
+    Return the ``dag_id`` and ``task_id`` of ``ti``, else of the task running in this process (a
+    worker's; a triggerer has none: its triggers give theirs); empty when there is none (a command).
+    """
+    if ti is None:
+        try:
+            from airflow.sdk import get_current_context
+
+            ti = get_current_context()["ti"]
+        except Exception:  # no task runs here
+            return {}
+    return {"dag_id": ti.dag_id, "task_id": ti.task_id}
+
+
+@functools.cache  # Airflow reads it once per process, as it sets up its metrics
+def _legacy_names() -> bool:
+    """Return ``[metrics] legacy_names_on`` (3.2+; default True; 3.0 and 3.1 always send both names)."""
+    from airflow_provider_workflowsvc._compat import conf
+
+    return conf.getboolean("metrics", "legacy_names_on", fallback=True)
+
+
+def _name_part(value: Any) -> str:
+    """Write a DAG or task id as part of a name: a dot (a task group's) is ``__``, as Airflow does."""
+    return _UNSAFE.sub("_", str(value)).replace(".", "__")
 
 
 @functools.cache  # resolved once, not at every metric

@@ -777,6 +777,10 @@ def test_a_throttled_deferrable_run_sends_its_metrics_from_worker_and_triggerer(
     assert statsd.wait_for("airflow.workflowsvc.job.failed_documents", workflow=workflow_tag, conn_id=conn)
     assert statsd.wait_for("airflow.workflowsvc.job.wait_time", workflow=workflow_tag, conn_id=conn)
     assert statsd.wait_for("airflow.workflowsvc.job.run_time", workflow=workflow_tag, conn_id=conn)
+    # ... as the task's metrics: tagged with its DAG and task, and under a name that holds them (plain StatsD)
+    task = {"dag_id": EXAMPLE_DAG, "task_id": RUN_TASK}
+    assert statsd.wait_for("airflow.workflowsvc.job.failed_documents", workflow=workflow_tag, **task)
+    assert statsd.wait_for(f"airflow.workflowsvc.job.failed_documents.{EXAMPLE_DAG}.{RUN_TASK}", conn_id=conn)
     # Airflow's own, from the scheduler and the triggerer: the same [metrics] reached every component
     assert statsd.wait_for("airflow.scheduler_heartbeat")
     assert statsd.wait_for("airflow.triggerer_heartbeat")
@@ -788,7 +792,7 @@ def test_a_throttled_deferrable_run_sends_its_metrics_from_worker_and_triggerer(
 
 # --------------------------------------------------------------------------------------------------
 # Jobs in flight capped by an Airflow pool that counts deferred tasks (issue #37; the recipe in
-# docs/provider/operators.rst)
+# docs/provider/operators/run-workflow.rst)
 
 
 def _pool(airflow: LocalAirflow) -> dict[str, Any]:

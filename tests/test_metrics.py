@@ -67,7 +67,7 @@ def test_every_metric_has_the_one_prefix_and_a_name_every_backend_takes() -> Non
     assert len(names) == len(set(names))
     assert all(re.fullmatch(r"workflowsvc\.[a-z_]+\.[a-z0-9_]+", name) for name in names), names
     assert all(
-        tag in ("operation", "conn_id", "workflow", "reason", "if_running")
+        tag in ("operation", "conn_id", "workflow", "reason", "if_running", "dag_id", "task_id")
         for m in metrics.METRICS
         for tag in m.tags
     )
@@ -133,8 +133,80 @@ def test_tag_values_are_cut_to_the_characters_every_backend_takes(recorded_metri
     metrics.run_adopted("Nightly docs, prod=1 (eu)|x:y", "conn")
     metrics.run_adopted(None, "")
     (_, _, tags), (_, _, empty) = recorded_metrics.named("run.adopted")
-    assert tags == {"workflow": "Nightly_docs__prod_1__eu__x_y", "conn_id": "conn"}
-    assert empty == {"workflow": metrics.ON_DEMAND, "conn_id": "none"}
+    no_task = {"dag_id": "none", "task_id": "none"}  # no task runs in this process
+    assert tags == {"workflow": "Nightly_docs__prod_1__eu__x_y", "conn_id": "conn", **no_task}
+    assert empty == {"workflow": metrics.ON_DEMAND, "conn_id": "none", **no_task}
+
+
+@contextlib.contextmanager
+def running_task(dag_id: str, task_id: str) -> Iterator[None]:
+    """As Airflow's task runner sets the context of the task it runs (what ``get_current_context`` reads)."""
+    from types import SimpleNamespace
+
+    from airflow.sdk.execution_time.context import set_current_context
+
+    with set_current_context({"ti": SimpleNamespace(dag_id=dag_id, task_id=task_id)}):  # type: ignore[typeddict-item]
+        yield
+
+
+@contextlib.contextmanager
+def legacy_names(on: bool, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Airflow's ``[metrics] legacy_names_on`` (read once per process: read again here)."""
+    monkeypatch.setenv("AIRFLOW__METRICS__LEGACY_NAMES_ON", str(on))
+    metrics._legacy_names.cache_clear()
+    try:
+        yield
+    finally:
+        metrics._legacy_names.cache_clear()
+
+
+PER_TASK = [m for m in metrics.METRICS if m.per_task]
+
+
+def test_what_a_task_did_carries_its_dag_and_task_as_airflows_task_metrics_do(
+    recorded_metrics: MetricsRecorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ti.finish`` style: tags for a tagging backend, and the name ``<metric>.<dag_id>.<task_id>``."""
+    assert {m.name.split(".")[1] for m in PER_TASK} == {"run", "job"}
+    with legacy_names(True, monkeypatch), running_task("team_a.docs", "group.parse"):
+        metrics.job_ended(outcome("success", 2, job_seconds=9.0), CONN, metrics.ON_DEMAND)
+        metrics.run_adopted(None, CONN)
+    task = {"dag_id": "team_a.docs", "task_id": "group.parse"}
+    assert recorded_metrics.named("job.completed_with_failed_files") == [
+        ("workflowsvc.job.completed_with_failed_files", 1, {"workflow": "on-demand", "conn_id": CONN, **task})
+    ]
+    under_its_name = (
+        "job.completed_with_failed_files.team_a__docs.group__parse"  # a dot is "__", as Airflow's
+    )
+    assert recorded_metrics.named(under_its_name) == [
+        (f"workflowsvc.{under_its_name}", 1, {"workflow": "on-demand", "conn_id": CONN})
+    ]
+    assert recorded_metrics.total("job.failed_documents.team_a__docs.group__parse") == 2
+    assert recorded_metrics.total("run.adopted.team_a__docs.group__parse") == 1
+    sent = {name for name, _, _ in recorded_metrics.sent}
+    assert len(sent) == 2 * len(sent - {n for n in sent if n.endswith(".team_a__docs.group__parse")})
+
+
+def test_a_trigger_names_its_own_task_and_legacy_names_off_sends_only_the_tagged_name(
+    recorded_metrics: MetricsRecorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    ti = SimpleNamespace(dag_id="nightly", task_id="wait")
+    with legacy_names(False, monkeypatch):
+        metrics.job_ended(outcome("failed"), CONN, "wf", ti)
+    assert recorded_metrics.sent == [
+        (
+            "workflowsvc.job.failed",
+            1,
+            {"workflow": "wf", "conn_id": CONN, "dag_id": "nightly", "task_id": "wait"},
+        ),
+        (
+            "workflowsvc.job.wait_time",
+            2.5,
+            {"workflow": "wf", "conn_id": CONN, "dag_id": "nightly", "task_id": "wait"},
+        ),
+    ]
 
 
 def test_a_backend_that_fails_never_fails_the_caller(monkeypatch: pytest.MonkeyPatch, caplog: Any) -> None:
@@ -318,11 +390,56 @@ def test_the_metrics_go_out_through_airflows_statsd_with_its_prefix_and_tags(
         lines = statsd.wait_for_lines(5)
 
     assert "airflow.workflowsvc.request.2xx,operation=get_job,conn_id=workflowsvc_default:1|c" in lines
-    tags = "workflow=Nightly_docs,conn_id=workflowsvc_default"
+    tags = "workflow=Nightly_docs,conn_id=workflowsvc_default,dag_id=none,task_id=none"  # no task here
     assert f"airflow.workflowsvc.job.completed_with_failed_files,{tags}:1|c" in lines
     assert f"airflow.workflowsvc.job.failed_documents,{tags}:1|c" in lines
     assert f"airflow.workflowsvc.job.wait_time,{tags}:2500.000000|ms" in lines
     assert f"airflow.workflowsvc.job.run_time,{tags}:12000.000000|ms" in lines
+
+
+def dashboard_per_dag() -> list[str]:
+    """The plain-StatsD queries of the docs' per-DAG dashboard (``name.<dag_id>.<task_id>``, as ``.*.*``)."""
+    text = DOCS.read_text()
+    section = text[text.index("Per DAG and task") :]
+    section = section[: section.index("\nAlerts\n")]
+    return re.findall(r"``(airflow\.workflowsvc\.[a-z_.]+\.\*\.\*)``", section)
+
+
+@pytest.mark.airflow_min("3.2", reason="Airflow's metrics are set up by the Task SDK from 3.2")
+@pytest.mark.parametrize("influxdb", [False, True], ids=["plain StatsD", "StatsD with tags"])
+def test_the_per_dag_dashboard_works_on_plain_statsd_and_with_tags(
+    monkeypatch: pytest.MonkeyPatch, influxdb: bool
+) -> None:
+    """Two teams' on-demand jobs (``workflow=on-demand`` both) told apart on a real StatsD socket."""
+    queries = dashboard_per_dag()
+    assert len(queries) >= 4, queries
+    with (
+        statsd_receiver() as statsd,
+        airflow_statsd(monkeypatch, statsd.port, statsd_influxdb_enabled=str(influxdb)),
+        legacy_names(True, monkeypatch),
+    ):
+        for dag_id in ("team_a_docs", "team_b_docs"):
+            with running_task(dag_id, "parse"):
+                metrics.job_ended(
+                    outcome("success", 1, job_seconds=3.0), CONN, metrics.ON_DEMAND
+                )  # 4 metrics
+                metrics.job_ended(outcome("success"), CONN, metrics.ON_DEMAND)  # 2
+                metrics.job_ended(outcome("failed"), CONN, metrics.ON_DEMAND)  # 2
+                metrics.run_failed_closed(None, CONN)  # 1
+        lines = statsd.wait_for_lines(2 * 2 * 9)  # 2 teams x 2 names x 9 metrics
+    print("\n".join(lines))
+    for query in queries:
+        pattern = re.compile(re.escape(query).replace(r"\*", r"[^.,:]+") + "[,:]")
+        assert {m.group(0) for line in lines if (m := pattern.match(line))}, (query, lines)
+    for team in ("team_a_docs", "team_b_docs"):
+        name = f"airflow.workflowsvc.job.failed_documents.{team}.parse"
+        tags = ",workflow=on-demand,conn_id=workflowsvc_metrics" if influxdb else ""
+        assert f"{name}{tags}:1|c" in lines
+        if influxdb:  # the tagged name: grouped by the tag dag_id
+            full = f"workflow=on-demand,conn_id=workflowsvc_metrics,dag_id={team},task_id=parse"
+            assert f"airflow.workflowsvc.job.failed_documents,{full}:1|c" in lines
+    if not influxdb:
+        assert lines.count("airflow.workflowsvc.job.failed_documents:1|c") == 2  # all teams together
 
 
 @pytest.mark.airflow_min("3.2", reason="Airflow's metrics are set up by the Task SDK from 3.2")

@@ -192,6 +192,27 @@ def test_any_number_of_files_in_jobs_within_the_limits(
     assert {j["job_id"]: j["documents"] for j in summary["jobs"]} == held
 
 
+def test_the_log_names_the_failed_documents_when_they_do_not_fail_the_task(
+    service: EmulatorHandle,
+    driven: DrivenClock,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """As RunWorkflowOperator's log does: a user reading "4 of 6 processed" learns which two, and why."""
+    inputs = folder(tmp_path, 4, empty=("blank-a.txt", "blank-b.txt"))
+    summary = op(inputs, fail_on_failed_files=False).execute(ctx())
+
+    assert (summary["outcome"], summary["completed_count"], summary["document_count"]) == ("success", 4, 6)
+    said = capfd.readouterr().out + caplog.text
+    assert "4 of 6 document(s) processed (success)" in said
+    assert "2 document(s) not processed:" in said
+    failed = {d["document"]: d["error"] for d in summary["documents"] if d["status"] == "failed"}
+    assert sorted(failed) == ["blank-a.txt", "blank-b.txt"]
+    for name, error in failed.items():
+        assert f"{name} ({error})" in said
+
+
 def test_a_launch_refused_for_the_gap_is_sent_again_after_retry_after(
     service: EmulatorHandle, driven: DrivenClock, tmp_path: Path
 ) -> None:

@@ -206,7 +206,7 @@ def test_the_docs_list_every_schedule_and_the_full_providers_get() -> None:
     from airflow_provider_workflowsvc.operators.workflows import SCHEDULES
 
     docs = Path(__file__).parents[1] / "docs" / "provider"
-    operators = " ".join((docs / "operators.rst").read_text().split())
+    operators = " ".join((docs / "operators" / "workflows.rst").read_text().split())
     assert [s for s in SCHEDULES if f"``{s}``" not in operators] == []
     installation = (docs / "installation.rst").read_text()
     assert "airflow providers get airflow-provider-workflowsvc --full -o yaml" in installation

@@ -20,7 +20,8 @@ from airflow_provider_workflowsvc.get_provider_info import get_provider_info
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs" / "provider"
 EXAMPLE_DAGS = REPO / "example_dags"
-OPERATORS_PAGE = DOCS / "operators.rst"
+OPERATOR_PAGES = sorted((DOCS / "operators").glob("*.rst"))
+"""The operators' pages, one per operator or family (operators.rst is their table of contents)."""
 CONNECTION_PAGE = DOCS / "connections" / "workflowsvc.rst"
 INCLUDE = re.compile(
     r"^\.\. literalinclude:: (?P<path>\S+)\n(?P<options>(?:    :[\w-]+:.*\n)+)", re.MULTILINE
@@ -93,12 +94,25 @@ PUBLIC_CLASSES = sorted(
 
 
 @pytest.mark.parametrize(("name", "kind"), PUBLIC_CLASSES, ids=[name for name, _ in PUBLIC_CLASSES])
-def test_every_operator_sensor_trigger_and_hook_is_on_the_operators_page(name: str, kind: str) -> None:
-    page = OPERATORS_PAGE.read_text()
+def test_every_operator_sensor_trigger_and_hook_is_on_an_operators_page(name: str, kind: str) -> None:
     module = getattr(root, name).__module__
-    assert f":class:`~{module}.{name}`" in page, f"{name}: no :class: reference with its module {module}"
-    if kind != "hook":
-        assert f".. _howto/{kind}:{name}:" in page, f"{name}: no section label"
+    pages = [page for page in OPERATOR_PAGES if f":class:`~{module}.{name}`" in page.read_text()]
+    assert pages, f"{name}: no :class: reference with its module {module}"
+    if kind != "hook":  # its section on a page that names it (the page stands alone)
+        assert any(f".. _howto/{kind}:{name}:" in page.read_text() for page in pages), f"{name}: no label"
+
+
+def test_the_operators_page_lists_every_operator_page_and_the_routes_page_links_them() -> None:
+    contents = (DOCS / "operators.rst").read_text()
+    assert len(OPERATOR_PAGES) >= 8
+    assert [page.stem for page in OPERATOR_PAGES if f"<operators/{page.stem}>" not in contents] == []
+    routes = (DOCS / "routes.rst").read_text()
+    for route in ("destination connector", "On-demand jobs with outputs", "the service schedules"):
+        assert route in routes
+    home = (DOCS / "index.rst").read_text()
+    assert ":doc:`routes`" in home
+    assert ":doc:`operators/on-demand`" in home
+    assert ":doc:`operators/object-storage`" in home
 
 
 def test_the_scan_finds_every_kind() -> None:
@@ -107,18 +121,19 @@ def test_the_scan_finds_every_kind() -> None:
 
 
 def python_snippets() -> list[str]:
-    return [textwrap.dedent(block) for block in CODE_BLOCK.findall(OPERATORS_PAGE.read_text())]
+    pages = [page.read_text() for page in OPERATOR_PAGES]
+    return [textwrap.dedent(block) for page in pages for block in CODE_BLOCK.findall(page)]
 
 
 @pytest.mark.parametrize("snippet", python_snippets(), ids=lambda s: s.split("(")[0].split()[-1])
-def test_each_snippet_of_the_operators_page_builds_its_task(snippet: str) -> None:
+def test_each_snippet_of_the_operators_pages_builds_its_task(snippet: str) -> None:
     namespace = {name: getattr(root, name) for name in root.__all__} | {"task": task}
     with DAG(dag_id="docs_snippet", schedule=None) as dag:
         exec(compile(snippet, "operators.rst", "exec"), namespace)
     assert len(dag.tasks) == 1, snippet
 
 
-def test_the_operators_page_has_snippets() -> None:
+def test_the_operators_pages_have_snippets() -> None:
     assert len(python_snippets()) >= 5
 
 

@@ -143,7 +143,7 @@ def test_files_expand_directories_globs_and_rendered_lists(tmp_path: Any) -> Non
 
 
 def test_deferrable_run_defers_with_the_job_and_pushes_the_link_first(
-    mock_service: Any, tmp_path: Any
+    mock_service: Any, tmp_path: Any, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     (tmp_path / "a.txt").write_text("hello")
     run, _ = route_run(mock_service, ok(job_json("j1", "scheduled")))
@@ -162,6 +162,9 @@ def test_deferrable_run_defers_with_the_job_and_pushes_the_link_first(
     assert kwargs["cancel_on_kill"] is False
     assert kwargs["workflowsvc_conn_id"] == "workflowsvc_default"
     assert started + 600 <= kwargs["deadline"] <= time.time() + 600
+    said = capfd.readouterr().out + caplog.text
+    assert "Waiting in the triggerer (needs a running triggerer with this provider installed" in said
+    assert "'Deferrable tasks'" in said, "where the docs say how to see a triggerer is missing"
     assert context["ti"].pushed == {"job_id": "j1", LINK_KEY: ""}, "no ui_url: no link to the API record"
     assert run.call_count == 1
     body = run.calls[0].request.content

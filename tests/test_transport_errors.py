@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import respx
 
+from airflow_provider_workflowsvc import RunWorkflowOperator
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceApiError, WorkflowServiceConnectionError
 from airflow_provider_workflowsvc.hooks.workflowsvc import (
     ConnectionSettings,
@@ -198,7 +199,15 @@ async def test_untrusted_certificate_points_at_the_ca_bundle(
     assert not is_transient(error)
 
 
-async def test_refused_names_host_and_port_and_is_retried(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+REFUSED_HINT = (
+    "Is the service listening on 127.0.0.1:{port}? Check the port, the scheme (http/https) and any proxy"
+)
+
+
+async def test_refused_where_nothing_ever_answered_fails_at_once_naming_what_to_check(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wrong port: the first request of the process finds nothing listening, so it is not sent again."""
     port = _closed_port()
     _connect(monkeypatch, f"127.0.0.1:{port}", protocol="http")
     error, waits = await _list_workflows(kind)
@@ -207,13 +216,48 @@ async def test_refused_names_host_and_port_and_is_retried(kind: str, monkeypatch
         "ConnectError: "  # sync: "[Errno 111] Connection refused"; async: "All connection attempts failed"
     ), error
     assert str(error).endswith(
-        f". Is the service listening on 127.0.0.1:{port}? Check the port, the scheme (http/https) and "
-        "any proxy"
+        f". {REFUSED_HINT.format(port=port)}. Nothing has answered there through this connection in this "
+        "process, so the request is not sent again (`airflow workflowsvc connection check --conn-id "
+        "workflowsvc_default` tries the connection)"
     )
+    assert waits == [], "one attempt: nothing has ever answered at this address"
+    assert (error.kind, error.unreached, error.permanent) == ("refused", True, False)
+    assert is_transient(error), "a wait keeps its patience: it polls again"
+
+
+async def test_refused_after_the_service_answered_is_retried(
+    kind: str, plain_server: _Counting, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service answered this process before: a refusal now is a service restarting, retried."""
+    port = plain_server.server_address[1]
+    _connect(monkeypatch, f"127.0.0.1:{port}", protocol="http")
+    with pytest.raises(Exception, match="400"):  # an answer (the plain server's 400): it was reached
+        WorkflowServiceHook(CONN_ID).list_workflows()
+    plain_server.shutdown()
+    plain_server.server_close()  # the port now refuses
+    error, waits = await _list_workflows(kind)
+    assert str(error).endswith(f". {REFUSED_HINT.format(port=port)}"), error
     assert len(waits) == RETRIES, "a refused connection may be a restarting service: retried"
-    assert error.kind == "refused"
-    assert not error.permanent
+    assert (error.kind, error.unreached, error.permanent) == ("refused", False, False)
     assert is_transient(error)
+
+
+def test_a_run_whose_first_request_finds_nothing_listening_fails_after_one_attempt(
+    monkeypatch: pytest.MonkeyPatch, recorded_metrics: Any
+) -> None:
+    """Neither the request's retries nor the run's sending again: one attempt, then the task fails."""
+    from reliability._helpers import FakeTI
+
+    port = _closed_port()
+    _connect(monkeypatch, f"127.0.0.1:{port}", protocol="http", max_retries=5)
+    task = RunWorkflowOperator(
+        task_id="run", workflow_id="3c6a9eb3-7e40-4cf3-9cf8-4d2fe6bc4ed6", deferrable=False
+    )
+    with pytest.raises(WorkflowServiceConnectionError) as caught:
+        task.execute({"ti": FakeTI(), "task_state_store": None})
+    assert caught.value.unreached, caught.value
+    assert len(recorded_metrics.named("request.no_answer")) == 1
+    assert recorded_metrics.named("request.retried") == []
 
 
 async def test_unknown_host_name_is_not_retried(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -256,8 +300,9 @@ def test_connection_refused_answers_at_once(monkeypatch: pytest.MonkeyPatch) -> 
     assert message == (
         f"Connection failed: GET http://127.0.0.1:{port}/api/v1/workflows/ failed "
         f"(connection 'workflowsvc_default'): ConnectError: [Errno 111] Connection refused. "
-        f"Is the service listening on 127.0.0.1:{port}? Check the port, the scheme (http/https) and "
-        "any proxy"
+        f"{REFUSED_HINT.format(port=port)}. Nothing has answered there through this connection in this "
+        "process, so the request is not sent again (`airflow workflowsvc connection check --conn-id "
+        "workflowsvc_default` tries the connection)"
     )
 
 

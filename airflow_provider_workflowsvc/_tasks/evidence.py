@@ -98,7 +98,7 @@ def may_retry_refused(exc: BaseException) -> bool:
     never a used-up quota (a 402, or a 429 saying so).
     """
     if isinstance(exc, WorkflowServiceConnectionError):
-        return not exc.sent
+        return not (exc.sent or exc.unreached)
     if isinstance(exc, WorkflowServiceQuotaError):
         return False
     return isinstance(exc, WorkflowServiceApiError) and exc.status_code in REFUSED_STATUS

@@ -132,6 +132,13 @@ def log_summary(summary: Mapping[str, Any], log: Log) -> None:
         summary["document_count"],
         summary["outcome"],
     )
+    unprocessed = [d for d in summary["documents"] if d["status"] != "completed"]
+    if unprocessed:  # named whatever the verdict (fail_on_failed_files=False too); the log has them all
+        log.warning(
+            "%d document(s) not processed:\n%s",
+            len(unprocessed),
+            describe_documents(summary, unprocessed, limit=len(unprocessed)),
+        )
 
 
 def summarize(
@@ -257,22 +264,8 @@ def failure(
     bad = [d for d in summary["documents"] if not passes(d["status"], fail_on_failed_files)]
     if not bad:
         return None
-    named = [d["document"] for d in summary["documents"]]
-    shared = {name for name in named if named.count(name) > 1}
-    lines = []
-    for status in dict.fromkeys(d["status"] for d in bad):
-        group = [d for d in bad if d["status"] == status]
-        names = ", ".join(
-            d["document"]
-            + (f" from {d['source']}" if d["document"] in shared else "")
-            + (f" ({d['error']})" if d["error"] and status == "failed" else "")
-            for d in group[:SHOWN]
-        )
-        more = f" and {len(group) - SHOWN} more" if len(group) > SHOWN else ""
-        why = f": {group[0]['error']}" if status != "failed" and group[0]["error"] else ""
-        lines.append(f"  - {len(group)} {status.replace('_', ' ')}{why}: {names}{more}")
     total = summary["document_count"]
-    text = f"{len(bad)} of {total} document(s) were not processed:\n" + "\n".join(lines)
+    text = f"{len(bad)} of {total} document(s) were not processed:\n" + describe_documents(summary, bad)
     final = plan.final or all(d["status"] == "unknown" for d in bad)
     if final or not durable:
         why_not = (
@@ -291,6 +284,30 @@ def failure(
         "launched again); every document's outcome is in the summary (XCom return_value).",
         dict(summary),
     )
+
+
+def describe_documents(
+    summary: Mapping[str, Any], docs: Sequence[Mapping[str, Any]], limit: int = SHOWN
+) -> str:
+    """
+    One line per status of ``docs`` (documents of ``summary``): how many, why, and the first ``limit``
+    names (a failed file with the service's error; a name several inputs share, with its source).
+    """
+    named = [d["document"] for d in summary["documents"]]
+    shared = {name for name in named if named.count(name) > 1}
+    lines = []
+    for status in dict.fromkeys(d["status"] for d in docs):
+        group = [d for d in docs if d["status"] == status]
+        names = ", ".join(
+            d["document"]
+            + (f" from {d['source']}" if d["document"] in shared else "")
+            + (f" ({d['error']})" if d["error"] and status == "failed" else "")
+            for d in group[:limit]
+        )
+        more = f" and {len(group) - limit} more" if len(group) > limit else ""
+        why = f": {group[0]['error']}" if status != "failed" and group[0]["error"] else ""
+        lines.append(f"  - {len(group)} {status.replace('_', ' ')}{why}: {names}{more}")
+    return "\n".join(lines)
 
 
 def refusal_is_final(exc: BaseException) -> bool:

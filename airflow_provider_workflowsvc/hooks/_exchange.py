@@ -470,6 +470,7 @@ def _attempt(transport: _Transport, call: ApiCall[T], operation: str) -> Exchang
                 metrics.no_answer(operation, transport.conn_id)
                 raise transport.transport_error(method, path, exc) from None
         metrics.answered(operation, transport.conn_id, response.status_code)
+        transport.answered()
         follow = transport.redirect_target(call, method, path, response)
         if follow is None:
             break

@@ -59,13 +59,13 @@ def is_retryable(call: ApiCall[Any], exc: BaseException) -> bool:
 
     Idempotent calls retry on a transport failure and on 429/502/503/504, unless the answer's body
     says ``"retryable": false`` (as unstructured-client 0.46.4 reads it); a failure that would happen
-    again the same way (TLS version or certificate mismatch, unknown host name) is never retried.
-    Create and run calls (``unsent-only``) retry only when the connection was never established, so
-    the server never saw them: a read timeout, a dropped connection, a 429 or a 5xx may mean the work
-    was done.
+    again the same way (TLS version or certificate mismatch, unknown host name) is never retried, nor a
+    connection refused where nothing has answered this process (``unreached``). Create and run calls
+    (``unsent-only``) retry only when the connection was never established, so the server never saw
+    them: a read timeout, a dropped connection, a 429 or a 5xx may mean the work was done.
     """
     if isinstance(exc, WorkflowServiceConnectionError):
-        if exc.permanent or exc.kind == "lane_limit":  # a read that hangs: sent again, it would hang again
+        if exc.permanent or exc.unreached or exc.kind == "lane_limit":  # a hung read would hang again
             return False
         return call.retry == "idempotent" or not exc.sent
     if isinstance(exc, WorkflowServiceQuotaError):
@@ -307,6 +307,16 @@ class Failures:
         self, method: str, path: str, reason: str, *, sent: bool, kind: str
     ) -> WorkflowServiceConnectionError:
         base = urlsplit(self.settings.base_url)
+        unreached = kind == "refused" and self._origin not in _ANSWERED
+        hint = _hint(kind, base)
+        if unreached:
+            hint += (
+                ". Nothing has answered there through this connection in this process, so the request is "
+                f"not sent again (`airflow workflowsvc connection check --conn-id {self.conn_id}` tries "
+                "the connection)"
+                if self.conn_id
+                else ". Nothing has answered there in this process, so the request is not sent again"
+            )
         return WorkflowServiceConnectionError(
             method,
             self.full_path(path),
@@ -315,9 +325,23 @@ class Failures:
             url=urlunsplit((base.scheme, base.netloc, self.full_path(path), "", "")),
             conn_id=self.conn_id,
             kind=kind,
-            hint=_hint(kind, base),
+            hint=hint,
             permanent=kind in _PERMANENT_KINDS,
+            unreached=unreached,
         )
+
+    @property
+    def _origin(self) -> tuple[str, str]:
+        return self.conn_id, self.settings.base_url
+
+    def answered(self) -> None:
+        """Remember that the service answered through this connection and base URL (in this process)."""
+        _ANSWERED.add(self._origin)
+
+
+_ANSWERED: set[tuple[str, str]] = set()
+"""The (connection id, base URL) pairs any answer came through in this process: a refusal by one of
+them is a service restarting (retried); by any other, an address where nothing listens (fails at once)."""
 
 
 # --------------------------------------------------------------------------------------------------

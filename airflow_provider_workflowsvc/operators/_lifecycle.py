@@ -155,7 +155,9 @@ class JobOperator(WorkflowServiceBaseOperator):
         """Leave the worker for ``trigger``; the task resumes in ``execute_complete``."""
         from airflow_provider_workflowsvc.triggers.job import deferral_timeout
 
-        self.defer(trigger=trigger, method_name="execute_complete", timeout=deferral_timeout(deadline))
+        self.defer(
+            trigger=trigger, method_name="execute_complete", timeout=deferral_timeout(deadline, self.log)
+        )
 
     def cancel_after_timeout(self, job_id: str) -> str:
         """Cancel a job whose wait timed out (when ``cancel_on_timeout``); a note of what became of it."""

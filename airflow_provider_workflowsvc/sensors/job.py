@@ -190,7 +190,9 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
             started_at=started,
             cancel_on_kill=False,
         )
-        self.defer(trigger=trigger, method_name="execute_complete", timeout=deferral_timeout(deadline))
+        self.defer(
+            trigger=trigger, method_name="execute_complete", timeout=deferral_timeout(deadline, self.log)
+        )
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
         from airflow_provider_workflowsvc.wait.outcome import broken_outcome

@@ -20,12 +20,24 @@ if TYPE_CHECKING:
 DEFERRAL_BACKSTOP = 600.0
 """Seconds Airflow's own deferral timeout comes after the trigger's deadline (only a backstop: the
 trigger reports its own deadline): a task that starts in the triggerer (``deadline=None``) has its
-deadline this long before that timeout."""
+deadline this long before that timeout. Long enough for what a trigger does past its deadline (the
+end read again, the cancel after a timeout) in a triggerer running late: Airflow's timeout fails the
+task without either."""
 
 
-def deferral_timeout(deadline: float) -> timedelta:
-    """Return the deferral timeout of a task deferred to a trigger with ``deadline`` (epoch seconds)."""
-    return timedelta(seconds=max(0.0, deadline - time.time()) + DEFERRAL_BACKSTOP)
+def deferral_timeout(deadline: float, log: Any) -> timedelta:
+    """
+    Return the deferral timeout of a task deferred to a trigger with ``deadline`` (epoch seconds), and
+    log where the wait goes and what it needs there (with no triggerer, nothing else is said until then).
+    """
+    timeout = timedelta(seconds=max(0.0, deadline - time.time()) + DEFERRAL_BACKSTOP)
+    log.info(
+        "Waiting in the triggerer (needs a running triggerer with this provider installed: without one the "
+        "task stays deferred, without a word, until Airflow's deferral timeout in %d s; see the provider's "
+        "Installation page, 'Deferrable tasks')",
+        timeout.total_seconds(),
+    )
+    return timeout
 
 
 class WorkflowJobTrigger(BaseTrigger):
@@ -165,7 +177,8 @@ class WorkflowJobTrigger(BaseTrigger):
         from airflow_provider_workflowsvc.wait.outcome import log_outcome
 
         log_outcome(outcome, self.log, fail_on_failed_files=self.fail_on_failed_files)
-        metrics.job_ended(outcome, self.workflowsvc_conn_id, metrics.workflow_of(outcome, self.workflow_id))
+        workflow = metrics.workflow_of(outcome, self.workflow_id)
+        metrics.job_ended(outcome, self.workflowsvc_conn_id, workflow, self.task_instance)
         self.log.info("Job %s passed: the task ends here, without a worker", outcome.job_id)
         return TaskSuccessEvent(xcoms=xcoms)
 

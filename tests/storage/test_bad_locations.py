@@ -1,7 +1,7 @@
 """Issue #35, item 4: a bad location in ``files`` or ``output_dir`` fails the task with an error naming
 it, before any request reaches the service (the emulator's request log is empty).
 
-What each bad location reports is the table of docs/provider/operators.rst ("Object storage").
+What each bad location reports is the table of docs/provider/operators/object-storage.rst.
 """
 
 from __future__ import annotations
