@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import subprocess
 import sys
@@ -10,9 +9,9 @@ import tarfile
 import zipfile
 from importlib.metadata import metadata, version
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from helpers import load_ci_script
 
 import airflow_provider_workflowsvc
 
@@ -26,16 +25,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 DEV_TOOLS = ("pytest", "pytest-asyncio", "pytest-timeout", "respx", "ruff", "mypy", "unstructured-client")
 
 
-def load_check_dist() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("check_dist", ROOT / "ci" / "check_dist.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-check_dist = load_check_dist()
+check_dist = load_ci_script("check_dist")
 
 
 def requirement_name(requirement: str) -> str:
@@ -167,16 +157,7 @@ def test_main_reports_every_problem_and_fails(tmp_path: Path, capsys: pytest.Cap
 # ci/release.py: the release tag, the SBOM's check (the real SBOM: tests/test_testing_docs.py)
 
 
-def load_release() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("release", ROOT / "ci" / "release.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-release = load_release()
+release = load_ci_script("release")
 
 
 def test_a_release_tag_must_be_v_and_the_packages_version() -> None:

@@ -327,7 +327,7 @@ def test_the_version_is_the_newest_release_or_a_development_version_after_it() -
         assert version > Version(released[0])
     else:
         assert version == Version(released[0]), f"{version}: the changelog's newest release is {released[0]}"
-        assert "\n- " not in unreleased, f"{version} is released: its changes go in its section (or X.Y.Z.devN)"
+        assert "\n- " not in unreleased, f"{version} is released: changes go in its section (or X.Y.Z.devN)"
 
 
 def test_each_release_has_the_sections_of_the_apache_providers_changelogs() -> None:

@@ -7,7 +7,6 @@ session that does not use it alone: no fixture of its own set up, neither Airflo
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -15,10 +14,9 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from types import ModuleType
 
 import pytest
-from helpers import run_pytest
+from helpers import load_ci_script, run_pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "provider" / "testing.rst"
@@ -67,16 +65,7 @@ def uv(*args: str) -> list[str]:
     return [sys.executable, "-m", "uv", *args]
 
 
-def load_release() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("release", REPO / "ci" / "release.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-release = load_release()
+release = load_ci_script("release")
 
 
 @pytest.fixture(scope="module")
