@@ -68,8 +68,11 @@ def sbom_problems(sbom: dict, required: Sequence[str], installed: dict[str, str]
     (the wheel's runtime Requires-Dist) among them.
     """
     listed = {canonical(c.get("name", "")): c.get("version") for c in sbom.get("components", [])}
-    problems = [f"the runtime requirement {name} was not installed with the wheel" for name in required]
-    problems = [p for p, name in zip(problems, required, strict=True) if name not in installed]
+    problems = [
+        f"the runtime requirement {name} was not installed with the wheel"
+        for name in required
+        if name not in installed
+    ]
     for name, version in sorted(installed.items()):
         if name not in listed:
             problems.append(f"{name} {version} is not a component")
