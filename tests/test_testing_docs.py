@@ -157,6 +157,7 @@ print(dist.version, "file" if dist.read_text("direct_url.json") else "index", pl
 """
 
 
+@pytest.mark.e2e  # beside the dry run: the newest leg, whose virtualenv has ./dev's uv
 def test_the_sbom_lists_each_runtime_requirement_of_the_wheel_with_a_version(release_dist: Path) -> None:
     wheel = release.wheel_of(release_dist)
     (sbom,) = release_dist.glob(f"*{release.SBOM_SUFFIX}")
