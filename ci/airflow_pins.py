@@ -27,8 +27,7 @@ AUDIENCES = ("users", "tests")
 CONSTRAINTS_URL = (
     "https://raw.githubusercontent.com/apache/airflow/constraints-{airflow}/constraints-{python}.txt"
 )
-WHEEL_GLOB = "dist/airflow_provider_workflowsvc-*.whl"
-BUILD_WHEEL = "pip install build && python -m build --wheel"
+PROVIDER = "airflow-provider-workflowsvc"  # installed by name from the package index
 PYTHON_VERSION = """PYTHON_VERSION="$(python -c 'import sys; print("%d.%d" % sys.version_info[:2])')\""""
 
 # A generated block sits between these two lines of its page (RST comments, Markdown HTML comments).
@@ -96,13 +95,13 @@ def user_pins(pins: Sequence[Pin], minor: str) -> list[Pin]:
 def constraints_command(version: str) -> list[str]:
     """Return the install with Airflow's constraints file of ``version`` (two lines)."""
     url = CONSTRAINTS_URL.format(airflow=version, python="${PYTHON_VERSION}")
-    return [f'pip install "apache-airflow=={version}" {WHEEL_GLOB} \\', f'    --constraint "{url}"']
+    return [f'pip install "apache-airflow=={version}" {PROVIDER} \\', f'    --constraint "{url}"']
 
 
 def plain_command(version: str, pins: Sequence[Pin]) -> str:
     """Return the install without a constraints file: Airflow, the pins, the provider."""
     return " ".join(
-        ["pip install", f'"apache-airflow=={version}"', *(f'"{p.requirement}"' for p in pins), WHEEL_GLOB]
+        ["pip install", f'"apache-airflow=={version}"', *(f'"{p.requirement}"' for p in pins), PROVIDER]
     )
 
 
@@ -131,7 +130,7 @@ def install_page_block(pins: Sequence[Pin]) -> str:
 def readme_block(pins: Sequence[Pin]) -> str:
     """Return the README's install: the newest release with its constraints, every minor's pins."""
     newest = minors(pins)[0]
-    lines = ["```console", f"{BUILD_WHEEL}   # in a clone of this repository", PYTHON_VERSION]
+    lines = ["```console", PYTHON_VERSION]
     lines += [*constraints_command(release(pins, newest)), "```", ""]
     tested = ", ".join(f"{minor} ({release(pins, minor)})" for minor in minors(pins))
     lines.append(f"Tested on Airflow {tested}: put that release in both places. Without the constraints")

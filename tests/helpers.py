@@ -7,11 +7,14 @@ conftest.py, which imports from here too.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import subprocess
+import sys
 import threading
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 # The DAG-bag plumbing is the test kit's (re-exported for the suite's modules).
@@ -51,6 +54,18 @@ def hourly_workflow(name: str, conn_id: str = "workflowsvc_default") -> str:
         config = {"remote_url": "s3://scheduled/in/", "emulator_documents": 2}
         source = hook.create_source(f"{name}-in", "s3", config)
         return str(hook.create_workflow(name, "basic", source_id=source.id, schedule="every hour").id)
+
+
+def load_ci_script(name: str) -> ModuleType:
+    """Import the script ``ci/<name>.py`` (not a package) as the module ``name``."""
+    path = Path(__file__).resolve().parents[1] / "ci" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_pytest(

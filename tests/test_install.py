@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -10,9 +9,9 @@ import subprocess
 import sys
 from importlib.metadata import distribution
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from helpers import load_ci_script
 
 import airflow_provider_workflowsvc
 
@@ -23,17 +22,7 @@ INSTALL = os.environ.get("WORKFLOWSVC_PROVIDER_INSTALL")
 """How ``./dev`` installed the provider for this session: ``wheel`` (the matrix legs) or ``editable``."""
 
 
-def load_pins_reader() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("airflow_pins", REPO / "ci" / "airflow_pins.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-airflow_pins = load_pins_reader()
+airflow_pins = load_ci_script("airflow_pins")
 
 
 def installed_as() -> tuple[str, Path]:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
+import subprocess
+import sys
 import tarfile
 import zipfile
 from importlib.metadata import metadata, version
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from helpers import load_ci_script
 
 import airflow_provider_workflowsvc
 
@@ -24,16 +25,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 DEV_TOOLS = ("pytest", "pytest-asyncio", "pytest-timeout", "respx", "ruff", "mypy", "unstructured-client")
 
 
-def load_check_dist() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("check_dist", ROOT / "ci" / "check_dist.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-check_dist = load_check_dist()
+check_dist = load_ci_script("check_dist")
 
 
 def requirement_name(requirement: str) -> str:
@@ -159,3 +151,62 @@ def test_main_reports_every_problem_and_fails(tmp_path: Path, capsys: pytest.Cap
     assert check_dist.main([wheel]) == 1
     assert capsys.readouterr().err == "w.whl: unexpected top-level entries: tests\n"
     assert check_dist.main([write_wheel(tmp_path / "ok.whl", GOOD_WHEEL)]) == 0
+
+
+# --------------------------------------------------------------------------------------------------
+# ci/release.py: the release tag, the SBOM's check (the real SBOM: tests/test_testing_docs.py)
+
+
+release = load_ci_script("release")
+
+
+def test_a_release_tag_must_be_v_and_the_packages_version() -> None:
+    assert release.tag_problem("v1.2.3", "1.2.3") is None
+    for tag in ("1.2.3", "v1.2.4", "v1.2.3rc1", "refs/tags/v1.2.3"):
+        assert release.tag_problem(tag, "1.2.3") == (
+            f"the tag {tag!r} is not the package's version: tag v1.2.3, or change __version__"
+        )
+    ok = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "ci" / "release.py"),
+            "tag",
+            f"v{airflow_provider_workflowsvc.__version__}",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    wrong = subprocess.run(
+        [sys.executable, str(ROOT / "ci" / "release.py"), "tag", "v0.0.0"], capture_output=True
+    )
+    assert (ok.returncode, wrong.returncode) == (0, 1), ok.stderr
+
+
+METADATA_REQUIRES = """Metadata-Version: 2.4
+Name: airflow-provider-workflowsvc
+Requires-Dist: apache-airflow>=3.0
+Requires-Dist: httpx>=0.27
+Requires-Dist: Typing_Extensions>=4; python_version < "3.11"
+Requires-Dist: fastapi>=0.110; extra == "emulator"
+Requires-Dist: apache-airflow-providers-openlineage>=2.3.0; extra == 'openlineage'
+"""
+
+
+def test_the_runtime_requirements_are_the_requires_dist_outside_every_extra() -> None:
+    assert release.runtime_requirements(METADATA_REQUIRES) == ["apache-airflow", "httpx", "typing-extensions"]
+
+
+def test_the_sbom_check_names_each_dependency_missing_or_of_another_version() -> None:
+    sbom = {
+        "components": [{"name": "apache_airflow", "version": "3.3.2"}, {"name": "httpx", "version": "0.27"}]
+    }
+    installed = {"apache-airflow": "3.3.2", "httpx": "0.28.1", "anyio": "4.9.0"}
+    assert release.sbom_problems(sbom, ["apache-airflow", "httpx"], installed) == [
+        "anyio 4.9.0 is not a component",
+        "httpx is listed as 0.27, installed as 0.28.1",
+    ]
+    assert release.sbom_problems(sbom, ["tenacity"], {"apache-airflow": "3.3.2"}) == [
+        "the runtime requirement tenacity was not installed with the wheel"
+    ]
+    complete = {"components": [{"name": n, "version": v} for n, v in installed.items()]}
+    assert release.sbom_problems(complete, ["apache-airflow", "httpx"], installed) == []

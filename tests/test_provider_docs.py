@@ -329,17 +329,29 @@ def test_the_repository_points_inside_itself_only() -> None:
     assert not offenders
 
 
-def test_a_build_between_releases_carries_a_development_version() -> None:
+def test_the_version_is_the_newest_release_or_a_development_version_after_it() -> None:
+    """A release's commit carries the changelog's newest section's version, with nothing unreleased; a
+    build between releases the next one's ``.devN``."""
     from packaging.version import Version
 
     text = (REPO / "CHANGELOG.md").read_text()
     unreleased = text.split("\n## Unreleased\n", 1)[1].split("\n## ", 1)[0]
     released = re.findall(r"^## (\d+\.\d+\.\d+) - ", text, re.MULTILINE)
     version = Version(root.__version__)
-    if "\n- " in unreleased:
-        assert version.is_devrelease, f"{version}: the Unreleased changes are in it, say so (X.Y.Z.devN)"
-        assert f"`{root.__version__}`" in text.split("\n## ", 1)[0], "the CHANGELOG's intro names it"
-    assert version > Version(released[0])
+    if version.is_devrelease:
+        assert version > Version(released[0])
+    else:
+        assert version == Version(released[0]), f"{version}: the changelog's newest release is {released[0]}"
+        assert "\n- " not in unreleased, f"{version} is released: changes go in its section (or X.Y.Z.devN)"
+
+
+def test_each_release_has_the_sections_of_the_apache_providers_changelogs() -> None:
+    text = (REPO / "CHANGELOG.md").read_text()
+    for section in re.split(r"^## (?=\d)", text, flags=re.MULTILINE)[1:]:
+        headings = re.findall(r"^### (.+)$", section, re.MULTILINE)
+        assert headings, section[:40]
+        order = ["Breaking changes", "Features", "Bug fixes", "Misc"]
+        assert headings == [h for h in order if h in headings], (section[:40], headings)
 
 
 # --------------------------------------------------------------------------------------------------

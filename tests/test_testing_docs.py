@@ -7,6 +7,8 @@ session that does not use it alone: no fixture of its own set up, neither Airflo
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 import sys
@@ -14,7 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import run_pytest
+from helpers import load_ci_script, run_pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "provider" / "testing.rst"
@@ -63,14 +65,29 @@ def uv(*args: str) -> list[str]:
     return [sys.executable, "-m", "uv", *args]
 
 
-def installed_wheel_venv(root: Path) -> Path:
+release = load_ci_script("release")
+
+
+@pytest.fixture(scope="module")
+def release_dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The release's sdist, wheel and SBOM: those ``./dev`` built and checked once (``WORKFLOWSVC_DIST``),
+    else built and checked here as ``./dev package`` does."""
+    if os.environ.get("WORKFLOWSVC_DIST"):
+        return Path(os.environ["WORKFLOWSVC_DIST"])
+    dist = tmp_path_factory.mktemp("dist")
+    subprocess.run(uv("build", "--out-dir", str(dist), str(REPO)), check=True, capture_output=True)
+    subprocess.run([sys.executable, str(REPO / "ci" / "release.py"), "sbom", str(dist)], check=True)
+    return dist
+
+
+def installed_by_name_venv(dist: Path, root: Path) -> Path:
     """
-    Build the provider's wheel and install it, with its ``emulator`` extra and pytest, into a new
-    virtualenv: the versions of everything else pinned to this one's (uv resolves from its cache).
+    Publish the release's sdist and wheel on a package index on loopback, then install the provider BY
+    NAME from it, with its ``emulator`` extra and pytest, into a new virtualenv, as the README tells
+    users: everything else from the package index as usual, pinned to this virtualenv's versions (uv
+    resolves from its cache). The index's log proves the wheel came from it.
     """
-    dist, venv = root / "dist", root / "venv"
-    subprocess.run(uv("build", "--wheel", "--out-dir", str(dist), str(REPO)), check=True, capture_output=True)
-    [wheel] = dist.glob("*.whl")
+    wheel = release.wheel_of(dist)
     frozen = subprocess.run(
         uv("pip", "freeze", "--python", sys.executable, "--exclude-editable"),
         check=True,
@@ -78,36 +95,79 @@ def installed_wheel_venv(root: Path) -> Path:
         text=True,
     ).stdout
     pins = [line for line in frozen.splitlines() if not line.lower().startswith(PACKAGE)]
+    (root / "constraints.txt").parent.mkdir(parents=True, exist_ok=True)
     (root / "constraints.txt").write_text("\n".join(pins) + "\n")
-    subprocess.run(uv("venv", "--python", sys.executable, str(venv)), check=True, capture_output=True)
-    install = uv(
-        "pip", "install", "--python", str(venv / "bin" / "python"), f"{wheel}[emulator]", "pytest",
-        "--constraint", str(root / "constraints.txt"),
-    )  # fmt: skip
-    subprocess.run(install, check=True, capture_output=True)
+    venv = root / "venv"
+    with release.loopback_index([wheel, *dist.glob("*.tar.gz")], root / "index") as (index, log):
+        subprocess.run(uv("venv", "--python", sys.executable, str(venv)), check=True, capture_output=True)
+        install = uv(
+            "pip", "install", "--python", str(venv / "bin" / "python"), f"{PACKAGE}[emulator]", "pytest",
+            "--extra-index-url", index, "--constraint", str(root / "constraints.txt"),
+        )  # fmt: skip
+        subprocess.run(install, check=True, capture_output=True)
+        served = log.read_text()
+    assert f'"GET /packages/{wheel.name} HTTP/1.1" 200' in served, served[-3000:]
     return venv
 
 
-WITH_THE_BUILT_WHEEL = "test_the_pages_test_files_pass_with_the_built_wheel_outside_the_repository"
+EXAMPLE_DAG_TEST = """
+from pathlib import Path
 
 
-@pytest.mark.e2e  # builds the wheel and a virtualenv (uv, from its cache): the newest leg runs it
+def test_the_example_dag_runs_against_the_emulator(workflowsvc_connection, workflowsvc_run_dag, tmp_path):
+    result = workflowsvc_run_dag(Path({dag!r}), run_conf={{"output_dir": str(tmp_path)}})
+    assert result.succeeded, result.errors
+    summary = result.xcom("summarize")
+    assert summary["status"] == "completed", summary
+    assert len(summary["output_paths"]) == 4, summary  # five samples, one empty on purpose
+"""
+
+
+WITH_THE_BUILT_WHEEL = "test_the_release_installs_by_name_and_runs_the_example_dag_and_the_pages_tests"
+
+
+@pytest.mark.e2e  # a package index on loopback and a virtualenv (uv, from its cache): the newest leg runs it
 @pytest.mark.timeout(600)
-def test_the_pages_test_files_pass_with_the_built_wheel_outside_the_repository(tmp_path: Path) -> None:
-    venv = installed_wheel_venv(tmp_path / "build")
+def test_the_release_installs_by_name_and_runs_the_example_dag_and_the_pages_tests(
+    tmp_path: Path, release_dist: Path
+) -> None:
+    """The release dry run (``./dev release --dry-run``): the provider installed by name from a package
+    index runs the example DAG and the test page's files, from a folder outside the repository."""
+    venv = installed_by_name_venv(release_dist, tmp_path / "build")
     python = venv / "bin" / "python"
-    where = subprocess.run(
-        [str(python), "-c", "import airflow_provider_workflowsvc.testing.plugin as p; print(p.__file__)"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    assert Path(where).is_relative_to(venv), where  # the wheel's plugin, not this checkout's
+    version, source, plugin = subprocess.run(
+        [str(python), "-c", INSTALLED_FROM], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert version == release.wheel_of(release_dist).name.split("-")[1]
+    assert source == "index"  # not a file or URL install (those write direct_url.json)
+    assert Path(plugin).is_relative_to(venv), plugin  # the installed plugin, not this checkout's
     repository = user_repository(tmp_path / "my-dags")
+    example = REPO / "example_dags" / "example_local_files.py"
+    (repository / "tests" / "test_example_dag.py").write_text(EXAMPLE_DAG_TEST.format(dag=str(example)))
     result = run_pytest(python, repository, "tests", "--durations=0")
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
-    assert "5 passed" in result.stdout, result.stdout[-3000:]
+    assert "6 passed" in result.stdout, result.stdout[-3000:]
+
+
+INSTALLED_FROM = """
+import importlib.metadata
+import airflow_provider_workflowsvc.testing.plugin as plugin
+dist = importlib.metadata.distribution("airflow-provider-workflowsvc")
+print(dist.version, "file" if dist.read_text("direct_url.json") else "index", plugin.__file__)
+"""
+
+
+@pytest.mark.e2e  # beside the dry run: the newest leg, whose virtualenv has ./dev's uv
+def test_the_sbom_lists_each_runtime_requirement_of_the_wheel_with_a_version(release_dist: Path) -> None:
+    wheel = release.wheel_of(release_dist)
+    (sbom,) = release_dist.glob(f"*{release.SBOM_SUFFIX}")
+    components = {
+        release.canonical(c["name"]): c.get("version") for c in json.loads(sbom.read_text())["components"]
+    }
+    required = release.runtime_requirements(release.wheel_metadata(wheel))
+    assert set(required) == {"apache-airflow", "httpx", "pydantic", "tenacity"}
+    assert all(components.get(name) for name in required), {n: components.get(n) for n in required}
+    assert len(components) > 100  # and what they require: Airflow alone brings a hundred
 
 
 UNRELATED_TEST = """
