@@ -180,8 +180,12 @@ class DagRunner:
         extra = {_MIN_POLL_ENV: str(poll_interval)} if poll_interval is not None else {}
         with self.airflow.active(folder, extra):
             if folder is not None:
-                bag, dag = parse_dag_file(Path(dag).resolve(), dag_id)
-                sync_dags_to_db(bag)
+                path = Path(dag).resolve()
+                bag, dag = parse_dag_file(path, dag_id)
+                stamp = (path.stat().st_mtime_ns, path.stat().st_size)
+                if self.airflow.synced.get(path) != stamp:  # an unchanged file is in the database
+                    sync_dags_to_db(bag)
+                    self.airflow.synced[path] = stamp
             else:
                 serialize_dags(dag)
             with _polling_every(dag, poll_interval), _recording_failures() as errors:
