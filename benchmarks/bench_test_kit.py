@@ -105,6 +105,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1, help="runs of each side")
     parser.add_argument("--baseline", type=Path, help="a checkout whose provider is run first, alternated")
     args = parser.parse_args()
+    args.python = os.path.abspath(args.python)  # the runs start in the repository's folder
     info = machine()
     print(f"machine: {info}")
     version = subprocess.run(

@@ -36,6 +36,8 @@ class IsolatedAirflow:
         self.synced: dict[Path, tuple[int, int]] = {}
         """The DAG files written to the database in this session: (mtime_ns, size) when they were."""
         self._orm: dict[str, Any] | None = None
+        self.execution_api: Any = None
+        """The in-process Execution API of the session's runs (Airflow < 3.3; see ``dag_runs``)."""
 
     def environment(self, dags_folder: Path | None = None) -> dict[str, str]:
         """Return the environment variables of the kit's Airflow (``dags_folder``: the DAG folder)."""
