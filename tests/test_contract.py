@@ -48,6 +48,8 @@ from airflow_provider_workflowsvc.models import (
 F = TypeVar("F", bound=Callable[..., Any])
 
 CONFLUENCE = {"url": "https://wiki.example.com", "username": "me@example.com", "token": "tok-confluence-1"}
+PLAN_CHUNK = "Project Plan\n\nWe build it, then ship it.\n\ndesign\n\nbuild"
+"""plan.txt (``inputs``) after a basic workflow's nodes: its four elements in one chunk."""
 ASTRA = {"collection_name": "docs", "api_endpoint": "https://db.example.com", "token": "astra-tok-2"}
 
 
@@ -289,17 +291,16 @@ def test_local_run_poll_and_download(
     elements = hook.download_job_output(job.id, first.file_id, first.node_id)
     assert isinstance(elements, list)
     assert all(isinstance(e, Element) for e in elements)
-    assert [(e.type, e.text) for e in elements][:2] == [
-        ("Title", "Project Plan"),
-        ("NarrativeText", "We build it, then ship it."),
-    ]
+    # the basic workflow's Chunker and Embedder: one chunk of the four elements, embedded
+    assert [(e.type, e.text) for e in elements] == [("CompositeElement", PLAN_CHUNK)]
+    assert len(elements[0].model_dump()["embeddings"]) == 1536
     assert elements[0].metadata.filename == "plan.txt"
     assert elements[0].metadata.page_number == 1
     assert hook.get_output_document(job.id, first.file_id, first.node_id) == elements[0].metadata.filename
     target = tmp_path / "out" / "page.json"
     saved = hook.download_job_output(job.id, second.file_id, second.node_id, path=target)
     assert saved == target
-    assert [e["text"] for e in json.loads(target.read_text())] == ["Release Notes", "Version two is out."]
+    assert [e["text"] for e in json.loads(target.read_text())] == ["Release Notes\n\nVersion two is out."]
     assert list(target.parent.iterdir()) == [target]
 
 
@@ -578,7 +579,7 @@ def test_add_slash_redirects_keep_methods_and_files(
     done = finish(emulator, hook, job.id)
     assert len(done.output_node_files) == 2  # both files survived the redirect
     output = done.output_node_files[0]
-    assert hook.download_job_output(job.id, output.file_id, output.node_id)[0].text == "Project Plan"
+    assert hook.download_job_output(job.id, output.file_id, output.node_id)[0].text == PLAN_CHUNK
     emulator.clear_requests()
     hook.list_sources()
     assert [r["status"] for r in emulator.requests()] == [200]  # the form was remembered
@@ -635,12 +636,12 @@ async def test_async_hook_run_poll_download(
         output = done.output_node_files[0]
         elements = await hook.download_job_output(job.id, output.file_id, output.node_id)
         assert isinstance(elements, list)
-        assert elements[0].text == "Project Plan"
+        assert elements[0].text == PLAN_CHUNK
         saved = await hook.download_job_output(
             job.id, output.file_id, output.node_id, path=tmp_path / "o.json"
         )
         assert isinstance(saved, Path)
-        assert json.loads(saved.read_text())[0]["text"] == "Project Plan"
+        assert json.loads(saved.read_text())[0]["text"] == PLAN_CHUNK
         assert [w.name async for w in hook.iter_workflows(page_size=1)] == ["async-wf"]
 
 

@@ -88,11 +88,10 @@ def test_local_job_lifecycle(emulator: Any, api: httpx.Client) -> None:
     assert len(outputs) == 2
     assert {o["node_id"] for o in outputs} == {last_node}
     elements = api.get(f"/jobs/{job_id}/download", params=outputs[0]).json()
-    assert [(e["type"], e["text"]) for e in elements] == [
-        ("Title", "Project Plan"),
-        ("NarrativeText", "We will build the thing. Then ship it."),
-        ("ListItem", "design"),
-        ("ListItem", "build"),
+    # the basic workflow's Chunker (chunk_by_title, 500 characters) and Embedder (1536 dimensions)
+    chunk = "Project Plan\n\nWe will build the thing. Then ship it.\n\ndesign\n\nbuild"
+    assert [(e["type"], e["text"], len(e["embeddings"])) for e in elements] == [
+        ("CompositeElement", chunk, 1536)
     ]
     assert elements[0]["metadata"] == {"filename": "a.txt", "filetype": "text/plain", "page_number": 1}
     second = api.get(f"/jobs/{job_id}/download", params=outputs[1]).json()
@@ -115,12 +114,13 @@ def test_run_accepts_bracketed_part_names_and_media_types(emulator: Any, api: ht
     pdf = api.get(f"/jobs/{job['id']}/download", params=record["output_node_files"][0]).json()
     assert pdf[0]["metadata"] == {"filename": "doc.pdf", "filetype": "application/pdf", "page_number": 1}
     html = api.get(f"/jobs/{job['id']}/download", params=record["output_node_files"][1]).json()
-    assert html == [
+    assert [{**e, "embeddings": len(e["embeddings"])} for e in html] == [
         {
-            "type": "Title",
+            "type": "CompositeElement",
             "element_id": html[0]["element_id"],
             "text": "Hi",
             "metadata": {"filename": "page", "filetype": "text/html"},
+            "embeddings": 1536,
         }
     ]
 

@@ -408,7 +408,13 @@ def test_without_pypdf_a_pdf_fails_naming_the_extra(monkeypatch: pytest.MonkeyPa
 def test_uploaded_pdfs_give_elements_per_page_and_failed_files_their_reason(emulator: Any) -> None:
     emulator.configure(processing_delay=100)
     with emulator.api_client() as api:
-        workflow = api.post("/workflows/", json={"name": "pdfs", "workflow_type": "basic"}).json()
+        partitioner = {"name": "Partitioner", "type": "partition", "subtype": "hi_res", "settings": {}}
+        body = {
+            "name": "pdfs",
+            "workflow_type": "custom",
+            "workflow_nodes": [partitioner],
+        }  # elements, unchunked
+        workflow = api.post("/workflows/", json=body).json()
         files = [
             ("input_files", (name, data, "application/pdf"))
             for name, data in (

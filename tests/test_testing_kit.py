@@ -16,6 +16,7 @@ from airflow.sdk import DAG, task
 from helpers import hourly_workflow, run_pytest
 
 from airflow_provider_workflowsvc import (
+    CreateDestinationConnectorOperator,
     CreateWorkflowOperator,
     RunWorkflowOperator,
     WorkflowJobSensor,
@@ -129,6 +130,26 @@ def test_processing_time_and_the_clock(
     emulator.advance_clock(600 * 10)
     assert [j.status for j in emulator.jobs()] == ["completed"]
     assert (emulator.now() - before).total_seconds() >= 6000
+
+
+def test_what_a_destination_connector_received_is_read_back(
+    workflowsvc_connection: Any, workflowsvc_run_dag: DagRunner, inputs: Path
+) -> None:
+    with DAG("kit_lake", schedule=None, start_date=START, catchup=False) as dag:
+        lake = CreateDestinationConnectorOperator(
+            task_id="lake", name="lake", connector_type="s3", config={"remote_url": "s3://bucket/out"}
+        )
+        workflow = CreateWorkflowOperator(
+            task_id="create", name="kit_lake", workflow_type="basic", destination_id=lake.output
+        )
+        RunWorkflowOperator(task_id="run", workflow_id=workflow.output, files=str(inputs))
+    result = workflowsvc_run_dag(dag)
+    assert result.succeeded, result.errors
+    writes = workflowsvc_connection.emulator.destination_writes("lake")
+    assert [w.document for w in writes] == ["a.txt", "b.txt"]
+    [chunk] = writes[0].elements  # the basic workflow's Chunker and Embedder ran
+    assert (chunk["type"], chunk["text"]) == ("CompositeElement", "Quarterly report: revenue grew.")
+    assert len(chunk["embeddings"]) == 1536
 
 
 def test_the_dags_own_poll_interval_is_kept_with_none_and_restored_after_a_run(

@@ -124,6 +124,12 @@ async def get_jobs(request: Request) -> list[dict[str, Any]]:
     return _state(request).service.job_records()
 
 
+@router.get("/destinations/{destination}/writes")
+async def get_destination_writes(request: Request, destination: str) -> list[dict[str, Any]]:
+    """Return what a destination connector (id or name) received, document by document."""
+    return _state(request).service.destination_writes(destination)
+
+
 def _clock(state: EmulatorState) -> dict[str, Any]:
     clock = state.service.clock
     return {"now": clock.now().isoformat(), "offset_seconds": clock.offset}

@@ -58,6 +58,8 @@ class JobRecord:
     files: list[JobFile]
     local_source: bool
     local_destination: bool
+    destination_id: str | None = None
+    """The destination connector the job writes to (None: a local destination)."""
     empty_message: str | None = None
     """Why a job with no files fails (None: a job with no files completes)."""
     stopped_at: float | None = None
@@ -205,6 +207,11 @@ class JobRecord:
             return []
         last = self.nodes[-1]
         return [(f.file_id, last) for f in self.files if f.error is None]
+
+    def written_files(self, at: float) -> list[JobFile]:
+        """Return the files through every node by ``at`` (what a destination has received), in job order."""
+        slot, width = self._slot(at), len(self.nodes)
+        return [f for i, f in enumerate(self.files) if f.error is None and i + width <= slot]
 
     def message(self, at: float) -> str:
         status = self.status(at)

@@ -41,6 +41,7 @@ from airflow_provider_workflowsvc.emulator.limits import (
     check_quota,
 )
 from airflow_provider_workflowsvc.emulator.masking import looks_like_credential, mask_config
+from airflow_provider_workflowsvc.emulator.nodes import run_nodes
 from airflow_provider_workflowsvc.emulator.partition import PartitionError, make_elements, partition
 from airflow_provider_workflowsvc.emulator.remote import remote_documents
 from airflow_provider_workflowsvc.emulator.schema import (
@@ -613,11 +614,11 @@ class Service:
         check_launch_gap(self.launches.last_launch, now, self.config)
         job_id, workflow_id = str(uuid.uuid4()), str(uuid.uuid4())
         if request.template_id is not None:
-            nodes = [JobNode(n.id, n.name, n.type, n.subtype) for n in TEMPLATES[request.template_id].nodes]
+            given = [n.model_dump() for n in TEMPLATES[request.template_id].nodes]
         else:
             given = self._nodes(workflow_id, "custom", request.job_nodes)
-            nodes = [JobNode(n["id"], n["name"], n["type"], n["subtype"]) for n in given]
-        files, outputs = self._process_uploads(job_id, uploads)
+        nodes = [JobNode(n["id"], n["name"], n["type"], n["subtype"]) for n in given]
+        files, outputs = self._process_uploads(job_id, uploads, given)
         job = JobRecord(
             id=job_id,
             workflow_id=workflow_id,
@@ -684,9 +685,9 @@ class Service:
         job_id = str(uuid.uuid4())
         local_destination = workflow["destination_id"] is None
         if workflow["source_id"] is None:
-            files, outputs = self._process_uploads(job_id, uploads)
+            files, outputs = self._process_uploads(job_id, uploads, workflow["nodes"])
         else:
-            files, outputs = self._process_remote(job_id, workflow["source_id"])
+            files, outputs = self._process_remote(job_id, workflow["source_id"], workflow["nodes"])
         detail = self.config.failure_detail
         if detail:
             files = [f if f.error is None else replace(f, error=f"{f.error}: {detail}") for f in files]
@@ -700,15 +701,15 @@ class Service:
             files=files,
             local_source=workflow["source_id"] is None,
             local_destination=local_destination,
+            destination_id=workflow["destination_id"],
             empty_message=_NO_SCHEDULED_INPUT if workflow["source_id"] is None and not files else None,
             scheduled=scheduled,
             stamp_offset=self.config.job_stamp_offset,
             ending=self._ending(workflow["name"]),
         )
-        with self.store.transaction():
+        with self.store.transaction():  # a destination connector's writes are kept too (destination_writes)
             self._save_job(job)
-            if local_destination:
-                self.store.put_outputs(job_id, outputs)
+            self.store.put_outputs(job_id, outputs)
         return job
 
     @staticmethod
@@ -730,7 +731,7 @@ class Service:
         return None
 
     def _process_uploads(
-        self, job_id: str, uploads: list[Upload]
+        self, job_id: str, uploads: list[Upload], nodes: list[dict[str, Any]]
     ) -> tuple[list[JobFile], list[tuple[str, str]]]:
         files, outputs = [], []
         for index, upload in enumerate(uploads):
@@ -740,7 +741,7 @@ class Service:
                 files.append(JobFile(upload.filename, file_id, told))
                 continue
             try:
-                elements = partition(upload.filename, upload.media_type, upload.content())
+                elements = run_nodes(nodes, partition(upload.filename, upload.media_type, upload.content()))
             except PartitionError as exc:
                 files.append(JobFile(upload.filename, file_id, str(exc)))
                 continue
@@ -748,7 +749,9 @@ class Service:
             outputs.append((file_id, json.dumps(elements)))
         return files, outputs
 
-    def _process_remote(self, job_id: str, source_id: str) -> tuple[list[JobFile], list[tuple[str, str]]]:
+    def _process_remote(
+        self, job_id: str, source_id: str, nodes: list[dict[str, Any]]
+    ) -> tuple[list[JobFile], list[tuple[str, str]]]:
         source = self.store.get("connectors", source_id)
         if source is None:
             raise ApiError(409, f"the workflow's source connector {source_id} no longer exists")
@@ -756,10 +759,13 @@ class Service:
         for index, doc in enumerate(remote_documents(source["type"], source["config"])):
             file_id = self._file_id(job_id, index, doc.name)
             error = doc.error or self._told_to_fail(doc.name)
-            files.append(JobFile(doc.name, file_id, error))
             if error is None:
-                elements = make_elements(doc.name, doc.filetype, list(doc.blocks), doc.data_source)
-                outputs.append((file_id, json.dumps(elements)))
+                try:
+                    elements = make_elements(doc.name, doc.filetype, list(doc.blocks), doc.data_source)
+                    outputs.append((file_id, json.dumps(run_nodes(nodes, elements))))
+                except PartitionError as exc:
+                    error = str(exc)
+            files.append(JobFile(doc.name, file_id, error))
         return files, outputs
 
     def _job(self, job_id: str) -> JobRecord:
@@ -877,6 +883,27 @@ class Service:
         """Every job's record and the emulator time to read them at (queued on-demand jobs admitted)."""
         now = self._now()
         return self._records(self.store.all("jobs")), now
+    def destination_writes(self, destination: str) -> list[dict[str, Any]]:
+        """
+        Return what a destination connector (id or name) has received, for tests (the control API): one
+        entry per document through every node of a job writing to it, oldest job first, with the
+        elements written (after the workflow's chunk and embed nodes).
+        """
+        rows = self.store.all("connectors", kind="destination")
+        ids = {r["id"] for r in rows if destination in (r["id"], r["name"])}
+        if not ids:
+            raise ApiError(404, "no destination connector has this id or name")
+        now = self._now()
+        return [
+            {
+                "job_id": job.id,
+                "document": f.name,
+                "elements": json.loads(self.store.output(job.id, f.file_id) or "[]"),
+            }
+            for job in self._records(self.store.all("jobs"))
+            if job.destination_id in ids
+            for f in job.written_files(now)
+        ]
 
     def _records(self, rows: list[dict[str, Any]]) -> list[JobRecord]:
         return [self._jobs.get(r["id"]) or self._cache_job(JobRecord.from_dict(r)) for r in rows]

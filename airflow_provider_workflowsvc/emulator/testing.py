@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -132,6 +133,13 @@ class EmulatorHandle:
     def jobs(self) -> list[dict[str, Any]]:
         """Return every job, oldest first: id, workflow, status, created_at, scheduled, files as received."""
         result: list[dict[str, Any]] = self._call("GET", "/jobs")
+        return result
+
+    def destination_writes(self, destination: str) -> list[dict[str, Any]]:
+        """Return what a destination connector (id or name) received: job_id, document, elements."""
+        result: list[dict[str, Any]] = self._call(
+            "GET", f"/destinations/{quote(destination, safe='')}/writes"
+        )
         return result
 
     def requests(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.testing.dag_runs import DagFileError, DagRunner, DagRunResult
     from airflow_provider_workflowsvc.testing.emulator import (
+        DestinationWrite,
         EmulatedFile,
         EmulatedJob,
         EmulatorConnection,
@@ -30,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "DagFileError": "dag_runs",
     "DagRunResult": "dag_runs",
     "DagRunner": "dag_runs",
+    "DestinationWrite": "emulator",
     "EmulatedFile": "emulator",
     "EmulatedJob": "emulator",
     "EmulatorConnection": "emulator",
@@ -43,6 +45,7 @@ __all__ = [
     "DagFileError",
     "DagRunResult",
     "DagRunner",
+    "DestinationWrite",
     "EmulatedFile",
     "EmulatedJob",
     "EmulatorConnection",

@@ -180,14 +180,40 @@ class DagRunner:
         extra = {_MIN_POLL_ENV: str(poll_interval)} if poll_interval is not None else {}
         with self.airflow.active(folder, extra):
             if folder is not None:
-                bag, dag = parse_dag_file(Path(dag).resolve(), dag_id)
-                sync_dags_to_db(bag)
+                path = Path(dag).resolve()
+                bag, dag = parse_dag_file(path, dag_id)
+                stamp = (path.stat().st_mtime_ns, path.stat().st_size)
+                if self.airflow.synced.get(path) != stamp:  # an unchanged file is in the database
+                    sync_dags_to_db(bag)
+                    self.airflow.synced[path] = stamp
             else:
                 serialize_dags(dag)
-            with _polling_every(dag, poll_interval), _recording_failures() as errors:
+            with _polling_every(dag, poll_interval), _recording_failures() as errors, _one_api(self.airflow):
                 due = {} if self.clock is None else dict.fromkeys(("run_after", "logical_date"), self.clock())
                 run = dag.test(run_conf=run_conf, **due)  # without a clock: dag.test()'s own (now)
             return _result(run.dag_id, run.run_id, errors)
+
+
+@contextlib.contextmanager
+def _one_api(airflow: IsolatedAirflow) -> Iterator[None]:
+    """
+    Give the run's tasks and triggers the session's one in-process Execution API. Before 3.3 Airflow
+    makes a new one (a FastAPI app, its thread, its start) for each task and trigger of a ``dag.test()``,
+    about 20 s each on a busy machine; 3.3 keeps one per process (``lru_cache``), as the kit does here.
+    """
+    from airflow.sdk.execution_time import supervisor
+
+    make = getattr(supervisor, "in_process_api_server", None)
+    if make is None or hasattr(make, "cache_info"):  # 3.3+ keeps one itself
+        yield
+        return
+    if airflow.execution_api is None:
+        airflow.execution_api = make()
+    supervisor.in_process_api_server = lambda: airflow.execution_api  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        supervisor.in_process_api_server = make
 
 
 @contextlib.contextmanager

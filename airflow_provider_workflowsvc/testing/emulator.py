@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc.emulator.testing import EmulatorHandle
 
 __all__ = [
+    "DestinationWrite",
     "EmulatedFile",
     "EmulatedJob",
     "EmulatorConnection",
@@ -62,6 +63,16 @@ class EmulatedJob:
 
 
 @dataclass(frozen=True)
+class DestinationWrite:
+    """One document a destination connector received: its job, its name, the elements written."""
+
+    job_id: str
+    document: str
+    elements: list[dict[str, Any]]
+    """As the workflow's nodes left them: chunks (``CompositeElement``...), ``embeddings`` if embedded."""
+
+
+@dataclass(frozen=True)
 class RecordedRequest:
     """One request the service received: ``status`` None when no answer was delivered."""
 
@@ -93,7 +104,8 @@ class ServiceEmulator:
     (:meth:`slow_requests`), files that fail (:meth:`fail_files`), how long processing takes
     (:meth:`set_processing_time`), how a workflow's jobs end (:meth:`end_jobs`), the clock
     (:meth:`advance_clock`). Then look at what happened: :meth:`jobs`, :meth:`received_files`,
-    :meth:`requests`. Everything goes through the emulator's control API (``/_emulator``).
+    :meth:`destination_writes`, :meth:`requests`. Everything goes through the emulator's control API
+    (``/_emulator``).
     """
 
     def __init__(self, handle: EmulatorHandle) -> None:
@@ -207,6 +219,16 @@ class ServiceEmulator:
     def received_files(self) -> list[str]:
         """Return the names of every file the service received, job after job."""
         return [f.name for job in self.jobs() for f in job.files]
+
+    def destination_writes(self, destination: str) -> list[DestinationWrite]:
+        """
+        Return what a destination connector (its name or id) received, document by document, oldest job
+        first: the documents through every node of the workflow by now (a failed file writes nothing).
+        """
+        return [
+            DestinationWrite(w["job_id"], w["document"], w["elements"])
+            for w in self._handle.destination_writes(destination)
+        ]
 
     def requests(self, method: str | None = None, route: str | None = None) -> list[RecordedRequest]:
         """Return the API requests received (oldest first), those of a method and route if given."""
