@@ -40,6 +40,7 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import contextvars
 import cProfile
 import functools
 import gc
@@ -249,6 +250,10 @@ def _use_httpx_pool() -> None:
     _pool._Lanes = plain_pool  # type: ignore[assignment,misc]
 
 
+_REQUEST_CLIENT: contextvars.ContextVar[Any] = contextvars.ContextVar("fresh_client")
+"""The ``fresh-client`` variant's client of the request being sent (asend's task inherits it)."""
+
+
 @functools.cache
 def _shared_ssl_context() -> Any:
     import httpx
@@ -267,24 +272,29 @@ def _trigger_class(variant: Variant) -> type[Any]:
         return WorkflowJobTrigger
 
     class FreshClientHook(WorkflowServiceAsyncHook):
-        """A new ``httpx.AsyncClient`` (same options) for every request, closed right after it."""
+        """
+        A new ``httpx.AsyncClient`` (same options) for every request, closed right after it.
+
+        The client is the request's own (a context variable), not the hook's: the wait sends two
+        requests at once on one hook (the last poll's failed files and output documents), and a client
+        kept on the hook was closed by the first to end under the other, whose retry then failed with
+        "Cannot send a request, as the client has been closed".
+        """
 
         async def get_async_conn(self) -> Any:
-            if self._client is None:
-                self._client = httpx.AsyncClient(**(await self._atransport()).settings.httpx_options())
-            return self._client
+            return _REQUEST_CLIENT.get()
 
         async def aclose(self) -> None:
-            if self._client is not None:
-                await self._client.aclose()
-                self._client = None
+            return None
 
         async def _send(self, call: Any, **options: Any) -> Any:
-            await self.aclose()
-            try:
-                return await asend(self, call, **options)
-            finally:
-                await self.aclose()
+            options_ = (await self._atransport()).settings.httpx_options()
+            async with httpx.AsyncClient(**options_) as client:
+                token = _REQUEST_CLIENT.set(client)
+                try:
+                    return await asend(self, call, **options)
+                finally:
+                    _REQUEST_CLIENT.reset(token)
 
     class FreshClientTrigger(WorkflowJobTrigger):
         def _hook(self) -> WorkflowServiceAsyncHook:
