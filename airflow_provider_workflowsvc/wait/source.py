@@ -18,8 +18,9 @@ What bounds a source that lags, lost events or is down, at a cost per connection
   halve back;
 * **a gap** (the feed's pages run out before the event last seen, or more than ``MAX_PAGES`` of them):
   every wait reads its own job once;
-* **down** (a read failed, was cut by its patience, or none succeeded for ``DOWN_AFTER`` intervals): the
-  waits read their own jobs until a read succeeds. A refused listing (4xx) ends the source's reads.
+* **down** (no read succeeded for ``DOWN_AFTER`` intervals, more for a slow service): the waits read their
+  own jobs until one does. A read cut by its patience doubles the next one's (a uniformly slow service is
+  waited for, not left to the waits' own polls, as slow and a request each). A refusal (4xx) ends reads.
 
 Below ``SHARE_FROM`` waits (and no watcher) the source reads nothing: a wait polls its own job.
 """
@@ -58,9 +59,10 @@ DOWN_AFTER = 3
 """Intervals without a read that succeeded after which the waits read their own jobs (and while the last
 read failed)."""
 ANSWER_ROOM = 2.0
-"""A read's patience: this many times as long as the last one took, at least an interval (a uniformly
-slow service is waited for), at most ``PATIENCE_MAX`` intervals."""
-PATIENCE_MAX = 4
+"""A read's patience: this many times as long as the last one took, at least ``PATIENCE`` intervals, at
+most ``PATIENCE_MAX`` seconds (a uniformly slow service is waited for; a hung read only delays the next)."""
+PATIENCE = 4
+PATIENCE_MAX = 60.0
 FEED_PAGE = 100
 """Events per page of the feed (its maximum)."""
 MAX_PAGES = 10
@@ -178,7 +180,6 @@ class ChangeSource:
         """Canaries per read: 1 every ``CANARY_EVERY`` reads while nothing proves the source stale."""
         self._reader: asyncio.Task[None] | None = None
         self._good_at = 0.0
-        self._down = True
         self._took = 0.0
         self._reads = 0
         self._last: tuple[datetime, set[str]] | None = None
@@ -193,7 +194,7 @@ class ChangeSource:
     def vouches(self, interval: float) -> bool:
         """Whether a wait at ``interval`` may take the source's silence for "unchanged"."""
         fresh = time.monotonic() - self._good_at <= DOWN_AFTER * interval + ANSWER_ROOM * self._took
-        return self.kind in ("feed", "listing") and self._reading and not self._down and fresh
+        return self.kind in ("feed", "listing") and self._reading and fresh
 
     @property
     def _reading(self) -> bool:
@@ -231,35 +232,35 @@ class ChangeSource:
             hook = self._hook() or _TAP_HOOKS.get(self)
             if hook is None:
                 return
-            patience = min(max(interval, ANSWER_ROOM * self._took), PATIENCE_MAX * interval)
-            changes: list[JobChange] | None
+            patience = max(PATIENCE * interval, min(ANSWER_ROOM * self._took, PATIENCE_MAX))
             try:
                 with deadline(time.time() + patience), first_in_line():
                     changes = await asyncio.wait_for(self._read(hook), timeout=patience)
-            except asyncio.CancelledError:
-                raise
             except Exception as exc:
-                self._failed(hook, exc)
-                changes = None
+                self._failed(hook, exc, time.monotonic() - started, patience)
             else:
-                self._good_at, self._down = started, False
-                self._took = time.monotonic() - started
+                self._good_at, self._took = started, time.monotonic() - started
                 metrics.shared_listing(None, hook.workflowsvc_conn_id)
-            self._tell(changes, started)
+                self._tell(changes, started)
             await asyncio.sleep(max(interval - (time.monotonic() - started), 0.0))
 
-    def _failed(self, hook: WorkflowServiceAsyncHook, exc: Exception) -> None:
+    def _failed(self, hook: WorkflowServiceAsyncHook, exc: Exception, took: float, patience: float) -> None:
+        """
+        Note a failed read. It tells nothing (the next one reads from where this one would have): past
+        ``DOWN_AFTER`` intervals without a good one, the source vouches for nothing. One cut, or nearly,
+        by its patience doubles the next one's; a refusal ends the reads.
+        """
         metrics.shared_listing(None, hook.workflowsvc_conn_id, failed=True)
-        self._down = True
+        if took >= patience / 2:
+            self._took = max(self._took, patience)
+        reason = str(exc) or type(exc).__name__
         if is_transient(exc):
-            _log.warning(
-                "Reading the %s failed (%s); the waits poll their own jobs meanwhile", self._what, exc
-            )
-        else:
-            self.kind = "refused"
-            _log.warning(
-                "Reading the %s failed (%s); the waits poll their own jobs from now on", self._what, exc
-            )
+            _log.warning("Reading the %s failed (%s); trying again next interval", self._what, reason)
+            return
+        self.kind = "refused"
+        _log.warning(
+            "Reading the %s failed (%s); the waits poll their own jobs from now on", self._what, reason
+        )
 
     @property
     def _what(self) -> str:
