@@ -48,7 +48,7 @@ from airflow_provider_workflowsvc.wait.poll import is_transient
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
-    from airflow_provider_workflowsvc.models import Job
+    from airflow_provider_workflowsvc.models import Job, Notification
     from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
 
 SHARE_FROM = 3
@@ -268,7 +268,7 @@ class ChangeSource:
 
     async def _read(self, hook: WorkflowServiceAsyncHook) -> list[JobChange] | None:
         """One read: the changes it shows (None: a gap, every wait reads its own job once)."""
-        if self.kind in (None, "feed") and hasattr(hook, "list_notifications"):
+        if self.kind in (None, "feed"):
             try:
                 return await self._read_feed(hook)
             except WorkflowServiceNotFoundError:
@@ -346,7 +346,7 @@ async def _feed(
     found: list[JobChange] = []
     cursor: str | None = None
     for _ in range(1 if last is None and since is None else MAX_PAGES):
-        page = await hook.list_notifications(  # type: ignore[attr-defined]
+        page = await hook.list_notifications(
             workflow_id=workflow_id, since=since, limit=FEED_PAGE, cursor=cursor
         )
         for event in page.events:
@@ -374,21 +374,12 @@ def _newest(
     return top, {str(c.event_id) for c in dated if c.at == top}
 
 
-def _change(event: Any) -> JobChange:
-    """Read one event tolerantly: its job, workflow, status (the payload's, else the event type's)."""
-    payload = getattr(event, "payload", None) or {}
-    if not isinstance(payload, dict):
-        payload = payload.model_dump() if hasattr(payload, "model_dump") else vars(payload)
-    event_type = str(getattr(event, "event_type", "") or "")
-    status = payload.get("status") or event_type.removeprefix("job.")
-    at = getattr(event, "created_at", None)
-    return JobChange(
-        job_id=str(payload.get("job_id") or ""),
-        workflow_id=getattr(event, "workflow_id", None) or payload.get("workflow_id"),
-        status=str(status),
-        at=as_utc(at) if isinstance(at, datetime) else None,
-        event_id=str(getattr(event, "id", "")),
-    )
+def _change(event: Notification) -> JobChange:
+    """One event: its job, workflow, status (the payload's, else the event type's: kept as sent)."""
+    status = event.payload.status
+    known = status.value if status is not JobStatus.UNKNOWN else event.event_type.removeprefix("job.")
+    at = event.created_at
+    return JobChange(event.payload.job_id or "", event.workflow_id, known, at and as_utc(at), event.id)
 
 
 _SOURCES: weakref.WeakKeyDictionary[Any, ChangeSource] = weakref.WeakKeyDictionary()
