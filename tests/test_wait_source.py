@@ -14,7 +14,11 @@ import pytest
 from helpers import SHARED_STATUS_POLL_ENV, write_good_and_empty
 
 from airflow_provider_workflowsvc.hooks import _pool
-from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
+from airflow_provider_workflowsvc.hooks.workflowsvc import (
+    ConnectionSettings,
+    WorkflowServiceAsyncHook,
+    WorkflowServiceHook,
+)
 from airflow_provider_workflowsvc.models import JobStatus
 from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
 from airflow_provider_workflowsvc.wait import source
@@ -225,6 +229,8 @@ async def test_a_refused_listing_leaves_each_wait_to_its_own_poll(
     handle = _pool._Lanes.handle_async_request
 
     async def refuse_status_filters(self: Any, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/notifications"):  # no feed (the platform's too): the listing
+            return httpx.Response(404, json={"detail": "Not Found"}, request=request)
         status = request.url.params.get("status")
         if status is None:
             return await handle(self, request)
@@ -330,3 +336,118 @@ async def test_a_stale_listing_holds_no_job_past_a_few_polls(
     after = {job: polls[job] - ended[job] for job in jobs}
     print(f"\nstale listing: polls from the jobs' end to their events: {sorted(after.values())}")
     assert max(after.values()) <= source.CANARY_EVERY + 1 + math.ceil(math.log2(len(jobs))) + 1, after
+
+
+# --------------------------------------------------------------------------------------------------
+# The feed (platform dialect)
+
+
+def feed_reads(emulator: Any) -> list[dict[str, Any]]:
+    return [r for r in emulator.requests() if "/notifications" in r["path"]]
+
+
+async def test_a_feed_told_wait_ends_with_its_jobs_own_verdict(platform_service: Any, inputs: Path) -> None:
+    """
+    Six waits told by the feed: each ends with its job's own verdict (``job.completed`` with a failed
+    file is the job's completed-with-failed-files, read in its own details, not the event's word); the
+    connection's waits send no listing, and nothing is ever marked read.
+    """
+    emulator = platform_service
+    emulator.configure(processing_delay=0.8)
+    _, jobs = start_jobs(platform_settings(emulator), inputs, 6)
+    emulator.clear_requests()
+    check_kinds(await asyncio.gather(*(event(job, None) for job in jobs)))
+    reads = feed_reads(emulator)
+    assert reads, "the feed told the waits"
+    assert all(r["method"] == "GET" and r["path"].endswith("/notifications") for r in reads), reads
+    assert not any("unread_only" in (r["query"] or "") for r in reads)
+    assert not [r for r in emulator.requests() if "status=" in (r["query"] or "")], "no listing"
+    assert all(not s.waits for s in source._SOURCES.values())
+
+
+async def test_without_a_feed_the_listing_tells_the_waits(
+    workflowsvc_conn: Any, settings: Any, inputs: Path
+) -> None:
+    """The feed answers 404 (the spec dialect has none; forced on the platform's): asked once, then listed."""
+    emulator = workflowsvc_conn
+    emulator.configure(processing_delay=0.8)
+    if emulator.dialect == "platform":
+        emulator.set_faults(path="/api/v1/notifications", errors=[404])
+    workflow, jobs = start_jobs(settings, inputs, 6)
+    emulator.clear_requests()
+    check_kinds(await asyncio.gather(*(event(job, workflow) for job in jobs)))
+    assert [r["status"] for r in feed_reads(emulator)] == [404], "asked once"
+    assert requests_by_kind(emulator, jobs, workflow)["source"] >= 2, "then listed"
+
+
+def platform_settings(emulator: Any) -> ConnectionSettings:
+    return ConnectionSettings(base_url=emulator.base_url, token=emulator.token, api_key=emulator.api_key)
+
+
+async def ended_after(
+    emulator: Any, jobs: list[str], polls: collections.Counter[str], fault: dict[str, Any] | None = None
+) -> dict[str, int]:
+    """
+    Wait until each wait polled twice, set ``fault``, end every job; return each wait's polls from then
+    to its event.
+    """
+    waits = [asyncio.ensure_future(event(job, None, seconds=30)) for job in jobs]
+    while min(polls[job] for job in jobs) < 2:
+        await asyncio.sleep(0.05)
+    if fault is not None:
+        await asyncio.to_thread(emulator.set_faults, **fault)
+    ended = dict(polls)
+    await asyncio.to_thread(emulator.advance_clock, 100_000)  # every job ends
+    check_kinds(await asyncio.gather(*waits))
+    return {job: polls[job] - ended[job] for job in jobs}
+
+
+@pytest.fixture
+def counted_polls(monkeypatch: pytest.MonkeyPatch) -> collections.Counter[str]:
+    polls: collections.Counter[str] = collections.Counter()
+    due = source.Subscription.due
+
+    def counted(self: source.Subscription, schedule: Any) -> bool:
+        polls[self.watch.job_id] += 1
+        return due(self, schedule)
+
+    monkeypatch.setattr(source.Subscription, "due", counted)
+    return polls
+
+
+@pytest.mark.parametrize("fault", ["stale", "purged", "down"])
+async def test_a_stale_purged_or_down_feed_holds_no_finished_job(
+    platform_service: Any,
+    inputs: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    counted_polls: collections.Counter[str],
+    fault: str,
+) -> None:
+    """
+    The feed is stuck at its first answer (a lagging replica), or has purged every event the source saw
+    (each read finds a gap), or answers 503: every wait still ends with its job's verdict within a few
+    polls of the end, not at its deadline (stale: the canaries prove it and double; purged: a gap sends
+    every wait to its own record; down: past ``DOWN_AFTER`` intervals without a good read, the waits
+    read their own jobs).
+    """
+    emulator = platform_service
+    emulator.configure(processing_delay=1000)
+    _, jobs = start_jobs(platform_settings(emulator), inputs, 4)
+    read = WorkflowServiceAsyncHook.list_notifications
+    first: list[Any] = []
+
+    async def faulty(self: WorkflowServiceAsyncHook, **kwargs: Any) -> Any:
+        page = await read(self, **kwargs)
+        if fault == "stale":
+            first[:] = first or [page]
+            return first[0]
+        if fault == "purged" and kwargs.get("since") is not None:
+            return page.model_copy(update={"events": [], "next_cursor": None})
+        return page
+
+    monkeypatch.setattr(WorkflowServiceAsyncHook, "list_notifications", faulty)
+    down = {"path": "/api/v1/notifications", "errors": [503]} if fault == "down" else None
+    after = await ended_after(emulator, jobs, counted_polls, down)
+    print(f"\n{fault} feed: polls from the jobs' end to their events: {sorted(after.values())}")
+    bound = {"stale": source.CANARY_EVERY + 2 + math.ceil(math.log2(len(jobs))), "purged": 2}
+    assert max(after.values()) <= bound.get(fault, source.DOWN_AFTER + 2), after

@@ -257,10 +257,10 @@ class ChangeSource:
         if is_transient(exc):
             _log.warning("Reading the %s failed (%s); trying again next interval", self._what, reason)
             return
-        self.kind = "refused"
         _log.warning(
             "Reading the %s failed (%s); the waits poll their own jobs from now on", self._what, reason
         )
+        self.kind = "refused"
 
     @property
     def _what(self) -> str:
