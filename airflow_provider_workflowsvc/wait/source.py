@@ -28,8 +28,6 @@ Below ``SHARE_FROM`` waits (and no watcher) the source reads nothing: a wait pol
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
 import logging
 import time
 import weakref
@@ -73,6 +71,8 @@ the service reads ``since`` as inclusive or not, so reaching it proves no gap.""
 ACTIVE = frozenset({JobStatus.SCHEDULED, JobStatus.IN_PROGRESS})
 
 _log = logging.getLogger(__name__)
+Seen = tuple[datetime, set[str]]
+"""The newest events a read saw: their ``created_at``, their ids."""
 
 
 @dataclass(frozen=True)
@@ -128,8 +128,10 @@ class Tap:
     connection's source reads, from when it subscribed (:func:`tapping`).
     """
 
-    def __init__(self, source: ChangeSource, workflow_id: str | None, interval: float) -> None:
-        self.source, self.workflow_id, self.interval = source, workflow_id, interval
+    def __init__(
+        self, source: ChangeSource, workflow_id: str | None, interval: float, hook: WorkflowServiceAsyncHook
+    ) -> None:
+        self.source, self.workflow_id, self.interval, self.hook = source, workflow_id, interval, hook
         self._changes: list[JobChange] | None = []
         self._ready = asyncio.Event()
 
@@ -149,7 +151,7 @@ class Tap:
         if changes is None or self._changes is None:
             self._changes = None
         else:
-            self._changes.extend(c for c in changes if self.workflow_id in (None, c.workflow_id))
+            self._changes.extend(c for c in changes[::-1] if self.workflow_id in (None, c.workflow_id))
         self._ready.set()
 
     async def since(self, hook: WorkflowServiceAsyncHook, moment: datetime) -> list[JobChange] | None:
@@ -182,7 +184,7 @@ class ChangeSource:
         self._good_at = 0.0
         self._took = 0.0
         self._reads = 0
-        self._last: tuple[datetime, set[str]] | None = None
+        self._last: Seen | None = None
         """The feed's newest events seen: their ``created_at`` and ids."""
         self._shown: set[str] = set()
         """Jobs whose end (a non-active event; a job no longer listed) the source showed, recently."""
@@ -211,6 +213,7 @@ class ChangeSource:
             self._suspects.setdefault(job_id, time.monotonic())
 
     def close_if_idle(self) -> None:
+        """Stop the reader when no wait or watcher needs it."""
         if not self._reading and self._reader is not None:
             self._reader.cancel()
             self._reader = None
@@ -222,14 +225,13 @@ class ChangeSource:
         return min(intervals, default=1.0)
 
     def _hook(self) -> WorkflowServiceAsyncHook | None:
-        for sub in self.waits.values():
-            return sub.hook
-        return None
+        subscribers: list[Subscription | Tap] = [*self.waits.values(), *self.taps]
+        return subscribers[0].hook if subscribers else None
 
     async def _run(self) -> None:
         while self._reading and self.kind != "refused":
             interval, started = self._interval(), time.monotonic()
-            hook = self._hook() or _TAP_HOOKS.get(self)
+            hook = self._hook()
             if hook is None:
                 return
             patience = max(PATIENCE * interval, min(ANSWER_ROOM * self._took, PATIENCE_MAX))
@@ -336,8 +338,8 @@ async def _feed(
     hook: WorkflowServiceAsyncHook,
     workflow_id: str | None,
     since: datetime | None,
-    last: tuple[datetime, set[str]] | None,
-) -> tuple[list[JobChange] | None, tuple[datetime, set[str]] | None]:
+    last: Seen | None,
+) -> tuple[list[JobChange] | None, Seen | None]:
     """
     Page the feed (newest first) down to the events ``last`` saw (None: one page); return the events
     before them, newest first (None: a gap, the pages ran out or past ``MAX_PAGES`` first), and the
@@ -349,13 +351,8 @@ async def _feed(
         page = await hook.list_notifications(
             workflow_id=workflow_id, since=since, limit=FEED_PAGE, cursor=cursor
         )
-        for event in page.events:
-            change = _change(event)
-            if (
-                last is not None
-                and change.at is not None
-                and (change.at < last[0] or change.event_id in last[1])
-            ):
+        for change in map(_change, page.events):
+            if last and change.at and (change.at < last[0] or change.event_id in last[1]):
                 return found, _newest(found, last)
             found.append(change)
         cursor = page.next_cursor
@@ -364,14 +361,10 @@ async def _feed(
     return (found if last is None and since is None else None), _newest(found, last)
 
 
-def _newest(
-    found: list[JobChange], last: tuple[datetime, set[str]] | None
-) -> tuple[datetime, set[str]] | None:
-    dated = [c for c in found if c.at is not None]
-    if not dated:
-        return last
-    top = max(c.at for c in dated if c.at is not None)
-    return top, {str(c.event_id) for c in dated if c.at == top}
+def _newest(found: list[JobChange], last: Seen | None) -> Seen | None:
+    """Return the newest events' time and ids (``last``'s when none is dated)."""
+    top = max((c.at for c in found if c.at is not None), default=None)
+    return last if top is None else (top, {str(c.event_id) for c in found if c.at == top})
 
 
 def _change(event: Notification) -> JobChange:
@@ -384,8 +377,6 @@ def _change(event: Notification) -> JobChange:
 
 _SOURCES: weakref.WeakKeyDictionary[Any, ChangeSource] = weakref.WeakKeyDictionary()
 """The source of each shared HTTP client (one per event loop and connection settings)."""
-_TAP_HOOKS: weakref.WeakKeyDictionary[ChangeSource, WorkflowServiceAsyncHook] = weakref.WeakKeyDictionary()
-_keys = itertools.count()
 
 
 async def _source(hook: WorkflowServiceAsyncHook) -> ChangeSource:
@@ -396,12 +387,11 @@ async def _source(hook: WorkflowServiceAsyncHook) -> ChangeSource:
 async def watching(hook: WorkflowServiceAsyncHook, watch: JobWatch) -> AsyncIterator[Subscription]:
     """Register ``watch`` with its connection's source until the block ends; pass it to ``await_job``."""
     source = await _source(hook)
-    key = next(_keys)
-    source.waits[key] = sub = Subscription(source, watch, hook)
+    source.waits[id(watch)] = sub = Subscription(source, watch, hook)
     try:
         yield sub
     finally:
-        del source.waits[key]
+        del source.waits[id(watch)]
         source.close_if_idle()
 
 
@@ -411,14 +401,10 @@ async def tapping(
 ) -> AsyncIterator[Tap]:
     """Subscribe a watcher to the changes of ``workflow_id``'s jobs (None: all) its source reads."""
     source = await _source(hook)
-    tap = Tap(source, workflow_id, interval)
+    tap = Tap(source, workflow_id, interval, hook)
     source.taps.add(tap)
-    _TAP_HOOKS.setdefault(source, hook)
     try:
         yield tap
     finally:
         source.taps.discard(tap)
-        if not source.taps:
-            with contextlib.suppress(KeyError):
-                del _TAP_HOOKS[source]
         source.close_if_idle()
