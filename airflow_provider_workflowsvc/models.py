@@ -11,13 +11,17 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import typing
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from enum import Enum
 from typing import Annotated, Any, ClassVar, Literal, TypeVar
+from urllib.parse import urlsplit
 from uuid import UUID
 
 from pydantic import (
+    AfterValidator,
+    AliasChoices,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -39,6 +43,7 @@ from airflow_provider_workflowsvc.connectors_catalog import Kind
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "JOB_EVENT_TYPES",
     "AstraDBDestinationConfig",
     "AzureSourceConfig",
     "ConfluenceSourceConfig",
@@ -58,11 +63,16 @@ __all__ = [
     "GenericConfig",
     "Job",
     "JobDetails",
+    "JobEventPayload",
+    "JobEventType",
     "JobFailedFiles",
     "JobStatus",
+    "ListNotificationsParams",
     "ListWorkflowsParams",
     "NodeCounts",
     "NodeStats",
+    "Notification",
+    "NotificationPage",
     "OutputNodeFile",
     "PermissionAction",
     "PermissionGrant",
@@ -828,7 +838,22 @@ class Workflow(_Response):
     reprocess_all: bool | None = None
 
 
-class ListWorkflowsParams(_Request):
+class _Query(_Request):
+    """Query parameters: only the ones given are sent, booleans spelled as JSON does, lists comma-joined."""
+
+    def query(self) -> dict[str, str]:
+        """Return the query string values."""
+        data = self.model_dump(mode="json", exclude_none=True)
+        return {k: _query_value(v) for k, v in data.items()}
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+class ListWorkflowsParams(_Query):
     """Query parameters of ``GET /workflows/``; only the ones given are sent."""
 
     dag_node_configuration_id: str | None = None
@@ -844,11 +869,6 @@ class ListWorkflowsParams(_Request):
     sort_direction: Literal["asc", "desc"] | None = None
     show_only_soft_deleted: bool | None = None
     show_recommender_workflows: bool | None = None
-
-    def query(self) -> dict[str, str]:
-        """Return the query string values, with booleans spelled as JSON does."""
-        data = self.model_dump(mode="json", exclude_none=True)
-        return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in data.items()}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1016,6 +1036,185 @@ class JobFailedFiles(_Response):
     """The files a job failed to process."""
 
     failed_files: list[FailedFile] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------------------------
+# Job events (platform dialect): the feed
+
+
+JobEventType = Literal["job.scheduled", "job.in_progress", "job.completed", "job.stopped", "job.failed"]
+"""The service's job event types (feed, channels, webhooks). ``job.completed``: the job finished
+processing, not that every file succeeded (its details say that)."""
+JOB_EVENT_TYPES: tuple[str, ...] = typing.get_args(JobEventType)
+Moment = Annotated[datetime, BeforeValidator(lambda value: _iso_offset(value))]
+"""A response's date-time, PostgreSQL's short offsets (``+00``) read too."""
+
+
+def _comma_list(value: Any) -> Any:
+    return [part.strip() for part in value.split(",")] if isinstance(value, str) else value
+
+
+EventTypes = Annotated[list[JobEventType], BeforeValidator(_comma_list), Field(min_length=1)]
+"""At least one of the five event types (a list, or one comma-separated string)."""
+
+
+class ListNotificationsParams(_Query):
+    """Query parameters of ``GET /notifications``; only the ones given are sent."""
+
+    workflow_id: UUID | None = None
+    event_types: EventTypes | None = None
+    since: Annotated[datetime, Field(strict=True)] | None = None
+    limit: Annotated[int, Field(strict=True, ge=1, le=100)] | None = None
+    cursor: NonEmptyStr | None = None
+    unread_only: bool | None = None
+
+    @field_validator("since")
+    @classmethod
+    def _zoned(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else as_utc(value)
+
+
+class JobEventPayload(_Response):
+    """What a job event is about: the job and the status it reached."""
+
+    job_id: str | None = None
+    status: JobStatus = JobStatus.UNKNOWN
+
+
+class Notification(_Response):
+    """
+    One job event of the service's feed. ``event_type`` is kept as sent: one of :data:`JOB_EVENT_TYPES`,
+    or a type the service adds later (never an error). ``workflow_id`` None: an account-level event.
+    """
+
+    id: str
+    event_type: str
+    payload: JobEventPayload = Field(default_factory=JobEventPayload)
+    created_at: Moment | None = None
+    workflow_id: str | None = None
+    is_read: bool | None = None
+
+
+class NotificationPage(_Response):
+    """One page of the feed, newest first; ``next_cursor`` asks for the next (older) page, None at the end."""
+
+    events: Items[Notification] = Field(default_factory=list)
+    next_cursor: str | None = None
+
+
+class MarkNotificationsRead(_Request):
+    """The body of ``POST /notifications/mark-read``: up to 100 events by id, or all created ``before``."""
+
+    notification_ids: Annotated[list[NonEmptyStr], Field(min_length=1, max_length=100)] | None = None
+    before: Annotated[datetime, Field(strict=True)] | None = None
+    workflow_id: UUID | None = None
+
+    @model_validator(mode="after")
+    def _ids_or_before(self) -> MarkNotificationsRead:
+        if (self.notification_ids is None) == (self.before is None):
+            raise ValueError("give notification_ids or before, not both and not neither")
+        if self.workflow_id is not None and self.before is None:
+            raise ValueError("workflow_id narrows only a mark of the events before a time")
+        if self.before is not None:
+            self.before = as_utc(self.before)
+        return self
+
+
+class NotificationCount(_Response):
+    """How many events: the unread count's ``unread_count``, a mark-read's ``marked_count``."""
+
+    count: int = Field(validation_alias=AliasChoices("unread_count", "marked_count", "count"))
+
+
+# --------------------------------------------------------------------------------------------------
+# Notification channels (platform dialect): where the service pushes job events
+
+
+def _https_url(value: str) -> str:
+    """Check a webhook URL: HTTPS (plain HTTP only to a loopback host, which the live service refuses)."""
+    parts = urlsplit(value)
+    loopback = parts.scheme == "http" and parts.hostname in ("localhost", "127.0.0.1", "::1")
+    if not parts.hostname or (parts.scheme != "https" and not loopback):
+        raise ValueError("a webhook url must be an https:// URL with a host")
+    return value
+
+
+def _secret_size(value: SecretStr) -> SecretStr:
+    size = len(value.get_secret_value().encode())
+    if size and not 24 <= size <= 75:  # the value is never in the message
+        raise ValueError(f"a channel secret is 24 to 75 bytes long (or empty: the service's own); got {size}")
+    return value
+
+
+class EmailChannelConfig(_Request):
+    """Where an email channel sends: one recipient, a reply-to and copies."""
+
+    recipient_email: NonEmptyStr
+    reply_to: str | None = None
+    cc: list[str] | None = None
+
+
+class UpdateChannel(_Request):
+    """The body of a channel update (``PATCH``): only the fields given are sent."""
+
+    event_types: EventTypes | None = None
+    description: Annotated[str, Field(max_length=255)] | None = None
+    enabled: bool | None = None
+    url: Annotated[str, AfterValidator(_https_url)] | None = None
+    secret: Annotated[Secret, AfterValidator(_secret_size)] | None = None
+    """Write-only: signs the webhook deliveries (24 to 75 bytes); an empty string removes it."""
+    email_config: EmailChannelConfig | None = None
+
+    @model_validator(mode="after")
+    def _some_field(self) -> UpdateChannel:
+        if not self.model_fields_set:
+            raise ValueError("a channel update needs at least one field")
+        return self
+
+
+class CreateChannel(UpdateChannel):
+    """The body of a channel create: a webhook (``url``) or an email channel (``email_config``)."""
+
+    channel_type: Literal["webhook", "email"]
+    event_types: EventTypes
+
+    @model_validator(mode="after")
+    def _destination(self) -> CreateChannel:
+        if self.channel_type == "webhook" and (self.url is None or self.email_config is not None):
+            raise ValueError("a webhook channel needs a url (and no email_config)")
+        if self.channel_type == "email" and (self.email_config is None or self.url or self.secret):
+            raise ValueError("an email channel needs an email_config (and no url or secret)")
+        return self
+
+
+class NotificationChannel(_Response):
+    """
+    A notification channel as the service answers it (never with its secret). A value under a
+    secret-looking key a service may add is kept as a secret all the same (:func:`is_secret_field`).
+    """
+
+    id: str
+    channel_type: str | None = None
+    event_types: Items[str] = Field(default_factory=list)
+    description: str | None = None
+    enabled: bool | None = None
+    url: str | None = None
+    email_config: dict[str, Any] | None = None
+    created_at: Moment | None = None
+    updated_at: Moment | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _secrets_kept_secret(cls, data: Any) -> Any:
+        return _wrap_secrets(data)
+
+
+def _channels_in(data: Any) -> Any:
+    """Read a channel listing: a list, or the SDK's ``{"items": [...]}``."""
+    return data.get("items", data.get("channels")) if isinstance(data, Mapping) else data
+
+
+ChannelList = Annotated[list[NotificationChannel], BeforeValidator(_channels_in)]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -416,6 +417,36 @@ def test_templates_and_an_on_demand_job(emulator: Any, hook: WorkflowServiceHook
     emulator.advance_clock(3600)
     with pytest.raises(WorkflowServiceQuotaError, match=r"Insufficient API quota.*retrying cannot help"):
         hook.create_job(template_id="hi_res_partition", files=inputs)
+
+
+# --------------------------------------------------------------------------------------------------
+# Job events (the live service's: platform dialect only)
+
+
+@exercises("list_notifications")
+def test_the_job_event_feed(emulator: Any, hook: WorkflowServiceHook, inputs: list[Path]) -> None:
+    if emulator.dialect == "spec":  # the spec has no job events
+        with pytest.raises(WorkflowServiceNotFoundError):
+            hook.list_notifications()
+        return
+    job = local_job(hook, inputs)
+    finish(emulator, hook, job.id)
+    page = hook.list_notifications(workflow_id=job.workflow_id)
+    assert [e.event_type for e in page.events] == ["job.completed", "job.in_progress", "job.scheduled"]
+    assert {(e.payload.job_id, e.workflow_id, e.is_read) for e in page.events} == {
+        (job.id, job.workflow_id, False)
+    }
+    assert page.events[0].payload.status is JobStatus.COMPLETED
+    assert page.next_cursor is None
+
+    first = hook.list_notifications(workflow_id=job.workflow_id, limit=2)
+    rest = hook.list_notifications(workflow_id=job.workflow_id, limit=2, cursor=first.next_cursor)
+    assert [e.id for e in first.events + rest.events] == [e.id for e in page.events]
+    ended = hook.list_notifications(event_types=["job.completed", "job.failed"], unread_only=True)
+    assert [e.id for e in ended.events] == [page.events[0].id]
+    created = page.events[0].created_at
+    assert created is not None
+    assert hook.list_notifications(since=created + timedelta(seconds=1)).events == []
 
 
 # --------------------------------------------------------------------------------------------------

@@ -54,12 +54,16 @@ from airflow_provider_workflowsvc.models import (
     AzureSourceConfig,
     ConnectionCheck,
     ConnectionCheckStatus,
+    CreateChannel,
     DestinationConnector,
     Element,
     Job,
     JobDetails,
     JobFailedFiles,
     JobStatus,
+    Notification,
+    NotificationChannel,
+    NotificationPage,
     SourceConnector,
     TemplateDetail,
     TemplateListItem,
@@ -207,6 +211,16 @@ TEMPLATE = {
 TEMPLATE_NODE = {"id": "n-1", "name": "Partitioner", "type": "partition", "subtype": "unstructured_api"}
 NODE = {"name": "Partitioner", "type": "partition", "subtype": "fast"}
 CHECK = {"id": "chk-1", "status": "scheduled", "reason": None, "created_at": NOW, "reported_at": None}
+EVENT = {
+    "id": "ev-1", "event_type": "job.completed", "payload": {"job_id": JID, "status": "COMPLETED"},
+    "created_at": "2026-11-29 06:00:00+00", "workflow_id": WID, "is_read": False,
+}  # fmt: skip
+HOOK_SECRET = "whsec-hooktest-0123456789abcdef"  # 30 bytes: a channel's signing secret
+CHANNEL = {
+    "id": "ch-1", "channel_type": "webhook", "event_types": ["job.completed"], "enabled": True,
+    "url": "https://hooks.example.test/in", "description": None, "created_at": NOW, "updated_at": NOW,
+}  # fmt: skip
+CHANNELS = f"/workflows/{WID}/notifications/channels"
 ELEMENTS = [
     {
         "type": "Title",
@@ -366,6 +380,70 @@ CASES = [
     Case("create_job", (), {"job_nodes": [NODE]}, "POST", "/jobs/",
          {**JOB, "job_type": "a_kind_added_later"}, lambda r: r.job_type == "a_kind_added_later",
          form={"request_data": json.dumps({"job_nodes": [NODE]})}),
+    Case("list_notifications", (), {}, "GET", "/notifications", {"events": [EVENT], "next_cursor": None},
+         lambda r: isinstance(r, NotificationPage) and r.events[0].payload.status is JobStatus.COMPLETED
+         and r.events[0].created_at.tzinfo is not None and r.next_cursor is None),
+    Case("list_notifications", (WID,), {
+        "event_types": ["job.completed", "job.failed"], "since": datetime(2026, 11, 29, 6), "limit": 100,
+        "cursor": "c-2", "unread_only": False}, "GET", "/notifications",
+         {"events": [{**EVENT, "event_type": "job.retried", "payload": {"job_id": JID, "status": "x"},
+                      "later": 1}], "next_cursor": "c-3", "extra": True},
+         lambda r: r.events[0].event_type == "job.retried" and r.events[0].payload.status is JobStatus.UNKNOWN
+         and r.next_cursor == "c-3",
+         params={"workflow_id": WID, "event_types": "job.completed,job.failed",
+                 "since": "2026-11-29T06:00:00Z", "limit": "100", "cursor": "c-2", "unread_only": "false"}),
+    Case("get_notification", ("ev-1",), {}, "GET", "/notifications/ev-1", EVENT,
+         lambda r: isinstance(r, Notification) and r.payload.job_id == JID and r.is_read is False),
+    Case("count_unread_notifications", (), {}, "GET", "/notifications/unread-count", {"unread_count": 3},
+         lambda r: r == 3),
+    Case("count_unread_notifications", (UUID(WID),), {}, "GET", "/notifications/unread-count",
+         {"unread_count": 0, "later": 1}, lambda r: r == 0, params={"workflow_id": WID}),
+    Case("mark_notifications_read", (("ev-1", "ev-2"),), {}, "POST", "/notifications/mark-read",
+         {"marked_count": 2}, lambda r: r == 2, body={"notification_ids": ["ev-1", "ev-2"]}),
+    Case("mark_notifications_read", (), {"before": datetime(2026, 11, 29, 6), "workflow_id": WID}, "POST",
+         "/notifications/mark-read", {"marked_count": 0}, lambda r: r == 0,
+         body={"before": "2026-11-29T06:00:00Z", "workflow_id": WID}),
+    Case("create_workflow_channel", (WID, "webhook"), {
+        "event_types": ("job.completed", "job.failed"), "url": CHANNEL["url"], "secret": HOOK_SECRET},
+         "POST", CHANNELS, CHANNEL, lambda r: isinstance(r, NotificationChannel) and r.id == "ch-1",
+         body={"channel_type": "webhook", "event_types": ["job.completed", "job.failed"],
+               "url": CHANNEL["url"], "secret": HOOK_SECRET}, status=201),
+    Case("create_workflow_channel", (WID, "email"), {
+        "event_types": "job.failed", "email_config": {"recipient_email": "ops@example.test"},
+        "description": "failures", "enabled": False}, "POST", CHANNELS,
+         {**CHANNEL, "channel_type": "email", "url": None, "email_config": {"recipient_email": "o***"}},
+         lambda r: r.channel_type == "email",
+         body={"channel_type": "email", "event_types": ["job.failed"], "description": "failures",
+               "enabled": False, "email_config": {"recipient_email": "ops@example.test"}}),
+    Case("list_workflow_channels", (WID,), {}, "GET", CHANNELS, {"items": [CHANNEL]},
+         lambda r: [c.id for c in r] == ["ch-1"]),
+    Case("list_workflow_channels", (WID, "email"), {}, "GET", CHANNELS, [], lambda r: r == [],
+         params={"channel_type": "email"}),
+    Case("get_workflow_channel", (WID, "ch-1"), {}, "GET", f"{CHANNELS}/ch-1",
+         {**CHANNEL, "signing_secret": HOOK_SECRET, "event_types": ["job.completed", "job.retried"]},
+         lambda r: r.event_types == ["job.completed", "job.retried"] and HOOK_SECRET not in repr(r)
+         and HOOK_SECRET not in r.model_dump_json()),
+    Case("update_workflow_channel", (WID, "ch-1"), {"enabled": False, "secret": ""}, "PATCH",
+         f"{CHANNELS}/ch-1", {**CHANNEL, "enabled": False}, lambda r: r.enabled is False,
+         body={"enabled": False, "secret": ""}),
+    Case("delete_workflow_channel", (WID, "ch-1"), {}, "DELETE", f"{CHANNELS}/ch-1", None,
+         lambda r: r is None, status=204),
+    Case("verify_workflow_channel", (WID, "ch-1", "123456"), {}, "POST", f"{CHANNELS}/ch-1/verify", CHANNEL,
+         lambda r: r.id == "ch-1", body={"code": "123456"}),
+    Case("create_workspace_channel", ("webhook",), {"event_types": ["job.stopped"], "url": CHANNEL["url"]},
+         "POST", "/notifications/channels", CHANNEL, lambda r: r.id == "ch-1", status=201,
+         body={"channel_type": "webhook", "event_types": ["job.stopped"], "url": CHANNEL["url"]}),
+    Case("list_workspace_channels", (), {}, "GET", "/notifications/channels", {"channels": [CHANNEL]},
+         lambda r: r[0].event_types == ["job.completed"]),
+    Case("get_workspace_channel", ("ch 1",), {}, "GET", "/notifications/channels/ch%201", CHANNEL,
+         lambda r: r.url == CHANNEL["url"]),
+    Case("update_workspace_channel", ("ch-1",), {"description": "d", "event_types": ["job.failed"]}, "PATCH",
+         "/notifications/channels/ch-1", CHANNEL, lambda r: r.id == "ch-1",
+         body={"description": "d", "event_types": ["job.failed"]}),
+    Case("delete_workspace_channel", ("ch-1",), {}, "DELETE", "/notifications/channels/ch-1", None,
+         lambda r: r is None),
+    Case("verify_workspace_channel", ("ch-1",), {}, "POST", "/notifications/channels/ch-1/verify",
+         {"verified": True}, lambda r: r is None),
 ]  # fmt: skip
 
 
@@ -1384,6 +1462,71 @@ async def test_redirect_loop_stops(api: Api, mock: respx.MockRouter) -> None:
         ("create_job", (), {"job_nodes": [{**NODE, "colour": 1}]}, r"job_nodes.0: unknown field\(s\) colour"),
         ("create_job", (), {"template_id": " "}, "template_id: String should have at least 1 character"),
         ("create_job", (), {"template_id": "t", "files": []}, "files is empty"),
+        ("list_notifications", (), {"limit": 0}, "limit: Input should be greater than or equal to 1"),
+        ("list_notifications", (), {"limit": 101}, "limit: Input should be less than or equal to 100"),
+        ("list_notifications", (), {"limit": "5"}, "limit: Input should be a valid integer"),
+        ("list_notifications", (), {"event_types": []}, "event_types: Value should have at least 1 item"),
+        ("list_notifications", (), {"event_types": "job.done"}, "event_types.0: Input should be 'job.sch"),
+        ("list_notifications", (), {"since": "2026-11-29"}, "since: Input should be a valid datetime"),
+        ("list_notifications", ("nope",), {}, "workflow_id: Input should be a valid UUID"),
+        ("list_notifications", (), {"cursor": ""}, "cursor: String should have at least 1 character"),
+        ("get_notification", (" ",), {}, "notification_id must be a non-empty notification id"),
+        ("count_unread_notifications", ("nope",), {}, "workflow_id must be a UUID"),
+        ("mark_notifications_read", (), {}, "give notification_ids or before, not both and not neither"),
+        (
+            "mark_notifications_read",
+            ([str(i) for i in range(101)],),
+            {},
+            "List should have at most 100 items",
+        ),
+        ("mark_notifications_read", (["ev-1"],), {"workflow_id": WID}, "workflow_id narrows only a mark of"),
+        ("mark_notifications_read", (), {"before": "2026-11-29"}, "before: Input should be a valid datetime"),
+        (
+            "create_workflow_channel",
+            (WID, "webhook"),
+            {"event_types": ["job.failed"], "url": "http://e.test"},
+            "url: a webhook url must be an https:// URL with a host",
+        ),
+        (
+            "create_workflow_channel",
+            (WID, "webhook"),
+            {"event_types": [], "url": "https://e.test"},
+            "event_types: Value should have at least 1 item",
+        ),
+        (
+            "create_workflow_channel",
+            (WID, "webhook"),
+            {"event_types": ["job.failed"]},
+            "a webhook channel needs a url",
+        ),
+        (
+            "create_workflow_channel",
+            (WID, "email"),
+            {"event_types": ["job.failed"], "url": "https://e.test"},
+            "an email channel needs an email_config",
+        ),
+        (
+            "create_workflow_channel",
+            (WID, "sms"),
+            {"event_types": ["job.failed"]},
+            "channel_type: Input should be 'webhook' or 'email'",
+        ),
+        ("create_workflow_channel", ("nope", "webhook"), {}, "workflow_id must be a UUID"),
+        (
+            "create_workspace_channel",
+            ("webhook",),
+            {"event_types": ["job.failed"], "url": "https://e.test", "description": "d" * 256},
+            "description: String should have at most 255 characters",
+        ),
+        (
+            "create_workspace_channel",
+            ("webhook",),
+            {"event_types": ["job.failed"], "url": "https://e.test", "colour": "red"},
+            "colour: Extra inputs are not permitted",
+        ),
+        ("update_workspace_channel", ("ch-1",), {}, "a channel update needs at least one field"),
+        ("update_workflow_channel", (WID, "a/b"), {"enabled": True}, "channel_id must be a non-empty"),
+        ("verify_workspace_channel", ("ch-1", " "), {}, "code must not be empty"),
     ],
 )
 async def test_input_errors_raised_before_any_request(
@@ -1394,6 +1537,33 @@ async def test_input_errors_raised_before_any_request(
         await api(name, *args, **kwargs)
     assert catch_all.call_count == 0
     assert mock.calls.call_count == 0
+
+
+async def test_a_channel_secret_never_leaves_in_an_error_a_log_or_a_repr(
+    api: Api, mock: respx.MockRouter, caplog: pytest.LogCaptureFixture
+) -> None:
+    short = "short-secret-0123456789"  # 23 bytes
+    fields = {"event_types": ["job.failed"], "url": CHANNEL["url"]}
+    with pytest.raises(WorkflowServiceInputError, match="a channel secret is 24 to 75 bytes long") as bad:
+        await api("create_workspace_channel", "webhook", **fields, secret=short)
+    echo = {"detail": f"secret {HOOK_SECRET} is already used by another channel"}
+    route = mock.post(u("/notifications/channels")).mock(return_value=httpx.Response(409, json=echo))
+    with caplog.at_level(logging.DEBUG), pytest.raises(WorkflowServiceApiError) as refused:
+        await api("create_workspace_channel", "webhook", **fields, secret=HOOK_SECRET)
+    assert json.loads(route.calls.last.request.content)["secret"] == HOOK_SECRET  # sent, and only there
+    assert "secret *** is already used" in str(refused.value)
+    assert route.call_count == 1  # a create is not sent twice
+    body = CreateChannel(channel_type="webhook", **fields, secret=HOOK_SECRET)
+    for text in (
+        bad.value,
+        refused.value,
+        refused.value.detail,
+        caplog.text,
+        repr(body),
+        body.model_dump_json(),
+    ):
+        assert HOOK_SECRET not in str(text)
+        assert short not in str(text)
 
 
 async def test_file_inputs_checked_before_sending(api: Api, mock: respx.MockRouter, tmp_path: Path) -> None:

@@ -441,9 +441,24 @@ SDK_TO_HOOK = {
 """Each SDK operation and the hook method that sends the same request."""
 
 
+_CHANNEL_VERBS = ("create", "get", "update", "delete", "verify")
 HOOK_ENDPOINTS_WITHOUT_AN_SDK_OPERATION = {
     "get_output_document": "reads the start of a download, whose request is the SDK's download_job_output "
     "(mapped to download_job_output): no operation of its own",
+    **dict.fromkeys(
+        (
+            *(
+                "list_notifications",
+                "get_notification",
+                "count_unread_notifications",
+                "mark_notifications_read",
+            ),
+            *(f"{verb}_{level}_channel" for level in ("workflow", "workspace") for verb in _CHANNEL_VERBS),
+            *(f"list_{level}_channels" for level in ("workflow", "workspace")),
+        ),
+        "the job events of the live service (2026-04): no released unstructured-client has these "
+        "operations yet (0.46.4 is the newest); its repository generates them",
+    ),
 }
 """Each endpoint of the hook (``ENDPOINT_NAMES``) that no SDK operation sends, with the reason."""
 

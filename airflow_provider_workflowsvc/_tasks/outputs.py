@@ -297,7 +297,7 @@ def download_output(
     shows); None when the output names no document.
     """
     from airflow_provider_workflowsvc._marker import unmarked
-    from airflow_provider_workflowsvc.hooks._calls import document_name_in
+    from airflow_provider_workflowsvc.hooks._files import document_name_in
 
     staging = folder.staging()
     try:

@@ -20,9 +20,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from airflow_provider_workflowsvc.emulator import templates
+from airflow_provider_workflowsvc.emulator.channels import Channels
 from airflow_provider_workflowsvc.emulator.config import API_PREFIX
 from airflow_provider_workflowsvc.emulator.dialect import Dialect, accepted_status_code
 from airflow_provider_workflowsvc.emulator.errors import InvalidRequest
+from airflow_provider_workflowsvc.emulator.events import Notifications, reader_of
 from airflow_provider_workflowsvc.emulator.service import Kind, Service, Upload
 
 __all__ = ["Form", "api_routes", "json_response", "multipart"]
@@ -252,14 +254,90 @@ async def download(request: Request) -> Response:
     return Response(text, media_type="application/json")
 
 
+def _notifications(request: Request) -> tuple[Notifications, str]:
+    """Return the feed, and whose read state this request sees (its credential's)."""
+    return request.app.state.emulator.notifications, reader_of(request.headers)
+
+
+async def list_notifications(request: Request) -> Response:
+    feed, reader = _notifications(request)
+    return json_response(feed.list(reader, request.query_params))
+
+
+async def get_notification(request: Request) -> Response:
+    feed, reader = _notifications(request)
+    return json_response(feed.get(reader, path_uuid(request, "notification_id")))
+
+
+async def unread_count(request: Request) -> Response:
+    feed, reader = _notifications(request)
+    return json_response(feed.unread_count(reader, query_uuid(request, "workflow_id")))
+
+
+async def mark_read(request: Request) -> Response:
+    feed, reader = _notifications(request)
+    return json_response(feed.mark_read(reader, await json_body(request)))
+
+
+def _channel_routes(base: str, workspace: bool) -> list[Route]:
+    """Return the routes of a workflow's channels (``base`` has its ``{workflow_id}``) or the workspace's."""
+
+    def parsed(request: Request) -> tuple[Channels, str | None]:
+        channels: Channels = request.app.state.emulator.channels
+        return channels, None if workspace else path_uuid(request, "workflow_id")
+
+    async def list_channels(request: Request) -> Response:
+        channels, scope = parsed(request)
+        return json_response(channels.list(scope))
+
+    async def create_channel(request: Request) -> Response:
+        channels, scope = parsed(request)
+        return json_response(channels.create(scope, await json_body(request)), 201 if workspace else 200)
+
+    async def get_channel(request: Request) -> Response:
+        channels, scope = parsed(request)
+        return json_response(channels.get(scope, request.path_params["channel_id"]))
+
+    async def update_channel(request: Request) -> Response:
+        channels, scope = parsed(request)
+        body = await json_body(request)
+        return json_response(channels.update(scope, request.path_params["channel_id"], body))
+
+    async def delete_channel(request: Request) -> Response:
+        channels, scope = parsed(request)
+        channels.delete(scope, request.path_params["channel_id"])
+        return Response(status_code=204)
+
+    async def verify_channel(request: Request) -> Response:
+        channels, scope = parsed(request)
+        return json_response(channels.verify(scope, request.path_params["channel_id"]))
+
+    item = f"{base}/{{channel_id}}"
+    return [
+        Route(base, list_channels, methods=["GET"]),
+        Route(base, create_channel, methods=["POST"]),
+        Route(item, get_channel, methods=["GET"]),
+        Route(item, update_channel, methods=["PATCH"]),
+        Route(item, delete_channel, methods=["DELETE"]),
+        Route(f"{item}/verify", verify_channel, methods=["POST"]),
+    ]
+
+
 def api_routes(dialect: Dialect) -> list[Route]:
     """Every endpoint of the spec, the ones pollers hit most first; the platform's own ones in its dialect."""
     workflow = f"{API_PREFIX}/workflows/{{workflow_id}}"
     job = f"{API_PREFIX}/jobs/{{job_id}}"
+    notifications = f"{API_PREFIX}/notifications"
     platform_only = [
         Route(f"{API_PREFIX}/jobs", create_job, methods=["POST"]),
         Route(f"{API_PREFIX}/templates", list_templates, methods=["GET"]),
         Route(f"{API_PREFIX}/templates/{{template_id}}", get_template, methods=["GET"]),
+        Route(notifications, list_notifications, methods=["GET"]),
+        Route(f"{notifications}/unread-count", unread_count, methods=["GET"]),
+        Route(f"{notifications}/mark-read", mark_read, methods=["POST"]),
+        *_channel_routes(f"{notifications}/channels", workspace=True),
+        Route(f"{notifications}/{{notification_id}}", get_notification, methods=["GET"]),
+        *_channel_routes(f"{workflow}/notifications/channels", workspace=False),
     ]
     return [
         Route(job, get_job, methods=["GET"]),

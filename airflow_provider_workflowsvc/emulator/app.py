@@ -50,7 +50,10 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if state.settings.dialect == "platform":
+            state.deliveries.start()
         yield
+        await state.deliveries.stop()
         state.close()
 
     app = FastAPI(

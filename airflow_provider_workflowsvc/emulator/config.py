@@ -20,6 +20,7 @@ __all__ = [
     "FaultSpec",
     "JobEnding",
     "ServerSettings",
+    "WebhookSettings",
 ]
 
 API_PREFIX = "/api/v1"
@@ -114,6 +115,30 @@ class EmulatorConfig(BaseModel):
     quota_exhausted: bool = False
     """Answer 402 "Insufficient API quota" to every request that would start processing (a run, an
     on-demand job)."""
+
+
+class WebhookSettings(BaseModel):
+    """
+    Test-only switches of webhook delivery (``PUT /_emulator/webhooks``). Each fault's rate is the
+    fraction of deliveries it affects (1: every one), drawn from a generator seeded by ``seed``.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    allow_http_loopback: bool = False
+    """Accept ``http://`` channel URLs whose host is a loopback name or address (live: HTTPS only)."""
+    delay: float = Field(default=0.0, ge=0, le=60)
+    """Real seconds each delivery waits before it is sent (a change of these switches ends the wait)."""
+    duplicate_rate: float = Field(default=0.0, ge=0, le=1)
+    """Deliveries sent twice (the same message: the same ``webhook-id``, as a retry)."""
+    drop_rate: float = Field(default=0.0, ge=0, le=1)
+    """Deliveries never sent (recorded as ``dropped``)."""
+    bad_signature_rate: float = Field(default=0.0, ge=0, le=1)
+    """Deliveries signed with a wrong key."""
+    reorder: int = Field(default=0, ge=0, le=100)
+    """At least 2: deliveries are held until this many are due, then sent newest first (setting it
+    below 2 releases the held ones at the next look)."""
+    seed: int | None = None
 
 
 class FaultRule(BaseModel):

@@ -13,6 +13,7 @@ from airflow_provider_workflowsvc.emulator.config import (
     EmulatorConfig,
     FaultRule,
     FaultSpec,
+    WebhookSettings,
 )
 from airflow_provider_workflowsvc.emulator.errors import InvalidRequest
 
@@ -139,3 +140,39 @@ async def advance_clock(request: Request, advance: Advance) -> dict[str, Any]:
     state = _state(request)
     created = state.service.advance_clock(advance.seconds)
     return {**_clock(state), "jobs_created": created}
+
+
+@router.get("/webhooks")
+async def get_webhooks(request: Request) -> dict[str, Any]:
+    """Return the switches, and how many deliveries their ``delay`` holds right now (``waiting``)."""
+    return _webhooks(_state(request))
+
+
+def _webhooks(state: EmulatorState) -> dict[str, Any]:
+    return {**state.deliveries.settings.model_dump(), "waiting": state.deliveries.waiting}
+
+
+@router.put("/webhooks")
+async def put_webhooks(request: Request, updates: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
+    """Change some webhook switches (the others keep their values): loopback HTTP, faults, seed."""
+    state = _state(request)
+    state.deliveries.configure(_body(WebhookSettings, {**state.deliveries.settings.model_dump(), **updates}))
+    return _webhooks(state)
+
+
+@router.get("/webhooks/deliveries")
+async def get_deliveries(request: Request) -> list[dict[str, Any]]:
+    """Every delivery attempt, oldest first: channel, event, message id, body, outcome, faults."""
+    return list(_state(request).deliveries.log)
+
+
+@router.delete("/webhooks/deliveries")
+async def delete_deliveries(request: Request) -> dict[str, str]:
+    _state(request).deliveries.log.clear()
+    return {"status": "cleared"}
+
+
+@router.get("/channels/{channel_id}/secret")
+async def get_channel_secret(request: Request, channel_id: str) -> dict[str, str]:
+    """Reveal the secret a channel signs with: its custom one, or the one the emulator generated."""
+    return {"secret": _state(request).channels.secret(channel_id)}

@@ -151,6 +151,21 @@ class JobRecord:
             return JobState(self.ending)
         return JobState.COMPLETED if self._succeeded() else JobState.FAILED
 
+    def transitions(self, at: float) -> list[tuple[JobState, float]]:
+        """
+        Return the statuses the job's record has entered by ``at``, each with the moment it entered
+        it, in order: ``scheduled`` at creation, ``in progress`` when its first slot began (only a job that
+        spent time in progress), then its ending (its last slot's end, or its cancellation).
+        """
+        status = self.status(at)
+        entered = [(JobState.SCHEDULED, self.created_at)]
+        origin = self.origin
+        if origin is not None and self.delay > 0 and self.finish_slot > 0 and self._slot(at) >= 0:
+            entered.append((JobState.IN_PROGRESS, origin + self.delay))
+        if not status.is_active:
+            entered.append((status, self.ends_at()))
+        return entered
+
     def _succeeded(self) -> bool:
         if not self.files:
             return self.empty_message is None

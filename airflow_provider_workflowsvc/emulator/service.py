@@ -873,6 +873,11 @@ class Service:
             for job in self._records(self.store.all("jobs"))
         ]
 
+    def timelines(self) -> tuple[list[JobRecord], float]:
+        """Every job's record and the emulator time to read them at (queued on-demand jobs admitted)."""
+        now = self._now()
+        return self._records(self.store.all("jobs")), now
+
     def _records(self, rows: list[dict[str, Any]]) -> list[JobRecord]:
         return [self._jobs.get(r["id"]) or self._cache_job(JobRecord.from_dict(r)) for r in rows]
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from airflow_provider_workflowsvc.emulator.channels import Channels
 from airflow_provider_workflowsvc.emulator.clock import Clock
 from airflow_provider_workflowsvc.emulator.config import EmulatorConfig, FaultSpec, ServerSettings
+from airflow_provider_workflowsvc.emulator.events import Notifications
 from airflow_provider_workflowsvc.emulator.faults import FaultInjector, RequestLog
 from airflow_provider_workflowsvc.emulator.service import Service
 from airflow_provider_workflowsvc.emulator.store import Store
+from airflow_provider_workflowsvc.emulator.webhooks import Deliveries
 
 __all__ = ["EmulatorState"]
 
@@ -21,6 +24,9 @@ class EmulatorState:
         store = Store(settings.db)
         clock = Clock(float(store.get_meta("clock_offset", "0") or 0))
         self.service = Service(store, clock, config.model_copy(), settings.dialect)
+        self.notifications = Notifications(self.service)
+        self.channels = Channels(self.service, lambda: self.deliveries.settings.allow_http_loopback)
+        self.deliveries = Deliveries(self.notifications, self.channels)
         self.faults = FaultInjector()
         if faults is not None:
             self.faults.set(faults)
@@ -31,6 +37,7 @@ class EmulatorState:
         self.service.config = self.defaults.model_copy()
         self.faults.clear()
         self.log.clear()
+        self.deliveries.reset()
 
     def close(self) -> None:
         self.service.store.close()

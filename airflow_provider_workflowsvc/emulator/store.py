@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 __all__ = ["Store", "Table"]
 
-Table = Literal["connectors", "workflows", "jobs", "checks"]
+Table = Literal["connectors", "workflows", "jobs", "checks", "channels", "reads"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS connectors (id TEXT PRIMARY KEY, kind TEXT NOT NULL, data TEXT NOT NULL);
@@ -29,6 +29,8 @@ CREATE TABLE IF NOT EXISTS checks (id TEXT PRIMARY KEY, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS outputs (
     job_id TEXT NOT NULL, file_id TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (job_id, file_id)
 );
+CREATE TABLE IF NOT EXISTS channels (id TEXT PRIMARY KEY, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS reads (id TEXT PRIMARY KEY, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 _INDEX_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -36,7 +38,10 @@ _INDEX_COLUMNS: dict[str, tuple[str, ...]] = {
     "workflows": (),
     "jobs": ("workflow_id", "created"),
     "checks": (),
+    "channels": (),
+    "reads": (),
 }
+_TABLES = ("connectors", "workflows", "jobs", "checks", "channels", "reads", "outputs", "meta")
 _ORDER: dict[str, str] = {"jobs": "created, id"}
 
 
@@ -129,5 +134,5 @@ class Store:
     def clear(self) -> None:
         """Drop every row of every table."""
         with self._lock:
-            for table in ("connectors", "workflows", "jobs", "checks", "outputs", "meta"):
+            for table in _TABLES:
                 self._db.execute(f"DELETE FROM {table}")

@@ -83,6 +83,8 @@ class ApiCall(Generic[T]):
     status_filter: JobStatus | None = None
     job_listing: bool = False
     created_since: datetime | None = None
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    """Values of the request the service may echo in an error (a channel's secret): masked there too."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -323,7 +325,7 @@ class _Transport(Failures):
     def finish(self, call: ApiCall[T], method: str, path: str, response: httpx.Response) -> T:
         """Raise the error the (fully read) response stands for, or parse its body."""
         if not response.is_success:
-            raise self.api_error(method, self.full_path(path), response)
+            raise self.api_error(method, self.full_path(path), response, call.secrets)
         if not call.wants_body:
             return call.parse(None)
         if call.head_bytes is not None:

@@ -172,11 +172,14 @@ class Failures:
             text = text.replace(secret, "***")
         return text
 
-    def redact_foreign(self, text: str) -> str:
+    def redact_foreign(self, text: str, also: tuple[str, ...] = ()) -> str:
         """
         Text this provider did not write (the service's answers, a secrets backend's error) with the
-        token and API key masked, and what its URLs may carry as credentials (``user:pass@``, a query).
+        token and API key masked (and the secrets ``also`` of the request answered), and what its URLs
+        may carry as credentials (``user:pass@``, a query).
         """
+        for secret in also:
+            text = text.replace(secret, "***") if secret else text
         return mask_url_secrets(self.redact(text))
 
     def retrying(
@@ -231,14 +234,16 @@ class Failures:
             detail = f"not JSON ({len(response.content)} bytes): {snippet!r}"
         return WorkflowServiceResponseError(method, full, response.status_code, detail)
 
-    def api_error(self, method: str, full_path: str, response: httpx.Response) -> WorkflowServiceApiError:
+    def api_error(
+        self, method: str, full_path: str, response: httpx.Response, secrets: tuple[str, ...] = ()
+    ) -> WorkflowServiceApiError:
         if response.is_redirect:
             location = response.headers.get("location", "")
             detail = (
                 f"redirect to {location} not followed (another origin, or not the same path for {method})"
             )
         else:
-            detail = _error_detail(response, self.redact_foreign)
+            detail = _error_detail(response, functools.partial(self.redact_foreign, also=secrets))
         cls = error_for_status(response.status_code, detail)
         return cls(
             response.status_code,

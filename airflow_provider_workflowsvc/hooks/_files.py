@@ -6,8 +6,10 @@ opened only while sent, downloads written atomically.
 from __future__ import annotations
 
 import contextlib
+import json
 import mimetypes
 import os
+import re
 import secrets
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -202,3 +204,28 @@ def download_target(path: Any) -> Path | StagedObject | None:
     if path is None or isinstance(path, StagedObject):
         return path
     return Path(path).expanduser()
+
+
+# --------------------------------------------------------------------------------------------------
+# What an output names
+
+
+OUTPUT_HEAD_BYTES = 65536
+"""How much of an output is read to learn its document's name (it is in the first element)."""
+_FILENAME_FIELD = re.compile(rb'"filename"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+def document_name_in(head: bytes) -> str | None:
+    """
+    Return the name of the document an output was made from, as the service wrote it: the first
+    ``"filename"`` in the output's first bytes (its first element's ``metadata.filename``); None
+    when there is none.
+    """
+    match = _FILENAME_FIELD.search(head)
+    if match is None:
+        return None
+    try:
+        name = json.loads(match.group(1))
+    except ValueError:
+        return None
+    return name if isinstance(name, str) and name.strip() else None
