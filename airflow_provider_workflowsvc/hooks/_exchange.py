@@ -281,8 +281,8 @@ class _Transport(Failures):
     def _url(self, path: str) -> httpx.URL:
         """
         Return the absolute URL of ``path``, parsed once (for the first 64 paths): a wait sends the same
-        few paths again and again, and httpx's parsing of a URL was 12 % of the instructions of a status
-        read (issue #45, callgrind).
+        few paths again and again, and httpx's parsing of a URL was 4-13 % of the instructions of a
+        status read (issue #45, callgrind).
         """
         url = self._urls.get(path)
         if url is None:
