@@ -65,9 +65,9 @@ def get_provider_info() -> dict[str, Any]:
                         "default": "1.0",
                     },
                     "shared_status_poll": {
-                        "description": "Whether a triggerer's waits on jobs of one workflow share one "
-                        "listing of its active jobs per interval (a job it does not show active is read "
-                        "on its own). False: every wait polls its own job.",
+                        "description": "Whether a triggerer's waits learn of their jobs' changes from "
+                        "one source per connection (the job-event feed, else the active-jobs listing; a "
+                        "job it shows changed is read on its own). False: every wait polls its own job.",
                         "version_added": "0.2.0",
                         "type": "boolean",
                         "example": "False",

@@ -99,7 +99,9 @@ def _importable(module: str) -> bool:
         return False
 
 
-def run(runs: int = 7, databricks_python: str | None = None, log: bool = True) -> list[Row]:
+def run(
+    runs: int = 7, databricks_python: str | None = None, log: bool = True, warm_up: bool = True
+) -> list[Row]:
     targets = [Target("ours", OURS, sys.executable), Target("root", ROOT_FORM, sys.executable)]
     skipped = []
     if _importable(DBT_CLOUD[0]):
@@ -110,7 +112,7 @@ def run(runs: int = 7, databricks_python: str | None = None, log: bool = True) -
         targets.append(Target("Databricks", DATABRICKS, databricks_python or sys.executable))
     else:
         skipped.append("Databricks provider not installed (see docs/benchmarks.md)")
-    for target in targets:  # warm-up: byte-compile, create the Airflow config, fill the page cache
+    for target in targets if warm_up else ():  # byte-compile, create the Airflow config, fill the page cache
         _measure(target)
     samples: dict[str, list[dict[str, Any]]] = {t.label: [] for t in targets}
     for index in range(runs):

@@ -40,6 +40,7 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import contextvars
 import cProfile
 import functools
 import gc
@@ -103,6 +104,8 @@ class Variant:
     ``[metrics] statsd_on``; without it Airflow's metrics are off (its no-op logger)."""
     httpx_pool: bool = False
     """The shared client on httpx's own pool of ``max_connections`` (no lanes): the pool decision (#33)."""
+    dialect: str = "spec"
+    """The emulator's dialect: ``platform`` has the job-event feed the waits' source reads (#45)."""
 
 
 VARIANTS: dict[str, Variant] = {
@@ -123,18 +126,21 @@ VARIANTS: dict[str, Variant] = {
         )
         for n in (10, 100, 1000)
     },
-    "shared-2": Variant(
-        "shared status poll, 100 waits given their workflow, jobs of 2 workflows",
-        workflows=2,
-        shared=True,
-        triggers=100,
-    ),
-    "job-id-2": Variant(
-        "shared status poll, 100 waits given only their job, jobs of 2 workflows",
-        workflows=2,
-        job_id_only=True,
-        triggers=100,
-    ),
+    **{
+        f"{prefix}{kind}-2": Variant(
+            f"{label}, 100 waits given {given}, jobs of 2 workflows",
+            workflows=2,
+            shared=kind == "shared",
+            job_id_only=kind == "job-id",
+            triggers=100,
+            dialect=dialect,
+        )
+        for prefix, label, dialect in (
+            ("", "shared source, spec dialect (the active-jobs listing)", "spec"),
+            ("feed-", "shared source, platform dialect (the job-event feed)", "platform"),
+        )
+        for kind, given in (("shared", "their workflow"), ("job-id", "only their job"))
+    },
     "metrics-statsd": Variant("provider as is, Airflow's metrics on (StatsD)", metrics=True),
     "idle": Variant(
         "provider, poll interval 6 s (> httpx's default keep-alive expiry 5 s), 100 triggers",
@@ -249,6 +255,10 @@ def _use_httpx_pool() -> None:
     _pool._Lanes = plain_pool  # type: ignore[assignment,misc]
 
 
+_REQUEST_CLIENT: contextvars.ContextVar[Any] = contextvars.ContextVar("fresh_client")
+"""The ``fresh-client`` variant's client of the request being sent (asend's task inherits it)."""
+
+
 @functools.cache
 def _shared_ssl_context() -> Any:
     import httpx
@@ -267,24 +277,29 @@ def _trigger_class(variant: Variant) -> type[Any]:
         return WorkflowJobTrigger
 
     class FreshClientHook(WorkflowServiceAsyncHook):
-        """A new ``httpx.AsyncClient`` (same options) for every request, closed right after it."""
+        """
+        A new ``httpx.AsyncClient`` (same options) for every request, closed right after it.
+
+        The client is the request's own (a context variable), not the hook's: the wait sends two
+        requests at once on one hook (the last poll's failed files and output documents), and a client
+        kept on the hook was closed by the first to end under the other, whose retry then failed with
+        "Cannot send a request, as the client has been closed".
+        """
 
         async def get_async_conn(self) -> Any:
-            if self._client is None:
-                self._client = httpx.AsyncClient(**(await self._atransport()).settings.httpx_options())
-            return self._client
+            return _REQUEST_CLIENT.get()
 
         async def aclose(self) -> None:
-            if self._client is not None:
-                await self._client.aclose()
-                self._client = None
+            return None
 
         async def _send(self, call: Any, **options: Any) -> Any:
-            await self.aclose()
-            try:
-                return await asend(self, call, **options)
-            finally:
-                await self.aclose()
+            options_ = (await self._atransport()).settings.httpx_options()
+            async with httpx.AsyncClient(**options_) as client:
+                token = _REQUEST_CLIENT.set(client)
+                try:
+                    return await asend(self, call, **options)
+                finally:
+                    _REQUEST_CLIENT.reset(token)
 
     class FreshClientTrigger(WorkflowJobTrigger):
         def _hook(self) -> WorkflowServiceAsyncHook:
@@ -509,7 +524,7 @@ def _measured(
     """
     wanted, workflows = {job for job, _ in jobs}, {workflow for _, workflow in jobs}
     log = [e for e in emulator_log if e["path"].split("/")[4:5] and e["path"].split("/")[4] in wanted]
-    listings = sum(1 for e in emulator_log if _listed_workflow(e) in workflows)
+    listings = sum(1 for e in emulator_log if _source_read(e, workflows))
     job_intervals = max(result["waited_s"] / setup.interval, 1.0)
     per_job = collections.Counter(e["path"].split("/")[4] for e in log)
     n = setup.triggers
@@ -559,7 +574,7 @@ def _steady(
     inside = [
         e
         for e in emulator_log
-        if begin <= _epoch(e) < end and (_job_of(e) in jobs or _listed_workflow(e) in workflows)
+        if begin <= _epoch(e) < end and (_job_of(e) in jobs or _source_read(e, workflows))
     ]
     samples = [s for s in result["cpu_samples"] if begin <= s[0] < end]
     job_intervals = len(jobs) * (end - begin) / setup.interval
@@ -583,11 +598,18 @@ def _job_of(entry: dict[str, Any]) -> str | None:
     return parts[4] if len(parts) > 4 else None
 
 
-def _listed_workflow(entry: dict[str, Any]) -> str | None:
-    """Return the workflow a logged ``GET /jobs/?workflow_id=...`` listed (None: another request)."""
+def _source_read(entry: dict[str, Any], workflows: set[str]) -> bool:
+    """
+    Whether a logged request is a read of the waits' source: the feed, a listing of the active jobs
+    (a connection's source lists the account's), or a listing of one of ``workflows``.
+    """
+    if entry["path"].endswith("/notifications"):
+        return True
     if not entry["path"].rstrip("/").endswith("/jobs"):
-        return None
-    return (urllib.parse.parse_qs(entry.get("query") or "").get("workflow_id") or [None])[0]
+        return False
+    query = urllib.parse.parse_qs(entry.get("query") or "")
+    listed = (query.get("workflow_id") or [None])[0]
+    return listed in workflows or (listed is None and "status" in query)
 
 
 def run(
@@ -606,13 +628,19 @@ def run(
         raise ValueError(f"unknown fan-in variant(s) {unknown}; known: {', '.join(VARIANTS)}")
     results: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
     with contextlib.ExitStack() as stack:
-        if emu is None:
-            raise_open_files_limit()  # the emulator inherits it: it holds one socket per trigger
-            emu = stack.enter_context(emulator())
+        emus = {} if emu is None else {getattr(emu, "dialect", "spec"): emu}
+        raise_open_files_limit()  # the emulator inherits it: it holds one socket per trigger
+
+        def emu_for(dialect: str) -> Any:
+            if dialect not in emus:
+                emus[dialect] = stack.enter_context(emulator(dialect=dialect))
+            return emus[dialect]
+
         for index in range(runs):
             for batch in _batches(variants, setup, together):
+                first = VARIANTS[batch[0]]
                 for name, result in _side_by_side(
-                    emu, batch, setup.for_variant(VARIANTS[batch[0]]), profile
+                    emu_for(first.dialect), batch, setup.for_variant(first), profile
                 ).items():
                     results[name].append(result)
                     if log:
@@ -627,9 +655,10 @@ def _batches(variants: Sequence[str], setup: Setup, together: bool) -> list[list
     """
     if not together:
         return [[name] for name in variants]
-    groups: dict[Setup, list[str]] = {}
+    groups: dict[tuple[Setup, str], list[str]] = {}
     for name in variants:
-        groups.setdefault(setup.for_variant(VARIANTS[name]), []).append(name)
+        variant = VARIANTS[name]
+        groups.setdefault((setup.for_variant(variant), variant.dialect), []).append(name)
     return list(groups.values())
 
 
@@ -665,22 +694,20 @@ PER_INTERVAL = (
     ("event-loop lag, max (whole wait)", "loop_lag_max_s", "s"),
 )
 """Issue #27's figures, for the variants whose jobs are spread over workflows."""
-SHARED_TARGETS = {"shared-10": 0.05, "shared-1000": 1.0, "shared-2": 0.05, "job-id-2": 0.05}
-"""Status requests per waiting job per interval: 100 waits per workflow, 50, and one; the shared ones
-above each wait's own poll (:func:`_shared_target`)."""
+SHARED_TARGETS = {
+    "shared-10": 0.05,
+    "shared-1000": 1.0,
+    "shared-2": 0.05,
+    "job-id-2": 0.05,
+    "feed-shared-2": 0.02,
+    "feed-job-id-2": 0.02,
+}
+"""Service requests per waiting job per interval: 100 waits per workflow, 50, and one (#27); 100 waits on
+2 workflows, canaries included, per dialect (#45: the feed, else the listing)."""
 
 
 def _shared_target(name: str) -> float | None:
-    """
-    Return the target of ``name``; a wait that shares a listing (target below one) also takes its own
-    poll, one in ``OWN_POLL_EVERY`` (#31: a stale listing holds no job past that many polls).
-    """
-    from airflow_provider_workflowsvc.wait.workflow_poll import OWN_POLL_EVERY
-
-    target = SHARED_TARGETS.get(name)
-    if target is None or target >= 1.0:
-        return target
-    return target + 1 / OWN_POLL_EVERY
+    return SHARED_TARGETS.get(name)
 
 
 def _rows(results: dict[str, list[dict[str, Any]]], setup: Setup) -> list[Row]:

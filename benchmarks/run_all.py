@@ -11,7 +11,10 @@ part bigger (or smaller). The table, the machine and every raw value are also wr
     ./dev bench --only import,polls                # some sections
     ./dev bench --runs 11 --fanin-runs 3           # more samples
     ./dev bench --triggers 2000 --stream-mib 4096  # bigger sizes
-    ./dev bench --quick                            # a smoke run (small sizes, few runs)
+    ./dev bench --quick                            # the smoke run: every benchmark once, tiny sizes
+
+``--quick`` runs every part of every benchmark once at sizes that take seconds (CI runs it:
+tests/test_benchmarks_smoke.py): its table shows the benchmarks run and what they count, not how fast.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="./dev bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS)}")
-    parser.add_argument("--quick", action="store_true", help="small sizes and few runs (a smoke test)")
+    parser.add_argument("--quick", action="store_true", help="every benchmark once, tiny sizes (CI smoke)")
     parser.add_argument("--runs", type=int, help="samples of the import and hook benchmarks (default 7)")
     parser.add_argument("--databricks-python", help="an interpreter with the Databricks provider")
     parser.add_argument("--hook-seconds", type=float, help="length of one hook trial (default 1.5)")
@@ -128,11 +131,11 @@ def _run_section(section: str, args: argparse.Namespace, q: bool, emu: Any) -> l
     if section == "import":
         from benchmarks import bench_import
 
-        return bench_import.run(_pick(args.runs, 7, 3, q), args.databricks_python)
+        return bench_import.run(_pick(args.runs, 7, 1, q), args.databricks_python, warm_up=not q)
     if section == "hook":
         from benchmarks import bench_hook
 
-        return bench_hook.run(_pick(args.runs, 7, 3, q), _pick(args.hook_seconds, 1.5, 0.5, q), emu=emu)
+        return bench_hook.run(_pick(args.runs, 7, 3, q), _pick(args.hook_seconds, 1.5, 0.1, q), emu=emu)
     if section == "polls":
         from benchmarks import bench_polls
 
@@ -140,20 +143,21 @@ def _run_section(section: str, args: argparse.Namespace, q: bool, emu: Any) -> l
     if section == "streaming":
         from benchmarks import bench_streaming
 
-        size = _pick(args.stream_mib, 1024, 64, q) * MIB
-        files = _pick(args.stream_files, 8, 4, q)
+        size = _pick(args.stream_mib, 1024, 2, q) * MIB
+        files = _pick(args.stream_files, 8, 2, q)
         runs = _pick(args.stream_runs, 4, 1, q)
         return bench_streaming.run(size, files, runs, emu=emu, work_dir=args.work_dir)
     from benchmarks import bench_triggerer
 
     setup = bench_triggerer.Setup(
-        _pick(args.triggers, 1000, 100, q),
-        _pick(args.job_seconds, 30.0, 10.0, q),
-        _pick(args.interval, 4.0, 2.0, q),
+        _pick(args.triggers, 1000, 2, q),
+        _pick(args.job_seconds, 30.0, 1.0, q),
+        _pick(args.interval, 4.0, 0.5, q),
     )
     variants = (args.fanin_variants or ",".join(bench_triggerer.DEFAULT_VARIANTS)).split(",")
     runs = _pick(args.fanin_runs, 1, 1, q)
-    return bench_triggerer.run(setup, runs, variants, emu=emu, together=args.fanin_together)
+    together = args.fanin_together or q  # the smoke run's children start up side by side
+    return bench_triggerer.run(setup, runs, variants, emu=emu, together=together)
 
 
 def _save(

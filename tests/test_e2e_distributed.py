@@ -159,9 +159,9 @@ def _polls(emulator: Any, job_id: str) -> int:
 
 
 def _listings(emulator: Any, workflow_id: str) -> int:
-    """Shared status polls of ``workflow_id``: listings of its jobs in one status."""
-    listed = emulator.requests(method="GET", path_contains="/jobs")
-    return sum(1 for r in listed if f"workflow_id={workflow_id}&status=" in (r.get("query") or ""))
+    """Reads of the connection's source (the feed, else the account's active-jobs listing)."""
+    listed = emulator.requests(method="GET")
+    return sum(1 for r in listed if r["path"].endswith("/notifications") or "status=" in (r["query"] or ""))
 
 
 def _fan_out(
@@ -287,9 +287,8 @@ def test_a_killed_triggerers_waits_finish_on_the_other_one(stack: tuple[Distribu
         f"after {reassigned_s:.1f} s; then {gets} status "
         f"requests in 10 s for {TASKS} waits on {WORKFLOWS} workflows: {per_wait:.2f} per wait per interval"
     )
-    # Sharing: per workflow and interval, at most two listings (waits deferred at two moments) of two
-    # statuses (the jobs are still scheduled): 8 / 20 = 0.4, and each wait's own poll one interval in
-    # OWN_POLL_EVERY (4): 0.25. Polling each job: 1.0.
+    # Sharing: per connection and interval, one read of the source (a listing of two statuses while the
+    # jobs are scheduled) and a canary every CANARY_EVERY (2) reads. Polling each job: 1.0.
     assert per_wait < 0.8, f"the waits did not share their status polls: {per_wait:.2f} requests each"
     for task_id in task_ids:  # the same trigger row moved: same job, same absolute deadline
         assert after[task_id]["trigger_id"] == before[task_id]["trigger_id"], task_id

@@ -140,6 +140,7 @@ def test_nothing_in_hooks_imports_the_wait() -> None:
         ("outcome", ("wait.watch", "wait.poll", "hooks", "_tasks", "operators", "sensors", "triggers")),
         ("watch", ("wait.poll", "hooks", "_tasks", "operators", "sensors", "triggers")),
         ("poll", ("_tasks", "operators", "sensors", "triggers")),
+        ("source", ("wait.jobs", "_tasks", "operators", "sensors", "triggers")),
     ],
 )
 def test_the_wait_modules_depend_one_way(module: str, may_not_import: tuple[str, ...]) -> None:

@@ -13,7 +13,7 @@ from helpers import SHARED_STATUS_POLL_ENV, write_good_and_empty
 
 from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
 from airflow_provider_workflowsvc.triggers.jobs import WorkflowJobsTrigger
-from airflow_provider_workflowsvc.wait import workflow_poll
+from airflow_provider_workflowsvc.wait import source
 from airflow_provider_workflowsvc.wait.outcome import parse_jobs_event
 
 INTERVAL = 0.5
@@ -55,7 +55,9 @@ async def one_event(waiting: WorkflowJobsTrigger) -> dict[str, Any]:
 def requests_by_kind(service: Any, jobs: list[str]) -> collections.Counter[str]:
     counts: collections.Counter[str] = collections.Counter()
     for r in service.requests(method="GET"):
-        if r["path"].rstrip("/") == "/api/v1/jobs":
+        if r["path"].endswith("/notifications"):
+            counts["listing"] += 1  # the connection's source: the feed
+        elif r["path"].rstrip("/") == "/api/v1/jobs":
             counts["listing"] += 1
             assert "workflow_id" not in (r.get("query") or "")  # on-demand jobs: the account's listing
         elif any(f"/jobs/{job}" in r["path"] for job in jobs):
@@ -104,13 +106,13 @@ async def test_many_jobs_one_event_their_polls_shared(
     assert per_job["listing"] == 0
     shared_status = (used["listing"] + used["details"]) / 9 / shared_intervals
     lone_status = per_job["details"] / 9 / alone_intervals
-    # a listing per round for all nine, each wait's own poll one round in OWN_POLL_EVERY (4), its last
+    # one read of the connection's source per round for all nine, a canary now and then, each its last
     assert shared_status < 0.8 * lone_status, (used, per_job, shared_intervals, alone_intervals)
     print(
         f"\nstatus requests per waiting job per interval: shared {shared_status:.3f} "
         f"({used['listing']} listings, {used['details']} details), lone {lone_status:.3f}"
     )
-    assert all(not polls for polls in workflow_poll._POLLS.values())
+    assert all(not s.waits for s in source._SOURCES.values())
 
 
 async def test_on_kill_cancels_the_jobs_not_yet_ended(service: Any, task_state: Any, tmp_path: Path) -> None:

@@ -53,9 +53,10 @@ class WorkflowJobTrigger(BaseTrigger):
 
     One HTTP client serves the whole wait: the one every trigger of the same connection settings in
     this triggerer shares (one bounded pool, extra ``max_connections``). Each poll is one request
-    (``GET /jobs/{id}/details``); with the job's ``workflow_id`` given, the waits of this triggerer on
-    jobs of one workflow share one listing of its active jobs instead (a job not shown active is polled
-    on its own; ``[workflowsvc] shared_status_poll = False`` turns the sharing off). Transient errors (429,
+    (``GET /jobs/{id}/details``), sent only when the connection's source (one per connection in this
+    triggerer: the service's job-event feed, else its active-jobs listing) shows the job changed, or
+    cannot vouch that it did not (:mod:`~airflow_provider_workflowsvc.wait.source`; ``[workflowsvc]
+    shared_status_poll = False`` makes each wait poll its own job). Transient errors (429,
     5xx, dropped connections, timeouts) are retried by the hook and then by the next poll, until the
     deadline. No request outlives the deadline but the reads of an end seen before it.
 
@@ -66,10 +67,8 @@ class WorkflowJobTrigger(BaseTrigger):
     :param workflowsvc_conn_id: the Workflow Service connection.
     :param started_at: epoch seconds the wait began (for the elapsed time in the event and logs).
     :param cancel_on_kill: cancel the job when a user marks the deferred task failed/success or clears it.
-    :param workflow_id: the workflow of the job (its waits in one triggerer share one status poll per
-        interval unless ``[workflowsvc] shared_status_poll`` is off,
-        :mod:`~airflow_provider_workflowsvc.wait.workflow_poll`); with ``job_id=None``:
-        the workflow whose job to wait for.
+    :param workflow_id: with ``job_id=None``: the workflow whose job to wait for (given with a job,
+        it is kept for the task's metrics).
     :param created_after: with ``job_id=None``: only jobs created after this ISO-8601 date-time count.
     :param pick: with ``job_id=None``: ``latest`` or ``earliest`` of the matching jobs.
     :param end_on_success: end the task here when the job's outcome passes (a ``TaskSuccessEvent``
@@ -233,11 +232,10 @@ class WorkflowJobTrigger(BaseTrigger):
         watch = JobWatch(job_id, self.log, started)
         if not shared_status_poll():
             return await await_job(hook, watch, schedule)  # each wait polls its own job
-        from airflow_provider_workflowsvc.wait.workflow_poll import joining, sharing
+        from airflow_provider_workflowsvc.wait.source import watching
 
-        given = self.workflow_id
-        async with sharing(hook, given, watch) if given else joining(hook, watch) as shared:
-            return await await_job(hook, watch, schedule, shared)
+        async with watching(hook, watch) as told:
+            return await await_job(hook, watch, schedule, told)
 
     async def on_kill(self) -> None:
         """

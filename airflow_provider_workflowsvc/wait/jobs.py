@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_workflowsvc.wait.outcome import JobOutcome
 from airflow_provider_workflowsvc.wait.poll import acancel_quietly, await_batch_job
+from airflow_provider_workflowsvc.wait.source import watching
 from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
-from airflow_provider_workflowsvc.wait.workflow_poll import sharing
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
@@ -33,9 +33,9 @@ async def await_jobs(
     Wait until every job of ``job_ids`` has ended or the deadline passes; the outcomes, in that order.
 
     Each job is followed by a wait of its own (:func:`~.poll.await_job`: the same schedule, the same
-    transient failures survived); with ``share`` the waits take their polls from one listing of the
-    account's active jobs (:mod:`.workflow_poll`, workflow ``None``: on-demand jobs are listed by no
-    workflow), so ``n`` jobs cost one or two listings per interval instead of ``n`` polls. A job that
+    transient failures survived); with ``share`` the waits are told by their connection's source
+    (:mod:`.source`: the feed, or the account's active-jobs listing), so ``n`` jobs cost about one read
+    per interval instead of ``n`` polls. A job that
     ends is logged at once, with how many have ended (``on_end`` hears of it too); a wait that fails
     (a job that vanished, a refusal) is that job's ``error`` outcome: the other waits go on.
     """
@@ -62,7 +62,7 @@ async def await_jobs(
     waits = []
     for job_id in job_ids:  # each a task of its own: its polls' suspensions wake only its own frames
         watch, schedule = JobWatch(job_id, log, started_at), PollSchedule(deadline, interval)
-        shared = sharing(hook, None, watch) if share else None
+        shared = watching(hook, watch) if share else None
         waits.append(asyncio.ensure_future(await_batch_job(hook, watch, schedule, shared)))
         waits[-1].add_done_callback(report)
     return list(await asyncio.gather(*waits))

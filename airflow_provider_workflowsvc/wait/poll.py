@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
     from airflow_provider_workflowsvc.models import Job
     from airflow_provider_workflowsvc.wait.outcome import JobOutcome
+    from airflow_provider_workflowsvc.wait.source import Subscription
     from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
-    from airflow_provider_workflowsvc.wait.workflow_poll import Joining, WorkflowPoll
 
 Log = logging.Logger | Any
 
@@ -422,20 +422,19 @@ async def await_job(
     hook: WorkflowServiceAsyncHook,
     watch: JobWatch,
     schedule: PollSchedule,
-    shared: WorkflowPoll | Joining | None = None,
+    told: Subscription | None = None,
 ) -> JobOutcome:
     """
     :func:`wait_for_job`, awaited; each poll is cut off at the deadline (no request outlives it).
 
-    ``shared``: the waits on jobs of one workflow that share one listing (:mod:`.workflow_poll`; or the
-    one the wait joins once its job's record names the workflow); a poll it answers (the job shown
-    active) sends nothing of its own.
+    ``told``: the wait's subscription to its connection's source (:mod:`.source`): a poll the source
+    vouches for (nothing changed) sends nothing; the others read the job's own record.
     """
     while (pause := schedule.next_pause()) is not None:
         await asyncio.sleep(pause)
         try:
             with deadline(schedule.cutoff):
-                outcome = await _bounded(_apoll(hook, watch, schedule, shared), schedule.cutoff)
+                outcome = await _bounded(_apoll(hook, watch, schedule, told), schedule.cutoff)
         except Exception as exc:
             survive_transient(exc, watch.log, f"Job {watch.job_id}: status check")
             continue
@@ -452,20 +451,20 @@ async def await_batch_job(
     hook: WorkflowServiceAsyncHook,
     watch: JobWatch,
     schedule: PollSchedule,
-    sharing: AbstractAsyncContextManager[WorkflowPoll] | None,
+    watching: AbstractAsyncContextManager[Subscription] | None,
 ) -> JobOutcome:
     """
-    :func:`await_job` for one job of a batch (:func:`~.jobs.await_jobs`), its polls taken from the
-    listing ``sharing`` enters (:func:`~.workflow_poll.sharing`; None: it polls its own job); a wait that
-    fails (a job that vanished, a refusal) is the job's ``error`` outcome.
+    :func:`await_job` for one job of a batch (:func:`~.jobs.await_jobs`), told by the source
+    ``watching`` enters (:func:`~.source.watching`; None: it polls its own job); a wait that fails (a
+    job that vanished, a refusal) is the job's ``error`` outcome.
     """
     from airflow_provider_workflowsvc.wait.outcome import broken_outcome
 
     try:
-        if sharing is None:
+        if watching is None:
             return await await_job(hook, watch, schedule)
-        async with sharing as shared:
-            return await await_job(hook, watch, schedule, shared)
+        async with watching as told:
+            return await await_job(hook, watch, schedule, told)
     except Exception as exc:
         return broken_outcome(exc, watch.job_id, watch.elapsed)
 
@@ -474,11 +473,16 @@ async def _apoll(
     hook: WorkflowServiceAsyncHook,
     watch: JobWatch,
     schedule: PollSchedule,
-    shared: WorkflowPoll | Joining | None,
+    told: Subscription | None,
 ) -> JobOutcome | None:
-    if shared is not None and await shared.shows_active(hook, watch, schedule):
+    if told is None:
+        return await apoll_once(hook, watch)
+    if not told.due(schedule):
         return None
-    return await apoll_once(hook, watch)
+    try:
+        return await apoll_once(hook, watch)
+    finally:
+        told.read()
 
 
 async def await_new_job(

@@ -29,7 +29,7 @@ from airflow_provider_workflowsvc.hooks.workflowsvc import (
 from airflow_provider_workflowsvc.models import JobStatus
 from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
-from airflow_provider_workflowsvc.wait import watch, workflow_poll
+from airflow_provider_workflowsvc.wait import source, watch
 
 from ._helpers import task_context, use_connection
 from .test_flaky_service import FAULTS
@@ -105,7 +105,9 @@ def unreadable_listings(monkeypatch: pytest.MonkeyPatch, rate: float, seed: int)
 
 
 def listings(emulator: Any) -> list[dict[str, Any]]:
-    return [r for r in emulator.requests(method="GET") if "workflow_id=" in (r.get("query") or "")]
+    """The reads of the connection's source: the feed, or the listing of the account's active jobs."""
+    reads = emulator.requests(method="GET")
+    return [r for r in reads if r["path"].endswith("/notifications") or "status=" in (r.get("query") or "")]
 
 
 @pytest.mark.parametrize("run", range(int(os.environ.get(RUNS_ENV, "1"))))
@@ -301,33 +303,39 @@ documents: 240 answers of 1.3 s). The deadline is set when the jobs end (every w
 when the waits start: how long their polls took before (a busy machine) changes nothing."""
 
 
+POLLS_EACH = 4
+"""Polls of each wait counted while the jobs run."""
+
+
 async def test_a_uniformly_slow_service_only_slows_the_waits(
     figures: dict[str, Any], platform_service: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """
-    80 waits given only their job (each reads its record, then joins its workflow's listing), every
-    answer 1.3 s at a 1 s interval. While the jobs run, the listing answers the waits' polls: of the
-    polls each wait makes after it joined (``OWN_POLL_EVERY`` each), at most half are its own (one in
-    ``OWN_POLL_EVERY`` by the rule). Then the jobs end ``SLOW_MARGIN`` seconds before the waits'
-    deadline (the emulator's clock): every wait that saw its job ended (its last status in the event is
-    final) reports its job's own verdict, none a timeout, though reading 80 ends takes the pool past the
-    deadline. A wait whose polls did not reach the end by the deadline still reports a timeout (counted).
-    One dialect: the pool and the poll do not depend on it.
+    80 waits given only their job, every answer 1.3 s at a 1 s interval. While the jobs run, the
+    connection's source answers the waits' polls: of ``POLLS_EACH`` polls of each wait after its first
+    (its own: its job may have ended before the source's reads), at most half are its own (the source is
+    slow, not down: no wait is sent to poll its own job, which would cost a request each, as slow). Then
+    the jobs end ``SLOW_MARGIN`` seconds before the waits' deadline (the emulator's clock): every wait
+    that saw its job ended (its last status in the event is final) reports its job's own verdict, none a
+    timeout, though reading 80 ends takes the pool past the deadline. A wait whose polls did not reach the
+    end by the deadline still reports a timeout (counted). One dialect: the pool and the poll do not
+    depend on it.
     """
     emulator = platform_service
     emulator.configure(processing_delay=3600)  # scheduled until the clock moves
     settings = ConnectionSettings(base_url=emulator.base_url, token=emulator.token, api_key=emulator.api_key)
     started_jobs = start_jobs(settings, inputs, 1, SLOW_WAITS)
     polls, own = collections.Counter[str](), collections.Counter[str]()
-    shows_active = workflow_poll.WorkflowPoll.shows_active
+    due = source.Subscription.due
 
-    async def counted(self: workflow_poll.WorkflowPoll, hook: Any, watch: Any, schedule: Any) -> bool:
-        served = await shows_active(self, hook, watch, schedule)
-        polls[watch.job_id] += 1
-        own[watch.job_id] += not served
-        return served
+    def counted(self: source.Subscription, schedule: Any) -> bool:
+        first = self.watch.status is None
+        read = due(self, schedule)
+        polls[self.watch.job_id] += not first
+        own[self.watch.job_id] += read and not first
+        return read
 
-    monkeypatch.setattr(workflow_poll.WorkflowPoll, "shows_active", counted)
+    monkeypatch.setattr(source.Subscription, "due", counted)
     schedules: list[watch.PollSchedule] = []
     schedule_init = watch.PollSchedule.__init__
 
@@ -351,7 +359,7 @@ async def test_a_uniformly_slow_service_only_slows_the_waits(
 
     waits = [asyncio.ensure_future(wait_for(job)) for _, job, _ in started_jobs]
     started = time.monotonic()
-    while sum(polls.values()) < workflow_poll.OWN_POLL_EVERY * SLOW_WAITS:  # each wait's own turn came
+    while sum(polls.values()) < POLLS_EACH * SLOW_WAITS:  # each wait polled a few times
         assert not all(wait.done() for wait in waits), "the waits ended before the jobs did"
         await asyncio.sleep(0.1)
     running = time.monotonic() - started

@@ -1,10 +1,12 @@
-"""The shared status poll (wait/workflow_poll.py) against the emulator: waits on one workflow's jobs."""
+"""The source of a connection's waits (wait/source.py) against the emulator: the feed, else the listing."""
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import math
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +15,14 @@ import pytest
 from helpers import SHARED_STATUS_POLL_ENV, write_good_and_empty
 
 from airflow_provider_workflowsvc.hooks import _pool
-from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
+from airflow_provider_workflowsvc.hooks.workflowsvc import (
+    ConnectionSettings,
+    WorkflowServiceAsyncHook,
+    WorkflowServiceHook,
+)
 from airflow_provider_workflowsvc.models import JobStatus
 from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
-from airflow_provider_workflowsvc.wait import workflow_poll
+from airflow_provider_workflowsvc.wait import source
 
 INTERVAL = 0.5
 KINDS = ("completed", "failed_files", "failed")
@@ -65,10 +71,11 @@ def check_kinds(events: list[dict[str, Any]]) -> None:
 
 
 def requests_by_kind(emulator: Any, jobs: list[str], workflow: str) -> collections.Counter[str]:
+    """The GETs sent, by kind: ``source`` (the feed or the active-jobs listing), and per job."""
     counts: collections.Counter[str] = collections.Counter()
     for r in emulator.requests(method="GET"):
-        if f"workflow_id={workflow}" in (r.get("query") or ""):
-            counts["listing"] += 1
+        if r["path"].endswith("/notifications") or "status=" in (r.get("query") or ""):
+            counts["source"] += 1
         elif any(f"/jobs/{job}" in r["path"] for job in jobs):
             counts[r["path"].rsplit("/", 1)[-1] if r["path"].count("/") > 4 else "record"] += 1
     return counts
@@ -81,10 +88,10 @@ def _without_times(payload: dict[str, Any]) -> dict[str, Any]:
     return {**same, "output_files": len(payload["output_files"])}
 
 
-async def test_waits_on_one_workflow_share_one_listing(
+async def test_waits_on_one_connection_share_one_source(
     workflowsvc_conn: Any, settings: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Nine waits on one workflow: the same events as nine lone waits, a fraction of the requests."""
+    """Nine waits on one connection: the same events as nine lone waits, a fraction of the requests."""
     emulator = workflowsvc_conn
     emulator.configure(processing_delay=0.8)  # ~2.5 s: five polls or so
     workflow, jobs = start_jobs(settings, inputs, 9)
@@ -92,33 +99,33 @@ async def test_waits_on_one_workflow_share_one_listing(
     started = time.monotonic()
     shared = await asyncio.gather(*(event(job, workflow) for job in jobs))
     shared_intervals = (time.monotonic() - started) / INTERVAL
+    used = requests_by_kind(emulator, jobs, workflow)
     monkeypatch.setenv(SHARED_STATUS_POLL_ENV, "False")  # the same waits, each polling its own job
     alone_workflow, alone_jobs = start_jobs(settings, inputs, 9, "alone")
+    emulator.clear_requests()
     started = time.monotonic()
     alone = await asyncio.gather(*(event(job, alone_workflow) for job in alone_jobs))
     alone_intervals = (time.monotonic() - started) / INTERVAL
     check_kinds(shared)
     assert [_without_times(e) for e in shared] == [_without_times(e) for e in alone]
-    used = requests_by_kind(emulator, jobs, workflow)
-    assert used["listing"] >= 1
-    # read on their own once they left the listing, and one poll in OWN_POLL_EVERY while they are in it
+    assert used["source"] >= 1
+    # read on their own first, once the source shows them changed, and as a canary now and then
     assert used["details"] <= 3 * len(jobs), used
     per_job = requests_by_kind(emulator, alone_jobs, alone_workflow)
-    assert per_job["listing"] == 0
-    shared_status = (used["listing"] + used["details"]) / len(jobs) / shared_intervals
+    assert per_job["source"] == 0
+    shared_status = (used["source"] + used["details"]) / len(jobs) / shared_intervals
     lone_status = per_job["details"] / len(jobs) / alone_intervals
-    # a listing per round for all nine, and each wait's own poll one round in OWN_POLL_EVERY (4)
+    # one read per round for all nine, and a canary's own poll every CANARY_EVERY reads
     assert shared_status < 0.8 * lone_status, (used, per_job)
-    assert workflow_poll._POLLS == {} or all(not polls for polls in workflow_poll._POLLS.values())
+    assert all(not s.waits for s in source._SOURCES.values())
 
 
-async def test_waits_given_only_their_job_learn_its_workflow_and_share_its_listing(
+async def test_waits_given_only_their_job_share_the_source_as_others_do(
     workflowsvc_conn: Any, settings: Any, inputs: Path
 ) -> None:
     """
-    Nine waits given only their job (a sensor's, a trigger built by user code): each reads its job's
-    record once, at its first poll, then shares its workflow's listing as waits given the workflow do;
-    the same events.
+    Nine waits given only their job (a sensor's, a trigger built by user code) share their connection's
+    source as waits given the workflow do (it needs no workflow): the same events, no extra read.
     """
     emulator = workflowsvc_conn
     emulator.configure(processing_delay=0.8)
@@ -127,13 +134,12 @@ async def test_waits_given_only_their_job_learn_its_workflow_and_share_its_listi
     learnt = await asyncio.gather(*(event(job, None) for job in jobs))
     check_kinds(learnt)
     used = requests_by_kind(emulator, jobs, workflow)
-    assert used["listing"] >= 1, used
-    # read on their own once they left the listing, and one poll in OWN_POLL_EVERY while they are in it
+    assert used["source"] >= 1, used
     assert used["details"] <= 3 * len(jobs), used
-    # the first poll's read of each record, and the read that confirms each job's end
-    assert used["record"] == 2 * len(jobs), used
+    # only the read that confirms each job's end: no wait reads its record to learn its workflow
+    assert used["record"] == len(jobs), used
     assert all(e["workflow_id"] == workflow for e in learnt)
-    assert workflow_poll._POLLS == {} or all(not polls for polls in workflow_poll._POLLS.values())
+    assert all(not s.waits for s in source._SOURCES.values())
 
 
 async def four_waits_on_one_workflow(
@@ -147,26 +153,26 @@ async def four_waits_on_one_workflow(
     return requests_by_kind(emulator, jobs, workflow)
 
 
-async def test_by_default_the_waits_on_one_workflow_share_its_listing(
+async def test_by_default_the_waits_share_their_connections_source(
     workflowsvc_conn: Any, settings: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With nothing configured the waits on one workflow share one listing."""
+    """With nothing configured the waits of a connection share its source."""
     monkeypatch.delenv(SHARED_STATUS_POLL_ENV)
     used = await four_waits_on_one_workflow(workflowsvc_conn, settings, inputs, processing_delay=0.6)
-    assert used["listing"] >= 1, used
+    assert used["source"] >= 1, used
 
 
 async def test_switched_off_each_wait_polls_its_own_job(
     workflowsvc_conn: Any, settings: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With ``[workflowsvc] shared_status_poll = False`` the waits on one workflow send no listing."""
+    """With ``[workflowsvc] shared_status_poll = False`` the waits send no feed read nor listing."""
     monkeypatch.setenv(SHARED_STATUS_POLL_ENV, "False")
     used = await four_waits_on_one_workflow(workflowsvc_conn, settings, inputs, processing_delay=0.3)
-    assert used["listing"] == 0, used
+    assert used["source"] == 0, used
     assert used["record"] == used["failed-files"] == 4, used
 
 
-async def test_a_wait_alone_on_its_workflow_polls_as_before(
+async def test_a_wait_alone_on_its_connection_polls_as_before(
     workflowsvc_conn: Any, settings: Any, inputs: Path
 ) -> None:
     emulator = workflowsvc_conn
@@ -176,7 +182,7 @@ async def test_a_wait_alone_on_its_workflow_polls_as_before(
     payload = await event(job, workflow)
     assert payload["status"] == "success", payload
     used = requests_by_kind(emulator, [job], workflow)
-    assert used["listing"] == 0
+    assert used["source"] == 0
     assert set(used) == {"details", "record", "failed-files", "download"}, used
     assert used["record"] == used["failed-files"] == 1, used
     assert used["download"] == len(payload["output_files"]) == 1, "the output's document (issue #32)"
@@ -203,20 +209,20 @@ async def test_jobs_a_capped_or_odd_listing_does_not_show_are_polled_on_their_ow
     events = await asyncio.gather(*(event(job, workflow) for job in jobs))
     check_kinds(events)
     used = requests_by_kind(emulator, jobs, workflow)
-    assert used["listing"] >= 1
+    assert used["source"] >= 1
     polls = [len(emulator.requests(path_contains=f"/jobs/{job}/details")) for job in jobs]
     # Jobs 0 and 4 (hidden) and 1 (odd status) run for a while: polled on their own throughout;
-    # job 3 (shown) once it left the listing, and at most one poll in OWN_POLL_EVERY before (jobs 2 and
+    # job 3 (shown) at its first poll, once it left the listing, and perhaps as a canary (jobs 2 and
     # 5 fail at once).
     assert min(polls[0], polls[1], polls[4]) >= 2, polls
-    assert polls[3] <= 2, polls
+    assert polls[3] <= 3, polls
 
 
 async def test_a_refused_listing_leaves_each_wait_to_its_own_poll(
     workflowsvc_conn: Any, settings: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The service refuses the status filter (422) in both dialects' spellings: the workflow's waits
-    stop asking for listings and poll their own jobs, to the same verdicts."""
+    """The service refuses the status filter (422) in both dialects' spellings: the waits stop asking
+    for listings and poll their own jobs, to the same verdicts."""
     emulator = workflowsvc_conn
     emulator.configure(processing_delay=0.3)
     workflow, jobs = start_jobs(settings, inputs, 4)
@@ -224,6 +230,8 @@ async def test_a_refused_listing_leaves_each_wait_to_its_own_poll(
     handle = _pool._Lanes.handle_async_request
 
     async def refuse_status_filters(self: Any, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/notifications"):  # no feed (the platform's too): the listing
+            return httpx.Response(404, json={"detail": "Not Found"}, request=request)
         status = request.url.params.get("status")
         if status is None:
             return await handle(self, request)
@@ -233,7 +241,8 @@ async def test_a_refused_listing_leaves_each_wait_to_its_own_poll(
     monkeypatch.setattr(_pool._Lanes, "handle_async_request", refuse_status_filters)
     events = await asyncio.gather(*(event(job, workflow) for job in jobs))
     check_kinds(events)
-    assert sorted(refused) == ["IN_PROGRESS", "im progress"], "each spelling once, then no more listings"
+    spellings = (["IN_PROGRESS", "im progress"], ["SCHEDULED", "scheduled"])
+    assert sorted(refused) in spellings, "one status in each spelling once, then no more listings"
 
 
 async def test_a_failing_or_hung_listing_costs_requests_not_outcomes(
@@ -250,28 +259,26 @@ async def test_a_failing_or_hung_listing_costs_requests_not_outcomes(
         emulator.clear_faults()
         check_kinds(events)
         assert time.monotonic() - started < 10, rule
-        listings = [r for r in emulator.requests(method="GET") if workflow in (r.get("query") or "")]
+        listings = [r for r in emulator.requests(method="GET") if "status=" in (r.get("query") or "")]
         assert listings, rule
         assert all(r["fault"] for r in listings), rule
 
 
-async def test_a_cancelled_wait_leaves_the_shared_poll(
-    workflowsvc_conn: Any, settings: Any, inputs: Path
-) -> None:
+async def test_a_cancelled_wait_leaves_the_source(workflowsvc_conn: Any, settings: Any, inputs: Path) -> None:
     emulator = workflowsvc_conn
     emulator.configure(processing_delay=0.5)
     workflow, jobs = start_jobs(settings, inputs, 4)
     tasks = [asyncio.ensure_future(event(job, workflow)) for job in jobs]
-    await asyncio.sleep(1.5 * INTERVAL)
-    (polls,) = [p[workflow] for p in workflow_poll._POLLS.values() if workflow in p]
-    assert len(polls.waits) == 4
-    assert polls.shared
+    while not any(len(s.waits) == 4 for s in source._SOURCES.values()):
+        await asyncio.sleep(0.01)
+    (shared,) = [s for s in source._SOURCES.values() if s.waits]
     tasks[0].cancel()
-    await asyncio.sleep(0.1)
-    assert len(polls.waits) == 3
+    while len(shared.waits) != 3:
+        await asyncio.sleep(0.01)
     events = await asyncio.gather(*tasks[1:])
     assert [e["status"] for e in events] == ["success", "failed", "success"]
-    assert not any(workflow in p for p in workflow_poll._POLLS.values())
+    assert not shared.waits
+    assert shared._reader is None, "no reader left behind"
 
 
 async def test_shared_waits_keep_their_deadlines(workflowsvc_conn: Any, settings: Any, inputs: Path) -> None:
@@ -298,27 +305,29 @@ async def test_a_stale_listing_holds_no_job_past_a_few_polls(
 ) -> None:
     """
     The listing is stuck (a lagging replica: it answers as it did the first time, every job active) and
-    the jobs end: each wait learns of its job's end from its own poll within ``OWN_POLL_EVERY`` polls
-    after its record shows it, not at its deadline.
+    the jobs end: a canary's own read shows an end the listing does not, which proves it stale; the
+    canaries double each read, so every wait learns of its job's end within a few polls, not at its
+    deadline (``CANARY_EVERY`` polls to the first canary, one to prove, then one per doubling).
     """
     emulator = workflowsvc_conn
     emulator.configure(processing_delay=1000)  # the jobs wait until the emulator's clock is moved
     workflow, jobs = start_jobs(settings, inputs, 4)
-    stale: dict[str, Any] = {}
-    list_active, poll = workflow_poll.WorkflowPoll._list_active, workflow_poll.WorkflowPoll.shows_active
+    stale: dict[Any, Any] = {}
+    list_jobs, due = WorkflowServiceAsyncHook.list_jobs, source.Subscription.due
     polls: collections.Counter[str] = collections.Counter()
 
-    async def stuck(self: workflow_poll.WorkflowPoll, hook: Any) -> Any:
-        if "answer" not in stale:
-            stale["answer"] = await list_active(self, hook)
-        return stale["answer"]
+    async def stuck(self: WorkflowServiceAsyncHook, *args: Any, **kwargs: Any) -> Any:
+        key = repr(kwargs)
+        if key not in stale:
+            stale[key] = await list_jobs(self, *args, **kwargs)
+        return stale[key]
 
-    async def counted(self: workflow_poll.WorkflowPoll, hook: Any, watch: Any, schedule: Any) -> Any:
-        polls[watch.job_id] += 1
-        return await poll(self, hook, watch, schedule)
+    def counted(self: source.Subscription, schedule: Any) -> bool:
+        polls[self.watch.job_id] += 1
+        return due(self, schedule)
 
-    monkeypatch.setattr(workflow_poll.WorkflowPoll, "_list_active", stuck)
-    monkeypatch.setattr(workflow_poll.WorkflowPoll, "shows_active", counted)
+    monkeypatch.setattr(WorkflowServiceAsyncHook, "list_jobs", stuck)
+    monkeypatch.setattr(source.Subscription, "due", counted)
     waits = [asyncio.ensure_future(event(job, workflow, seconds=30)) for job in jobs]
     while not stale or min(polls[job] for job in jobs) < 2:  # the listing answers, and will not change
         await asyncio.sleep(0.05)
@@ -327,4 +336,152 @@ async def test_a_stale_listing_holds_no_job_past_a_few_polls(
     check_kinds(await asyncio.gather(*waits))
     after = {job: polls[job] - ended[job] for job in jobs}
     print(f"\nstale listing: polls from the jobs' end to their events: {sorted(after.values())}")
-    assert max(after.values()) <= workflow_poll.OWN_POLL_EVERY, after
+    assert max(after.values()) <= source.CANARY_EVERY + 1 + math.ceil(math.log2(len(jobs))) + 1, after
+
+
+# --------------------------------------------------------------------------------------------------
+# The feed (platform dialect)
+
+
+def feed_reads(emulator: Any) -> list[dict[str, Any]]:
+    return [r for r in emulator.requests() if "/notifications" in r["path"]]
+
+
+async def test_a_feed_told_wait_ends_with_its_jobs_own_verdict(platform_service: Any, inputs: Path) -> None:
+    """
+    Six waits told by the feed: each ends with its job's own verdict (``job.completed`` with a failed
+    file is the job's completed-with-failed-files, read in its own details, not the event's word); the
+    connection's waits send no listing, and nothing is ever marked read.
+    """
+    emulator = platform_service
+    emulator.configure(processing_delay=0.8)
+    _, jobs = start_jobs(platform_settings(emulator), inputs, 6)
+    emulator.clear_requests()
+    check_kinds(await asyncio.gather(*(event(job, None) for job in jobs)))
+    reads = feed_reads(emulator)
+    assert reads, "the feed told the waits"
+    assert all(r["method"] == "GET" and r["path"].endswith("/notifications") for r in reads), reads
+    assert not any("unread_only" in (r["query"] or "") for r in reads)
+    assert not [r for r in emulator.requests() if "status=" in (r["query"] or "")], "no listing"
+    assert all(not s.waits for s in source._SOURCES.values())
+
+
+async def test_without_a_feed_the_listing_tells_the_waits(
+    workflowsvc_conn: Any, settings: Any, inputs: Path
+) -> None:
+    """The feed answers 404 (the spec dialect has none; forced on the platform's): asked once, then listed."""
+    emulator = workflowsvc_conn
+    emulator.configure(processing_delay=0.8)
+    if emulator.dialect == "platform":
+        emulator.set_faults(path="/api/v1/notifications", errors=[404])
+    workflow, jobs = start_jobs(settings, inputs, 6)
+    emulator.clear_requests()
+    check_kinds(await asyncio.gather(*(event(job, workflow) for job in jobs)))
+    assert [r["status"] for r in feed_reads(emulator)] == [404], "asked once"
+    assert requests_by_kind(emulator, jobs, workflow)["source"] >= 2, "then listed"
+
+
+def platform_settings(emulator: Any) -> ConnectionSettings:
+    return ConnectionSettings(base_url=emulator.base_url, token=emulator.token, api_key=emulator.api_key)
+
+
+async def ended_after(
+    emulator: Any, jobs: list[str], polls: collections.Counter[str], fault: dict[str, Any] | None = None
+) -> dict[str, int]:
+    """
+    Wait until each wait polled twice, set ``fault``, end every job; return each wait's polls from then
+    to its event.
+    """
+    waits = [asyncio.ensure_future(event(job, None, seconds=30)) for job in jobs]
+    while min(polls[job] for job in jobs) < 2:
+        await asyncio.sleep(0.05)
+    if fault is not None:
+        await asyncio.to_thread(emulator.set_faults, **fault)
+    ended = dict(polls)
+    await asyncio.to_thread(emulator.advance_clock, 100_000)  # every job ends
+    check_kinds(await asyncio.gather(*waits))
+    return {job: polls[job] - ended[job] for job in jobs}
+
+
+@pytest.fixture
+def counted_polls(monkeypatch: pytest.MonkeyPatch) -> collections.Counter[str]:
+    polls: collections.Counter[str] = collections.Counter()
+    due = source.Subscription.due
+
+    def counted(self: source.Subscription, schedule: Any) -> bool:
+        polls[self.watch.job_id] += 1
+        return due(self, schedule)
+
+    monkeypatch.setattr(source.Subscription, "due", counted)
+    return polls
+
+
+@pytest.mark.parametrize("fault", ["stale", "purged", "down"])
+async def test_a_stale_purged_or_down_feed_holds_no_finished_job(
+    platform_service: Any,
+    inputs: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    counted_polls: collections.Counter[str],
+    fault: str,
+) -> None:
+    """
+    The feed is stuck at its first answer (a lagging replica), or has purged every event the source saw
+    (each read finds a gap), or answers 503: every wait still ends with its job's verdict within a few
+    polls of the end, not at its deadline (stale: the canaries prove it and double; purged: a gap sends
+    every wait to its own record; down: past ``DOWN_AFTER`` intervals without a good read, the waits
+    read their own jobs).
+    """
+    emulator = platform_service
+    emulator.configure(processing_delay=1000)
+    _, jobs = start_jobs(platform_settings(emulator), inputs, 4)
+    read = WorkflowServiceAsyncHook.list_notifications
+    first: list[Any] = []
+
+    async def faulty(self: WorkflowServiceAsyncHook, **kwargs: Any) -> Any:
+        page = await read(self, **kwargs)
+        if fault == "stale":
+            first[:] = first or [page]
+            return first[0]
+        if fault == "purged" and kwargs.get("since") is not None:
+            return page.model_copy(update={"events": [], "next_cursor": None})
+        return page
+
+    monkeypatch.setattr(WorkflowServiceAsyncHook, "list_notifications", faulty)
+    down = {"path": "/api/v1/notifications", "errors": [503]} if fault == "down" else None
+    after = await ended_after(emulator, jobs, counted_polls, down)
+    print(f"\n{fault} feed: polls from the jobs' end to their events: {sorted(after.values())}")
+    bound = {"stale": source.CANARY_EVERY + 2 + math.ceil(math.log2(len(jobs))), "purged": 2}
+    assert max(after.values()) <= bound.get(fault, source.DOWN_AFTER + 2), after
+
+
+async def test_a_watchers_tap_gets_its_workflows_changes_from_the_shared_reads(
+    workflowsvc_conn: Any, settings: Any, inputs: Path
+) -> None:
+    """
+    A tap on one workflow: with the feed, every change of that workflow's jobs (oldest first, none of
+    another workflow's), and the same from ``since``; without a feed, None (the watcher lists).
+    """
+    emulator = workflowsvc_conn
+    emulator.configure(processing_delay=0.2)
+    workflow, jobs = start_jobs(settings, inputs, 3)
+    start_jobs(settings, inputs, 2, "other")
+    ended: dict[str, str] = {}
+    async with (
+        WorkflowServiceAsyncHook(settings=settings) as hook,
+        source.tapping(hook, workflow, 0.3) as tap,
+    ):
+        backlog = await tap.since(hook, emulator.now() - timedelta(hours=1))
+        while len(ended) < len(jobs):
+            changes = await tap.next()
+            if changes is None:
+                break
+            assert all(c.workflow_id == workflow for c in changes), changes
+            assert [c.at for c in changes] == sorted(c.at for c in changes), "oldest first"
+            ended.update((c.job_id, c.status) for c in changes if not c.active)
+    if emulator.dialect == "spec":
+        assert (backlog, changes, ended) == (None, None, {}), "no feed: the watcher lists"
+        return
+    assert backlog is not None
+    assert {c.job_id for c in backlog} == set(jobs), backlog
+    assert sorted(ended) == sorted(jobs), ended
+    assert not [r for r in emulator.requests() if r["method"] != "GET" and "/notifications" in r["path"]]

@@ -1,0 +1,410 @@
+"""
+Where a triggerer's waits learn that their jobs changed: ONE source per connection (per shared client).
+
+The source reads, once per interval for every wait and watcher of the connection, the cheapest thing the
+service has: its job-event feed (``GET /notifications``, the platform dialect), paged down to the last
+event it saw; where the service has no feed (404: the spec dialect) or refuses it, the listing of the
+account's active jobs. It never decides an outcome: a wait whose job it shows changed (an event other than
+scheduled/in progress; not listed active) reads its own job's record and details at its next poll, which
+give the verdict (``job.completed`` has failed files too). It never marks an event read: the read state
+is a person's.
+
+What bounds a source that lags, lost events or is down, at a cost per connection, not per wait:
+
+* **canaries**: every ``CANARY_EVERY`` reads one wait (the one longest without a read of its own)
+  reads its own job; so does every wait's first poll and its last before the deadline. An own read that
+  shows an end the source did not show, and that the source's next read still does not show, proves the
+  source stale: the canaries of each read double (up to every wait) until a read proves nothing, then
+  halve back;
+* **a gap** (the feed's pages run out before the event last seen, or more than ``MAX_PAGES`` of them):
+  every wait reads its own job once;
+* **down** (no read succeeded for ``DOWN_AFTER`` intervals, more for a slow service): the waits read their
+  own jobs until one does. A read cut by its patience doubles the next one's (a uniformly slow service is
+  waited for, not left to the waits' own polls, as slow and a request each). A refusal (4xx) ends reads.
+
+Below ``SHARE_FROM`` waits (and no watcher) the source reads nothing: a wait polls its own job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_workflowsvc import metrics
+from airflow_provider_workflowsvc.exceptions import WorkflowServiceNotFoundError
+from airflow_provider_workflowsvc.hooks._pool import first_in_line
+from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
+from airflow_provider_workflowsvc.models import JobStatus, as_utc
+from airflow_provider_workflowsvc.wait.poll import is_transient
+
+if TYPE_CHECKING:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
+    from airflow_provider_workflowsvc.models import Job, Notification
+    from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
+
+SHARE_FROM = 3
+"""Waits on a connection from which the source reads (fewer poll their own jobs: a read costs as much)."""
+CANARY_EVERY = 2
+"""Reads per canary (an own read of the wait longest without one) while the source proves nothing."""
+DOWN_AFTER = 3
+"""Intervals without a read that succeeded after which the waits read their own jobs (and while the last
+read failed)."""
+ANSWER_ROOM = 2.0
+"""A read's patience: this many times as long as the last one took, at least ``PATIENCE`` intervals, at
+most ``PATIENCE_MAX`` seconds (a uniformly slow service is waited for; a hung read only delays the next)."""
+PATIENCE = 4
+PATIENCE_MAX = 60.0
+FEED_PAGE = 100
+"""Events per page of the feed (its maximum)."""
+MAX_PAGES = 10
+"""Pages one read follows at most; a read that has not reached the last event seen by then is a gap."""
+SINCE_MARGIN = timedelta(seconds=1)
+"""How far before the last event seen a read asks from (``since``): that event is in the answer whether
+the service reads ``since`` as inclusive or not, so reaching it proves no gap."""
+ACTIVE = frozenset({JobStatus.SCHEDULED, JobStatus.IN_PROGRESS})
+
+_log = logging.getLogger(__name__)
+Seen = tuple[datetime, set[str]]
+"""The newest events a read saw: their ``created_at``, their ids."""
+
+
+@dataclass(frozen=True)
+class JobChange:
+    """What the source showed of one job: an event of the feed, or a job that left the active listing."""
+
+    job_id: str
+    workflow_id: str | None
+    status: str
+    """The status it says (the event's, spelt as sent; ``ended?`` for a job no longer listed active)."""
+    at: datetime | None
+    """When the service says it happened (the event's ``created_at``; None from the listing)."""
+    event_id: str | None = None
+
+    @property
+    def active(self) -> bool:
+        """Whether it says the job is scheduled or in progress (nothing for a wait to read)."""
+        return JobStatus(self.status) in ACTIVE
+
+
+class Subscription:
+    """One wait registered with its connection's source (:func:`watching`): whether its poll is due."""
+
+    def __init__(self, source: ChangeSource, watch: JobWatch, hook: WorkflowServiceAsyncHook) -> None:
+        self.source, self.watch, self.hook = source, watch, hook
+        self.interval = 0.0
+        self.told = True
+        """The source showed a change since the wait's last own read (or the wait has not read yet)."""
+        self.canary = False
+        self.last_read = 0.0
+
+    def due(self, schedule: PollSchedule) -> bool:
+        """Whether this poll reads the job's own record (else nothing is sent: the source vouches)."""
+        self.interval = schedule.interval
+        source = self.source
+        source.wake(schedule.interval)
+        if schedule.final or self.told or self.canary or not source.vouches(schedule.interval):
+            return True
+        metrics.shared_poll_served(None, self.hook.workflowsvc_conn_id)
+        return False
+
+    def read(self) -> None:
+        """Record the wait's own read (the watch holds what it showed)."""
+        if self.watch.ended and not self.told:
+            self.source.suspect(self.watch.job_id)
+        self.told = self.canary = False
+        self.last_read = time.monotonic()
+
+
+class Tap:
+    """
+    A watcher's subscription to the changes of one workflow's jobs (``None``: every job) that the
+    connection's source reads, from when it subscribed (:func:`tapping`).
+    """
+
+    def __init__(
+        self, source: ChangeSource, workflow_id: str | None, interval: float, hook: WorkflowServiceAsyncHook
+    ) -> None:
+        self.source, self.workflow_id, self.interval, self.hook = source, workflow_id, interval, hook
+        self._changes: list[JobChange] | None = []
+        self._ready = asyncio.Event()
+
+    async def next(self) -> list[JobChange] | None:
+        """
+        Wait for the source's next read and return the changes it showed since the last call, oldest
+        first (duplicates possible: the feed's); None when the source cannot tell what changed (no feed:
+        the spec dialect or a refusal; a gap in the feed; a failed read): the watcher lists on its own.
+        """
+        self.source.wake(self.interval)
+        await self._ready.wait()
+        self._ready.clear()
+        changes, self._changes = self._changes, []
+        return changes
+
+    def deliver(self, changes: list[JobChange] | None) -> None:
+        if changes is None or self._changes is None:
+            self._changes = None
+        else:
+            self._changes.extend(c for c in changes[::-1] if self.workflow_id in (None, c.workflow_id))
+        self._ready.set()
+
+    async def since(self, hook: WorkflowServiceAsyncHook, moment: datetime) -> list[JobChange] | None:
+        """
+        Return the workflow's changes since ``moment`` (a watcher resuming), oldest first, read from the feed
+        for this tap alone; None where there is no feed (or it failed, or it holds more than
+        ``MAX_PAGES`` pages of them): the watcher lists on its own.
+        """
+        if self.source.kind == "listing":
+            return None
+        try:
+            events, _ = await _feed(hook, self.workflow_id, moment, None)
+        except Exception as exc:
+            _log.warning("Reading the job-event feed since %s failed (%s)", moment.isoformat(), exc)
+            return None
+        return None if events is None else events[::-1]
+
+
+class ChangeSource:
+    """The source of one connection's waits and watchers in one event loop: one reader task."""
+
+    def __init__(self) -> None:
+        self.kind: str | None = None
+        """``feed``, ``listing``, ``refused`` (no reads: each wait polls its own job), None: not known yet."""
+        self.waits: dict[int, Subscription] = {}
+        self.taps: set[Tap] = set()
+        self.width = 1
+        """Canaries per read: 1 every ``CANARY_EVERY`` reads while nothing proves the source stale."""
+        self._reader: asyncio.Task[None] | None = None
+        self._good_at = 0.0
+        self._took = 0.0
+        self._reads = 0
+        self._last: Seen | None = None
+        """The feed's newest events seen: their ``created_at`` and ids."""
+        self._shown: set[str] = set()
+        """Jobs whose end (a non-active event; a job no longer listed) the source showed, recently."""
+        self._suspects: dict[str, float] = {}
+        """Jobs an own read showed ended before the source did: when (monotonic)."""
+
+    # -- the waits' side --------------------------------------------------------------------------
+
+    def vouches(self, interval: float) -> bool:
+        """Whether a wait at ``interval`` may take the source's silence for "unchanged"."""
+        fresh = time.monotonic() - self._good_at <= DOWN_AFTER * interval + ANSWER_ROOM * self._took
+        return self.kind in ("feed", "listing") and self._reading and fresh
+
+    @property
+    def _reading(self) -> bool:
+        return bool(self.taps) or len(self.waits) >= SHARE_FROM
+
+    def wake(self, interval: float) -> None:
+        """Start the reader if it is needed and not running."""
+        if self.kind != "refused" and self._reading and (self._reader is None or self._reader.done()):
+            self._reader = asyncio.ensure_future(self._run())
+
+    def suspect(self, job_id: str) -> None:
+        """Note that a wait's own read shows ``job_id`` ended, which the source has not shown (yet)."""
+        if job_id not in self._shown:
+            self._suspects.setdefault(job_id, time.monotonic())
+
+    def close_if_idle(self) -> None:
+        """Stop the reader when no wait or watcher needs it."""
+        if not self._reading and self._reader is not None:
+            self._reader.cancel()
+            self._reader = None
+
+    # -- the reader -------------------------------------------------------------------------------
+
+    def _interval(self) -> float:
+        intervals = [w.interval for w in self.waits.values() if w.interval] + [t.interval for t in self.taps]
+        return min(intervals, default=1.0)
+
+    def _hook(self) -> WorkflowServiceAsyncHook | None:
+        subscribers: list[Subscription | Tap] = [*self.waits.values(), *self.taps]
+        return subscribers[0].hook if subscribers else None
+
+    async def _run(self) -> None:
+        while self._reading and self.kind != "refused":
+            interval, started = self._interval(), time.monotonic()
+            hook = self._hook()
+            if hook is None:
+                return
+            patience = max(PATIENCE * interval, min(ANSWER_ROOM * self._took, PATIENCE_MAX))
+            try:
+                with deadline(time.time() + patience), first_in_line():
+                    changes = await asyncio.wait_for(self._read(hook), timeout=patience)
+            except Exception as exc:
+                self._failed(hook, exc, time.monotonic() - started, patience)
+            else:
+                self._good_at, self._took = started, time.monotonic() - started
+                metrics.shared_listing(None, hook.workflowsvc_conn_id)
+                self._tell(changes, started)
+            await asyncio.sleep(max(interval - (time.monotonic() - started), 0.0))
+
+    def _failed(self, hook: WorkflowServiceAsyncHook, exc: Exception, took: float, patience: float) -> None:
+        """
+        Note a failed read. It tells nothing (the next one reads from where this one would have): past
+        ``DOWN_AFTER`` intervals without a good one, the source vouches for nothing. One cut, or nearly,
+        by its patience doubles the next one's; a refusal ends the reads.
+        """
+        metrics.shared_listing(None, hook.workflowsvc_conn_id, failed=True)
+        if took >= patience / 2:
+            self._took = max(self._took, patience)
+        reason = str(exc) or type(exc).__name__
+        if is_transient(exc):
+            _log.warning("Reading the %s failed (%s); trying again next interval", self._what, reason)
+            return
+        _log.warning(
+            "Reading the %s failed (%s); the waits poll their own jobs from now on", self._what, reason
+        )
+        self.kind = "refused"
+
+    @property
+    def _what(self) -> str:
+        return "listing of the account's active jobs" if self.kind == "listing" else "job-event feed"
+
+    async def _read(self, hook: WorkflowServiceAsyncHook) -> list[JobChange] | None:
+        """One read: the changes it shows (None: a gap, every wait reads its own job once)."""
+        if self.kind in (None, "feed"):
+            try:
+                return await self._read_feed(hook)
+            except WorkflowServiceNotFoundError:
+                _log.info("The service has no job-event feed; the waits learn from its active-jobs listing")
+                self.kind = "listing"
+        return await self._read_listing(hook)
+
+    async def _read_feed(self, hook: WorkflowServiceAsyncHook) -> list[JobChange] | None:
+        last = self._last
+        events, newest = await _feed(hook, None, last[0] - SINCE_MARGIN if last else None, last)
+        self.kind = "feed"
+        if newest is not None:
+            self._last = newest
+        return events
+
+    async def _read_listing(self, hook: WorkflowServiceAsyncHook) -> list[JobChange]:
+        self.kind = "listing"
+        statuses = [JobStatus.IN_PROGRESS]
+        if any(w.watch.status is not JobStatus.IN_PROGRESS for w in self.waits.values()):
+            statuses.insert(0, JobStatus.SCHEDULED)  # some wait has not seen its job start (lifecycle order)
+        listed: dict[str, Job] = {}
+        for status in statuses:
+            for job in await hook.list_jobs(status=status):
+                listed.setdefault(job.id, job)
+        changes = []
+        for sub in self.waits.values():
+            shown = listed.get(sub.watch.job_id)
+            if shown is not None and shown.status in ACTIVE:
+                if shown.status is not sub.watch.status:
+                    sub.watch.observe(None, shown)
+            else:
+                changes.append(JobChange(sub.watch.job_id, None, "ended?", None))
+        return changes
+
+    def _tell(self, changes: list[JobChange] | None, started: float) -> None:
+        """
+        Tell the waits and watchers what a read showed; pick the next canaries. An end an own read showed
+        before this read started, which no read has shown by now, proves the source stale.
+        """
+        self._reads += 1
+        shown = {c.job_id for c in changes or () if not c.active}
+        self._shown = (self._shown | shown) if len(self._shown) < 10_000 else shown
+        judged = [job for job, at in self._suspects.items() if at < started or job in self._shown]
+        stale = changes is not None and any(job not in self._shown for job in judged)
+        for job in judged:
+            del self._suspects[job]
+        if stale:
+            self.width = min(2 * self.width, max(len(self.waits), 1))
+            _log.warning(
+                "The %s lags behind the jobs' own records; %d canaries a read", self._what, self.width
+            )
+        elif self.width > 1:
+            self.width //= 2
+        for sub in self.waits.values():
+            if changes is None or sub.watch.job_id in shown:
+                sub.told = True
+        if stale or self.width > 1 or self._reads % CANARY_EVERY == 0:
+            for sub in sorted(self.waits.values(), key=lambda s: s.last_read)[: self.width]:
+                sub.canary = True
+        for tap in self.taps:
+            tap.deliver(changes if self.kind == "feed" else None)
+
+
+async def _feed(
+    hook: WorkflowServiceAsyncHook,
+    workflow_id: str | None,
+    since: datetime | None,
+    last: Seen | None,
+) -> tuple[list[JobChange] | None, Seen | None]:
+    """
+    Page the feed (newest first) down to the events ``last`` saw (None: one page); return the events
+    before them, newest first (None: a gap, the pages ran out or past ``MAX_PAGES`` first), and the
+    newest events' time and ids.
+    """
+    found: list[JobChange] = []
+    cursor: str | None = None
+    for _ in range(1 if last is None and since is None else MAX_PAGES):
+        page = await hook.list_notifications(
+            workflow_id=workflow_id, since=since, limit=FEED_PAGE, cursor=cursor
+        )
+        for change in map(_change, page.events):
+            if last and change.at and (change.at < last[0] or change.event_id in last[1]):
+                return found, _newest(found, last)
+            found.append(change)
+        cursor = page.next_cursor
+        if not cursor:
+            return (found if last is None else None), _newest(found, last)
+    return (found if last is None and since is None else None), _newest(found, last)
+
+
+def _newest(found: list[JobChange], last: Seen | None) -> Seen | None:
+    """Return the newest events' time and ids (``last``'s when none is dated)."""
+    top = max((c.at for c in found if c.at is not None), default=None)
+    return last if top is None else (top, {str(c.event_id) for c in found if c.at == top})
+
+
+def _change(event: Notification) -> JobChange:
+    """One event: its job, workflow, status (the payload's, else the event type's: kept as sent)."""
+    status = event.payload.status
+    known = status.value if status is not JobStatus.UNKNOWN else event.event_type.removeprefix("job.")
+    at = event.created_at
+    return JobChange(event.payload.job_id or "", event.workflow_id, known, at and as_utc(at), event.id)
+
+
+_SOURCES: weakref.WeakKeyDictionary[Any, ChangeSource] = weakref.WeakKeyDictionary()
+"""The source of each shared HTTP client (one per event loop and connection settings)."""
+
+
+async def _source(hook: WorkflowServiceAsyncHook) -> ChangeSource:
+    return _SOURCES.setdefault(await hook.get_async_conn(), ChangeSource())
+
+
+@asynccontextmanager
+async def watching(hook: WorkflowServiceAsyncHook, watch: JobWatch) -> AsyncIterator[Subscription]:
+    """Register ``watch`` with its connection's source until the block ends; pass it to ``await_job``."""
+    source = await _source(hook)
+    source.waits[id(watch)] = sub = Subscription(source, watch, hook)
+    try:
+        yield sub
+    finally:
+        del source.waits[id(watch)]
+        source.close_if_idle()
+
+
+@asynccontextmanager
+async def tapping(
+    hook: WorkflowServiceAsyncHook, workflow_id: str | None, interval: float
+) -> AsyncIterator[Tap]:
+    """Subscribe a watcher to the changes of ``workflow_id``'s jobs (None: all) its source reads."""
+    source = await _source(hook)
+    tap = Tap(source, workflow_id, interval, hook)
+    source.taps.add(tap)
+    try:
+        yield tap
+    finally:
+        source.taps.discard(tap)
+        source.close_if_idle()
