@@ -199,8 +199,8 @@ class RunWorkflowOperator(JobOperator):
         """Resolve the input and the workflow, submit the run (or go on with its job), wait, finish."""
         self._job_id, self._result, self._not_started = None, None, None
         self.push_link(context, "")
-        self._files = None if self.files is None else self.resolve_files("run", own_names=True)
-        with self.closing_hook():
+        with self.task_scope(context):
+            self._files = None if self.files is None else self.resolve_files("run", own_names=True)
             self._resolve_target()
             if not self.wait_for_completion:
                 job_id = self._submit(context, store=False)
@@ -229,7 +229,7 @@ class RunWorkflowOperator(JobOperator):
 
         outcome = parse_event(event)
         self._job_id = outcome.job_id
-        with self.closing_hook():
+        with self.task_scope(context):
             return self._finish(context, outcome)
 
     def jobs_to_cancel_on_kill(self) -> list[str]:

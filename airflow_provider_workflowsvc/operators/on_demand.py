@@ -200,7 +200,7 @@ class RunOnDemandJobOperator(JobOperator):
     def execute(self, context: Context) -> Any:
         self._job_ids = []
         self.push_link(context, "")
-        with self.closing_hook():
+        with self.task_scope(context):
             plan = self._launch(context)
             if not plan.jobs:
                 return self._finish(context, plan, [])
@@ -218,7 +218,7 @@ class RunOnDemandJobOperator(JobOperator):
         ended = parse_jobs_event(event)
         plan = Plan.from_json(ended.resume_with)
         self._job_ids = [job.job_id for job in plan.jobs]
-        with self.closing_hook():
+        with self.task_scope(context):
             return self._finish(context, plan, ended.outcomes)
 
     def jobs_to_cancel_on_kill(self) -> list[str]:
