@@ -5,7 +5,7 @@ paced, and the launch book that remembers them across tries.
 * :func:`split` and :func:`oversized` apply the documented limits (files per job, bytes per file)
   before anything is uploaded;
 * :class:`Pacer` keeps launches at least the launch interval apart, on a clock tests can drive;
-* :class:`LaunchBook` remembers, in the task state store (Airflow 3.3+), which jobs launched which
+* :class:`LaunchBook` remembers, in the task state store (before 3.3: a Variable), which jobs launched which
   documents and the launch in flight (it is the run journal :func:`.submit.submit` keeps), so a
   retry launches only the documents that were not processed (:func:`redo`);
 * :func:`launch` sends each batch through :func:`.submit.submit`: the one rule of what a failed
@@ -289,7 +289,7 @@ class LaunchBook(StoredRunJournal):
 
     One task state key (``workflowsvc_on_demand``) holds both, so recording a launched job and
     removing its pending record is one write: no try can find a launch both pending and recorded.
-    Without a store (Airflow < 3.3, or ``durable=False``) it lives as long as the try.
+    Without a store (``durable=False``) it lives as long as the try.
     """
 
     def __init__(self, store: Any | None, log: Log) -> None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow_provider_workflowsvc._compat import HAS_TASK_STATE_STORE
@@ -50,13 +48,13 @@ class VariableStore:
     ``workflowsvc.task_state:<dag_id>:<task_id>:<map_index>:<run_id>``, its keys in one JSON object
     (no ``/``: Airflow 3.0's execution API takes none in a Variable key; a run id that is not plain or a
     key over 250 characters is hashed). A Variable outlives a try (Airflow clears the task's XComs before
-    each try); it is deleted with its last key (the task succeeded) and when no retry follows
-    (:meth:`JobOperator.task_scope`). A write is read back: one that did not land fails the task rather
-    than let a retry run the job again.
+    each try) and is deleted with its last key: the task succeeded. After a task failed for good it
+    stays, as 3.3's store does: a person's clear goes on from it. A write is read back: one that did not
+    land fails the task rather than let a retry run the job again.
     """
 
     PREFIX = "workflowsvc.task_state:"
-    DESCRIPTION = "airflow-provider-workflowsvc: kept between the tries of this task; deleted as it ends"
+    DESCRIPTION = "airflow-provider-workflowsvc: the task's state between its tries; deleted when it succeeds"
 
     def __init__(self, ti: Any) -> None:
         name = f"{ti.dag_id}:{ti.task_id}:{ti.map_index}:{ti.run_id}"
@@ -186,28 +184,6 @@ class JobOperator(WorkflowServiceBaseOperator):
         if HAS_TASK_STATE_STORE or "task_state_store" in context:
             return context.get("task_state_store")
         return VariableStore(context["ti"])
-
-    @contextmanager
-    def task_scope(self, context: Context) -> Iterator[None]:
-        """
-        Run the task's work with its hook (closed at the end); a failure no retry follows deletes a
-        :class:`VariableStore` (Airflow's store is its own; a deferral is no failure).
-        """
-        from airflow_provider_workflowsvc._compat import AirflowFailException, AirflowSkipException
-
-        try:
-            with self.closing_hook():
-                yield
-        except Exception as exc:
-            store, ti = self.state_store(context), context["ti"]
-            if isinstance(store, VariableStore) and (
-                isinstance(exc, (AirflowFailException, AirflowSkipException)) or ti.try_number > ti.max_tries
-            ):
-                try:
-                    store.clear()
-                except Exception as error:
-                    self.log.warning("Could not delete the Variable %s: %s", store.key, error)
-            raise
 
     def forget(self, context: Context, *keys: str) -> None:
         """Remove ``keys`` from the task state store (a failure to is only warned of)."""
