@@ -79,20 +79,15 @@ class VariableStore:
         if values.pop(key, None) is not None:
             self._write(values)
 
-    def clear(self) -> None:
-        from airflow.sdk import Variable
-
-        Variable.delete(self.key)
-
     def _write(self, values: dict[str, Any]) -> None:
         from airflow.sdk import Variable
 
         if not values:
-            return self.clear()
-        Variable.set(self.key, values, description=self.DESCRIPTION, serialize_json=True)
-        if self.values() != values:  # Variable.set logs a failure and returns
+            Variable.delete(self.key)
+            return
+        Variable.set(self.key, values, self.DESCRIPTION, serialize_json=True)
+        if self.values() != values:  # Variable.set logs a refused write and returns
             raise RuntimeError(f"Could not keep the task's state in the Airflow Variable {self.key}")
-        return None
 
 
 class JobOperator(WorkflowServiceBaseOperator):
