@@ -16,6 +16,7 @@ Imported when a task runs, never at DAG-parse time.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import time
@@ -297,6 +298,7 @@ class LaunchBook(StoredRunJournal):
         self.durable = store is not None
         self.sources: Sequence[str] = ()
         """The sources of the batch being launched (written with its pending record)."""
+        self._read: dict[str, Any] | None = None
 
     def record(self) -> Any:
         """Return the pending launch's record: the book's ``pending`` field."""
@@ -310,12 +312,16 @@ class LaunchBook(StoredRunJournal):
         self.write(pending=None, sending=None)
 
     def value(self) -> dict[str, Any]:
-        value = self.store.get(BOOK_KEY)
-        return dict(value) if isinstance(value, dict) else {}
+        """Return the book as stored: read once, then kept as written (this try is its only writer)."""
+        if self._read is None:
+            value = self.store.get(BOOK_KEY)
+            self._read = dict(value) if isinstance(value, dict) else {}
+        return copy.deepcopy(self._read)
 
     def write(self, **changes: Any) -> None:
-        value = {**self.value(), **changes}
-        self.store.set(BOOK_KEY, {k: v for k, v in value.items() if v is not None})
+        value = {k: v for k, v in {**self.value(), **changes}.items() if v is not None}
+        self.store.set(BOOK_KEY, value)
+        self._read = copy.deepcopy(value)
 
     def jobs(self) -> list[LaunchedJob]:
         """Return the jobs earlier launches recorded (an unreadable book is ignored, with a warning)."""
