@@ -70,9 +70,9 @@ def airflow_stats() -> typing.Any:
     return Stats
 
 
-HAS_DURABLE_EXECUTION = AIRFLOW_V_3_3_PLUS
-"""Whether tasks have a ``task_state_store`` (Airflow >= 3.3): a retry reconnects to the job its earlier
-try submitted."""
+HAS_TASK_STATE_STORE = AIRFLOW_V_3_3_PLUS
+"""Whether tasks have a ``task_state_store`` (Airflow >= 3.3); before it, the job operators keep what a
+retry needs in an Airflow Variable (``operators._lifecycle.VariableStore``)."""
 
 CONN_FIELDS_READ = AIRFLOW_V_3_2_PLUS
 """Whether Airflow builds the connection form from the provider info's ``conn-fields`` (>= 3.2); older

@@ -349,7 +349,7 @@ class WorkflowJobWaitError(WorkflowJobError):
 class UnprocessedDocumentsError(WorkflowServiceError):
     """
     Some documents of an on-demand task were not processed (failed, stopped, timed out, never
-    launched); ``summary`` holds every document's outcome. A retry (durable execution, Airflow 3.3+)
+    launched); ``summary`` holds every document's outcome. A retry (durable execution)
     launches only those documents.
     """
 

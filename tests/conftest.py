@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import base64
 import os
 import shutil
 import sys
@@ -21,6 +22,9 @@ os.environ["AIRFLOW_HOME"] = _AIRFLOW_HOME
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(Path(__file__).parent / "dags")
 os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "True"
+# One Fernet key for this session and the task processes it starts (unit-test mode makes one per
+# process otherwise): a Variable a killed worker wrote (the task state before 3.3) stays readable here.
+os.environ["AIRFLOW__CORE__FERNET_KEY"] = base64.urlsafe_b64encode(os.urandom(32)).decode()
 os.environ.pop("AIRFLOW_CONN_WORKFLOWSVC_DEFAULT", None)
 # Tests poll every 0.02-0.5 s to stay fast; the floor for real deployments is 1 s (tests of the floor
 # itself set it back). Subprocesses (local Airflow, task processes) inherit it.

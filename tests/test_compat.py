@@ -15,9 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from helpers import FAKE_WORKFLOW_ID, details_json, failed_json, job_json
+from helpers import FAKE_WORKFLOW_ID
 
 import airflow_provider_workflowsvc
 from airflow_provider_workflowsvc import _compat
@@ -140,120 +139,31 @@ def test_airflow_providers_hooks_imports_the_hook() -> None:
     assert (hook["class"], hook["package_name"]) == (HOOK_CLASS, PACKAGE)
 
 
-# -- durable execution (3.3), and none on 3.0-3.2 --------------------------------------------------------
+# -- durable execution on every minor: the task state store (3.3), else a Variable ------------------------
 
 
-@pytest.mark.airflow_min("3.3", reason="durable execution: the task state store")
 def test_run_operator_has_durable_execution() -> None:
     from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 
-    assert _compat.HAS_DURABLE_EXECUTION
     assert RunWorkflowOperator(task_id="run", workflow_id=FAKE_WORKFLOW_ID).durable is True
     assert RunWorkflowOperator(task_id="off", workflow_id=FAKE_WORKFLOW_ID, durable=False).durable is False
 
 
-def _route_one_job(router: Any, job_ids: list[str]) -> Any:
-    """Each run request starts the next job of ``job_ids``; every job completes at once."""
-    run = router.post(f"/workflows/{FAKE_WORKFLOW_ID}/run").mock(
-        side_effect=[httpx.Response(200, json=job_json(job_id, "scheduled")) for job_id in job_ids]
-    )
-    router.get("/jobs/", params={"workflow_id": FAKE_WORKFLOW_ID}).mock(
-        return_value=httpx.Response(200, json=[])
-    )
-    for job_id in job_ids:
-        router.get(f"/jobs/{job_id}").mock(
-            return_value=httpx.Response(200, json=job_json(job_id, "completed"))
-        )
-        router.get(f"/jobs/{job_id}/details").mock(
-            return_value=httpx.Response(200, json=details_json(job_id, "completed"))
-        )
-        router.get(f"/jobs/{job_id}/failed-files").mock(return_value=httpx.Response(200, json=failed_json()))
-    return run
+def test_the_variable_store_names_its_task_and_fits_airflows_key_length() -> None:
+    """The Variable a task's state is kept in before 3.3 says whose it is, within Airflow's 250 characters,
+    with no ``/`` (3.0's execution API refuses one); a run id that is not plain is hashed."""
+    from types import SimpleNamespace
 
+    from airflow_provider_workflowsvc.operators._lifecycle import VariableStore
 
-class _TaskInstance:
-    def __init__(self) -> None:
-        self.pushed: dict[str, Any] = {}
+    def key(dag_id: str = "d", run_id: str = "manual__2026-01-01T00:00:00+00:00", map_index: int = -1) -> str:
+        ti = SimpleNamespace(dag_id=dag_id, run_id=run_id, task_id="g.t", map_index=map_index)
+        return VariableStore(ti).key
 
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.pushed[key] = value
-
-
-@pytest.mark.airflow_below("3.3", reason="no task state store before 3.3")
-def test_without_durable_execution_every_try_runs_a_new_job(mock_service: Any) -> None:
-    """Without a task state store (``durable`` accepted and ignored) a second try submits again."""
-    from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
-
-    assert not _compat.HAS_DURABLE_EXECUTION
-    run = _route_one_job(mock_service, ["j1", "j2"])
-    task = RunWorkflowOperator(
-        task_id="run", workflow_id=FAKE_WORKFLOW_ID, poll_interval=0.01, deferrable=False, durable=True
-    )
-    assert task.durable is False
-
-    first = task.execute({"ti": _TaskInstance()})
-    second = task.execute({"ti": _TaskInstance()})
-
-    assert (first["job_id"], first["status"]) == ("j1", "completed")
-    assert second["job_id"] == "j2"
-    assert run.call_count == 2
-
-
-# -- the connection form: conn-fields (3.2+) or the hook's methods (3.0, 3.1) ------------------------
-
-
-@pytest.mark.airflow_min("3.2", reason="conn-fields in the provider info")
-def test_hook_leaves_the_deprecated_form_methods_to_older_airflow() -> None:
-    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
-
-    assert "get_connection_form_widgets" not in WorkflowServiceHook.__dict__
-    assert "get_ui_field_behaviour" not in WorkflowServiceHook.__dict__
-
-
-@pytest.mark.airflow_below("3.2", reason="get_connection_form_widgets / get_ui_field_behaviour")
-def test_connection_form_from_the_hook_methods_as_the_ui_gets_it() -> None:
-    """What the UI's connection form reads on Airflow < 3.2: the hook meta service, from our hook methods."""
-    pytest.importorskip("wtforms", reason="Airflow < 3.2 shows no extra connection fields without WTForms")
-    from airflow.api_fastapi.core_api.services.ui.connections import HookMetaService
-
-    from airflow_provider_workflowsvc.get_provider_info import get_provider_info
-
-    HookMetaService.hook_meta_data.cache_clear()
-    (meta,) = [m for m in HookMetaService.hook_meta_data() if m.connection_type == "workflowsvc"]
-
-    assert meta.hook_class_name == HOOK_CLASS
-    assert meta.standard_fields.host.title == "Base URL"
-    assert meta.standard_fields.password.title == "Access token"
-    assert meta.standard_fields.login.hidden
-    assert meta.standard_fields.port.hidden
-    assert meta.standard_fields.host.placeholder == "https://platform.example.com/api/v1"
-    fields = {name: param["schema"] | {"value": param["value"]} for name, param in meta.extra_fields.items()}
-    (declared,) = [c["conn-fields"] for c in get_provider_info()["connection-types"]]
-    assert set(fields) == set(declared)  # every declared field, as the 3.2+ form shows them
-    assert {"api_key", "ui_url", "timeout", "verify", "max_retries"} <= set(fields)
-    assert fields["api_key"]["format"] == "password"
-    assert fields["api_key"]["title"] == "API key"
-    assert [name for name, field in fields.items() if field.get("format") == "password"] == ["api_key"]
-    assert fields["verify"]["type"] == ["boolean", "null"]
-    assert fields["verify"]["value"] is True
-    assert fields["max_retries"]["type"] == ["integer", "null"]
-    assert fields["max_retries"]["value"] == 5
-    assert fields["timeout"] == {"title": "Read timeout (s)", "type": ["string", "null"], "value": "60"}
-
-
-@pytest.mark.airflow_below("3.2", reason="the form's number fields are text fields before 3.2")
-def test_numbers_typed_in_the_older_form_are_read_as_numbers() -> None:
-    """Airflow < 3.2 has no number field: the timeouts arrive as the text the user typed."""
-    from airflow.sdk import Connection
-
-    from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings
-
-    conn = Connection(
-        conn_id="form",
-        conn_type="workflowsvc",
-        host="https://svc.test/api/v1",
-        password="tok-form-1",
-        extra=json.dumps({"timeout": "120", "connect_timeout": "2.5", "retry_wait": "0.5", "verify": True}),
-    )
-    settings = ConnectionSettings.from_connection(conn)
-    assert (settings.timeout, settings.connect_timeout, settings.retry_wait) == (120.0, 2.5, 0.5)
+    assert key() == "workflowsvc.task_state:d:g.t:-1:manual__2026-01-01T00:00:00+00:00"
+    long = [key("d" * 250, "r" * 250, index) for index in (3, 4)]
+    assert all(len(k) <= 250 for k in long)
+    assert long[0] != long[1]
+    odd = [key(run_id=run_id) for run_id in ("a/b", "a?b", "a b")]
+    assert all("/" not in k and "?" not in k and " " not in k for k in odd)
+    assert len(set(odd)) == 3

@@ -141,6 +141,7 @@ def _trigger_log_text(airflow: LocalAirflow, dag_id: str, run_id: str, task_id: 
     return "\n".join(p.read_text() for p in airflow.trigger_log_files(dag_id, run_id, task_id))
 
 
+@pytest.mark.e2e_smoke  # the stack's proof on the 3.2 leg too (docs/decisions/project.md)
 def test_example_dag_succeeds_and_waits_in_the_triggerer(
     stack: tuple[LocalAirflow, Any], tmp_path: Path
 ) -> None:

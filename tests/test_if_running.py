@@ -22,7 +22,7 @@ from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
 WF = FAKE_WORKFLOW_ID
 RUN = f"/workflows/{WF}/run"
 DURABLE = [
-    pytest.param(True, marks=pytest.mark.airflow_min("3.3", reason="the task state store")),
+    pytest.param(True, id="task-state-store"),
     pytest.param(False, id="xcom"),
 ]
 
@@ -222,7 +222,6 @@ def test_fire_and_forget_wait_returns_the_running_job_marked(service: Any) -> No
     assert runs(service) == 0
 
 
-@pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
 def test_a_retry_goes_on_waiting_for_the_running_job_still_marked(service: Any) -> None:
     route_job(service, "j0")
     store = TaskStateStore(workflowsvc_job_id="j0", **{RUNNING_JOB_KEY: "j0"})
@@ -239,7 +238,6 @@ def test_if_running_is_checked_at_parse_time() -> None:
         op(if_running="skip")
 
 
-@pytest.mark.airflow_min("3.3", reason="durable execution: the pending-run record in the task state store")
 @pytest.mark.parametrize("if_running", ["wait", "fail"])
 def test_an_earlier_tries_unrecorded_run_decides_before_if_running(service: Any, if_running: str) -> None:
     """

@@ -295,7 +295,6 @@ def test_a_quota_refusal_midway_reports_the_launched_jobs_and_fails_without_retr
     assert isinstance(failed.value, AirflowFailException)
 
 
-@pytest.mark.airflow_min("3.3", reason="durable execution: the launch book in the task state store")
 def test_a_retry_launches_only_the_documents_never_launched(
     service: EmulatorHandle, driven: DrivenClock, tmp_path: Path
 ) -> None:
@@ -324,7 +323,6 @@ def test_a_retry_launches_only_the_documents_never_launched(
     assert store.values == {}  # the task succeeded: a later clear launches every document anew
 
 
-@pytest.mark.airflow_min("3.3", reason="durable execution: the launch book in the task state store")
 def test_a_retry_launches_again_only_what_failed(
     service: EmulatorHandle, driven: DrivenClock, tmp_path: Path
 ) -> None:
@@ -400,7 +398,6 @@ def texts(output: str) -> str:
     return " ".join(element["text"] for element in json.loads(Path(output).read_text()))
 
 
-@pytest.mark.airflow_min("3.3", reason="durable execution: the launch book in the task state store")
 def test_a_retry_launches_the_input_never_launched_though_another_of_its_name_was(
     service: EmulatorHandle, driven: DrivenClock, tmp_path: Path
 ) -> None:
@@ -453,7 +450,6 @@ def test_inputs_sent_under_one_name_go_to_different_jobs_each_with_its_own_outpu
     )
 
 
-@pytest.mark.airflow_min("3.3", reason="durable execution: the launch book in the task state store")
 def test_a_book_of_names_only_fails_closed_where_a_name_is_several_inputs(
     service: EmulatorHandle, driven: DrivenClock, tmp_path: Path
 ) -> None:
@@ -508,7 +504,6 @@ def test_a_failed_file_marks_only_its_own_document_failed(
     assert "1 of 3 document(s) were not processed" in str(failed.value)
 
 
-@pytest.mark.airflow_min("3.3", reason="durable execution: the launch book in the task state store")
 def test_a_durable_retry_launches_again_only_the_failed_file(
     service: EmulatorHandle, driven: DrivenClock, tmp_path: Path
 ) -> None:

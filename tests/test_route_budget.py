@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import EMULATOR_DIALECTS
 
 SCENARIOS = ("get_workflow", "deferrable_run", "on_demand_run")
@@ -52,6 +54,11 @@ def _traced(dialects: tuple[str, ...]) -> tuple[dict[tuple[str, str], tuple[int,
     return figures, done.stdout
 
 
+@pytest.mark.airflow_min(
+    "3.3",
+    reason="the budget is the newest Airflow's route; before 3.3 the durable store is provider code (a "
+    "Variable, #47): the run's route measured 315 moves on 3.2.2, the on-demand run's 424",
+)
 def test_the_route_stays_within_its_budget() -> None:
     figures, table = _traced(EMULATOR_DIALECTS)
     over = {key: f"{moves} moves > {target}" for key, (moves, target) in figures.items() if moves > target}

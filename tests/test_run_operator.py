@@ -15,7 +15,6 @@ import pytest
 from airflow.sdk.exceptions import TaskDeferred
 from helpers import FAKE_WORKFLOW_ID, TaskStateStore, details_json, failed_json, job_json
 
-from airflow_provider_workflowsvc._compat import HAS_DURABLE_EXECUTION
 from airflow_provider_workflowsvc._tasks.submit import AmbiguousRunError
 from airflow_provider_workflowsvc.exceptions import (
     InvalidJobEventError,
@@ -278,8 +277,7 @@ def test_a_job_with_the_same_file_names_is_never_adopted(
         op(files=a_file, run_grace_period=3, mark_uploads=True).execute(ctx(store))
     assert "theirs" not in str(error.value)
     assert run.call_count == 1
-    if HAS_DURABLE_EXECUTION:  # the task state store (the pending-run record) exists from Airflow 3.3
-        assert store.values["workflowsvc_pending_run"]["marker"] in names_sent(run)[0], "the record stays"
+    assert store.values["workflowsvc_pending_run"]["marker"] in names_sent(run)[0], "the record stays"
 
 
 @pytest.mark.parametrize("status", [429, 503])
@@ -306,8 +304,7 @@ def test_a_500_is_never_sent_again(mock_service: Any, no_backoff: list[float], a
     with pytest.raises(AmbiguousRunError, match="500"):
         op(files=a_file, submit_attempts=2, run_grace_period=1).execute(ctx(store))
     assert run.call_count == 1
-    if HAS_DURABLE_EXECUTION:  # the task state store (the pending-run record) exists from Airflow 3.3
-        assert "workflowsvc_pending_run" in store.values
+    assert "workflowsvc_pending_run" in store.values
 
 
 def test_two_jobs_with_its_marker_are_never_guessed(
@@ -909,7 +906,6 @@ def test_on_kill_without_a_job_sends_nothing(mock_service: Any) -> None:
 # -- durable execution ------------------------------------------------------------------------------
 
 
-@pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
 def test_retry_reconnects_to_the_running_job(mock_service: Any) -> None:
     run, _ = route_run(mock_service, ok(job_json("new", "scheduled")))
     mock_service.get("/jobs/j0").mock(
@@ -923,7 +919,6 @@ def test_retry_reconnects_to_the_running_job(mock_service: Any) -> None:
     assert store.values == {}
 
 
-@pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
 def test_retry_returns_a_job_that_finished_meanwhile(mock_service: Any) -> None:
     run, _ = route_run(mock_service, ok(job_json("new", "scheduled")))
     mock_service.get("/jobs/j0").mock(return_value=ok(job_json("j0", "completed")))
@@ -936,7 +931,6 @@ def test_retry_returns_a_job_that_finished_meanwhile(mock_service: Any) -> None:
 
 
 @pytest.mark.parametrize("previous", ["failed", "stopped", "completed-with-failed-files", "gone"])
-@pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
 def test_retry_after_a_failed_job_runs_again(mock_service: Any, previous: str) -> None:
     run, _ = route_run(mock_service, ok(job_json("j1", "scheduled")))
     route_job(mock_service, "j1")
@@ -959,7 +953,6 @@ def test_retry_after_a_failed_job_runs_again(mock_service: Any, previous: str) -
     assert [v for k, v in seen if k == "workflowsvc_job_id"] == ["j1"]
 
 
-@pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
 def test_deferrable_retry_defers_on_the_stored_job(mock_service: Any) -> None:
     run, _ = route_run(mock_service, ok(job_json("new", "scheduled")))
     mock_service.get("/jobs/j0").mock(return_value=ok(job_json("j0", "scheduled")))
@@ -979,7 +972,6 @@ def test_deferrable_retry_defers_on_the_stored_job(mock_service: Any) -> None:
         ("failed", False),
     ],
 )
-@pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
 def test_a_stored_job_in_a_status_nobody_knows_is_waited_for_rather_than_run_again(
     mock_service: Any, stored: str, goes_on: bool
 ) -> None:
@@ -1147,9 +1139,8 @@ def test_unmarked_uploads_keep_their_names_and_never_adopt(
     assert "WorkflowJobSensor(job_id=...)" in message
     assert names_sent(run) == ["a.txt"]
     assert run.call_count == 1
-    if HAS_DURABLE_EXECUTION:
-        assert store.values["workflowsvc_pending_run"]["marker"] is None
-        assert store.values["workflowsvc_pending_run"]["files"] == ["a.txt"]
+    assert store.values["workflowsvc_pending_run"]["marker"] is None
+    assert store.values["workflowsvc_pending_run"]["files"] == ["a.txt"]
 
 
 def test_an_unmarked_lost_answer_with_no_job_in_sight_fails_closed_naming_the_files(
@@ -1164,7 +1155,6 @@ def test_an_unmarked_lost_answer_with_no_job_in_sight_fails_closed_naming_the_fi
     assert run.call_count == 1
 
 
-@pytest.mark.skipif(not HAS_DURABLE_EXECUTION, reason="the pending-run record needs the task state store")
 def test_a_cleared_task_after_an_unmarked_ambiguity_runs_again_without_looking(
     mock_service: Any, no_backoff: list[float], a_file: str
 ) -> None:

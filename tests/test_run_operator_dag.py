@@ -16,7 +16,9 @@ from airflow.sdk import DAG
 from airflow.utils.state import DagRunState, TaskInstanceState
 from helpers import TEST_API_KEY, TEST_TOKEN
 
+from airflow_provider_workflowsvc._compat import HAS_TASK_STATE_STORE
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+from airflow_provider_workflowsvc.operators._lifecycle import VariableStore
 from airflow_provider_workflowsvc.operators.jobs import (
     CancelJobOperator,
     DownloadJobOutputOperator,
@@ -218,8 +220,24 @@ def test_cancel_operator(
     assert len(emulator.requests(method="POST", path_contains="/cancel")) == 1
 
 
+STORED: list[Any] = []
+"""The job each try of a :class:`CrashingRun` found stored by an earlier one (None: none)."""
+
+
 class CrashingRun(RunWorkflowOperator):
-    """Dies (like a killed worker) right after the job id is stored, on the first try only."""
+    """Dies (like a killed worker) right after the first try stored its job id; with ``crash_every_try``
+    also right after a later try read it."""
+
+    def __init__(self, *, crash_every_try: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.crash_every_try = crash_every_try
+
+    def _stored_job(self, context: Any) -> Any:
+        found = super()._stored_job(context)
+        STORED.append(None if found is None else found[0])
+        if found is not None and self.crash_every_try:
+            raise RuntimeError("simulated worker crash")
+        return found
 
     def _wait(self, context: Any, job_id: str) -> Any:
         if context["ti"].try_number == 1:
@@ -227,13 +245,30 @@ class CrashingRun(RunWorkflowOperator):
         return super()._wait(context, job_id)
 
 
-@pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
+def task_state_variables() -> dict[str, Any]:
+    """The Variables that keep a task's state between tries (Airflow 3.0-3.2) in the DB: key → value."""
+    from airflow.models.variable import Variable
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        kept = select(Variable).where(Variable.key.like(f"{VariableStore.PREFIX}%"))
+        return {row.key: json.loads(row.val) for row in session.scalars(kept)}
+
+
+@pytest.mark.compat
+@pytest.mark.parametrize("crash_every_try", [False, True], ids=["then-succeeds", "fails-for-good"])
 def test_durable_retry_reconnects_instead_of_running_again(
-    dag_runner: Any, emulator: Any, workflow: str, tmp_path: Path
+    dag_runner: Any, emulator: Any, workflow: str, tmp_path: Path, crash_every_try: bool
 ) -> None:
+    """On every Airflow (3.3: its task state store; 3.0-3.2: a Variable) the retry goes on with the job
+    the first try stored and never runs the workflow again. The Variable is gone once the task
+    succeeded; after a final failure it stays, as 3.3's store does, for a person's clear to go on from."""
     emulator.configure(processing_delay=0.3)
     inputs = write(tmp_path, a_txt="one", b_txt="two")
-    with DAG("wfsvc_durable", schedule=None, start_date=START, catchup=False) as dag:
+    STORED.clear()
+    dag_id = f"wfsvc_durable_{crash_every_try}"
+    with DAG(dag_id, schedule=None, start_date=START, catchup=False) as dag:
         CrashingRun(
             task_id="run",
             workflow_id=workflow,
@@ -241,14 +276,24 @@ def test_durable_retry_reconnects_instead_of_running_again(
             poll_interval=0.1,
             retries=1,
             retry_delay=timedelta(0),
+            crash_every_try=crash_every_try,
         )
     dr = dag_runner(dag)
-    assert dr.state == DagRunState.SUCCESS
     ti = dr.get_task_instance("run")
-    assert ti.state == SUCCESS
     assert ti.try_number == 2
     assert len(runs(emulator)) == 1
-    assert xcom(dr, "run")["status"] == "completed"
+    assert STORED[0] is None
+    assert STORED[1] is not None  # the first try's job, which the second went on with
+    kept = {key: value for key, value in task_state_variables().items() if key.split(":")[1] == dag_id}
+    if not crash_every_try:
+        assert ti.state == SUCCESS
+        assert xcom(dr, "run")["status"] == "completed"
+        assert xcom(dr, "run")["job_id"] == STORED[1]
+        assert kept == {}
+        return
+    assert ti.state == FAILED
+    if not HAS_TASK_STATE_STORE:
+        assert [value[RunWorkflowOperator.external_id_key] for value in kept.values()] == [STORED[1]]
 
 
 @pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])

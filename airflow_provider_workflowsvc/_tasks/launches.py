@@ -5,7 +5,7 @@ paced, and the launch book that remembers them across tries.
 * :func:`split` and :func:`oversized` apply the documented limits (files per job, bytes per file)
   before anything is uploaded;
 * :class:`Pacer` keeps launches at least the launch interval apart, on a clock tests can drive;
-* :class:`LaunchBook` remembers, in the task state store (Airflow 3.3+), which jobs launched which
+* :class:`LaunchBook` remembers, in the task state store (before 3.3: a Variable), which jobs launched which
   documents and the launch in flight (it is the run journal :func:`.submit.submit` keeps), so a
   retry launches only the documents that were not processed (:func:`redo`);
 * :func:`launch` sends each batch through :func:`.submit.submit`: the one rule of what a failed
@@ -16,6 +16,7 @@ Imported when a task runs, never at DAG-parse time.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import time
@@ -289,7 +290,7 @@ class LaunchBook(StoredRunJournal):
 
     One task state key (``workflowsvc_on_demand``) holds both, so recording a launched job and
     removing its pending record is one write: no try can find a launch both pending and recorded.
-    Without a store (Airflow < 3.3, or ``durable=False``) it lives as long as the try.
+    Without a store (``durable=False``) it lives as long as the try.
     """
 
     def __init__(self, store: Any | None, log: Log) -> None:
@@ -297,6 +298,7 @@ class LaunchBook(StoredRunJournal):
         self.durable = store is not None
         self.sources: Sequence[str] = ()
         """The sources of the batch being launched (written with its pending record)."""
+        self._read: dict[str, Any] | None = None
 
     def record(self) -> Any:
         """Return the pending launch's record: the book's ``pending`` field."""
@@ -310,12 +312,16 @@ class LaunchBook(StoredRunJournal):
         self.write(pending=None, sending=None)
 
     def value(self) -> dict[str, Any]:
-        value = self.store.get(BOOK_KEY)
-        return dict(value) if isinstance(value, dict) else {}
+        """Return the book as stored: read once, then kept as written (this try is its only writer)."""
+        if self._read is None:
+            value = self.store.get(BOOK_KEY)
+            self._read = dict(value) if isinstance(value, dict) else {}
+        return copy.deepcopy(self._read)
 
     def write(self, **changes: Any) -> None:
-        value = {**self.value(), **changes}
-        self.store.set(BOOK_KEY, {k: v for k, v in value.items() if v is not None})
+        value = {k: v for k, v in {**self.value(), **changes}.items() if v is not None}
+        self.store.set(BOOK_KEY, value)
+        self._read = copy.deepcopy(value)
 
     def jobs(self) -> list[LaunchedJob]:
         """Return the jobs earlier launches recorded (an unreadable book is ignored, with a warning)."""

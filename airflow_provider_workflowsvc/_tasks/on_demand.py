@@ -271,8 +271,7 @@ def failure(
         why_not = (
             "retrying cannot help"
             if final
-            else "this Airflow keeps no task state (before 3.3, or durable=False), so a retry would launch "
-            "every document again"
+            else "durable=False keeps no task state, so a retry would launch every document again"
         )
         return UnprocessedDocumentsNoRetryError(
             f"{text}\nThe task is not retried ({why_not}); every document's outcome is in the summary "

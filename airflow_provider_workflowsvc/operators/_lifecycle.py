@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from airflow_provider_workflowsvc._compat import HAS_DURABLE_EXECUTION
+from airflow_provider_workflowsvc._compat import HAS_TASK_STATE_STORE
 from airflow_provider_workflowsvc._tasks.base import (
     WorkflowServiceBaseOperator,
     input_error,
@@ -38,6 +40,54 @@ JOB_SETTINGS = (
 def job_settings(arguments: dict[str, Any]) -> dict[str, Any]:
     """Return the :data:`JOB_SETTINGS` among a job operator's ``arguments`` (its ``locals()``)."""
     return {name: arguments[name] for name in JOB_SETTINGS}
+
+
+class VariableStore:
+    """
+    The task state store where Airflow has none (3.0-3.2): one Airflow Variable per task instance,
+    ``workflowsvc.task_state:<dag_id>:<task_id>:<map_index>:<run_id>``, its keys in one JSON object
+    (no ``/``: Airflow 3.0's execution API takes none in a Variable key; a run id that is not plain or a
+    key over 250 characters is hashed). A Variable outlives a try (Airflow clears the task's XComs before
+    each try) and is deleted with its last key: the task succeeded. After a task failed for good it
+    stays, as 3.3's store does: a person's clear goes on from it. A write is read back: one that did not
+    land fails the task rather than let a retry run the job again.
+    """
+
+    PREFIX = "workflowsvc.task_state:"
+    DESCRIPTION = "airflow-provider-workflowsvc: the task's state between its tries; deleted when it succeeds"
+
+    def __init__(self, ti: Any) -> None:
+        name = f"{ti.dag_id}:{ti.task_id}:{ti.map_index}:{ti.run_id}"
+        if len(self.PREFIX + name) > 250 or not re.fullmatch(r"[\w.~:+-]+", name, re.ASCII):
+            name = f"{ti.dag_id[:80]}:{hashlib.sha256(name.encode()).hexdigest()}"
+        self.key = self.PREFIX + name
+
+    def values(self) -> dict[str, Any]:
+        from airflow.sdk import Variable
+
+        value = Variable.get(self.key, default=None, deserialize_json=True)
+        return value if isinstance(value, dict) else {}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values().get(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        self._write({**self.values(), key: value})
+
+    def delete(self, key: str) -> None:
+        values = self.values()
+        if values.pop(key, None) is not None:
+            self._write(values)
+
+    def _write(self, values: dict[str, Any]) -> None:
+        from airflow.sdk import Variable
+
+        if not values:
+            Variable.delete(self.key)
+            return
+        Variable.set(self.key, values, self.DESCRIPTION, serialize_json=True)
+        if self.values() != values:  # Variable.set logs a refused write and returns
+            raise RuntimeError(f"Could not keep the task's state in the Airflow Variable {self.key}")
 
 
 class JobOperator(WorkflowServiceBaseOperator):
@@ -78,7 +128,7 @@ class JobOperator(WorkflowServiceBaseOperator):
         self.submit_attempts = submit_attempts
         self.mark_uploads = mark_uploads
         self.skip_if_no_files = skip_if_no_files
-        self.durable = durable and HAS_DURABLE_EXECUTION
+        self.durable = durable
 
     def jobs_to_cancel_on_kill(self) -> list[str]:
         """Return the jobs a kill cancels: those this task started, known so far."""
@@ -120,8 +170,15 @@ class JobOperator(WorkflowServiceBaseOperator):
         return named
 
     def state_store(self, context: Context) -> Any:
-        """Return the task state store when durable execution is on (Airflow 3.3+), else None."""
-        return context.get("task_state_store") if self.durable else None
+        """
+        Return the store kept across tries when durable execution is on, else None: the context's task
+        state store (Airflow 3.3+ always gives one), else a :class:`VariableStore`.
+        """
+        if not self.durable:
+            return None
+        if HAS_TASK_STATE_STORE or "task_state_store" in context:
+            return context.get("task_state_store")
+        return VariableStore(context["ti"])
 
     def forget(self, context: Context, *keys: str) -> None:
         """Remove ``keys`` from the task state store (a failure to is only warned of)."""

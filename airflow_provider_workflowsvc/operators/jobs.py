@@ -77,11 +77,11 @@ class RunWorkflowOperator(JobOperator):
     (``job_seconds_from``: ``runtime``, or ``created_at`` to the read that found it ended), else None.
     On failure the same summary is pushed as the return value before the task fails.
 
-    Durable execution (Airflow 3.3+, ``durable=True`` by default): the job id is kept in the task state
-    store, so a retry after a worker crash reconnects to the running job, and a job that finished in
-    the meantime returns its result, instead of running the workflow again. A job that failed, was
-    stopped or completed with failed files (when those fail the task) is run again by a retry. On
-    Airflow < 3.3 every try runs the workflow anew (``durable`` is accepted and ignored).
+    Durable execution (``durable=True`` by default): the job id is kept in the task state store
+    (Airflow 3.3+; before, an Airflow Variable of the task, deleted when it succeeds), so a retry after
+    a worker crash reconnects to the running job, and a job that finished in the meantime returns its
+    result, instead of running the workflow again. A job that failed, was stopped or completed with
+    failed files (when those fail the task) is run again by a retry.
 
     :param workflow_id: the workflow to run (templated). Give this or ``workflow_name``.
     :param workflow_name: the name of the workflow to run (templated), instead of its id: the one
@@ -116,8 +116,8 @@ class RunWorkflowOperator(JobOperator):
     :param run_grace_period: seconds (or a timedelta) the workflow's active jobs are read after an
         ambiguous run failure (timeout, dropped connection, 500, 502, 504, an unreadable answer) for
         this run's job; the run is never sent again after such a failure.
-    :param durable: keep the job id in the task state store (Airflow 3.3+), so that a retry goes on
-        with the job of an earlier try instead of running the workflow again.
+    :param durable: keep the job id in the task state store (before Airflow 3.3: a Variable), so that a
+        retry goes on with the job of an earlier try instead of running the workflow again.
     :param mark_uploads: what the service receives as your file names, and what a lost run answer
         (a timeout, a dropped connection, a 500/502/504 after the request left) then costs.
         ``False`` (default): your own names, unchanged, so the service writes them wherever it writes

@@ -61,12 +61,12 @@ class RunOnDemandJobOperator(JobOperator):
     base name (``day1/report.txt`` and ``day2/report.txt`` given as two folders) go to different jobs,
     so what the service says of a name in a job means one document.
 
-    Durable execution (Airflow 3.3+, ``durable=True``): the task state store remembers which job
-    launched which documents (by source), so a retry launches only the documents not processed (never
-    launched, in a job that failed, was stopped or is gone, or a failed file when failed files fail the
-    task): a document processed, or still processing, is never launched again. Without it (Airflow
-    < 3.3) a failure after any launch fails the task without retries, since a retry would launch
-    every document again.
+    Durable execution (``durable=True``): the task state store (before Airflow 3.3: a Variable of the
+    task) remembers which job launched which documents (by source), so a retry launches only the
+    documents not processed (never launched, in a job that failed, was stopped or is gone, or a failed
+    file when failed files fail the task): a document processed, or still processing, is never launched
+    again. With ``durable=False`` a failure after any launch fails the task without retries, since a
+    retry would launch every document again.
 
     Pushes XCom ``job_ids`` and ``job_links`` (every job's link; the extra link shows the first)
     before waiting. Returns the summary: ``documents`` (per document: ``document``, ``source``,
@@ -121,8 +121,8 @@ class RunOnDemandJobOperator(JobOperator):
         ``False``: the names stay yours, and a lost answer fails the task, naming the candidates.
     :param skip_if_no_files: skip the task when the directories and patterns of ``files`` match no
         file at all.
-    :param durable: remember the launches in the task state store (Airflow 3.3+), so a retry launches
-        only the documents not processed.
+    :param durable: remember the launches in the task state store (before Airflow 3.3: a Variable), so
+        a retry launches only the documents not processed.
     """
 
     template_fields: Sequence[str] = (

@@ -123,7 +123,6 @@ def test_a_same_named_run_of_another_client_is_never_adopted(
     assert jobs == {foreign[0]: ["Client B's report."]}
 
 
-@pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
 def test_a_retry_after_a_crash_before_sending_never_adopts_a_same_named_run(
     figures: dict[str, Any],
     workflowsvc_conn: Any,

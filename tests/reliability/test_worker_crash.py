@@ -3,7 +3,7 @@
 Real crashes: the task runs in a separate process (``dag.test()`` there, on this session's metadata DB
 and emulator) and gets SIGKILL. What the scheduler does about a dead worker (the task instance goes to
 ``up_for_retry``) is done by hand; the retry then runs here, in the same DAG run, so it sees the
-same ``task_state_store``:
+same ``task_state_store`` (Airflow 3.0-3.2: the same Variable):
 
 * killed after the job id was stored, the job finishing while no worker runs: the retry returns the
   job's result without a new run;
@@ -33,8 +33,10 @@ import pytest
 from airflow.utils.state import TaskInstanceState
 from helpers import TaskStateStore
 
+from airflow_provider_workflowsvc._compat import HAS_TASK_STATE_STORE
 from airflow_provider_workflowsvc._tasks.evidence import PENDING_RUN_TTL, AmbiguousRunError
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
+from airflow_provider_workflowsvc.operators._lifecycle import VariableStore
 from airflow_provider_workflowsvc.operators.jobs import PENDING_RUN_KEY, RunWorkflowOperator
 
 from . import _task_process
@@ -81,22 +83,34 @@ def wait_for(
 
 
 def stored_state(dag_id: str) -> dict[str, Any]:
-    """The task state store of the run task in ``dag_id`` (key → JSON value), read from the DB."""
+    """The task state store of the run task in ``dag_id`` (key → JSON value), read from the DB: Airflow's
+    (3.3+), else the provider's Variable of the task."""
     from airflow import settings
-    from airflow.models.task_state_store import TaskStateStoreModel
     from sqlalchemy import create_engine, select
     from sqlalchemy.exc import OperationalError
     from sqlalchemy.orm import Session
 
+    if not HAS_TASK_STATE_STORE:
+        from airflow.models.variable import Variable
+
+        def read(session: Session) -> dict[str, Any]:
+            kept = select(Variable).where(Variable.key.like(f"{VariableStore.PREFIX}{dag_id}:%"))
+            return {key: value for row in session.scalars(kept) for key, value in json.loads(row.val).items()}
+    else:
+        from airflow.models.task_state_store import TaskStateStoreModel
+
+        def read(session: Session) -> dict[str, Any]:
+            kept = select(TaskStateStoreModel).where(TaskStateStoreModel.dag_id == dag_id)
+            return {row.key: json.loads(row.value) for row in session.scalars(kept)}
+
     # A connection of its own: the test process's shared session may still hold the snapshot of a
     # transaction an earlier test opened, and would not see what the worker process wrote since.
     engine = create_engine(settings.SQL_ALCHEMY_CONN)
-    query = select(TaskStateStoreModel).where(TaskStateStoreModel.dag_id == dag_id)
     try:
         for attempt in range(STORE_READS):
             try:
                 with Session(engine) as session:
-                    return {row.key: json.loads(row.value) for row in session.scalars(query)}
+                    return read(session)
             except OperationalError:
                 # SQLite, read while the worker process writes (or right after it was killed mid-write):
                 # "disk I/O error" or "database is locked" while it lasts, longer on a busy machine (a
@@ -179,7 +193,6 @@ def spec_for(dag_id: str, workflow: str, input_file: str, mark_uploads: bool = F
     }
 
 
-@pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
 def test_killed_after_the_job_id_was_stored(
     figures: dict[str, Any], dag_runner: Any, emulator: Any, workflow: str, input_file: str, tmp_path: Path
 ) -> None:
@@ -222,7 +235,6 @@ def test_killed_after_the_job_id_was_stored(
     )
 
 
-@pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
 @pytest.mark.parametrize("marked", [True, False], ids=["mark_uploads", "own-names"])
 def test_killed_before_the_job_id_was_stored(
     figures: dict[str, Any],
@@ -325,7 +337,6 @@ def run_op(workflow: str, input_file: str) -> RunWorkflowOperator:
     )
 
 
-@pytest.mark.airflow_min("3.3", reason="durable execution: a retry resumes from the task state store")
 def test_a_pending_run_is_adopted_once(workflowsvc_conn: Any, workflow: str, input_file: str) -> None:
     emulator = workflowsvc_conn
     emulator.configure(processing_delay=0.02)
