@@ -34,7 +34,7 @@ from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceValidationError,
     format_validation_errors,
 )
-from airflow_provider_workflowsvc.hooks._failures import Failures, is_retryable
+from airflow_provider_workflowsvc.hooks._failures import ANSWERED, Failures, is_retryable
 from airflow_provider_workflowsvc.hooks._files import UploadFile, _atomic_file, _PartFile
 from airflow_provider_workflowsvc.hooks._listing import JobItems, Listing, adapter, parse_listed
 from airflow_provider_workflowsvc.models import ConnectionCheck, Job, JobStatus
@@ -484,7 +484,7 @@ def _attempt(transport: _Transport, call: ApiCall[T], operation: str) -> Exchang
                 metrics.no_answer(operation, transport.conn_id)
                 raise transport.transport_error(method, path, exc) from None
         metrics.answered(operation, transport.conn_id, response.status_code)
-        transport.answered()
+        ANSWERED.add((transport.conn_id, transport.settings.base_url))
         follow = transport.redirect_target(call, method, path, response)
         if follow is None:
             break

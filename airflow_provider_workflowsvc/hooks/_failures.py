@@ -307,7 +307,7 @@ class Failures:
         self, method: str, path: str, reason: str, *, sent: bool, kind: str
     ) -> WorkflowServiceConnectionError:
         base = urlsplit(self.settings.base_url)
-        unreached = kind == "refused" and self._origin not in _ANSWERED
+        unreached = kind == "refused" and self._origin not in ANSWERED
         hint = _hint(kind, base)
         if unreached:
             hint += (
@@ -334,14 +334,11 @@ class Failures:
     def _origin(self) -> tuple[str, str]:
         return self.conn_id, self.settings.base_url
 
-    def answered(self) -> None:
-        """Remember that the service answered through this connection and base URL (in this process)."""
-        _ANSWERED.add(self._origin)
 
-
-_ANSWERED: set[tuple[str, str]] = set()
-"""The (connection id, base URL) pairs any answer came through in this process: a refusal by one of
-them is a service restarting (retried); by any other, an address where nothing listens (fails at once)."""
+ANSWERED: set[tuple[str, str]] = set()
+"""The (connection id, base URL) pairs any answer came through in this process (the exchange adds each,
+inline: a success never enters this module): a refusal by one of them is a service restarting
+(retried); by any other, an address where nothing listens (fails at once)."""
 
 
 # --------------------------------------------------------------------------------------------------
