@@ -69,6 +69,7 @@ SINCE_MARGIN = timedelta(seconds=1)
 """How far before the last event seen a read asks from (``since``): that event is in the answer whether
 the service reads ``since`` as inclusive or not, so reaching it proves no gap."""
 ACTIVE = frozenset({JobStatus.SCHEDULED, JobStatus.IN_PROGRESS})
+ENDED = frozenset({JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS, JobStatus.FAILED, JobStatus.STOPPED})
 KEPT = 50_000
 """Jobs whose last status the source keeps at most (then it forgets: their waits read their own)."""
 
@@ -107,25 +108,26 @@ class Subscription:
         self.covered = False
         """Something vouches that the job had not ended when the wait began: an own read, a listing that
         started after, or an event of the job the feed showed (it shows its later ones too)."""
-        self.canary = False
+        self.canary = self.own = False
         self.last_read = self.since = time.monotonic()
 
     def due(self, schedule: PollSchedule) -> bool:
         """Whether this poll reads the job's own record (else nothing is sent: the source vouches)."""
+        if self.own:
+            self.read()  # the previous poll read the job's own record
         source = self.source
         source.wake()
-        if schedule.final or self.told or self.canary or not self.covered:
-            return True
-        if not source.vouches(schedule.interval):
-            return True
-        metrics.shared_poll_served(None, self.hook.workflowsvc_conn_id)
-        return False
+        self.own = schedule.final or self.told or self.canary or not self.covered
+        self.own = self.own or not source.vouches(schedule.interval)
+        if not self.own:
+            metrics.shared_poll_served(None, self.hook.workflowsvc_conn_id)
+        return self.own
 
     def read(self) -> None:
-        """Record the wait's own read (the watch holds what it showed)."""
-        if self.watch.ended and self.covered and not self.told:
+        """Record the wait's own read (its watch holds what the read showed)."""
+        if self.watch.status in ENDED and self.covered and not self.told:
             self.source.suspect(self.watch.job_id)
-        self.told = self.canary = False
+        self.told = self.canary = self.own = False
         self.covered = True
         self.last_read = time.monotonic()
 
@@ -418,6 +420,8 @@ async def watching(
     try:
         yield sub
     finally:
+        if sub.own:
+            sub.read()  # its last poll's
         del source.waits[id(watch)]
         source.close_if_idle()
 
