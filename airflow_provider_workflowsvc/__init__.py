@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         ObjectStorageError as ObjectStorageError,
         UnprocessedDocumentsError as UnprocessedDocumentsError,
         UnprocessedDocumentsNoRetryError as UnprocessedDocumentsNoRetryError,
+        WebhookVerificationError as WebhookVerificationError,
         WorkflowAlreadyRunningError as WorkflowAlreadyRunningError,
         WorkflowJobError as WorkflowJobError,
         WorkflowJobFailedError as WorkflowJobFailedError,
@@ -81,6 +82,7 @@ if TYPE_CHECKING:
         WorkflowJobEventTrigger as WorkflowJobEventTrigger,
     )
     from airflow_provider_workflowsvc.triggers.jobs import WorkflowJobsTrigger as WorkflowJobsTrigger
+    from airflow_provider_workflowsvc.webhooks import verify_webhook as verify_webhook
 
 
 # Each public name and its module under this package: the same names as the imports above (which type
@@ -97,6 +99,7 @@ _EXPORTS: dict[str, str] = {
     "ObjectStorageError": "exceptions",
     "UnprocessedDocumentsError": "exceptions",
     "UnprocessedDocumentsNoRetryError": "exceptions",
+    "WebhookVerificationError": "exceptions",
     "WorkflowAlreadyRunningError": "exceptions",
     "WorkflowJobError": "exceptions",
     "WorkflowJobFailedError": "exceptions",
@@ -138,6 +141,7 @@ _EXPORTS: dict[str, str] = {
     "WorkflowJobTrigger": "triggers.job",
     "WorkflowJobEventTrigger": "triggers.job_events",
     "WorkflowJobsTrigger": "triggers.jobs",
+    "verify_webhook": "webhooks",
 }
 __all__ = sorted([*_EXPORTS, "__version__"])
 

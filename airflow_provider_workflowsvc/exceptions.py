@@ -31,6 +31,7 @@ __all__ = [
     "ObjectStorageError",
     "UnprocessedDocumentsError",
     "UnprocessedDocumentsNoRetryError",
+    "WebhookVerificationError",
     "WorkflowJobError",
     "WorkflowJobFailedError",
     "WorkflowJobTimeoutError",
@@ -152,7 +153,8 @@ class WorkflowServiceApiError(WorkflowServiceError):
 
     ``status_code``, ``method``, ``path`` (full URL path), ``detail`` (the server's explanation, a 422
     detail list rendered as ``field: message`` lines), ``reason`` (the HTTP reason phrase) and
-    ``retry_after`` (seconds, when the server sent ``Retry-After``).
+    ``retry_after`` (seconds, when the server sent ``Retry-After``); ``retryable`` False when the body
+    said ``"retryable": false`` (the request is then not sent again, whatever its status).
     """
 
     status_code: int  # type: ignore[assignment]  # the HTTP status received (AirflowException: HTTPStatus)
@@ -166,9 +168,10 @@ class WorkflowServiceApiError(WorkflowServiceError):
         reason: str = "",
         *,
         retry_after: float | None = None,
+        retryable: bool | None = None,
     ) -> None:
         self.status_code, self.method, self.path, self.detail = status_code, method, path, detail
-        self.reason, self.retry_after = reason, retry_after
+        self.reason, self.retry_after, self.retryable = reason, retry_after, retryable
         status = f"{status_code} {reason}".strip()
         super().__init__(f"{method} {path} → {status}: {detail}" if detail else f"{method} {path} → {status}")
 
@@ -296,6 +299,18 @@ class WorkflowAlreadyRunningError(WorkflowServiceError):
 
     Retries apply: a later try finds the job ended, and runs the workflow.
     """
+
+
+class WebhookVerificationError(WorkflowServiceError, ValueError):
+    """
+    A webhook delivery not proven to come from the service (:func:`~.webhooks.verify_webhook`):
+    ``reason`` is ``missing_header``, ``malformed_header``, ``timestamp``, ``signature``, ``body`` or
+    ``secret``. The message never holds the secret or a signature.
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        self.reason = reason
+        super().__init__(message)
 
 
 class InvalidJobEventError(WorkflowServiceError):

@@ -932,6 +932,10 @@ _SHORT_OFFSET = re.compile(r"(\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)([+-]\d{2}):?(\d{
 """A UTC offset written ``+HH`` or ``+HHMM`` at the end of a timestamp."""
 
 
+Moment = Annotated[datetime, BeforeValidator(lambda value: _iso_offset(value))]
+"""A response's date-time, PostgreSQL's short offsets (``+00``) read too."""
+
+
 class Job(_Response):
     """One run of a workflow: its status and the output files of a local-to-local run."""
 
@@ -939,7 +943,7 @@ class Job(_Response):
     status: JobStatus = JobStatus.UNKNOWN
     workflow_id: str | None = None
     workflow_name: str | None = None
-    created_at: datetime | None = None
+    created_at: Moment | None = None
     runtime: str | float | None = None
     job_type: str | None = None
     """Platform dialect: ``ephemeral``, ``persistent``, ``scheduled`` or ``template`` (an on-demand job of
@@ -956,11 +960,6 @@ class Job(_Response):
         if isinstance(data, Mapping) and data.get("status") is not None:
             return {**data, "raw_status": str(data["status"])}
         return data
-
-    @field_validator("created_at", mode="before")
-    @classmethod
-    def _offset_in_hours(cls, value: Any) -> Any:
-        return _iso_offset(value)
 
     @property
     def created_utc(self) -> datetime | None:
@@ -1046,8 +1045,6 @@ JobEventType = Literal["job.scheduled", "job.in_progress", "job.completed", "job
 """The service's job event types (feed, channels, webhooks). ``job.completed``: the job finished
 processing, not that every file succeeded (its details say that)."""
 JOB_EVENT_TYPES: tuple[str, ...] = typing.get_args(JobEventType)
-Moment = Annotated[datetime, BeforeValidator(lambda value: _iso_offset(value))]
-"""A response's date-time, PostgreSQL's short offsets (``+00``) read too."""
 
 
 def _comma_list(value: Any) -> Any:

@@ -449,6 +449,84 @@ def test_the_job_event_feed(emulator: Any, hook: WorkflowServiceHook, inputs: li
     assert hook.list_notifications(since=created + timedelta(seconds=1)).events == []
 
 
+@exercises("get_notification", "count_unread_notifications", "mark_notifications_read")
+def test_the_feeds_read_state(emulator: Any, hook: WorkflowServiceHook, inputs: list[Path]) -> None:
+    if emulator.dialect == "spec":
+        with pytest.raises(WorkflowServiceNotFoundError):
+            hook.count_unread_notifications()
+        with pytest.raises(WorkflowServiceNotFoundError):
+            hook.get_notification("5b0c1d9e-8f57-4c39-9a7e-2d9f2f0d1a11")
+        with pytest.raises(WorkflowServiceNotFoundError):
+            hook.mark_notifications_read(["5b0c1d9e-8f57-4c39-9a7e-2d9f2f0d1a11"])
+        return
+    job = local_job(hook, inputs)
+    finish(emulator, hook, job.id)
+    newest, *older = hook.list_notifications(workflow_id=job.workflow_id).events
+    assert hook.get_notification(newest.id) == newest
+    assert hook.count_unread_notifications(job.workflow_id) == hook.count_unread_notifications() == 3
+    assert hook.mark_notifications_read([newest.id]) == 1
+    assert hook.get_notification(newest.id).is_read is True
+    assert older[0].created_at is not None
+    before = older[0].created_at + timedelta(microseconds=1)
+    assert hook.mark_notifications_read(before=before, workflow_id=job.workflow_id) == 2
+    assert hook.count_unread_notifications() == 0
+    with pytest.raises(WorkflowServiceNotFoundError):
+        hook.get_notification("5b0c1d9e-8f57-4c39-9a7e-2d9f2f0d1a11")
+
+
+CHANNEL_SECRET = "contract-channel-secret-0123456789"
+LEVELS = ("workflow", "workspace")
+
+
+CHANNEL_VERBS = ("create", "get", "update", "delete", "verify")
+
+
+@exercises(
+    *(f"{verb}_{level}_channel" for verb in CHANNEL_VERBS for level in LEVELS),
+    *(f"list_{level}_channels" for level in LEVELS),
+)
+def test_notification_channels(emulator: Any, hook: WorkflowServiceHook) -> None:
+    workflow = hook.create_workflow("channels", "basic")
+    webhook = {"event_types": ["job.completed"], "url": "https://hooks.example.test/in"}
+    webhook["secret"] = CHANNEL_SECRET
+    if emulator.dialect == "spec":  # the spec has no job events: each operation is not found
+        one = "5b0c1d9e-8f57-4c39-9a7e-2d9f2f0d1a11"
+        calls = [("create_{}_channel", ("webhook",), webhook), ("list_{}_channels", (), {})]
+        calls += [(f"{verb}_{{}}_channel", (one,), {}) for verb in ("get", "delete", "verify")]
+        calls += [("update_{}_channel", (one,), {"enabled": False})]
+        for level, scope in {"workflow": (workflow.id,), "workspace": ()}.items():
+            for name, args, kwargs in calls:
+                with pytest.raises(WorkflowServiceNotFoundError):
+                    getattr(hook, name.format(level))(*scope, *args, **kwargs)
+        return
+    email = {"event_types": ["job.failed"], "email_config": {"recipient_email": "ops@example.test"}}
+    hooked = hook.create_workflow_channel(workflow.id, "webhook", **webhook)
+    mailed = hook.create_workspace_channel("email", **email, description="failures")
+    assert (hooked.channel_type, hooked.url, hooked.enabled) == ("webhook", webhook["url"], True)
+    assert (mailed.channel_type, mailed.description) == ("email", "failures")
+    assert [c.id for c in hook.list_workflow_channels(workflow.id)] == [hooked.id]
+    assert [c.id for c in hook.list_workspace_channels()] == [mailed.id]
+    assert hook.get_workflow_channel(workflow.id, hooked.id).event_types == ["job.completed"]
+    assert hook.get_workspace_channel(mailed.id).email_config["recipient_email"] == "ops@example.test"
+    assert CHANNEL_SECRET not in json.dumps([c.model_dump(mode="json") for c in (hooked, mailed)])
+
+    changed = hook.update_workflow_channel(workflow.id, hooked.id, enabled=False, secret="")
+    assert (changed.enabled, changed.updated_at is not None) == (False, True)
+    assert hook.update_workspace_channel(mailed.id, event_types="job.failed,job.stopped").event_types == [
+        "job.failed",
+        "job.stopped",
+    ]
+    assert hook.verify_workspace_channel(mailed.id, "123456").model_extra["verified"] is True
+    verified = hook.verify_workflow_channel(workflow.id, hooked.id)
+    assert verified is not None
+    assert verified.id == hooked.id
+    hook.delete_workflow_channel(workflow.id, hooked.id)
+    hook.delete_workspace_channel(mailed.id)
+    assert hook.list_workflow_channels(workflow.id) == hook.list_workspace_channels() == []
+    with pytest.raises(WorkflowServiceNotFoundError):
+        hook.get_workspace_channel(mailed.id)
+
+
 # --------------------------------------------------------------------------------------------------
 # Faults seen through the hook
 

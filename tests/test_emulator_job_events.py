@@ -603,3 +603,44 @@ def test_email_channels_send_only_once_verified(
     receiver.wait_for(2)
     emailed = [d for d in emu.deliveries() if d["channel_type"] == "email"]
     assert [(d["job_id"], d["recipient"], d["outcome"]) for d in emailed] == [(job_id, "o@x.io", "emailed")]
+
+
+def test_a_restarted_emulator_does_not_send_the_past_again(tmp_path: Any) -> None:
+    receiver, db = Receiver(), str(tmp_path / "state.db")
+    try:
+        with running_emulator(token=TEST_TOKEN, db=db, dialect="platform", processing_delay=SLOT) as emu:
+            emu.webhooks(allow_http_loopback=True)
+            with emu.api_client() as api:
+                workflow_id = workflow(api)
+                subscribe(api, receiver.url("/in"))
+                one_job(emu, api, workflow_id)
+                receiver.wait_for(1)
+        restarted = running_emulator(token=TEST_TOKEN, db=db, dialect="platform", processing_delay=SLOT)
+        with restarted as emu, emu.api_client() as api:
+            job_id = one_job(emu, api, workflow_id)
+            received = receiver.wait_for(2)  # the past, resent, would come first (it is older)
+        assert json.loads(received[1][2])["job"]["job_id"] == job_id
+    finally:
+        receiver.server.shutdown()
+        receiver.server.server_close()
+
+
+def test_a_queued_on_demand_job_starts_in_the_feed_when_admitted(
+    emu: EmulatorHandle, api: httpx.Client
+) -> None:
+    emu.configure(on_demand_max_running=1)
+    launched = []
+    for _ in range(2):
+        response = api.post(
+            "/jobs/",
+            data={"request_data": json.dumps({"template_id": "hi_res_partition"})},
+            files=[("input_files", ("a.txt", TEXT, "text/plain"))],
+        )
+        launched.append(response.json()["id"])
+    emu.advance_clock(3 * STEP)  # the first is done (2 slots after one scheduled); the second admitted then
+    events = {(e["payload"]["job_id"], e["event_type"]): e for e in feed(api)["events"]}
+    first_done = datetime.fromisoformat(events[launched[0], "job.completed"]["created_at"])
+    second_started = datetime.fromisoformat(events[launched[1], "job.in_progress"]["created_at"])
+    assert second_started - first_done == timedelta(seconds=STEP)  # its own scheduled slot, from admission
+    assert (launched[1], "job.completed") not in events
+    assert job_status(api, launched[1]) == "IN_PROGRESS"

@@ -1,6 +1,8 @@
-"""Each endpoint is declared once (``hooks/_calls.py``, ``Endpoints``) and each hook has it as a real method.
+"""
+Each endpoint is declared once (``hooks/_calls.py``'s ``Endpoints``, the job events' in ``_event_calls.py``)
+and each hook has it as a real method.
 
-Every endpoint of ``_calls.ENDPOINTS`` is one method of the same name on each hook, with the endpoint's
+Every endpoint of ``_event_calls.ENDPOINTS`` is one method of the same name on each hook, with the endpoint's
 parameters, answer type and docstring; runtime tools (``inspect``, ``help``, tracebacks, ``autospec``)
 see real functions, and a type checker sees each method typed (sync: the answer; async: an awaitable).
 """
@@ -21,7 +23,8 @@ from unittest import mock
 
 import pytest
 
-from airflow_provider_workflowsvc.hooks._calls import ENDPOINTS, Endpoint, Endpoints
+from airflow_provider_workflowsvc.hooks._calls import Endpoint
+from airflow_provider_workflowsvc.hooks._event_calls import ENDPOINTS, JobEventEndpoints as Endpoints
 from airflow_provider_workflowsvc.hooks._exchange import ApiCall
 from airflow_provider_workflowsvc.hooks.workflowsvc import (
     ENDPOINT_NAMES,

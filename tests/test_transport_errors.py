@@ -16,13 +16,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import respx
 
-from airflow_provider_workflowsvc.exceptions import WorkflowServiceConnectionError
-from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
+from airflow_provider_workflowsvc.exceptions import WorkflowServiceApiError, WorkflowServiceConnectionError
+from airflow_provider_workflowsvc.hooks.workflowsvc import (
+    ConnectionSettings,
+    WorkflowServiceAsyncHook,
+    WorkflowServiceHook,
+)
 from airflow_provider_workflowsvc.wait.poll import is_transient
 
 CONN_ID = "workflowsvc_default"
 RETRIES = 2
+BASE_URL = "https://wfsvc.example.test/api/v1"
 
 
 class _Counting(socketserver.ThreadingTCPServer):
@@ -253,3 +259,31 @@ def test_connection_refused_answers_at_once(monkeypatch: pytest.MonkeyPatch) -> 
         f"Is the service listening on 127.0.0.1:{port}? Check the port, the scheme (http/https) and "
         "any proxy"
     )
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "sent"),
+    [
+        (503, {"detail": "the workflow is misconfigured", "retryable": False}, 1),
+        (429, {"detail": "over the plan's limit", "retryable": False}, 1),
+        (503, {"detail": "busy", "retryable": "false"}, 1 + RETRIES),  # only the JSON false says no
+        (502, {"detail": "busy", "retryable": True}, 1 + RETRIES),
+        (503, {"detail": "busy"}, 1 + RETRIES),
+    ],
+)
+async def test_an_answer_that_says_retryable_false_is_not_retried(
+    kind: str, status: int, body: dict[str, Any], sent: int
+) -> None:
+    settings = ConnectionSettings(base_url=BASE_URL, max_retries=RETRIES, retry_wait=0)
+    hook: Any = (WorkflowServiceHook if kind == "sync" else WorkflowServiceAsyncHook)(settings=settings)
+    with respx.mock(assert_all_called=True) as mock:
+        route = mock.get(f"{BASE_URL}/workflows/").respond(status, json=body)
+        with pytest.raises(WorkflowServiceApiError) as caught:
+            result = hook.list_workflows()
+            if inspect.isawaitable(result):
+                await result
+        await hook.aclose() if kind == "async" else hook.close()
+    assert route.call_count == sent
+    assert caught.value.status_code == status
+    assert caught.value.retryable is (False if body.get("retryable") is False else None)
+    assert body["detail"] in str(caught.value)

@@ -13,13 +13,15 @@ own ``unstructured-api-key`` header (the API key, or the token when no key is se
 When bound to loopback, every request's ``Host`` must be a loopback name or address with the bound
 port (421 otherwise, against DNS rebinding). ``--dialect platform`` answers as the live service does
 (see ``dialect.py``) and also serves its templates (``GET /templates/``, ``GET /templates/{id}``) and
-on-demand jobs (``POST /jobs/``) within the documented limits (``limits.py``).
+on-demand jobs (``POST /jobs/``) within the documented limits (``limits.py``), and job events: the
+notifications feed (``events.py``), notification channels (``channels.py``) and signed webhook delivery
+(``webhooks.py``).
 
 Control endpoints under ``/_emulator`` need the same ``Authorization: Bearer <token>`` (no API key):
 
 * ``GET /health`` - liveness, emulator time, whether state is persistent.
-* ``POST /reset`` - drop every connector, workflow, job and check; clear faults and the request log;
-  restore the start-up config; clock offset back to 0.
+* ``POST /reset`` - drop every connector, workflow, job, check and notification channel; clear faults,
+  the request log and webhook switches; restore the start-up config; clock offset back to 0.
 * ``GET /config``, ``PUT /config`` - run-time settings (partial update): ``processing_delay``,
   ``connection_check_delay``, ``redirect_slashes`` (off/spec/add/strip), ``redirect_status``,
   ``allow_remote_source_download``, ``failing_files`` (name globs that fail), ``job_endings``
@@ -33,6 +35,9 @@ Control endpoints under ``/_emulator`` need the same ``Authorization: Bearer <to
 * ``GET /jobs`` - every job, oldest first, with its status and the file names it received.
 * ``GET /requests?method=&path_contains=``, ``DELETE /requests`` - the request log of ``/api/v1``:
   time, method, path, query, status, fault, duration_ms (never headers or bodies).
+* ``GET /webhooks``, ``PUT /webhooks`` - webhook test switches (``allow_http_loopback``, ``delay``,
+  ``duplicate_rate``, ``drop_rate``, ``bad_signature_rate``, ``reorder``, ``seed``);
+  ``GET /webhooks/deliveries``, ``DELETE /webhooks/deliveries``; ``GET /channels/{id}/secret``.
 * ``GET /clock``, ``POST /clock/advance`` ``{"seconds": s}`` - emulator time; advancing moves jobs
   forward and fires due schedules.
 """

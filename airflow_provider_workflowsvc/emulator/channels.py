@@ -127,12 +127,17 @@ class Channels:
             and (row["channel_type"] == "webhook" or (row["verified_at"] or math.inf) <= event.at)
         ]
 
-    def secret(self, channel_id: str) -> str:
-        """Return the secret a channel signs with (control API only)."""
+    def stored_secret(self, channel_id: str) -> str | None:
+        """Return the secret a channel signs with (None: no such channel)."""
         row = self.service.store.get("channels", channel_id)
-        if row is None:
+        return None if row is None else str(row["secret"] or row["generated_secret"])
+
+    def secret(self, channel_id: str) -> str:
+        """Return the secret a channel signs with, for the control API (404: no such channel)."""
+        secret = self.stored_secret(channel_id)
+        if secret is None:
             raise ApiError(404, f"channel {channel_id} not found")
-        return str(row["secret"] or row["generated_secret"])
+        return secret
 
     @staticmethod
     def channel_json(row: Mapping[str, Any]) -> dict[str, Any]:

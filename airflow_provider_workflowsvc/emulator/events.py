@@ -58,7 +58,7 @@ class Event:
     status: JobState
     at: float
     rank: int
-    started_at: float
+    job_created_at: float
 
     @property
     def key(self) -> tuple[float, int, str]:
@@ -68,7 +68,7 @@ class Event:
     @property
     def processing_time_ms(self) -> int:
         """Milliseconds from the job's creation to this change."""
-        return max(0, round((self.at - self.started_at) * 1000))
+        return max(0, round((self.at - self.job_created_at) * 1000))
 
 
 def job_events(job: JobRecord, at: float) -> list[Event]:
@@ -83,7 +83,7 @@ def job_events(job: JobRecord, at: float) -> list[Event]:
             status=state,
             at=moment,
             rank=rank,
-            started_at=job.created_at,
+            job_created_at=job.created_at,
         )
         for rank, (state, moment) in enumerate(job.transitions(at))
     ]

@@ -20,6 +20,7 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 import random
 import uuid
 from collections import deque
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Deliveries"]
 
+_log = logging.getLogger(__name__)
 POLL_INTERVAL = 0.05
 SEND_TIMEOUT = 5.0
 MAX_RECORDED = 10_000
@@ -63,6 +65,8 @@ class Deliveries:
         self._changed: asyncio.Event | None = None
         self.waiting = 0
         """Deliveries held by the ``delay`` switch right now."""
+        self._generation = 0
+        """Incremented by a reset: a delivery begun before it is abandoned (never sent, nor recorded)."""
 
     def configure(self, settings: WebhookSettings) -> None:
         """Replace the switches; a delivery waiting for its delay ends its wait (under the new delay)."""
@@ -71,13 +75,19 @@ class Deliveries:
             self._changed.set()
 
     def reset(self) -> None:
+        self._generation += 1
         self.configure(WebhookSettings())
         self.log.clear()
         self._sent.clear()
         self._held.clear()
 
     def start(self) -> None:
-        """Start delivering in the running event loop (the server's)."""
+        """
+        Start delivering in the running event loop (the server's). A restarted emulator (state in a
+        file) sends what happens from now on, not again what its channels were sent before.
+        """
+        self._due()
+        self._held.clear()
         self._changed = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -90,12 +100,16 @@ class Deliveries:
         async with httpx.AsyncClient(timeout=SEND_TIMEOUT, follow_redirects=False, trust_env=False) as client:
             while True:
                 await asyncio.sleep(POLL_INTERVAL)
-                for channel, event in self._due():
-                    await self._deliver(client, channel, event)
+                try:
+                    for channel, event in self._due():
+                        await self._deliver(client, channel, event)
+                except Exception:  # one bad look must not end delivery for the emulator's life
+                    _log.exception("webhook delivery failed; it goes on at the next look")
 
     def _due(self) -> list[tuple[dict[str, Any], Event]]:
         """Return the (channel, event) pairs to send now, oldest event first (or held back to reorder)."""
         if any(row["enabled"] for row in self.channels.rows()):
+            self.notifications.service.fire_due_schedules()  # as a request would: schedules keep time
             events, _ = self.notifications.events()
             for event in reversed(events):
                 for channel in self.channels.receivers(event):
@@ -129,7 +143,7 @@ class Deliveries:
         return rate > 0 and self._rng.random() < rate
 
     async def _deliver(self, client: httpx.AsyncClient, channel: dict[str, Any], event: Event) -> None:
-        settings = self.settings
+        settings, generation = self.settings, self._generation
         record: dict[str, Any] = {
             "channel_id": channel["id"],
             "channel_type": channel["channel_type"],
@@ -147,10 +161,15 @@ class Deliveries:
             record["faults"] = ["delay"]
             await self._delay()
             settings = self.settings
+            if generation != self._generation:
+                return
+        secret = self.channels.stored_secret(channel["id"])
+        if secret is None:  # deleted meanwhile
+            return
         message_id = "msg_" + uuid.uuid5(_NAMESPACE, event.id + "/" + channel["id"]).hex
         body = json.dumps(self.message(event), separators=(",", ":")).encode()
         timestamp = int(self.notifications.service.clock.time())
-        key = signing_key(self.channels.secret(channel["id"]))
+        key = signing_key(secret)
         if self._chance(settings.bad_signature_rate):
             key, record["faults"] = key + b"-wrong", [*record["faults"], "bad_signature"]
         headers = {
@@ -172,7 +191,8 @@ class Deliveries:
                 outcome = {"outcome": "sent", "status_code": response.status_code}
             except httpx.HTTPError as exc:
                 outcome = {"outcome": "failed", "error": type(exc).__name__}
-            self.log.append({**record, **outcome})
+            if generation == self._generation:
+                self.log.append({**record, **outcome})
 
     def message(self, event: Event) -> dict[str, Any]:
         """Return the JSON body of a delivery."""

@@ -1,5 +1,6 @@
 """
-Every endpoint of the Workflow Service, once: its signature, docstring and wire facts (:class:`Endpoints`).
+Every endpoint of the Workflow Service, once: its signature, docstring and wire facts (:class:`Endpoints`;
+the job events' in :mod:`._event_calls`, on top of these).
 
 Each endpoint validates its arguments (raising :class:`WorkflowServiceInputError` before anything is
 sent) and returns an :class:`~._exchange.ApiCall`: method, path, query, body, how to parse the answer
@@ -12,36 +13,22 @@ from __future__ import annotations
 import inspect
 import json
 import os
-from collections.abc import Iterable, Mapping
+import sys
+import typing
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime
+from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
+from urllib.parse import quote
 from uuid import UUID
+
+from pydantic import ValidationError
 
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceInputError,
+    format_validation_errors,
     validate_input,
-)
-from airflow_provider_workflowsvc.hooks._endpoint import (
-    Endpoint,
-    _channel_list,
-    _channel_verify,
-    _channel_write,
-    _channels,
-    _connector,
-    _connector_type,
-    _count,
-    _creation,
-    _deletion,
-    _enum,
-    _given,
-    _job_id,
-    _moment,
-    _output_params,
-    _path_id,
-    _update_connector,
-    _uuid,
-    _workflow,
 )
 from airflow_provider_workflowsvc.hooks._exchange import (
     ApiCall,
@@ -50,6 +37,7 @@ from airflow_provider_workflowsvc.hooks._exchange import (
     parse_check_started,
     parse_run_result,
     parser,
+    send_sync,
 )
 from airflow_provider_workflowsvc.hooks._files import (  # operators import the upload checks from here
     OUTPUT_HEAD_BYTES,
@@ -59,10 +47,10 @@ from airflow_provider_workflowsvc.hooks._files import (  # operators import the 
     download_target,
     upload_files,
 )
+from airflow_provider_workflowsvc.hooks._pool import send_async
 from airflow_provider_workflowsvc.models import (
     LISTED_JOB_STATUSES,
     ConnectionCheck,
-    CreateChannel,
     CreateDestinationConnector,
     CreateJob,
     CreateSourceConnector,
@@ -72,28 +60,176 @@ from airflow_provider_workflowsvc.models import (
     Element,
     Job,
     JobDetails,
-    JobEventType,
     JobFailedFiles,
     JobStatus,
-    ListNotificationsParams,
     ListWorkflowsParams,
-    MarkNotificationsRead,
-    Notification,
-    NotificationChannel,
-    NotificationPage,
     SourceConnector,
     SourceType,
     TemplateDetail,
     TemplateListItem,
-    UpdateChannel,
+    UpdateConnector,
     UpdateWorkflow,
     Workflow,
+    as_utc,
+    connector_type_name,
+    parse_connector_type,
+    parse_enum,
     request_json,
 )
 from airflow_provider_workflowsvc.storage import StagedObject
 
 if TYPE_CHECKING:
-    pass
+    from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook, WorkflowServiceHook
+
+P = ParamSpec("P")
+T = TypeVar("T")
+E = TypeVar("E", bound=Enum)
+
+
+class Endpoint(Generic[P, T]):
+    """
+    One endpoint: its builder (signature, docstring, wire facts), declared once in :class:`Endpoints`.
+
+    On a hook it is a method of the builder's name and signature that builds the call and sends it:
+    ``T`` from the sync hook, an awaitable of ``T`` from the async one (how type checkers see it; at
+    run time each hook class holds a real function, :meth:`method`).
+    """
+
+    def __init__(self, build: Callable[P, ApiCall[T]]) -> None:
+        self.build = build
+        self.name = build.__name__
+        self.__doc__ = build.__doc__
+
+    @overload
+    def __get__(self, hook: None, owner: type) -> Endpoint[P, T]: ...
+    @overload
+    def __get__(self, hook: WorkflowServiceHook, owner: type) -> Callable[P, T]: ...
+    @overload
+    def __get__(self, hook: WorkflowServiceAsyncHook, owner: type) -> Callable[P, Awaitable[T]]: ...
+    def __get__(self, hook: Any, owner: type) -> Any:
+        return self  # only on Endpoints itself: every hook class has its own real methods
+
+    def method(self, owner: type, asynchronous: bool) -> Callable[..., Any]:
+        """Return ``owner``'s method that sends this endpoint's call, named, typed and documented as it."""
+        method = send_async(self) if asynchronous else send_sync(self)
+        qualname = f"{owner.__qualname__}.{self.name}"
+        if sys.version_info >= (3, 11):  # a traceback names the endpoint
+            method.__code__ = method.__code__.replace(co_name=self.name, co_qualname=qualname)
+        else:  # pragma: no cover - Python 3.10
+            method.__code__ = method.__code__.replace(co_name=self.name)
+        signature = inspect.signature(self.build)
+        answer = self.answer_type()
+        self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        method.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[self_parameter, *signature.parameters.values()], return_annotation=answer
+        )
+        hints = typing.get_type_hints(self.build)  # resolved here: the method's own module lacks the names
+        method.__annotations__ = {**hints, "return": typing.get_args(hints["return"])[0]}
+        method.__name__, method.__qualname__, method.__module__ = self.name, qualname, owner.__module__
+        method.__doc__ = self.build.__doc__
+        return method
+
+    def answer_type(self) -> str:
+        """Return the ``T`` of the builder's ``ApiCall[T]`` return annotation, as text."""
+        returned = str(self.build.__annotations__["return"])
+        return returned.removeprefix("ApiCall[").removesuffix("]")
+
+
+# --------------------------------------------------------------------------------------------------
+# Argument checks
+
+
+def _uuid(value: str | UUID, what: str) -> str:
+    if isinstance(value, UUID):
+        return str(value)
+    try:
+        return str(UUID(str(value).strip()))
+    except (ValueError, AttributeError):
+        raise WorkflowServiceInputError(f"{what} must be a UUID, got {value!r}") from None
+
+
+def _path_id(value: Any, what: str) -> str:
+    """Return an id that is one path segment, quoted (job and template ids are strings, not only UUIDs)."""
+    text = str(value).strip() if value is not None else ""
+    if not text or "/" in text or text in (".", ".."):
+        raise WorkflowServiceInputError(f"{what} must be a non-empty {what.replace('_', ' ')}, got {value!r}")
+    return quote(text, safe="")
+
+
+def _job_id(value: str) -> str:
+    return _path_id(value, "job_id")
+
+
+def _enum(enum_cls: type[E], value: Any, what: str) -> E:
+    try:
+        return parse_enum(enum_cls, value, what)
+    except ValueError as exc:
+        raise WorkflowServiceInputError(str(exc)) from None
+
+
+def _moment(value: datetime | None, what: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise WorkflowServiceInputError(f"{what} must be a datetime, got {type(value).__name__}")
+    return as_utc(value)
+
+
+def _non_empty(value: str, what: str) -> str:
+    text = str(value).strip() if value is not None else ""
+    if not text:
+        raise WorkflowServiceInputError(f"{what} must not be empty")
+    return text
+
+
+def _connector_type(kind: Literal["source", "destination"], value: Any) -> str:
+    """Return a connector type's wire name; one the provider does not know passes with a warning."""
+    try:
+        return connector_type_name(parse_connector_type(kind, value))
+    except ValueError as exc:
+        raise WorkflowServiceInputError(str(exc)) from None
+
+
+def _update_connector(
+    kind: Literal["source", "destination"], connector_type: Any, config: Any
+) -> UpdateConnector:
+    if connector_type is not None:
+        connector_type = _connector_type(kind, connector_type)
+    try:
+        return UpdateConnector.for_type(kind, connector_type, config)
+    except ValidationError as exc:
+        details = format_validation_errors(exc.errors(include_input=False, include_url=False))
+        raise WorkflowServiceInputError(f"invalid {kind} connector config: {details}") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# The shapes several endpoints share
+
+
+def _connector(kind: Literal["source", "destination"], connector_id: str | UUID, below: str = "") -> str:
+    """Return the path of a source or destination connector (or of ``below`` it)."""
+    return f"/{kind}s/{_uuid(connector_id, f'{kind}_id')}{below}"
+
+
+def _creation(path: str, model: Any, what: str, fields: Mapping[str, Any], answer: Any) -> ApiCall[Any]:
+    """Return a create call: ``fields`` checked as ``model``, never retried once it may have reached it."""
+    body = validate_input(model, what, fields)
+    return ApiCall("POST", path, parser(answer), json=request_json(body), retry="unsent-only")
+
+
+def _deletion(path: str) -> ApiCall[None]:
+    return ApiCall("DELETE", path, ignore_body, wants_body=False)
+
+
+# --------------------------------------------------------------------------------------------------
+# The endpoints
+
+
+def _output_params(file_id: str, node_id: str | None) -> dict[str, str]:
+    params = {"file_id": _non_empty(file_id, "file_id")}
+    if node_id is not None:
+        params["node_id"] = _non_empty(node_id, "node_id")
+    return params
 
 
 class Endpoints:
@@ -109,7 +245,7 @@ class Endpoints:
         if send is None:
             return
         asynchronous = inspect.iscoroutinefunction(send)
-        for each in ENDPOINTS:  # a subclass keeps the methods it inherits or defines
+        for each in endpoints_of(cls):  # a subclass keeps the methods it inherits or defines
             if isinstance(inspect.getattr_static(cls, each.name), Endpoint):
                 setattr(cls, each.name, each.method(cls, asynchronous))
 
@@ -431,135 +567,8 @@ class Endpoints:
             retry="unsent-only",
         )
 
-    # -- job events (the live service's; the spec has none) -----------------------------------------
 
-    @Endpoint
-    def list_notifications(
-        workflow_id: str | UUID | None = None,
-        event_types: Iterable[JobEventType] | str | None = None,
-        since: datetime | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-        unread_only: bool | None = None,
-    ) -> ApiCall[NotificationPage]:
-        """
-        Read one page of the service's job events, newest first: of one workflow, of some event types
-        (:data:`~airflow_provider_workflowsvc.models.JOB_EVENT_TYPES`), created since a moment (a
-        date-time without a zone is UTC), ``limit`` (1 to 100) at most; the page's ``next_cursor`` as
-        ``cursor`` reads the next one. Reading never marks an event read.
-        """
-        given = {"workflow_id": workflow_id, "event_types": event_types, "since": since, "limit": limit}
-        given |= {"cursor": cursor, "unread_only": unread_only}
-        params = validate_input(ListNotificationsParams, "list_notifications parameters", given).query()
-        return ApiCall("GET", "/notifications", parser(NotificationPage), params=params)
-
-    @Endpoint
-    def get_notification(notification_id: str) -> ApiCall[Notification]:
-        """Fetch one job event of the feed."""
-        path = f"/notifications/{_path_id(notification_id, 'notification_id')}"
-        return ApiCall("GET", path, parser(Notification))
-
-    @Endpoint
-    def count_unread_notifications(workflow_id: str | UUID | None = None) -> ApiCall[int]:
-        """Count the job events not read yet by the connection's user (of one workflow when given)."""
-        params = None if workflow_id is None else {"workflow_id": _uuid(workflow_id, "workflow_id")}
-        return ApiCall("GET", "/notifications/unread-count", _count, params=params)
-
-    @Endpoint
-    def mark_notifications_read(
-        notification_ids: Iterable[str] | None = None,
-        *,
-        before: datetime | None = None,
-        workflow_id: str | UUID | None = None,
-    ) -> ApiCall[int]:
-        """
-        Mark job events read for the connection's user (the service's bell, a person's state: the
-        provider never marks any): up to 100 by id, or all created ``before`` a moment (of one workflow
-        when given). Returns how many were newly marked.
-        """
-        given = {"notification_ids": notification_ids, "before": before, "workflow_id": workflow_id}
-        body = validate_input(MarkNotificationsRead, "mark_notifications_read", _given(given))
-        return ApiCall("POST", "/notifications/mark-read", _count, json=request_json(body))
-
-    # -- notification channels: a workflow's and the workspace's (the live service's) --------------
-
-    @Endpoint
-    def create_workflow_channel(
-        workflow_id: str | UUID, channel_type: str, **fields: Any
-    ) -> ApiCall[NotificationChannel]:
-        """
-        Create a notification channel of a workflow: ``channel_type`` ``webhook`` (``url``: HTTPS;
-        ``secret``: 24 to 75 bytes, write-only, signs the deliveries) or ``email`` (``email_config``);
-        ``event_types`` (at least one), ``description`` (up to 255 characters), ``enabled``.
-        """
-        return _channel_write("POST", _channels(_workflow(workflow_id)), CreateChannel, channel_type, fields)
-
-    @Endpoint
-    def list_workflow_channels(
-        workflow_id: str | UUID, channel_type: str | None = None
-    ) -> ApiCall[list[NotificationChannel]]:
-        """List a workflow's notification channels (of one type when given)."""
-        return _channel_list(_workflow(workflow_id), channel_type)
-
-    @Endpoint
-    def get_workflow_channel(workflow_id: str | UUID, channel_id: str) -> ApiCall[NotificationChannel]:
-        """Fetch one notification channel of a workflow (never its secret)."""
-        return ApiCall("GET", _channels(_workflow(workflow_id), channel_id), parser(NotificationChannel))
-
-    @Endpoint
-    def update_workflow_channel(
-        workflow_id: str | UUID, channel_id: str, **fields: Any
-    ) -> ApiCall[NotificationChannel]:
-        """Change a workflow's notification channel: only the fields given are sent (``secret=""``: none)."""
-        path = _channels(_workflow(workflow_id), channel_id)
-        return _channel_write("PATCH", path, UpdateChannel, None, fields)
-
-    @Endpoint
-    def delete_workflow_channel(workflow_id: str | UUID, channel_id: str) -> ApiCall[None]:
-        """Delete a notification channel of a workflow."""
-        return _deletion(_channels(_workflow(workflow_id), channel_id))
-
-    @Endpoint
-    def verify_workflow_channel(
-        workflow_id: str | UUID, channel_id: str, code: str | None = None
-    ) -> ApiCall[NotificationChannel | None]:
-        """Verify a workflow's email channel with the code its recipient got (it sends once verified)."""
-        return _channel_verify(_channels(_workflow(workflow_id), channel_id, "/verify"), code)
-
-    @Endpoint
-    def create_workspace_channel(channel_type: str, **fields: Any) -> ApiCall[NotificationChannel]:
-        """Create a notification channel of the workspace: all its events (fields as a workflow's)."""
-        return _channel_write("POST", _channels(""), CreateChannel, channel_type, fields)
-
-    @Endpoint
-    def list_workspace_channels(channel_type: str | None = None) -> ApiCall[list[NotificationChannel]]:
-        """List the workspace's notification channels (of one type when given)."""
-        return _channel_list("", channel_type)
-
-    @Endpoint
-    def get_workspace_channel(channel_id: str) -> ApiCall[NotificationChannel]:
-        """Fetch one notification channel of the workspace (never its secret)."""
-        return ApiCall("GET", _channels("", channel_id), parser(NotificationChannel))
-
-    @Endpoint
-    def update_workspace_channel(channel_id: str, **fields: Any) -> ApiCall[NotificationChannel]:
-        """Change a workspace's notification channel: only the fields given are sent (``secret=""``: none)."""
-        return _channel_write("PATCH", _channels("", channel_id), UpdateChannel, None, fields)
-
-    @Endpoint
-    def delete_workspace_channel(channel_id: str) -> ApiCall[None]:
-        """Delete a notification channel of the workspace."""
-        return _deletion(_channels("", channel_id))
-
-    @Endpoint
-    def verify_workspace_channel(
-        channel_id: str, code: str | None = None
-    ) -> ApiCall[NotificationChannel | None]:
-        """Verify a workspace's email channel with the code sent to its recipient."""
-        return _channel_verify(_channels("", channel_id, "/verify"), code)
-
-
-ENDPOINTS: tuple[Endpoint[Any, Any], ...] = tuple(
-    value for value in vars(Endpoints).values() if isinstance(value, Endpoint)
-)
-"""Every endpoint of the spec, in the order declared: each hook has one method of its name per endpoint."""
+def endpoints_of(cls: type) -> tuple[Endpoint[Any, Any], ...]:
+    """Every endpoint ``cls`` declares or inherits, base classes' first, each in the order declared."""
+    found = (v for klass in reversed(cls.__mro__) for v in vars(klass).values() if isinstance(v, Endpoint))
+    return tuple(found)

@@ -57,11 +57,12 @@ def is_retryable(call: ApiCall[Any], exc: BaseException) -> bool:
     """
     Whether ``call`` may be sent again after ``exc`` without risk of doing its work twice.
 
-    Idempotent calls retry on a transport failure and on 429/502/503/504; a failure that would
-    happen again the same way (TLS version or certificate mismatch, unknown host name) is never
-    retried. Create and run calls (``unsent-only``) retry only when the connection was never
-    established, so the server never saw them: a read timeout, a dropped connection, a 429 or a 5xx
-    may mean the work was done.
+    Idempotent calls retry on a transport failure and on 429/502/503/504, unless the answer's body
+    says ``"retryable": false`` (as unstructured-client 0.46.4 reads it); a failure that would happen
+    again the same way (TLS version or certificate mismatch, unknown host name) is never retried.
+    Create and run calls (``unsent-only``) retry only when the connection was never established, so
+    the server never saw them: a read timeout, a dropped connection, a 429 or a 5xx may mean the work
+    was done.
     """
     if isinstance(exc, WorkflowServiceConnectionError):
         if exc.permanent or exc.kind == "lane_limit":  # a read that hangs: sent again, it would hang again
@@ -70,7 +71,8 @@ def is_retryable(call: ApiCall[Any], exc: BaseException) -> bool:
     if isinstance(exc, WorkflowServiceQuotaError):
         return False  # a used-up quota is not cured by asking again (not even a 429 saying so)
     if isinstance(exc, WorkflowServiceApiError):
-        return call.retry == "idempotent" and exc.status_code in RETRYABLE_STATUS
+        retried = call.retry == "idempotent" and exc.status_code in RETRYABLE_STATUS
+        return retried and exc.retryable is not False
     return False
 
 
@@ -83,6 +85,15 @@ class _StopAtDeadline(stop_base):
     def __call__(self, retry_state: RetryCallState) -> bool:
         at = self._at()
         return at is not None and time.time() + retry_state.upcoming_sleep >= at
+
+
+def _says_not_retryable(response: httpx.Response) -> bool:
+    """Whether the answer's JSON body says ``"retryable": false`` (the service's word against a retry)."""
+    try:
+        body = response.json()
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(body, dict) and body.get("retryable") is False
 
 
 def _retry_after_seconds(response: httpx.Response) -> float | None:
@@ -252,6 +263,7 @@ class Failures:
             detail,
             response.reason_phrase,
             retry_after=_retry_after_seconds(response),
+            retryable=False if _says_not_retryable(response) else None,
         )
 
     def still_refused(

@@ -1,11 +1,12 @@
 """
 The Workflow Service hooks: one method per endpoint, sync (``httpx.Client``) and async (``AsyncClient``).
 
-Each endpoint method (one per endpoint of :class:`._calls.Endpoints`, with its signature and docstring)
-builds its request there and sends it through :mod:`._exchange` (retries, redirects, deadlines; what a
-failure means: :mod:`._failures`), the same way for both hooks. A sync hook keeps one HTTP client (one
-connection pool) for its whole life. Async hooks in one event loop with the same connection settings share one
-``httpx.AsyncClient`` (:mod:`._pool`); it is closed when its last hook is. Close a hook with
+Each endpoint method (one per endpoint of :class:`._calls.Endpoints` and :mod:`._event_calls`, with its
+signature and docstring) builds its request there and sends it through :mod:`._exchange` (retries,
+redirects, deadlines; what a failure means: :mod:`._failures`), the same way for both hooks. A sync hook
+keeps one HTTP client (one connection pool) for its whole life. Async hooks in one event loop with the
+same connection settings share one ``httpx.AsyncClient`` (:mod:`._pool`); it is closed when its last
+hook is. Close a hook with
 ``close()`` / ``aclose()`` or use it as a context manager.
 """
 
@@ -22,7 +23,8 @@ import httpx
 from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc._compat import CONN_FIELDS_READ, BaseHook
 from airflow_provider_workflowsvc.hooks import CONN_TYPE, DEFAULT_CONN_ID
-from airflow_provider_workflowsvc.hooks._calls import ENDPOINTS, Endpoints
+from airflow_provider_workflowsvc.hooks._calls import Endpoints
+from airflow_provider_workflowsvc.hooks._event_calls import ENDPOINTS, JobEventEndpoints
 from airflow_provider_workflowsvc.hooks._exchange import _Transport, deadline, send
 from airflow_provider_workflowsvc.hooks._failures import connection_failed, is_retryable
 from airflow_provider_workflowsvc.hooks._listing import Listing
@@ -197,7 +199,7 @@ class _HookBase(BaseHook):
         return f"{type(self).__name__}(workflowsvc_conn_id={self.workflowsvc_conn_id!r})"
 
 
-class WorkflowServiceHook(_HookBase, Endpoints):
+class WorkflowServiceHook(_HookBase, JobEventEndpoints):
     """
     Synchronous hook: one ``httpx.Client`` for the hook's life, one method per endpoint.
 
@@ -315,7 +317,7 @@ class WorkflowServiceHook(_HookBase, Endpoints):
         return True, f"Connection successful: {transport.settings.base_url} accepted the credentials."
 
 
-class WorkflowServiceAsyncHook(_HookBase, Endpoints):
+class WorkflowServiceAsyncHook(_HookBase, JobEventEndpoints):
     """
     Asynchronous hook: one ``httpx.AsyncClient`` for the hook's life, one awaitable method per endpoint.
 
