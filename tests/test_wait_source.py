@@ -70,11 +70,16 @@ def check_kinds(events: list[dict[str, Any]]) -> None:
         assert payload["node_stats"], payload
 
 
+def is_source_read(r: dict[str, Any]) -> bool:
+    """Whether a logged request read the waits' source: the feed, or a listing of the active jobs."""
+    return bool(r["path"].endswith("/notifications") or "status=" in (r.get("query") or ""))
+
+
 def requests_by_kind(emulator: Any, jobs: list[str], workflow: str) -> collections.Counter[str]:
     """The GETs sent, by kind: ``source`` (the feed or the active-jobs listing), and per job."""
     counts: collections.Counter[str] = collections.Counter()
     for r in emulator.requests(method="GET"):
-        if r["path"].endswith("/notifications") or "status=" in (r.get("query") or ""):
+        if is_source_read(r):
             counts["source"] += 1
         elif any(f"/jobs/{job}" in r["path"] for job in jobs):
             counts[r["path"].rsplit("/", 1)[-1] if r["path"].count("/") > 4 else "record"] += 1
@@ -193,7 +198,8 @@ async def test_jobs_a_capped_or_odd_listing_does_not_show_are_polled_on_their_ow
 ) -> None:
     """The listing drops every other job and shows one in a status nobody knows: all end right."""
     emulator = workflowsvc_conn
-    emulator.configure(processing_delay=0.3)
+    emulator.configure(processing_delay=0.6)  # ~2.4 s: the hidden jobs are polled a few times
+    emulator.set_faults(path="/api/v1/notifications", errors=[404])  # the platform's listing too
     workflow, jobs = start_jobs(settings, inputs, 6)
     list_jobs = WorkflowServiceAsyncHook.list_jobs
     odd = jobs[1]
@@ -248,18 +254,19 @@ async def test_a_refused_listing_leaves_each_wait_to_its_own_poll(
 async def test_a_failing_or_hung_listing_costs_requests_not_outcomes(
     workflowsvc_conn: Any, settings: Any, inputs: Path
 ) -> None:
-    """Every listing answers 503, or never: each wait polls its own job, on time."""
+    """Every read of the source (feed, listing) answers 503, or never: each wait polls its own job."""
     emulator = workflowsvc_conn
     emulator.configure(processing_delay=0.3)
     for rule in ({"errors": [503]}, {"latency": 30.0}):
         workflow, jobs = start_jobs(settings, inputs, 4)
-        emulator.set_faults(method="GET", path="/api/v1/jobs/", **rule)
+        paths = ("/api/v1/jobs/", "/api/v1/notifications")
+        emulator.set_faults(rules=[{"method": "GET", "path": path, **rule} for path in paths])
         started = time.monotonic()
         events = await asyncio.gather(*(event(job, workflow) for job in jobs))
         emulator.clear_faults()
         check_kinds(events)
         assert time.monotonic() - started < 10, rule
-        listings = [r for r in emulator.requests(method="GET") if "status=" in (r.get("query") or "")]
+        listings = [r for r in emulator.requests(method="GET") if is_source_read(r)]
         assert listings, rule
         assert all(r["fault"] for r in listings), rule
 
@@ -311,6 +318,7 @@ async def test_a_stale_listing_holds_no_job_past_a_few_polls(
     """
     emulator = workflowsvc_conn
     emulator.configure(processing_delay=1000)  # the jobs wait until the emulator's clock is moved
+    emulator.set_faults(path="/api/v1/notifications", errors=[404])  # the platform's listing too
     workflow, jobs = start_jobs(settings, inputs, 4)
     stale: dict[Any, Any] = {}
     list_jobs, due = WorkflowServiceAsyncHook.list_jobs, source.Subscription.due

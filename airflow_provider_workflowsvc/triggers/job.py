@@ -234,7 +234,7 @@ class WorkflowJobTrigger(BaseTrigger):
             return await await_job(hook, watch, schedule)  # each wait polls its own job
         from airflow_provider_workflowsvc.wait.source import watching
 
-        async with watching(hook, watch) as told:
+        async with watching(hook, watch, schedule.interval) as told:
             return await await_job(hook, watch, schedule, told)
 
     async def on_kill(self) -> None:

@@ -62,7 +62,7 @@ async def await_jobs(
     waits = []
     for job_id in job_ids:  # each a task of its own: its polls' suspensions wake only its own frames
         watch, schedule = JobWatch(job_id, log, started_at), PollSchedule(deadline, interval)
-        shared = watching(hook, watch) if share else None
+        shared = watching(hook, watch, interval) if share else None
         waits.append(asyncio.ensure_future(await_batch_job(hook, watch, schedule, shared)))
         waits[-1].add_done_callback(report)
     return list(await asyncio.gather(*waits))

@@ -475,14 +475,9 @@ async def _apoll(
     schedule: PollSchedule,
     told: Subscription | None,
 ) -> JobOutcome | None:
-    if told is None:
-        return await apoll_once(hook, watch)
-    if not told.due(schedule):
+    if told is not None and not told.due(schedule):
         return None
-    try:
-        return await apoll_once(hook, watch)
-    finally:
-        told.read()
+    return await apoll_once(hook, watch)
 
 
 async def await_new_job(

@@ -69,6 +69,9 @@ SINCE_MARGIN = timedelta(seconds=1)
 """How far before the last event seen a read asks from (``since``): that event is in the answer whether
 the service reads ``since`` as inclusive or not, so reaching it proves no gap."""
 ACTIVE = frozenset({JobStatus.SCHEDULED, JobStatus.IN_PROGRESS})
+ENDED = frozenset({JobStatus.COMPLETED, JobStatus.COMPLETED_WITH_ERRORS, JobStatus.FAILED, JobStatus.STOPPED})
+KEPT = 50_000
+"""Jobs whose last status the source keeps at most (then it forgets: their waits read their own)."""
 
 _log = logging.getLogger(__name__)
 Seen = tuple[datetime, set[str]]
@@ -96,29 +99,36 @@ class JobChange:
 class Subscription:
     """One wait registered with its connection's source (:func:`watching`): whether its poll is due."""
 
-    def __init__(self, source: ChangeSource, watch: JobWatch, hook: WorkflowServiceAsyncHook) -> None:
-        self.source, self.watch, self.hook = source, watch, hook
-        self.interval = 0.0
-        self.told = True
-        """The source showed a change since the wait's last own read (or the wait has not read yet)."""
-        self.canary = False
-        self.last_read = 0.0
+    def __init__(
+        self, source: ChangeSource, watch: JobWatch, hook: WorkflowServiceAsyncHook, interval: float
+    ) -> None:
+        self.source, self.watch, self.hook, self.interval = source, watch, hook, interval
+        self.told = False
+        """The source showed a change since the wait's last own read."""
+        self.covered = False
+        """Something vouches that the job had not ended when the wait began: an own read, a listing that
+        started after, or an event of the job the feed showed (it shows its later ones too)."""
+        self.canary = self.own = False
+        self.last_read = self.since = time.monotonic()
 
     def due(self, schedule: PollSchedule) -> bool:
         """Whether this poll reads the job's own record (else nothing is sent: the source vouches)."""
-        self.interval = schedule.interval
+        if self.own:
+            self.read()  # the previous poll read the job's own record
         source = self.source
-        source.wake(schedule.interval)
-        if schedule.final or self.told or self.canary or not source.vouches(schedule.interval):
-            return True
-        metrics.shared_poll_served(None, self.hook.workflowsvc_conn_id)
-        return False
+        source.wake()
+        self.own = schedule.final or self.told or self.canary or not self.covered
+        self.own = self.own or not source.vouches(schedule.interval)
+        if not self.own:
+            metrics.shared_poll_served(None, self.hook.workflowsvc_conn_id)
+        return self.own
 
     def read(self) -> None:
-        """Record the wait's own read (the watch holds what it showed)."""
-        if self.watch.ended and not self.told:
+        """Record the wait's own read (its watch holds what the read showed)."""
+        if self.watch.status in ENDED and self.covered and not self.told:
             self.source.suspect(self.watch.job_id)
-        self.told = self.canary = False
+        self.told = self.canary = self.own = False
+        self.covered = True
         self.last_read = time.monotonic()
 
 
@@ -141,7 +151,7 @@ class Tap:
         first (duplicates possible: the feed's); None when the source cannot tell what changed (no feed:
         the spec dialect or a refusal; a gap in the feed; a failed read): the watcher lists on its own.
         """
-        self.source.wake(self.interval)
+        self.source.wake()
         await self._ready.wait()
         self._ready.clear()
         changes, self._changes = self._changes, []
@@ -188,6 +198,8 @@ class ChangeSource:
         """The feed's newest events seen: their ``created_at`` and ids."""
         self._shown: set[str] = set()
         """Jobs whose end (a non-active event; a job no longer listed) the source showed, recently."""
+        self._active: set[str] = set()
+        """Jobs whose latest event the feed showed is scheduled or in progress (it would show their end)."""
         self._suspects: dict[str, float] = {}
         """Jobs an own read showed ended before the source did: when (monotonic)."""
 
@@ -202,7 +214,7 @@ class ChangeSource:
     def _reading(self) -> bool:
         return bool(self.taps) or len(self.waits) >= SHARE_FROM
 
-    def wake(self, interval: float) -> None:
+    def wake(self) -> None:
         """Start the reader if it is needed and not running."""
         if self.kind != "refused" and self._reading and (self._reader is None or self._reader.done()):
             self._reader = asyncio.ensure_future(self._run())
@@ -221,7 +233,7 @@ class ChangeSource:
     # -- the reader -------------------------------------------------------------------------------
 
     def _interval(self) -> float:
-        intervals = [w.interval for w in self.waits.values() if w.interval] + [t.interval for t in self.taps]
+        intervals = [w.interval for w in self.waits.values()] + [t.interval for t in self.taps]
         return min(intervals, default=1.0)
 
     def _hook(self) -> WorkflowServiceAsyncHook | None:
@@ -305,14 +317,25 @@ class ChangeSource:
                 changes.append(JobChange(sub.watch.job_id, None, "ended?", None))
         return changes
 
+    def _note(self, changes: list[JobChange]) -> set[str]:
+        """Note each job's latest status a read showed; return the jobs it showed ended."""
+        latest: dict[str, JobChange] = {}
+        for change in changes:  # newest first: a job's first change is its latest
+            latest.setdefault(change.job_id, change)
+        shown = {job for job, change in latest.items() if not change.active}
+        if len(self._shown) + len(self._active) > KEPT:  # let go: their waits read their own jobs
+            self._shown, self._active = set(), set()
+        self._shown |= shown
+        self._active = (self._active - shown) | {job for job in latest if job not in self._shown}
+        return shown
+
     def _tell(self, changes: list[JobChange] | None, started: float) -> None:
         """
         Tell the waits and watchers what a read showed; pick the next canaries. An end an own read showed
         before this read started, which no read has shown by now, proves the source stale.
         """
         self._reads += 1
-        shown = {c.job_id for c in changes or () if not c.active}
-        self._shown = (self._shown | shown) if len(self._shown) < 10_000 else shown
+        shown = self._note(changes or [])
         judged = [job for job, at in self._suspects.items() if at < started or job in self._shown]
         stale = changes is not None and any(job not in self._shown for job in judged)
         for job in judged:
@@ -325,8 +348,11 @@ class ChangeSource:
         elif self.width > 1:
             self.width //= 2
         for sub in self.waits.values():
-            if changes is None or sub.watch.job_id in shown:
+            job = sub.watch.job_id
+            if changes is None or job in shown:
                 sub.told = True
+            elif job in self._active or (self.kind == "listing" and started > sub.since):
+                sub.covered = True
         if stale or self.width > 1 or self._reads % CANARY_EVERY == 0:
             for sub in sorted(self.waits.values(), key=lambda s: s.last_read)[: self.width]:
                 sub.canary = True
@@ -341,13 +367,13 @@ async def _feed(
     last: Seen | None,
 ) -> tuple[list[JobChange] | None, Seen | None]:
     """
-    Page the feed (newest first) down to the events ``last`` saw (None: one page); return the events
+    Page the feed (newest first) down to the events ``last`` saw (None: its first pages); return the events
     before them, newest first (None: a gap, the pages ran out or past ``MAX_PAGES`` first), and the
     newest events' time and ids.
     """
     found: list[JobChange] = []
     cursor: str | None = None
-    for _ in range(1 if last is None and since is None else MAX_PAGES):
+    for _ in range(MAX_PAGES):
         page = await hook.list_notifications(
             workflow_id=workflow_id, since=since, limit=FEED_PAGE, cursor=cursor
         )
@@ -384,13 +410,18 @@ async def _source(hook: WorkflowServiceAsyncHook) -> ChangeSource:
 
 
 @asynccontextmanager
-async def watching(hook: WorkflowServiceAsyncHook, watch: JobWatch) -> AsyncIterator[Subscription]:
+async def watching(
+    hook: WorkflowServiceAsyncHook, watch: JobWatch, interval: float
+) -> AsyncIterator[Subscription]:
     """Register ``watch`` with its connection's source until the block ends; pass it to ``await_job``."""
     source = await _source(hook)
-    source.waits[id(watch)] = sub = Subscription(source, watch, hook)
+    source.waits[id(watch)] = sub = Subscription(source, watch, hook, interval)
+    source.wake()
     try:
         yield sub
     finally:
+        if sub.own:
+            sub.read()  # its last poll's
         del source.waits[id(watch)]
         source.close_if_idle()
 
@@ -403,6 +434,7 @@ async def tapping(
     source = await _source(hook)
     tap = Tap(source, workflow_id, interval, hook)
     source.taps.add(tap)
+    source.wake()
     try:
         yield tap
     finally:

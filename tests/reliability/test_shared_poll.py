@@ -233,7 +233,11 @@ async def test_shared_waits_survive_a_triggerer_restart(
         contexts.append(context)
     assert all(t.workflow_id == workflow for t in triggers)  # the operator hands its workflow over
 
-    emulator.set_faults(method="GET", path="/api/v1/jobs/", latency=3600, count=1)
+    held = [
+        {"method": "GET", "path": p, "latency": 3600, "count": 1}
+        for p in ("/api/v1/jobs/", "/api/v1/notifications")
+    ]
+    emulator.set_faults(rules=held)  # the source's read (the feed, or the listing) never answers
     runs = [asyncio.ensure_future(anext(t.run())) for t in triggers]
     while not (in_flight := [r for r in listings(emulator) if r["status"] is None]):
         await asyncio.sleep(0.02)  # until the listing is sent (and held: it never answers)
