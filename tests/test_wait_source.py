@@ -6,7 +6,6 @@ import asyncio
 import collections
 import math
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -460,36 +459,3 @@ async def test_a_stale_purged_or_down_feed_holds_no_finished_job(
     print(f"\n{fault} feed: polls from the jobs' end to their events: {sorted(after.values())}")
     bound = {"stale": source.CANARY_EVERY + 2 + math.ceil(math.log2(len(jobs))), "purged": 2}
     assert max(after.values()) <= bound.get(fault, source.DOWN_AFTER + 2), after
-
-
-async def test_a_watchers_tap_gets_its_workflows_changes_from_the_shared_reads(
-    workflowsvc_conn: Any, settings: Any, inputs: Path
-) -> None:
-    """
-    A tap on one workflow: with the feed, every change of that workflow's jobs (oldest first, none of
-    another workflow's), and the same from ``since``; without a feed, None (the watcher lists).
-    """
-    emulator = workflowsvc_conn
-    emulator.configure(processing_delay=0.2)
-    workflow, jobs = start_jobs(settings, inputs, 3)
-    start_jobs(settings, inputs, 2, "other")
-    ended: dict[str, str] = {}
-    async with (
-        WorkflowServiceAsyncHook(settings=settings) as hook,
-        source.tapping(hook, workflow, 0.3) as tap,
-    ):
-        backlog = await tap.since(hook, emulator.now() - timedelta(hours=1))
-        while len(ended) < len(jobs):
-            changes = await tap.next()
-            if changes is None:
-                break
-            assert all(c.workflow_id == workflow for c in changes), changes
-            assert [c.at for c in changes] == sorted(c.at for c in changes), "oldest first"
-            ended.update((c.job_id, c.status) for c in changes if not c.active)
-    if emulator.dialect == "spec":
-        assert (backlog, changes, ended) == (None, None, {}), "no feed: the watcher lists"
-        return
-    assert backlog is not None
-    assert {c.job_id for c in backlog} == set(jobs), backlog
-    assert sorted(ended) == sorted(jobs), ended
-    assert not [r for r in emulator.requests() if r["method"] != "GET" and "/notifications" in r["path"]]

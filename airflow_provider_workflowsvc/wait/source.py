@@ -1,7 +1,7 @@
 """
 Where a triggerer's waits learn that their jobs changed: ONE source per connection (per shared client).
 
-The source reads, once per interval for every wait and watcher of the connection, the cheapest thing the
+The source reads, once per interval for every wait of the connection, the cheapest thing the
 service has: its job-event feed (``GET /notifications``, the platform dialect), paged down to the last
 event it saw; where the service has no feed (404: the spec dialect) or refuses it, the listing of the
 account's active jobs. It never decides an outcome: a wait whose job it shows changed (an event other than
@@ -22,7 +22,7 @@ What bounds a source that lags, lost events or is down, at a cost per connection
   own jobs until one does. A read cut by its patience doubles the next one's (a uniformly slow service is
   waited for, not left to the waits' own polls, as slow and a request each). A refusal (4xx) ends reads.
 
-Below ``SHARE_FROM`` waits (and no watcher) the source reads nothing: a wait polls its own job.
+Below ``SHARE_FROM`` waits the source reads nothing: a wait polls its own job.
 """
 
 from __future__ import annotations
@@ -132,62 +132,13 @@ class Subscription:
         self.last_read = time.monotonic()
 
 
-class Tap:
-    """
-    A watcher's subscription to the changes of one workflow's jobs (``None``: every job) that the
-    connection's source reads, from when it subscribed (:func:`tapping`).
-    """
-
-    def __init__(
-        self, source: ChangeSource, workflow_id: str | None, interval: float, hook: WorkflowServiceAsyncHook
-    ) -> None:
-        self.source, self.workflow_id, self.interval, self.hook = source, workflow_id, interval, hook
-        self._changes: list[JobChange] | None = []
-        self._ready = asyncio.Event()
-
-    async def next(self) -> list[JobChange] | None:
-        """
-        Wait for the source's next read and return the changes it showed since the last call, oldest
-        first (duplicates possible: the feed's); None when the source cannot tell what changed (no feed:
-        the spec dialect or a refusal; a gap in the feed; a failed read): the watcher lists on its own.
-        """
-        self.source.wake()
-        await self._ready.wait()
-        self._ready.clear()
-        changes, self._changes = self._changes, []
-        return changes
-
-    def deliver(self, changes: list[JobChange] | None) -> None:
-        if changes is None or self._changes is None:
-            self._changes = None
-        else:
-            self._changes.extend(c for c in changes[::-1] if self.workflow_id in (None, c.workflow_id))
-        self._ready.set()
-
-    async def since(self, hook: WorkflowServiceAsyncHook, moment: datetime) -> list[JobChange] | None:
-        """
-        Return the workflow's changes since ``moment`` (a watcher resuming), oldest first, read from the feed
-        for this tap alone; None where there is no feed (or it failed, or it holds more than
-        ``MAX_PAGES`` pages of them): the watcher lists on its own.
-        """
-        if self.source.kind == "listing":
-            return None
-        try:
-            events, _ = await _feed(hook, self.workflow_id, moment, None)
-        except Exception as exc:
-            _log.warning("Reading the job-event feed since %s failed (%s)", moment.isoformat(), exc)
-            return None
-        return None if events is None else events[::-1]
-
-
 class ChangeSource:
-    """The source of one connection's waits and watchers in one event loop: one reader task."""
+    """The source of one connection's waits in one event loop: one reader task."""
 
     def __init__(self) -> None:
         self.kind: str | None = None
         """``feed``, ``listing``, ``refused`` (no reads: each wait polls its own job), None: not known yet."""
         self.waits: dict[int, Subscription] = {}
-        self.taps: set[Tap] = set()
         self.width = 1
         """Canaries per read: 1 every ``CANARY_EVERY`` reads while nothing proves the source stale."""
         self._reader: asyncio.Task[None] | None = None
@@ -212,7 +163,7 @@ class ChangeSource:
 
     @property
     def _reading(self) -> bool:
-        return bool(self.taps) or len(self.waits) >= SHARE_FROM
+        return len(self.waits) >= SHARE_FROM
 
     def wake(self) -> None:
         """Start the reader if it is needed and not running."""
@@ -225,7 +176,7 @@ class ChangeSource:
             self._suspects.setdefault(job_id, time.monotonic())
 
     def close_if_idle(self) -> None:
-        """Stop the reader when no wait or watcher needs it."""
+        """Stop the reader when no wait needs it."""
         if not self._reading and self._reader is not None:
             self._reader.cancel()
             self._reader = None
@@ -233,12 +184,10 @@ class ChangeSource:
     # -- the reader -------------------------------------------------------------------------------
 
     def _interval(self) -> float:
-        intervals = [w.interval for w in self.waits.values()] + [t.interval for t in self.taps]
-        return min(intervals, default=1.0)
+        return min((w.interval for w in self.waits.values()), default=1.0)
 
     def _hook(self) -> WorkflowServiceAsyncHook | None:
-        subscribers: list[Subscription | Tap] = [*self.waits.values(), *self.taps]
-        return subscribers[0].hook if subscribers else None
+        return next((w.hook for w in self.waits.values()), None)
 
     async def _run(self) -> None:
         while self._reading and self.kind != "refused":
@@ -292,7 +241,7 @@ class ChangeSource:
 
     async def _read_feed(self, hook: WorkflowServiceAsyncHook) -> list[JobChange] | None:
         last = self._last
-        events, newest = await _feed(hook, None, last[0] - SINCE_MARGIN if last else None, last)
+        events, newest = await _feed(hook, last[0] - SINCE_MARGIN if last else None, last)
         self.kind = "feed"
         if newest is not None:
             self._last = newest
@@ -331,7 +280,7 @@ class ChangeSource:
 
     def _tell(self, changes: list[JobChange] | None, started: float) -> None:
         """
-        Tell the waits and watchers what a read showed; pick the next canaries. An end an own read showed
+        Tell the waits what a read showed; pick the next canaries. An end an own read showed
         before this read started, which no read has shown by now, proves the source stale.
         """
         self._reads += 1
@@ -356,13 +305,10 @@ class ChangeSource:
         if stale or self.width > 1 or self._reads % CANARY_EVERY == 0:
             for sub in sorted(self.waits.values(), key=lambda s: s.last_read)[: self.width]:
                 sub.canary = True
-        for tap in self.taps:
-            tap.deliver(changes if self.kind == "feed" else None)
 
 
 async def _feed(
     hook: WorkflowServiceAsyncHook,
-    workflow_id: str | None,
     since: datetime | None,
     last: Seen | None,
 ) -> tuple[list[JobChange] | None, Seen | None]:
@@ -374,9 +320,7 @@ async def _feed(
     found: list[JobChange] = []
     cursor: str | None = None
     for _ in range(MAX_PAGES):
-        page = await hook.list_notifications(
-            workflow_id=workflow_id, since=since, limit=FEED_PAGE, cursor=cursor
-        )
+        page = await hook.list_notifications(since=since, limit=FEED_PAGE, cursor=cursor)
         for change in map(_change, page.events):
             if last and change.at and (change.at < last[0] or change.event_id in last[1]):
                 return found, _newest(found, last)
@@ -423,20 +367,4 @@ async def watching(
         if sub.own:
             sub.read()  # its last poll's
         del source.waits[id(watch)]
-        source.close_if_idle()
-
-
-@asynccontextmanager
-async def tapping(
-    hook: WorkflowServiceAsyncHook, workflow_id: str | None, interval: float
-) -> AsyncIterator[Tap]:
-    """Subscribe a watcher to the changes of ``workflow_id``'s jobs (None: all) its source reads."""
-    source = await _source(hook)
-    tap = Tap(source, workflow_id, interval, hook)
-    source.taps.add(tap)
-    source.wake()
-    try:
-        yield tap
-    finally:
-        source.taps.discard(tap)
         source.close_if_idle()
