@@ -883,6 +883,7 @@ class Service:
         """Every job's record and the emulator time to read them at (queued on-demand jobs admitted)."""
         now = self._now()
         return self._records(self.store.all("jobs")), now
+
     def destination_writes(self, destination: str) -> list[dict[str, Any]]:
         """
         Return what a destination connector (id or name) has received, for tests (the control API): one
