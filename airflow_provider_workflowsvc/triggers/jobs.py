@@ -23,10 +23,10 @@ class WorkflowJobsTrigger(BaseTrigger):
     :class:`~airflow_provider_workflowsvc.wait.outcome.JobOutcome` per job, in the order of ``job_ids``
     (``success``, ``failed``, ``stopped``, ``timeout`` or ``error`` each); and ``resume_with``. Each
     job is logged as it ends. The waits share the triggerer's client and, unless ``[workflowsvc]
-    shared_status_poll`` is off, one listing of the account's active jobs per interval (on-demand jobs
-    are listed by no workflow): a job the listing does not show active is polled on its own
-    (:func:`~airflow_provider_workflowsvc.wait.jobs.await_jobs`). No request outlives the deadline but the
-    reads of an end seen before it.
+    shared_status_poll`` is off, the connection's source (:mod:`~airflow_provider_workflowsvc.wait.source`:
+    one read per interval of the job-event feed, else of the account's active jobs): a job it shows
+    changed is polled on its own (:func:`~airflow_provider_workflowsvc.wait.jobs.await_jobs`). No request
+    outlives the deadline but the reads of an end seen before it.
 
     :param job_ids: the jobs to wait for.
     :param deadline: absolute deadline, epoch seconds (a triggerer restart does not reset it).
