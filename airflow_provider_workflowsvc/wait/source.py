@@ -1,14 +1,13 @@
 """
 Where a triggerer's waits learn that their jobs changed: ONE source per connection (per shared client).
 
-The source reads, once per interval for every wait of the connection, the cheapest thing the
-service has: its job-event feed (``GET /notifications``, the platform dialect), paged down to the last
-event it saw; where the service has no feed (404: the spec dialect), the listing of the account's active
-jobs (a refusal of either ends the reads: each wait polls its own job). It never decides an outcome:
-a wait whose job it shows changed (an event other than
-scheduled/in progress; not listed active) reads its own job's record and details at its next poll, which
-give the verdict (``job.completed`` has failed files too). It never marks an event read: the read state
-is a person's.
+The source reads, once per interval for every wait of the connection, the cheapest thing the service has:
+its job-event feed (``GET /notifications``, the platform dialect), paged down to the last event it saw;
+where the service has no feed (404: the spec dialect), the listing of the account's active jobs (a
+refusal of either ends the reads: each wait polls its own job). It never decides an outcome: a wait whose
+job it shows changed (an event other than scheduled/in progress; not listed active) reads its own job's
+record and details at its next poll, which give the verdict (``job.completed`` has failed files too). It
+never marks an event read: the read state is a person's.
 
 What bounds a source that lags, lost events or is down, at a cost per connection, not per wait:
 
