@@ -98,7 +98,8 @@ def test_state_survives_a_restart_with_db(tmp_path: Path) -> None:
         record: dict[str, Any] = api.get(f"/jobs/{job['id']}").json()
         assert record["status"] == "completed"
         elements = api.get(f"/jobs/{job['id']}/download", params=record["output_node_files"][0]).json()
-        assert [e["text"] for e in elements] == ["Notes", "Kept across restarts."]
+        # a basic workflow chunks its elements (#47): one chunk holding the title and the paragraph
+        assert [e["text"] for e in elements] == ["Notes\n\nKept across restarts."]
         emu.reset()
     with running_emulator(db=db) as emu, emu.api_client() as api:  # in process, same file
         assert api.get("/workflows/").json() == []
