@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 import time
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -59,6 +58,8 @@ class VariableStore:
     def __init__(self, ti: Any) -> None:
         name = f"{ti.dag_id}:{ti.task_id}:{ti.map_index}:{ti.run_id}"
         if len(self.PREFIX + name) > 250 or not re.fullmatch(r"[\w.~:+-]+", name, re.ASCII):
+            import hashlib  # only for such a name: operators import little at DAG parse
+
             name = f"{ti.dag_id[:80]}:{hashlib.sha256(name.encode()).hexdigest()}"
         self.key = self.PREFIX + name
 

@@ -13,8 +13,6 @@ __all__ = ["IsolatedAirflow"]
 AIRFLOW_DB = "airflow.db"
 """The database file in the kit's home: Airflow's default name, so that an Airflow first imported while
 the kit's home was set keeps pointing at it afterwards."""
-_ORM = ("engine", "Session", "NonScopedSession", "async_engine", "AsyncSession")
-"""What ``airflow.settings.configure_orm`` sets: swapped in and out, never made again for each run."""
 
 
 class IsolatedAirflow:
@@ -25,17 +23,15 @@ class IsolatedAirflow:
     Airflow reads its settings when it is first imported: a test module may have imported it already
     (with the user's ``AIRFLOW_HOME`` or ``~/airflow``). Entering the block sets the kit's environment
     and points Airflow's database engine at the kit's database; leaving it restores the environment and
-    the session's engine. The database is created on first use (once per pytest session), and its
-    engine is made once and kept: a new engine would compile every SQL statement of a run again (the
-    compiled-statement cache is the engine's), seconds per run on a busy machine.
+    the engine. The database is created on first use (once per pytest session).
     """
 
     def __init__(self, home: Path) -> None:
         self.home = home
         self.default_dags_folder = home / "dags"
+        self._created = False
         self.synced: dict[Path, tuple[int, int]] = {}
         """The DAG files written to the database in this session: (mtime_ns, size) when they were."""
-        self._orm: dict[str, Any] | None = None
         self.execution_api: Any = None
         """The in-process Execution API of the session's runs (Airflow < 3.3; see ``dag_runs``)."""
 
@@ -58,14 +54,13 @@ class IsolatedAirflow:
         environment = {**self.environment(dags_folder), **(extra_environment or {})}
         saved = {name: os.environ.get(name) for name in environment}
         os.environ.update(environment)
-        outside = _swap_orm(self._orm)
         try:
-            if self._orm is None:  # first use: the kit's engine, and its database (a new file)
-                from airflow import settings
+            _point_airflow_at_environment()
+            if not self._created:
                 from airflow.utils import db
 
-                settings.configure_orm()
-                db.initdb()
+                db.resetdb()
+                self._created = True
             yield
         finally:
             for name, value in saved.items():
@@ -73,20 +68,12 @@ class IsolatedAirflow:
                     os.environ.pop(name, None)
                 else:
                     os.environ[name] = value
-            self._orm = _swap_orm(outside)
+            _point_airflow_at_environment()
 
 
-def _swap_orm(orm: dict[str, Any] | None) -> dict[str, Any]:
-    """
-    Read the database URL and DAG folder of the environment again, and give Airflow the engine and
-    sessions ``orm`` (None: none yet, ``configure_orm`` makes them); return those it had.
-    """
+def _point_airflow_at_environment() -> None:
+    """Read the database URL and DAG folder again, and make a new engine for them (lazily connected)."""
     from airflow import settings
 
-    had = {name: getattr(settings, name, None) for name in _ORM}
-    if had["Session"] is not None:
-        had["Session"].remove()  # the thread's session of the other database, closed
     settings.configure_vars()
-    for name, value in (orm or dict.fromkeys(_ORM)).items():
-        setattr(settings, name, value)
-    return had
+    settings.reconfigure_orm()
