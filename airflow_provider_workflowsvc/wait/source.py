@@ -83,7 +83,6 @@ class JobChange:
     """What the source showed of one job: an event of the feed, or a job that left the active listing."""
 
     job_id: str
-    workflow_id: str | None
     status: str
     """The status it says (the event's, spelt as sent; ``ended?`` for a job no longer listed active)."""
     at: datetime | None
@@ -263,7 +262,7 @@ class ChangeSource:
                 if shown.status is not sub.watch.status:
                     sub.watch.observe(None, shown)
             else:
-                changes.append(JobChange(sub.watch.job_id, None, "ended?", None))
+                changes.append(JobChange(sub.watch.job_id, "ended?", None))
         return changes
 
     def _note(self, changes: list[JobChange]) -> set[str]:
@@ -342,7 +341,7 @@ def _change(event: Notification) -> JobChange:
     status = event.payload.status
     known = status.value if status is not JobStatus.UNKNOWN else event.event_type.removeprefix("job.")
     at = event.created_at
-    return JobChange(event.payload.job_id or "", event.workflow_id, known, at and as_utc(at), event.id)
+    return JobChange(event.payload.job_id or "", known, at and as_utc(at), event.id)
 
 
 _SOURCES: weakref.WeakKeyDictionary[Any, ChangeSource] = weakref.WeakKeyDictionary()
