@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.2.0"
+__version__ = "0.3.0.dev0"
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.assets import destination_asset as destination_asset
