@@ -24,25 +24,6 @@ if TYPE_CHECKING:
 
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 
-__all__ = [
-    "FILE_DATASETS_MAX",
-    "IDENTIFYING_KEYS",
-    "DatasetIdentity",
-    "connector_datasets",
-    "destination_identity",
-    "directory_dataset",
-    "documents_written",
-    "download_lineage",
-    "failed_count",
-    "file_datasets",
-    "folder_dataset",
-    "input_datasets",
-    "job_output_dataset",
-    "object_dataset",
-    "run_lineage",
-    "uploaded_datasets",
-]
-
 FILE_DATASETS_MAX = 100
 """More input files than this are one dataset per store: their common directory (or key prefix)."""
 IDENTIFYING_KEYS: dict[str, tuple[str, ...]] = {
