@@ -70,15 +70,17 @@ def is_secret_field(name: str) -> bool:
     return lowered in _SECRET_NAMES or any(w in _SECRET_WORDS for w in re.split(r"[_\-.\s]+", lowered))
 
 
-def _wrap_secrets(value: Any, secret: bool = False) -> Any:
+def _wrap_secrets(value: Any, secret: bool = False, secret_keys: frozenset[str] = frozenset()) -> Any:
     """
-    Turn the strings under secret-looking keys (or every string, ``secret``) into ``SecretStr``,
-    recursively: also inside a list or object such a key holds (a service-account key as an object).
+    Turn the strings under secret-looking keys, or top-level ``secret_keys`` (the settings the docs
+    call secret, any name), or every string (``secret``) into ``SecretStr``, recursively: also inside
+    a list or object such a key holds (a service-account key as an object).
     """
     if isinstance(value, str):
         return SecretStr(value) if secret else value
     if isinstance(value, Mapping):
-        return {k: _wrap_secrets(v, secret or is_secret_field(str(k))) for k, v in value.items()}
+        wrap = {k: secret or k in secret_keys or is_secret_field(str(k)) for k in value}
+        return {k: _wrap_secrets(v, wrap[k]) for k, v in value.items()}
     if isinstance(value, list):
         return [_wrap_secrets(v, secret) for v in value]
     return value
@@ -530,7 +532,7 @@ def _coerce_config(kind: Kind, connector_type: Any, config: Any) -> Any:
         config = config.model_dump(exclude_unset=True, context={"reveal_secrets": True})
     model = config_model_for(kind, str(connector_type))
     if model is GenericConfig and isinstance(config, Mapping):
-        config = _known_secrets_wrapped(kind, connector_type, config)
+        config = _wrap_secrets(config, secret_keys=connectors_catalog.secret_settings(kind, connector_type))
     return model.model_validate(config)
 
 
@@ -544,12 +546,6 @@ def _check_by_docs(kind: Kind, connector_type: Any, config: Any) -> None:
         name = connector_type_name(connector_type)
         for warning in connectors_catalog.check_config(kind, name, config.model_extra or {}):
             log.warning("%s", warning)
-
-
-def _known_secrets_wrapped(kind: Kind, connector_type: Any, config: Mapping[str, Any]) -> dict[str, Any]:
-    """``config`` with the values of the settings the docs say are secret wrapped (any name)."""
-    secret = connectors_catalog.secret_settings(kind, connector_type)
-    return {k: _wrap_secrets(v, True) if k in secret else v for k, v in config.items()}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -669,7 +665,8 @@ class _Connector(_Response):
     def _mask_config(cls, value: Any, info: ValidationInfo) -> Any:
         if not isinstance(value, Mapping):
             return value or {}
-        return _wrap_secrets(_known_secrets_wrapped(cls.connector_kind, info.data.get("type"), value))
+        secret = connectors_catalog.secret_settings(cls.connector_kind, info.data.get("type"))
+        return _wrap_secrets(value, secret_keys=secret)
 
 
 class SourceConnector(_Connector):
