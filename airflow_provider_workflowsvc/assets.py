@@ -1,13 +1,7 @@
 """
-Data-aware scheduling: the ``Asset`` of a destination connector, and the extra of its asset events.
-
-Put :func:`destination_asset` in a :class:`~airflow_provider_workflowsvc.operators.jobs.RunWorkflowOperator`'s
-``outlets``; a DAG with ``schedule=[that asset]`` runs after each successful job, and reads the job in
-the asset event's extra (:data:`EXTRA_KEYS`). The asset's URI is the lineage output dataset of the same
-destination (one identity for both, :mod:`airflow_provider_workflowsvc.lineage`): it is built from the
-connector type's non-secret config keys only, never from a secret.
-
-Imported while DAG files are parsed: the Task SDK and the standard library only at module level.
+Data-aware scheduling: the ``Asset`` of a destination connector (the URI of its lineage dataset, from
+non-secret config keys only) and the extra of its asset events (:data:`EXTRA_KEYS`). Imported while DAG
+files are parsed: the Task SDK and the standard library only at module level.
 """
 
 from __future__ import annotations

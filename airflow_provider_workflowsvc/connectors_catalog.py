@@ -10,17 +10,7 @@ from functools import cache
 from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
-from airflow_provider_workflowsvc._connector_table import DOCS_REVISION, TABLE
-
-__all__ = [
-    "DOCS_REVISION",
-    "ConnectorSettings",
-    "Kind",
-    "check_config",
-    "did_you_mean",
-    "known_types",
-    "settings_of",
-]
+from airflow_provider_workflowsvc._connector_table import DOCS_REVISION as DOCS_REVISION, TABLE
 
 Kind = Literal["source", "destination"]
 

@@ -7,45 +7,29 @@ from typing import Any
 from airflow_provider_workflowsvc import __version__
 
 _PKG = "airflow_provider_workflowsvc"
+_NAME = "Workflow Service"
+
+
+def _modules(*modules: str) -> list[dict[str, Any]]:
+    """Return the entry of one kind (hooks, operators, ...): its modules under the package."""
+    return [{"integration-name": _NAME, "python-modules": [f"{_PKG}.{module}" for module in modules]}]
 
 
 def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-provider-workflowsvc",
-        "name": "Workflow Service",
+        "name": _NAME,
         "description": (
             "Run Workflow Service jobs (source connector, processing nodes, destination) from Airflow."
         ),
         "versions": [__version__],
-        "integrations": [
-            {
-                "integration-name": "Workflow Service",
-                "tags": ["service"],
-            }
-        ],
-        "hooks": [{"integration-name": "Workflow Service", "python-modules": [f"{_PKG}.hooks.workflowsvc"]}],
-        "operators": [
-            {
-                "integration-name": "Workflow Service",
-                "python-modules": [
-                    f"{_PKG}.operators.connectors",
-                    f"{_PKG}.operators.workflows",
-                    f"{_PKG}.operators.jobs",
-                    f"{_PKG}.operators.on_demand",
-                ],
-            }
-        ],
-        "sensors": [{"integration-name": "Workflow Service", "python-modules": [f"{_PKG}.sensors.job"]}],
-        "triggers": [
-            {
-                "integration-name": "Workflow Service",
-                "python-modules": [
-                    f"{_PKG}.triggers.job",
-                    f"{_PKG}.triggers.jobs",
-                    f"{_PKG}.triggers.job_events",
-                ],
-            }
-        ],
+        "integrations": [{"integration-name": _NAME, "tags": ["service"]}],
+        "hooks": _modules("hooks.workflowsvc"),
+        "operators": _modules(
+            "operators.connectors", "operators.workflows", "operators.jobs", "operators.on_demand"
+        ),
+        "sensors": _modules("sensors.job"),
+        "triggers": _modules("triggers.job", "triggers.jobs", "triggers.job_events"),
         "cli": [f"{_PKG}.cli.definition.get_cli_commands"],
         "extra-links": [
             f"{_PKG}.operators.jobs.WorkflowJobLink",
@@ -80,7 +64,7 @@ def get_provider_info() -> dict[str, Any]:
             {
                 "connection-type": "workflowsvc",
                 "hook-class-name": f"{_PKG}.hooks.workflowsvc.WorkflowServiceHook",
-                "hook-name": "Workflow Service",
+                "hook-name": _NAME,
                 "ui-field-behaviour": {
                     "hidden-fields": ["schema", "login", "port"],
                     "relabeling": {"host": "Base URL", "password": "Access token"},

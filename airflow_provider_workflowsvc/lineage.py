@@ -1,13 +1,10 @@
 """
 Lineage of a workflow run: the datasets it reads and writes, and the OpenLineage facets of its job.
 
-A dataset's identity (namespace and name, following the OpenLineage naming spec where it has one) is
-built from a connector's type and its *non-secret* config only (``_secrets.plain_config_keys``); URLs
-lose any ``user:password@``, query and fragment. The same identity is the URI of the Airflow ``Asset`` of a
-destination (:mod:`airflow_provider_workflowsvc.assets`).
-
-Module level is the standard library only: ``Asset`` helpers call it while a DAG file is parsed.
-OpenLineage is imported only when facets are built (the ``[openlineage]`` extra).
+A dataset's identity (the OpenLineage naming spec's, where it has one) is built from a connector's type
+and its non-secret config only, URLs without user info, query or fragment; it is also the URI of a
+destination's ``Asset`` (:mod:`.assets`). Module level is the standard library only (DAG parse);
+OpenLineage is imported when facets are built (the ``[openlineage]`` extra).
 """
 
 from __future__ import annotations
@@ -23,25 +20,6 @@ if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
 
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
-
-__all__ = [
-    "FILE_DATASETS_MAX",
-    "IDENTIFYING_KEYS",
-    "DatasetIdentity",
-    "connector_datasets",
-    "destination_identity",
-    "directory_dataset",
-    "documents_written",
-    "download_lineage",
-    "failed_count",
-    "file_datasets",
-    "folder_dataset",
-    "input_datasets",
-    "job_output_dataset",
-    "object_dataset",
-    "run_lineage",
-    "uploaded_datasets",
-]
 
 FILE_DATASETS_MAX = 100
 """More input files than this are one dataset per store: their common directory (or key prefix)."""
@@ -208,10 +186,6 @@ def uploaded_datasets(sources: Sequence[Any]) -> list[DatasetIdentity]:
     ]
 
 
-file_datasets = uploaded_datasets
-"""Local input files as datasets (:func:`uploaded_datasets` of paths only)."""
-
-
 def input_datasets(
     spec: Any, resolved: Sequence[tuple[Any, str]] | None, conn_id: str | None = None
 ) -> list[DatasetIdentity] | None:
@@ -267,33 +241,6 @@ def failed_count(summary: Mapping[str, Any]) -> int:
 # -- OpenLineage -------------------------------------------------------------------------------------
 
 
-@dataclass
-class _Workflow:
-    """What lineage needs of a workflow: its name and the datasets of its connectors."""
-
-    name: str | None = None
-    inputs: list[DatasetIdentity] | None = None
-    outputs: list[DatasetIdentity] | None = None
-
-
-def _workflow_of(hook: WorkflowServiceHook, workflow_id: str, log: Any) -> _Workflow:
-    """Read the workflow and its connectors; a service error leaves them unknown (logged)."""
-    from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
-
-    try:
-        workflow = hook.get_workflow(workflow_id)
-        sources = [hook.get_source(source_id) for source_id in workflow.sources]
-        destinations = [hook.get_destination(dest_id) for dest_id in workflow.destinations]
-    except WorkflowServiceError as exc:
-        log.warning("Lineage: could not read workflow %s and its connectors: %s", workflow_id, exc)
-        return _Workflow()
-    return _Workflow(
-        name=workflow.name,
-        inputs=[d for c in sources for d in connector_datasets(c.type, c.config, c.id)],
-        outputs=[destination_identity(c.type, c.config, c.id) for c in destinations],
-    )
-
-
 def run_lineage(
     hook: WorkflowServiceHook,
     *,
@@ -313,17 +260,23 @@ def run_lineage(
     from airflow.providers.openlineage.extractors import OperatorLineage
 
     from airflow_provider_workflowsvc._lineage_facets import run_facets
+    from airflow_provider_workflowsvc.exceptions import WorkflowServiceError
 
-    workflow = _workflow_of(hook, workflow_id, log)
-    inputs = workflow.inputs or list(uploaded or [])
-    if workflow.outputs is None:  # the workflow could not be read: its destination is unknown
-        outputs = []
+    try:
+        workflow = hook.get_workflow(workflow_id)
+        sources = [hook.get_source(source_id) for source_id in workflow.sources]
+        destinations = [hook.get_destination(dest_id) for dest_id in workflow.destinations]
+    except WorkflowServiceError as exc:  # the workflow is unknown, and so is its destination
+        log.warning("Lineage: could not read workflow %s and its connectors: %s", workflow_id, exc)
+        name, inputs, outputs = None, list(uploaded or []), []
     else:
-        outputs = workflow.outputs or [job_output_dataset(hook.settings.base_url, job_id)]
+        name = workflow.name
+        inputs = [d for c in sources for d in connector_datasets(c.type, c.config, c.id)]
+        outputs = [destination_identity(c.type, c.config, c.id) for c in destinations]
+        inputs = inputs or list(uploaded or [])
+        outputs = outputs or [job_output_dataset(hook.settings.base_url, job_id)]
     summary = summary or {}
-    facets = run_facets(
-        job_id, workflow_id, workflow.name, summary, documents_written(summary), failed_count(summary)
-    )
+    facets = run_facets(job_id, workflow_id, name, summary, documents_written(summary), failed_count(summary))
     return OperatorLineage(inputs=_datasets(inputs), outputs=_datasets(outputs), run_facets=facets)
 
 

@@ -1,16 +1,9 @@
 """
-The provider's metrics: every name it can emit, declared once here, sent through Airflow's own metrics.
-
-Each metric goes out through Airflow's ``Stats`` (:func:`._compat.airflow_stats`): wherever, and as,
-the deployment's ``[metrics]`` sends Airflow's own (``docs/provider/metrics.rst``, for the user).
-
-:data:`METRICS` is the registry: name (under ``workflowsvc.``), kind and tags; what each means is the
-table of that page (held to the registry by ``tests/test_metrics.py``). The call sites do not name
-metrics: they report what happened through the functions below (``answered``, ``retrying``, ``job_ended``,
-...), which decide which metric it is. A tag value is one of a few per deployment (an endpoint, a
-connection id, a workflow, a reason, a DAG and task), never a job id or a file name; it is reduced to the
-characters every backend takes. Emitting never fails a task: a backend that raises is logged once. A
-task's metrics also go out as Airflow's own do (``ti.finish.<dag_id>.<task_id>``): :attr:`Metric.per_task`.
+The provider's metrics: each name (under ``workflowsvc.``), kind and tags declared once here
+(:data:`METRICS`; what each means: docs/provider/metrics.rst), sent through Airflow's ``Stats`` as the
+deployment's ``[metrics]`` says. Call sites report what happened through the functions below, which
+pick the metric. A tag value is one of a few per deployment (never a job id or a file name), reduced
+to the characters every backend takes; emitting never fails a task (a failure is logged once).
 """
 
 from __future__ import annotations
@@ -71,8 +64,13 @@ class Metric:
             _failed_once(exc)
 
 
+_DECLARED: list[Metric] = []
+
+
 def _metric(name: str, kind: Kind, tags: tuple[str, ...]) -> Metric:
-    return Metric(f"{PREFIX}.{name}", kind, tags)
+    metric = Metric(f"{PREFIX}.{name}", kind, tags)
+    _DECLARED.append(metric)
+    return metric
 
 
 REQUEST_TAGS = ("operation", "conn_id")
@@ -115,20 +113,8 @@ WATCHER_LISTING_FAILED = _metric("watcher.listing_failed", "counter", WORKFLOW_T
 WATCHER_EVENTS = _metric("watcher.events", "counter", WORKFLOW_TAGS)
 WATCHER_LAG = _metric("watcher.lag", "timer", WORKFLOW_TAGS)
 
-METRICS: tuple[Metric, ...] = tuple(
-    value
-    for values in (
-        (*REQUESTS.values(), NO_ANSWER, THROTTLED, RETRIED, RETRY_AFTER),
-        (RUN_ADOPTED, RUN_FAILED_CLOSED, RUN_FOUND_RUNNING),
-        (*JOBS.values(), FAILED_DOCUMENTS, WAIT_TIME, RUN_TIME),
-        (SHARED_LISTINGS, SHARED_SERVED, SHARED_FAILED),
-        (LANE_RETIRED, OVERFLOWED, OVERFLOW_FULL),
-        (REREAD, REREAD_FAILED),
-        (WATCHER_LISTINGS, WATCHER_LISTING_FAILED, WATCHER_EVENTS, WATCHER_LAG),
-    )
-    for value in values
-)
-"""Every metric the provider can emit, in the order of the docs' table."""
+METRICS: tuple[Metric, ...] = tuple(_DECLARED)
+"""Every metric the provider can emit, in the order declared here: the docs' table's."""
 
 ON_DEMAND = "on-demand"
 """The ``workflow`` of on-demand jobs: each runs on a temporary workflow (never a tag value of its own)."""

@@ -42,62 +42,6 @@ from airflow_provider_workflowsvc.connectors_catalog import Kind
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "JOB_EVENT_TYPES",
-    "AstraDBDestinationConfig",
-    "AzureSourceConfig",
-    "ConfluenceSourceConfig",
-    "ConnectionCheck",
-    "ConnectionCheckStatus",
-    "CreateDestinationConnector",
-    "CreateJob",
-    "CreateSourceConnector",
-    "CreateWorkflow",
-    "CronTabEntry",
-    "DataSource",
-    "DestinationConnector",
-    "DestinationType",
-    "Element",
-    "ElementMetadata",
-    "FailedFile",
-    "GenericConfig",
-    "Job",
-    "JobDetails",
-    "JobEventPayload",
-    "JobEventType",
-    "JobFailedFiles",
-    "JobStatus",
-    "ListNotificationsParams",
-    "ListWorkflowsParams",
-    "NodeCounts",
-    "NodeStats",
-    "Notification",
-    "NotificationPage",
-    "OutputNodeFile",
-    "PermissionAction",
-    "PermissionGrant",
-    "Schedule",
-    "SourceConnector",
-    "SourceType",
-    "TemplateDetail",
-    "TemplateListItem",
-    "TemplateNode",
-    "UpdateConnector",
-    "UpdateWorkflow",
-    "Workflow",
-    "WorkflowNode",
-    "WorkflowSchedule",
-    "WorkflowStatus",
-    "WorkflowType",
-    "config_model_for",
-    "confluence_auth_variant",
-    "connector_type_name",
-    "is_secret_field",
-    "parse_connector_type",
-    "parse_enum",
-    "request_json",
-]
-
 # --------------------------------------------------------------------------------------------------
 # Secrets
 
@@ -126,27 +70,19 @@ def is_secret_field(name: str) -> bool:
     return lowered in _SECRET_NAMES or any(w in _SECRET_WORDS for w in re.split(r"[_\-.\s]+", lowered))
 
 
-def _wrap_secrets(value: Any) -> Any:
+def _wrap_secrets(value: Any, secret: bool = False, secret_keys: frozenset[str] = frozenset()) -> Any:
     """
-    Turn values under secret-looking keys into ``SecretStr``, recursively.
-
-    Every string below a secret-looking key is wrapped, also inside a list or object held by that key
-    (a service-account key given as an object, a list of tokens).
+    Turn the strings under secret-looking keys, or top-level ``secret_keys`` (the settings the docs
+    call secret, any name), or every string (``secret``) into ``SecretStr``, recursively: also inside
+    a list or object such a key holds (a service-account key as an object).
     """
-    if isinstance(value, Mapping):
-        return {k: _wrap_all(v) if is_secret_field(str(k)) else _wrap_secrets(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_wrap_secrets(v) for v in value]
-    return value
-
-
-def _wrap_all(value: Any) -> Any:
     if isinstance(value, str):
-        return SecretStr(value)
+        return SecretStr(value) if secret else value
     if isinstance(value, Mapping):
-        return {k: _wrap_all(v) for k, v in value.items()}
+        wrap = {k: secret or k in secret_keys or is_secret_field(str(k)) for k in value}
+        return {k: _wrap_secrets(v, wrap[k]) for k, v in value.items()}
     if isinstance(value, list):
-        return [_wrap_all(v) for v in value]
+        return [_wrap_secrets(v, secret) for v in value]
     return value
 
 
@@ -430,6 +366,27 @@ T = TypeVar("T")
 Items = Annotated[list[T], BeforeValidator(lambda value: [] if value is None else value)]
 """A list a response may send as ``null``: read as empty."""
 
+_SHORT_OFFSET = re.compile(r"(\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)([+-]\d{2}):?(\d{2})?$")
+"""A UTC offset written ``+HH`` or ``+HHMM`` at the end of a timestamp."""
+
+
+def _iso_offset(value: Any) -> Any:
+    """Read PostgreSQL's short offsets (``2026-11-24 10:00:00+00``, ``...-0530``) as ISO ones."""
+    if isinstance(value, str):
+        return _SHORT_OFFSET.sub(lambda m: f"{m[1]}{m[2]}:{m[3] or '00'}", value.strip())
+    return value
+
+
+def as_utc(moment: datetime) -> datetime:
+    """``moment`` with a zone: as given, or (none given) read as UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+Moment = Annotated[datetime, BeforeValidator(_iso_offset)]
+"""A response's date-time, PostgreSQL's short offsets (``+00``) read too."""
+Zoned = Annotated[datetime, Field(strict=True), AfterValidator(as_utc)]
+"""A request's date-time: a ``datetime`` (never text), read as UTC when it has no zone."""
+
 # --------------------------------------------------------------------------------------------------
 # Connector configs (requests)
 
@@ -575,7 +532,7 @@ def _coerce_config(kind: Kind, connector_type: Any, config: Any) -> Any:
         config = config.model_dump(exclude_unset=True, context={"reveal_secrets": True})
     model = config_model_for(kind, str(connector_type))
     if model is GenericConfig and isinstance(config, Mapping):
-        config = _known_secrets_wrapped(kind, connector_type, config)
+        config = _wrap_secrets(config, secret_keys=connectors_catalog.secret_settings(kind, connector_type))
     return model.model_validate(config)
 
 
@@ -589,12 +546,6 @@ def _check_by_docs(kind: Kind, connector_type: Any, config: Any) -> None:
         name = connector_type_name(connector_type)
         for warning in connectors_catalog.check_config(kind, name, config.model_extra or {}):
             log.warning("%s", warning)
-
-
-def _known_secrets_wrapped(kind: Kind, connector_type: Any, config: Mapping[str, Any]) -> dict[str, Any]:
-    """``config`` with the values of the settings the docs say are secret wrapped (any name)."""
-    secret = connectors_catalog.secret_settings(kind, connector_type)
-    return {k: _wrap_all(v) if k in secret else v for k, v in config.items()}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -714,7 +665,8 @@ class _Connector(_Response):
     def _mask_config(cls, value: Any, info: ValidationInfo) -> Any:
         if not isinstance(value, Mapping):
             return value or {}
-        return _wrap_secrets(_known_secrets_wrapped(cls.connector_kind, info.data.get("type"), value))
+        secret = connectors_catalog.secret_settings(cls.connector_kind, info.data.get("type"))
+        return _wrap_secrets(value, secret_keys=secret)
 
 
 class SourceConnector(_Connector):
@@ -928,14 +880,6 @@ class OutputNodeFile(_Response):
     node_subtype: str | None = None
 
 
-_SHORT_OFFSET = re.compile(r"(\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)([+-]\d{2}):?(\d{2})?$")
-"""A UTC offset written ``+HH`` or ``+HHMM`` at the end of a timestamp."""
-
-
-Moment = Annotated[datetime, BeforeValidator(lambda value: _iso_offset(value))]
-"""A response's date-time, PostgreSQL's short offsets (``+00``) read too."""
-
-
 class Job(_Response):
     """One run of a workflow: its status and the output files of a local-to-local run."""
 
@@ -970,19 +914,7 @@ class Job(_Response):
         return None if self.created_at is None else as_utc(self.created_at)
 
 
-def _iso_offset(value: Any) -> Any:
-    """Read PostgreSQL's short offsets (``2026-11-24 10:00:00+00``, ``...-0530``) as ISO ones."""
-    if isinstance(value, str):
-        return _SHORT_OFFSET.sub(lambda m: f"{m[1]}{m[2]}:{m[3] or '00'}", value.strip())
-    return value
-
-
-def as_utc(moment: datetime) -> datetime:
-    """``moment`` with a zone: as given, or (none given) read as UTC."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
-
-
-_CREATED_AT: TypeAdapter[datetime] = TypeAdapter(datetime)
+_CREATED_AT: TypeAdapter[datetime] = TypeAdapter(Moment)
 
 
 def listed_created_utc(item: Any) -> datetime | None:
@@ -994,7 +926,7 @@ def listed_created_utc(item: Any) -> datetime | None:
     if value is None:
         return None
     try:
-        return as_utc(_CREATED_AT.validate_python(_iso_offset(value)))
+        return as_utc(_CREATED_AT.validate_python(value))
     except ValidationError:
         return None
 
@@ -1060,15 +992,10 @@ class ListNotificationsParams(_Query):
 
     workflow_id: UUID | None = None
     event_types: EventTypes | None = None
-    since: Annotated[datetime, Field(strict=True)] | None = None
+    since: Zoned | None = None
     limit: Annotated[int, Field(strict=True, ge=1, le=100)] | None = None
     cursor: NonEmptyStr | None = None
     unread_only: bool | None = None
-
-    @field_validator("since")
-    @classmethod
-    def _zoned(cls, value: datetime | None) -> datetime | None:
-        return None if value is None else as_utc(value)
 
 
 class JobEventPayload(_Response):
@@ -1103,7 +1030,7 @@ class MarkNotificationsRead(_Request):
     """The body of ``POST /notifications/mark-read``: up to 100 events by id, or all created ``before``."""
 
     notification_ids: Annotated[list[NonEmptyStr], Field(min_length=1, max_length=100)] | None = None
-    before: Annotated[datetime, Field(strict=True)] | None = None
+    before: Zoned | None = None
     workflow_id: UUID | None = None
 
     @model_validator(mode="after")
@@ -1112,8 +1039,6 @@ class MarkNotificationsRead(_Request):
             raise ValueError("give notification_ids or before, not both and not neither")
         if self.workflow_id is not None and self.before is None:
             raise ValueError("workflow_id narrows only a mark of the events before a time")
-        if self.before is not None:
-            self.before = as_utc(self.before)
         return self
 
 

@@ -31,7 +31,6 @@ from airflow_provider_workflowsvc.lineage import (
     DatasetIdentity,
     connector_datasets,
     destination_identity,
-    file_datasets,
     job_output_dataset,
     object_dataset,
     uploaded_datasets,
@@ -142,9 +141,9 @@ def test_identity_never_holds_a_url_password_query_or_unlisted_value() -> None:
 
 def test_many_local_files_become_their_directory(tmp_path: Path) -> None:
     few = [str(tmp_path / f"f{i}.txt") for i in range(3)]
-    assert ids(file_datasets(few)) == [("file", p) for p in sorted(few)]
+    assert ids(uploaded_datasets(few)) == [("file", p) for p in sorted(few)]
     many = [str(tmp_path / "a" / f"f{i}.txt") for i in range(FILE_DATASETS_MAX + 1)]
-    assert ids(file_datasets(many)) == [("file", str(tmp_path / "a"))]
+    assert ids(uploaded_datasets(many)) == [("file", str(tmp_path / "a"))]
 
 
 def test_objects_are_named_as_openlineage_names_them() -> None:
@@ -204,7 +203,7 @@ def test_an_unreadable_workflow_leaves_connectors_out_but_keeps_files_and_facets
             workflow_id=FAKE_WORKFLOW_ID,
             job_id="j-1",
             summary=summary,
-            uploaded=file_datasets(paths),
+            uploaded=uploaded_datasets(paths),
             log=logging.getLogger("lineage-test"),
         )
     assert [(d.namespace, d.name) for d in lineage.inputs] == [("file", paths[0])]
