@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
     from airflow_provider_workflowsvc.models import Job, JobStatus
     from airflow_provider_workflowsvc.triggers._job_cursor import JobCursor
+    from airflow_provider_workflowsvc.wait.source import JobChange, Listener, Seen
 
 MAX_LATENESS = 3600.0
 """Seconds, on the triggerer's clock, a job may appear in the listing after its ``created_at`` and still
@@ -32,6 +33,9 @@ SUMMARY_BUDGET = 60.0
 """Seconds the requests for one job's summary may take before the next listing tries again."""
 LISTING_BUDGET = 60.0
 """Seconds one listing may take before the next interval (or listing) tries again."""
+LISTING_EVERY = 10
+"""Intervals after which a watcher told by the job-event feed lists its workflow's jobs all the same (an
+event the feed lost is found then)."""
 GONE = "gone"
 """What :meth:`JobListing.record` returns for a job the service no longer has."""
 CURSOR_KEY_PREFIX = "workflowsvc_job_events"
@@ -119,29 +123,55 @@ def job_summary(job: Job, summary: dict[str, Any] | None, error: str | None = No
 
 class JobListing:
     """
-    One raw event of the stream: the jobs created since ``since`` as listed at ``listed_at``, and the
-    reads a watcher may need beyond them, each made once for every watcher of the stream.
+    One raw event of the stream, one round: what the connection's source showed of the workflow's jobs
+    (``changes``: the feed's events; None: it cannot tell, the round lists the workflow's jobs), and the
+    reads a watcher may need beyond them (a listing, records), each made once for every watcher.
     """
 
     def __init__(
         self,
         number: int,
         listed_at: float,
-        since: datetime | None,
-        jobs: list[Job],
-        hook: WorkflowServiceAsyncHook,
+        listener: Listener,
         workflow_id: str | None,
         summaries: JobSummaries,
+        changes: list[JobChange] | None,
     ) -> None:
-        self.number, self.listed_at, self.since, self.jobs = number, listed_at, since, jobs
-        self.summaries = summaries
-        self._hook, self._workflow_id = hook, workflow_id
+        self.number, self.listed_at, self.summaries = number, listed_at, summaries
+        self.since: datetime | None = None
+        self.jobs: list[Job] | None = None
+        """The jobs created since ``since``, once a watcher needed the listing."""
+        self.changes = changes
+        self.position = listener.position
+        """The newest events of the feed seen by this round (a watcher's stored position)."""
+        self._hook, self._workflow_id = listener.hook, workflow_id
         self._lock = asyncio.Lock()
         self._records: dict[str, Job | str | None] = {}
 
     def covers(self, since: datetime | None) -> bool:
         """Whether ``jobs`` holds every job created at or after ``since`` (None: every job)."""
+        if self.jobs is None:
+            return False
         return self.since is None or (since is not None and since >= self.since)
+
+    async def since_position(self, position: Seen) -> list[JobChange] | None:
+        """Return the workflow's events of the feed after ``position`` (a restart's catch-up); None: a gap."""
+        from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
+        from airflow_provider_workflowsvc.wait.poll import survive_transient
+        from airflow_provider_workflowsvc.wait.source import read_feed
+
+        try:
+            with deadline(time.time() + LISTING_BUDGET):
+                return (await read_feed(self._hook, position, self._workflow_id))[0]
+        except Exception as exc:
+            survive_transient(exc, log, "Reading the job-event feed since the saved position", "next round")
+            return None
+
+    def shown(self) -> list[JobChange] | None:
+        """Return this round's events of the watched workflow (None: the round lists the jobs)."""
+        if self.changes is None:
+            return None
+        return [c for c in self.changes if self._workflow_id in (None, c.workflow_id) and c.job_id]
 
     async def reaching(self, since: datetime | None) -> list[Job] | None:
         """
@@ -155,7 +185,7 @@ class JobListing:
                 if jobs is None:
                     return None
                 self.since, self.jobs = since, jobs
-        return self.jobs
+        return self.jobs or []
 
     async def unfinished(self) -> list[Job] | None:
         """
@@ -343,34 +373,33 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
     @classmethod
     async def open_shared_stream(cls, kwargs: dict[str, Any]) -> AsyncIterator[Any]:
         """
-        List the jobs now, then every ``poll_interval`` seconds; yield each listing (forever). Each reads
-        the jobs created since ``max_lateness`` before the previous listing (the first: before now).
+        Yield a round (forever) for each read of the connection's source (:func:`~.wait.source.listening`:
+        the job-event feed, read once per interval for every wait and watcher of the connection); a round
+        where the source cannot tell (no feed, a gap, down), and one every ``LISTING_EVERY`` intervals,
+        lists the workflow's jobs instead (lazily, once for every watcher).
         """
-        from airflow_provider_workflowsvc import metrics
         from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
+        from airflow_provider_workflowsvc.wait.source import listening
 
         workflow_id, interval = kwargs.get("workflow_id"), float(kwargs.get("poll_interval") or 60.0)
-        lateness = float(kwargs.get("max_lateness") or MAX_LATENESS)
         conn_id = kwargs.get("workflowsvc_conn_id") or DEFAULT_CONN_ID
-        async with WorkflowServiceAsyncHook(conn_id) as hook:
-            summaries, number, since = JobSummaries(hook), 0, None
+        async with WorkflowServiceAsyncHook(conn_id) as hook, listening(hook, interval) as listener:
+            summaries, number, listed = JobSummaries(hook), 0, time.time()
             while True:
-                listed_at = time.time()
-                since = since or _utc(listed_at - lateness)
-                jobs = await _listed(hook, workflow_id, since, "next interval")
-                metrics.watcher_listing(workflow_id, conn_id, failed=jobs is None)
-                if jobs is not None:
-                    number += 1
-                    summaries.forget_before(number - 1)
-                    yield JobListing(number, listed_at, since, jobs, hook, workflow_id, summaries)
-                    since = _utc(listed_at - lateness)
-                await asyncio.sleep(interval)
+                changes = await listener.next()
+                now = time.time()
+                if changes is None or now - listed >= LISTING_EVERY * interval:
+                    changes, listed = None, now
+                number += 1
+                summaries.forget_before(number - 1)
+                yield JobListing(number, now, listener, workflow_id, summaries, changes)
 
     async def filter_shared_stream(self, shared_stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
         """Turn the listings into this watcher's events: the jobs its own cursor has not reported."""
         from airflow_provider_workflowsvc import metrics
 
-        read, cursor, saver = False, None, None
+        read, cursor, saver, caught_up = False, None, None, False
+        ended: set[str] = set()  # jobs the feed showed ended, not reported yet: read again each round
         try:
             async for listing in shared_stream:
                 if not read:
@@ -381,26 +410,36 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
                 if cursor is None:
                     cursor = await self._first_start(listing)
                     if cursor is not None:
+                        cursor.position = listing.position
                         await self._save_cursor(cursor)
+                    caught_up = True
                     continue
                 if saver is None:
                     saver = _SettledSaver(self, cursor)
-                due = await self._due(cursor, listing)
+                shown = listing.shown()
+                if not caught_up:  # a (re)start: the feed since the saved position (else a listing)
+                    back = None if cursor.position is None else await listing.since_position(cursor.position)
+                    shown = None if shown is None else back  # it reads past this round's read
+                    ended |= cursor.pending if shown is not None else set()  # each read once
+                due = await self._due(cursor, listing, shown, ended)
                 if due is None:
                     continue  # the listing could not be read that far: the next one tries again
+                caught_up = True
                 for job in due:
                     if job.status.value not in self.statuses:
                         cursor.reported(job.id)
                         continue
                     payload = await listing.summaries.of(job, listing.number)
                     if payload is None:
-                        continue  # stays pending: the next listing tries again
+                        continue  # stays pending: the next round tries again
                     self.log.info("Job %s of %s ended %s", job.id, self._watched(), payload["status"])
                     metrics.watcher_event(self.workflow_id, self.workflowsvc_conn_id, event_lag(job))
                     yield TriggerEvent(payload)
                     cursor.reported(job.id)
                     saver.handed(job.id)
+                ended.intersection_update(cursor.pending)
                 cursor.advance(listing.listed_at, self.max_lateness)
+                cursor.position = listing.position or cursor.position
                 await saver.save()
         finally:
             if saver is not None:
@@ -420,24 +459,35 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
         self.log.info("Watching %s from now on", self._watched())
         return JobCursor.starting_at([*window, *unfinished], listing.listed_at, self.max_lateness)
 
-    async def _due(self, cursor: JobCursor, listing: JobListing) -> list[Job] | None:
+    async def _due(
+        self, cursor: JobCursor, listing: JobListing, shown: list[JobChange] | None, ended: set[str]
+    ) -> list[Job] | None:
         """
-        Return the jobs to report from ``listing`` (oldest first; None: not readable now): the pending
-        ones it shows final, and those it does not show (older than its window) read one by one.
+        Return the jobs to report this round (None: not readable now). Told by the feed (``shown``):
+        the jobs it showed ended and not reported (``ended`` keeps them until they are, or their records
+        say they run), each read from its own record, which decides. Else from the listing: the pending
+        jobs it shows final (oldest first), and those it does not show (older than its window) read one
+        by one.
         """
         from airflow_provider_workflowsvc.models import Job
 
-        jobs = listing.jobs if listing.covers(cursor.horizon) else await listing.reaching(cursor.horizon)
-        if jobs is None:
-            return None
-        due = cursor.due(jobs, listing.listed_at, self.max_lateness)
-        for job_id in cursor.unlisted(jobs):
+        if shown is not None:
+            ended |= cursor.saw(shown)
+            due, reads = [], sorted(ended)
+        else:
+            jobs = await listing.reaching(cursor.horizon)
+            if jobs is None:
+                return None
+            due, reads = cursor.due(jobs, listing.listed_at, self.max_lateness), cursor.unlisted(jobs)
+        for job_id in reads:
             job = await listing.record(job_id)
             if job == GONE:
                 self.log.warning("Job %s is no longer known to the service; it is not reported", job_id)
                 cursor.reported(job_id)
             elif isinstance(job, Job) and job.status.is_terminal:
                 due.append(job)
+            elif isinstance(job, Job):
+                ended.discard(job_id)  # its record says it runs: its end is an event to come
         return due
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
