@@ -6,7 +6,6 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Hashable, Iterable
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
@@ -14,6 +13,8 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
     from airflow_provider_workflowsvc.models import Job, JobStatus
     from airflow_provider_workflowsvc.triggers._job_cursor import JobCursor
@@ -239,16 +240,20 @@ async def _listed(
     status: JobStatus | None = None,
 ) -> list[Job] | None:
     """List the workflow's jobs created since ``since`` (in ``status``); None: failed transiently (logged)."""
+    from airflow_provider_workflowsvc import metrics
     from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
     from airflow_provider_workflowsvc.wait.poll import survive_transient
 
     what = f"Listing the jobs of workflow {workflow_id}" if workflow_id else "Listing the jobs"
     try:
         with deadline(time.time() + LISTING_BUDGET):
-            return await hook.list_jobs(workflow_id=workflow_id, status=status, created_since=since)
+            jobs = await hook.list_jobs(workflow_id=workflow_id, status=status, created_since=since)
     except Exception as exc:
+        metrics.watcher_listing(workflow_id, hook.workflowsvc_conn_id, failed=True)
         survive_transient(exc, log, what, retry=retry)
         return None
+    metrics.watcher_listing(workflow_id, hook.workflowsvc_conn_id)
+    return jobs
 
 
 class _SettledSaver:
@@ -296,11 +301,16 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
     """
     Report each job of a workflow that reaches a final status: for ``Asset(watchers=[AssetWatcher(...)])``.
 
-    Every ``poll_interval`` seconds the trigger lists the workflow's jobs (``GET /jobs/?workflow_id=``,
-    or every job of the connection without ``workflow_id``), read down to the jobs created within
-    ``max_lateness`` of the previous listing. Each job that reaches one of ``statuses`` after the watch
-    began gives exactly one event, whatever its ``created_at`` says, as long as it appears in the listing
-    no later than ``max_lateness`` after it (on the triggerer's clock). The payload is the job's summary:
+    Every ``poll_interval`` seconds it learns which jobs changed from its connection's source
+    (:mod:`~.wait.source`: the job-event feed, one read per interval for every wait and watcher of the
+    connection, never marking an event read) and reads each job the feed shows ended from its own record,
+    which decides (``job.completed`` may have failed files). Where the source cannot tell (no feed: the
+    spec dialect; a gap; down), and every :data:`LISTING_EVERY` intervals (an event the feed lost), it
+    lists the workflow's jobs (``GET /jobs/?workflow_id=``, or every job of the connection without
+    ``workflow_id``) down to the jobs created within ``max_lateness`` of the previous listing. Each job
+    that reaches one of ``statuses`` after the watch began gives exactly one event; a job only a listing
+    shows is reported if it appears no later than ``max_lateness`` after its ``created_at`` (on the
+    triggerer's clock). The payload is the job's summary:
     ``job_id``, ``workflow_id``, ``workflow_name``, ``status``, ``created_at``, ``documents_written``,
     ``failed_count``, ``failed_files`` (the first :data:`FAILED_FILES_IN_EVENT`) and ``message``. The
     DAG scheduled on the asset reads it from ``triggering_asset_events[asset][i].extra["payload"]``.
@@ -309,15 +319,16 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
     Bad answers and outages are survived as waits survive them (:func:`~.wait.poll.is_transient`):
     the listing, or a job's summary, is tried again at the next interval.
 
-    Airflow 3.3+: the cursor (which jobs were reported) is kept in the asset state store, so jobs that
-    finished while the triggerer was down are reported on restart, none twice; and the watchers of one
-    connection and workflow share one listing per interval (``shared_stream_key``). Airflow 3.0-3.2
+    Airflow 3.3+: the cursor (which jobs were reported, the feed's position) is kept in the asset state
+    store, so jobs that finished while the triggerer was down are reported on restart (the feed read
+    since the position, else a listing), none twice; and the watchers of one connection and workflow
+    share one stream (``shared_stream_key``). Airflow 3.0-3.2
     have no store: each start of the trigger begins from "now" (jobs that finished while it was down
     are not reported; none is reported twice). See the provider docs' "Event-driven scheduling".
 
     :param workflow_id: the workflow whose jobs to report; None: every job of the connection.
     :param workflowsvc_conn_id: the Workflow Service connection.
-    :param poll_interval: seconds between two listings.
+    :param poll_interval: seconds between two reads of the source (or listings).
     :param statuses: the final statuses to report (default: all of them); a finished job in another
         status is passed over silently.
     :param max_lateness: seconds a job may appear in the listing after its ``created_at`` (a commit that
@@ -450,7 +461,7 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
         Start a cursor from the jobs of the lateness window and the unfinished ones (whatever their age):
         those already final are never reported, the others are once they end.
         """
-        from airflow_provider_workflowsvc.triggers._job_cursor import JobCursor
+        from airflow_provider_workflowsvc.triggers._job_cursor import JobCursor, _utc
 
         window = await listing.reaching(_utc(listing.listed_at - self.max_lateness))
         unfinished = await listing.unfinished() if window is not None else None
@@ -545,10 +556,6 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
             await store.aset(self.cursor_key, cursor.to_json(unsettled))
         except Exception as exc:  # the next listing saves it again
             self.log.warning("Could not save the job cursor to the asset state store: %s", exc)
-
-
-def _utc(epoch: float) -> datetime:
-    return datetime.fromtimestamp(epoch, tz=timezone.utc)
 
 
 def _lateness(value: Any) -> float:

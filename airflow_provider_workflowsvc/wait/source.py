@@ -405,7 +405,9 @@ class Listener:
             await asyncio.sleep(self.interval)
             return None
         try:
-            read = await asyncio.wait_for(self.reads.get(), timeout=DOWN_AFTER * self.interval + ANSWER_ROOM * self.source._took)
+            read = await asyncio.wait_for(
+                self.reads.get(), timeout=DOWN_AFTER * self.interval + ANSWER_ROOM * self.source._took
+            )
         except asyncio.TimeoutError:
             return None
         changes: list[JobChange] | None = read
