@@ -156,23 +156,27 @@ class JobListing:
         return self.since is None or (since is not None and since >= self.since)
 
     async def since_position(self, position: Seen) -> list[JobChange] | None:
-        """Return the workflow's events of the feed after ``position`` (a restart's catch-up); None: a gap."""
+        """
+        Return the workflow's events of the feed after ``position`` (a restart's catch-up; the whole feed
+        is read, so that reaching the events at ``position`` proves nothing was purged); None: a gap.
+        """
         from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
         from airflow_provider_workflowsvc.wait.poll import survive_transient
         from airflow_provider_workflowsvc.wait.source import read_feed
 
         try:
             with deadline(time.time() + LISTING_BUDGET):
-                return (await read_feed(self._hook, position, self._workflow_id))[0]
+                return self.shown((await read_feed(self._hook, position))[0])
         except Exception as exc:
             survive_transient(exc, log, "Reading the job-event feed since the saved position", "next round")
             return None
 
-    def shown(self) -> list[JobChange] | None:
-        """Return this round's events of the watched workflow (None: the round lists the jobs)."""
-        if self.changes is None:
+    def shown(self, changes: list[JobChange] | None = None) -> list[JobChange] | None:
+        """Return this round's events (or ``changes``) of the watched workflow (None: list the jobs)."""
+        changes = self.changes if changes is None else changes
+        if changes is None:
             return None
-        return [c for c in self.changes if self._workflow_id in (None, c.workflow_id) and c.job_id]
+        return [c for c in changes if self._workflow_id in (None, c.workflow_id) and c.job_id]
 
     async def reaching(self, since: datetime | None) -> list[Job] | None:
         """

@@ -316,20 +316,18 @@ class ChangeSource:
 
 
 async def read_feed(
-    hook: WorkflowServiceAsyncHook, last: Seen | None, workflow_id: str | None = None
+    hook: WorkflowServiceAsyncHook, last: Seen | None
 ) -> tuple[list[JobChange] | None, Seen | None]:
     """
-    Page the feed (newest first; of one workflow if given) down to the events ``last`` saw (None: its
-    first pages); return the events after them, newest first (None: a gap, the pages ran out or past
-    ``MAX_PAGES`` first), and the newest events' time and ids.
+    Page the feed (newest first) down to the events ``last`` saw (None: its first pages); return the
+    events after them, newest first (None: a gap, the pages ran out or past ``MAX_PAGES`` first), and
+    the newest events' time and ids.
     """
     found: list[JobChange] = []
     cursor: str | None = None
     since = last[0] - SINCE_MARGIN if last else None
     for _ in range(MAX_PAGES):
-        page = await hook.list_notifications(
-            workflow_id=workflow_id, since=since, limit=FEED_PAGE, cursor=cursor
-        )
+        page = await hook.list_notifications(since=since, limit=FEED_PAGE, cursor=cursor)
         changes = list(map(_change, page.events))
         found += (new := [c for c in changes if not (last and c.at and _seen(c.at, c.event_id, last))])
         if len(new) < len(changes):  # down to the events seen (the whole page: it may come in any order)
