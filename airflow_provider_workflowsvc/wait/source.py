@@ -211,8 +211,9 @@ class ChangeSource:
                 self._good_at, self._took = started, time.monotonic() - started
                 metrics.shared_listing(None, hook.workflowsvc_conn_id)
                 self._tell(changes, started)
-                for listener in self.listeners:
-                    listener.reads.put_nowait(changes if self.kind == "feed" else None)
+                for listener in self.listeners:  # without a feed, only to wake it (at most one queued)
+                    if self.kind == "feed" or listener.reads.empty():
+                        listener.reads.put_nowait(changes if self.kind == "feed" else None)
             await asyncio.sleep(max(interval - (time.monotonic() - started), 0.0))
 
     def _failed(self, hook: WorkflowServiceAsyncHook, exc: Exception, took: float, patience: float) -> None:
