@@ -5,11 +5,13 @@ with its own poll loop (Airflow 3.0-3.2: ``run()``) and on one shared stream (Ai
 
 The emulator (a real uvicorn server, in this process) runs a workflow on its own hourly schedule; its
 clock is advanced ``--jobs`` times during the run, so jobs start and finish while the watchers poll. The
-figures come from the emulator's request log: listings (``GET /jobs/``) per poll interval, the summary
-requests per finished job (details, record, failed files) and the events each watcher gave per job
-(must be 1).
+figures come from the emulator's request log: listings (``GET /jobs/``) and feed reads (``GET
+/notifications``, platform dialect: the connection's source, shared with every wait) per poll interval,
+the summary requests per finished job (details, record, failed files) and the events each watcher gave
+per job (must be 1), in both dialects; and in the platform dialect under the feed's faults (each event
+twice, pages oldest first, each job's end shown half an hour late: ``--faults``).
 
-    python -m benchmarks.bench_job_events [--interval 1.0] [--intervals 12] [--jobs 3]
+    python -m benchmarks.bench_job_events [--interval 1.0] [--intervals 12] [--jobs 3] [--faults]
 
 ``--restart``: a burst of 30 finished jobs whose summaries the emulator slows (0.5 s each); the watcher
 is stopped 8 s after its first event and started again from its stored cursor: how many events it hands
@@ -106,6 +108,7 @@ async def _watch(
     await asyncio.sleep(max(0.0, started + interval * intervals - time.monotonic()))
     elapsed = time.monotonic() - started
     log = await asyncio.to_thread(emu.requests, method="GET", path_contains="/jobs")
+    feed = await asyncio.to_thread(emu.requests, method="GET", path_contains="/notifications")
     for task in tasks:
         task.cancel()
     for task in tasks:
@@ -117,34 +120,73 @@ async def _watch(
     per_job = [sum(got.count(job_id) for job_id in finished) / max(len(finished), 1) for got in events]
     return {
         "listings_per_interval": listings / (elapsed / interval),
+        "feed_reads_per_interval": len(feed) / (elapsed / interval),
         "summary_requests_per_job": (len(log) - listings) / max(len(finished), 1),
         "events_per_job_per_watcher": per_job,
         "jobs_reported": len(finished),
     }
 
 
+FEED_FAULTS: dict[str, dict[str, Any]] = {
+    "": {},
+    ", feed duplicates": {"feed_faults": ["duplicate"]},
+    ", feed reorders": {"feed_faults": ["reorder"]},
+    ", feed loses ends": {"feed_lag": {"job.completed": 1800.0}},
+}
+
+
 def run(
-    runs: int = 1, interval: float = 1.0, intervals: int = 12, jobs: int = 3, emu: Any = None
+    runs: int = 1,
+    interval: float = 1.0,
+    intervals: int = 12,
+    jobs: int = 3,
+    emu: Any = None,
+    dialects: Sequence[str] = ("spec", "platform"),
+    faults: bool = False,
+) -> list[Row]:
+    rows: list[Row] = []
+    for dialect in dialects:
+        for fault, switches in FEED_FAULTS.items() if faults and dialect == "platform" else [("", {})]:
+            rows += _run(runs, interval, intervals, jobs, emu, dialect, fault, switches)
+    return rows
+
+
+def _run(
+    runs: int,
+    interval: float,
+    intervals: int,
+    jobs: int,
+    emu: Any,
+    dialect: str,
+    fault: str,
+    switches: dict[str, Any],
 ) -> list[Row]:
     from airflow_provider_workflowsvc.emulator.testing import running_emulator
 
     rows: list[Row] = []
     with contextlib.ExitStack() as stack:
         if emu is None:
-            emu = stack.enter_context(running_emulator(token="bench-token", api_key="bench-key"))
+            emu = stack.enter_context(
+                running_emulator(token="bench-token", api_key="bench-key", dialect=dialect)
+            )  # type: ignore[arg-type]
         stack.enter_context(
             mock.patch.dict(os.environ, {CONN_ENV: conn_json(emu.base_url, emu.token, emu.api_key)})
         )
-        emu.configure(processing_delay=0.05)
+        emu.configure(processing_delay=0.05, **switches)
         for watchers, shared in ((1, False), (10, False), (1, True), (10, True)):
             results = [
                 asyncio.run(_watch(emu, watchers, shared, interval, intervals, jobs)) for _ in range(runs)
             ]
             mode = "one stream (3.3)" if shared else "own loop each (3.0-3.2)"
-            section = f"job events: {watchers} watcher(s), {mode}"
+            section = f"job events, {dialect}{fault}: {watchers} watcher(s), {mode}"
             per_job = [v for r in results for v in r["events_per_job_per_watcher"]]
             rows.append(
                 Row(section, "listings per interval", [r["listings_per_interval"] for r in results], "req")
+            )
+            rows.append(
+                Row(
+                    section, "feed reads per interval", [r["feed_reads_per_interval"] for r in results], "req"
+                )
             )
             rows.append(
                 Row(
@@ -390,6 +432,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--jobs", type=int, default=3)
     parser.add_argument("--history", help="past jobs, comma-separated: the event loop's cost (see above)")
     parser.add_argument("--restart", action="store_true", help="what a restart during a burst repeats")
+    parser.add_argument("--faults", action="store_true", help="also under the feed's faults (platform)")
     args = parser.parse_args(argv)
     with airflow_home():
         os.environ.setdefault("AIRFLOW__WORKFLOWSVC__MIN_POLL_INTERVAL", "0.01")
@@ -399,7 +442,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             histories = [int(n) for n in args.history.split(",")]
             rows = run_history(histories, args.interval, args.intervals)
         else:
-            rows = run(args.runs, args.interval, args.intervals, args.jobs)
+            rows = run(args.runs, args.interval, args.intervals, args.jobs, faults=args.faults)
     print(machine())
     print(table(rows))
 

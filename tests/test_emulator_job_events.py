@@ -169,6 +169,22 @@ def test_on_demand_jobs_emit_account_level_events(emu: EmulatorHandle, api: http
     assert feed(api, workflow_id=job["workflow_id"])["events"] == []
 
 
+def test_the_feeds_fault_switches(emu: EmulatorHandle, api: httpx.Client) -> None:
+    """Test switches (issue #45): each event twice, pages oldest first, an event type shown late."""
+    run(api, workflow(api))
+    emu.advance_clock(10 * STEP)
+    events = feed(api)["events"]
+    assert [e["event_type"] for e in events] == ["job.completed", "job.in_progress", "job.scheduled"]
+    emu.configure(feed_faults=["duplicate"])
+    assert feed(api)["events"] == [e for e in events for _ in (1, 2)]
+    emu.configure(feed_faults=["reorder"])
+    assert feed(api)["events"] == events[::-1]
+    emu.configure(feed_faults=[], feed_lag={"job.completed": 20 * STEP})
+    assert feed(api)["events"] == events[1:]  # the end is not shown yet ...
+    emu.advance_clock(20 * STEP)
+    assert feed(api)["events"] == events  # ... then under its own time
+
+
 # --------------------------------------------------------------------------------------------------
 # The feed's parameters
 

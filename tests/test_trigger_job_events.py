@@ -15,7 +15,11 @@ from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 from airflow_provider_workflowsvc.models import Job
 from airflow_provider_workflowsvc.testing.job_events import MemoryAssetStore
 from airflow_provider_workflowsvc.triggers._job_cursor import JobCursor
-from airflow_provider_workflowsvc.triggers.job_events import FAILED_FILES_IN_EVENT, WorkflowJobEventTrigger
+from airflow_provider_workflowsvc.triggers.job_events import (
+    FAILED_FILES_IN_EVENT,
+    LISTING_EVERY,
+    WorkflowJobEventTrigger,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -477,8 +481,9 @@ async def test_a_job_dated_years_ahead_does_not_silence_the_watcher(hourly: str,
 async def test_a_job_later_than_the_lateness_bound_is_not_reported_and_others_are(
     hourly: str, emulator: Any
 ) -> None:
-    """The documented bound: a job that appears more than ``max_lateness`` after its ``created_at`` (on
-    the triggerer's clock) is history; the watcher goes on with the jobs after it."""
+    """The documented bound of a listing: a job that appears more than ``max_lateness`` after its
+    ``created_at`` (on the triggerer's clock) is history; the watcher goes on with the jobs after it. The
+    feed (platform dialect) stamps events with the moment of the change: the late job is reported."""
     store = FakeAssetStore()
     trigger = watcher(hourly, store)
     trigger.max_lateness = 60.0
@@ -488,9 +493,10 @@ async def test_a_job_later_than_the_lateness_bound_is_not_reported_and_others_ar
     fire(emulator)
     stamped(emulator, 0)
     fire(emulator)
-    (reported,) = await watch.events(1)
-    newest = emulator_jobs(emulator, hourly)[0]["id"]
-    assert reported["job_id"] == newest
+    newest, late = (j["id"] for j in emulator_jobs(emulator, hourly))
+    told = emulator.dialect == "platform"
+    reported = await watch.events(2 if told else 1)
+    assert {p["job_id"] for p in reported} == ({newest, late} if told else {newest})
     assert await watch.event(0.5) is None
     await watch.stop()
 
@@ -571,4 +577,109 @@ async def test_a_job_running_at_the_first_start_is_reported_whatever_its_date(
     (payload,) = await watch.events(1)
     assert payload["job_id"] == old["id"]
     assert await watch.event(0.5) is None
+    await watch.stop()
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue #45: told by the job-event feed (platform dialect), exactly once under its faults
+
+
+@pytest.fixture
+def platform_hourly(platform_service: Any) -> str:
+    from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings
+
+    platform_service.configure(processing_delay=0.01)
+    emu = platform_service
+    settings = ConnectionSettings(
+        base_url=emu.base_url, token=emu.token, api_key=emu.api_key, retry_wait=0.05
+    )
+    return scheduled_workflow(platform_service, settings)
+
+
+class Rounds(Running):
+    """:class:`Running`, counting the rounds of the stream the watcher has handled."""
+
+    def __init__(self, trigger: WorkflowJobEventTrigger) -> None:
+        self.rounds = 0
+        trigger.run = lambda: trigger.filter_shared_stream(self._counted(trigger))  # type: ignore[method-assign]
+        super().__init__(trigger)
+
+    async def _counted(self, trigger: WorkflowJobEventTrigger) -> AsyncGenerator[Any, None]:
+        async for listing in type(trigger).open_shared_stream(trigger.serialize()[1]):
+            yield listing
+            self.rounds += 1  # the watcher asked for the next round: this one is handled
+
+    async def quiet(self, rounds: int) -> bool:
+        """Whether ``rounds`` more rounds were handled without an event."""
+        until = self.rounds + rounds
+        while self.rounds < until and not self._next.done():
+            await asyncio.sleep(0.02)
+        return not self._next.done()
+
+
+FEED_FAULTS = {
+    "duplicated": {"feed_faults": ["duplicate"]},
+    "reordered": {"feed_faults": ["reorder"]},
+    "lost": {"feed_lag": {"job.completed": 1800.0}},  # ends appear half an hour late, under older times
+}
+
+
+@pytest.mark.parametrize("fault", FEED_FAULTS)
+async def test_each_job_is_reported_once_under_feed_faults_and_a_restart(
+    platform_hourly: str, platform_service: Any, fault: str
+) -> None:
+    """
+    The feed duplicates its events, sends them oldest first, or shows each job's end only after later
+    events (a reader that went past its time lost it: the watcher's listing every ``LISTING_EVERY``
+    rounds finds it): each job is reported once, also across a restart that catches up from the stored
+    feed position, and nothing comes twice within a listing round.
+    """
+    emulator = platform_service
+    store = FakeAssetStore()
+    watch = await Rounds(watcher(platform_hourly, store)).started(store)
+    emulator.configure(**FEED_FAULTS[fault])
+    fire(emulator, 3)
+    first = await watch.events(3)
+    assert await watch.quiet(LISTING_EVERY + 2)
+    await watch.stop()
+    assert store.values[watch.trigger.cursor_key]["position"] is not None
+    fire(emulator, 2)  # while down
+    restarted = Rounds(watcher(platform_hourly, store))
+    later = await restarted.events(2)
+    assert await restarted.quiet(LISTING_EVERY + 2)
+    await restarted.stop()
+    reported = [p["job_id"] for p in [*first, *later]]
+    assert sorted(reported) == sorted(j["id"] for j in emulator_jobs(emulator, platform_hourly))
+    assert all(p["status"] == "completed" for p in [*first, *later])
+
+
+async def test_a_watcher_told_by_the_feed_lists_only_every_few_rounds(
+    platform_hourly: str, platform_service: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """
+    One feed read per round for the connection; the workflow's listing once per ``LISTING_EVERY`` rounds,
+    and in a round the source could not tell (a feed read cut by its patience on a busy machine).
+    """
+    from airflow_provider_workflowsvc.wait import source
+
+    untold: list[int] = []
+    told = source.Listener.next
+
+    async def counted(self: source.Listener) -> Any:
+        changes = await told(self)
+        untold.append(changes is None)
+        return changes
+
+    monkeypatch.setattr(source.Listener, "next", counted)
+    store = FakeAssetStore()
+    watch = await Rounds(watcher(platform_hourly, store)).started(store)
+    platform_service.clear_requests()
+    start, first = watch.rounds, len(untold)
+    assert await watch.quiet(3 * LISTING_EVERY)
+    rounds = watch.rounds - start
+    reads = platform_service.requests(method="GET")
+    listings = [r for r in reads if r["path"].endswith("/jobs/")]
+    feed = [r for r in reads if r["path"].endswith("/notifications")]
+    assert len(listings) <= rounds / LISTING_EVERY + 1 + sum(untold[first:])
+    assert len(feed) >= rounds - sum(untold[first:]) - 1  # each round told is one read (or more, queued)
     await watch.stop()

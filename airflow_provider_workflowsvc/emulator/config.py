@@ -80,6 +80,12 @@ class EmulatorConfig(BaseModel):
     """Seconds added to the ``created_at`` written on the jobs created from now on: a replica whose clock
     is off, or a transaction stamped when it began and committed later (such a job appears in the
     listing after newer ones). Listings order jobs by the time written."""
+    feed_faults: list[Literal["duplicate", "reorder"]] = Field(default_factory=list)
+    """Faults of the job-event feed's answers: each event twice (``duplicate``), each page oldest first
+    (``reorder``)."""
+    feed_lag: dict[str, float] = Field(default_factory=dict)
+    """Event type -> emulator seconds its events stay out of the feed (then appear with their own time:
+    a reader that went past that time has lost them, a later catch-up finds them)."""
     jobs_list_order: ListOrder = "newest-first"
     jobs_list_file_ids: bool = True
     """Whether job listings show ``input_file_ids`` (platform dialect); False: only the job's own record

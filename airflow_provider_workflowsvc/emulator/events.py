@@ -197,12 +197,14 @@ class Notifications:
         after = None if params.cursor is None else _decode_cursor(params.cursor)
         since = None if params.since is None else _utc(params.since)
         workflow_id = None if params.workflow_id is None else str(params.workflow_id)
-        events, _ = self.events()
+        events, now = self.events()
         is_read = self._read_test(reader)
+        config = self.service.config
         chosen = [
             e
             for e in events
-            if (workflow_id is None or e.workflow_id == workflow_id)
+            if e.at + config.feed_lag.get(e.event_type, 0.0) <= now
+            and (workflow_id is None or e.workflow_id == workflow_id)
             and (types is None or e.event_type in types)
             and (since is None or e.at >= since)
             and (after is None or e.key < after)
@@ -210,8 +212,10 @@ class Notifications:
         ]
         page = chosen[: params.limit]
         more = len(chosen) > params.limit
+        shown = [e for e in page for _ in range(2 if "duplicate" in config.feed_faults else 1)]
+        order = -1 if "reorder" in config.feed_faults else 1
         return {
-            "events": [self.event_json(e, is_read(e)) for e in page],
+            "events": [self.event_json(e, is_read(e)) for e in shown[::order]],
             "next_cursor": _encode_cursor(page[-1].key) if more else None,
         }
 

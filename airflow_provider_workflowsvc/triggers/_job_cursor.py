@@ -13,6 +13,7 @@ from airflow_provider_workflowsvc.models import as_utc
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.models import Job
+    from airflow_provider_workflowsvc.wait.source import JobChange, Seen
 
 log = logging.getLogger("airflow_provider_workflowsvc.triggers.job_events")
 
@@ -45,6 +46,8 @@ class JobCursor:
     """Jobs created before it are not new (None: every job not known is new)."""
     known: dict[str, datetime] = field(default_factory=dict)
     pending: set[str] = field(default_factory=set)
+    position: Seen | None = None
+    """The newest events of the job-event feed handled (a restart reads the feed since them)."""
     _undated: set[str] = field(default_factory=set, repr=False, compare=False)
     _last_listed: float | None = field(default=None, repr=False, compare=False)
 
@@ -78,6 +81,21 @@ class JobCursor:
             if job.id in self.pending and job.status.is_terminal:
                 due.append(job)
         return due
+
+    def saw(self, changes: Iterable[JobChange]) -> set[str]:
+        """
+        Note the feed's events (any order, duplicates too): a job not known is new (pending); return
+        the jobs not reported yet that an event shows ended (their records decide).
+        """
+        ended = set()
+        for change in changes:
+            if change.job_id in self.known and change.job_id not in self.pending:
+                continue  # reported (or history): a duplicate, or an event of it arriving late
+            self.known.setdefault(change.job_id, change.at or _utc(time.time()))
+            self.pending.add(change.job_id)
+            if not change.active:
+                ended.add(change.job_id)
+        return ended
 
     def unlisted(self, jobs: Iterable[Job]) -> list[str]:
         """Return the pending jobs ``jobs`` does not show (created before its window, or gone): read each."""
@@ -154,10 +172,12 @@ class JobCursor:
 
     def to_json(self, unsettled: Iterable[str] = ()) -> dict[str, Any]:
         """Return the stored form; ``unsettled``: jobs reported so recently they are stored as pending."""
+        position = self.position and {"at": self.position[0].isoformat(), "ids": sorted(self.position[1])}
         return {
             "horizon": None if self.horizon is None else self.horizon.isoformat(),
             "known": {job_id: at.isoformat() for job_id, at in sorted(self.known.items())},
             "pending": sorted(self.pending | set(unsettled)),
+            "position": position,
         }
 
     @classmethod
@@ -167,7 +187,8 @@ class JobCursor:
 
         A time without a zone (a hand edit, a restore) is read as UTC, the zone the provider writes, with
         a warning. A horizon ahead of this triggerer's clock cannot be right: the cursor is not read. A
-        cursor of the provider's earlier versions (a ``watermark``) is read as its horizon.
+        cursor of the provider's earlier versions (a ``watermark``) is read as its horizon; one without a
+        ``position`` (0.2.0) lists the workflow's jobs once to catch up, as it did.
         """
         if value is None:
             return None
@@ -179,6 +200,8 @@ class JobCursor:
                 horizon = _stored_time(value["horizon"])
                 known = {str(job_id): _known_time(at) for job_id, at in value["known"].items()}
             cursor = cls(horizon=horizon, known=known, pending={str(job_id) for job_id in value["pending"]})
+            if position := value.get("position"):
+                cursor.position = (_known_time(position["at"]), {str(i) for i in position["ids"]})
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             log.warning("The stored job cursor %r cannot be read (%s); starting from now", value, exc)
             return None

@@ -6,7 +6,6 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Hashable, Iterable
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
@@ -14,9 +13,12 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
     from airflow_provider_workflowsvc.models import Job, JobStatus
     from airflow_provider_workflowsvc.triggers._job_cursor import JobCursor
+    from airflow_provider_workflowsvc.wait.source import JobChange, Listener, Seen
 
 MAX_LATENESS = 3600.0
 """Seconds, on the triggerer's clock, a job may appear in the listing after its ``created_at`` and still
@@ -32,6 +34,9 @@ SUMMARY_BUDGET = 60.0
 """Seconds the requests for one job's summary may take before the next listing tries again."""
 LISTING_BUDGET = 60.0
 """Seconds one listing may take before the next interval (or listing) tries again."""
+LISTING_EVERY = 10
+"""Intervals after which a watcher told by the job-event feed lists its workflow's jobs all the same (an
+event the feed lost is found then)."""
 GONE = "gone"
 """What :meth:`JobListing.record` returns for a job the service no longer has."""
 CURSOR_KEY_PREFIX = "workflowsvc_job_events"
@@ -119,29 +124,59 @@ def job_summary(job: Job, summary: dict[str, Any] | None, error: str | None = No
 
 class JobListing:
     """
-    One raw event of the stream: the jobs created since ``since`` as listed at ``listed_at``, and the
-    reads a watcher may need beyond them, each made once for every watcher of the stream.
+    One raw event of the stream, one round: what the connection's source showed of the workflow's jobs
+    (``changes``: the feed's events; None: it cannot tell, the round lists the workflow's jobs), and the
+    reads a watcher may need beyond them (a listing, records), each made once for every watcher.
     """
 
     def __init__(
         self,
         number: int,
         listed_at: float,
-        since: datetime | None,
-        jobs: list[Job],
-        hook: WorkflowServiceAsyncHook,
+        listener: Listener,
         workflow_id: str | None,
         summaries: JobSummaries,
+        changes: list[JobChange] | None,
     ) -> None:
-        self.number, self.listed_at, self.since, self.jobs = number, listed_at, since, jobs
-        self.summaries = summaries
-        self._hook, self._workflow_id = hook, workflow_id
+        self.number, self.listed_at, self.summaries = number, listed_at, summaries
+        self.since: datetime | None = None
+        self.jobs: list[Job] | None = None
+        """The jobs created since ``since``, once a watcher needed the listing."""
+        self.changes = changes
+        self.position = listener.position
+        """The newest events of the feed seen by this round (a watcher's stored position)."""
+        self._hook, self._workflow_id = listener.hook, workflow_id
         self._lock = asyncio.Lock()
         self._records: dict[str, Job | str | None] = {}
 
     def covers(self, since: datetime | None) -> bool:
         """Whether ``jobs`` holds every job created at or after ``since`` (None: every job)."""
+        if self.jobs is None:
+            return False
         return self.since is None or (since is not None and since >= self.since)
+
+    async def since_position(self, position: Seen) -> list[JobChange] | None:
+        """
+        Return the workflow's events of the feed after ``position`` (a restart's catch-up; the whole feed
+        is read, so that reaching the events at ``position`` proves nothing was purged); None: a gap.
+        """
+        from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
+        from airflow_provider_workflowsvc.wait.poll import survive_transient
+        from airflow_provider_workflowsvc.wait.source import read_feed
+
+        try:
+            with deadline(time.time() + LISTING_BUDGET):
+                return self.shown((await read_feed(self._hook, position))[0])
+        except Exception as exc:
+            survive_transient(exc, log, "Reading the job-event feed since the saved position", "next round")
+            return None
+
+    def shown(self, changes: list[JobChange] | None = None) -> list[JobChange] | None:
+        """Return this round's events (or ``changes``) of the watched workflow (None: list the jobs)."""
+        changes = self.changes if changes is None else changes
+        if changes is None:
+            return None
+        return [c for c in changes if self._workflow_id in (None, c.workflow_id) and c.job_id]
 
     async def reaching(self, since: datetime | None) -> list[Job] | None:
         """
@@ -155,7 +190,7 @@ class JobListing:
                 if jobs is None:
                     return None
                 self.since, self.jobs = since, jobs
-        return self.jobs
+        return self.jobs or []
 
     async def unfinished(self) -> list[Job] | None:
         """
@@ -209,16 +244,20 @@ async def _listed(
     status: JobStatus | None = None,
 ) -> list[Job] | None:
     """List the workflow's jobs created since ``since`` (in ``status``); None: failed transiently (logged)."""
+    from airflow_provider_workflowsvc import metrics
     from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
     from airflow_provider_workflowsvc.wait.poll import survive_transient
 
     what = f"Listing the jobs of workflow {workflow_id}" if workflow_id else "Listing the jobs"
     try:
         with deadline(time.time() + LISTING_BUDGET):
-            return await hook.list_jobs(workflow_id=workflow_id, status=status, created_since=since)
+            jobs = await hook.list_jobs(workflow_id=workflow_id, status=status, created_since=since)
     except Exception as exc:
+        metrics.watcher_listing(workflow_id, hook.workflowsvc_conn_id, failed=True)
         survive_transient(exc, log, what, retry=retry)
         return None
+    metrics.watcher_listing(workflow_id, hook.workflowsvc_conn_id)
+    return jobs
 
 
 class _SettledSaver:
@@ -266,11 +305,16 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
     """
     Report each job of a workflow that reaches a final status: for ``Asset(watchers=[AssetWatcher(...)])``.
 
-    Every ``poll_interval`` seconds the trigger lists the workflow's jobs (``GET /jobs/?workflow_id=``,
-    or every job of the connection without ``workflow_id``), read down to the jobs created within
-    ``max_lateness`` of the previous listing. Each job that reaches one of ``statuses`` after the watch
-    began gives exactly one event, whatever its ``created_at`` says, as long as it appears in the listing
-    no later than ``max_lateness`` after it (on the triggerer's clock). The payload is the job's summary:
+    Every ``poll_interval`` seconds it learns which jobs changed from its connection's source
+    (:mod:`~.wait.source`: the job-event feed, one read per interval for every wait and watcher of the
+    connection, never marking an event read) and reads each job the feed shows ended from its own record,
+    which decides (``job.completed`` may have failed files). Where the source cannot tell (no feed: the
+    spec dialect; a gap; down), and every :data:`LISTING_EVERY` intervals (an event the feed lost), it
+    lists the workflow's jobs (``GET /jobs/?workflow_id=``, or every job of the connection without
+    ``workflow_id``) down to the jobs created within ``max_lateness`` of the previous listing. Each job
+    that reaches one of ``statuses`` after the watch began gives exactly one event; a job only a listing
+    shows is reported if it appears no later than ``max_lateness`` after its ``created_at`` (on the
+    triggerer's clock). The payload is the job's summary:
     ``job_id``, ``workflow_id``, ``workflow_name``, ``status``, ``created_at``, ``documents_written``,
     ``failed_count``, ``failed_files`` (the first :data:`FAILED_FILES_IN_EVENT`) and ``message``. The
     DAG scheduled on the asset reads it from ``triggering_asset_events[asset][i].extra["payload"]``.
@@ -279,15 +323,16 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
     Bad answers and outages are survived as waits survive them (:func:`~.wait.poll.is_transient`):
     the listing, or a job's summary, is tried again at the next interval.
 
-    Airflow 3.3+: the cursor (which jobs were reported) is kept in the asset state store, so jobs that
-    finished while the triggerer was down are reported on restart, none twice; and the watchers of one
-    connection and workflow share one listing per interval (``shared_stream_key``). Airflow 3.0-3.2
+    Airflow 3.3+: the cursor (which jobs were reported, the feed's position) is kept in the asset state
+    store, so jobs that finished while the triggerer was down are reported on restart (the feed read
+    since the position, else a listing), none twice; and the watchers of one connection and workflow
+    share one stream (``shared_stream_key``). Airflow 3.0-3.2
     have no store: each start of the trigger begins from "now" (jobs that finished while it was down
     are not reported; none is reported twice). See the provider docs' "Event-driven scheduling".
 
     :param workflow_id: the workflow whose jobs to report; None: every job of the connection.
     :param workflowsvc_conn_id: the Workflow Service connection.
-    :param poll_interval: seconds between two listings.
+    :param poll_interval: seconds between two reads of the source (or listings).
     :param statuses: the final statuses to report (default: all of them); a finished job in another
         status is passed over silently.
     :param max_lateness: seconds a job may appear in the listing after its ``created_at`` (a commit that
@@ -343,34 +388,33 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
     @classmethod
     async def open_shared_stream(cls, kwargs: dict[str, Any]) -> AsyncIterator[Any]:
         """
-        List the jobs now, then every ``poll_interval`` seconds; yield each listing (forever). Each reads
-        the jobs created since ``max_lateness`` before the previous listing (the first: before now).
+        Yield a round (forever) for each read of the connection's source (:func:`~.wait.source.listening`:
+        the job-event feed, read once per interval for every wait and watcher of the connection); a round
+        where the source cannot tell (no feed, a gap, down), and one every ``LISTING_EVERY`` intervals,
+        lists the workflow's jobs instead (lazily, once for every watcher).
         """
-        from airflow_provider_workflowsvc import metrics
         from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
+        from airflow_provider_workflowsvc.wait.source import listening
 
         workflow_id, interval = kwargs.get("workflow_id"), float(kwargs.get("poll_interval") or 60.0)
-        lateness = float(kwargs.get("max_lateness") or MAX_LATENESS)
         conn_id = kwargs.get("workflowsvc_conn_id") or DEFAULT_CONN_ID
-        async with WorkflowServiceAsyncHook(conn_id) as hook:
-            summaries, number, since = JobSummaries(hook), 0, None
+        async with WorkflowServiceAsyncHook(conn_id) as hook, listening(hook, interval) as listener:
+            summaries, number, listed = JobSummaries(hook), 0, time.time()
             while True:
-                listed_at = time.time()
-                since = since or _utc(listed_at - lateness)
-                jobs = await _listed(hook, workflow_id, since, "next interval")
-                metrics.watcher_listing(workflow_id, conn_id, failed=jobs is None)
-                if jobs is not None:
-                    number += 1
-                    summaries.forget_before(number - 1)
-                    yield JobListing(number, listed_at, since, jobs, hook, workflow_id, summaries)
-                    since = _utc(listed_at - lateness)
-                await asyncio.sleep(interval)
+                changes = await listener.next()
+                now = time.time()
+                if changes is None or now - listed >= LISTING_EVERY * interval:
+                    changes, listed = None, now
+                number += 1
+                summaries.forget_before(number - 1)
+                yield JobListing(number, now, listener, workflow_id, summaries, changes)
 
     async def filter_shared_stream(self, shared_stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
         """Turn the listings into this watcher's events: the jobs its own cursor has not reported."""
         from airflow_provider_workflowsvc import metrics
 
-        read, cursor, saver = False, None, None
+        read, cursor, saver, caught_up = False, None, None, False
+        ended: set[str] = set()  # jobs the feed showed ended, not reported yet: read again each round
         try:
             async for listing in shared_stream:
                 if not read:
@@ -381,26 +425,36 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
                 if cursor is None:
                     cursor = await self._first_start(listing)
                     if cursor is not None:
+                        cursor.position = listing.position
                         await self._save_cursor(cursor)
+                    caught_up = True
                     continue
                 if saver is None:
                     saver = _SettledSaver(self, cursor)
-                due = await self._due(cursor, listing)
+                shown = listing.shown()
+                if not caught_up:  # a (re)start: the feed since the saved position (else a listing)
+                    back = None if cursor.position is None else await listing.since_position(cursor.position)
+                    shown = None if shown is None else back  # it reads past this round's read
+                    ended |= cursor.pending if shown is not None else set()  # each read once
+                due = await self._due(cursor, listing, shown, ended)
                 if due is None:
                     continue  # the listing could not be read that far: the next one tries again
+                caught_up = True
                 for job in due:
                     if job.status.value not in self.statuses:
                         cursor.reported(job.id)
                         continue
                     payload = await listing.summaries.of(job, listing.number)
                     if payload is None:
-                        continue  # stays pending: the next listing tries again
+                        continue  # stays pending: the next round tries again
                     self.log.info("Job %s of %s ended %s", job.id, self._watched(), payload["status"])
                     metrics.watcher_event(self.workflow_id, self.workflowsvc_conn_id, event_lag(job))
                     yield TriggerEvent(payload)
                     cursor.reported(job.id)
                     saver.handed(job.id)
+                ended.intersection_update(cursor.pending)
                 cursor.advance(listing.listed_at, self.max_lateness)
+                cursor.position = listing.position or cursor.position
                 await saver.save()
         finally:
             if saver is not None:
@@ -411,7 +465,7 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
         Start a cursor from the jobs of the lateness window and the unfinished ones (whatever their age):
         those already final are never reported, the others are once they end.
         """
-        from airflow_provider_workflowsvc.triggers._job_cursor import JobCursor
+        from airflow_provider_workflowsvc.triggers._job_cursor import JobCursor, _utc
 
         window = await listing.reaching(_utc(listing.listed_at - self.max_lateness))
         unfinished = await listing.unfinished() if window is not None else None
@@ -420,24 +474,35 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
         self.log.info("Watching %s from now on", self._watched())
         return JobCursor.starting_at([*window, *unfinished], listing.listed_at, self.max_lateness)
 
-    async def _due(self, cursor: JobCursor, listing: JobListing) -> list[Job] | None:
+    async def _due(
+        self, cursor: JobCursor, listing: JobListing, shown: list[JobChange] | None, ended: set[str]
+    ) -> list[Job] | None:
         """
-        Return the jobs to report from ``listing`` (oldest first; None: not readable now): the pending
-        ones it shows final, and those it does not show (older than its window) read one by one.
+        Return the jobs to report this round (None: not readable now). Told by the feed (``shown``):
+        the jobs it showed ended and not reported (``ended`` keeps them until they are, or their records
+        say they run), each read from its own record, which decides. Else from the listing: the pending
+        jobs it shows final (oldest first), and those it does not show (older than its window) read one
+        by one.
         """
         from airflow_provider_workflowsvc.models import Job
 
-        jobs = listing.jobs if listing.covers(cursor.horizon) else await listing.reaching(cursor.horizon)
-        if jobs is None:
-            return None
-        due = cursor.due(jobs, listing.listed_at, self.max_lateness)
-        for job_id in cursor.unlisted(jobs):
+        if shown is not None:
+            ended |= cursor.saw(shown)
+            due, reads = [], sorted(ended)
+        else:
+            jobs = await listing.reaching(cursor.horizon)
+            if jobs is None:
+                return None
+            due, reads = cursor.due(jobs, listing.listed_at, self.max_lateness), cursor.unlisted(jobs)
+        for job_id in reads:
             job = await listing.record(job_id)
             if job == GONE:
                 self.log.warning("Job %s is no longer known to the service; it is not reported", job_id)
                 cursor.reported(job_id)
             elif isinstance(job, Job) and job.status.is_terminal:
                 due.append(job)
+            elif isinstance(job, Job):
+                ended.discard(job_id)  # its record says it runs: its end is an event to come
         return due
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -495,10 +560,6 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
             await store.aset(self.cursor_key, cursor.to_json(unsettled))
         except Exception as exc:  # the next listing saves it again
             self.log.warning("Could not save the job cursor to the asset state store: %s", exc)
-
-
-def _utc(epoch: float) -> datetime:
-    return datetime.fromtimestamp(epoch, tz=timezone.utc)
 
 
 def _lateness(value: Any) -> float:

@@ -22,7 +22,9 @@ What bounds a source that lags, lost events or is down, at a cost per connection
   own jobs until one does. A read cut by its patience doubles the next one's (a uniformly slow service is
   waited for, not left to the waits' own polls, as slow and a request each). A refusal (4xx) ends reads.
 
-Below ``SHARE_FROM`` waits the source reads nothing: a wait polls its own job.
+Below ``SHARE_FROM`` waits the source reads nothing: a wait polls its own job. A job-event watcher's
+stream (:func:`listening`) makes the feed read too and gets every read's events (None where the source
+cannot tell: a gap, no feed, down); it lists its workflow's jobs itself then.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ class JobChange:
     at: datetime | None
     """When the service says it happened (the event's ``created_at``; None from the listing)."""
     event_id: str | None = None
+    workflow_id: str | None = None
 
     @property
     def active(self) -> bool:
@@ -138,6 +141,7 @@ class ChangeSource:
         self.kind: str | None = None
         """``feed``, ``listing``, ``refused`` (no reads: each wait polls its own job), None: not known yet."""
         self.waits: dict[int, Subscription] = {}
+        self.listeners: set[Listener] = set()
         self.width = 1
         """Canaries per read: 1 every ``CANARY_EVERY`` reads while nothing proves the source stale."""
         self._reader: asyncio.Task[None] | None = None
@@ -162,7 +166,7 @@ class ChangeSource:
 
     @property
     def _reading(self) -> bool:
-        return len(self.waits) >= SHARE_FROM
+        return len(self.waits) >= SHARE_FROM or (bool(self.listeners) and self.kind in (None, "feed"))
 
     def wake(self) -> None:
         """Start the reader if it is needed and not running."""
@@ -182,11 +186,14 @@ class ChangeSource:
 
     # -- the reader -------------------------------------------------------------------------------
 
+    def _readers(self) -> list[Subscription | Listener]:
+        return [*self.waits.values(), *self.listeners]
+
     def _interval(self) -> float:
-        return min((w.interval for w in self.waits.values()), default=1.0)
+        return min((w.interval for w in self._readers()), default=1.0)
 
     def _hook(self) -> WorkflowServiceAsyncHook | None:
-        return next((w.hook for w in self.waits.values()), None)
+        return next((w.hook for w in self._readers()), None)
 
     async def _run(self) -> None:
         while self._reading and self.kind != "refused":
@@ -204,6 +211,9 @@ class ChangeSource:
                 self._good_at, self._took = started, time.monotonic() - started
                 metrics.shared_listing(None, hook.workflowsvc_conn_id)
                 self._tell(changes, started)
+                for listener in self.listeners:  # without a feed, only to wake it (at most one queued)
+                    if self.kind == "feed" or listener.reads.empty():
+                        listener.reads.put_nowait(changes if self.kind == "feed" else None)
             await asyncio.sleep(max(interval - (time.monotonic() - started), 0.0))
 
     def _failed(self, hook: WorkflowServiceAsyncHook, exc: Exception, took: float, patience: float) -> None:
@@ -240,7 +250,7 @@ class ChangeSource:
 
     async def _read_feed(self, hook: WorkflowServiceAsyncHook) -> list[JobChange] | None:
         last = self._last
-        events, newest = await _feed(hook, last[0] - SINCE_MARGIN if last else None, last)
+        events, newest = await read_feed(hook, last)
         self.kind = "feed"
         if newest is not None:
             self._last = newest
@@ -306,28 +316,31 @@ class ChangeSource:
                 sub.canary = True
 
 
-async def _feed(
-    hook: WorkflowServiceAsyncHook,
-    since: datetime | None,
-    last: Seen | None,
+async def read_feed(
+    hook: WorkflowServiceAsyncHook, last: Seen | None
 ) -> tuple[list[JobChange] | None, Seen | None]:
     """
-    Page the feed (newest first) down to the events ``last`` saw (None: its first pages); return the events
-    before them, newest first (None: a gap, the pages ran out or past ``MAX_PAGES`` first), and the
-    newest events' time and ids.
+    Page the feed (newest first) down to the events ``last`` saw (None: its first pages); return the
+    events after them, newest first (None: a gap, the pages ran out or past ``MAX_PAGES`` first), and
+    the newest events' time and ids.
     """
     found: list[JobChange] = []
     cursor: str | None = None
+    since = last[0] - SINCE_MARGIN if last else None
     for _ in range(MAX_PAGES):
         page = await hook.list_notifications(since=since, limit=FEED_PAGE, cursor=cursor)
-        for change in map(_change, page.events):
-            if last and change.at and (change.at < last[0] or change.event_id in last[1]):
-                return found, _newest(found, last)
-            found.append(change)
+        changes = list(map(_change, page.events))
+        found += (new := [c for c in changes if not (last and c.at and _seen(c.at, c.event_id, last))])
+        if len(new) < len(changes):  # down to the events seen (the whole page: it may come in any order)
+            return found, _newest(found, last)
         cursor = page.next_cursor
         if not cursor:
             return (found if last is None else None), _newest(found, last)
     return (found if last is None and since is None else None), _newest(found, last)
+
+
+def _seen(at: datetime, event_id: str | None, last: Seen) -> bool:
+    return at < last[0] or event_id in last[1]
 
 
 def _newest(found: list[JobChange], last: Seen | None) -> Seen | None:
@@ -341,7 +354,7 @@ def _change(event: Notification) -> JobChange:
     status = event.payload.status
     known = status.value if status is not JobStatus.UNKNOWN else event.event_type.removeprefix("job.")
     at = event.created_at
-    return JobChange(event.payload.job_id or "", known, at and as_utc(at), event.id)
+    return JobChange(event.payload.job_id or "", known, at and as_utc(at), event.id, event.workflow_id)
 
 
 _SOURCES: weakref.WeakKeyDictionary[Any, ChangeSource] = weakref.WeakKeyDictionary()
@@ -366,4 +379,51 @@ async def watching(
         if sub.own:
             sub.read()  # its last poll's
         del source.waits[id(watch)]
+        source.close_if_idle()
+
+
+class Listener:
+    """A job-event watcher's stream registered with its connection's source (:func:`listening`)."""
+
+    def __init__(self, source: ChangeSource, hook: WorkflowServiceAsyncHook, interval: float) -> None:
+        self.source, self.hook, self.interval = source, hook, interval
+        self.reads: asyncio.Queue[list[JobChange] | None] = asyncio.Queue()
+
+    @property
+    def position(self) -> Seen | None:
+        """The newest events the source's reads have seen (the feed's; None: no feed read yet)."""
+        return self.source._last if self.source.kind == "feed" else None
+
+    async def next(self) -> list[JobChange] | None:
+        """
+        Return the events of the source's reads since the last call, once one read came; None:
+        the source cannot tell this time (no feed, a gap, no read within ``DOWN_AFTER`` intervals).
+        """
+        self.source.wake()
+        if self.source.kind not in (None, "feed"):
+            await asyncio.sleep(self.interval)
+            return None
+        try:
+            read = await asyncio.wait_for(
+                self.reads.get(), timeout=DOWN_AFTER * self.interval + ANSWER_ROOM * self.source._took
+            )
+        except asyncio.TimeoutError:
+            return None
+        changes: list[JobChange] | None = read
+        while not self.reads.empty():
+            later = self.reads.get_nowait()
+            changes = None if changes is None or later is None else [*later, *changes]
+        return changes
+
+
+@asynccontextmanager
+async def listening(hook: WorkflowServiceAsyncHook, interval: float) -> AsyncIterator[Listener]:
+    """Register a job-event watcher's stream with its connection's source until the block ends."""
+    source = await _source(hook)
+    listener = Listener(source, hook, interval)
+    source.listeners.add(listener)
+    try:
+        yield listener
+    finally:
+        source.listeners.discard(listener)
         source.close_if_idle()
