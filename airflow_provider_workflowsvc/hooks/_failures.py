@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+from tenacity import RetryCallState, Retrying, retry_if_exception
 
 from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc._url_secrets import mask_url_secrets
@@ -159,13 +159,14 @@ class Failures:
     ) -> Retrying:
         """Return tenacity's loop of ``call``'s retries (none that could not start before ``at()``)."""
 
-        def past_deadline(state: RetryCallState) -> bool:  # the next attempt could not start before it
+        def stop(state: RetryCallState) -> bool:  # the last attempt made, or the next could not start in time
             deadline = at()
-            return deadline is not None and time.time() + state.upcoming_sleep >= deadline
+            late = deadline is not None and time.time() + state.upcoming_sleep >= deadline
+            return late or state.attempt_number > self.settings.max_retries
 
         return Retrying(
             sleep=sleep,
-            stop=stop_after_attempt(self.settings.max_retries + 1) | past_deadline,
+            stop=stop,
             wait=self._wait,
             retry=retry_if_exception(functools.partial(is_retryable, call)),
             before_sleep=functools.partial(self._before_retry, operation),
@@ -203,6 +204,19 @@ class Failures:
             snippet = _cut(self.redact_foreign(response.text.replace("\n", " ")), 120)
             detail = f"not JSON ({len(response.content)} bytes): {snippet!r}"
         return WorkflowServiceResponseError(method, full, response.status_code, detail)
+
+    def too_large(
+        self, method: str, path: str, response: httpx.Response, how: str
+    ) -> WorkflowServiceResponseError:
+        """Return the error of an answer over ``max_response_bytes`` (``how``: what showed it)."""
+        limit = self.settings.max_response_bytes
+        return WorkflowServiceResponseError(
+            method,
+            self.full_path(path),
+            response.status_code,
+            f"the answer {how}, more than max_response_bytes ({limit}); raise that connection "
+            "extra if such answers are expected",
+        )
 
     def api_error(
         self, method: str, full_path: str, response: httpx.Response, secrets: tuple[str, ...] = ()
