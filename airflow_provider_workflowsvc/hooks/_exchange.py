@@ -16,6 +16,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping
+from contextlib import closing
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -179,14 +180,10 @@ class _Transport(Failures):
 
     def __init__(self, settings: ConnectionSettings, conn_id: str = "") -> None:
         self.settings = settings
-        self._base_path = urlsplit(settings.base_url).path
         self.conn_id = conn_id
         """The Airflow connection the settings came from ("" when given directly): named in errors."""
         self._path_forms: dict[str, str] = {}
         self._urls: dict[str, httpx.URL] = {}
-
-    def full_path(self, path: str) -> str:
-        return self._base_path + path
 
     def learn_spelling(self, result: Any) -> None:
         """Remember how the service spells job statuses, from the first job of ``result`` that shows it."""
@@ -210,7 +207,7 @@ class _Transport(Failures):
         files: Any = None  # httpx types file parts as IO[bytes]; a _PartFile has what it uses
         if call.files and with_body:
             files = [
-                (call.files_part, (f.filename, parts.enter_context(_PartFile(f.path)), f.media_type))
+                (call.files_part, (f.filename, parts.enter_context(closing(_PartFile(f.path))), f.media_type))
                 for f in call.files
             ]
         return {

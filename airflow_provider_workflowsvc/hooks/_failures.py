@@ -131,7 +131,8 @@ class Failures:
     conn_id: str
 
     def full_path(self, path: str) -> str:
-        raise NotImplementedError
+        """Return ``path`` under the base URL's path (named in errors only: a success never asks)."""
+        return urlsplit(self.settings.base_url).path + path
 
     @functools.cached_property
     def _secrets(self) -> list[str]:

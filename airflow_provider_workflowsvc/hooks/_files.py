@@ -103,12 +103,6 @@ class _PartFile:
             with contextlib.suppress(OSError):
                 handle.close()
 
-    def __enter__(self) -> _PartFile:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def _unreadable(self, reason: str) -> InputReadError:
         return InputReadError(
             f"input file {str(self._path)!r} failed after {self._position} of its {self._size} bytes: "

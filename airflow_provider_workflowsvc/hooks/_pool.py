@@ -125,7 +125,7 @@ class _Lanes(httpx.AsyncBaseTransport):
         finally:
             if timer is not None:
                 timer.cancel()
-        response.stream = _GiveBackOnClose(response.stream, hold.release)
+        response.stream = _GiveBackOnClose(response.stream, hold)
         return response
 
     def _move_to_overflow(self, lane: httpx.AsyncHTTPTransport) -> bool:
@@ -250,10 +250,10 @@ class _Hold:
 
 
 class _GiveBackOnClose(httpx.AsyncByteStream):
-    """A response body that gives its lane back when it is closed (once)."""
+    """A response body that gives its lane back when it is closed (once: a hold is released once)."""
 
-    def __init__(self, stream: Any, give_back: Callable[[bool], None]) -> None:
-        self._stream, self._give_back = stream, give_back
+    def __init__(self, stream: Any, hold: _Hold) -> None:
+        self._stream, self._hold = stream, hold
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._stream.__aiter__()  # the body's own iterator: no extra generator per chunk
@@ -264,12 +264,7 @@ class _GiveBackOnClose(httpx.AsyncByteStream):
             await self._stream.aclose()
             clean = True
         finally:
-            give_back, self._give_back = self._give_back, _nothing
-            give_back(clean)  # a close cut short (cancelled) may leave the connection busy: retired
-
-
-def _nothing(clean: bool) -> None:
-    return None
+            self._hold.release(clean)  # a close cut short (cancelled) may leave the connection busy: retired
 
 
 async def _within_seconds(future: asyncio.Future[T], timeout: float | None) -> T:

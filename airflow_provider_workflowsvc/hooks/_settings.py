@@ -252,18 +252,13 @@ def _base_url_of(conn: Connection, extra: dict[str, Any]) -> str:
 def settings_of(conn: Connection) -> ConnectionSettings:
     """Read the settings of ``conn``; their credentials are registered with Airflow's log masker."""
     settings = ConnectionSettings.from_connection(conn)
-    _mask_secrets(settings)
-    return settings
-
-
-def _mask_secrets(settings: ConnectionSettings) -> None:
-    """Register the credentials with Airflow's log masker (a no-op outside a task process)."""
     try:
-        from airflow.sdk.log import mask_secret
+        from airflow.sdk.log import mask_secret  # a no-op outside a task process
     except ImportError:  # pragma: no cover - older task SDK
-        return
+        return settings
     for secret in settings.secrets():
         mask_secret(secret)
+    return settings
 
 
 SETTINGS_TTL = 60.0
