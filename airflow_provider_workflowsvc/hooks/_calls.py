@@ -167,6 +167,10 @@ def _non_empty(value: str, what: str) -> str:
     return text
 
 
+def _given(fields: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
 def _connector_type(kind: Kind, value: Any) -> str:
     """Return a connector type's wire name; one the provider does not know passes with a warning."""
     try:
@@ -369,8 +373,7 @@ class Endpoints:
             "reprocess_all": reprocess_all,
             "template_id": template_id,
         }
-        given = {k: v for k, v in fields.items() if v is not None}
-        return _creation("/workflows/", CreateWorkflow, "workflow", given, Workflow)
+        return _creation("/workflows/", CreateWorkflow, "workflow", _given(fields), Workflow)
 
     @Endpoint
     def list_workflows(**params: Any) -> ApiCall[list[Workflow]]:
@@ -539,7 +542,7 @@ class Endpoints:
         have reached the server, so a job is never launched twice by a retry.
         """
         fields = {"template_id": template_id, "job_nodes": job_nodes}
-        body = validate_input(CreateJob, "on-demand job", {k: v for k, v in fields.items() if v is not None})
+        body = validate_input(CreateJob, "on-demand job", _given(fields))
         uploads = upload_files(files) if files is not None else ()
         form = {"request_data": json.dumps(request_json(body))}
         return ApiCall(

@@ -12,6 +12,7 @@ from airflow_provider_workflowsvc.hooks._calls import (
     Endpoint,
     Endpoints,
     _deletion,
+    _given,
     _non_empty,
     _path_id,
     _uuid,
@@ -160,10 +161,6 @@ class JobEventEndpoints(Endpoints):
     ) -> ApiCall[NotificationChannel | None]:
         """Verify a workspace's email channel with the code sent to its recipient."""
         return _channel_verify(_channels("", channel_id, "/verify"), code)
-
-
-def _given(fields: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in fields.items() if v is not None}
 
 
 def _count(data: Any) -> int:

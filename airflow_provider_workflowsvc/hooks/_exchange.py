@@ -87,22 +87,13 @@ class ApiCall(Generic[T]):
 
 
 class ResponseShapeError(Exception):
-    """The response body did not match the expected shape (turned into a WorkflowServiceResponseError)."""
+    """The response body did not match the expected shape (as pydantic's ``ValidationError``)."""
 
 
 @functools.cache
 def parser(tp: Any) -> Callable[[Any], Any]:
-    """Return the parser of an answer of type ``tp`` (one per type)."""
-
-    def parse(data: Any) -> Any:
-        try:
-            return adapter(tp).validate_python(data)
-        except ValidationError as exc:
-            raise ResponseShapeError(
-                format_validation_errors(exc.errors(include_input=False, include_url=False))
-            ) from None
-
-    return parse
+    """Return the parser of an answer of type ``tp`` (one per type): a ``ValidationError`` when not one."""
+    return adapter(tp).validate_python
 
 
 @functools.cache
@@ -281,6 +272,9 @@ class _Transport(Failures):
             raise self.unreadable(method, path, response) from None
         try:
             result = call.parse(data)
+        except ValidationError as exc:
+            complaint = format_validation_errors(exc.errors(include_input=False, include_url=False))
+            raise self.unreadable(method, path, response, complaint) from None
         except ResponseShapeError as exc:
             raise self.unreadable(method, path, response, str(exc)) from None
         self.learn_spelling(result)
