@@ -110,18 +110,22 @@ class _HookBase(BaseHook):
     ) -> None:
         super().__init__()
         self.workflowsvc_conn_id = workflowsvc_conn_id
+        self._settings = settings
         self._reads_connection = settings is None  # settings given are never read again
         self._settings_due = 0.0  # when (``SETTINGS_CACHE`` clock) the connection is to be read again
-        self._transport_obj = None if settings is None else _Transport(settings)
+        self._transport_obj: _Transport | None = None
         self._unread: str | None = None  # why the connection could not be read again (None: it could)
 
     def _make_transport(self, settings: ConnectionSettings) -> _Transport:
+        self._settings = settings
         self._settings_due = SETTINGS_CACHE.clock() + SETTINGS_CACHE.ttl
-        self._transport_obj = _Transport(settings, self.workflowsvc_conn_id)
+        self._transport_obj = _Transport(settings, self.workflowsvc_conn_id if self._reads_connection else "")
         return self._transport_obj
 
     def _current_transport(self) -> _Transport | None:
         """Return the transport to use now: None when the connection is due to be read (``SETTINGS_TTL``)."""
+        if self._transport_obj is None and self._settings is not None:  # given, or read by another hook
+            return self._make_transport(self._settings)
         if self._transport_obj is None or (
             self._reads_connection and SETTINGS_CACHE.clock() >= self._settings_due
         ):
