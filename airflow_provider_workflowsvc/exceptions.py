@@ -20,40 +20,6 @@ if TYPE_CHECKING:
 
 M = TypeVar("M", bound="BaseModel")
 
-__all__ = [
-    "AmbiguousRunError",
-    "ConnectionCheckFailedError",
-    "ExistingResourceError",
-    "InputReadError",
-    "InvalidJobEventError",
-    "InvalidTaskInputError",
-    "NoFilesMatchedError",
-    "ObjectStorageError",
-    "UnprocessedDocumentsError",
-    "UnprocessedDocumentsNoRetryError",
-    "WebhookVerificationError",
-    "WorkflowJobError",
-    "WorkflowJobFailedError",
-    "WorkflowJobTimeoutError",
-    "WorkflowJobWaitError",
-    "WorkflowServiceApiError",
-    "WorkflowServiceAuthError",
-    "WorkflowServiceAuthUnconfirmedError",
-    "WorkflowServiceConflictError",
-    "WorkflowServiceConnectionError",
-    "WorkflowServiceError",
-    "WorkflowServiceInputError",
-    "WorkflowServiceNotFoundError",
-    "WorkflowServiceQuotaError",
-    "WorkflowServiceRateLimitError",
-    "WorkflowServiceResponseError",
-    "WorkflowServiceServerError",
-    "WorkflowServiceValidationError",
-    "error_for_status",
-    "format_validation_errors",
-    "validate_input",
-]
-
 
 def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:
     error = cls.__new__(cls)
@@ -106,18 +72,14 @@ def validate_input(model: type[M], what: str, data: Any) -> M:
 
 class WorkflowServiceConnectionError(WorkflowServiceError):
     """
-    The request did not get an HTTP response (connection refused or dropped, timeout, TLS, DNS).
+    The request got no HTTP response (connection refused or dropped, timeout, TLS, DNS).
 
-    ``sent`` is False only when the request provably never reached the server (the connection was
-    never established), which is the one case where a run or create may be sent again. ``url`` is the
-    full URL (no credentials, no query), ``conn_id`` the Airflow connection, ``kind`` what failed
+    ``sent`` is False only when the request provably never reached the server: the one case where a run
+    or create may be sent again. ``url``: the full URL (no credentials, no query); ``kind``: what failed
     (``tls_version``, ``certificate``, ``dns``, ``dns_temporary``, ``refused``, ``connect_timeout``,
-    ``connect``, ``read_timeout``, ``dropped``, ``deadline``) and ``hint`` what to check ("" when
-    nothing in the connection is to blame). ``permanent``: the same request would fail the same way
-    again (a TLS or certificate mismatch, a host name that does not exist), so it is not retried.
-    ``unreached``: refused by an address that has never answered this process through this connection
-    (a wrong host or port, a service not started): not retried by the request nor by a run's sending,
-    so the task fails within seconds; a wait still polls again (it keeps its patience).
+    ``connect``, ``read_timeout``, ``dropped``, ``deadline``); ``hint``: what to check. ``permanent``:
+    it would fail the same way again (not retried). ``unreached``: refused by an address that never
+    answered this process through this connection (not retried, not sent again as a run).
     """
 
     def __init__(
@@ -154,12 +116,9 @@ class WorkflowServiceResponseError(WorkflowServiceError):
 
 class WorkflowServiceApiError(WorkflowServiceError):
     """
-    The server answered with an error status.
-
-    ``status_code``, ``method``, ``path`` (full URL path), ``detail`` (the server's explanation, a 422
-    detail list rendered as ``field: message`` lines), ``reason`` (the HTTP reason phrase) and
-    ``retry_after`` (seconds, when the server sent ``Retry-After``); ``retryable`` False when the body
-    said ``"retryable": false`` (the request is then not sent again, whatever its status).
+    The server answered with an error status: ``status_code``, ``method``, ``path`` (full URL path),
+    ``detail`` (the server's explanation), ``reason`` (the HTTP reason phrase), ``retry_after`` (seconds
+    of ``Retry-After``); ``retryable`` False when the body said ``"retryable": false`` (not sent again).
     """
 
     status_code: int  # type: ignore[assignment]  # the HTTP status received (AirflowException: HTTPStatus)
@@ -186,11 +145,7 @@ class WorkflowServiceAuthError(WorkflowServiceApiError):
 
 
 class WorkflowServiceAuthUnconfirmedError(WorkflowServiceAuthError):
-    """
-    401 or 403 while the Airflow connection could not be read again: the credentials may have been
-    rotated, so the refusal is not final. A wait goes on (its next poll tries again); a task fails,
-    and its retries apply.
-    """
+    """401 or 403 while the connection could not be read again: not final (a wait goes on, retries apply)."""
 
 
 class WorkflowServiceNotFoundError(WorkflowServiceApiError):
@@ -214,10 +169,7 @@ class WorkflowServiceServerError(WorkflowServiceApiError):
 
 
 class WorkflowServiceQuotaError(WorkflowServiceApiError, AirflowFailException):
-    """
-    402, or a refusal saying the account's API quota is used up ("Insufficient API quota"): retrying
-    cannot cure it, so it is never retried and the task fails without retries, saying what to do.
-    """
+    """402, or a refusal saying the API quota is used up: never retried, the task fails without retries."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -229,7 +181,6 @@ QUOTA_ADVICE = (
     "cannot help. Check the usage, quota and billing of the account that owns the API key in the "
     "service's dashboard (or ask its owner), then clear the task"
 )
-"""What to do about a quota refusal (the docs' advice, in short), added to its message."""
 
 _QUOTA_WORDS = re.compile(r"insufficient\b.*\bquota|\bquota\b.*\b(exceeded|exhausted|reached|used up)", re.I)
 """How a refusal that is not a 402 says the quota is used up (the docs: "Insufficient API quota")."""
@@ -247,19 +198,12 @@ _STATUS_CLASSES: dict[int, type[WorkflowServiceApiError]] = {
 
 
 def error_for_status(status_code: int, detail: str = "") -> type[WorkflowServiceApiError]:
-    """
-    Return the exception class for an HTTP error status and the server's ``detail``: a 402, or a
-    4xx whose detail says the quota is used up, is a :class:`WorkflowServiceQuotaError`.
-    """
+    """Return the exception class of an error status and the server's ``detail`` (the one such rule)."""
     if status_code >= 500:
         return WorkflowServiceServerError
     if status_code == 402 or _QUOTA_WORDS.search(detail):
         return WorkflowServiceQuotaError
     return _STATUS_CLASSES.get(status_code, WorkflowServiceApiError)
-
-
-# --------------------------------------------------------------------------------------------------
-# Errors of tasks: bad task input, runs, waits and connection checks
 
 
 class InvalidTaskInputError(WorkflowServiceInputError, AirflowFailException):
@@ -271,17 +215,11 @@ class NoFilesMatchedError(WorkflowServiceInputError):
 
 
 class InputReadError(WorkflowServiceError):
-    """
-    An input file or object failed to read while the run request was sending it: the request was
-    aborted before its body reached its declared length, so no complete request reached the service.
-    """
+    """An input failed to read while sent: the request was aborted, the service got no complete request."""
 
 
 class ObjectStorageError(WorkflowServiceError):
-    """
-    Object storage could not be listed, read or written for a reason other than the location itself
-    (the store unreachable, throttling, a server error): a retry of the task may pass.
-    """
+    """Object storage failed for a reason other than the location itself: a retry of the task may pass."""
 
 
 class ExistingResourceError(WorkflowServiceError, AirflowFailException):
@@ -289,28 +227,20 @@ class ExistingResourceError(WorkflowServiceError, AirflowFailException):
 
 
 class AmbiguousRunError(WorkflowServiceError, AirflowFailException):
-    """
-    Whether (or which) job a run created cannot be proven; nothing is run again.
-
-    The task fails without retries: a retry could only guess, or (without durable execution) run the
-    workflow a second time.
-    """
+    """Whether (or which) job a run created cannot be proven: nothing is run again, no task retry."""
 
 
 class WorkflowAlreadyRunningError(WorkflowServiceError):
     """
-    A job of the workflow is running (scheduled or in progress), and ``RunWorkflowOperator`` was told not to
-    run it beside one (``if_running='fail'``), or cannot tell which one to wait for (``'wait'``).
-
-    Retries apply: a later try finds the job ended, and runs the workflow.
+    A job of the workflow is running and ``if_running='fail'`` (or ``'wait'`` cannot tell which one to
+    wait for). Retries apply: a later try finds the job ended, and runs the workflow.
     """
 
 
 class WebhookVerificationError(WorkflowServiceError, ValueError):
     """
-    A webhook delivery not proven to come from the service (:func:`~.webhooks.verify_webhook`):
-    ``reason`` is ``missing_header``, ``malformed_header``, ``timestamp``, ``signature``, ``body`` or
-    ``secret``. The message never holds the secret or a signature.
+    A webhook delivery not proven to come from the service (:func:`~.webhooks.verify_webhook`); ``reason``:
+    ``missing_header``, ``malformed_header``, ``timestamp``, ``signature``, ``body`` or ``secret``.
     """
 
     def __init__(self, reason: str, message: str) -> None:
@@ -339,18 +269,13 @@ class WorkflowJobTimeoutError(WorkflowJobError):
 
 
 class WorkflowJobWaitError(WorkflowJobError):
-    """
-    The wait could not observe its job (the service refused or did not find it, or answered in a way
-    no poll survives): nothing is known of the job's end, so the task's retries apply, also for a
-    sensor, and ``soft_fail`` does not skip it.
-    """
+    """The wait could not observe its job (its end unknown): retries apply, ``soft_fail`` does not skip it."""
 
 
 class UnprocessedDocumentsError(WorkflowServiceError):
     """
-    Some documents of an on-demand task were not processed (failed, stopped, timed out, never
-    launched); ``summary`` holds every document's outcome. A retry (durable execution)
-    launches only those documents.
+    Some documents of an on-demand task were not processed; ``summary`` holds every document's outcome.
+    A retry (durable execution) launches only those documents.
     """
 
     def __init__(self, message: str, summary: dict[str, Any] | None = None) -> None:
@@ -360,9 +285,8 @@ class UnprocessedDocumentsError(WorkflowServiceError):
 
 class UnprocessedDocumentsNoRetryError(UnprocessedDocumentsError, AirflowFailException):
     """
-    :class:`UnprocessedDocumentsError` that fails the task without retries: a retry cannot help (a
-    used-up quota, a refused request, an unproven launch), or nothing remembers which documents were
-    processed (no task state store), so a retry would launch them all again.
+    :class:`UnprocessedDocumentsError` without retries: a retry cannot help (quota, a refused request, an
+    unproven launch), or no task state store remembers which documents were processed.
     """
 
 

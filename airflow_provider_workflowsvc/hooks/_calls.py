@@ -1,11 +1,7 @@
 """
-Every endpoint of the Workflow Service, once: its signature, docstring and wire facts (:class:`Endpoints`;
-the job events' in :mod:`._event_calls`, on top of these).
-
-Each endpoint validates its arguments (raising :class:`WorkflowServiceInputError` before anything is
-sent) and returns an :class:`~._exchange.ApiCall`: method, path, query, body, how to parse the answer
-and whether the request may be retried after an ambiguous failure. Each hook gets one real method per
-endpoint from it (sync or async, by its ``_send``), with the endpoint's name, signature and docstring.
+Every endpoint of the Workflow Service, once (:class:`Endpoints`; the job events' in :mod:`._event_calls`):
+a builder that checks its arguments (a :class:`WorkflowServiceInputError` before anything is sent) and
+returns an :class:`~._exchange.ApiCall`. Each hook gets a real method of its name, signature and docstring.
 """
 
 from __future__ import annotations
@@ -84,15 +80,13 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 T = TypeVar("T")
 E = TypeVar("E", bound=Enum)
+Kind = Literal["source", "destination"]
 
 
 class Endpoint(Generic[P, T]):
     """
-    One endpoint: its builder (signature, docstring, wire facts), declared once in :class:`Endpoints`.
-
-    On a hook it is a method of the builder's name and signature that builds the call and sends it:
-    ``T`` from the sync hook, an awaitable of ``T`` from the async one (how type checkers see it; at
-    run time each hook class holds a real function, :meth:`method`).
+    One endpoint's builder. On a hook, a method of its name and signature that builds the call and sends
+    it: ``T`` from the sync hook, an awaitable of ``T`` from the async one (each hook holds a real function).
     """
 
     def __init__(self, build: Callable[P, ApiCall[T]]) -> None:
@@ -118,7 +112,7 @@ class Endpoint(Generic[P, T]):
         else:  # pragma: no cover - Python 3.10
             method.__code__ = method.__code__.replace(co_name=self.name)
         signature = inspect.signature(self.build)
-        answer = self.answer_type()
+        answer = str(self.build.__annotations__["return"]).removeprefix("ApiCall[").removesuffix("]")
         self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
         method.__signature__ = signature.replace(  # type: ignore[attr-defined]
             parameters=[self_parameter, *signature.parameters.values()], return_annotation=answer
@@ -128,11 +122,6 @@ class Endpoint(Generic[P, T]):
         method.__name__, method.__qualname__, method.__module__ = self.name, qualname, owner.__module__
         method.__doc__ = self.build.__doc__
         return method
-
-    def answer_type(self) -> str:
-        """Return the ``T`` of the builder's ``ApiCall[T]`` return annotation, as text."""
-        returned = str(self.build.__annotations__["return"])
-        return returned.removeprefix("ApiCall[").removesuffix("]")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -154,10 +143,6 @@ def _path_id(value: Any, what: str) -> str:
     if not text or "/" in text or text in (".", ".."):
         raise WorkflowServiceInputError(f"{what} must be a non-empty {what.replace('_', ' ')}, got {value!r}")
     return quote(text, safe="")
-
-
-def _job_id(value: str) -> str:
-    return _path_id(value, "job_id")
 
 
 def _enum(enum_cls: type[E], value: Any, what: str) -> E:
@@ -182,7 +167,11 @@ def _non_empty(value: str, what: str) -> str:
     return text
 
 
-def _connector_type(kind: Literal["source", "destination"], value: Any) -> str:
+def _given(fields: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def _connector_type(kind: Kind, value: Any) -> str:
     """Return a connector type's wire name; one the provider does not know passes with a warning."""
     try:
         return connector_type_name(parse_connector_type(kind, value))
@@ -190,25 +179,39 @@ def _connector_type(kind: Literal["source", "destination"], value: Any) -> str:
         raise WorkflowServiceInputError(str(exc)) from None
 
 
-def _update_connector(
-    kind: Literal["source", "destination"], connector_type: Any, config: Any
-) -> UpdateConnector:
-    if connector_type is not None:
-        connector_type = _connector_type(kind, connector_type)
-    try:
-        return UpdateConnector.for_type(kind, connector_type, config)
-    except ValidationError as exc:
-        details = format_validation_errors(exc.errors(include_input=False, include_url=False))
-        raise WorkflowServiceInputError(f"invalid {kind} connector config: {details}") from None
-
-
 # --------------------------------------------------------------------------------------------------
 # The shapes several endpoints share
 
+_CONNECTORS: dict[str, Any] = {"source": SourceConnector, "destination": DestinationConnector}
 
-def _connector(kind: Literal["source", "destination"], connector_id: str | UUID, below: str = "") -> str:
+
+def _connector(kind: Kind, connector_id: str | UUID, below: str = "") -> str:
     """Return the path of a source or destination connector (or of ``below`` it)."""
     return f"/{kind}s/{_uuid(connector_id, f'{kind}_id')}{below}"
+
+
+def _connector_list(kind: Kind, connector_type: Any) -> ApiCall[Any]:
+    params = None if connector_type is None else {f"{kind}_type": _connector_type(kind, connector_type)}
+    return ApiCall("GET", f"/{kind}s/", list_parser(_CONNECTORS[kind]), params=params)
+
+
+def _connector_update(kind: Kind, connector_id: str | UUID, config: Any, connector_type: Any) -> ApiCall[Any]:
+    if connector_type is not None:
+        connector_type = _connector_type(kind, connector_type)
+    try:
+        body = UpdateConnector.for_type(kind, connector_type, config)
+    except ValidationError as exc:
+        details = format_validation_errors(exc.errors(include_input=False, include_url=False))
+        raise WorkflowServiceInputError(f"invalid {kind} connector config: {details}") from None
+    path = _connector(kind, connector_id)
+    return ApiCall("PUT", path, parser(_CONNECTORS[kind]), json=request_json(body))
+
+
+def _connection_check(kind: Kind, connector_id: str | UUID, start: bool) -> ApiCall[ConnectionCheck]:
+    path = _connector(kind, connector_id, "/connection-check")
+    return ApiCall(
+        "POST" if start else "GET", path, parse_check_started if start else parser(ConnectionCheck)
+    )
 
 
 def _creation(path: str, model: Any, what: str, fields: Mapping[str, Any], answer: Any) -> ApiCall[Any]:
@@ -233,11 +236,7 @@ def _output_params(file_id: str, node_id: str | None) -> dict[str, str]:
 
 
 class Endpoints:
-    """
-    Every endpoint of the spec, once; a hook class that defines ``_send`` gets one method per endpoint.
-
-    A hook class's ``_send`` decides the methods' kind: coroutine functions for an async ``_send``.
-    """
+    """Every endpoint of the spec, once; a class defining ``_send`` gets a method per endpoint."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -254,8 +253,7 @@ class Endpoints:
     @Endpoint
     def list_sources(source_type: SourceType | str | None = None) -> ApiCall[list[SourceConnector]]:
         """List source connectors, optionally only those of one type."""
-        params = None if source_type is None else {"source_type": _connector_type("source", source_type)}
-        return ApiCall("GET", "/sources/", list_parser(SourceConnector), params=params)
+        return _connector_list("source", source_type)
 
     @Endpoint
     def get_source(source_id: str | UUID) -> ApiCall[SourceConnector]:
@@ -275,10 +273,7 @@ class Endpoints:
         source_id: str | UUID, config: Mapping[str, Any] | Any, source_type: SourceType | str | None = None
     ) -> ApiCall[SourceConnector]:
         """Replace a source connector's config (every setting must be sent, changed or not)."""
-        body = _update_connector("source", source_type, config)
-        return ApiCall(
-            "PUT", _connector("source", source_id), parser(SourceConnector), json=request_json(body)
-        )
+        return _connector_update("source", source_id, config, source_type)
 
     @Endpoint
     def delete_source(source_id: str | UUID) -> ApiCall[None]:
@@ -292,12 +287,12 @@ class Endpoints:
 
         Read its outcome with ``get_source_connection_check``.
         """
-        return ApiCall("POST", _connector("source", source_id, "/connection-check"), parse_check_started)
+        return _connection_check("source", source_id, start=True)
 
     @Endpoint
     def get_source_connection_check(source_id: str | UUID) -> ApiCall[ConnectionCheck]:
         """Fetch the most recent connectivity test of a source connector."""
-        return ApiCall("GET", _connector("source", source_id, "/connection-check"), parser(ConnectionCheck))
+        return _connection_check("source", source_id, start=False)
 
     # -- destinations -------------------------------------------------------------------------------
 
@@ -306,9 +301,7 @@ class Endpoints:
         destination_type: DestinationType | str | None = None,
     ) -> ApiCall[list[DestinationConnector]]:
         """List destination connectors, optionally only those of one type."""
-        kind = None if destination_type is None else _connector_type("destination", destination_type)
-        params = None if kind is None else {"destination_type": kind}
-        return ApiCall("GET", "/destinations/", list_parser(DestinationConnector), params=params)
+        return _connector_list("destination", destination_type)
 
     @Endpoint
     def get_destination(destination_id: str | UUID) -> ApiCall[DestinationConnector]:
@@ -331,9 +324,7 @@ class Endpoints:
         destination_type: DestinationType | str | None = None,
     ) -> ApiCall[DestinationConnector]:
         """Replace a destination connector's config (every setting must be sent, changed or not)."""
-        body = _update_connector("destination", destination_type, config)
-        path = _connector("destination", destination_id)
-        return ApiCall("PUT", path, parser(DestinationConnector), json=request_json(body))
+        return _connector_update("destination", destination_id, config, destination_type)
 
     @Endpoint
     def delete_destination(destination_id: str | UUID) -> ApiCall[None]:
@@ -347,14 +338,12 @@ class Endpoints:
 
         Read its outcome with ``get_destination_connection_check``.
         """
-        path = _connector("destination", destination_id, "/connection-check")
-        return ApiCall("POST", path, parse_check_started)
+        return _connection_check("destination", destination_id, start=True)
 
     @Endpoint
     def get_destination_connection_check(destination_id: str | UUID) -> ApiCall[ConnectionCheck]:
         """Fetch the most recent connectivity test of a destination connector."""
-        path = _connector("destination", destination_id, "/connection-check")
-        return ApiCall("GET", path, parser(ConnectionCheck))
+        return _connection_check("destination", destination_id, start=False)
 
     # -- workflows ----------------------------------------------------------------------------------
 
@@ -384,8 +373,7 @@ class Endpoints:
             "reprocess_all": reprocess_all,
             "template_id": template_id,
         }
-        given = {k: v for k, v in fields.items() if v is not None}
-        return _creation("/workflows/", CreateWorkflow, "workflow", given, Workflow)
+        return _creation("/workflows/", CreateWorkflow, "workflow", _given(fields), Workflow)
 
     @Endpoint
     def list_workflows(**params: Any) -> ApiCall[list[Workflow]]:
@@ -476,22 +464,22 @@ class Endpoints:
     @Endpoint
     def get_job(job_id: str) -> ApiCall[Job]:
         """Fetch one job."""
-        return ApiCall("GET", f"/jobs/{_job_id(job_id)}", parser(Job))
+        return ApiCall("GET", f"/jobs/{_path_id(job_id, 'job_id')}", parser(Job))
 
     @Endpoint
     def get_job_details(job_id: str) -> ApiCall[JobDetails]:
         """Fetch a job's processing status, message and per-node file counts."""
-        return ApiCall("GET", f"/jobs/{_job_id(job_id)}/details", parser(JobDetails))
+        return ApiCall("GET", f"/jobs/{_path_id(job_id, 'job_id')}/details", parser(JobDetails))
 
     @Endpoint
     def get_job_failed_files(job_id: str) -> ApiCall[JobFailedFiles]:
         """Fetch the files a job failed to process, each with its error."""
-        return ApiCall("GET", f"/jobs/{_job_id(job_id)}/failed-files", parser(JobFailedFiles))
+        return ApiCall("GET", f"/jobs/{_path_id(job_id, 'job_id')}/failed-files", parser(JobFailedFiles))
 
     @Endpoint
     def cancel_job(job_id: str) -> ApiCall[None]:
         """Ask the service to stop a running job (cancelling twice is harmless, so it is retried)."""
-        return ApiCall("POST", f"/jobs/{_job_id(job_id)}/cancel", ignore_body, wants_body=False)
+        return ApiCall("POST", f"/jobs/{_path_id(job_id, 'job_id')}/cancel", ignore_body, wants_body=False)
 
     @Endpoint
     def download_job_output(
@@ -511,7 +499,7 @@ class Endpoints:
         target = download_target(path)
         if isinstance(target, Path) and target.is_dir():
             raise WorkflowServiceInputError(f"download path {str(target)!r} is a directory; give a file path")
-        path_of = f"/jobs/{_job_id(job_id)}/download"
+        path_of = f"/jobs/{_path_id(job_id, 'job_id')}/download"
         return ApiCall("GET", path_of, parser(list[Element]), params=params, download_to=target)
 
     @Endpoint
@@ -520,7 +508,7 @@ class Endpoints:
         Read the name of the document one output of a job was made from (the download, its first
         ``OUTPUT_HEAD_BYTES`` only); None when the output names none. A reading of the download endpoint.
         """
-        path = f"/jobs/{_job_id(job_id)}/download"
+        path = f"/jobs/{_path_id(job_id, 'job_id')}/download"
         params = _output_params(file_id, node_id)
         return ApiCall("GET", path, document_name_in, params=params, head_bytes=OUTPUT_HEAD_BYTES)
 
@@ -554,7 +542,7 @@ class Endpoints:
         have reached the server, so a job is never launched twice by a retry.
         """
         fields = {"template_id": template_id, "job_nodes": job_nodes}
-        body = validate_input(CreateJob, "on-demand job", {k: v for k, v in fields.items() if v is not None})
+        body = validate_input(CreateJob, "on-demand job", _given(fields))
         uploads = upload_files(files) if files is not None else ()
         form = {"request_data": json.dumps(request_json(body))}
         return ApiCall(

@@ -1,10 +1,4 @@
-"""
-The connection form for Airflow 3.0 and 3.1, built from the provider info's declarative fields.
-
-Airflow >= 3.2 reads ``conn-fields`` and ``ui-field-behaviour`` from the provider info. Older Airflow asks
-the hook's ``get_connection_form_widgets`` / ``get_ui_field_behaviour`` instead: these functions answer
-for it from the same declarations, so the form is described in one place (``get_provider_info``).
-"""
+"""The connection form for Airflow 3.0 and 3.1 (the hook's methods), from the provider info's declarations."""
 
 from __future__ import annotations
 

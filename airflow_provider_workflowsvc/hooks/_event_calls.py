@@ -1,8 +1,4 @@
-"""
-The job events' endpoints (the live service's; the spec has none): the feed of job events, its read
-state, and the notification channels of a workflow and of the workspace. :class:`JobEventEndpoints`
-adds them to :class:`~._calls.Endpoints`, each declared once, so each hook gets a method per endpoint.
-"""
+"""The job events' endpoints (the live service's): the feed, its read state, notification channels."""
 
 from __future__ import annotations
 
@@ -16,6 +12,7 @@ from airflow_provider_workflowsvc.hooks._calls import (
     Endpoint,
     Endpoints,
     _deletion,
+    _given,
     _non_empty,
     _path_id,
     _uuid,
@@ -166,10 +163,6 @@ class JobEventEndpoints(Endpoints):
         return _channel_verify(_channels("", channel_id, "/verify"), code)
 
 
-def _given(fields: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in fields.items() if v is not None}
-
-
 def _count(data: Any) -> int:
     return parser(NotificationCount)(data).count
 
@@ -187,10 +180,7 @@ def _channels(scope: str, channel_id: str | None = None, below: str = "") -> str
 def _channel_write(
     method: str, path: str, model: type[UpdateChannel], channel_type: str | None, fields: Mapping[str, Any]
 ) -> ApiCall[NotificationChannel]:
-    """
-    Return a channel create (never retried once it may have arrived) or update; the secret is in the
-    request body only, and masked in any error the service answers with.
-    """
+    """Return a channel create (never retried once it may have arrived) or update; the secret masked."""
     given = fields if channel_type is None else {"channel_type": channel_type, **fields}
     body = validate_input(model, "notification channel", given)
     secret = body.secret.get_secret_value() if body.secret is not None else ""
@@ -210,7 +200,7 @@ def _channel_verify(path: str, code: str | None) -> ApiCall[NotificationChannel 
 
 
 def _channel_or_none(data: Any) -> NotificationChannel | None:
-    """Read a verification's answer: the channel when it sends one, else None (its shape is undocumented)."""
+    """Read a verification's answer (undocumented): the channel when it sends one, else None."""
     return parser(NotificationChannel)(data) if isinstance(data, Mapping) and "id" in data else None
 
 

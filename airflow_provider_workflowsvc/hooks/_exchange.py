@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping
+from contextlib import closing
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 from urllib.parse import urljoin, urlsplit
@@ -30,7 +31,6 @@ from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceAuthError,
     WorkflowServiceError,
-    WorkflowServiceResponseError,
     WorkflowServiceValidationError,
     format_validation_errors,
 )
@@ -57,14 +57,9 @@ RetryPolicy = Literal["idempotent", "unsent-only"]
 @dataclass(frozen=True)
 class ApiCall(Generic[T]):
     """
-    Everything needed to send one request and interpret its answer.
-
-    ``status_filter``: a job status to send as the ``status`` query parameter, spelled the way the
-    service spells statuses (:func:`_spelled_attempts`). ``form``: text fields of a form body, sent
-    with the ``files`` as ``multipart/form-data`` (URL-encoded when there is no file, as httpx and the
-    service's SDK send such a form); each file is one part named ``files_part``. ``job_listing``: a job
-    listing, read item by item as it arrives, keeping the jobs created at or after ``created_since``
-    (all without one): :class:`~._listing.JobItems`.
+    Everything needed to send one request and interpret its answer. ``status_filter``: a job status sent
+    as the service spells statuses; ``form``: text fields sent with the ``files`` (each a part named
+    ``files_part``); ``job_listing``: read item by item from ``created_since`` (:class:`~._listing.JobItems`).
     """
 
     method: str
@@ -92,25 +87,16 @@ class ApiCall(Generic[T]):
 
 
 class ResponseShapeError(Exception):
-    """The response body did not match the expected shape (turned into a WorkflowServiceResponseError)."""
+    """The response body did not match the expected shape (as pydantic's ``ValidationError``)."""
 
 
-@cache
+@functools.cache
 def parser(tp: Any) -> Callable[[Any], Any]:
-    """Return the parser of an answer of type ``tp`` (one per type)."""
-
-    def parse(data: Any) -> Any:
-        try:
-            return adapter(tp).validate_python(data)
-        except ValidationError as exc:
-            raise ResponseShapeError(
-                format_validation_errors(exc.errors(include_input=False, include_url=False))
-            ) from None
-
-    return parse
+    """Return the parser of an answer of type ``tp`` (one per type): a ``ValidationError`` when not one."""
+    return adapter(tp).validate_python
 
 
-@cache
+@functools.cache
 def list_parser(tp: Any) -> Callable[[Any], Listing[Any]]:
     """Parse a JSON list item by item: an item that cannot be read is skipped with a warning naming it."""
     what = getattr(tp, "__name__", str(tp))
@@ -135,10 +121,7 @@ def ignore_body(_: Any) -> None:
 
 
 def parse_run_result(data: Any) -> Job | None:
-    """
-    Read the answer of a run (not shown in the spec) or an on-demand launch: a job record when it looks
-    like one, else None.
-    """
+    """Read the answer of a run or a launch (the spec shows none): a job when it looks like one, else None."""
     if isinstance(data, Mapping) and "id" in data and ("status" in data or "workflow_id" in data):
         parsed: Job = parser(Job)(data)
         return parsed
@@ -165,13 +148,9 @@ _DEADLINE: ContextVar[float | None] = ContextVar("workflowsvc_deadline", default
 @contextlib.contextmanager
 def deadline(at: float | None) -> Iterator[None]:
     """
-    Every hook request made in this block ends by ``at`` (epoch seconds; None: no deadline).
-
-    Each request's connect, read, write and pool timeouts are cut to the time left; a retry is not
-    waited for when it could not start before ``at``; a request due after ``at`` is not sent (a
-    :class:`WorkflowServiceConnectionError` with ``sent=False``). Inside the block it replaces any
-    enclosing deadline (a cancel sent when a wait ends has a budget of its own). Context-local: it
-    applies to the current thread or asyncio task (and the tasks it starts).
+    End every hook request made in this block by ``at`` (epoch seconds; None: no deadline): timeouts cut
+    to the time left, no retry that could not start before it, none sent after it (``sent=False``).
+    It replaces an enclosing deadline; it applies to this thread or asyncio task (and those it starts).
     """
     token = _DEADLINE.set(at)
     try:
@@ -184,64 +163,18 @@ def deadline(at: float | None) -> Iterator[None]:
 # The transport: a hook's settings turned into requests
 
 
-class _BodyCap:
-    """
-    The body of a response read whole, up to one byte past ``max_response_bytes`` (then refused); or,
-    given ``head`` (a successful answer of which only the start is wanted), its first ``head`` bytes.
-
-    The body is kept on the response (as ``Response.read()`` does), so it is parsed as usual.
-    """
-
-    def __init__(
-        self, transport: _Transport, method: str, path: str, response: httpx.Response, head: int | None = None
-    ) -> None:
-        self._transport, self._method, self._path, self._response = transport, method, path, response
-        self._head = head if response.is_success else None
-        self._limit = transport.settings.max_response_bytes
-        self._body = bytearray()
-        declared = response.headers.get("content-length", "")
-        if self._head is None and declared.isdigit() and int(declared) > self._limit:
-            raise self._too_large(f"declares {int(declared)} bytes")
-
-    def read(self) -> _Body:
-        """Return the step that reads the body into a buffer (no call back into the exchange per chunk)."""
-        most = self._head if self._head is not None else self._limit + 1
-        return _Body(self._response, self._body.extend, most)
-
-    def done(self) -> httpx.Response:
-        """Keep the body read on the response (as ``Response.read()`` does) and return the response."""
-        if self._head is None and len(self._body) > self._limit:
-            raise self._too_large(f"passed {self._limit} bytes and was not read further")
-        self._response._content = bytes(self._body)
-        return self._response
-
-    def _too_large(self, how: str) -> WorkflowServiceResponseError:
-        return WorkflowServiceResponseError(
-            self._method,
-            self._transport.full_path(self._path),
-            self._response.status_code,
-            f"the answer {how}, more than max_response_bytes ({self._limit}); raise that connection "
-            "extra if such answers are expected",
-        )
-
-
 class _Transport(Failures):
     """A hook's settings turned into requests, and answers into results (failures: :class:`Failures`)."""
 
     spellings: ClassVar[dict[str, str]] = {}
-    """How each service (by base URL) spells job statuses, once a job record showed it: ``platform``
-    (upper case, ``IN_PROGRESS``) or ``spec`` (``im progress``). A service does not change its dialect."""
+    """How each service (by base URL) spells job statuses once a job showed it: ``platform`` or ``spec``."""
 
     def __init__(self, settings: ConnectionSettings, conn_id: str = "") -> None:
         self.settings = settings
-        self._base_path = urlsplit(settings.base_url).path
         self.conn_id = conn_id
         """The Airflow connection the settings came from ("" when given directly): named in errors."""
         self._path_forms: dict[str, str] = {}
         self._urls: dict[str, httpx.URL] = {}
-
-    def full_path(self, path: str) -> str:
-        return self._base_path + path
 
     def learn_spelling(self, result: Any) -> None:
         """Remember how the service spells job statuses, from the first job of ``result`` that shows it."""
@@ -265,7 +198,7 @@ class _Transport(Failures):
         files: Any = None  # httpx types file parts as IO[bytes]; a _PartFile has what it uses
         if call.files and with_body:
             files = [
-                (call.files_part, (f.filename, parts.enter_context(_PartFile(f.path)), f.media_type))
+                (call.files_part, (f.filename, parts.enter_context(closing(_PartFile(f.path))), f.media_type))
                 for f in call.files
             ]
         return {
@@ -279,11 +212,7 @@ class _Transport(Failures):
         }
 
     def _url(self, path: str) -> httpx.URL:
-        """
-        Return the absolute URL of ``path``, parsed once (for the first 64 paths): a wait sends the same
-        few paths again and again, and httpx's parsing of a URL was 4-13 % of the instructions of a
-        status read (issue #45, callgrind).
-        """
+        """Return the URL of ``path``, parsed once for the first 64 paths (4-13 % of a read's work, #45)."""
         url = self._urls.get(path)
         if url is None:
             url = httpx.URL(self.settings.base_url + "/" + path.lstrip("/"))
@@ -292,10 +221,7 @@ class _Transport(Failures):
         return url
 
     def request_timeout(self, method: str, path: str) -> Any:
-        """
-        Return the client's timeouts, each cut to the time left before the :func:`deadline` (an
-        ``httpx.Timeout``), or ``httpx.USE_CLIENT_DEFAULT`` outside a deadline.
-        """
+        """Return the client's timeouts cut to the time left before the :func:`deadline` (if any)."""
         at = _DEADLINE.get()
         if at is None:
             return httpx.USE_CLIENT_DEFAULT
@@ -310,12 +236,8 @@ class _Transport(Failures):
         self, call: ApiCall[Any], method: str, path: str, response: httpx.Response
     ) -> tuple[str, str] | None:
         """
-        Return the ``(method, path)`` to send next after a redirect we may follow, else None.
-
-        Followed: same-origin redirects under the base URL. 301/302/307/308 keep method and body (a
-        POST never turns into a bodiless GET); a non-GET request only follows its own path with or
-        without the trailing slash, and the form is remembered for later calls. 303 means "done, see
-        there": it is followed with a GET and never re-sends the body.
+        Return the ``(method, path)`` to send next after a redirect we may follow (same origin, under the
+        base URL), else None: a non-GET only to its own path's slash twin (remembered); 303 as a GET.
         """
         if not response.is_redirect or "location" not in response.headers:
             return None
@@ -350,6 +272,9 @@ class _Transport(Failures):
             raise self.unreadable(method, path, response) from None
         try:
             result = call.parse(data)
+        except ValidationError as exc:
+            complaint = format_validation_errors(exc.errors(include_input=False, include_url=False))
+            raise self.unreadable(method, path, response, complaint) from None
         except ResponseShapeError as exc:
             raise self.unreadable(method, path, response, str(exc)) from None
         self.learn_spelling(result)
@@ -369,10 +294,7 @@ class _Send:
 
 @dataclass
 class _Body:
-    """
-    Read the response's body, chunk by chunk, into ``sink``: until it ends, until ``most`` bytes are
-    read, or until ``sink`` returns True (the rest is not needed).
-    """
+    """Read the body into ``sink`` until it ends, ``most`` bytes are read, or ``sink`` returns True."""
 
     response: httpx.Response
     sink: Callable[[bytes], Any]
@@ -388,10 +310,7 @@ class _Sleep:
 
 @dataclass
 class _Reread:
-    """
-    Read the hook's connection again after a refusal; the answer: a new transport when its settings
-    changed, else why it could not be read again (None: read, unchanged; see ``_HookBase._keeps_settings``).
-    """
+    """Read the connection again after a refusal; answer: a new transport, else why not (None: unchanged)."""
 
     refused: ConnectionSettings = field(repr=False)
 
@@ -404,10 +323,8 @@ def exchange(
     transport: _Transport, call: ApiCall[T], retries: bool = True, operation: str = ""
 ) -> Exchange[T]:
     """
-    One call's whole way: its attempts and retries, and (refused with 401/403, its credentials read
-    from a connection) one more way with the connection read anew: nothing was done, so sending again
-    cannot duplicate anything. ``retries=False``: one attempt, nothing read again. ``operation``: the
-    endpoint (the hook method's name) its answers and retries are counted under (:mod:`..metrics`).
+    Make one call's whole way: its attempts and retries, and after a 401/403 one more with the
+    connection read anew (a refusal did nothing). ``operation``: the endpoint its metrics are counted under.
     """
     try:
         return (yield from _spelled_attempts(transport, call, retries, operation))
@@ -423,10 +340,8 @@ def exchange(
 
 def _spelled_attempts(transport: _Transport, call: ApiCall[T], retries: bool, operation: str) -> Exchange[T]:
     """
-    Make the call's attempts, a status filter spelled as the service spells statuses: once known, in
-    that spelling (the other only if it is refused, 400 or 422); until then the platform's, then the
-    spec's when the first is refused or finds nothing (an exact-matching service's answer to a spelling
-    of the other dialect).
+    Make the call's attempts with a status filter in the service's spelling: once known, that one (the
+    other if refused); until then the platform's, then the spec's if refused or nothing is found.
     """
     status = call.status_filter
     if status is None:
@@ -449,10 +364,7 @@ def _spelled_attempts(transport: _Transport, call: ApiCall[T], retries: bool, op
 
 
 def _attempts(transport: _Transport, call: ApiCall[T], retries: bool, operation: str) -> Exchange[T]:
-    """
-    Make the attempts at a call: the first as is (setting up tenacity costs more than a loopback round
-    trip), a retryable failure of it starts tenacity's loop, which owns the waits, stops and logs.
-    """
+    """Make a call's attempts: the first outside tenacity (cheaper), a retryable failure starts its loop."""
     try:
         return (yield from _attempt(transport, call, operation))
     except WorkflowServiceError as exc:
@@ -471,10 +383,7 @@ def _attempts(transport: _Transport, call: ApiCall[T], retries: bool, operation:
 
 
 def _attempt(transport: _Transport, call: ApiCall[T], operation: str) -> Exchange[T]:
-    """
-    One attempt: the request, the redirects it may follow, then the answer read, saved or refused; each
-    answer counted by its status class, a request without one as such.
-    """
+    """Make one attempt: the request, the redirects it may follow, the answer read, saved or refused."""
     method, path = call.method, transport._path_forms.get(call.path, call.path)
     for hop in range(MAX_REDIRECTS + 1):
         with contextlib.ExitStack() as parts:  # upload parts are open only while sent
@@ -492,6 +401,10 @@ def _attempt(transport: _Transport, call: ApiCall[T], operation: str) -> Exchang
             raise WorkflowServiceError(f"{method} {transport.full_path(path)}: too many redirects")
         method, path = follow
     own_answer = response.is_success and method == call.method
+    head = call.head_bytes if response.is_success else None  # a successful answer's start only
+    limit = transport.settings.max_response_bytes
+    declared = response.headers.get("content-length", "")
+    body = bytearray()
     try:
         if call.download_to is not None and own_answer:
             with _atomic_file(call.download_to) as file:  # never a partial file at the target
@@ -499,30 +412,27 @@ def _attempt(transport: _Transport, call: ApiCall[T], operation: str) -> Exchang
             return call.download_to  # type: ignore[return-value]
         if call.job_listing and own_answer:
             return (yield from _job_listing(transport, call, method, path, response))
-        cap = _BodyCap(transport, method, path, response, call.head_bytes)
-        yield cap.read()
+        if head is None and declared.isdigit() and int(declared) > limit:
+            raise transport.too_large(method, path, response, f"declares {int(declared)} bytes")
+        yield _Body(response, body.extend, head if head is not None else limit + 1)  # into a buffer
     except httpx.TransportError as exc:
         raise transport.transport_error(method, path, exc) from None
-    return transport.finish(call, method, path, cap.done())
+    if head is None and len(body) > limit:
+        raise transport.too_large(method, path, response, f"passed {limit} bytes and was not read further")
+    response._content = bytes(body)  # kept on the response, as ``Response.read()`` does
+    return transport.finish(call, method, path, response)
 
 
 def _job_listing(
     transport: _Transport, call: ApiCall[T], method: str, path: str, response: httpx.Response
 ) -> Exchange[T]:
     """Read a job listing's answer item by item (:class:`~._listing.JobItems`), stopping when it may."""
-    full = transport.full_path(path)
-
-    def fail(detail: str) -> WorkflowServiceResponseError:
-        return WorkflowServiceResponseError(
-            method, full, response.status_code, transport.redact_foreign(detail)
-        )
-
     items = JobItems(
         transport.settings.base_url,
         call.created_since,
         learn=call.status_filter is None and not (call.params or {}).get("status"),
         limit=transport.settings.max_response_bytes,
-        fail=fail,
+        fail=functools.partial(transport.unreadable, method, path, response),
     )
     yield _Body(response, items.add)
     listing = items.listing()

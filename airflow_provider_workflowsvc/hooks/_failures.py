@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
-from tenacity.stop import stop_base
+from tenacity import RetryCallState, Retrying, retry_if_exception
 
 from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc._url_secrets import mask_url_secrets
@@ -43,10 +42,7 @@ _UNSENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 
 class LaneTimeLimit(httpx.ReadTimeout):
-    """
-    A read cut at the lane time limit because the overflow was full (every overflow connection held
-    by a read that hangs). It is not retried by the hook; a wait survives it and polls again.
-    """
+    """A read cut at the lane time limit, the overflow full: not retried (a wait polls again)."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -55,14 +51,9 @@ class LaneTimeLimit(httpx.ReadTimeout):
 
 def is_retryable(call: ApiCall[Any], exc: BaseException) -> bool:
     """
-    Whether ``call`` may be sent again after ``exc`` without risk of doing its work twice.
-
-    Idempotent calls retry on a transport failure and on 429/502/503/504, unless the answer's body
-    says ``"retryable": false`` (as unstructured-client 0.46.4 reads it); a failure that would happen
-    again the same way (TLS version or certificate mismatch, unknown host name) is never retried, nor a
-    connection refused where nothing has answered this process (``unreached``). Create and run calls
-    (``unsent-only``) retry only when the connection was never established, so the server never saw
-    them: a read timeout, a dropped connection, a 429 or a 5xx may mean the work was done.
+    Whether ``call`` may be sent again after ``exc`` without risk of doing its work twice: idempotent
+    calls on a transport failure or 429/502/503/504 (unless the body says ``"retryable": false``), never
+    a ``permanent`` or ``unreached`` failure; ``unsent-only`` calls only when they never left.
     """
     if isinstance(exc, WorkflowServiceConnectionError):
         if exc.permanent or exc.unreached or exc.kind == "lane_limit":  # a hung read would hang again
@@ -74,26 +65,6 @@ def is_retryable(call: ApiCall[Any], exc: BaseException) -> bool:
         retried = call.retry == "idempotent" and exc.status_code in RETRYABLE_STATUS
         return retried and exc.retryable is not False
     return False
-
-
-class _StopAtDeadline(stop_base):
-    """Retry stop: the next attempt could not start (after its backoff) before the deadline ``at()``."""
-
-    def __init__(self, at: Callable[[], float | None]) -> None:
-        self._at = at
-
-    def __call__(self, retry_state: RetryCallState) -> bool:
-        at = self._at()
-        return at is not None and time.time() + retry_state.upcoming_sleep >= at
-
-
-def _says_not_retryable(response: httpx.Response) -> bool:
-    """Whether the answer's JSON body says ``"retryable": false`` (the service's word against a retry)."""
-    try:
-        body = response.json()
-    except (ValueError, RecursionError):
-        return False
-    return isinstance(body, dict) and body.get("retryable") is False
 
 
 def _retry_after_seconds(response: httpx.Response) -> float | None:
@@ -118,15 +89,15 @@ def _cut(text: str, limit: int) -> str:
     return text[:limit] + ("…" if len(text) > limit else "")
 
 
-def _error_detail(response: httpx.Response, redact: Callable[[str], str]) -> str:
-    """
-    Return the server's explanation: FastAPI ``detail`` (string or list) or ``message``, else the raw text.
+_NOT_JSON = object()
 
-    Credentials are redacted before the text is cut to length, so none can leak in part across the cut.
+
+def _error_detail(body: Any, response: httpx.Response, redact: Callable[[str], str]) -> str:
     """
-    try:
-        body = response.json()
-    except ValueError:
+    Return the server's explanation: FastAPI ``detail`` (string or list) or ``message``, else the raw text
+    (redacted before it is cut, so no credential leaks in part across the cut).
+    """
+    if body is _NOT_JSON:
         return _cut(redact(response.text.strip()), 300)
     if isinstance(body, dict):
         detail = body.get("detail", body.get("message", body.get("error")))
@@ -140,7 +111,7 @@ def _error_detail(response: httpx.Response, redact: Callable[[str], str]) -> str
 
 @functools.lru_cache(maxsize=1)
 def _min_masked_length() -> int:
-    """Return ``[logging] min_length_masked_secret``, read once per process (a transport is made per hook)."""
+    """Return ``[logging] min_length_masked_secret``, read once per process."""
     try:
         from airflow_provider_workflowsvc._compat import conf
 
@@ -154,17 +125,14 @@ def _min_masked_length() -> int:
 
 
 class Failures:
-    """
-    What a transport (its ``settings``, ``conn_id`` and ``full_path``) says when a request fails: the
-    error for an answer or its absence, naming the request and what to check, with secrets masked;
-    and how it retries.
-    """
+    """What a transport says when a request fails (the error, what to check, masked), and its retries."""
 
     settings: ConnectionSettings
     conn_id: str
 
     def full_path(self, path: str) -> str:
-        raise NotImplementedError
+        """Return ``path`` under the base URL's path (named in errors only: a success never asks)."""
+        return urlsplit(self.settings.base_url).path + path
 
     @functools.cached_property
     def _secrets(self) -> list[str]:
@@ -172,23 +140,13 @@ class Failures:
         return sorted((s for s in self.settings.secrets() if len(s) >= shortest), key=len, reverse=True)
 
     def redact(self, text: str) -> str:
-        """
-        ``text`` with the token and API key replaced (a server may echo them in an error).
-
-        Like Airflow's log masker, values shorter than ``[logging] min_length_masked_secret`` (5) are
-        left alone: replacing a one-letter placeholder token everywhere would make every message
-        unreadable (``ReadTimeout`` → ``ReadTimeou***``).
-        """
+        """``text`` with the token and API key masked (not those shorter than Airflow's masker masks)."""
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return text
 
     def redact_foreign(self, text: str, also: tuple[str, ...] = ()) -> str:
-        """
-        Text this provider did not write (the service's answers, a secrets backend's error) with the
-        token and API key masked (and the secrets ``also`` of the request answered), and what its URLs
-        may carry as credentials (``user:pass@``, a query).
-        """
+        """Mask credentials, the secrets ``also`` and URL secrets in text the provider did not write."""
         for secret in also:
             text = text.replace(secret, "***") if secret else text
         return mask_url_secrets(self.redact(text))
@@ -200,13 +158,16 @@ class Failures:
         operation: str,
         at: Callable[[], float | None],
     ) -> Retrying:
-        """
-        Return the retries of ``call``: tenacity's loop, its pauses handed to ``sleep``, none that could
-        not start before the deadline ``at()``, each retry logged and counted under ``operation``.
-        """
+        """Return tenacity's loop of ``call``'s retries (none that could not start before ``at()``)."""
+
+        def stop(state: RetryCallState) -> bool:  # the last attempt made, or the next could not start in time
+            deadline = at()
+            late = deadline is not None and time.time() + state.upcoming_sleep >= deadline
+            return late or state.attempt_number > self.settings.max_retries
+
         return Retrying(
             sleep=sleep,
-            stop=stop_after_attempt(self.settings.max_retries + 1) | _StopAtDeadline(at),
+            stop=stop,
             wait=self._wait,
             retry=retry_if_exception(functools.partial(is_retryable, call)),
             before_sleep=functools.partial(self._before_retry, operation),
@@ -236,7 +197,7 @@ class Failures:
     def unreadable(
         self, method: str, path: str, response: httpx.Response, complaint: str | None = None
     ) -> WorkflowServiceResponseError:
-        """Return the error for a successful answer that is not JSON, or (``complaint``) not of its shape."""
+        """Return the error of a successful answer that is not JSON, or (``complaint``) not of its shape."""
         full = self.full_path(path)
         if complaint is not None:
             detail = _cut(self.redact_foreign(complaint.replace("\n", " ")), 300)
@@ -245,16 +206,33 @@ class Failures:
             detail = f"not JSON ({len(response.content)} bytes): {snippet!r}"
         return WorkflowServiceResponseError(method, full, response.status_code, detail)
 
+    def too_large(
+        self, method: str, path: str, response: httpx.Response, how: str
+    ) -> WorkflowServiceResponseError:
+        """Return the error of an answer over ``max_response_bytes`` (``how``: what showed it)."""
+        limit = self.settings.max_response_bytes
+        return WorkflowServiceResponseError(
+            method,
+            self.full_path(path),
+            response.status_code,
+            f"the answer {how}, more than max_response_bytes ({limit}); raise that connection "
+            "extra if such answers are expected",
+        )
+
     def api_error(
         self, method: str, full_path: str, response: httpx.Response, secrets: tuple[str, ...] = ()
     ) -> WorkflowServiceApiError:
+        try:
+            body = response.json()  # read once: the detail and the service's word against a retry
+        except (ValueError, RecursionError):
+            body = _NOT_JSON
         if response.is_redirect:
             location = response.headers.get("location", "")
             detail = (
                 f"redirect to {location} not followed (another origin, or not the same path for {method})"
             )
         else:
-            detail = _error_detail(response, functools.partial(self.redact_foreign, also=secrets))
+            detail = _error_detail(body, response, functools.partial(self.redact_foreign, also=secrets))
         cls = error_for_status(response.status_code, detail)
         return cls(
             response.status_code,
@@ -263,17 +241,13 @@ class Failures:
             detail,
             response.reason_phrase,
             retry_after=_retry_after_seconds(response),
-            retryable=False if _says_not_retryable(response) else None,
+            retryable=False if isinstance(body, dict) and body.get("retryable") is False else None,
         )
 
     def still_refused(
         self, exc: WorkflowServiceAuthError, unread: str | None = None
     ) -> WorkflowServiceAuthError:
-        """
-        Return the error of a request refused again after the connection was read anew, naming it; when
-        it could not be read again (``unread``: why), the refusal is not final: its credentials may have
-        been rotated (``WorkflowServiceAuthUnconfirmedError``, which a wait survives).
-        """
+        """Return the error of a refusal after a re-read (not final if the re-read failed: ``unread``)."""
         if not self.conn_id:
             return exc
         if unread is not None:
@@ -293,10 +267,7 @@ class Failures:
     def transport_error(
         self, method: str, path: str, exc: httpx.TransportError
     ) -> WorkflowServiceConnectionError:
-        """
-        Return the error for a request that got no answer: method, full URL, connection id, and what to
-        check for this kind of failure.
-        """
+        """Return the error of a request that got no answer: method, full URL, connection, what to check."""
         reason = self.redact(f"{type(exc).__name__}: {exc}".rstrip(": "))
         kind = _failure_kind(exc)
         return self.connection_error(

@@ -33,12 +33,8 @@ class UploadFile:
 @contextlib.contextmanager
 def _atomic_file(target: Path | Any) -> Iterator[BinaryIO]:
     """
-    Open a new file beside ``target`` to write into; rename it to ``target`` only when the block completes.
-
-    The file is created with mode 0o666 less the process umask, like any file a program writes
-    (``mkstemp`` would make it 0o600 whatever the umask, unreadable to another user or container).
-    A target in object storage (``storage.StagedObject``) writes itself: a write that fails leaves
-    nothing under its key.
+    Open a new file beside ``target``, renamed to it only when the block completes (mode 0o666 less the
+    umask: ``mkstemp``'s 0o600 would hide it from another user). A ``StagedObject`` writes itself.
     """
     if not isinstance(target, Path):
         with target.write_atomically() as fh:
@@ -57,15 +53,9 @@ def _atomic_file(target: Path | Any) -> Iterator[BinaryIO]:
 
 class _PartFile:
     """
-    One upload part's file, open only while its part is being sent (so any number of files can go).
-
-    ``path`` is a local file, or an object in storage (``storage.StoredObject``, read in blocks, never
-    to local disk). Its size is taken when the request is built (for ``Content-Length``); it is opened
-    at its first read and closed at its end, and reopened if the body is sent again (a redirect).
-
-    A read that fails, or a file that ends before its size, aborts the request mid-body with
-    :class:`InputReadError`: the body never reaches its declared length, so the service gets no
-    complete request (the run evidence counts it as refused).
+    One upload part's file (local, or a ``StoredObject`` read in blocks), sized when the request is built,
+    open only from its first read to its end (reopened if sent again). A failed or short read aborts the
+    request mid-body (:class:`InputReadError`): the service gets no complete request.
     """
 
     def __init__(self, path: Path | Any) -> None:
@@ -113,12 +103,6 @@ class _PartFile:
             with contextlib.suppress(OSError):
                 handle.close()
 
-    def __enter__(self) -> _PartFile:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def _unreadable(self, reason: str) -> InputReadError:
         return InputReadError(
             f"input file {str(self._path)!r} failed after {self._position} of its {self._size} bytes: "
@@ -143,19 +127,14 @@ def check_upload_name(path: Path) -> None:
 
 
 LocalFile = str | os.PathLike[str] | Any | tuple[str | os.PathLike[str] | Any, str]
-"""A file to upload: a local path (sent under its base name), an object in storage (an
-``ObjectStoragePath``, a URI such as ``s3://conn_id@bucket/key``, a ``storage.StoredObject``), or
-``(either, name to send)``."""
+"""A file to upload: a local path, an object in storage (``ObjectStoragePath``, ``s3://conn_id@bucket/key``,
+a ``StoredObject``), or ``(either, name to send)``."""
 
 
 def upload_files(paths: Iterable[LocalFile] | str | os.PathLike[str]) -> tuple[UploadFile, ...]:
     """
-    Check the files exist and are readable; name each (its base name, or the name given with it)
-    and guess its media type.
-
-    A single path (not in a list) is one file, not a sequence of one-letter names. A given name may
-    hold ``/`` (a path relative to the folder the files came from): the service records that name.
-    An object in storage is looked up (its size) through Airflow's ``ObjectStoragePath``.
+    Check the files exist and are readable; name each (its base name, or the name given, which may hold
+    ``/``) and guess its media type. A single path is one file, not a sequence of one-letter names.
     """
     if isinstance(paths, (str, os.PathLike)) or storage.is_location(paths):
         paths = [paths]
@@ -216,11 +195,7 @@ _FILENAME_FIELD = re.compile(rb'"filename"\s*:\s*("(?:[^"\\]|\\.)*")')
 
 
 def document_name_in(head: bytes) -> str | None:
-    """
-    Return the name of the document an output was made from, as the service wrote it: the first
-    ``"filename"`` in the output's first bytes (its first element's ``metadata.filename``); None
-    when there is none.
-    """
+    """Return the first ``"filename"`` in an output's first bytes (its document's name), or None."""
     match = _FILENAME_FIELD.search(head)
     if match is None:
         return None

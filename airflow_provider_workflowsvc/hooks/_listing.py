@@ -29,10 +29,7 @@ def adapter(tp: Any) -> TypeAdapter[Any]:
 
 
 class Listing(list[T]):
-    """
-    The items of a listing the provider could read; ``skipped`` holds the raw items it could not (each
-    already named in a warning), so code that looks for one item can fail closed for that item only.
-    """
+    """The items of a listing that could be read; ``skipped``: the raw items that could not (each warned)."""
 
     skipped: list[Any]
 
@@ -61,13 +58,11 @@ def _item_label(item: Any) -> str:
 
 
 NEWEST_FIRST_EVIDENCE = 8
-"""Distinct creation times a whole listing must show in newest-first order before the service's listings
-are read only down to the time asked for (a listing in another order shows such a run by chance once in
-8! = 40,320)."""
+"""Distinct creation times a whole listing must show newest first before the service's listings are read
+only down to the time asked for (by chance once in 8! = 40,320)."""
 
 _newest_first: dict[str, bool] = {}
-"""Per service (its base URL): True once a whole job listing came newest first (``NEWEST_FIRST_EVIDENCE``
-times at least); False once one did not. A process learns it once; every listing checks it again."""
+"""Per service (base URL): True once a whole job listing came newest first, False once one did not."""
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
@@ -84,9 +79,7 @@ class _ArrayItems:
     def __init__(self) -> None:
         self._decode = codecs.getincrementaldecoder("utf-8")()
         self._text = ""
-        self._state = "start"
-        """``start`` → ``first`` (after ``[``) → ``next`` / ``item`` (after ``,``) → ``end``;
-        ``other``: the text is not an array."""
+        self._state = "start"  # → first (after [) → next / item (after ,) → end; other: not an array
         self.count = 0
 
     @property
@@ -138,19 +131,11 @@ class _ArrayItems:
 
 class JobItems:
     """
-    Reads a job listing's body as it arrives (``add`` each piece), keeping the jobs created at or after
-    ``since`` (all of them without one; undated jobs always). Each item is decoded as soon as it is whole;
-    one not kept is dropped there (only its ``created_at`` is read), so no piece of work grows with the
-    length of the listing and an event loop is never held by a long history. The jobs kept are held as
-    their text while reading and read as models once the body has ended (what an answer cut at the
-    limit leaves behind is no more than its text).
-
-    Once the service's listings are known to come newest first (:func:`lists_newest_first`), ``add``
-    returns True after two jobs in a row older than ``since``: the rest is not read. Every listing is
-    checked: one that is not newest first is read to its end, and teaches the service's order again.
-
-    ``limit`` bounds what is kept (and any unfinished item), not what is read past: a long history
-    dropped unread costs no memory.
+    A job listing's body read as it arrives (``add`` each piece), keeping the jobs created at or after
+    ``since`` (and undated ones) as text, read as models once the body ended; the others are dropped as
+    each is whole (only ``created_at`` read), so no event loop is held by a long history. Once the service
+    is known to list newest first, ``add`` returns True after two older jobs in a row. ``limit`` bounds
+    what is kept, not what is read past.
     """
 
     def __init__(
@@ -161,25 +146,19 @@ class JobItems:
         learn: bool,
         limit: int,
         fail: Callable[[str], Exception],
-        response: Any = None,
     ) -> None:
         self.service, self.since, self.learn, self._limit, self._fail = service, since, learn, limit, fail
-        self._response = response
         self._items = _ArrayItems()
-        self._kept_text: list[str] = []
-        """The jobs kept, as JSON lists of their text, one per piece of the body (read at the end)."""
-        self._kept_at = array("q")
-        """Their places in the listing (named when one cannot be read)."""
+        self._kept_text: list[str] = []  # the jobs kept, as JSON lists of their text, one per piece
+        self._kept_at = array("q")  # their places in the listing (named when one cannot be read)
         self._batch: list[str] = []
         self._raw = bytearray()
         self._kept = 0
         self._stop_early = since is not None and lists_newest_first(service)
         self._previous: datetime | None = None
         self._newest_first, self._distinct, self._below = True, 0, 0
-        self.complete = False
-        """Every item was read."""
-        self.stopped = False
-        """Reading stopped before the end (the rest was older than ``since``)."""
+        self.complete = False  # every item was read
+        self.stopped = False  # reading stopped before the end (the rest was older than ``since``)
 
     def add(self, chunk: bytes) -> bool:
         """Read one more piece of the body; True when the rest is not needed."""

@@ -1,10 +1,7 @@
 """
-The async hooks' way out: the ``httpx.AsyncClient`` shared by the hooks of one event loop with the same
-settings, and the async driver (:func:`asend`) that sends through it.
-
-One bounded pool of connections ("lanes") per client: a triggerer's waiting triggers do not open a
-connection each; a read that hangs moves to a bounded overflow, so it holds up no one else. The client
-is closed when the last hook using it is.
+The async hooks' way out: the ``httpx.AsyncClient`` shared by the hooks of one event loop and settings
+(closed with its last hook), its bounded pool of connections ("lanes"), and the async driver :func:`asend`.
+Why lanes and not httpx's pool: docs/decisions/wire.md ("The triggerer's connection pool").
 """
 
 from __future__ import annotations
@@ -43,11 +40,8 @@ start) against 0.07 ms (measured for #44, 38 variables)."""
 @dataclass(frozen=True, repr=False)
 class _ClientKey:
     """
-    Everything that makes two hooks' requests differ: the settings (credentials included, compared
-    by value), the TLS context they verify with (one per CA setting and CA environment,
-    :meth:`~._settings.ConnectionSettings.ssl_verify`) and the proxies of the environment.
-
-    Its repr names the base URL only: the credentials and a proxy URL's password never show.
+    What makes two hooks' requests differ: the settings (credentials by value), the TLS context and the
+    environment's proxies. Its repr names the base URL only (no credential, no proxy password).
     """
 
     settings: ConnectionSettings
@@ -66,35 +60,17 @@ class _ClientKey:
 
 
 LANE_TIME_LIMIT = 1.0
-"""Seconds a read (GET) may hold a lane before its answer begins. A status read takes milliseconds; one
-still unanswered then moves out of the lanes to an overflow connection of its own, so the requests
-queued behind it are not held up by a service that hangs on some reads."""
+"""Seconds a read (GET) may hold a lane before its answer begins; then it moves to the overflow."""
 
 
 class _Lanes(httpx.AsyncBaseTransport):
     """
-    A pool of ``size`` connections made of single-connection transports ("lanes"), and an overflow of
-    at most ``overflow`` more for reads that hang: never more than ``size + overflow`` connections.
-
-    A request takes a free lane, or waits for one (first come, first served) up to its pool timeout
-    (``httpx.PoolTimeout``), and gives it back when its response is closed. httpx's own pool, at each
-    request's start and end, re-examines every connection it holds (a system call each) and every
-    request queued in it: shared by a thousand triggers, that was most of the CPU of a poll. Taking and
-    giving back a lane costs the same whatever the number of connections and waiters.
-
-    A read (GET) whose answer has not begun within ``lane_limit`` seconds leaves its lane: it goes on
-    over the same connection, now counted in the overflow, and a new connection takes the lane's place
-    for the requests waiting. With the overflow full, it is cut instead (:class:`LaneTimeLimit`): a
-    hung read delays only itself.
-
-    A lane is given back only after a request that ended cleanly (its response closed without error).
-    One that ended otherwise (an error, or a cancellation: a wait's deadline, a listing's time limit)
-    is retired: closed, then a new lane takes its place (so the bound holds). A cancellation can cut
-    short httpcore's own clean-up (its shield does not hold against ``Task.cancel``), leaving the
-    connection counted as busy: the next request on that lane would wait for it forever. As a guard, a
-    request waits at most half the lane limit for its lane's connection (a clean lane never makes it
-    wait), then fails as never sent (``httpx.PoolTimeout``, which the hook retries), and the lane is
-    retired.
+    ``size`` single-connection transports ("lanes") and an overflow of at most ``overflow`` more for
+    reads that hang. A request takes a free lane in O(1) or waits for one, first come, first served, up
+    to its pool timeout; gives it back when its response closes cleanly, else the lane is retired (a
+    cancellation inside httpcore's close can leave its connection busy forever) and a new one takes its
+    place. A GET unanswered after ``lane_limit`` moves to the overflow, or is cut when it is full
+    (:class:`LaneTimeLimit`). A request waits at most half the lane limit for its lane's connection.
     """
 
     def __init__(
@@ -149,7 +125,7 @@ class _Lanes(httpx.AsyncBaseTransport):
         finally:
             if timer is not None:
                 timer.cancel()
-        response.stream = _GiveBackOnClose(response.stream, hold.release)
+        response.stream = _GiveBackOnClose(response.stream, hold)
         return response
 
     def _move_to_overflow(self, lane: httpx.AsyncHTTPTransport) -> bool:
@@ -225,9 +201,8 @@ _FIRST_IN_LINE: contextvars.ContextVar[bool] = contextvars.ContextVar("first_in_
 @contextlib.contextmanager
 def first_in_line() -> Iterator[None]:
     """
-    Put the requests made in this block (this task and those it starts) first in line for the next free
-    lane, before those already waiting: a shared listing answers the polls of every wait of its workflow,
-    so it is not queued behind their own polls when the service is slow and every lane is busy.
+    Put the requests of this block (and the tasks it starts) first in line for the next free lane: a
+    shared listing answers every wait's poll, so it must not queue behind them.
     """
     token = _FIRST_IN_LINE.set(True)
     try:
@@ -275,10 +250,10 @@ class _Hold:
 
 
 class _GiveBackOnClose(httpx.AsyncByteStream):
-    """A response body that gives its lane back when it is closed (once)."""
+    """A response body that gives its lane back when it is closed (once: a hold is released once)."""
 
-    def __init__(self, stream: Any, give_back: Callable[[bool], None]) -> None:
-        self._stream, self._give_back = stream, give_back
+    def __init__(self, stream: Any, hold: _Hold) -> None:
+        self._stream, self._hold = stream, hold
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._stream.__aiter__()  # the body's own iterator: no extra generator per chunk
@@ -289,12 +264,7 @@ class _GiveBackOnClose(httpx.AsyncByteStream):
             await self._stream.aclose()
             clean = True
         finally:
-            give_back, self._give_back = self._give_back, _nothing
-            give_back(clean)  # a close cut short (cancelled) may leave the connection busy: retired
-
-
-def _nothing(clean: bool) -> None:
-    return None
+            self._hold.release(clean)  # a close cut short (cancelled) may leave the connection busy: retired
 
 
 async def _within_seconds(future: asyncio.Future[T], timeout: float | None) -> T:
@@ -322,10 +292,7 @@ _SHARED_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[_Clie
 
 
 def _acquire_client(settings: ConnectionSettings) -> tuple[_ClientKey, httpx.AsyncClient]:
-    """
-    Return the running loop's client for ``settings`` (created if there is none), with one more user,
-    and the key it is shared under.
-    """
+    """Return the running loop's client for ``settings`` (created if none), one more user, and its key."""
     key = _ClientKey.of(settings)
     clients = _SHARED_CLIENTS.setdefault(asyncio.get_running_loop(), {})
     shared = clients.get(key)
@@ -337,11 +304,7 @@ def _acquire_client(settings: ConnectionSettings) -> tuple[_ClientKey, httpx.Asy
 
 
 def _release_client(loop: asyncio.AbstractEventLoop, key: _ClientKey, client: httpx.AsyncClient) -> bool:
-    """
-    One user fewer; True when the caller is to close ``client`` now: its last user, or not shared.
-
-    Nothing is awaited here, so a hook cancelled while closing the client is still counted out.
-    """
+    """Count one user out (nothing awaited); True when the caller is to close ``client`` (its last user)."""
     clients = _SHARED_CLIENTS.get(loop, {})
     shared = clients.get(key)
     if shared is None or shared.client is not client:  # not shared (any more): it is this hook's alone
@@ -367,9 +330,8 @@ async def asend(
     hook: WorkflowServiceAsyncHook, call: ApiCall[T], retries: bool = True, operation: str = ""
 ) -> T:
     """
-    :func:`~._exchange.send`, with the hook's shared ``httpx.AsyncClient``, in a task of its own: the
-    suspensions of its I/O (the lanes' and httpcore's locks, the socket, a retry's pause) then resume
-    the request's own frames, not every frame of the wait that awaits it. Cancelling the caller cancels it.
+    :func:`~._exchange.send` with the shared ``httpx.AsyncClient``, in a task of its own: its suspensions
+    resume only the request's frames, not the wait's. Cancelling the caller cancels it.
     """
     return await asyncio.ensure_future(_asend(hook, call, retries, operation))
 

@@ -1,9 +1,4 @@
-"""
-Connection settings: where the service is and how to reach it (Airflow connection, extras, TLS).
-
-Also the checks that keep a credential out of an HTTP header it cannot travel in, and the registration of
-the credentials with Airflow's log masker.
-"""
+"""Connection settings: where the service is and how to reach it (Airflow connection, extras, TLS), cached."""
 
 from __future__ import annotations
 
@@ -29,7 +24,7 @@ from pydantic import (
     field_validator,
 )
 
-from airflow_provider_workflowsvc import metrics
+from airflow_provider_workflowsvc import __version__, metrics
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceInputError, format_validation_errors
 from airflow_provider_workflowsvc.hooks import CONN_TYPE
 
@@ -44,16 +39,6 @@ KEEPALIVE_EXPIRY = 120.0
 """Seconds an idle connection is kept: longer than the default poll interval, so a wait reuses one."""
 _TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
 _FALSE_WORDS = frozenset({"false", "0", "no", "off"})
-
-
-@functools.cache
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("airflow-provider-workflowsvc")
-    except Exception:
-        return "unknown"
 
 
 class ConnectionSettings(BaseModel):
@@ -133,10 +118,8 @@ class ConnectionSettings(BaseModel):
     @classmethod
     def from_connection(cls, conn: Connection) -> ConnectionSettings:
         """
-        Read host (base URL), password (token) and extras (api_key, timeouts, TLS, retries).
-
-        ``ca_bundle`` (a CA file or directory) is used for ``verify`` unless verify is false. Extras
-        may also carry the ``extra__workflowsvc__`` prefix older connection forms wrote.
+        Read host (base URL), password (token) and extras (api_key, timeouts, TLS, retries; also with the
+        ``extra__workflowsvc__`` prefix of older forms); ``ca_bundle`` applies unless verify is false.
         """
         try:
             extra = _extras_of(conn)
@@ -159,11 +142,8 @@ class ConnectionSettings(BaseModel):
             raise WorkflowServiceInputError(f"connection {conn.conn_id!r} is misconfigured: {exc}") from None
 
     def headers(self) -> dict[str, str]:
-        """
-        Return the authentication headers: the token as ``Authorization: Bearer`` (the spec), the API key
-        as ``unstructured-api-key`` (the live service's only scheme) and as ``service-api-key`` (the spec).
-        """
-        headers = {"accept": "application/json", "user-agent": f"airflow-provider-workflowsvc/{_version()}"}
+        """Return the headers: the token as a Bearer, the API key under both services' header names."""
+        headers = {"accept": "application/json", "user-agent": f"airflow-provider-workflowsvc/{__version__}"}
         if self.token is not None:
             headers["authorization"] = f"Bearer {self.token.get_secret_value()}"
         if self.api_key is not None:
@@ -177,13 +157,7 @@ class ConnectionSettings(BaseModel):
         return tuple(s.get_secret_value() for s in (self.token, self.api_key) if s is not None)
 
     def ssl_verify(self) -> ssl.SSLContext:
-        """
-        ``verify`` as an SSL context, shared by every client with the same setting.
-
-        Building a context loads the CA bundle (~50 ms); hooks are created often (one per task, one
-        per trigger poll), so contexts are cached per setting. A CA bundle path becomes a context
-        (httpx deprecates ``verify=<path>``).
-        """
+        """Return ``verify`` as an SSL context, one per setting and CA variables (loading takes ~50 ms)."""
         ca_env = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
         try:
             return _ssl_context(self.verify, ca_env)
@@ -213,11 +187,7 @@ _UNSAFE_HEADER_CHARS = re.compile(r"[\x00-\x1f\x7f]|[^\x00-\x7f]")
 
 
 def _check_header_safe(value: str, where: str) -> None:
-    """
-    Refuse a credential an HTTP header cannot carry, naming where it came from and never its value.
-
-    httpx would refuse it only when the request is sent, with an error that quotes the header.
-    """
+    """Refuse a credential a header cannot carry, naming where it came from, never its value."""
     found = _UNSAFE_HEADER_CHARS.search(value)
     if found is None:
         return
@@ -282,18 +252,13 @@ def _base_url_of(conn: Connection, extra: dict[str, Any]) -> str:
 def settings_of(conn: Connection) -> ConnectionSettings:
     """Read the settings of ``conn``; their credentials are registered with Airflow's log masker."""
     settings = ConnectionSettings.from_connection(conn)
-    _mask_secrets(settings)
-    return settings
-
-
-def _mask_secrets(settings: ConnectionSettings) -> None:
-    """Register the credentials with Airflow's log masker (a no-op outside a task process)."""
     try:
-        from airflow.sdk.log import mask_secret
+        from airflow.sdk.log import mask_secret  # a no-op outside a task process
     except ImportError:  # pragma: no cover - older task SDK
-        return
+        return settings
     for secret in settings.secrets():
         mask_secret(secret)
+    return settings
 
 
 SETTINGS_TTL = 60.0
@@ -302,34 +267,22 @@ SETTINGS_RETRY = 10.0
 """Seconds after a failed read of a connection before it is read again (the settings in use are kept)."""
 
 
-class _CachedSettings(NamedTuple):
+class _Entry(NamedTuple):
     source: str | None
     """The connection's ``AIRFLOW_CONN_<ID>`` variable when it was read (None: not set)."""
-    expires: float
-    settings: ConnectionSettings
-
-
-class _FailedRead(NamedTuple):
-    source: str | None
     until: float
-    """When the connection may be read again."""
-    error: Exception
+    """When the connection is to be read again."""
+    read: ConnectionSettings | Exception
+    """The settings read, or the error of the read that failed."""
 
 
 class SettingsCache:
     """
-    The settings of each Airflow connection, read once per process and reused for ``ttl`` seconds.
-
-    A triggerer starts a hook per trigger, and each would otherwise look the connection up (through the
-    secrets backends, in a triggerer a round trip to its supervisor) and parse it. The key is the
-    connection id and nothing else is shared: two ids never share settings. An entry is read again
-    after ``ttl`` (a rotated token is used from then on), at once when the connection's
-    ``AIRFLOW_CONN_<ID>`` variable changed, or when a request was refused with the settings it holds
-    (:meth:`refresh`). Concurrent misses of one id in one event loop share one read.
-
-    A read that failed is not repeated for ``retry`` seconds: meanwhile every ``get`` of that id raises
-    its error again (the hooks that have settings keep theirs, see ``_HookBase._keeps_settings``), so a
-    secrets backend that struggles gets one read per connection per ``retry``, however many waits.
+    The settings of each Airflow connection (by id), read once per process and reused for ``ttl`` seconds
+    (a triggerer's thousand hooks make one lookup); read again after it, at once when its
+    ``AIRFLOW_CONN_<ID>`` variable changed, or after a refusal (:meth:`refresh`). Concurrent misses in one
+    event loop share one read. A failed read is not repeated for ``retry`` seconds: meanwhile ``get``
+    raises its error again (hooks with settings keep theirs), one read per connection per ``retry``.
     """
 
     def __init__(
@@ -339,12 +292,9 @@ class SettingsCache:
         retry: float = SETTINGS_RETRY,
     ) -> None:
         self.ttl, self.retry = ttl, retry
-        self.clock = clock
-        """The cache's clock (monotonic seconds): hooks time their own settings by it."""
-        self._entries: dict[str, _CachedSettings] = {}
-        self._failed: dict[str, _FailedRead] = {}
-        self._read_before: set[str] = set()
-        """The connections read at least once: a read of one of them is a re-read (counted)."""
+        self.clock = clock  # monotonic seconds: hooks time their own settings by it
+        self._entries: dict[str, _Entry] = {}
+        self._read_before: set[str] = set()  # the connections read at least once: a read again is counted
         self._reads: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, dict[tuple[str, str | None], asyncio.Future[ConnectionSettings]]
         ] = weakref.WeakKeyDictionary()
@@ -355,11 +305,10 @@ class SettingsCache:
         """Return the settings of ``conn_id``: cached ones still fresh, or those ``read()`` returns."""
         source = os.environ.get(_CONN_ENV_PREFIX + conn_id.upper())
         entry = self._entries.get(conn_id)
-        if entry is not None and entry.source == source and self.clock() < entry.expires:
-            return entry.settings
-        failed = self._failed.get(conn_id)
-        if failed is not None and failed.source == source and self.clock() < failed.until:
-            raise failed.error.with_traceback(None)
+        if entry is not None and entry.source == source and self.clock() < entry.until:
+            if isinstance(entry.read, Exception):
+                raise entry.read.with_traceback(None)
+            return entry.read
         reads = self._reads.setdefault(asyncio.get_running_loop(), {})
         key = (conn_id, source)
         pending = reads.get(key)
@@ -375,14 +324,14 @@ class SettingsCache:
         refused: ConnectionSettings,
     ) -> ConnectionSettings:
         """
-        Return the settings of ``conn_id`` read again, bypassing ``ttl``, because ``refused`` were refused
-        (a 401/403: rotated credentials). When the entry already holds other settings (another hook
-        refreshed it since), those are returned without reading again.
+        Return the settings of ``conn_id`` read again, bypassing ``ttl``, because ``refused`` were refused;
+        other settings already read (another hook refreshed them) are returned as they are.
         """
         entry = self._entries.get(conn_id)
-        if entry is not None and entry.settings != refused:
-            return entry.settings
-        self._entries.pop(conn_id, None)
+        if entry is not None and not isinstance(entry.read, Exception):
+            if entry.read != refused:
+                return entry.read
+            del self._entries[conn_id]
         return await self.get(conn_id, read)
 
     async def _read(
@@ -392,21 +341,19 @@ class SettingsCache:
         try:
             settings = await read()
         except Exception as exc:
-            self._failed[conn_id] = _FailedRead(source, self.clock() + self.retry, exc)
+            self._entries[conn_id] = _Entry(source, self.clock() + self.retry, exc)
             if again:
                 metrics.connection_reread(conn_id, failed=True)
             raise
-        self._failed.pop(conn_id, None)
         if again:
             metrics.connection_reread(conn_id)
         self._read_before.add(conn_id)
-        self._entries[conn_id] = _CachedSettings(source, self.clock() + self.ttl, settings)
+        self._entries[conn_id] = _Entry(source, self.clock() + self.ttl, settings)
         return settings
 
     def clear(self) -> None:
         """Forget every entry and failed read: the next hook of each connection reads it again."""
         self._entries.clear()
-        self._failed.clear()
 
 
 _CONN_ENV_PREFIX = "AIRFLOW_CONN_"

@@ -1,13 +1,7 @@
 """
-The Workflow Service hooks: one method per endpoint, sync (``httpx.Client``) and async (``AsyncClient``).
-
-Each endpoint method (one per endpoint of :class:`._calls.Endpoints` and :mod:`._event_calls`, with its
-signature and docstring) builds its request there and sends it through :mod:`._exchange` (retries,
-redirects, deadlines; what a failure means: :mod:`._failures`), the same way for both hooks. A sync hook
-keeps one HTTP client (one connection pool) for its whole life. Async hooks in one event loop with the
-same connection settings share one ``httpx.AsyncClient`` (:mod:`._pool`); it is closed when its last
-hook is. Close a hook with
-``close()`` / ``aclose()`` or use it as a context manager.
+The Workflow Service hooks: one method per endpoint (:mod:`._calls`), sync (``httpx.Client``, one for the
+hook's life) and async (the ``httpx.AsyncClient`` the hooks of one event loop and settings share,
+:mod:`._pool`). Close a hook with ``close()`` / ``aclose()`` or use it as a context manager.
 """
 
 from __future__ import annotations
@@ -61,15 +55,13 @@ __all__ = [
 ]
 
 ENDPOINT_NAMES: tuple[str, ...] = tuple(each.name for each in ENDPOINTS)
-"""The names of the endpoint methods both hooks have, in the order of :data:`._calls.ENDPOINTS`."""
+"""The names of the endpoint methods both hooks have, in the order declared."""
 
 
 class _Pages:
     """
-    The pages ``iter_workflows`` asks for, and which workflows of each are new.
-
-    It ends at the first page that is empty or brings no workflow not seen before (a server that caps
-    ``page_size`` or ignores ``page`` cannot make it stop early or loop forever).
+    The pages ``iter_workflows`` asks for, and which workflows of each are new: it ends at the first page
+    that brings nothing new (a server that caps ``page_size`` or ignores ``page`` cannot make it loop).
     """
 
     def __init__(self, params: dict[str, Any]) -> None:
@@ -77,18 +69,14 @@ class _Pages:
         self._page = int(self._params.pop("page", None) or 1)
         self._size = int(self._params.pop("page_size", None) or 100)
         self._seen: set[Any] = set()
-        self.skipped: list[Any] = []
-        """The raw items of the pages read so far that the provider could not read."""
+        self.skipped: list[Any] = []  # the raw items of the pages read that could not be read
 
     def query(self) -> dict[str, Any]:
         """Return the ``list_workflows`` arguments of the next page."""
         return {**self._params, "page": self._page, "page_size": self._size}
 
     def new(self, batch: list[Workflow]) -> list[Workflow] | None:
-        """
-        Return the workflows of ``batch`` not seen before; None when the last page was reached (nothing
-        new, readable or not: a page of unreadable items alone does not end the paging).
-        """
+        """Return the workflows of ``batch`` not seen before; None when nothing is new, readable or not."""
         new = [w for w in batch if w.id not in self._seen]
         unreadable = [raw for raw in getattr(batch, "skipped", ()) if repr(raw) not in self._seen]
         if not new and not unreadable:
@@ -101,10 +89,7 @@ class _Pages:
 
 
 def all_workflows(hook: WorkflowServiceHook, **params: Any) -> Listing[Workflow]:
-    """
-    Every workflow matching ``params`` (as :meth:`WorkflowServiceHook.iter_workflows`), with the items of
-    every page that could not be read in ``skipped`` (a name check must see them: it fails closed).
-    """
+    """Return every workflow matching ``params``; unreadable items in ``skipped`` (name checks need them)."""
     pages = _Pages(params)
     workflows: list[Workflow] = []
     while (new := pages.new(hook.list_workflows(**pages.query()))) is not None:
@@ -126,13 +111,10 @@ class _HookBase(BaseHook):
         super().__init__()
         self.workflowsvc_conn_id = workflowsvc_conn_id
         self._settings = settings
-        self._reads_connection = settings is None
-        """True when the settings come from the Airflow connection (and are read again as it changes)."""
-        self._settings_due = 0.0
-        """When (``SETTINGS_CACHE`` clock) the connection is due to be read again."""
+        self._reads_connection = settings is None  # settings given are never read again
+        self._settings_due = 0.0  # when (``SETTINGS_CACHE`` clock) the connection is to be read again
         self._transport_obj: _Transport | None = None
-        self._unread: str | None = None
-        """Why the connection could not be read again (None: its last read worked)."""
+        self._unread: str | None = None  # why the connection could not be read again (None: it could)
 
     def _make_transport(self, settings: ConnectionSettings) -> _Transport:
         self._settings = settings
@@ -141,11 +123,7 @@ class _HookBase(BaseHook):
         return self._transport_obj
 
     def _current_transport(self) -> _Transport | None:
-        """
-        Return the transport to use now: None when the connection is due to be read (again). Settings read
-        from it are kept for ``SETTINGS_TTL`` seconds, so a wait of hours picks up a rotated token
-        within that time.
-        """
+        """Return the transport to use now: None when the connection is due to be read (``SETTINGS_TTL``)."""
         if self._transport_obj is None and self._settings is not None:  # given, or read by another hook
             return self._make_transport(self._settings)
         if self._transport_obj is None or (
@@ -156,12 +134,8 @@ class _HookBase(BaseHook):
 
     def _keeps_settings(self, exc: Exception) -> bool:
         """
-        After a failed read of the connection: True when the settings in use are kept (warned, read
-        again in ``SETTINGS_CACHE.retry`` s); False for the first read, which has none to keep (it fails).
-
-        A secrets backend that times out once, or a connection briefly absent or empty while it is
-        deleted and added again, must not end a wait whose credentials still work: only the service's
-        refusal after a read that worked may (``_Transport.still_refused``).
+        After a failed read of the connection: True when the settings in use are kept (warned, read again in
+        ``SETTINGS_CACHE.retry`` s; a struggling secrets backend must not end a wait); False for the first.
         """
         if self._transport_obj is None:
             return False
@@ -247,10 +221,7 @@ class WorkflowServiceHook(_HookBase, JobEventEndpoints):
         return transport
 
     def _reread(self) -> bool:
-        """
-        Read the connection again, bypassing the time settings are kept for; True when its settings
-        changed (the client is then replaced).
-        """
+        """Read the connection again now; True when its settings changed (the client is then replaced)."""
         again = self._transport_obj is not None
         try:
             settings = settings_of(self.get_connection(self.workflowsvc_conn_id))
@@ -268,10 +239,7 @@ class WorkflowServiceHook(_HookBase, JobEventEndpoints):
         return changed
 
     def _connection(self) -> tuple[_Transport, httpx.Client]:
-        """
-        Return the settings to send with and the client to send them (the settings first: a re-read that
-        changes them lets the old client go).
-        """
+        """Return the transport, then the client (a re-read that changed the settings let the old one go)."""
         transport = self._transport
         return transport, self.get_conn()
 
@@ -294,10 +262,8 @@ class WorkflowServiceHook(_HookBase, JobEventEndpoints):
 
     def iter_workflows(self, **params: Any) -> Iterator[Workflow]:
         """
-        Yield every workflow matching ``params`` (any list_workflows filter), fetching page after page.
-
-        Stops at the first page that is empty or brings no workflow not seen before (a server that
-        caps ``page_size`` or ignores ``page`` cannot make it stop early or loop forever).
+        Yield every workflow matching ``params`` (any list_workflows filter), fetching page after page
+        until one brings no workflow not seen before.
         """
         pages = _Pages(params)
         while (new := pages.new(self.list_workflows(**pages.query()))) is not None:
@@ -347,10 +313,7 @@ class WorkflowServiceAsyncHook(_HookBase, JobEventEndpoints):
         return transport
 
     async def _reread_refused(self, refused: ConnectionSettings) -> bool:
-        """
-        Read the connection again after ``refused`` were refused, bypassing the settings cache (once for
-        all the hooks whose settings were refused); True when its settings changed.
-        """
+        """Read the connection again after ``refused`` were (once for all such hooks); True if it changed."""
         return await self._areread(
             SETTINGS_CACHE.refresh(self.workflowsvc_conn_id, self._aread_settings, refused)
         )
@@ -385,10 +348,7 @@ class WorkflowServiceAsyncHook(_HookBase, JobEventEndpoints):
         return transport, await self.get_async_conn()
 
     async def get_async_conn(self) -> httpx.AsyncClient:
-        """
-        Return the hook's HTTP client: the one the running event loop's hooks with the same settings share
-        (created on first use, closed when the last of them is closed).
-        """
+        """Return the client the running event loop's hooks with the same settings share."""
         if self._client is None:
             transport = await self._atransport()
             key, self._client = _acquire_client(transport.settings)
@@ -412,9 +372,8 @@ class WorkflowServiceAsyncHook(_HookBase, JobEventEndpoints):
 
     async def iter_workflows(self, **params: Any) -> AsyncIterator[Workflow]:
         """
-        Yield every workflow matching ``params`` (any list_workflows filter), fetching page after page.
-
-        Stops at the first page that is empty or brings no workflow not seen before.
+        Yield every workflow matching ``params`` (any list_workflows filter), fetching page after page
+        until one brings no workflow not seen before.
         """
         pages = _Pages(params)
         while (new := pages.new(await self.list_workflows(**pages.query()))) is not None:
