@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -48,8 +49,11 @@ class VariableStore:
     (no ``/``: Airflow 3.0's execution API takes none in a Variable key; a run id that is not plain or a
     key over 250 characters is hashed). A Variable outlives a try (Airflow clears the task's XComs before
     each try) and is deleted with its last key: the task succeeded. After a task failed for good it
-    stays, as 3.3's store does: a person's clear goes on from it. A write is read back: one that did not
-    land fails the task rather than let a retry run the job again.
+    stays, as 3.3's store does: a person's clear goes on from it. It is read once, then kept as written
+    (this try is its only writer); a write is one ``Variable.set`` of a JSON string, the value Airflow's
+    Variable API keeps (a dict made 3.0's pydantic warn on every write), and is read back: one that did
+    not land (``Variable.set`` logs a refused write and returns) fails the task rather than let a retry
+    run the job again.
     """
 
     PREFIX = "workflowsvc.task_state:"
@@ -62,12 +66,18 @@ class VariableStore:
 
             name = f"{ti.dag_id[:80]}:{hashlib.sha256(name.encode()).hexdigest()}"
         self.key = self.PREFIX + name
+        self._values: dict[str, Any] | None = None
 
-    def values(self) -> dict[str, Any]:
+    def _stored(self) -> dict[str, Any]:
         from airflow.sdk import Variable
 
         value = Variable.get(self.key, default=None, deserialize_json=True)
         return value if isinstance(value, dict) else {}
+
+    def values(self) -> dict[str, Any]:
+        if self._values is None:
+            self._values = self._stored()
+        return dict(self._values)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.values().get(key, default)
@@ -83,12 +93,14 @@ class VariableStore:
     def _write(self, values: dict[str, Any]) -> None:
         from airflow.sdk import Variable
 
+        self._values = None  # read again after a write that failed
         if not values:
             Variable.delete(self.key)
-            return
-        Variable.set(self.key, values, self.DESCRIPTION, serialize_json=True)
-        if self.values() != values:  # Variable.set logs a refused write and returns
-            raise RuntimeError(f"Could not keep the task's state in the Airflow Variable {self.key}")
+        else:
+            Variable.set(self.key, json.dumps(values), self.DESCRIPTION)
+            if self._stored() != values:
+                raise RuntimeError(f"Could not keep the task's state in the Airflow Variable {self.key}")
+        self._values = values
 
 
 class JobOperator(WorkflowServiceBaseOperator):
@@ -179,7 +191,11 @@ class JobOperator(WorkflowServiceBaseOperator):
             return None
         if HAS_TASK_STATE_STORE or "task_state_store" in context:
             return context.get("task_state_store")
-        return VariableStore(context["ti"])
+        ti = context["ti"]
+        try_ = (id(ti), ti.try_number)  # one store a try: it keeps what it read and wrote
+        if self.__dict__.get("_variable_store", (None,))[0] != try_:
+            self.__dict__["_variable_store"] = (try_, VariableStore(ti))
+        return self.__dict__["_variable_store"][1]
 
     def forget(self, context: Context, *keys: str) -> None:
         """Remove ``keys`` from the task state store (a failure to is only warned of)."""
