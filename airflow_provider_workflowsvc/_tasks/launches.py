@@ -18,10 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from airflow_provider_workflowsvc._marker import run_marker, unmarked
 from airflow_provider_workflowsvc._tasks.evidence import base_name, may_retry_refused
 from airflow_provider_workflowsvc._tasks.submit import Sending, StoredRunJournal, job_of_earlier_try, submit
-from airflow_provider_workflowsvc.exceptions import (
-    AmbiguousRunError,
-    WorkflowServiceNotFoundError,
-)
+from airflow_provider_workflowsvc.exceptions import AmbiguousRunError, WorkflowServiceNotFoundError
 from airflow_provider_workflowsvc.models import JobStatus
 
 if TYPE_CHECKING:
@@ -156,34 +153,6 @@ def missing_operation(exc: BaseException, base_url: str) -> Exception | None:
     return InvalidTaskInputError(
         MISSING.format(url=base_url, what="on-demand jobs", request=request, status=status)
     )
-
-
-def check_template(hook: WorkflowServiceHook, template_id: str, log: Log) -> None:
-    """
-    Check that ``template_id`` is one of the service's templates (one read, before any upload): an
-    unknown one is an input error naming the known ones; a service without templates, one naming the
-    missing operation.
-    """
-    from airflow_provider_workflowsvc.exceptions import WorkflowServiceApiError, WorkflowServiceInputError
-
-    try:
-        template = hook.get_template(template_id)
-    except WorkflowServiceNotFoundError:
-        try:
-            known = [t.id for t in hook.list_templates()]
-        except WorkflowServiceApiError as exc:
-            if exc.status_code not in (404, 405):
-                raise
-            status = f"{exc.status_code} {exc.reason}".strip()
-            request = f"{exc.method} {exc.path}"
-            what = "workflow templates (nor on-demand jobs)"
-            raise WorkflowServiceInputError(
-                MISSING.format(url=hook.settings.base_url, what=what, request=request, status=status)
-            ) from None
-        raise WorkflowServiceInputError(
-            f"template_id {template_id!r} is not one of the service's templates: {', '.join(known) or 'none'}"
-        ) from None
-    log.info("Template %s (%s): %s", template.id, template.name, ", ".join(n.name for n in template.nodes))
 
 
 # --------------------------------------------------------------------------------------------------

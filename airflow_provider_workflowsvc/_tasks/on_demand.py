@@ -1,6 +1,7 @@
 """
-An on-demand task's outcome: one summary per document, the task's verdict, and the outputs
-downloaded (the launches, and the plan a deferral carries: :mod:`.launches`).
+An on-demand task's checks and outcome: its template (before any upload), one summary per document,
+the task's verdict, and the outputs downloaded (the launches, and the plan a deferral carries:
+:mod:`.launches`).
 
 Imported when a task runs, never at DAG-parse time.
 """
@@ -11,11 +12,12 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_workflowsvc._tasks.launches import SHOWN, LaunchedJob, Plan
+from airflow_provider_workflowsvc._tasks.launches import MISSING, SHOWN, LaunchedJob, Plan
 from airflow_provider_workflowsvc.exceptions import (
     InvalidJobEventError,
     UnprocessedDocumentsError,
     UnprocessedDocumentsNoRetryError,
+    WorkflowServiceNotFoundError,
 )
 
 if TYPE_CHECKING:
@@ -110,8 +112,8 @@ def summarize(
     jobs: list[dict[str, Any]] = []
     for job in plan.jobs:
         outcome = outcomes[job.job_id]
-        said = _failures(job, outcome)
-        for source, name in job.own():
+        said, own = _failures(job, outcome), job.own()
+        for source, name in own:
             status, error = _document_status(outcome, said.get(source))
             docs.append(_document(source, name, job.job_id, status, error, outputs.get(source, [])))
         jobs.append(
@@ -120,7 +122,7 @@ def summarize(
                 "status": outcome.job_status,
                 "outcome": outcome.status,
                 "message": outcome.message,
-                "documents": [name for _, name in job.own()],
+                "documents": [name for _, name in own],
                 "job_url": links.get(job.job_id, ""),
                 "failed_files": [f.model_dump() for f in outcome.failed_files],
                 "output_files": [f.model_dump() for f in outcome.output_files],
@@ -254,6 +256,34 @@ def describe_documents(
         why = f": {group[0]['error']}" if status != "failed" and group[0]["error"] else ""
         lines.append(f"  - {len(group)} {status.replace('_', ' ')}{why}: {names}{more}")
     return "\n".join(lines)
+
+
+def check_template(hook: WorkflowServiceHook, template_id: str, log: Log) -> None:
+    """
+    Check that ``template_id`` is one of the service's templates (one read, before any upload): an
+    unknown one is an input error naming the known ones; a service without templates, one naming the
+    missing operation.
+    """
+    from airflow_provider_workflowsvc.exceptions import WorkflowServiceApiError, WorkflowServiceInputError
+
+    try:
+        template = hook.get_template(template_id)
+    except WorkflowServiceNotFoundError:
+        try:
+            known = [t.id for t in hook.list_templates()]
+        except WorkflowServiceApiError as exc:
+            if exc.status_code not in (404, 405):
+                raise
+            status = f"{exc.status_code} {exc.reason}".strip()
+            request = f"{exc.method} {exc.path}"
+            what = "workflow templates (nor on-demand jobs)"
+            raise WorkflowServiceInputError(
+                MISSING.format(url=hook.settings.base_url, what=what, request=request, status=status)
+            ) from None
+        raise WorkflowServiceInputError(
+            f"template_id {template_id!r} is not one of the service's templates: {', '.join(known) or 'none'}"
+        ) from None
+    log.info("Template %s (%s): %s", template.id, template.name, ", ".join(n.name for n in template.nodes))
 
 
 def job_links(ui_url: str | None, job_ids: Iterable[str]) -> dict[str, str]:

@@ -163,24 +163,16 @@ class JobOperator(WorkflowServiceBaseOperator):
             self.log.warning("Could not cancel job(s) %s: %s", ", ".join(job_ids), exc)
 
     def resolve_files(self, nothing_to: str, *, own_names: bool = False) -> list[tuple[Any, str]]:
-        """
-        Resolve ``files`` (source, name sent): bad input fails the task without retries (with
-        ``own_names``, two files sent under one name too); no match skips it when asked (``nothing_to``:
-        what is then not done).
-        """
-        from airflow_provider_workflowsvc._tasks.base import invalid_input_fails
-        from airflow_provider_workflowsvc._tasks.inputs import refuse_shared_names, resolve_task_files
+        """Resolve ``files`` (source, name sent): :func:`.inputs.resolve_task_files`."""
+        from airflow_provider_workflowsvc._tasks.inputs import resolve_task_files
 
-        named = resolve_task_files(
+        return resolve_task_files(
             self.files,
             skip_if_no_files=self.skip_if_no_files,
             nothing_to=nothing_to,
             conn_id=self.files_conn_id or None,
+            own_names=own_names,
         )
-        if own_names:
-            with invalid_input_fails():
-                refuse_shared_names(named)
-        return named
 
     def state_store(self, context: Context) -> Any:
         """

@@ -229,6 +229,7 @@ class RunOnDemandJobOperator(JobOperator):
     def _launch(self, context: Context) -> Plan:
         """Check the input, then launch the documents no earlier try processed; return the plan."""
         from airflow_provider_workflowsvc._tasks import launches
+        from airflow_provider_workflowsvc._tasks.on_demand import check_template
         from airflow_provider_workflowsvc._tasks.outputs import output_folder
         from airflow_provider_workflowsvc.exceptions import validate_input
         from airflow_provider_workflowsvc.models import CreateJob
@@ -244,7 +245,7 @@ class RunOnDemandJobOperator(JobOperator):
             if self.output_dir is not None:
                 output_folder(self.output_dir, self.output_conn_id or None)
             if self.template_id is not None:  # it exists, and the service has templates at all
-                launches.check_template(self.hook, str(self.template_id), self.log)
+                check_template(self.hook, str(self.template_id), self.log)
         return launches.launch(
             self.hook,
             docs,
