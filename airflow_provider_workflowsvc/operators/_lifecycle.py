@@ -50,10 +50,10 @@ class VariableStore:
     key over 250 characters is hashed). A Variable outlives a try (Airflow clears the task's XComs before
     each try) and is deleted with its last key: the task succeeded. After a task failed for good it
     stays, as 3.3's store does: a person's clear goes on from it. It is read once, then kept as written
-    (this try is its only writer); a write is one ``Variable.set`` of a JSON string, the value Airflow's
-    Variable API keeps (a dict made 3.0's pydantic warn on every write), and is read back: one that did
-    not land (``Variable.set`` logs a refused write and returns) fails the task rather than let a retry
-    run the job again.
+    (this try is its only writer). Its JSON is read and written as text, what Airflow's Variable API
+    keeps (3.0's ``deserialize_json`` made pydantic warn on every read); a write is one ``Variable.set``,
+    read back: one that did not land (``Variable.set`` logs a refused write and returns) fails the task
+    rather than let a retry run the job again.
     """
 
     PREFIX = "workflowsvc.task_state:"
@@ -71,7 +71,11 @@ class VariableStore:
     def _stored(self) -> dict[str, Any]:
         from airflow.sdk import Variable
 
-        value = Variable.get(self.key, default=None, deserialize_json=True)
+        text = Variable.get(self.key, default=None)  # 3.0's deserialize_json made pydantic warn
+        try:
+            value = json.loads(text) if isinstance(text, str) else None
+        except ValueError:
+            value = None
         return value if isinstance(value, dict) else {}
 
     def values(self) -> dict[str, Any]:
@@ -96,11 +100,13 @@ class VariableStore:
         self._values = None  # read again after a write that failed
         if not values:
             Variable.delete(self.key)
-        else:
-            Variable.set(self.key, json.dumps(values), self.DESCRIPTION)
-            if self._stored() != values:
-                raise RuntimeError(f"Could not keep the task's state in the Airflow Variable {self.key}")
-        self._values = values
+            self._values = {}
+            return
+        Variable.set(self.key, json.dumps(values), self.DESCRIPTION)
+        stored = self._stored()
+        if stored != values:
+            raise RuntimeError(f"Could not keep the task's state in the Airflow Variable {self.key}")
+        self._values = stored
 
 
 class JobOperator(WorkflowServiceBaseOperator):
