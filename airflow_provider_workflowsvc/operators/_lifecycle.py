@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -69,6 +68,8 @@ class VariableStore:
         self._values: dict[str, Any] | None = None
 
     def _stored(self) -> dict[str, Any]:
+        import json  # when a task runs: operators import little at DAG parse
+
         from airflow.sdk import Variable
 
         text = Variable.get(self.key, default=None)  # 3.0's deserialize_json made pydantic warn
@@ -95,6 +96,8 @@ class VariableStore:
             self._write(values)
 
     def _write(self, values: dict[str, Any]) -> None:
+        import json
+
         from airflow.sdk import Variable
 
         self._values = None  # read again after a write that failed
