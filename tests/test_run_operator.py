@@ -1001,13 +1001,13 @@ def test_link_pushed_only_with_ui_url(mock_service: Any, monkeypatch: pytest.Mon
     conn = json.loads(os.environ["AIRFLOW_CONN_WORKFLOWSVC_DEFAULT"])
     task = op()
     context = ctx()
-    task._announce(context, "j1")
+    task._known(context, "j1")
     assert context["ti"].pushed == {"job_id": "j1", LINK_KEY: ""}
     conn["extra"]["ui_url"] = "https://ui.example.com/runs/{job_id}"
     monkeypatch.setenv("AIRFLOW_CONN_WORKFLOWSVC_DEFAULT", json.dumps(conn))
     task = op()
     context = ctx()
-    task._announce(context, "j1")
+    task._known(context, "j1")
     assert context["ti"].pushed == {"job_id": "j1", LINK_KEY: "https://ui.example.com/runs/j1"}
 
 

@@ -256,32 +256,19 @@ class WorkflowServiceTaskMixin:
     def _do_render_template_fields(self, parent: Any, *args: Any, **kwargs: Any) -> None:
         # The one step both plain and mapped (expanded) tasks render their fields through; Airflow
         # stores the rendered fields right after it returns.
+        from airflow_provider_workflowsvc._tasks.secrets import plain_fields
+
         if parent is self:
-            self._plain_secret_fields()
+            plain_fields(self)
         super()._do_render_template_fields(parent, *args, **kwargs)  # type: ignore[misc]
         if parent is self:
             self.mask_secret_fields()
-            self._mask_uri_credentials()
-
-    def _mask_uri_credentials(self) -> None:
-        """Register the credentials of a URI in any templated field (refused at execute: too late to mask)."""
-        from airflow_provider_workflowsvc._tasks.secrets import mask_uri_credentials
-
-        mask_uri_credentials([getattr(self, name, None) for name in getattr(self, "template_fields", ())])
-
-    def _plain_secret_fields(self) -> None:
-        """Turn models in secret fields into plain data, so templates inside them render too."""
-        from airflow_provider_workflowsvc._tasks.secrets import plain_data
-
-        for name in self.secret_fields:
-            setattr(self, name, plain_data(getattr(self, name)))
 
     def mask_secret_fields(self) -> None:
-        """Register every secret-looking value of the ``secret_fields`` with Airflow's secret masker."""
-        from airflow_provider_workflowsvc._tasks.secrets import mask_secret_values
+        """Register the secrets of the rendered fields with Airflow's secret masker (:func:`.mask_fields`)."""
+        from airflow_provider_workflowsvc._tasks.secrets import mask_fields
 
-        for name in self.secret_fields:
-            mask_secret_values(getattr(self, name))
+        mask_fields(self)
 
 
 class WorkflowServiceBaseOperator(WorkflowServiceTaskMixin, BaseOperator):

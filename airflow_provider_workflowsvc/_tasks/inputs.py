@@ -8,7 +8,7 @@ import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from airflow_provider_workflowsvc import storage
 from airflow_provider_workflowsvc.exceptions import (
@@ -23,9 +23,6 @@ go through."""
 
 log = logging.getLogger(__name__)
 
-if TYPE_CHECKING:
-    pass
-
 Source = Any
 """Where an input is read from: a local file's absolute path (``str``), or a ``storage.StoredObject``."""
 
@@ -34,27 +31,14 @@ def resolve_named_files(
     spec: Any, *, empty_ok: bool = False, conn_id: str | None = None
 ) -> list[tuple[Source, str]]:
     """
-    Expand ``files`` (a path, directory or glob, a location in object storage, or a list of them)
-    into a de-duplicated list.
-
-    A path that exists is always taken literally (even with ``*``, ``?`` or ``[`` in it). Directories
-    contribute every non-hidden file below them, sorted; globs (``**`` recurses) their matching files,
-    sorted. Walks never enter symlinked directories; symlinked files are uploaded (their target is
-    logged). A file reached twice (two entries, or a link and its target) is sent once. Anything that
-    resolves to nothing, a path that does not exist, or a file name that is not valid UTF-8 is an
-    error raised before any request is sent. With ``empty_ok``, a directory or pattern matching
-    nothing adds nothing, and :class:`NoFilesMatchedError` is raised only when no entry matched.
-
-    Object storage (an ``ObjectStoragePath``, or a URI such as ``s3://bucket/prefix/``, reached with
-    its own connection, ``s3://conn_id@bucket/...``, else ``conn_id``) follows the same rules: an
-    object is a file, a prefix holding objects a directory (a URI ending in ``/`` is one even when it
-    holds none), a key with ``*``, ``?`` or ``[`` a glob; hidden names (a part starting with ``.``)
-    are left out of prefixes and patterns alike. ``file://`` locations are local paths.
-
-    Returns ``(source, name)`` pairs: the source is a local file's absolute path, or a
-    ``storage.StoredObject``; the name is the one the service sees (the multipart file name): the
-    path relative to the directory, prefix or glob root, with ``/`` (``2024/a.txt``), or the base
-    name of a file given by its path.
+    Expand ``files`` (a path, directory or glob, a location in object storage, or a list of them) into
+    de-duplicated ``(source, name)`` pairs: the source is a local file's absolute path or a
+    ``storage.StoredObject``; the name, the one the service sees (the path relative to the directory,
+    prefix or glob root, with ``/``; the base name of a file given by its path). Anything that resolves
+    to nothing is an error before any request; with ``empty_ok``, a directory or pattern matching
+    nothing adds nothing (:class:`NoFilesMatchedError` only when no entry matched). The rules (literal
+    paths, hidden names, symbolic links, object storage's prefixes and patterns) and their whys:
+    docs/decisions/files.md.
     """
     entries = _entries(spec)
     if not entries:
@@ -79,22 +63,26 @@ def resolve_named_files(
 
 
 def resolve_task_files(
-    spec: Any, *, skip_if_no_files: bool, nothing_to: str, conn_id: str | None = None
+    spec: Any, *, skip_if_no_files: bool, nothing_to: str, conn_id: str | None = None, own_names: bool = False
 ) -> list[tuple[Source, str]]:
     """
-    Resolve a task's ``files`` (:func:`resolve_named_files`): bad input fails the task without retries;
-    matching no file at all skips it when ``skip_if_no_files`` (``nothing_to``: what is then not done).
+    Resolve a task's ``files`` (:func:`resolve_named_files`): bad input fails the task without retries
+    (with ``own_names``, two files sent under one name too: :func:`refuse_shared_names`); matching no
+    file at all skips it when ``skip_if_no_files`` (``nothing_to``: what is then not done).
     """
     from airflow_provider_workflowsvc._compat import AirflowSkipException
     from airflow_provider_workflowsvc._tasks.base import invalid_input_fails
 
     with invalid_input_fails():
         try:
-            return resolve_named_files(spec, empty_ok=skip_if_no_files, conn_id=conn_id)
+            named = resolve_named_files(spec, empty_ok=skip_if_no_files, conn_id=conn_id)
         except NoFilesMatchedError as exc:
             if not skip_if_no_files:
                 raise
             raise AirflowSkipException(f"{exc}: nothing to {nothing_to} (skip_if_no_files=True)") from None
+        if own_names:
+            refuse_shared_names(named)
+    return named
 
 
 def refuse_shared_names(named: Sequence[tuple[Source, str]]) -> None:
@@ -196,21 +184,25 @@ def _split_key_pattern(path: Any, text: str) -> tuple[Any, tuple[str, ...]]:
     return root, tuple(parts[first:])
 
 
-def _matches_parts(parts: Sequence[str], pattern: Sequence[str]) -> bool:
+def _matches_parts(parts: Sequence[str], pattern: Sequence[str], partial: bool = False) -> bool:
     """
-    Whether a relative key (its parts) matches a glob of parts, as the walk of local files matches:
-    ``**`` stands for any number of non-hidden folders, ``*`` and ``?`` never match a hidden name.
+    Whether a relative path (its parts: a key of object storage, a walk's file) matches a glob of parts:
+    ``**`` stands for any number of non-hidden folders, ``*`` and ``?`` never match a hidden name. With
+    ``partial``: whether files below the folder ``parts`` may match (the walk goes into it).
     """
+    if not parts:
+        return bool(pattern) if partial else not pattern
     if not pattern:
-        return not parts
+        return False
     first, rest = pattern[0], pattern[1:]
     if first == "**":
-        if _matches_parts(parts, rest or ("*",)):
+        if _matches_parts(parts, rest or ("*",), partial):
             return True
-        return len(parts) > 1 and _matches_name(parts[0], "*") and _matches_parts(parts[1:], pattern)
-    if not parts or not (parts[0] == first or _matches_name(parts[0], first)):
+        deeper = len(parts) > 1 or partial
+        return deeper and _matches_name(parts[0], "*") and _matches_parts(parts[1:], pattern, partial)
+    if not (parts[0] == first or _matches_name(parts[0], first)):
         return False
-    return _matches_parts(parts[1:], rest)
+    return _matches_parts(parts[1:], rest, partial)
 
 
 def _expand(entry: str) -> list[tuple[Path, str]]:
@@ -264,31 +256,14 @@ class _Walk:
         self._root = os.path.realpath(root)
         self._seen = 0
 
-    def files(self, directory: Path, pattern: tuple[str, ...]) -> Iterator[Path]:
-        """List the files below ``directory`` whose relative path matches ``pattern`` (``**``: any dirs)."""
-        entries = self._entries(directory)
-        if pattern[0] != "**":
-            yield from self._matches(directory, entries, pattern)
-            return
-        yield from self._matches(directory, entries, pattern[1:] or ("*",))  # ``**`` as no directory
-        for entry in entries:
-            if _matches_name(entry.name, "*") and self._enters(entry):
-                yield from self.files(Path(entry.path), pattern)
-
-    def _matches(
-        self, directory: Path, entries: list[os.DirEntry[str]], pattern: tuple[str, ...]
-    ) -> Iterator[Path]:
-        first, rest = pattern[0], pattern[1:]
-        if first == "**":
-            yield from self.files(directory, pattern)
-            return
-        for entry in entries:
-            if not (entry.name == first or _matches_name(entry.name, first)):
-                continue
-            if not rest and entry.is_file():
+    def files(self, directory: Path, pattern: tuple[str, ...], parts: tuple[str, ...] = ()) -> Iterator[Path]:
+        """List the files below ``directory`` whose relative path matches ``pattern``."""
+        for entry in self._entries(directory):
+            here = (*parts, entry.name)
+            if entry.is_file() and _matches_parts(here, pattern):
                 yield self._file(Path(entry.path), entry.is_symlink())
-            elif rest and self._enters(entry):
-                yield from self.files(Path(entry.path), rest)
+            elif _matches_parts(here, pattern, partial=True) and self._enters(entry):
+                yield from self.files(Path(entry.path), pattern, here)
 
     @staticmethod
     def _enters(entry: os.DirEntry[str]) -> bool:

@@ -1,17 +1,8 @@
 """
 An on-demand task's launches: its documents split into jobs within the service's limits, launched
-paced, and the launch book that remembers them across tries.
-
-* :func:`split` and :func:`oversized` apply the documented limits (files per job, bytes per file)
-  before anything is uploaded;
-* :class:`Pacer` keeps launches at least the launch interval apart, on a clock tests can drive;
-* :class:`LaunchBook` remembers, in the task state store (before 3.3: a Variable), which jobs launched which
-  documents and the launch in flight (it is the run journal :func:`.submit.submit` keeps), so a
-  retry launches only the documents that were not processed (:func:`redo`);
-* :func:`launch` sends each batch through :func:`.submit.submit`: the one rule of what a failed
-  request proves.
-
-Imported when a task runs, never at DAG-parse time.
+paced through :func:`.submit.submit` (the one rule of what a failed request proves), the launch book
+that remembers them across tries, and the plan a deferral carries. The whys:
+docs/decisions/on-demand.md. Imported when a task runs, never at DAG-parse time.
 """
 
 from __future__ import annotations
@@ -25,12 +16,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from airflow_provider_workflowsvc._marker import run_marker, unmarked
-from airflow_provider_workflowsvc._tasks.evidence import base_name
+from airflow_provider_workflowsvc._tasks.evidence import base_name, may_retry_refused
 from airflow_provider_workflowsvc._tasks.submit import Sending, StoredRunJournal, job_of_earlier_try, submit
-from airflow_provider_workflowsvc.exceptions import (
-    AmbiguousRunError,
-    WorkflowServiceNotFoundError,
-)
+from airflow_provider_workflowsvc.exceptions import AmbiguousRunError, WorkflowServiceNotFoundError
 from airflow_provider_workflowsvc.models import JobStatus
 
 if TYPE_CHECKING:
@@ -165,34 +153,6 @@ def missing_operation(exc: BaseException, base_url: str) -> Exception | None:
     return InvalidTaskInputError(
         MISSING.format(url=base_url, what="on-demand jobs", request=request, status=status)
     )
-
-
-def check_template(hook: WorkflowServiceHook, template_id: str, log: Log) -> None:
-    """
-    Check that ``template_id`` is one of the service's templates (one read, before any upload): an
-    unknown one is an input error naming the known ones; a service without templates, one naming the
-    missing operation.
-    """
-    from airflow_provider_workflowsvc.exceptions import WorkflowServiceApiError, WorkflowServiceInputError
-
-    try:
-        template = hook.get_template(template_id)
-    except WorkflowServiceNotFoundError:
-        try:
-            known = [t.id for t in hook.list_templates()]
-        except WorkflowServiceApiError as exc:
-            if exc.status_code not in (404, 405):
-                raise
-            status = f"{exc.status_code} {exc.reason}".strip()
-            request = f"{exc.method} {exc.path}"
-            what = "workflow templates (nor on-demand jobs)"
-            raise WorkflowServiceInputError(
-                MISSING.format(url=hook.settings.base_url, what=what, request=request, status=status)
-            ) from None
-        raise WorkflowServiceInputError(
-            f"template_id {template_id!r} is not one of the service's templates: {', '.join(known) or 'none'}"
-        ) from None
-    log.info("Template %s (%s): %s", template.id, template.name, ", ".join(n.name for n in template.nodes))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -491,34 +451,104 @@ def redo(
 
 
 @dataclass
-class Launches:
-    """What the launches did: the jobs launched, the documents not launched, and why."""
+class Plan:
+    """What the wait is for: the jobs and their documents, and what was not launched (and why)."""
 
-    jobs: list[LaunchedJob] = field(default_factory=list)
+    jobs: list[LaunchedJob]
     unlaunched: list[tuple[str, str]] = field(default_factory=list)
     """The ``(source, name)`` of each document not launched."""
-    refusal: BaseException | None = None
+    skipped: list[tuple[str, str, str]] = field(default_factory=list)
+    """Documents left out before launching (over the size limit): ``(source, name, why)`` each."""
+    refusal: str | None = None
+    """Why the launches stopped (the error's words), when they did."""
+    final: bool = False
+    """Whether a retry cannot help (then the task fails without retries)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "jobs": [job.to_json() for job in self.jobs],
+            "unlaunched": [list(item) for item in self.unlaunched],
+            "skipped": [list(item) for item in self.skipped],
+            "refusal": self.refusal,
+            "final": self.final,
+        }
+
+    @classmethod
+    def from_json(cls, value: Any) -> Plan:
+        """Read the plan a deferral carried; anything unexpected fails the task (closed)."""
+        from airflow_provider_workflowsvc.exceptions import InvalidJobEventError
+
+        try:
+            return cls(
+                jobs=[LaunchedJob.from_json(item) for item in value["jobs"]],
+                unlaunched=[_named(item) for item in value["unlaunched"]],
+                skipped=[(*_named(item[:-1]), str(item[-1])) for item in value["skipped"]],
+                refusal=None if value["refusal"] is None else str(value["refusal"]),
+                final=value["final"] is True,
+            )
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise InvalidJobEventError(f"the deferred task's plan cannot be read: {exc}") from None
+
+
+def _named(item: Any) -> tuple[str, str]:
+    """Return a planned document's ``(source, name)``; a deferral of an older version carried names only."""
+    if isinstance(item, str):
+        return item, item
+    source, name = item if len(item) == 2 else (item[0], item[0])
+    return str(source), str(name)
+
+
+def refusal_is_final(exc: BaseException) -> bool:
+    """Whether a stopped launch cannot be cured by a retry (a used-up quota, a refused request, ...)."""
+    from airflow_provider_workflowsvc._compat import AirflowFailException
+
+    return isinstance(exc, AirflowFailException) or not may_retry_refused(exc)
 
 
 def launch(
     hook: WorkflowServiceHook,
-    batches: Sequence[Sequence[Document]],
+    docs: Sequence[Document],
     book: LaunchBook,
     send: Callable[[WorkflowServiceHook, list[tuple[str, str]] | None], Any],
     *,
+    max_files: int,
+    max_bytes: int,
     interval: float,
     attempts: int,
     grace: float,
     mark: bool,
-    log: Log,
-    on_launch: Callable[[str], None] | None = None,
-) -> Launches:
+    fail_on_failed_files: bool,
+    on_launch: Callable[[str], None],
+) -> Plan:
     """
-    Launch each batch as one job, at least ``interval`` seconds apart; the first launch that fails
-    stops the launches (the documents of it and of the batches after it are not launched).
-    ``on_launch`` hears of each job as soon as it is recorded.
+    Launch the documents no earlier try processed (:func:`resume`), in batches of ``max_files`` (the
+    documents over ``max_bytes`` left out), one job each, at least ``interval`` seconds apart; return
+    the plan. The first launch that fails stops the launches (the documents of it and of the batches
+    after it are not launched); when nothing was launched at all, it fails the task. ``on_launch``
+    hears of each job as soon as it is counted (those of earlier tries first).
     """
-    done, pacer = Launches(), Pacer(interval)
+    log = book.log
+    big = oversized(docs, max_bytes)
+    kept = resume(hook, book, docs, grace=grace, fail_on_failed_files=fail_on_failed_files)
+    for earlier in kept:
+        on_launch(earlier.job_id)  # a kill from now on cancels what was launched
+    covered = {source for job in kept for source, _ in job.own()}
+    todo = [doc for doc in docs if doc not in big and doc.source not in covered]
+    batches = split(todo, max_files)
+    log.info(
+        "%d document(s): %d job(s) to launch (at most %d file(s) each)%s%s%s",
+        len(docs),
+        len(batches),
+        max_files,
+        f", {len(covered)} document(s) in {len(kept)} job(s) of earlier tries" if kept else "",
+        f", {len(big)} over the size limit left out" if big else "",
+        ", more jobs than the files need: files of one name (or base name) never share a job, where "
+        "the service's answers could not tell them apart"
+        if len(batches) > -(-len(todo) // max_files)
+        else "",
+    )
+    plan = Plan(jobs=list(kept), skipped=[(doc.source, doc.name, left_out(doc, max_bytes)) for doc in big])
+    pacer = Pacer(interval)
     for index, batch in enumerate(batches):
         pacer.wait(log)
         book.sources = [doc.source for doc in batch]
@@ -535,23 +565,27 @@ def launch(
                 mark=mark,
             )
         except Exception as exc:
-            done.refusal = exc
-            done.unlaunched = [(doc.source, doc.name) for rest in batches[index:] for doc in rest]
+            plan.unlaunched = [(doc.source, doc.name) for rest in batches[index:] for doc in rest]
             log.error(
                 "Launching job %d of %d failed (%s): %d document(s) are not launched",
                 index + 1,
                 len(batches),
                 exc,
-                len(done.unlaunched),
+                len(plan.unlaunched),
             )
+            refusal = missing_operation(exc, hook.settings.base_url) or exc
+            if not plan.jobs and refusal is exc:
+                raise
+            if not plan.jobs:
+                raise refusal from None
+            plan.refusal, plan.final = str(refusal), refusal_is_final(refusal)
             break
         finally:
             pacer.answered()
         names, sources = tuple(doc.name for doc in batch), tuple(doc.source for doc in batch)
         launched = LaunchedJob(job.id, names, run_marker(job.input_file_ids), sources)
         book.launched(launched)
-        done.jobs.append(launched)
-        if on_launch is not None:
-            on_launch(job.id)
+        plan.jobs.append(launched)
+        on_launch(job.id)
         log.info("Launched job %s (%d of %d) for %d file(s)", job.id, index + 1, len(batches), len(batch))
-    return done
+    return plan

@@ -1,6 +1,7 @@
 """
-An on-demand task's outcome: the plan a deferral carries, one summary per document, the task's
-verdict, and the outputs downloaded (the launches: :mod:`.launches`).
+An on-demand task's checks and outcome: its template (before any upload), one summary per document,
+the task's verdict, and the outputs downloaded (the launches, and the plan a deferral carries:
+:mod:`.launches`).
 
 Imported when a task runs, never at DAG-parse time.
 """
@@ -9,16 +10,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_workflowsvc._compat import AirflowFailException
-from airflow_provider_workflowsvc._tasks.evidence import may_retry_refused
-from airflow_provider_workflowsvc._tasks.launches import SHOWN, LaunchedJob
+from airflow_provider_workflowsvc._tasks.launches import MISSING, SHOWN, LaunchedJob, Plan
 from airflow_provider_workflowsvc.exceptions import (
     InvalidJobEventError,
     UnprocessedDocumentsError,
     UnprocessedDocumentsNoRetryError,
+    WorkflowServiceNotFoundError,
 )
 
 if TYPE_CHECKING:
@@ -27,56 +26,6 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc.wait.outcome import JobOutcome
 
 Log = logging.Logger | Any
-
-
-# --------------------------------------------------------------------------------------------------
-# What the task hands over a deferral
-
-
-@dataclass
-class Plan:
-    """What the wait is for: the jobs and their documents, and what was not launched (and why)."""
-
-    jobs: list[LaunchedJob]
-    unlaunched: list[tuple[str, str]] = field(default_factory=list)
-    """The ``(source, name)`` of each document not launched."""
-    skipped: list[tuple[str, str, str]] = field(default_factory=list)
-    """Documents left out before launching (over the size limit): ``(source, name, why)`` each."""
-    refusal: str | None = None
-    """Why the launches stopped (the error's words), when they did."""
-    final: bool = False
-    """Whether a retry cannot help (then the task fails without retries)."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "jobs": [job.to_json() for job in self.jobs],
-            "unlaunched": [list(item) for item in self.unlaunched],
-            "skipped": [list(item) for item in self.skipped],
-            "refusal": self.refusal,
-            "final": self.final,
-        }
-
-    @classmethod
-    def from_json(cls, value: Any) -> Plan:
-        """Read the plan a deferral carried; anything unexpected fails the task (closed)."""
-        try:
-            return cls(
-                jobs=[LaunchedJob.from_json(item) for item in value["jobs"]],
-                unlaunched=[_named(item) for item in value["unlaunched"]],
-                skipped=[(*_named(item[:-1]), str(item[-1])) for item in value["skipped"]],
-                refusal=None if value["refusal"] is None else str(value["refusal"]),
-                final=value["final"] is True,
-            )
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
-            raise InvalidJobEventError(f"the deferred task's plan cannot be read: {exc}") from None
-
-
-def _named(item: Any) -> tuple[str, str]:
-    """Return a planned document's ``(source, name)``; a deferral of an older version carried names only."""
-    if isinstance(item, str):
-        return item, item
-    source, name = item if len(item) == 2 else (item[0], item[0])
-    return str(source), str(name)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -163,8 +112,8 @@ def summarize(
     jobs: list[dict[str, Any]] = []
     for job in plan.jobs:
         outcome = outcomes[job.job_id]
-        said = _failures(job, outcome)
-        for source, name in job.own():
+        said, own = _failures(job, outcome), job.own()
+        for source, name in own:
             status, error = _document_status(outcome, said.get(source))
             docs.append(_document(source, name, job.job_id, status, error, outputs.get(source, [])))
         jobs.append(
@@ -173,7 +122,7 @@ def summarize(
                 "status": outcome.job_status,
                 "outcome": outcome.status,
                 "message": outcome.message,
-                "documents": [name for _, name in job.own()],
+                "documents": [name for _, name in own],
                 "job_url": links.get(job.job_id, ""),
                 "failed_files": [f.model_dump() for f in outcome.failed_files],
                 "output_files": [f.model_dump() for f in outcome.output_files],
@@ -309,9 +258,32 @@ def describe_documents(
     return "\n".join(lines)
 
 
-def refusal_is_final(exc: BaseException) -> bool:
-    """Whether a stopped launch cannot be cured by a retry (a used-up quota, a refused request, ...)."""
-    return isinstance(exc, AirflowFailException) or not may_retry_refused(exc)
+def check_template(hook: WorkflowServiceHook, template_id: str, log: Log) -> None:
+    """
+    Check that ``template_id`` is one of the service's templates (one read, before any upload): an
+    unknown one is an input error naming the known ones; a service without templates, one naming the
+    missing operation.
+    """
+    from airflow_provider_workflowsvc.exceptions import WorkflowServiceApiError, WorkflowServiceInputError
+
+    try:
+        template = hook.get_template(template_id)
+    except WorkflowServiceNotFoundError:
+        try:
+            known = [t.id for t in hook.list_templates()]
+        except WorkflowServiceApiError as exc:
+            if exc.status_code not in (404, 405):
+                raise
+            status = f"{exc.status_code} {exc.reason}".strip()
+            request = f"{exc.method} {exc.path}"
+            what = "workflow templates (nor on-demand jobs)"
+            raise WorkflowServiceInputError(
+                MISSING.format(url=hook.settings.base_url, what=what, request=request, status=status)
+            ) from None
+        raise WorkflowServiceInputError(
+            f"template_id {template_id!r} is not one of the service's templates: {', '.join(known) or 'none'}"
+        ) from None
+    log.info("Template %s (%s): %s", template.id, template.name, ", ".join(n.name for n in template.nodes))
 
 
 def job_links(ui_url: str | None, job_ids: Iterable[str]) -> dict[str, str]:

@@ -3,11 +3,11 @@ Secret handling of operator fields: plain data for templating, registration with
 
 Two rules decide which strings are secret:
 
-* a connector ``config`` (:func:`mask_config_secrets`): every string is secret unless its top-level
+* a connector ``config`` (:func:`config_secrets`): every string is secret unless its top-level
   key is a known non-secret setting of the connector's type (:func:`plain_config_keys`: the live docs'
   settings of the type that are not secret); a key they do not list has its strings masked. No name is
   guessed, so a credential under any key (``client_cred``, ``box_app_config``, ...) is masked;
-* other fields (workflow node settings, :func:`mask_secret_values`): strings under a secret-looking
+* other fields (workflow node settings, :func:`_secret_strings`): strings under a secret-looking
   key (``token``, ``password``, ``api_key``, ...) and ``SecretStr`` values.
 
 In both, the user info of any URL (``mongodb://user:pass@host``) and its query string (an Azure SAS, a
@@ -132,25 +132,28 @@ def _register(secrets: list[str]) -> None:
             mask(secret)
 
 
-def mask_secret_values(value: Any) -> None:
-    """Register each secret string of ``value`` (secret-looking keys, URI passwords) with the masker."""
-    _register(_with_uri_passwords(_secret_strings(value, secret=False), value))
+def plain_fields(task: Any) -> None:
+    """Turn models in a task's ``secret_fields`` into plain data, so templates inside them render too."""
+    for name in task.secret_fields:
+        setattr(task, name, plain_data(getattr(task, name)))
 
 
-def mask_uri_credentials(value: Any) -> None:
+def mask_fields(task: Any, *, config: bool = False) -> None:
     """
-    Register what each URI in ``value`` that holds a password carries as credentials (its
-    ``user:password``, ``s3://KEY:SECRET@bucket``), wherever it is: the provider refuses such a URI,
-    and Airflow stores and shows the rendered fields before it does. A URI without a password keeps its
-    ``user@`` (``s3://conn_id@bucket``: a connection's id, no secret).
+    Register the secrets of a task's rendered fields with Airflow's secret masker (logs, rendered
+    fields): those of each of its ``secret_fields`` (secret-looking keys; with ``config``, a connector
+    config's rule, by the task's ``connector_type``), URI passwords among them, and what any URI with a
+    password in a templated field carries (its ``user:password``, ``s3://KEY:SECRET@bucket``): the task
+    refuses such a URI, but Airflow stores and shows the rendered fields before. A URI without a
+    password keeps its ``user@`` (``s3://conn_id@bucket``: a connection's id, no secret).
     """
-    found = credentials_of(list(_strings(value)))
-    _register([secret for password, carried in found if password is not None for secret in carried])
-
-
-def mask_config_secrets(config: Any, connector_type: str | None) -> None:
-    """
-    Register each secret string of a connector config with Airflow's secret masker (logs, rendered
-    fields): every string but those under the type's known non-secret keys, and URI passwords.
-    """
-    _register(config_secrets(config, connector_type))
+    secrets: list[str] = []
+    for name in task.secret_fields:
+        value = getattr(task, name, None)
+        if config:
+            secrets += config_secrets(value, getattr(task, "connector_type", None))
+        else:
+            secrets += _with_uri_passwords(_secret_strings(value, secret=False), value)
+    templated = [getattr(task, name, None) for name in getattr(task, "template_fields", ())]
+    found = credentials_of(list(_strings(templated)))
+    _register(secrets + [secret for password, carried in found if password is not None for secret in carried])

@@ -1,41 +1,9 @@
 """
 Run a workflow (or launch an on-demand job) once; report only a job this task can prove it created.
 
-The hook never retries the run POST (or the launch) once it may have reached the server. What the
-answer proves decides what happens next (:func:`what_it_proves`):
-
-* a job in a 2xx answer: the run's job;
-* a refusal (429, 503, any other 4xx, a request never sent, an error before sending, an input that
-  failed to read while the body was sent, so the body never reached its declared length): no job was
-  created; the run is sent again after the pause (429, 503 and unsent only, at most ``attempts`` times);
-* anything else (a read timeout, a connection dropped after the body was sent, 500, 502, 504, any
-  2xx that cannot be read or does not name its job): a job may exist. The run is never sent again:
-  the workflow's active jobs are read for a grace period (a delayed request may still be processed)
-  and this run's job adopted when proven; otherwise the task fails with :class:`AmbiguousRunError`.
-
-Each file is uploaded under its own name (the default): then nothing in a job record shows which
-run created it (another run of the same files looks the same), and every lost answer fails closed,
-naming the jobs that appeared meanwhile. With ``mark_uploads=True`` each name carries a marker unique
-to the request (``report.txt`` → ``report__wfsvc-<16 hex>.txt``, :mod:`_marker`), which the service
-keeps in everything it writes: a job is this run's only when its record lists a name carrying that
-marker (``input_file_ids``, platform dialect), which no other client's run can produce. Where the
-records list no file names (spec dialect) or the run sends no files, nothing proves which run created
-a job either.
-
-What is read is bounded by the jobs still active (the ``status`` filter): a job of this run is
-scheduled or in progress when it is first looked for; the ended jobs (the workflow's history) are
-read once, at the end of the grace period, only when the active ones did not show it. Where the
-listing leaves the file names out, the record of each active job made since the run was sent is read
-once (those made closest to it first, until one carries the marker), of the others ``PROOF_READS``:
-the reads grow with the runs sent at the same time (nothing but a record tells their jobs apart), never
-with the workflow's history. An on-demand
-job has no workflow to look in before its answer names one: its launch is looked for among all the
-account's jobs, in the same two steps (:class:`Sending`).
-
-With a :class:`StoredRunJournal` (durable execution: the task state store) a pending-run record (with the
-marker) is written just before each run request leaves and removed whenever no run happened; a
-worker that dies after sending leaves it behind, and the retry looks for the job carrying that
-marker instead of running again. A record expires after ``PENDING_RUN_TTL`` seconds.
+What a failed request proves, and the search for the job it may have created: :mod:`.evidence`; the
+pending-run record a retry goes on from: :class:`StoredRunJournal`. The rules and their whys:
+docs/decisions/runs.md ("Never a second run", "The search after a lost answer").
 """
 
 from __future__ import annotations
@@ -226,87 +194,69 @@ def submit(
     With a ``journal``, the job of a request an earlier try sent (and never recorded) is looked for
     first, and adopted with the same evidence, instead of sending it again.
     """
+    from airflow_provider_workflowsvc._marker import new_marker
+
     sleep = sleep or time.sleep
     try:
-        return _submit(
-            hook,
-            sending,
-            files,
-            log,
-            attempts=attempts,
-            backoff=backoff,
-            grace=grace,
-            sleep=sleep,
-            journal=journal,
-            mark=mark,
-        )
+        if journal is not None:
+            earlier = journal.pending(sending.workflow_id)
+            if earlier is not None:
+                job = job_of_earlier_try(hook, earlier, grace, log, sleep)
+                if job is not None:
+                    return job
+                journal.clear()
+        what = f"{len(files)} file(s)" if files is not None else "no files"
+        for attempt in range(1, attempts + 1):
+            marker = new_marker() if files is not None and mark else None
+            sent = named_files(files, marker)
+            run = SentRun(
+                sending.workflow_id, now(), None if sent is None else tuple(n for _, n in sent), marker
+            )
+            if journal is not None:
+                journal.sending(run)
+            log.info("Sending the %s with %s (attempt %d of %d)", run.what, what, attempt, attempts)
+            try:
+                job = sending.send(hook, sent)
+            except Exception as exc:
+                run = replace(run, answered_at=now())
+                if what_it_proves(exc) is Proof.REFUSED:
+                    if journal is not None:
+                        journal.clear()  # the service refused it, or it never left: nothing happened
+                    if not may_retry_refused(exc) or attempt == attempts:
+                        raise
+                    pause = _backoff(exc, attempt, backoff)
+                    operation = "create_job" if run.is_launch else "run_workflow"
+                    asked = getattr(exc, "retry_after", None) is not None
+                    metrics.retrying(
+                        operation, hook.workflowsvc_conn_id, metrics.retry_reason(exc), pause, asked
+                    )
+                    log.warning(
+                        "The service did not take the %s (%s); sending it again in %.1f s",
+                        run.what,
+                        exc,
+                        pause,
+                    )
+                    sleep(pause)
+                    continue
+                log.warning(
+                    "The %s failed (%s): it may or may not have created a job. Looking for its job for up to "
+                    "%g s; it is not sent again",
+                    run.what,
+                    exc,
+                    grace,
+                )
+                return _find_or_fail(hook, run, grace, log, sleep, f"the {run.what} failed ({exc})", exc)
+            if job is not None:
+                return job
+            log.info("The answer did not name its job; looking for it among %s", run.where)
+            return _find_or_fail(
+                hook, run, grace, log, sleep, "the service accepted it but did not name its job"
+            )
     except AmbiguousRunError:
         if journal is not None:
             journal.failed_closed()
         metrics.run_failed_closed(sending.workflow_id, hook.workflowsvc_conn_id)
         raise
-
-
-def _submit(
-    hook: WorkflowServiceHook,
-    sending: Sending,
-    files: Sequence[LocalFile] | None,
-    log: Log,
-    *,
-    attempts: int,
-    backoff: float,
-    grace: float,
-    sleep: Callable[[float], None],
-    journal: StoredRunJournal | None,
-    mark: bool,
-) -> Job:
-    from airflow_provider_workflowsvc._marker import new_marker
-
-    if journal is not None:
-        earlier = journal.pending(sending.workflow_id)
-        if earlier is not None:
-            job = job_of_earlier_try(hook, earlier, grace, log, sleep)
-            if job is not None:
-                return job
-            journal.clear()
-    what = f"{len(files)} file(s)" if files is not None else "no files"
-    for attempt in range(1, attempts + 1):
-        marker = new_marker() if files is not None and mark else None
-        sent = named_files(files, marker)
-        run = SentRun(sending.workflow_id, now(), None if sent is None else tuple(n for _, n in sent), marker)
-        if journal is not None:
-            journal.sending(run)
-        log.info("Sending the %s with %s (attempt %d of %d)", run.what, what, attempt, attempts)
-        try:
-            job = sending.send(hook, sent)
-        except Exception as exc:
-            run = replace(run, answered_at=now())
-            if what_it_proves(exc) is Proof.REFUSED:
-                if journal is not None:
-                    journal.clear()  # the service refused it, or it never left: nothing happened
-                if not may_retry_refused(exc) or attempt == attempts:
-                    raise
-                pause = _backoff(exc, attempt, backoff)
-                operation = "create_job" if run.is_launch else "run_workflow"
-                asked = getattr(exc, "retry_after", None) is not None
-                metrics.retrying(operation, hook.workflowsvc_conn_id, metrics.retry_reason(exc), pause, asked)
-                log.warning(
-                    "The service did not take the %s (%s); sending it again in %.1f s", run.what, exc, pause
-                )
-                sleep(pause)
-                continue
-            log.warning(
-                "The %s failed (%s): it may or may not have created a job. Looking for its job for up to "
-                "%g s; it is not sent again",
-                run.what,
-                exc,
-                grace,
-            )
-            return _find_or_fail(hook, run, grace, log, sleep, f"the {run.what} failed ({exc})", exc)
-        if job is not None:
-            return job
-        log.info("The answer did not name its job; looking for it among %s", run.where)
-        return _find_or_fail(hook, run, grace, log, sleep, "the service accepted it but did not name its job")
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -48,8 +48,11 @@ class VariableStore:
     (no ``/``: Airflow 3.0's execution API takes none in a Variable key; a run id that is not plain or a
     key over 250 characters is hashed). A Variable outlives a try (Airflow clears the task's XComs before
     each try) and is deleted with its last key: the task succeeded. After a task failed for good it
-    stays, as 3.3's store does: a person's clear goes on from it. A write is read back: one that did not
-    land fails the task rather than let a retry run the job again.
+    stays, as 3.3's store does: a person's clear goes on from it. It is read once, then kept as written
+    (this try is its only writer). Its JSON is read and written as text, what Airflow's Variable API
+    keeps (3.0's ``deserialize_json`` made pydantic warn on every read); a write is one ``Variable.set``,
+    read back: one that did not land (``Variable.set`` logs a refused write and returns) fails the task
+    rather than let a retry run the job again.
     """
 
     PREFIX = "workflowsvc.task_state:"
@@ -62,12 +65,24 @@ class VariableStore:
 
             name = f"{ti.dag_id[:80]}:{hashlib.sha256(name.encode()).hexdigest()}"
         self.key = self.PREFIX + name
+        self._values: dict[str, Any] | None = None
 
-    def values(self) -> dict[str, Any]:
+    def _stored(self) -> dict[str, Any]:
+        import json  # when a task runs: operators import little at DAG parse
+
         from airflow.sdk import Variable
 
-        value = Variable.get(self.key, default=None, deserialize_json=True)
+        text = Variable.get(self.key, default=None)  # 3.0's deserialize_json made pydantic warn
+        try:
+            value = json.loads(text) if isinstance(text, str) else None
+        except ValueError:
+            value = None
         return value if isinstance(value, dict) else {}
+
+    def values(self) -> dict[str, Any]:
+        if self._values is None:
+            self._values = self._stored()
+        return dict(self._values)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.values().get(key, default)
@@ -81,14 +96,20 @@ class VariableStore:
             self._write(values)
 
     def _write(self, values: dict[str, Any]) -> None:
+        import json
+
         from airflow.sdk import Variable
 
+        self._values = None  # read again after a write that failed
         if not values:
             Variable.delete(self.key)
+            self._values = {}
             return
-        Variable.set(self.key, values, self.DESCRIPTION, serialize_json=True)
-        if self.values() != values:  # Variable.set logs a refused write and returns
+        Variable.set(self.key, json.dumps(values), self.DESCRIPTION)
+        stored = self._stored()
+        if stored != values:
             raise RuntimeError(f"Could not keep the task's state in the Airflow Variable {self.key}")
+        self._values = stored
 
 
 class JobOperator(WorkflowServiceBaseOperator):
@@ -151,24 +172,16 @@ class JobOperator(WorkflowServiceBaseOperator):
             self.log.warning("Could not cancel job(s) %s: %s", ", ".join(job_ids), exc)
 
     def resolve_files(self, nothing_to: str, *, own_names: bool = False) -> list[tuple[Any, str]]:
-        """
-        Resolve ``files`` (source, name sent): bad input fails the task without retries (with
-        ``own_names``, two files sent under one name too); no match skips it when asked (``nothing_to``:
-        what is then not done).
-        """
-        from airflow_provider_workflowsvc._tasks.base import invalid_input_fails
-        from airflow_provider_workflowsvc._tasks.inputs import refuse_shared_names, resolve_task_files
+        """Resolve ``files`` (source, name sent): :func:`.inputs.resolve_task_files`."""
+        from airflow_provider_workflowsvc._tasks.inputs import resolve_task_files
 
-        named = resolve_task_files(
+        return resolve_task_files(
             self.files,
             skip_if_no_files=self.skip_if_no_files,
             nothing_to=nothing_to,
             conn_id=self.files_conn_id or None,
+            own_names=own_names,
         )
-        if own_names:
-            with invalid_input_fails():
-                refuse_shared_names(named)
-        return named
 
     def state_store(self, context: Context) -> Any:
         """
@@ -179,7 +192,11 @@ class JobOperator(WorkflowServiceBaseOperator):
             return None
         if HAS_TASK_STATE_STORE or "task_state_store" in context:
             return context.get("task_state_store")
-        return VariableStore(context["ti"])
+        ti = context["ti"]
+        try_ = (id(ti), ti.try_number)  # one store a try: it keeps what it read and wrote
+        if self.__dict__.get("_variable_store", (None,))[0] != try_:
+            self.__dict__["_variable_store"] = (try_, VariableStore(ti))
+        return self.__dict__["_variable_store"][1]
 
     def forget(self, context: Context, *keys: str) -> None:
         """Remove ``keys`` from the task state store (a failure to is only warned of)."""

@@ -55,9 +55,8 @@ __all__ = [
 @dataclass(frozen=True)
 class _Connectors:
     """
-    The hook's endpoints for one kind of connector, as bound methods.
-
-    Each field is typed, so mypy checks every call an operator makes through it.
+    The hook's endpoints for one kind of connector, as bound methods (typed: mypy checks every call an
+    operator makes through them).
     """
 
     list: Callable[[], Sequence[Connector]]
@@ -71,25 +70,16 @@ class _Connectors:
     @classmethod
     def of(cls, hook: WorkflowServiceHook, kind: Kind) -> _Connectors:
         """Return the endpoints of ``hook`` for source or destination connectors."""
-        if kind == "source":
-            return cls(
-                list=hook.list_sources,
-                get=hook.get_source,
-                create=hook.create_source,
-                update=hook.update_source,
-                delete=hook.delete_source,
-                start_check=hook.start_source_connection_check,
-                get_check=hook.get_source_connection_check,
-            )
-        return cls(
-            list=hook.list_destinations,
-            get=hook.get_destination,
-            create=hook.create_destination,
-            update=hook.update_destination,
-            delete=hook.delete_destination,
-            start_check=hook.start_destination_connection_check,
-            get_check=hook.get_destination_connection_check,
-        )
+        names = {
+            "list": f"list_{kind}s",
+            "get": f"get_{kind}",
+            "create": f"create_{kind}",
+            "update": f"update_{kind}",
+            "delete": f"delete_{kind}",
+            "start_check": f"start_{kind}_connection_check",
+            "get_check": f"get_{kind}_connection_check",
+        }
+        return cls(**{field: getattr(hook, name) for field, name in names.items()})
 
 
 def _check_config(config: Any) -> None:
@@ -172,13 +162,10 @@ class _ConfigOperator(_ConnectorOperator):
     template_fields_renderers: ClassVar[dict[str, str]] = {"config": "json"}
 
     def mask_secret_fields(self) -> None:
-        """
-        Register every string of the config but known non-secret settings of its type with the
-        masker (see ``_tasks/secrets.py``): it shows as ``***`` in logs and rendered fields.
-        """
-        from airflow_provider_workflowsvc._tasks.secrets import mask_config_secrets
+        """Register the config's strings but the known non-secret settings of its type (and URI secrets)."""
+        from airflow_provider_workflowsvc._tasks.secrets import mask_fields
 
-        mask_config_secrets(getattr(self, "config", None), getattr(self, "connector_type", None))
+        mask_fields(self, config=True)
 
 
 class _CreateConnectorOperator(_ConfigOperator):

@@ -376,11 +376,18 @@ class RunWorkflowOperator(JobOperator):
 
     def _known(self, context: Context, job_id: str) -> None:
         """
-        Take ``job_id`` as the run's job (known, and stored): show it (XCom and link) and drop the
-        pending-run record, so that no retry looks for the run's job again.
+        Take ``job_id`` as the run's job (known, and stored): push its id and link (XCom; "" without
+        ``ui_url``) before any waiting, so the UI shows them at once, and drop the pending-run record,
+        so that no retry looks for the run's job again.
         """
         self._job_id = job_id
-        self._announce(context, job_id)
+        url = job_url(self.ui_url(), job_id)
+        context["ti"].xcom_push(key=XCOM_JOB_ID, value=job_id)
+        self.push_link(context, url)
+        if url:
+            self.log.info("Job %s: %s", job_id, url)
+        else:
+            self.log.info("Job %s (set the connection extra ui_url to get a link to it)", job_id)
         self.forget(context, PENDING_RUN_KEY)
 
     def _wait(self, context: Context, job_id: str) -> JobOutcome:
@@ -411,19 +418,6 @@ class RunWorkflowOperator(JobOperator):
         return wait_for_job(self.hook, JobWatch(job_id, self.log, started), schedule)
 
     # -- outcome -----------------------------------------------------------------------------------
-
-    def _announce(self, context: Context, job_id: str) -> None:
-        """
-        Push the job id and its link (XCom; "" without ``ui_url``) before any waiting, so the UI
-        shows them at once.
-        """
-        url = job_url(self.ui_url(), job_id)
-        context["ti"].xcom_push(key=XCOM_JOB_ID, value=job_id)
-        self.push_link(context, url)
-        if url:
-            self.log.info("Job %s: %s", job_id, url)
-        else:
-            self.log.info("Job %s (set the connection extra ui_url to get a link to it)", job_id)
 
     def _finish(self, context: Context, outcome: JobOutcome) -> dict[str, Any]:
         """Log the outcome; return the summary, or push it and raise the task's failure."""

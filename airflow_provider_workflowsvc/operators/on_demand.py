@@ -22,8 +22,7 @@ from airflow_provider_workflowsvc.operators.workflows import check_nodes
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_provider_workflowsvc._tasks.launches import Document
-    from airflow_provider_workflowsvc._tasks.on_demand import Plan
+    from airflow_provider_workflowsvc._tasks.launches import Plan
     from airflow_provider_workflowsvc.wait.outcome import JobOutcome
 
 __all__ = ["OnDemandJobLink", "RunOnDemandJobOperator"]
@@ -212,7 +211,7 @@ class RunOnDemandJobOperator(JobOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Resume after the trigger: validate its event and the plan it carried (failing closed), sum up."""
-        from airflow_provider_workflowsvc._tasks.on_demand import Plan
+        from airflow_provider_workflowsvc._tasks.launches import Plan
         from airflow_provider_workflowsvc.wait.outcome import parse_jobs_event
 
         ended = parse_jobs_event(event)
@@ -229,99 +228,38 @@ class RunOnDemandJobOperator(JobOperator):
 
     def _launch(self, context: Context) -> Plan:
         """Check the input, then launch the documents no earlier try processed; return the plan."""
-        from airflow_provider_workflowsvc._tasks import launches, on_demand as od
+        from airflow_provider_workflowsvc._tasks import launches
+        from airflow_provider_workflowsvc._tasks.on_demand import check_template
+        from airflow_provider_workflowsvc._tasks.outputs import output_folder
+        from airflow_provider_workflowsvc.exceptions import validate_input
+        from airflow_provider_workflowsvc.models import CreateJob
 
-        docs = self._documents()
+        docs = launches.documents(self.resolve_files("process"))
         big = launches.oversized(docs, self.max_file_bytes)
         with invalid_input_fails():
             if big and self.oversized_files == "fail":
                 raise input_error(launches.too_large(big, self.max_file_bytes))
-            self._check_request()
-        book = launches.LaunchBook(self.state_store(context), self.log)
-        self._check_operation()
-        kept = launches.resume(
+            _check_template_or_nodes(self.template_id, self.job_nodes)
+            fields = {"template_id": self.template_id, "job_nodes": self.job_nodes}
+            validate_input(CreateJob, "on-demand job", {k: v for k, v in fields.items() if v is not None})
+            if self.output_dir is not None:
+                output_folder(self.output_dir, self.output_conn_id or None)
+            if self.template_id is not None:  # it exists, and the service has templates at all
+                check_template(self.hook, str(self.template_id), self.log)
+        return launches.launch(
             self.hook,
-            book,
             docs,
-            grace=self.launch_grace_period,
-            fail_on_failed_files=self.fail_on_failed_files,
-        )
-        self._job_ids = [job.job_id for job in kept]  # a kill from now on cancels what was launched
-        covered = {source for job in kept for source, _ in job.own()}
-        todo = [doc for doc in docs if doc not in big and doc.source not in covered]
-        batches = launches.split(todo, self.max_files_per_job)
-        self.log.info(
-            "%d document(s): %d job(s) to launch (at most %d file(s) each)%s%s%s",
-            len(docs),
-            len(batches),
-            self.max_files_per_job,
-            f", {len(covered)} document(s) in {len(kept)} job(s) of earlier tries" if kept else "",
-            f", {len(big)} over the size limit left out" if big else "",
-            ", more jobs than the files need: files of one name (or base name) never share a job, where "
-            "the service's answers could not tell them apart"
-            if len(batches) > -(-len(todo) // self.max_files_per_job)
-            else "",
-        )
-        done = launches.launch(
-            self.hook,
-            batches,
-            book,
+            launches.LaunchBook(self.state_store(context), self.log),
             self._send,
+            max_files=self.max_files_per_job,
+            max_bytes=self.max_file_bytes,
             interval=self.launch_interval,
             attempts=self.submit_attempts,
             grace=self.launch_grace_period,
             mark=self.mark_uploads,
-            log=self.log,
+            fail_on_failed_files=self.fail_on_failed_files,
             on_launch=self._job_ids.append,
         )
-        refusal = done.refusal
-        if refusal is not None:
-            refusal = launches.missing_operation(refusal, self.hook.settings.base_url) or refusal
-            if not kept and not done.jobs:
-                raise refusal
-        skipped = [(doc.source, doc.name, launches.left_out(doc, self.max_file_bytes)) for doc in big]
-        return od.Plan(
-            jobs=[*kept, *done.jobs],
-            unlaunched=done.unlaunched,
-            skipped=skipped,
-            refusal=None if refusal is None else str(refusal),
-            final=refusal is not None and od.refusal_is_final(refusal),
-        )
-
-    def _documents(self) -> list[Document]:
-        """Resolve the input files as a run does, with their sizes."""
-        from airflow_provider_workflowsvc._tasks.launches import documents
-
-        return documents(self.resolve_files("process"))
-
-    def _check_request(self) -> None:
-        """Check the rendered template id or nodes, and the output folder, before any request."""
-        from airflow_provider_workflowsvc.exceptions import validate_input
-        from airflow_provider_workflowsvc.models import CreateJob
-
-        _check_template_or_nodes(self.template_id, self.job_nodes)
-        fields = {"template_id": self.template_id, "job_nodes": self.job_nodes}
-        validate_input(CreateJob, "on-demand job", {k: v for k, v in fields.items() if v is not None})
-        if self.output_dir is not None:
-            self._output_folder()
-
-    def _output_folder(self) -> Any:
-        """``output_dir`` as a local directory or a folder of object storage (checked: bucket exists)."""
-        from airflow_provider_workflowsvc._tasks.outputs import output_folder
-
-        return output_folder(self.output_dir, self.output_conn_id or None)
-
-    def _check_operation(self) -> None:
-        """
-        Before any upload: the template exists (an unknown one fails naming the known ones), and the
-        service has templates at all (a spec-only service fails naming the missing operation).
-        """
-        if self.template_id is None:
-            return
-        from airflow_provider_workflowsvc._tasks.launches import check_template
-
-        with invalid_input_fails():
-            check_template(self.hook, str(self.template_id), self.log)
 
     def _send(self, hook: Any, files: list[tuple[str, str]] | None) -> Any:
         return hook.create_job(template_id=self.template_id, job_nodes=self.job_nodes, files=files)
@@ -387,6 +325,7 @@ class RunOnDemandJobOperator(JobOperator):
         """Cancel what timed out, download, sum up per document; return the summary or raise the failure."""
         from airflow_provider_workflowsvc import metrics
         from airflow_provider_workflowsvc._tasks import launches, on_demand as od
+        from airflow_provider_workflowsvc._tasks.outputs import output_folder
 
         by_job = od.outcomes_of(plan, outcomes)
         by_job = {job_id: self._after_timeout(outcome) for job_id, outcome in by_job.items()}
@@ -397,7 +336,9 @@ class RunOnDemandJobOperator(JobOperator):
             self.hook,
             plan,
             by_job,
-            folder=None if self.output_dir is None else self._output_folder(),
+            folder=None
+            if self.output_dir is None
+            else output_folder(self.output_dir, self.output_conn_id or None),
             ui_url=self.ui_url(),
             durable=book.durable,
             fail_on_failed_files=self.fail_on_failed_files,

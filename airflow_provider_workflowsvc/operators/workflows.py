@@ -110,11 +110,11 @@ class _WorkflowOperator(WorkflowServiceBaseOperator):
     reprocess_all: Any
     template_id: Any
 
-    def _set_fields(self, **fields: Any) -> dict[str, Any]:
-        """Store the settings as attributes; return those given (not None)."""
-        for key, value in fields.items():
-            setattr(self, key, value)
-        given = {k: v for k, v in fields.items() if v is not None}
+    def _set_fields(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Store the settings among ``arguments`` (an ``__init__``'s ``locals()``); return those given."""
+        for key in _WORKFLOW_FIELDS:
+            setattr(self, key, arguments[key])
+        given = {k: arguments[k] for k in _WORKFLOW_FIELDS if arguments[k] is not None}
         _check_fields(given)
         return given
 
@@ -173,16 +173,7 @@ class CreateWorkflowOperator(_WorkflowOperator):
     ) -> None:
         super().__init__(**kwargs)
         self.if_exists = one_of(if_exists, IF_EXISTS_CHOICES, "if_exists")
-        self._set_fields(
-            name=name,
-            workflow_type=workflow_type,
-            source_id=source_id,
-            destination_id=destination_id,
-            workflow_nodes=workflow_nodes,
-            schedule=schedule,
-            reprocess_all=reprocess_all,
-            template_id=template_id,
-        )
+        self._set_fields(locals())
         if template_id is None:  # a template gives the nodes
             _check_custom_has_nodes(workflow_type, workflow_nodes)
 
@@ -334,16 +325,7 @@ class UpdateWorkflowOperator(_WorkflowOperator):
         super().__init__(**kwargs)
         self.workflow_id = rendered(workflow_id)
         check_uuid(workflow_id, "workflow_id")
-        given = self._set_fields(
-            name=name,
-            workflow_type=workflow_type,
-            source_id=source_id,
-            destination_id=destination_id,
-            workflow_nodes=workflow_nodes,
-            schedule=schedule,
-            reprocess_all=reprocess_all,
-            template_id=template_id,
-        )
+        given = self._set_fields(locals())
         if not given:
             raise input_error("UpdateWorkflowOperator needs at least one setting to change")
 
