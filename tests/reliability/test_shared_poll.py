@@ -52,8 +52,7 @@ LISTING_FAULT = {
     "count": 1,
     "retry_after": 0.01,
 }
-"""The source's first read (the feed, or the listing without one) fails: a shared read always meets a fault."""
-"""The first job listing fails, whatever the random faults do: on a busy machine the jobs may end before
+"""The source's first read (the feed, or the job listing without one) fails, whatever the random faults do: on a busy machine the jobs may end before
 the waits list them more than a few times, and then no random fault need fall on a listing."""
 RUNS_ENV = "WORKFLOWSVC_SHARED_POLL_RUNS"
 """Runs of the flaky-service scenario, each with its own fault seeds (default 1): set it to a few hundred
