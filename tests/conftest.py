@@ -72,6 +72,22 @@ def _version_gate(item: pytest.Item, running: tuple[int, int], shown: str) -> st
     return None
 
 
+def _other_dialect(item: pytest.Item) -> bool:
+    """Whether ``item`` runs against an emulator dialect its ``dialect`` mark leaves out.
+
+    ``@pytest.mark.dialect("platform", reason=...)``: a test whose claim the dialect cannot change (a
+    mechanism below the wire's shapes: timeouts, pool lanes, signals, retries of faults) runs against
+    that dialect only; the suites of the wire prove both. Where the leg runs no such dialect, it runs
+    against those the leg has.
+    """
+    mark = item.get_closest_marker("dialect")
+    callspec = getattr(item, "callspec", None)
+    if mark is None or callspec is None or "emulator_server" not in callspec.params:
+        return False
+    wanted = set(mark.args) & set(EMULATOR_DIALECTS)
+    return bool(wanted) and callspec.params["emulator_server"] not in wanted
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # The installed release, read without importing Airflow: a unit file that needs no Airflow (models,
     # catalog) runs alone in a few seconds.
@@ -82,6 +98,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         reason = _version_gate(item, _minor(shown), shown)
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
+    deselected = [item for item in items if _other_dialect(item)]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if not _other_dialect(item)]
 
 
 @pytest.fixture(autouse=True)

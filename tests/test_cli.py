@@ -181,9 +181,8 @@ def test_connection_check_says_whether_the_connection_works(
 
 
 @pytest.mark.airflow_min("3.2", reason="Airflow adds a provider's commands to its command line from 3.2")
+@pytest.mark.dialect("platform", reason="Airflow's wiring of the commands is the same in both dialects")
 def test_airflow_runs_the_commands_from_the_provider_info(service: dict[str, Any]) -> None:
-    if service["emulator"].dialect != "platform":  # CI time: ~55 s a run, two `airflow` processes
-        pytest.skip("Airflow's wiring of the commands is the same in both dialects: proven against platform")
     env = {k: v for k, v in os.environ.items() if k != "_AIRFLOW_PROCESS_CONTEXT"}
     listed = subprocess.run(
         [AIRFLOW, "workflowsvc", "jobs", "list", "--workflow-name", "nightly-docs", "-o", "json"],

@@ -52,8 +52,9 @@ LISTING_FAULT = {
     "count": 1,
     "retry_after": 0.01,
 }
-"""The source's first read (the feed, or the job listing without one) fails, whatever the random faults do: on a busy machine the jobs may end before
-the waits list them more than a few times, and then no random fault need fall on a listing."""
+"""The source's first read (the feed, or the job listing without one) fails, whatever the random faults
+do: on a busy machine the jobs may end before the waits read the source more than a few times, and then no
+random fault need fall on a shared read."""
 RUNS_ENV = "WORKFLOWSVC_SHARED_POLL_RUNS"
 """Runs of the flaky-service scenario, each with its own fault seeds (default 1): set it to a few hundred
 to stress it, as was done to find the pool defect behind its two early failures (docs/reliability.md)."""

@@ -35,7 +35,8 @@ from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
 
 from ._helpers import task_context
 
-pytestmark = pytest.mark.timeout(120)
+# Timeouts and deadlines cut requests whatever their shapes: proven against the dialect real users meet.
+pytestmark = [pytest.mark.timeout(120), pytest.mark.dialect("platform", reason="timeouts, not the wire")]
 HANG = {"latency": 3600}  # accepts the request, never answers (until the faults change)
 MARGIN = 1.0
 """How far past its deadline a wait may end: the last poll's own timeout is cut to the deadline, so
