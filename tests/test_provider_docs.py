@@ -315,16 +315,26 @@ def test_the_try_your_own_dag_recipe_runs_as_written(tmp_path: Path) -> None:
     assert "Workflow 'my-first-workflow' is" in output, output[-6000:]
 
 
-def test_the_repository_points_inside_itself_only() -> None:
-    """No file names a path of one machine or a document outside the repository."""
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        pytest.param(
+            r"/work/|\.\./shared|AIRFLOW-NOTES", id="a path of one machine or outside the repository"
+        ),
+        pytest.param(r"(?m)^(<<<<<<<|>>>>>>>) ", id="a merge's conflict marker"),
+    ],
+)
+def test_the_repository_points_inside_itself_only(pattern: str) -> None:
+    """No file names a path of one machine or a document outside the repository, nor keeps a merge's
+    conflict markers (one was found in a released changelog section)."""
     listed = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True)
-    outside = re.compile(r"/work/|\.\./shared|AIRFLOW-NOTES")
+    found = re.compile(pattern)
     offenders = []
     for name in listed.stdout.splitlines():
         path = REPO / name
         if name == "tests/test_provider_docs.py" or path.suffix not in (".py", ".md", ".rst", ".toml", ""):
             continue
-        if path.is_file() and outside.search(path.read_text(errors="replace")):
+        if path.is_file() and found.search(path.read_text(errors="replace")):
             offenders.append(name)
     assert not offenders
 
