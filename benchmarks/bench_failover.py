@@ -14,7 +14,8 @@ Scenarios, each on a fresh DAG run of N waits:
 * ``kill`` - SIGKILL to the triggerer holding the most waits, at the peak;
 * ``pause`` - SIGSTOP to it until Airflow hands its waits to the other (past
   ``triggerer_health_check_threshold``), then SIGCONT: the woken triggerer ends the triggers it lost;
-* ``faults`` - ``kill`` with 5 % of the service's answers 429 or 503 from just before the kill on.
+* ``faults`` - ``kill`` with 5 % of the service's answers 429 or 503 from just before the kill on;
+* ``A+B`` - one after the other on the same waits (``pause+kill``: CI's, one deferral for both).
 
 Figures per scenario come from the emulator's request log, Airflow's metadata DB and ``/proc``:
 waits finished / lost (N less the successful tasks) / duplicated (jobs or run requests beyond one per
@@ -29,7 +30,7 @@ CPU seconds per run wait, and the load average.
     ./dev bench --only failover --waits 200 --run-waits 40 --workflows 4 --scenarios steady,kill,kill:N
     python -m benchmarks.bench_failover --waits 40 --scenarios steady,kill
 
-``tests/test_e2e_distributed.py`` runs ``kill`` and ``pause`` at CI's size and asserts the counts.
+``tests/test_e2e_distributed.py`` runs ``pause+kill`` at CI's size and asserts the counts.
 """
 
 from __future__ import annotations
@@ -298,6 +299,71 @@ def ensure_triggerers(airflow: Any, timeout: float = 240) -> None:
     )
 
 
+def fail_over(
+    airflow: Any, emulator: Any, run_id: str, sizes: Sizes, action: str, out: Outcome
+) -> dict[str, dict[str, Any]]:
+    """
+    SIGKILL (``kill``, ``faults``) or SIGSTOP then SIGCONT (``pause``) the triggerer holding the most
+    waits; return the waits it held once the other holds them all and reads their state again.
+    """
+    holders = Counter(d["triggerer"] for d in deferred(airflow, run_id).values())
+    victim = max(TRIGGERERS, key=lambda name: holders.get(name, 0))
+    survivor = next(name for name in TRIGGERERS if name != victim)
+    moved = {t: d for t, d in deferred(airflow, run_id).items() if d["triggerer"] == victim}
+    if action == "faults":
+        emulator.add_fault(errors=["429", "503"], rate=FAULT_RATE, retry_after=1.0)
+    mark = len(emulator.requests())
+    signum = signal.SIGSTOP if action == "pause" else signal.SIGKILL
+    at = time.monotonic()
+    if signum == signal.SIGKILL:
+        airflow.kill_component(victim)
+    else:
+        airflow.signal_component(victim, signum)
+    try:
+        wait_for(
+            lambda: held_by(airflow, run_id, sizes.waits, (survivor,)),
+            600,
+            f"{survivor} to hold all",
+            0.5,
+        )
+        out.figures["seconds until reassigned"] = time.monotonic() - at
+        reassigned_mark = len(emulator.requests())
+    finally:
+        if signum == signal.SIGSTOP:
+            airflow.signal_component(victim, signal.SIGCONT)
+    # Every moved trigger polls again: the survivor sent two status reads more after holding them all.
+    wait_for(
+        lambda: len(status_reads(emulator.requests()[reassigned_mark:])) >= 2 * min(len(moved), 2),
+        300,
+        "the survivor's reads",
+    )
+    out.figures["seconds until moved triggers poll again"] = time.monotonic() - at
+    t1 = time.monotonic()
+    time.sleep(sizes.window)
+    after = emulator.requests()[mark:]
+    out.figures["peak requests/s after the signal"] = peak_rate(after)
+    out.figures["requests per wait per interval after"] = (
+        len(status_reads(emulator.requests()[reassigned_mark:]))
+        / sizes.waits
+        / ((time.monotonic() - t1) / sizes.interval)
+    )
+    out.counts["faults injected"] = sum(1 for e in after if e.get("fault"))
+    if action == "pause":
+        cancellable = {t: d["kwargs"]["job_id"] for t, d in moved.items() if t.startswith("run_")}
+        wait_for(
+            lambda: all(
+                emulator.requests(method="POST", path_contains=f"/jobs/{job}/cancel")
+                or left_running(airflow, run_id, task, job)
+                for task, job in cancellable.items()
+            ),
+            300,
+            f"the woken {victim} to end the triggers it lost",
+            1,
+        )
+    emulator.clear_faults()
+    return moved
+
+
 def run_scenario(
     airflow: Any,
     emulator: Any,
@@ -350,60 +416,10 @@ def run_scenario(
     out.figures["triggerer RSS MiB (both)"] = rss / 1024
     out.figures["load average"] = load_average()
 
-    moved = {t: d for t, d in before.items() if d["triggerer"] == victim}
-    if scenario != "steady":
-        if scenario == "faults":
-            emulator.add_fault(errors=["429", "503"], rate=FAULT_RATE, retry_after=1.0)
-        mark = len(emulator.requests())
-        signum = signal.SIGSTOP if scenario == "pause" else signal.SIGKILL
-        at = time.monotonic()
-        if signum == signal.SIGKILL:
-            airflow.kill_component(victim)
-        else:
-            airflow.signal_component(victim, signum)
-        try:
-            wait_for(
-                lambda: held_by(airflow, run_id, sizes.waits, (survivor,)),
-                600,
-                f"{survivor} to hold all",
-                0.5,
-            )
-            out.figures["seconds until reassigned"] = time.monotonic() - at
-            reassigned_mark = len(emulator.requests())
-        finally:
-            if signum == signal.SIGSTOP:
-                airflow.signal_component(victim, signal.SIGCONT)
-        # Every moved trigger polls again: the survivor sent two status reads more after holding them all.
-        wait_for(
-            lambda: len(status_reads(emulator.requests()[reassigned_mark:])) >= 2 * min(len(moved), 2),
-            300,
-            "the survivor's reads",
-        )
-        out.figures["seconds until moved triggers poll again"] = time.monotonic() - at
-        t1 = time.monotonic()
-        time.sleep(sizes.window)
-        after = emulator.requests()[mark:]
-        out.figures["peak requests/s after the signal"] = peak_rate(after)
-        out.figures["requests per wait per interval after"] = (
-            len(status_reads(emulator.requests()[reassigned_mark:]))
-            / sizes.waits
-            / ((time.monotonic() - t1) / sizes.interval)
-        )
-        out.counts["faults injected"] = sum(1 for e in after if e.get("fault"))
-        if scenario == "pause":
-            cancellable = {t: d["kwargs"]["job_id"] for t, d in moved.items() if t.startswith("run_")}
-            wait_for(
-                lambda: all(
-                    emulator.requests(method="POST", path_contains=f"/jobs/{job}/cancel")
-                    or left_running(airflow, run_id, task, job)
-                    for task, job in cancellable.items()
-                ),
-                300,
-                f"the woken {victim} to end the triggers it lost",
-                1,
-            )
-        emulator.clear_faults()
-    out.counts["moved"] = len(moved) if scenario != "steady" else 0
+    moved = 0
+    for action in [] if scenario == "steady" else scenario.split("+"):  # "pause+kill": one after the other
+        moved += len(fail_over(airflow, emulator, run_id, sizes, action, out))
+    out.counts["moved"] = moved
 
     # Every job ends now: the job end -> the task's next state.
     ended = datetime.datetime.now(datetime.timezone.utc)
