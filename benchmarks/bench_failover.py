@@ -27,7 +27,7 @@ after the reassignment, the triggerers' CPU seconds per 1,000 waits per minute a
 "blocked event loop" warnings (the triggerers' logs: the one place Airflow reports them), the worker's
 CPU seconds per run wait, and the load average.
 
-    ./dev bench --only failover --waits 200 --run-waits 40 --workflows 4 --scenarios steady,kill,kill:N
+    ./dev bench --only failover --waits 60 --run-waits 20 --threshold 15 --scenarios steady,kill,kill:N
     python -m benchmarks.bench_failover --waits 40 --scenarios steady,kill
 
 ``tests/test_e2e_distributed.py`` runs ``pause+kill`` at CI's size and asserts the counts.

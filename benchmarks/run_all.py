@@ -12,7 +12,7 @@ part bigger (or smaller). The table, the machine and every raw value are also wr
     ./dev bench --only import,polls                # some sections
     ./dev bench --runs 11 --fanin-runs 3           # more samples
     ./dev bench --triggers 2000 --stream-mib 4096  # bigger sizes
-    ./dev bench --only failover --waits 200        # failover: N waits, two triggerers (flags: --help)
+    ./dev bench --only failover --waits 60         # failover: N waits, two triggerers (flags: --help)
     ./dev bench --quick                            # the smoke run: every benchmark once, tiny sizes
 
 ``--quick`` runs every part of every benchmark once at sizes that take seconds (CI runs it:
