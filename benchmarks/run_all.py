@@ -2,8 +2,9 @@
 Run every benchmark and print one table: ``./dev bench`` (or ``python -m benchmarks.run_all``).
 
 Sections: 1 DAG-parse cost (import time), 2 triggerer fan-in, 3 hook overhead, 4 streaming memory, 5 poll
-economy. Every figure is measured beside its reference in the same run; the table shows the median of
-the runs and their spread (min-max). The defaults take about six minutes on two cores; flags make any
+economy; 6 failover (a distributed Airflow, two triggerers, one dies) only when named: ``--only
+failover``. Every figure is measured beside its reference in the same run; the table shows the median
+of the runs and their spread (min-max). The defaults take about six minutes on two cores; flags make any
 part bigger (or smaller). The table, the machine and every raw value are also written as JSON to
 ``benchmarks/results/`` (git-ignored). Results go into docs/benchmarks.md by hand.
 
@@ -11,6 +12,7 @@ part bigger (or smaller). The table, the machine and every raw value are also wr
     ./dev bench --only import,polls                # some sections
     ./dev bench --runs 11 --fanin-runs 3           # more samples
     ./dev bench --triggers 2000 --stream-mib 4096  # bigger sizes
+    ./dev bench --only failover --waits 60         # failover: N waits, two triggerers (flags: --help)
     ./dev bench --quick                            # the smoke run: every benchmark once, tiny sizes
 
 ``--quick`` runs every part of every benchmark once at sizes that take seconds (CI runs it:
@@ -41,13 +43,17 @@ from benchmarks._common import (
 )
 
 SECTIONS = ("import", "hook", "polls", "streaming", "fanin")
+OPT_IN = ("failover",)
+"""Sections run only when named (``--only failover``): a distributed Airflow, minutes per scenario."""
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="./dev bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS)}")
+    parser.add_argument(
+        "--only", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS + OPT_IN)}"
+    )
     parser.add_argument("--quick", action="store_true", help="every benchmark once, tiny sizes (CI smoke)")
     parser.add_argument("--runs", type=int, help="samples of the import and hook benchmarks (default 7)")
     parser.add_argument("--databricks-python", help="an interpreter with the Databricks provider")
@@ -70,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--stream-runs", type=int, help="runs of each transfer (default 4)")
     parser.add_argument("--work-dir", help="directory for the streaming benchmark's big temporary files")
     parser.add_argument("--poll-runs", type=int, help="runs of each poll-economy wait (default 3)")
+    from benchmarks.bench_failover import add_arguments
+
+    add_arguments(parser)
     parser.add_argument("--json", help="where to write the results (default benchmarks/results/<time>.json)")
     return parser
 
@@ -83,9 +92,9 @@ def _pick(value: Any, default: Any, quick: Any, is_quick: bool) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     only = [s.strip() for s in args.only.split(",") if s.strip()]
-    unknown = [s for s in only if s not in SECTIONS]
+    unknown = [s for s in only if s not in SECTIONS + OPT_IN]
     if unknown:
-        print(f"unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}", file=sys.stderr)
+        print(f"unknown section(s) {unknown}; choose from {', '.join(SECTIONS + OPT_IN)}", file=sys.stderr)
         return 2
     q = args.quick
     started = time.perf_counter()
@@ -101,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     raise_open_files_limit()  # before the emulator starts: it inherits the limit (one socket per trigger)
     with airflow_home(), contextlib.ExitStack() as stack:
         emu = None
-        if set(only) - {"import"}:
+        if set(only) - {"import", *OPT_IN}:  # the failover benchmark starts its own
             from benchmarks._service import emulator
 
             emu = stack.enter_context(emulator())
@@ -147,6 +156,12 @@ def _run_section(section: str, args: argparse.Namespace, q: bool, emu: Any) -> l
         files = _pick(args.stream_files, 8, 2, q)
         runs = _pick(args.stream_runs, 4, 1, q)
         return bench_streaming.run(size, files, runs, emu=emu, work_dir=args.work_dir)
+    if section == "failover":
+        from benchmarks import bench_failover
+
+        sizes = bench_failover.sizes_from(args)
+        scenarios = (args.scenarios or ",".join(bench_failover.SCENARIOS)).split(",")
+        return bench_failover.run(sizes, scenarios)
     from benchmarks import bench_triggerer
 
     setup = bench_triggerer.Setup(

@@ -35,7 +35,7 @@ from airflow_provider_workflowsvc.emulator.dialect import DIALECTS, Dialect
 
 __all__ = ["EmulatorHandle", "running_emulator"]
 
-START_TIMEOUT = 20.0
+START_TIMEOUT = 60.0  # its imports take ~4 CPU s: ~26 s at a load of 12 on two cores
 STOP_TIMEOUT = 5.0
 _URL_MARKER = "listening on "
 

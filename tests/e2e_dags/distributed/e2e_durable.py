@@ -1,8 +1,6 @@
-"""Distributed end-to-end DAGs: many deferred waits at once, and one non-deferrable durable wait.
+"""Distributed end-to-end DAG: one non-deferrable durable wait (the failover waits' DAG is the failover
+benchmark's, written by the test: benchmarks/bench_failover.py).
 
-``workflowsvc_e2e_fanout``: 20 ``RunWorkflowOperator`` tasks, each running the workflow at its place in
-the run's conf (``workflows``; the test gives two workflows ten tasks each, whose waits share status
-polls), all deferred to the triggerers while the emulator keeps the jobs busy.
 ``workflowsvc_e2e_durable``: one task waiting in the worker (``deferrable=False``) with a retry, so a
 killed worker's retry must reattach to the job stored in the task state store (Airflow 3.3+).
 """
@@ -15,27 +13,8 @@ from airflow.sdk import DAG
 
 from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 
-FANOUT_TASKS = 20
 INPUT = "s3://dist_s3@dist-inputs/input.txt"
 """In the test's bucket (moto's S3 server; connection ``dist_s3``): the workers share no disk."""
-
-with DAG(
-    dag_id="workflowsvc_e2e_fanout",
-    schedule=None,
-    start_date=datetime(2025, 1, 1),
-    catchup=False,
-    max_active_tasks=FANOUT_TASKS,
-    tags=["workflowsvc", "e2e"],
-):
-    for n in range(FANOUT_TASKS):
-        RunWorkflowOperator(
-            task_id=f"run_{n:02d}",
-            workflow_id=f"{{{{ dag_run.conf['workflows'][{n}] }}}}",
-            files=INPUT,
-            deferrable=True,
-            poll_interval=2,
-            timeout=900,
-        )
 
 with DAG(
     dag_id="workflowsvc_e2e_durable",
