@@ -5,6 +5,7 @@ for the DAG run and the service, the job-event watch."""
 from __future__ import annotations
 
 import re
+import sqlite3
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -264,6 +265,43 @@ def test_the_kit_runs_in_an_airflow_of_its_own_and_puts_the_sessions_back(
     with create_session() as session:  # the suite's own database never saw the run
         assert session.query(DagRun).filter(DagRun.dag_id == "kit_isolated").count() == 0
     assert workflowsvc_run_dag.airflow.home.as_posix() not in before
+
+
+@pytest.mark.compat  # the kit's use of Airflow's internals, on every minor
+def test_no_connection_to_the_sessions_database_outlives_a_run(
+    workflowsvc_run_dag: DagRunner, airflow_db: None
+) -> None:
+    """
+    The kit keeps its engine from run to run, not the connections: one kept open through a run broke the
+    suite's database in a long session (``disk I/O error`` on ``PRAGMA journal_mode=WAL``). Reading the
+    database file drops the process's SQLite locks (POSIX drops them all at the read's close); another
+    process then took itself for the last user and deleted the -wal and -shm files the kept connection
+    still used, and this process's next connection read the stale ones.
+    """
+    from airflow import settings
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import text
+
+    with create_session() as session:  # the session's database has a pooled connection now
+        session.query(DagRun).count()
+    with DAG("kit_no_kept_connection", schedule=None, start_date=START) as dag:
+        task(lambda: 1, task_id="one")()
+    assert workflowsvc_run_dag(dag).succeeded
+    database = Path(settings.engine.url.database)
+    reads = "import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute('SELECT count(*) FROM log').fetchall()"
+    another_process = [sys.executable, "-c", reads, str(database)]
+    database.read_bytes()  # as a test that scans the database for secrets does
+    subprocess.run(another_process, check=True)
+    with create_session() as session:  # the session's database written to again
+        session.execute(text("INSERT INTO log (dttm, event) VALUES (CURRENT_TIMESTAMP, 'kit_probe')"))
+    subprocess.run(another_process, check=True)
+    new = sqlite3.connect(database)  # this process's next connection: "disk I/O error" after a kept one
+    try:
+        assert new.execute("PRAGMA journal_mode=WAL").fetchone() == ("wal",)
+        assert new.execute("SELECT count(*) FROM log WHERE event = 'kit_probe'").fetchone() == (1,)
+    finally:
+        new.close()
 
 
 def test_without_the_emulator_a_run_is_due_now_as_dag_test_makes_it(workflowsvc_run_dag: DagRunner) -> None:

@@ -13,6 +13,8 @@ __all__ = ["IsolatedAirflow"]
 AIRFLOW_DB = "airflow.db"
 """The database file in the kit's home: Airflow's default name, so that an Airflow first imported while
 the kit's home was set keeps pointing at it afterwards."""
+_ORM = ("engine", "Session", "NonScopedSession", "async_engine", "AsyncSession")
+"""What ``airflow.settings.configure_orm`` sets: the kit's made once, then swapped in and out."""
 
 
 class IsolatedAirflow:
@@ -22,14 +24,16 @@ class IsolatedAirflow:
 
     Airflow reads its settings when it is first imported: a test module may have imported it already
     (with the user's ``AIRFLOW_HOME`` or ``~/airflow``). Entering the block sets the kit's environment
-    and points Airflow's database engine at the kit's database; leaving it restores the environment and
-    the engine. The database is created on first use (once per pytest session).
+    and gives Airflow the kit's database engine; leaving it restores the environment and the engine it
+    had. The database and its engine are made on first use (once per pytest session); the engine is
+    kept, because a new one would compile every SQL statement of a run again (the cache is the engine's).
     """
 
     def __init__(self, home: Path) -> None:
         self.home = home
         self.default_dags_folder = home / "dags"
         self._created = False
+        self._orm: dict[str, Any] | None = None
         self.synced: dict[Path, tuple[int, int]] = {}
         """The DAG files written to the database in this session: (mtime_ns, size) when they were."""
         self.execution_api: Any = None
@@ -54,8 +58,12 @@ class IsolatedAirflow:
         environment = {**self.environment(dags_folder), **(extra_environment or {})}
         saved = {name: os.environ.get(name) for name in environment}
         os.environ.update(environment)
+        outside = _swap_orm(self._orm)
         try:
-            _point_airflow_at_environment()
+            if self._orm is None:  # first use: the kit's engine
+                from airflow import settings
+
+                settings.configure_orm()
             if not self._created:
                 from airflow.utils import db
 
@@ -68,12 +76,32 @@ class IsolatedAirflow:
                     os.environ.pop(name, None)
                 else:
                     os.environ[name] = value
-            _point_airflow_at_environment()
+            self._orm = _swap_orm(outside)
 
 
-def _point_airflow_at_environment() -> None:
-    """Read the database URL and DAG folder again, and make a new engine for them (lazily connected)."""
+def _swap_orm(orm: dict[str, Any] | None) -> dict[str, Any]:
+    """
+    Read the database URL and DAG folder of the environment again, and give Airflow the engine and
+    sessions ``orm`` (None: none yet, ``configure_orm`` makes them); return those it had.
+
+    The sessions and pooled connections of the engine given up are closed, as ``reconfigure_orm``
+    closes them: no SQLite connection of either database outlives the swap, only the engine (and its
+    compiled statements). A connection kept open across a run broke the session's own database later:
+    a read of the database file drops the process's SQLite locks (POSIX closes them all), so another
+    process then deletes the ``-wal`` and ``-shm`` files the kept connection still uses, and the next
+    connection fails (``disk I/O error`` on ``PRAGMA journal_mode=WAL``).
+    """
     from airflow import settings
+    from sqlalchemy.orm import close_all_sessions
 
+    had = {name: getattr(settings, name, None) for name in _ORM}
+    if had["Session"] is not None:
+        had["Session"].remove()
+    close_all_sessions()
+    for engine in (had["engine"], getattr(had["async_engine"], "sync_engine", None)):
+        if engine is not None:
+            engine.dispose()
     settings.configure_vars()
-    settings.reconfigure_orm()
+    for name, value in (orm or dict.fromkeys(_ORM)).items():
+        setattr(settings, name, value)
+    return had
