@@ -592,7 +592,12 @@ def test_scheduled_jobs_run_the_consumer_once_each_across_a_triggerer_kill(
     # run takes it; each still has its one asset event.)
     emulator.advance_clock(3600)
     _wait_for(lambda: len(reported_jobs(airflow)) == 3, timeout=90, what="the run for job 3")
-    time.sleep(5)  # anything reported twice would show up by now (listings every 2 s)
+    mark = _newest_feed_read(emulator)
+    _wait_for(  # a job reported twice would be by then: each read is a chance to report it again
+        lambda: _newest_feed_read(emulator, count_after=mark) >= 3,
+        timeout=90,
+        what="3 more reads of the feed",
+    )
     listed = {job["id"] for job in emulator_jobs(emulator, workflow_id)}
     reported = reported_jobs(airflow)
     per_job = asset_events_per_job(airflow)
@@ -609,6 +614,19 @@ def test_scheduled_jobs_run_the_consumer_once_each_across_a_triggerer_kill(
     lags = statsd.wait_for("airflow.workflowsvc.watcher.lag", **tags)
     assert {m.kind for m in lags} == {"ms"}
     print(f"[e2e] watcher metrics received, e.g. {lags[0].source}")
+
+
+def _newest_feed_read(emulator: Any, count_after: Any = None) -> Any:
+    """The emulator time of the newest read of the job-event feed, or how many came after ``count_after``."""
+    from datetime import datetime
+
+    times = [
+        datetime.fromisoformat(r["time"])
+        for r in emulator.requests(method="GET", path_contains="/notifications")
+    ]
+    if count_after is None:
+        return max(times)
+    return sum(1 for at in times if at > count_after)
 
 
 def emulator_jobs(emulator: Any, workflow_id: str) -> list[dict[str, Any]]:
