@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import Row, fmt, machine, table
+from scripts.local_airflow import wait_for
 
 SECTION = "6 failover"
 SCENARIOS = ("steady", "kill", "pause", "faults")
@@ -121,18 +122,6 @@ def write_dag(folder: Path, sizes: Sizes, input_path: str) -> Path:
     path = folder / "bench_failover_dag.py"
     path.write_text(source)
     return path
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.5) -> Any:
-    """Return ``predicate()``'s first truthy value; raise after ``timeout`` seconds of falsy ones."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -90,6 +90,21 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.5) -> Any:
+    """
+    Return ``predicate()``'s first truthy value; fail after ``timeout`` seconds of falsy ones (a bound
+    on a wait for an event, not a claim about time).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
 def tail(path: Path, lines: int = 40) -> str:
     """Return the last ``lines`` lines of a text file ("" when it does not exist)."""
     try:

@@ -35,7 +35,7 @@ import pytest
 from helpers import events_built
 from metric_receivers import StatsdReceiver
 
-from scripts.local_airflow import LocalAirflow, local_stack
+from scripts.local_airflow import LocalAirflow, local_stack, wait_for
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -126,17 +126,6 @@ def stack(dags_folder: Path, statsd: StatsdReceiver) -> Iterator[tuple[LocalAirf
         yield airflow, emulator
 
 
-def _wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
-
-
 def _trigger_log_text(airflow: LocalAirflow, dag_id: str, run_id: str, task_id: str = RUN_TASK) -> str:
     return "\n".join(p.read_text() for p in airflow.trigger_log_files(dag_id, run_id, task_id))
 
@@ -202,7 +191,7 @@ def test_a_user_ending_the_deferred_tasks_cancels_their_jobs(
         pushed = airflow.xcom(LONG_DAG, run_id, task_id, key=key)
         jobs[task_id] = [pushed] if isinstance(pushed, str) else list(pushed)
         # on_kill is only called for a trigger running in the triggerer
-        _wait_for(
+        wait_for(
             lambda task_id=task_id: "Waiting for" in _trigger_log_text(airflow, LONG_DAG, run_id, task_id),
             timeout=60,
             what=f"{task_id}'s trigger to start in the triggerer",
@@ -230,7 +219,7 @@ def test_a_user_ending_the_deferred_tasks_cancels_their_jobs(
         else:
             for task_id in KILLED:
                 airflow.mark_task_instance(LONG_DAG, run_id, task_id, action)
-        _wait_for(
+        wait_for(
             lambda: all(cancels(j) for j in job_ids), timeout=60, what="each trigger's on_kill to cancel"
         )
         for task_id, ids in jobs.items():
@@ -341,7 +330,7 @@ def test_a_db_connection_rotated_while_deferred_fails_no_wait(stack: tuple[Local
         run_id = airflow.trigger_dag(ROTATION_DAG)
         airflow.wait_for_task_state(ROTATION_DAG, run_id, RUN_TASK, ["deferred"], timeout=90)
         job_id = airflow.xcom(ROTATION_DAG, run_id, RUN_TASK, key="job_id")
-        _wait_for(
+        wait_for(
             lambda: len(emulator.requests(method="GET", path_contains=f"/jobs/{job_id}/details")) >= 2,
             timeout=60,
             what="the trigger's first polls",
@@ -356,7 +345,7 @@ def test_a_db_connection_rotated_while_deferred_fails_no_wait(stack: tuple[Local
         )
         emulator.configure(api_token=ROTATED_TOKEN)
         rotated_at = len(emulator.requests(method="GET", path_contains=f"/jobs/{job_id}/details"))
-        _wait_for(
+        wait_for(
             lambda: (
                 [r["status"] for r in emulator.requests(path_contains=f"/jobs/{job_id}/details")][
                     rotated_at:
@@ -568,7 +557,7 @@ def test_scheduled_jobs_run_the_consumer_once_each_across_a_triggerer_kill(
         workflow_id = str(workflow.id)
         hook.update_workflow(workflow_id, schedule="every hour")  # from now on, the service runs it
     airflow.wait_for_dag(JOB_EVENTS_DAG)
-    _wait_for(
+    wait_for(
         lambda: f"Watching workflow {workflow_id} from now on" in airflow.component_log("triggerer", 100_000),
         timeout=90,
         what="the watcher to start in the triggerer",
@@ -576,14 +565,14 @@ def test_scheduled_jobs_run_the_consumer_once_each_across_a_triggerer_kill(
     time.sleep(1)  # the starting cursor is saved right after that line
 
     emulator.advance_clock(3600)  # the workflow's schedule fires: job 1
-    _wait_for(lambda: len(reported_jobs(airflow)) == 1, timeout=90, what="the consumer's run for job 1")
+    wait_for(lambda: len(reported_jobs(airflow)) == 1, timeout=90, what="the consumer's run for job 1")
     time.sleep(6)  # the cursor is saved 5 s after an event: the kill comes between two jobs
 
     airflow.kill_component("triggerer")
     emulator.advance_clock(3600)  # job 2 runs and ends while no triggerer is up
     time.sleep(2)
     airflow.start_component("triggerer", ("triggerer", "--skip-serve-logs"))
-    _wait_for(
+    wait_for(
         lambda: len(reported_jobs(airflow)) == 2, timeout=120, what="the run for job 2, after the restart"
     )
     time.sleep(8)
@@ -591,9 +580,9 @@ def test_scheduled_jobs_run_the_consumer_once_each_across_a_triggerer_kill(
     # Airflow's own race, where the second event joins the queue row the scheduler is consuming and no
     # run takes it; each still has its one asset event.)
     emulator.advance_clock(3600)
-    _wait_for(lambda: len(reported_jobs(airflow)) == 3, timeout=90, what="the run for job 3")
+    wait_for(lambda: len(reported_jobs(airflow)) == 3, timeout=90, what="the run for job 3")
     mark = _newest_feed_read(emulator)
-    _wait_for(  # a job reported twice would be by then: each read is a chance to report it again
+    wait_for(  # a job reported twice would be by then: each read is a chance to report it again
         lambda: _newest_feed_read(emulator, count_after=mark) >= 3,
         timeout=90,
         what="3 more reads of the feed",
@@ -864,7 +853,7 @@ def test_a_pool_counting_deferred_tasks_caps_the_jobs_in_flight(stack: tuple[Loc
         # resuming retries with its stored job and sends nothing more). Until every task has succeeded.
         while True:
             try:
-                rest = _wait_for(functools.partial(_pool_at_rest, airflow, emulator, run_id), 240, "a rest")
+                rest = wait_for(functools.partial(_pool_at_rest, airflow, emulator, run_id), 240, "a rest")
             except AssertionError as exc:
                 states = _states(airflow, run_id)
                 failed = [t for t, state in states.items() if state == "failed"]

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from benchmarks.bench_failover import DAG_ID as FAILOVER_DAG, Sizes, run_scenario, write_dag
-from scripts.local_airflow import DistributedAirflow, local_stack
+from scripts.local_airflow import DistributedAirflow, local_stack, wait_for
 from scripts.s3_server import S3Server, running_s3_server
 
 pytestmark = [
@@ -103,17 +103,6 @@ def stack(dags_folder: Path, store: S3Server) -> Iterator[tuple[DistributedAirfl
         yield airflow, emulator
 
 
-def _wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
-
-
 def _create_workflows(emulator: Any, count: int, prefix: str) -> list[str]:
     with emulator.api_client() as api:
         ids = []
@@ -172,13 +161,13 @@ def test_a_killed_workers_durable_task_reattaches_on_retry(stack: tuple[Distribu
     (workflow_id,) = _create_workflows(emulator, 1, "durable")
 
     run_id = airflow.trigger_dag(DURABLE_DAG, conf={"workflow": workflow_id})
-    job_id = _wait_for(
+    job_id = wait_for(
         lambda: airflow.xcom(DURABLE_DAG, run_id, DURABLE_TASK, key="job_id"),
         timeout=120,
         what="the task to run the workflow",
     )
     # Waiting in the worker (not deferred): it polls the job itself.
-    _wait_for(lambda: _polls(emulator, job_id) >= 2, timeout=60, what="the worker to poll the job")
+    wait_for(lambda: _polls(emulator, job_id) >= 2, timeout=60, what="the worker to poll the job")
     first = airflow.task_instance(DURABLE_DAG, run_id, DURABLE_TASK)
     assert first["state"] == "running"
     assert first["try_number"] == 1
@@ -189,7 +178,7 @@ def test_a_killed_workers_durable_task_reattaches_on_retry(stack: tuple[Distribu
     _say(f"killed {killed.name} (process group {killed.pid}) during the non-deferrable wait")
     airflow.start_worker()
 
-    retry = _wait_for(
+    retry = wait_for(
         lambda: (
             (ti := airflow.task_instance(DURABLE_DAG, run_id, DURABLE_TASK))["try_number"] == 2
             and ti["state"] == "running"
@@ -201,7 +190,7 @@ def test_a_killed_workers_durable_task_reattaches_on_retry(stack: tuple[Distribu
     retry_s = time.monotonic() - killed_at
     assert retry["hostname"] == "celery-worker-2"
     polls = _polls(emulator, job_id)
-    _wait_for(lambda: _polls(emulator, job_id) > polls, timeout=60, what="the retry to poll the job")
+    wait_for(lambda: _polls(emulator, job_id) > polls, timeout=60, what="the retry to poll the job")
 
     emulator.advance_clock(SLOW * 100)
     run = airflow.wait_for_run(DURABLE_DAG, run_id, timeout=120)
