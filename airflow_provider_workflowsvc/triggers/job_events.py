@@ -503,6 +503,8 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
                 due.append(job)
             elif isinstance(job, Job):
                 ended.discard(job_id)  # its record says it runs: its end is an event to come
+        if shown is not None:  # oldest first, as a listing gives them: a hung summary holds only newer jobs
+            due.sort(key=lambda job: job.created_at.timestamp() if job.created_at else 0.0)
         return due
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
