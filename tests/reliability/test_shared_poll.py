@@ -319,7 +319,7 @@ POLLS_EACH = 4
 
 
 async def test_a_uniformly_slow_service_only_slows_the_waits(
-    figures: dict[str, Any], platform_service: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
+    figures: dict[str, Any], workflowsvc_conn: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """
     80 waits given only their job, every answer 1.3 s at a 1 s interval. While the jobs run, the
@@ -329,10 +329,10 @@ async def test_a_uniformly_slow_service_only_slows_the_waits(
     the jobs end ``SLOW_MARGIN`` seconds before the waits' deadline (the emulator's clock): every wait
     that saw its job ended (its last status in the event is final) reports its job's own verdict, none a
     timeout, though reading 80 ends takes the pool past the deadline. A wait whose polls did not reach the
-    end by the deadline still reports a timeout (counted). One dialect: the pool and the poll do not
-    depend on it.
+    end by the deadline still reports a timeout (counted). Both dialects: the source differs (the feed,
+    the listing of the active jobs), and neither may hold an end (issue #45).
     """
-    emulator = platform_service
+    emulator = workflowsvc_conn
     emulator.configure(processing_delay=3600)  # scheduled until the clock moves
     settings = ConnectionSettings(base_url=emulator.base_url, token=emulator.token, api_key=emulator.api_key)
     started_jobs = start_jobs(settings, inputs, 1, SLOW_WAITS)
