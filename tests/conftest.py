@@ -98,10 +98,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         reason = _version_gate(item, _minor(shown), shown)
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
-    deselected = [item for item in items if _other_dialect(item)]
+    kept: list[pytest.Item] = []
+    deselected: list[pytest.Item] = []
+    for item in items:
+        (deselected if _other_dialect(item) else kept).append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
-        items[:] = [item for item in items if not _other_dialect(item)]
+        items[:] = kept
 
 
 @pytest.fixture(autouse=True)

@@ -587,9 +587,9 @@ def test_scheduled_jobs_run_the_consumer_once_each_across_a_triggerer_kill(
     # run takes it; each still has its one asset event.)
     emulator.advance_clock(3600)
     wait_for(lambda: len(reported_jobs(airflow)) == 3, timeout=90, what="the run for job 3")
-    mark = _newest_feed_read(emulator)
+    mark = max(_feed_reads(emulator))
     wait_for(  # a job reported twice would be by then: each read is a chance to report it again
-        lambda: _newest_feed_read(emulator, count_after=mark) >= 3,
+        lambda: sum(at > mark for at in _feed_reads(emulator)) >= 3,
         timeout=90,
         what="3 more reads of the feed",
     )
@@ -618,12 +618,9 @@ def _at(request: dict[str, Any]) -> Any:
     return datetime.fromisoformat(request["time"])
 
 
-def _newest_feed_read(emulator: Any, count_after: Any = None) -> Any:
-    """The emulator time of the newest read of the job-event feed, or how many came after ``count_after``."""
-    times = [_at(r) for r in emulator.requests(method="GET", path_contains="/notifications")]
-    if count_after is None:
-        return max(times)
-    return sum(1 for at in times if at > count_after)
+def _feed_reads(emulator: Any) -> list[Any]:
+    """The emulator times of the reads of the job-event feed (from its request log)."""
+    return [_at(r) for r in emulator.requests(method="GET", path_contains="/notifications")]
 
 
 def emulator_jobs(emulator: Any, workflow_id: str) -> list[dict[str, Any]]:
