@@ -206,11 +206,9 @@ class Running:
         self._events = cast("AsyncGenerator[Any, None]", trigger.run())
         self._next: asyncio.Future[Any] = asyncio.ensure_future(self._events.__anext__())
 
-    async def started(self, store: FakeAssetStore | None) -> Running:
+    async def started(self) -> Running:
         """Wait for the first listing (the watch's start: from now on, or from the stored cursor)."""
-        if store is None:
-            await asyncio.sleep(0.3)
-        while store is not None and self.trigger.cursor_key not in store.values:
+        while self.trigger._memory is None:  # saved after each round, the first one included
             await asyncio.sleep(0.02)
         return self
 
@@ -244,7 +242,7 @@ async def test_each_scheduled_job_gives_one_event_with_its_summary(hourly: str, 
     fire(emulator)  # a job before the watch: never reported
     await asyncio.sleep(0.3)
     store = FakeAssetStore()
-    watch = await Running(watcher(hourly, store)).started(store)
+    watch = await Running(watcher(hourly, store)).started()
     fire(emulator, 2)  # two occurrences: two jobs
     payloads = await watch.events(2)
     assert [p["status"] for p in payloads] == ["completed", "completed"]
@@ -265,7 +263,7 @@ async def test_a_restart_reports_what_finished_while_down_and_nothing_twice(
     hourly: str, emulator: Any
 ) -> None:
     store = FakeAssetStore()
-    watch = await Running(watcher(hourly, store)).started(store)
+    watch = await Running(watcher(hourly, store)).started()
     fire(emulator)
     (reported,) = await watch.events(1)
     await watch.stop()  # the triggerer is down ...
@@ -287,7 +285,7 @@ async def test_a_crash_before_the_cursor_is_saved_repeats_the_event_never_loses_
     store = FakeAssetStore()
     trigger = watcher(hourly, store)
     trigger.cursor_settle_seconds = 30.0  # the triggerer dies within the settle window
-    watch = await Running(trigger).started(store)
+    watch = await Running(trigger).started()
     fire(emulator)
     (first,) = await watch.events(1)
     await watch.stop()
@@ -297,13 +295,13 @@ async def test_a_crash_before_the_cursor_is_saved_repeats_the_event_never_loses_
 
 async def test_without_a_store_a_restart_starts_from_now(hourly: str, emulator: Any) -> None:
     """Airflow < 3.3: jobs that finished while the trigger was down are not reported (none twice)."""
-    watch = await Running(watcher(hourly, None)).started(None)
+    watch = await Running(watcher(hourly, None)).started()
     fire(emulator)
     await watch.events(1)
     await watch.stop()
     fire(emulator)  # while down
     await asyncio.sleep(0.3)
-    restarted = await Running(watcher(hourly, None)).started(None)
+    restarted = await Running(watcher(hourly, None)).started()
     assert await restarted.event(1.0) is None
     fire(emulator)
     (after,) = await restarted.events(1)
@@ -314,7 +312,7 @@ async def test_without_a_store_a_restart_starts_from_now(hourly: str, emulator: 
 async def test_each_start_logs_where_the_watch_resumes(hourly: str, emulator: Any, capsys: Any) -> None:
     """Issue #32: after a restart the log says what the saved cursor holds, or that the watch starts now."""
     store = FakeAssetStore()
-    watch = await Running(watcher(hourly, store)).started(store)
+    watch = await Running(watcher(hourly, store)).started()
     started = f"No saved job cursor for workflow {hourly} (kept in the asset state store): starting from now"
     assert started in capsys.readouterr().out
     fire(emulator)
@@ -330,7 +328,7 @@ async def test_each_start_logs_where_the_watch_resumes(hourly: str, emulator: An
         f"{saved['horizon']} known, {len(saved['pending'])} job(s) seen but not reported yet"
     ) in capsys.readouterr().out
     await restarted.stop()
-    memory_only = await Running(watcher(hourly, None)).started(None)
+    memory_only = await Running(watcher(hourly, None)).started()
     in_memory = f"No saved job cursor for workflow {hourly} (kept in memory only (Airflow < 3.3)): starting"
     assert in_memory in capsys.readouterr().out
     await memory_only.stop()
@@ -339,7 +337,7 @@ async def test_each_start_logs_where_the_watch_resumes(hourly: str, emulator: An
 async def test_only_the_statuses_asked_for_are_reported(hourly: str, emulator: Any, settings: Any) -> None:
     store = FakeAssetStore()
     trigger = watcher(hourly, store, statuses=["stopped"])
-    watch = await Running(trigger).started(store)
+    watch = await Running(trigger).started()
     emulator.configure(processing_delay=600)
     fire(emulator, 2)
     newest, older = (j["id"] for j in emulator_jobs(emulator, hourly)[:2])
@@ -357,7 +355,7 @@ async def test_only_the_statuses_asked_for_are_reported(hourly: str, emulator: A
 
 async def test_outages_and_bad_answers_are_survived(hourly: str, emulator: Any) -> None:
     store = FakeAssetStore()
-    watch = await Running(watcher(hourly, store)).started(store)
+    watch = await Running(watcher(hourly, store)).started()
     emulator.set_faults(
         rules=[{"method": "GET", "path": "/api/v1/jobs/*", "errors": [503, 502, 429, "drop"], "rate": 0.5}],
         seed=3,
@@ -377,7 +375,7 @@ async def test_the_failed_files_in_the_event_are_capped(workflowsvc_conn: Any, s
     failing = FAILED_FILES_IN_EVENT + 3
     workflow = scheduled_workflow(workflowsvc_conn, settings, documents=failing + 2, failing=failing)
     store = FakeAssetStore()
-    watch = await Running(watcher(workflow, store)).started(store)
+    watch = await Running(watcher(workflow, store)).started()
     fire(workflowsvc_conn)
     (payload,) = await watch.events(1, within=30)
     assert payload["failed_count"] == failing
@@ -448,7 +446,7 @@ async def test_a_job_that_appears_after_a_newer_one_is_reported(hourly: str, emu
     """Commit order or a replica whose clock is behind: two jobs dated before a job already reported
     appear after it; each is reported once, and so is the next job."""
     store = FakeAssetStore()
-    watch = await Running(watcher(hourly, store)).started(store)
+    watch = await Running(watcher(hourly, store)).started()
     fire(emulator)
     (first,) = await watch.events(1)
     stamped(emulator, -(2 * 3600 + 600))  # the next two hourly jobs are dated before ``first``
@@ -466,7 +464,7 @@ async def test_a_job_that_appears_after_a_newer_one_is_reported(hourly: str, emu
 
 async def test_a_job_dated_years_ahead_does_not_silence_the_watcher(hourly: str, emulator: Any) -> None:
     store = FakeAssetStore()
-    watch = await Running(watcher(hourly, store)).started(store)
+    watch = await Running(watcher(hourly, store)).started()
     stamped(emulator, 5 * 365 * 86400)  # a replica whose clock says 2031
     fire(emulator)
     (future,) = await watch.events(1)
@@ -487,7 +485,7 @@ async def test_a_job_later_than_the_lateness_bound_is_not_reported_and_others_ar
     store = FakeAssetStore()
     trigger = watcher(hourly, store)
     trigger.max_lateness = 60.0
-    watch = await Running(trigger).started(store)
+    watch = await Running(trigger).started()
     ahead = (emulator.now() - datetime.now(timezone.utc)).total_seconds()
     stamped(emulator, -(ahead + 3600))  # dated an hour before the triggerer's now
     fire(emulator)
@@ -534,7 +532,7 @@ async def test_events_handed_over_are_saved_within_the_settle_time_of_a_long_bur
     store = FakeAssetStore()
     trigger = watcher(hourly, store)
     trigger.cursor_settle_seconds = 0.2
-    watch = await Running(trigger).started(store)
+    watch = await Running(trigger).started()
     fire(emulator, 6)
     last = emulator_jobs(emulator, hourly)[0]["id"]  # the newest: reported last
     emulator.set_faults(rules=[{"method": "GET", "path": f"/api/v1/jobs/{last}/details", "latency": 60}])
@@ -571,7 +569,7 @@ async def test_a_job_running_at_the_first_start_is_reported_whatever_its_date(
     stamped(emulator, 0)
     (old,) = emulator_jobs(emulator, hourly)
     store = FakeAssetStore()
-    watch = await Running(watcher(hourly, store)).started(store)
+    watch = await Running(watcher(hourly, store)).started()
     assert old["id"] in store.values[watch.trigger.cursor_key]["pending"]
     emulator.advance_clock(900)  # it ends (before the next hourly job)
     (payload,) = await watch.events(1)
@@ -636,7 +634,7 @@ async def test_each_job_is_reported_once_under_feed_faults_and_a_restart(
     """
     emulator = platform_service
     store = FakeAssetStore()
-    watch = await Rounds(watcher(platform_hourly, store)).started(store)
+    watch = await Rounds(watcher(platform_hourly, store)).started()
     emulator.configure(**FEED_FAULTS[fault])
     fire(emulator, 3)
     first = await watch.events(3)
@@ -672,7 +670,7 @@ async def test_a_watcher_told_by_the_feed_lists_only_every_few_rounds(
 
     monkeypatch.setattr(source.Listener, "next", counted)
     store = FakeAssetStore()
-    watch = await Rounds(watcher(platform_hourly, store)).started(store)
+    watch = await Rounds(watcher(platform_hourly, store)).started()
     platform_service.clear_requests()
     start, first = watch.rounds, len(untold)
     assert await watch.quiet(3 * LISTING_EVERY)

@@ -139,8 +139,8 @@ async def test_the_job_event_watchers_payload_is_masked(
     events = cast("AsyncGenerator[Any, None]", trigger.run())
     first = asyncio.ensure_future(events.__anext__())
     try:
-        while not emulator.requests(method="GET", path_contains="/jobs") and not first.done():
-            await asyncio.sleep(0.02)  # the watch begins with its first listing
+        while trigger._memory is None and not first.done():  # its first cursor: the watch has begun
+            await asyncio.sleep(0.02)
         emulator.advance_clock(3600 * 10)  # the job fails now, after the watch began
         payload = (await first).payload
     finally:
