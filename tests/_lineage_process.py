@@ -36,7 +36,7 @@ def main() -> int:
     helpers.sync_dags_to_db(bag)
     for run in runs:
         dag_id, _, conf = run.partition("=")
-        dr = bag.dags[dag_id].test(run_conf=json.loads(conf) if conf else None)
+        dr = helpers.dag_test(bag.dags[dag_id], run_conf=json.loads(conf) if conf else None)
         states = {ti.task_id: str(ti.state) for ti in dr.get_task_instances()}
         result = json.dumps({"dag_id": dag_id, "state": str(dr.state), "tasks": states})
         with open(os.environ["WORKFLOWSVC_LINEAGE_STATES"], "a") as out:  # not stdout: logs interleave
