@@ -1,7 +1,6 @@
 """
-Every endpoint of the Workflow Service, once (:class:`Endpoints`; the job events' in :mod:`._event_calls`):
-a builder that checks its arguments (a :class:`WorkflowServiceInputError` before anything is sent) and
-returns an :class:`~._exchange.ApiCall`. Each hook gets a real method of its name, signature and docstring.
+Every endpoint of the Workflow Service, once: a builder that checks its arguments and returns an
+:class:`~._exchange.ApiCall`; each hook gets a real method of its name, signature and docstring.
 """
 
 from __future__ import annotations
@@ -84,10 +83,7 @@ Kind = Literal["source", "destination"]
 
 
 class Endpoint(Generic[P, T]):
-    """
-    One endpoint's builder. On a hook, a method of its name and signature that builds the call and sends
-    it: ``T`` from the sync hook, an awaitable of ``T`` from the async one (each hook holds a real function).
-    """
+    """One endpoint's builder; on a hook, a method returning ``T`` (sync) or an awaitable of ``T`` (async)."""
 
     def __init__(self, build: Callable[P, ApiCall[T]]) -> None:
         self.build = build
@@ -186,7 +182,6 @@ _CONNECTORS: dict[str, Any] = {"source": SourceConnector, "destination": Destina
 
 
 def _connector(kind: Kind, connector_id: str | UUID, below: str = "") -> str:
-    """Return the path of a source or destination connector (or of ``below`` it)."""
     return f"/{kind}s/{_uuid(connector_id, f'{kind}_id')}{below}"
 
 
@@ -215,7 +210,7 @@ def _connection_check(kind: Kind, connector_id: str | UUID, start: bool) -> ApiC
 
 
 def _creation(path: str, model: Any, what: str, fields: Mapping[str, Any], answer: Any) -> ApiCall[Any]:
-    """Return a create call: ``fields`` checked as ``model``, never retried once it may have reached it."""
+    """Return a create call: ``fields`` checked as ``model``, never retried once it may have been sent."""
     body = validate_input(model, what, fields)
     return ApiCall("POST", path, parser(answer), json=request_json(body), retry="unsent-only")
 
@@ -557,6 +552,6 @@ class Endpoints:
 
 
 def endpoints_of(cls: type) -> tuple[Endpoint[Any, Any], ...]:
-    """Every endpoint ``cls`` declares or inherits, base classes' first, each in the order declared."""
+    """Every endpoint ``cls`` declares or inherits, in the order declared (base classes' first)."""
     found = (v for klass in reversed(cls.__mro__) for v in vars(klass).values() if isinstance(v, Endpoint))
     return tuple(found)

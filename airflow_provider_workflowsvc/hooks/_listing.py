@@ -24,7 +24,6 @@ T = TypeVar("T")
 
 @cache
 def adapter(tp: Any) -> TypeAdapter[Any]:
-    """Return the pydantic adapter of type ``tp`` (one per type)."""
     return TypeAdapter(tp)
 
 
@@ -69,7 +68,6 @@ _DECODER = json.JSONDecoder()
 
 
 def lists_newest_first(service: str) -> bool:
-    """Whether the job listings of ``service`` (its base URL) are known to come newest first."""
     return _newest_first.get(service, False)
 
 
@@ -131,11 +129,8 @@ class _ArrayItems:
 
 class JobItems:
     """
-    A job listing's body read as it arrives (``add`` each piece), keeping the jobs created at or after
-    ``since`` (and undated ones) as text, read as models once the body ended; the others are dropped as
-    each is whole (only ``created_at`` read), so no event loop is held by a long history. Once the service
-    is known to list newest first, ``add`` returns True after two older jobs in a row. ``limit`` bounds
-    what is kept, not what is read past.
+    A job listing's body read as it arrives (``add`` each piece), keeping the jobs created since ``since``
+    (and undated ones); the others are dropped as each is whole. Why: decisions/wire.md.
     """
 
     def __init__(
@@ -205,7 +200,6 @@ class JobItems:
             self._batch = []
 
     def raw_body(self) -> bytes:
-        """Return the body read when it was not a list (parsed whole, as any answer)."""
         return bytes(self._raw)
 
     def _keep_raw(self, chunk: bytes) -> bool:
@@ -218,7 +212,6 @@ class JobItems:
         return False
 
     def _items_text_so_far(self, chunk: bytes) -> bytes:
-        """Return the whole body so far, once it turned out not to be a list (no item was taken)."""
         text = self._items._text  # the decoder kept every character: no item was complete
         return text.encode("utf-8") if text else chunk
 

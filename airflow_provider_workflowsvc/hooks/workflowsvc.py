@@ -59,10 +59,7 @@ ENDPOINT_NAMES: tuple[str, ...] = tuple(each.name for each in ENDPOINTS)
 
 
 class _Pages:
-    """
-    The pages ``iter_workflows`` asks for, and which workflows of each are new: it ends at the first page
-    that brings nothing new (a server that caps ``page_size`` or ignores ``page`` cannot make it loop).
-    """
+    """The pages ``iter_workflows`` asks for, until one brings nothing new (a server ignoring ``page``)."""
 
     def __init__(self, params: dict[str, Any]) -> None:
         self._params = dict(params)
@@ -91,10 +88,12 @@ class _Pages:
 def all_workflows(hook: WorkflowServiceHook, **params: Any) -> Listing[Workflow]:
     """Return every workflow matching ``params``; unreadable items in ``skipped`` (name checks need them)."""
     pages = _Pages(params)
-    workflows: list[Workflow] = []
+    return Listing(_pages_of(hook, pages), pages.skipped)  # the items read before ``skipped``
+
+
+def _pages_of(hook: WorkflowServiceHook, pages: _Pages) -> Iterator[Workflow]:
     while (new := pages.new(hook.list_workflows(**pages.query()))) is not None:
-        workflows.extend(new)
-    return Listing(workflows, pages.skipped)
+        yield from new
 
 
 class _HookBase(BaseHook):
@@ -133,10 +132,7 @@ class _HookBase(BaseHook):
         return self._transport_obj
 
     def _keeps_settings(self, exc: Exception) -> bool:
-        """
-        After a failed read of the connection: True when the settings in use are kept (warned, read again in
-        ``SETTINGS_CACHE.retry`` s; a struggling secrets backend must not end a wait); False for the first.
-        """
+        """After a failed read of the connection: True when the settings in use are kept (wire.md)."""
         if self._transport_obj is None:
             return False
         reason = self._transport_obj.redact_foreign(f"{type(exc).__name__}: {exc}".rstrip(": "))
@@ -182,8 +178,7 @@ class WorkflowServiceHook(_HookBase, JobEventEndpoints):
     """
 
     _send = send
-    _sleep: Callable[[float], None] = staticmethod(time.sleep)
-    """How retries wait (replaceable in tests)."""
+    _sleep: Callable[[float], None] = staticmethod(time.sleep)  # how retries wait (replaced in tests)
 
     def __init__(
         self, workflowsvc_conn_id: str = DEFAULT_CONN_ID, *, settings: ConnectionSettings | None = None
@@ -265,9 +260,7 @@ class WorkflowServiceHook(_HookBase, JobEventEndpoints):
         Yield every workflow matching ``params`` (any list_workflows filter), fetching page after page
         until one brings no workflow not seen before.
         """
-        pages = _Pages(params)
-        while (new := pages.new(self.list_workflows(**pages.query()))) is not None:
-            yield from new
+        return _pages_of(self, _Pages(params))
 
     def test_connection(self) -> tuple[bool, str]:
         """Make one cheap authenticated call (no retries) and say, in words, whether it worked."""
@@ -294,8 +287,7 @@ class WorkflowServiceAsyncHook(_HookBase, JobEventEndpoints):
     """
 
     _send = asend
-    _sleep: Callable[[float], Awaitable[None]] = staticmethod(asyncio.sleep)
-    """How retries wait (replaceable in tests)."""
+    _sleep: Callable[[float], Awaitable[None]] = staticmethod(asyncio.sleep)  # how retries wait
 
     def __init__(
         self, workflowsvc_conn_id: str = DEFAULT_CONN_ID, *, settings: ConnectionSettings | None = None
