@@ -419,15 +419,9 @@ class Endpoints:
         """
         List jobs, optionally of one workflow and/or in one status (both filters combine).
 
-        ``status`` is sent as the service spells statuses (``im progress`` in the spec's listing,
-        ``IN_PROGRESS`` in the platform's), learnt from the job records it sent; until one showed it,
-        the platform's spelling is sent first, then the spec's when that finds nothing. A status given
-        as text in one dialect's exact spelling is sent as written.
-
-        ``created_since`` keeps only the jobs created at or after it (a date-time without a zone is UTC),
-        and jobs without a readable ``created_at``. The service has no such filter: the answer is read item
-        by item as it arrives, the others are dropped unread, and once the service's listings have shown
-        they come newest first, reading stops past the jobs asked for (:mod:`._listing`).
+        ``status`` is sent as the service spells statuses (``im progress``, ``IN_PROGRESS``: learnt from
+        its job records; text in one dialect's exact spelling is sent as written). ``created_since`` keeps
+        only the jobs created at or after it (no zone: UTC) and undated ones, read as the answer arrives.
         """
         params: dict[str, str] = {}
         status_filter = None
@@ -532,8 +526,7 @@ class Endpoints:
         (``template_id``) or by the nodes given (``job_nodes``, a custom workflow's nodes), with no
         workflow to create. The service answers with the job; its temporary workflow is not listed.
 
-        Sent as the service's SDK sends it: a ``request_data`` text part holding the JSON of the
-        template id or the nodes, and one ``input_files[]`` part per file. Never retried once it may
+        Sent as the service's SDK sends it (``request_data``, ``input_files[]``). Never retried once it may
         have reached the server, so a job is never launched twice by a retry.
         """
         fields = {"template_id": template_id, "job_nodes": job_nodes}

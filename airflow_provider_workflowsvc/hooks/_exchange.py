@@ -31,7 +31,7 @@ from airflow_provider_workflowsvc.exceptions import (
 )
 from airflow_provider_workflowsvc.hooks._failures import ANSWERED, Failures, is_retryable
 from airflow_provider_workflowsvc.hooks._files import UploadFile, _atomic_file, _PartFile
-from airflow_provider_workflowsvc.hooks._listing import JobItems, Listing, adapter, parse_listed
+from airflow_provider_workflowsvc.hooks._listing import JobItems, Listing, parse_listed, parser
 from airflow_provider_workflowsvc.models import ConnectionCheck, Job, JobStatus
 from airflow_provider_workflowsvc.storage import StagedObject
 
@@ -75,16 +75,6 @@ class ApiCall(Generic[T]):
 # Parsing answers
 
 
-class ResponseShapeError(Exception):
-    """The response body did not match the expected shape (as pydantic's ``ValidationError``)."""
-
-
-@functools.cache
-def parser(tp: Any) -> Callable[[Any], Any]:
-    """Return the parser of an answer of type ``tp`` (one per type)."""
-    return adapter(tp).validate_python
-
-
 @functools.cache
 def list_parser(tp: Any) -> Callable[[Any], Listing[Any]]:
     """Parse a JSON list item by item: an item that cannot be read is skipped with a warning naming it."""
@@ -92,7 +82,7 @@ def list_parser(tp: Any) -> Callable[[Any], Listing[Any]]:
 
     def parse(data: Any) -> Listing[Any]:
         if not isinstance(data, list):
-            raise ResponseShapeError(f"expected a list of {what} records, got {type(data).__name__}")
+            raise ValueError(f"expected a list of {what} records, got {type(data).__name__}")
         listing: Listing[Any] = Listing()
         for index, raw in enumerate(data):
             parse_listed(tp, index, raw, listing)
@@ -255,11 +245,11 @@ class _Transport(Failures):
             raise self.unreadable(method, path, response) from None
         try:
             result = call.parse(data)
-        except ValidationError as exc:
-            complaint = format_validation_errors(exc.errors(include_input=False, include_url=False))
+        except ValueError as exc:  # pydantic's ValidationError, or not a list (``list_parser``)
+            complaint = str(exc)
+            if isinstance(exc, ValidationError):
+                complaint = format_validation_errors(exc.errors(include_input=False, include_url=False))
             raise self.unreadable(method, path, response, complaint) from None
-        except ResponseShapeError as exc:
-            raise self.unreadable(method, path, response, str(exc)) from None
         self.learn_spelling(result)
         return result
 
@@ -411,7 +401,7 @@ def _job_listing(
     yield _Body(response, items.add)
     listing = items.listing()
     if listing is None:  # not a list: read whole, as any answer
-        response._content = items.raw_body()
+        response._content = bytes(items.raw)
         return transport.finish(call, method, path, response)
     transport.learn_spelling(listing)
     return listing  # type: ignore[return-value]

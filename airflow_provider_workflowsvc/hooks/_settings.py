@@ -42,15 +42,9 @@ _WORDS = dict.fromkeys(("true", "1", "yes", "on"), True) | dict.fromkeys(("false
 
 class ConnectionSettings(BaseModel):
     """
-    Where the service is and how to talk to it; built from an Airflow connection or directly.
-
-    ``verify`` is a boolean or the path of a CA bundle file (or directory); ``max_retries`` bounds the
-    retries of one request, ``retry_wait`` is the first backoff (doubled each time, with jitter) and
-    ``retry_max_wait`` caps every wait, including one asked for by ``Retry-After``;
-    ``max_response_bytes`` caps an answer read into memory (a download to a file is not capped);
-    ``max_connections`` caps the open connections of one client, shared by the async hooks that use the
-    same settings in one event loop (a request waits for a free one, within its timeout).
-    The token and API key must be printable ASCII (a pasted line break is refused, never shown).
+    Where the service is and how to talk to it, built from an Airflow connection or directly: each field
+    means what the connection extra of its name does (docs/provider/connections/workflowsvc.rst);
+    ``verify`` may also be a CA bundle's path.
     """
 
     model_config = ConfigDict(frozen=True, hide_input_in_errors=True)
