@@ -131,25 +131,26 @@ class _HookBase(BaseHook):
             return None
         return self._transport_obj
 
-    def _keeps_settings(self, exc: Exception) -> bool:
-        """After a failed read of the connection: True when the settings in use are kept (wire.md)."""
-        if self._transport_obj is None:
+    def _renew(self, settings: ConnectionSettings | Exception) -> bool:
+        """
+        Use the settings read again: True when they differ from those in use. A failed read (its error)
+        keeps those in use (decisions/wire.md), and raises when there are none.
+        """
+        if isinstance(settings, Exception):
+            if self._transport_obj is None:
+                raise settings
+            reason = self._transport_obj.redact_foreign(f"{type(settings).__name__}: {settings}".rstrip(": "))
+            if reason != self._unread:
+                self.log.warning(
+                    "Could not read connection %r again (%s); keeping the settings read before, "
+                    "trying again in %.0f s",
+                    self.workflowsvc_conn_id,
+                    reason,
+                    SETTINGS_CACHE.retry,
+                )
+            self._unread = reason
+            self._settings_due = SETTINGS_CACHE.clock() + SETTINGS_CACHE.retry
             return False
-        reason = self._transport_obj.redact_foreign(f"{type(exc).__name__}: {exc}".rstrip(": "))
-        if reason != self._unread:
-            self.log.warning(
-                "Could not read connection %r again (%s); keeping the settings read before, "
-                "trying again in %.0f s",
-                self.workflowsvc_conn_id,
-                reason,
-                SETTINGS_CACHE.retry,
-            )
-        self._unread = reason
-        self._settings_due = SETTINGS_CACHE.clock() + SETTINGS_CACHE.retry
-        return True
-
-    def _renew(self, settings: ConnectionSettings) -> bool:
-        """Use ``settings`` read again from the connection; True when they differ from those in use."""
         if self._unread is not None:
             self.log.info("Connection %r could be read again", self.workflowsvc_conn_id)
             self._unread = None
@@ -217,18 +218,13 @@ class WorkflowServiceHook(_HookBase, JobEventEndpoints):
 
     def _reread(self) -> bool:
         """Read the connection again now; True when its settings changed (the client is then replaced)."""
-        again = self._transport_obj is not None
         try:
-            settings = settings_of(self.get_connection(self.workflowsvc_conn_id))
+            read: ConnectionSettings | Exception = settings_of(self.get_connection(self.workflowsvc_conn_id))
         except Exception as exc:
-            if again:
-                metrics.connection_reread(self.workflowsvc_conn_id, failed=True)
-            if not self._keeps_settings(exc):
-                raise
-            return False
-        if again:
-            metrics.connection_reread(self.workflowsvc_conn_id)
-        changed = self._renew(settings)
+            read = exc
+        if self._transport_obj is not None:
+            metrics.connection_reread(self.workflowsvc_conn_id, failed=isinstance(read, Exception))
+        changed = self._renew(read)
         if changed:
             self.close()
         return changed
@@ -313,11 +309,9 @@ class WorkflowServiceAsyncHook(_HookBase, JobEventEndpoints):
     async def _areread(self, read: Awaitable[ConnectionSettings]) -> bool:
         """Take the settings ``read`` returns; True when they changed (the shared client is then let go)."""
         try:
-            settings = await read
+            settings: ConnectionSettings | Exception = await read
         except Exception as exc:
-            if not self._keeps_settings(exc):
-                raise
-            return False
+            settings = exc
         changed = self._renew(settings)
         if changed:
             await self.aclose()
