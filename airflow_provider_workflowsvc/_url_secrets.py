@@ -31,12 +31,8 @@ _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>]+")
 
 def url_secrets(text: str) -> list[str]:
     """
-    Return what the URLs in ``text`` may carry as credentials: the user info (``user:pass@``) and the
-    query string, whole and each of its values (an Azure SAS ``sig=``, a presigned S3 URL's
-    ``X-Amz-Signature``/``X-Amz-Credential``, a ``?token=``), as written and decoded.
-
-    Even under a known non-secret key (``remote_url``, ``url``, ``endpoint_url``, ``api_endpoint``),
-    the location (scheme, host, path) stays readable and these parts are masked.
+    Return what the URLs in ``text`` may carry as credentials, as written and decoded: the user info, the
+    query string whole and each of its values (a SAS ``sig=``, ``X-Amz-Signature``, ``?token=``).
     """
     if "://" not in text:
         return []
@@ -85,12 +81,7 @@ every word."""
 
 
 def mask_url_secrets(text: str) -> str:
-    """
-    ``text`` with what its URLs may carry as credentials (:func:`url_secrets`) replaced by ``***``.
-
-    For text this provider did not write: the service's job message, failed-file errors and error
-    details, a secrets backend's error. The location (scheme, host, path) stays readable.
-    """
+    """``text`` with what its URLs may carry as credentials masked; the location stays readable."""
     for secret in sorted(set(url_secrets(text)), key=len, reverse=True):
         if len(secret) >= MIN_MASKED_ALONE:
             text = text.replace(secret, MASK)

@@ -1,9 +1,4 @@
-"""
-Errors raised by the Workflow Service provider.
-
-Every message names what went wrong and where; none carries a token, API key or secret config value
-(pydantic's own messages echo input values, so validation errors are re-rendered without them).
-"""
+"""Errors raised by the Workflow Service provider: each names what went wrong and where, never a secret."""
 
 from __future__ import annotations
 
@@ -32,8 +27,7 @@ class WorkflowServiceError(AirflowException):
     """Base class of every error this provider raises."""
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # The subclasses take several constructor arguments but pass one message up: pickle the
-        # message and the attributes, not the constructor call (errors cross process boundaries).
+        # Pickled as message and attributes, not the constructor call (errors cross processes)
         return (_rebuild, (type(self), self.args, dict(self.__dict__)))
 
 

@@ -1,7 +1,6 @@
 """
-Every endpoint of the Workflow Service, once (:class:`Endpoints`; the job events' in :mod:`._event_calls`):
-a builder that checks its arguments (a :class:`WorkflowServiceInputError` before anything is sent) and
-returns an :class:`~._exchange.ApiCall`. Each hook gets a real method of its name, signature and docstring.
+Every endpoint of the Workflow Service, once: a builder that checks its arguments and returns an
+:class:`~._exchange.ApiCall`; each hook gets a real method of its name, signature and docstring.
 """
 
 from __future__ import annotations
@@ -84,10 +83,7 @@ Kind = Literal["source", "destination"]
 
 
 class Endpoint(Generic[P, T]):
-    """
-    One endpoint's builder. On a hook, a method of its name and signature that builds the call and sends
-    it: ``T`` from the sync hook, an awaitable of ``T`` from the async one (each hook holds a real function).
-    """
+    """One endpoint's builder; on a hook, a method returning ``T`` (sync) or an awaitable of ``T`` (async)."""
 
     def __init__(self, build: Callable[P, ApiCall[T]]) -> None:
         self.build = build
@@ -186,7 +182,6 @@ _CONNECTORS: dict[str, Any] = {"source": SourceConnector, "destination": Destina
 
 
 def _connector(kind: Kind, connector_id: str | UUID, below: str = "") -> str:
-    """Return the path of a source or destination connector (or of ``below`` it)."""
     return f"/{kind}s/{_uuid(connector_id, f'{kind}_id')}{below}"
 
 
@@ -215,7 +210,7 @@ def _connection_check(kind: Kind, connector_id: str | UUID, start: bool) -> ApiC
 
 
 def _creation(path: str, model: Any, what: str, fields: Mapping[str, Any], answer: Any) -> ApiCall[Any]:
-    """Return a create call: ``fields`` checked as ``model``, never retried once it may have reached it."""
+    """Return a create call: ``fields`` checked as ``model``, never retried once it may have been sent."""
     body = validate_input(model, what, fields)
     return ApiCall("POST", path, parser(answer), json=request_json(body), retry="unsent-only")
 
@@ -424,15 +419,9 @@ class Endpoints:
         """
         List jobs, optionally of one workflow and/or in one status (both filters combine).
 
-        ``status`` is sent as the service spells statuses (``im progress`` in the spec's listing,
-        ``IN_PROGRESS`` in the platform's), learnt from the job records it sent; until one showed it,
-        the platform's spelling is sent first, then the spec's when that finds nothing. A status given
-        as text in one dialect's exact spelling is sent as written.
-
-        ``created_since`` keeps only the jobs created at or after it (a date-time without a zone is UTC),
-        and jobs without a readable ``created_at``. The service has no such filter: the answer is read item
-        by item as it arrives, the others are dropped unread, and once the service's listings have shown
-        they come newest first, reading stops past the jobs asked for (:mod:`._listing`).
+        ``status`` is sent as the service spells statuses (``im progress``, ``IN_PROGRESS``: learnt from
+        its job records; text in one dialect's exact spelling is sent as written). ``created_since`` keeps
+        only the jobs created at or after it (no zone: UTC) and undated ones, read as the answer arrives.
         """
         params: dict[str, str] = {}
         status_filter = None
@@ -537,8 +526,7 @@ class Endpoints:
         (``template_id``) or by the nodes given (``job_nodes``, a custom workflow's nodes), with no
         workflow to create. The service answers with the job; its temporary workflow is not listed.
 
-        Sent as the service's SDK sends it: a ``request_data`` text part holding the JSON of the
-        template id or the nodes, and one ``input_files[]`` part per file. Never retried once it may
+        Sent as the service's SDK sends it (``request_data``, ``input_files[]``). Never retried once it may
         have reached the server, so a job is never launched twice by a retry.
         """
         fields = {"template_id": template_id, "job_nodes": job_nodes}
@@ -557,6 +545,6 @@ class Endpoints:
 
 
 def endpoints_of(cls: type) -> tuple[Endpoint[Any, Any], ...]:
-    """Every endpoint ``cls`` declares or inherits, base classes' first, each in the order declared."""
+    """Every endpoint ``cls`` declares or inherits, in the order declared (base classes' first)."""
     found = (v for klass in reversed(cls.__mro__) for v in vars(klass).values() if isinstance(v, Endpoint))
     return tuple(found)

@@ -34,10 +34,8 @@ def _field_class(schema: dict[str, Any]) -> str:
 
 def form_widgets() -> dict[str, Any]:
     """
-    ``conn-fields`` as the WTForms fields ``get_connection_form_widgets`` returns.
-
-    Empty where WTForms is not installed: Airflow then shows no extra fields for any provider, and an
-    ImportError here would also drop the field behaviour (Airflow reads both in one ``try``).
+    ``conn-fields`` as WTForms fields; none without WTForms (an ImportError would also drop the field
+    behaviour: Airflow reads both in one ``try``).
     """
     try:
         import wtforms

@@ -172,7 +172,6 @@ def _workflow(workflow_id: str | UUID) -> str:
 
 
 def _channels(scope: str, channel_id: str | None = None, below: str = "") -> str:
-    """Return the path of the channels of ``scope`` (a workflow's path; "": the workspace), or of one."""
     path = f"{scope}/notifications/channels"
     return path if channel_id is None else f"{path}/{_path_id(channel_id, 'channel_id')}{below}"
 
@@ -180,7 +179,6 @@ def _channels(scope: str, channel_id: str | None = None, below: str = "") -> str
 def _channel_write(
     method: str, path: str, model: type[UpdateChannel], channel_type: str | None, fields: Mapping[str, Any]
 ) -> ApiCall[NotificationChannel]:
-    """Return a channel create (never retried once it may have arrived) or update; the secret masked."""
     given = fields if channel_type is None else {"channel_type": channel_type, **fields}
     body = validate_input(model, "notification channel", given)
     secret = body.secret.get_secret_value() if body.secret is not None else ""
@@ -200,7 +198,7 @@ def _channel_verify(path: str, code: str | None) -> ApiCall[NotificationChannel 
 
 
 def _channel_or_none(data: Any) -> NotificationChannel | None:
-    """Read a verification's answer (undocumented): the channel when it sends one, else None."""
+    """Read a verification's answer (undocumented): the channel when it is one, else None."""
     return parser(NotificationChannel)(data) if isinstance(data, Mapping) and "id" in data else None
 
 

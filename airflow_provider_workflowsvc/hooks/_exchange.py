@@ -1,11 +1,6 @@
 """
-How one request travels, once for both hooks: an exchange without I/O, driven by a sync and an async driver.
-
-:func:`exchange` is a generator holding every decision of a request's way (URL, deadline, redirects,
-retries, body cap, the re-read of a refused connection, a status filter in the service's spelling);
-it yields the I/O it needs as steps (:class:`_Send`, :class:`_Body`, :class:`_Sleep`, :class:`_Reread`).
-:func:`send` performs them with an ``httpx.Client``, :func:`~._pool.asend` with the shared
-``httpx.AsyncClient``: they are the hooks' ``_send``. What a failure means is in :mod:`._failures`.
+How one request travels: :func:`exchange` holds its decisions without I/O and yields the steps it needs,
+which :func:`send` (sync) and :func:`~._pool.asend` (async) perform. Why: docs/decisions/wire.md.
 """
 
 from __future__ import annotations
@@ -36,7 +31,7 @@ from airflow_provider_workflowsvc.exceptions import (
 )
 from airflow_provider_workflowsvc.hooks._failures import ANSWERED, Failures, is_retryable
 from airflow_provider_workflowsvc.hooks._files import UploadFile, _atomic_file, _PartFile
-from airflow_provider_workflowsvc.hooks._listing import JobItems, Listing, adapter, parse_listed
+from airflow_provider_workflowsvc.hooks._listing import JobItems, Listing, parse_listed, parser
 from airflow_provider_workflowsvc.models import ConnectionCheck, Job, JobStatus
 from airflow_provider_workflowsvc.storage import StagedObject
 
@@ -56,11 +51,7 @@ RetryPolicy = Literal["idempotent", "unsent-only"]
 
 @dataclass(frozen=True)
 class ApiCall(Generic[T]):
-    """
-    Everything needed to send one request and interpret its answer. ``status_filter``: a job status sent
-    as the service spells statuses; ``form``: text fields sent with the ``files`` (each a part named
-    ``files_part``); ``job_listing``: read item by item from ``created_since`` (:class:`~._listing.JobItems`).
-    """
+    """Everything needed to send one request and interpret its answer."""
 
     method: str
     path: str
@@ -72,28 +63,16 @@ class ApiCall(Generic[T]):
     form: Mapping[str, str] | None = None
     retry: RetryPolicy = "idempotent"
     download_to: Path | StagedObject | None = None
-    head_bytes: int | None = None
-    """Read only the first ``head_bytes`` of a successful answer's body; ``parse`` gets them as bytes."""
+    head_bytes: int | None = None  # read only the first bytes of a successful answer; parsed as bytes
     wants_body: bool = True
     status_filter: JobStatus | None = None
     job_listing: bool = False
     created_since: datetime | None = None
-    secrets: tuple[str, ...] = field(default=(), repr=False)
-    """Values of the request the service may echo in an error (a channel's secret): masked there too."""
+    secrets: tuple[str, ...] = field(default=(), repr=False)  # masked in an error's echo (a channel's secret)
 
 
 # --------------------------------------------------------------------------------------------------
 # Parsing answers
-
-
-class ResponseShapeError(Exception):
-    """The response body did not match the expected shape (as pydantic's ``ValidationError``)."""
-
-
-@functools.cache
-def parser(tp: Any) -> Callable[[Any], Any]:
-    """Return the parser of an answer of type ``tp`` (one per type): a ``ValidationError`` when not one."""
-    return adapter(tp).validate_python
 
 
 @functools.cache
@@ -103,7 +82,7 @@ def list_parser(tp: Any) -> Callable[[Any], Listing[Any]]:
 
     def parse(data: Any) -> Listing[Any]:
         if not isinstance(data, list):
-            raise ResponseShapeError(f"expected a list of {what} records, got {type(data).__name__}")
+            raise ValueError(f"expected a list of {what} records, got {type(data).__name__}")
         listing: Listing[Any] = Listing()
         for index, raw in enumerate(data):
             parse_listed(tp, index, raw, listing)
@@ -148,9 +127,8 @@ _DEADLINE: ContextVar[float | None] = ContextVar("workflowsvc_deadline", default
 @contextlib.contextmanager
 def deadline(at: float | None) -> Iterator[None]:
     """
-    End every hook request made in this block by ``at`` (epoch seconds; None: no deadline): timeouts cut
-    to the time left, no retry that could not start before it, none sent after it (``sent=False``).
-    It replaces an enclosing deadline; it applies to this thread or asyncio task (and those it starts).
+    End every hook request made in this block (this thread or task, and those it starts) by ``at`` (epoch
+    seconds; None: none): timeouts cut to the time left, no retry or request that could not start in time.
     """
     token = _DEADLINE.set(at)
     try:
@@ -166,13 +144,11 @@ def deadline(at: float | None) -> Iterator[None]:
 class _Transport(Failures):
     """A hook's settings turned into requests, and answers into results (failures: :class:`Failures`)."""
 
-    spellings: ClassVar[dict[str, str]] = {}
-    """How each service (by base URL) spells job statuses once a job showed it: ``platform`` or ``spec``."""
+    spellings: ClassVar[dict[str, str]] = {}  # base URL: "platform" or "spec", once a job showed it
 
     def __init__(self, settings: ConnectionSettings, conn_id: str = "") -> None:
         self.settings = settings
-        self.conn_id = conn_id
-        """The Airflow connection the settings came from ("" when given directly): named in errors."""
+        self.conn_id = conn_id  # the Airflow connection read ("": settings given), named in errors
         self._path_forms: dict[str, str] = {}
         self._urls: dict[str, httpx.URL] = {}
 
@@ -235,10 +211,7 @@ class _Transport(Failures):
     def redirect_target(
         self, call: ApiCall[Any], method: str, path: str, response: httpx.Response
     ) -> tuple[str, str] | None:
-        """
-        Return the ``(method, path)`` to send next after a redirect we may follow (same origin, under the
-        base URL), else None: a non-GET only to its own path's slash twin (remembered); 303 as a GET.
-        """
+        """Return the ``(method, path)`` of a redirect we follow (same origin, under the base URL) or None."""
         if not response.is_redirect or "location" not in response.headers:
             return None
         target = urlsplit(urljoin(str(response.request.url), response.headers["location"]))
@@ -272,11 +245,11 @@ class _Transport(Failures):
             raise self.unreadable(method, path, response) from None
         try:
             result = call.parse(data)
-        except ValidationError as exc:
-            complaint = format_validation_errors(exc.errors(include_input=False, include_url=False))
+        except ValueError as exc:  # pydantic's ValidationError, or not a list (``list_parser``)
+            complaint = str(exc)
+            if isinstance(exc, ValidationError):
+                complaint = format_validation_errors(exc.errors(include_input=False, include_url=False))
             raise self.unreadable(method, path, response, complaint) from None
-        except ResponseShapeError as exc:
-            raise self.unreadable(method, path, response, str(exc)) from None
         self.learn_spelling(result)
         return result
 
@@ -303,8 +276,6 @@ class _Body:
 
 @dataclass
 class _Sleep:
-    """Wait ``seconds`` before the next attempt."""
-
     seconds: float
 
 
@@ -322,10 +293,7 @@ Exchange = Generator[Step, Any, T]
 def exchange(
     transport: _Transport, call: ApiCall[T], retries: bool = True, operation: str = ""
 ) -> Exchange[T]:
-    """
-    Make one call's whole way: its attempts and retries, and after a 401/403 one more with the
-    connection read anew (a refusal did nothing). ``operation``: the endpoint its metrics are counted under.
-    """
+    """Make one call's attempts and retries, and after a 401/403 one more with the connection read anew."""
     try:
         return (yield from _spelled_attempts(transport, call, retries, operation))
     except WorkflowServiceAuthError as exc:
@@ -339,10 +307,7 @@ def exchange(
 
 
 def _spelled_attempts(transport: _Transport, call: ApiCall[T], retries: bool, operation: str) -> Exchange[T]:
-    """
-    Make the call's attempts with a status filter in the service's spelling: once known, that one (the
-    other if refused); until then the platform's, then the spec's if refused or nothing is found.
-    """
+    """Make the call's attempts with its status filter in the service's spelling (decisions/wire.md)."""
     status = call.status_filter
     if status is None:
         return (yield from _attempts(transport, call, retries, operation))
@@ -364,22 +329,21 @@ def _spelled_attempts(transport: _Transport, call: ApiCall[T], retries: bool, op
 
 
 def _attempts(transport: _Transport, call: ApiCall[T], retries: bool, operation: str) -> Exchange[T]:
-    """Make a call's attempts: the first outside tenacity (cheaper), a retryable failure starts its loop."""
-    try:
-        return (yield from _attempt(transport, call, operation))
-    except WorkflowServiceError as exc:
-        if not (retries and is_retryable(call, exc)):
-            raise
-        first: WorkflowServiceError | None = exc
-    pauses: list[float] = []
-    for attempt in transport.retrying(call, pauses.append, operation, _DEADLINE.get):
-        with attempt:
-            if first is not None:
-                failed, first = first, None
-                raise failed
-            yield _Sleep(pauses.pop())
+    """Make a call's attempts: one more after a retryable failure, ``max_retries`` at most, none too late."""
+    attempt = 1
+    while True:
+        try:
             return (yield from _attempt(transport, call, operation))
-    raise AssertionError("unreachable")  # pragma: no cover - tenacity re-raises the last failure
+        except WorkflowServiceError as exc:
+            if not (retries and is_retryable(call, exc)) or attempt > transport.settings.max_retries:
+                raise
+            pause = transport.pause(exc, attempt)
+            at = _DEADLINE.get()
+            if at is not None and time.time() + pause >= at:  # it could not start before the deadline
+                raise
+            transport.before_retry(operation, exc, pause, attempt)
+        yield _Sleep(pause)
+        attempt += 1
 
 
 def _attempt(transport: _Transport, call: ApiCall[T], operation: str) -> Exchange[T]:
@@ -437,7 +401,7 @@ def _job_listing(
     yield _Body(response, items.add)
     listing = items.listing()
     if listing is None:  # not a list: read whole, as any answer
-        response._content = items.raw_body()
+        response._content = bytes(items.raw)
         return transport.finish(call, method, path, response)
     transport.learn_spelling(listing)
     return listing  # type: ignore[return-value]

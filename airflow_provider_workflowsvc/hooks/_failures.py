@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-from tenacity import RetryCallState, Retrying, retry_if_exception
 
 from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc._url_secrets import mask_url_secrets
@@ -50,11 +49,7 @@ class LaneTimeLimit(httpx.ReadTimeout):
 
 
 def is_retryable(call: ApiCall[Any], exc: BaseException) -> bool:
-    """
-    Whether ``call`` may be sent again after ``exc`` without risk of doing its work twice: idempotent
-    calls on a transport failure or 429/502/503/504 (unless the body says ``"retryable": false``), never
-    a ``permanent`` or ``unreached`` failure; ``unsent-only`` calls only when they never left.
-    """
+    """Whether ``call`` may be sent again after ``exc`` without risk of doing its work twice (wire.md)."""
     if isinstance(exc, WorkflowServiceConnectionError):
         if exc.permanent or exc.unreached or exc.kind == "lane_limit":  # a hung read would hang again
             return False
@@ -93,10 +88,7 @@ _NOT_JSON = object()
 
 
 def _error_detail(body: Any, response: httpx.Response, redact: Callable[[str], str]) -> str:
-    """
-    Return the server's explanation: FastAPI ``detail`` (string or list) or ``message``, else the raw text
-    (redacted before it is cut, so no credential leaks in part across the cut).
-    """
+    """Return the server's explanation, redacted before it is cut (no credential leaks in part)."""
     if body is _NOT_JSON:
         return _cut(redact(response.text.strip()), 300)
     if isinstance(body, dict):
@@ -111,7 +103,6 @@ def _error_detail(body: Any, response: httpx.Response, redact: Callable[[str], s
 
 @functools.lru_cache(maxsize=1)
 def _min_masked_length() -> int:
-    """Return ``[logging] min_length_masked_secret``, read once per process."""
     try:
         from airflow_provider_workflowsvc._compat import conf
 
@@ -151,46 +142,21 @@ class Failures:
             text = text.replace(secret, "***") if secret else text
         return mask_url_secrets(self.redact(text))
 
-    def retrying(
-        self,
-        call: ApiCall[Any],
-        sleep: Callable[[float], None],
-        operation: str,
-        at: Callable[[], float | None],
-    ) -> Retrying:
-        """Return tenacity's loop of ``call``'s retries (none that could not start before ``at()``)."""
-
-        def stop(state: RetryCallState) -> bool:  # the last attempt made, or the next could not start in time
-            deadline = at()
-            late = deadline is not None and time.time() + state.upcoming_sleep >= deadline
-            return late or state.attempt_number > self.settings.max_retries
-
-        return Retrying(
-            sleep=sleep,
-            stop=stop,
-            wait=self._wait,
-            retry=retry_if_exception(functools.partial(is_retryable, call)),
-            before_sleep=functools.partial(self._before_retry, operation),
-            reraise=True,
-        )
-
-    def _wait(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
+    def pause(self, exc: WorkflowServiceError, attempt: int) -> float:
+        """Return the wait after failed ``attempt``: the service's ``Retry-After``, else a backoff."""
         if isinstance(exc, WorkflowServiceApiError) and exc.retry_after is not None:
             return min(exc.retry_after, self.settings.retry_max_wait)
-        backoff = self.settings.retry_wait * 2 ** (state.attempt_number - 1)
+        backoff = self.settings.retry_wait * 2 ** (attempt - 1)
         return min(self.settings.retry_max_wait, backoff) * random.uniform(0.5, 1.0)
 
-    def _before_retry(self, operation: str, state: RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome else None
-        wait = state.next_action.sleep if state.next_action else 0.0
+    def before_retry(self, operation: str, exc: WorkflowServiceError, wait: float, attempt: int) -> None:
         asked = isinstance(exc, WorkflowServiceApiError) and exc.retry_after is not None
         metrics.retrying(operation, self.conn_id, metrics.retry_reason(exc), wait, retry_after=asked)
         log.warning(
             "%s; retrying in %.1f s (attempt %d of %d)",
             self.redact(str(exc)),
             wait,
-            state.attempt_number + 1,
+            attempt + 1,
             self.settings.max_retries + 1,
         )
 
@@ -307,9 +273,8 @@ class Failures:
 
 
 ANSWERED: set[tuple[str, str]] = set()
-"""The (connection id, base URL) pairs any answer came through in this process (the exchange adds each,
-inline: a success never enters this module): a refusal by one of them is a service restarting
-(retried); by any other, an address where nothing listens (fails at once)."""
+"""The (connection id, base URL) pairs any answer came through in this process: a refusal by one of them
+is a service restarting (retried); by any other, an address where nothing listens (fails at once)."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -388,7 +353,7 @@ def _hint(kind: str, base: Any) -> str:
 
 
 def connection_failed(exc: BaseException, transport: Failures | None) -> str:
-    """Write a message a person understands for a failed ``test_connection``."""
+    """Say in words why ``test_connection`` failed."""
     if isinstance(exc, WorkflowServiceApiError):
         status = f"{exc.status_code} {exc.reason}".strip()
         message = f"Connection failed: {status} from {exc.method} {exc.path}"

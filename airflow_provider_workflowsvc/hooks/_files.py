@@ -1,7 +1,4 @@
-"""
-Files a request streams: uploads (local files, objects in storage) checked when the call is built and
-opened only while sent, downloads written atomically.
-"""
+"""Files a request streams: uploads checked when the call is built and opened only while sent; downloads."""
 
 from __future__ import annotations
 
@@ -32,10 +29,7 @@ class UploadFile:
 
 @contextlib.contextmanager
 def _atomic_file(target: Path | Any) -> Iterator[BinaryIO]:
-    """
-    Open a new file beside ``target``, renamed to it only when the block completes (mode 0o666 less the
-    umask: ``mkstemp``'s 0o600 would hide it from another user). A ``StagedObject`` writes itself.
-    """
+    """Open a file beside ``target``, renamed to it when the block completes (0o666 less the umask)."""
     if not isinstance(target, Path):
         with target.write_atomically() as fh:
             yield fh
@@ -53,8 +47,7 @@ def _atomic_file(target: Path | Any) -> Iterator[BinaryIO]:
 
 class _PartFile:
     """
-    One upload part's file (local, or a ``StoredObject`` read in blocks), sized when the request is built,
-    open only from its first read to its end (reopened if sent again). A failed or short read aborts the
+    One upload part's file, open only from its first read to its end; a failed or short read aborts the
     request mid-body (:class:`InputReadError`): the service gets no complete request.
     """
 
@@ -132,10 +125,7 @@ a ``StoredObject``), or ``(either, name to send)``."""
 
 
 def upload_files(paths: Iterable[LocalFile] | str | os.PathLike[str]) -> tuple[UploadFile, ...]:
-    """
-    Check the files exist and are readable; name each (its base name, or the name given, which may hold
-    ``/``) and guess its media type. A single path is one file, not a sequence of one-letter names.
-    """
+    """Check the files exist and are readable; name each and guess its media type (a str is one file)."""
     if isinstance(paths, (str, os.PathLike)) or storage.is_location(paths):
         paths = [paths]
     files = []
@@ -179,7 +169,6 @@ def _stored_object(raw: Any) -> StoredObject:
 
 
 def download_target(path: Any) -> Path | StagedObject | None:
-    """Where a download is streamed to: a local file, or an object being written in storage."""
     if path is None or isinstance(path, StagedObject):
         return path
     return Path(path).expanduser()

@@ -23,9 +23,9 @@ T = TypeVar("T")
 
 
 @cache
-def adapter(tp: Any) -> TypeAdapter[Any]:
-    """Return the pydantic adapter of type ``tp`` (one per type)."""
-    return TypeAdapter(tp)
+def parser(tp: Any) -> Callable[[Any], Any]:
+    """Return the parser of an answer of type ``tp`` (one per type)."""
+    return TypeAdapter(tp).validate_python
 
 
 class Listing(list[T]):
@@ -41,7 +41,7 @@ class Listing(list[T]):
 def parse_listed(tp: Any, index: int, raw: Any, listing: Listing[Any]) -> None:
     """Add item ``index`` of a listing to ``listing``: read as ``tp``, or skipped with a warning naming it."""
     try:
-        listing.append(adapter(tp).validate_python(raw))
+        listing.append(parser(tp)(raw))
     except ValidationError as exc:
         listing.skipped.append(raw)
         reason = format_validation_errors(exc.errors(include_input=False, include_url=False))
@@ -69,7 +69,6 @@ _DECODER = json.JSONDecoder()
 
 
 def lists_newest_first(service: str) -> bool:
-    """Whether the job listings of ``service`` (its base URL) are known to come newest first."""
     return _newest_first.get(service, False)
 
 
@@ -131,11 +130,8 @@ class _ArrayItems:
 
 class JobItems:
     """
-    A job listing's body read as it arrives (``add`` each piece), keeping the jobs created at or after
-    ``since`` (and undated ones) as text, read as models once the body ended; the others are dropped as
-    each is whole (only ``created_at`` read), so no event loop is held by a long history. Once the service
-    is known to list newest first, ``add`` returns True after two older jobs in a row. ``limit`` bounds
-    what is kept, not what is read past.
+    A job listing's body read as it arrives (``add`` each piece), keeping the jobs created since ``since``
+    (and undated ones); the others are dropped as each is whole. Why: decisions/wire.md.
     """
 
     def __init__(
@@ -152,7 +148,7 @@ class JobItems:
         self._kept_text: list[str] = []  # the jobs kept, as JSON lists of their text, one per piece
         self._kept_at = array("q")  # their places in the listing (named when one cannot be read)
         self._batch: list[str] = []
-        self._raw = bytearray()
+        self.raw = bytearray()  # the body, when it is not a list (parsed whole, as any answer)
         self._kept = 0
         self._stop_early = since is not None and lists_newest_first(service)
         self._previous: datetime | None = None
@@ -204,23 +200,14 @@ class JobItems:
             self._kept_text.append("[" + ",".join(self._batch) + "]")
             self._batch = []
 
-    def raw_body(self) -> bytes:
-        """Return the body read when it was not a list (parsed whole, as any answer)."""
-        return bytes(self._raw)
-
     def _keep_raw(self, chunk: bytes) -> bool:
-        if not self._raw:
-            self._raw += self._items_text_so_far(chunk)
-        else:
-            self._raw += chunk
-        if len(self._raw) > self._limit:
+        if self.raw:
+            self.raw += chunk
+        else:  # the body so far: the decoder kept every character (no item was complete)
+            self.raw += self._items._text.encode("utf-8") if self._items._text else chunk
+        if len(self.raw) > self._limit:
             raise self._fail(f"the answer passed {self._limit} bytes (max_response_bytes)")
         return False
-
-    def _items_text_so_far(self, chunk: bytes) -> bytes:
-        """Return the whole body so far, once it turned out not to be a list (no item was taken)."""
-        text = self._items._text  # the decoder kept every character: no item was complete
-        return text.encode("utf-8") if text else chunk
 
     def _take(self, item: Any, text: str) -> bool:
         """Keep ``item`` if wanted; True when the listing need not be read further."""

@@ -1,7 +1,6 @@
 """
-The async hooks' way out: the ``httpx.AsyncClient`` shared by the hooks of one event loop and settings
-(closed with its last hook), its bounded pool of connections ("lanes"), and the async driver :func:`asend`.
-Why lanes and not httpx's pool: docs/decisions/wire.md ("The triggerer's connection pool").
+The async hooks' shared ``httpx.AsyncClient`` (per event loop and settings), its connections ("lanes"),
+and the async driver :func:`asend`. Why: docs/decisions/wire.md ("The triggerer's connection pool").
 """
 
 from __future__ import annotations
@@ -32,17 +31,13 @@ T = TypeVar("T")
 _PROXY_ENV = tuple(
     name for s in ("http", "https", "all", "no") for name in (f"{s}_proxy", f"{s.upper()}_PROXY")
 )
-"""The proxies an ``httpx.AsyncClient`` reads from the environment when it is created, looked up by name:
-``urllib.request.getproxies()``, which scans the whole environment, took 0.62 ms a hook (a trigger's
-start) against 0.07 ms (measured for #44, 38 variables)."""
+"""The proxy variables an ``httpx.AsyncClient`` reads, looked up by name (0.07 ms a hook against 0.62 ms for
+``urllib.request.getproxies()``, measured for #44)."""
 
 
 @dataclass(frozen=True, repr=False)
 class _ClientKey:
-    """
-    What makes two hooks' requests differ: the settings (credentials by value), the TLS context and the
-    environment's proxies. Its repr names the base URL only (no credential, no proxy password).
-    """
+    """What makes two hooks' requests differ (settings, TLS, proxies); its repr names the base URL only."""
 
     settings: ConnectionSettings
     verify: ssl.SSLContext
@@ -65,12 +60,9 @@ LANE_TIME_LIMIT = 1.0
 
 class _Lanes(httpx.AsyncBaseTransport):
     """
-    ``size`` single-connection transports ("lanes") and an overflow of at most ``overflow`` more for
-    reads that hang. A request takes a free lane in O(1) or waits for one, first come, first served, up
-    to its pool timeout; gives it back when its response closes cleanly, else the lane is retired (a
-    cancellation inside httpcore's close can leave its connection busy forever) and a new one takes its
-    place. A GET unanswered after ``lane_limit`` moves to the overflow, or is cut when it is full
-    (:class:`LaneTimeLimit`). A request waits at most half the lane limit for its lane's connection.
+    ``size`` single-connection transports ("lanes"), and an ``overflow`` of more for reads that hang: a GET
+    unanswered after ``lane_limit`` moves there, or is cut when it is full (:class:`LaneTimeLimit`).
+    A lane whose response did not close cleanly is retired and replaced (wire.md, the connection pool).
     """
 
     def __init__(
@@ -93,7 +85,6 @@ class _Lanes(httpx.AsyncBaseTransport):
 
     @property
     def overflowing(self) -> int:
-        """Reads now held on overflow connections (hanging, or slow)."""
         return len(self._overflowing)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -129,7 +120,6 @@ class _Lanes(httpx.AsyncBaseTransport):
         return response
 
     def _move_to_overflow(self, lane: httpx.AsyncHTTPTransport) -> bool:
-        """Let a hung read keep ``lane``'s connection as an overflow one; a new lane takes its place."""
         if len(self._overflowing) >= self.overflow:
             return False
         self._overflowing.add(lane)
@@ -137,18 +127,15 @@ class _Lanes(httpx.AsyncBaseTransport):
         return True
 
     def _replace(self, lane: httpx.AsyncHTTPTransport) -> None:
-        """Put a new lane in ``lane``'s place, free for the next request."""
         replacement = self._new_lane()
         self._lanes[self._lanes.index(lane)] = replacement
         self._give_back(replacement)
 
     def _retire(self, lane: httpx.AsyncHTTPTransport) -> None:
-        """Close a lane whose request did not end cleanly; once it is closed, a new lane takes its place."""
         metrics.lane_retired()
         self._close_later(lane).add_done_callback(lambda _: self._replace(lane))
 
     def _leave_overflow(self, lane: httpx.AsyncHTTPTransport) -> None:
-        """Close an overflow connection whose read ended; it counts in the overflow until it is closed."""
         self._close_later(lane).add_done_callback(lambda _: self._overflowing.discard(lane))
 
     def _close_later(self, lane: httpx.AsyncHTTPTransport) -> asyncio.Task[None]:
@@ -158,7 +145,6 @@ class _Lanes(httpx.AsyncBaseTransport):
         return task
 
     async def _close(self, lane: httpx.AsyncHTTPTransport) -> None:
-        """Close ``lane`` (its connection); a close that fails or takes over the lane limit is left."""
         with contextlib.suppress(Exception):
             await asyncio.wait_for(lane.aclose(), self.lane_limit)
 
@@ -200,10 +186,7 @@ _FIRST_IN_LINE: contextvars.ContextVar[bool] = contextvars.ContextVar("first_in_
 
 @contextlib.contextmanager
 def first_in_line() -> Iterator[None]:
-    """
-    Put the requests of this block (and the tasks it starts) first in line for the next free lane: a
-    shared listing answers every wait's poll, so it must not queue behind them.
-    """
+    """Put the requests of this block (and its tasks) first in line for a lane: a shared listing's."""
     token = _FIRST_IN_LINE.set(True)
     try:
         yield
@@ -221,7 +204,6 @@ class _Hold:
         self.moved = self.cut = self.released = False
 
     def expire(self) -> None:
-        """Move the read to the overflow, or cut it: the lane time limit passed with no answer begun."""
         if self.released or self.moved:
             return
         self.moved = self.lanes._move_to_overflow(self.lane)
@@ -237,7 +219,6 @@ class _Hold:
             uncancel()
 
     def release(self, clean: bool = True) -> None:
-        """End the hold: the lane back to the free ones after a ``clean`` end, else retired (a new one)."""
         if self.released:
             return
         self.released = True
@@ -250,7 +231,7 @@ class _Hold:
 
 
 class _GiveBackOnClose(httpx.AsyncByteStream):
-    """A response body that gives its lane back when it is closed (once: a hold is released once)."""
+    """A response body that gives its lane back when it is closed."""
 
     def __init__(self, stream: Any, hold: _Hold) -> None:
         self._stream, self._hold = stream, hold
@@ -268,7 +249,6 @@ class _GiveBackOnClose(httpx.AsyncByteStream):
 
 
 async def _within_seconds(future: asyncio.Future[T], timeout: float | None) -> T:
-    """``await future``, for at most ``timeout`` seconds (None: no limit); ``TimeoutError`` after."""
     if timeout is None:
         return await future
     if _async_timeout is None:  # Python 3.10
@@ -292,7 +272,7 @@ _SHARED_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[_Clie
 
 
 def _acquire_client(settings: ConnectionSettings) -> tuple[_ClientKey, httpx.AsyncClient]:
-    """Return the running loop's client for ``settings`` (created if none), one more user, and its key."""
+    """Return the running loop's client for ``settings`` (created if none) with its key; one more user."""
     key = _ClientKey.of(settings)
     clients = _SHARED_CLIENTS.setdefault(asyncio.get_running_loop(), {})
     shared = clients.get(key)
@@ -304,7 +284,7 @@ def _acquire_client(settings: ConnectionSettings) -> tuple[_ClientKey, httpx.Asy
 
 
 def _release_client(loop: asyncio.AbstractEventLoop, key: _ClientKey, client: httpx.AsyncClient) -> bool:
-    """Count one user out (nothing awaited); True when the caller is to close ``client`` (its last user)."""
+    """Count one user out; True when the caller is to close ``client`` (its last user)."""
     clients = _SHARED_CLIENTS.get(loop, {})
     shared = clients.get(key)
     if shared is None or shared.client is not client:  # not shared (any more): it is this hook's alone
@@ -329,10 +309,7 @@ def shared_client_users() -> list[tuple[str, int]]:
 async def asend(
     hook: WorkflowServiceAsyncHook, call: ApiCall[T], retries: bool = True, operation: str = ""
 ) -> T:
-    """
-    :func:`~._exchange.send` with the shared ``httpx.AsyncClient``, in a task of its own: its suspensions
-    resume only the request's frames, not the wait's. Cancelling the caller cancels it.
-    """
+    """:func:`~._exchange.send` with the shared client, in a task of its own (it resumes only its frames)."""
     return await asyncio.ensure_future(_asend(hook, call, retries, operation))
 
 

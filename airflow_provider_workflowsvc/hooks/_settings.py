@@ -37,21 +37,14 @@ DEFAULT_MAX_CONNECTIONS = 20
 """The default cap on the connections of one pool (extra ``max_connections``); async hooks share a pool."""
 KEEPALIVE_EXPIRY = 120.0
 """Seconds an idle connection is kept: longer than the default poll interval, so a wait reuses one."""
-_TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
-_FALSE_WORDS = frozenset({"false", "0", "no", "off"})
+_WORDS = dict.fromkeys(("true", "1", "yes", "on"), True) | dict.fromkeys(("false", "0", "no", "off"), False)
 
 
 class ConnectionSettings(BaseModel):
     """
-    Where the service is and how to talk to it; built from an Airflow connection or directly.
-
-    ``verify`` is a boolean or the path of a CA bundle file (or directory); ``max_retries`` bounds the
-    retries of one request, ``retry_wait`` is the first backoff (doubled each time, with jitter) and
-    ``retry_max_wait`` caps every wait, including one asked for by ``Retry-After``;
-    ``max_response_bytes`` caps an answer read into memory (a download to a file is not capped);
-    ``max_connections`` caps the open connections of one client, shared by the async hooks that use the
-    same settings in one event loop (a request waits for a free one, within its timeout).
-    The token and API key must be printable ASCII (a pasted line break is refused, never shown).
+    Where the service is and how to talk to it, built from an Airflow connection or directly: each field
+    means what the connection extra of its name does (docs/provider/connections/workflowsvc.rst);
+    ``verify`` may also be a CA bundle's path.
     """
 
     model_config = ConfigDict(frozen=True, hide_input_in_errors=True)
@@ -103,11 +96,9 @@ class ConnectionSettings(BaseModel):
     @classmethod
     def _parse_verify(cls, value: Any) -> Any:
         if isinstance(value, str):
-            word = value.strip().lower()
-            if word in _TRUE_WORDS:
-                return True
-            if word in _FALSE_WORDS:
-                return False
+            word = _WORDS.get(value.strip().lower())
+            if word is not None:
+                return word
             if not os.path.exists(os.path.expanduser(value.strip())):
                 raise ValueError(
                     "must be true, false, or the path of an existing CA bundle file or directory"
@@ -117,10 +108,7 @@ class ConnectionSettings(BaseModel):
 
     @classmethod
     def from_connection(cls, conn: Connection) -> ConnectionSettings:
-        """
-        Read host (base URL), password (token) and extras (api_key, timeouts, TLS, retries; also with the
-        ``extra__workflowsvc__`` prefix of older forms); ``ca_bundle`` applies unless verify is false.
-        """
+        """Read host (base URL), password (token) and extras (docs/provider/connections/workflowsvc.rst)."""
         try:
             extra = _extras_of(conn)
             values = {k: v for k, v in extra.items() if k in _EXTRA_SETTINGS and v not in (None, "")}
@@ -133,13 +121,11 @@ class ConnectionSettings(BaseModel):
                 api_key=extra.get("api_key") or None,
                 **values,
             )
-        except ValidationError as exc:
-            details = format_validation_errors(exc.errors(include_input=False, include_url=False))
-            raise WorkflowServiceInputError(
-                f"connection {conn.conn_id!r} is misconfigured: {details}"
-            ) from None
-        except ValueError as exc:
-            raise WorkflowServiceInputError(f"connection {conn.conn_id!r} is misconfigured: {exc}") from None
+        except ValueError as exc:  # pydantic's ValidationError too: rendered without the input values
+            why: object = exc
+            if isinstance(exc, ValidationError):
+                why = format_validation_errors(exc.errors(include_input=False, include_url=False))
+            raise WorkflowServiceInputError(f"connection {conn.conn_id!r} is misconfigured: {why}") from None
 
     def headers(self) -> dict[str, str]:
         """Return the headers: the token as a Bearer, the API key under both services' header names."""
@@ -210,12 +196,7 @@ def _ssl_context(verify: bool | str, ca_env: tuple[str | None, str | None]) -> s
     return ssl.create_default_context(cafile=verify)
 
 
-_EXTRA_SETTINGS = frozenset(
-    {
-        *("timeout", "connect_timeout", "verify", "max_retries", "retry_wait", "retry_max_wait"),
-        *("max_response_bytes", "max_connections"),
-    }
-)
+_EXTRA_SETTINGS = frozenset(ConnectionSettings.model_fields) - {"base_url", "token", "api_key"}
 _EXTRA_PREFIX = f"extra__{CONN_TYPE}__"
 
 
@@ -261,28 +242,20 @@ def settings_of(conn: Connection) -> ConnectionSettings:
     return settings
 
 
-SETTINGS_TTL = 60.0
-"""Seconds the settings read from an Airflow connection are reused by the async hooks of one process."""
-SETTINGS_RETRY = 10.0
-"""Seconds after a failed read of a connection before it is read again (the settings in use are kept)."""
+SETTINGS_TTL = 60.0  # seconds settings read from a connection are reused
+SETTINGS_RETRY = 10.0  # seconds after a failed read before the connection is read again
 
 
 class _Entry(NamedTuple):
-    source: str | None
-    """The connection's ``AIRFLOW_CONN_<ID>`` variable when it was read (None: not set)."""
-    until: float
-    """When the connection is to be read again."""
-    read: ConnectionSettings | Exception
-    """The settings read, or the error of the read that failed."""
+    source: str | None  # the connection's ``AIRFLOW_CONN_<ID>`` variable when read
+    until: float  # when it is to be read again
+    read: ConnectionSettings | Exception  # the settings, or the failed read's error
 
 
 class SettingsCache:
     """
-    The settings of each Airflow connection (by id), read once per process and reused for ``ttl`` seconds
-    (a triggerer's thousand hooks make one lookup); read again after it, at once when its
-    ``AIRFLOW_CONN_<ID>`` variable changed, or after a refusal (:meth:`refresh`). Concurrent misses in one
-    event loop share one read. A failed read is not repeated for ``retry`` seconds: meanwhile ``get``
-    raises its error again (hooks with settings keep theirs), one read per connection per ``retry``.
+    The settings of each Airflow connection, read once per process for ``ttl`` seconds (a failed read: its
+    error for ``retry`` seconds); concurrent misses of one loop share a read (wire.md, "The connection").
     """
 
     def __init__(
@@ -323,10 +296,7 @@ class SettingsCache:
         read: Callable[[], Awaitable[ConnectionSettings]],
         refused: ConnectionSettings,
     ) -> ConnectionSettings:
-        """
-        Return the settings of ``conn_id`` read again, bypassing ``ttl``, because ``refused`` were refused;
-        other settings already read (another hook refreshed them) are returned as they are.
-        """
+        """Return the settings of ``conn_id`` read again after ``refused`` were (unless another hook did)."""
         entry = self._entries.get(conn_id)
         if entry is not None and not isinstance(entry.read, Exception):
             if entry.read != refused:
@@ -371,4 +341,3 @@ def _forget_read(
 
 
 SETTINGS_CACHE = SettingsCache()
-"""The process's cache, used by :class:`WorkflowServiceAsyncHook` when it reads its connection."""

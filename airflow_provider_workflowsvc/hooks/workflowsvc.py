@@ -59,10 +59,7 @@ ENDPOINT_NAMES: tuple[str, ...] = tuple(each.name for each in ENDPOINTS)
 
 
 class _Pages:
-    """
-    The pages ``iter_workflows`` asks for, and which workflows of each are new: it ends at the first page
-    that brings nothing new (a server that caps ``page_size`` or ignores ``page`` cannot make it loop).
-    """
+    """The pages ``iter_workflows`` asks for, until one brings nothing new (a server ignoring ``page``)."""
 
     def __init__(self, params: dict[str, Any]) -> None:
         self._params = dict(params)
@@ -91,10 +88,12 @@ class _Pages:
 def all_workflows(hook: WorkflowServiceHook, **params: Any) -> Listing[Workflow]:
     """Return every workflow matching ``params``; unreadable items in ``skipped`` (name checks need them)."""
     pages = _Pages(params)
-    workflows: list[Workflow] = []
+    return Listing(_pages_of(hook, pages), pages.skipped)  # the items read before ``skipped``
+
+
+def _pages_of(hook: WorkflowServiceHook, pages: _Pages) -> Iterator[Workflow]:
     while (new := pages.new(hook.list_workflows(**pages.query()))) is not None:
-        workflows.extend(new)
-    return Listing(workflows, pages.skipped)
+        yield from new
 
 
 class _HookBase(BaseHook):
@@ -132,28 +131,26 @@ class _HookBase(BaseHook):
             return None
         return self._transport_obj
 
-    def _keeps_settings(self, exc: Exception) -> bool:
+    def _renew(self, settings: ConnectionSettings | Exception) -> bool:
         """
-        After a failed read of the connection: True when the settings in use are kept (warned, read again in
-        ``SETTINGS_CACHE.retry`` s; a struggling secrets backend must not end a wait); False for the first.
+        Use the settings read again: True when they differ from those in use. A failed read (its error)
+        keeps those in use (decisions/wire.md), and raises when there are none.
         """
-        if self._transport_obj is None:
+        if isinstance(settings, Exception):
+            if self._transport_obj is None:
+                raise settings
+            reason = self._transport_obj.redact_foreign(f"{type(settings).__name__}: {settings}".rstrip(": "))
+            if reason != self._unread:
+                self.log.warning(
+                    "Could not read connection %r again (%s); keeping the settings read before, "
+                    "trying again in %.0f s",
+                    self.workflowsvc_conn_id,
+                    reason,
+                    SETTINGS_CACHE.retry,
+                )
+            self._unread = reason
+            self._settings_due = SETTINGS_CACHE.clock() + SETTINGS_CACHE.retry
             return False
-        reason = self._transport_obj.redact_foreign(f"{type(exc).__name__}: {exc}".rstrip(": "))
-        if reason != self._unread:
-            self.log.warning(
-                "Could not read connection %r again (%s); keeping the settings read before, "
-                "trying again in %.0f s",
-                self.workflowsvc_conn_id,
-                reason,
-                SETTINGS_CACHE.retry,
-            )
-        self._unread = reason
-        self._settings_due = SETTINGS_CACHE.clock() + SETTINGS_CACHE.retry
-        return True
-
-    def _renew(self, settings: ConnectionSettings) -> bool:
-        """Use ``settings`` read again from the connection; True when they differ from those in use."""
         if self._unread is not None:
             self.log.info("Connection %r could be read again", self.workflowsvc_conn_id)
             self._unread = None
@@ -182,8 +179,7 @@ class WorkflowServiceHook(_HookBase, JobEventEndpoints):
     """
 
     _send = send
-    _sleep: Callable[[float], None] = staticmethod(time.sleep)
-    """How retries wait (replaceable in tests)."""
+    _sleep: Callable[[float], None] = staticmethod(time.sleep)  # how retries wait (replaced in tests)
 
     def __init__(
         self, workflowsvc_conn_id: str = DEFAULT_CONN_ID, *, settings: ConnectionSettings | None = None
@@ -222,18 +218,13 @@ class WorkflowServiceHook(_HookBase, JobEventEndpoints):
 
     def _reread(self) -> bool:
         """Read the connection again now; True when its settings changed (the client is then replaced)."""
-        again = self._transport_obj is not None
         try:
-            settings = settings_of(self.get_connection(self.workflowsvc_conn_id))
+            read: ConnectionSettings | Exception = settings_of(self.get_connection(self.workflowsvc_conn_id))
         except Exception as exc:
-            if again:
-                metrics.connection_reread(self.workflowsvc_conn_id, failed=True)
-            if not self._keeps_settings(exc):
-                raise
-            return False
-        if again:
-            metrics.connection_reread(self.workflowsvc_conn_id)
-        changed = self._renew(settings)
+            read = exc
+        if self._transport_obj is not None:
+            metrics.connection_reread(self.workflowsvc_conn_id, failed=isinstance(read, Exception))
+        changed = self._renew(read)
         if changed:
             self.close()
         return changed
@@ -265,9 +256,7 @@ class WorkflowServiceHook(_HookBase, JobEventEndpoints):
         Yield every workflow matching ``params`` (any list_workflows filter), fetching page after page
         until one brings no workflow not seen before.
         """
-        pages = _Pages(params)
-        while (new := pages.new(self.list_workflows(**pages.query()))) is not None:
-            yield from new
+        return _pages_of(self, _Pages(params))
 
     def test_connection(self) -> tuple[bool, str]:
         """Make one cheap authenticated call (no retries) and say, in words, whether it worked."""
@@ -294,8 +283,7 @@ class WorkflowServiceAsyncHook(_HookBase, JobEventEndpoints):
     """
 
     _send = asend
-    _sleep: Callable[[float], Awaitable[None]] = staticmethod(asyncio.sleep)
-    """How retries wait (replaceable in tests)."""
+    _sleep: Callable[[float], Awaitable[None]] = staticmethod(asyncio.sleep)  # how retries wait
 
     def __init__(
         self, workflowsvc_conn_id: str = DEFAULT_CONN_ID, *, settings: ConnectionSettings | None = None
@@ -321,11 +309,9 @@ class WorkflowServiceAsyncHook(_HookBase, JobEventEndpoints):
     async def _areread(self, read: Awaitable[ConnectionSettings]) -> bool:
         """Take the settings ``read`` returns; True when they changed (the shared client is then let go)."""
         try:
-            settings = await read
+            settings: ConnectionSettings | Exception = await read
         except Exception as exc:
-            if not self._keeps_settings(exc):
-                raise
-            return False
+            settings = exc
         changed = self._renew(settings)
         if changed:
             await self.aclose()
