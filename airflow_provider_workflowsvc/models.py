@@ -606,16 +606,9 @@ def parse_connector_type(kind: Kind, value: Any) -> SourceType | DestinationType
         return value
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{kind} connector type must be a non-empty string, got {value!r}")
-    known = _member_spelled(types, value)
-    if known is not None:
-        return known
-    log.warning(
-        "%s connector type %r is not one the provider knows; it is sent as given%s",
-        kind,
-        value.strip(),
-        connectors_catalog.did_you_mean(value.strip(), [m.value for m in types]),
-    )
-    return value.strip()
+    if not connectors_catalog.known_or_warned(kind, value.strip(), log.warning):
+        return value.strip()
+    return _member_spelled(types, value)  # the docs' types are the enums' (tests/test_models.py)
 
 
 def connector_type_name(value: SourceType | DestinationType | str) -> str:
