@@ -3,16 +3,32 @@
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal, cast
+from importlib import resources
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from airflow_provider_workflowsvc._connector_table import DOCS_REVISION as DOCS_REVISION, TABLE
-
 Kind = Literal["source", "destination"]
+
+
+@cache
+def _table() -> dict[str, Any]:
+    """Read the package data ``connectors.json`` (written by ``scripts/build_connector_table.py``) once."""
+    return json.loads(
+        resources.files("airflow_provider_workflowsvc")
+        .joinpath("connectors.json")
+        .read_text(encoding="utf-8")
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DOCS_REVISION":  # the docs commit the table was read from; read only when asked
+        return _table()["docs_revision"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -45,15 +61,14 @@ def normalized(value: str) -> str:
 @cache
 def _entries(kind: Kind) -> dict[str, ConnectorSettings]:
     entries = {}
-    table = cast("Mapping[str, Mapping[str, Any]]", TABLE[kind])  # the generated table's shape
-    for connector_type, entry in table.items():
-        flags: Mapping[str, tuple[str, ...]] = entry["settings"]
+    for connector_type, entry in _table()[kind].items():
+        flags: Mapping[str, list[str]] = entry["settings"]
         entries[normalized(connector_type)] = ConnectorSettings(
             kind=kind,
             type=connector_type,
             settings=tuple(flags),
             required=tuple(key for key in flags if "required" in flags[key]),
-            auth_variants=dict(entry["auth_variants"]),
+            auth_variants={name: tuple(keys) for name, keys in entry["auth_variants"].items()},
             secret=frozenset(key for key in flags if "secret" in flags[key]),
             url=frozenset(key for key in flags if "url" in flags[key]),
         )
@@ -70,6 +85,19 @@ def settings_of(kind: Kind, connector_type: Any) -> ConnectorSettings | None:
     if not isinstance(connector_type, str):
         return None
     return _entries(kind).get(normalized(connector_type))
+
+
+def known_or_warned(kind: Kind, connector_type: str, warn: Callable[..., object]) -> bool:
+    """Whether the docs know ``connector_type``; if not, ``warn`` that it is sent as given (did you mean)."""
+    if settings_of(kind, connector_type) is not None:
+        return True
+    warn(
+        "%s connector type %r is not one the provider knows; it is sent as given%s",
+        kind,
+        connector_type,
+        did_you_mean(connector_type, known_types(kind)),
+    )
+    return False
 
 
 def is_url(value: str) -> bool:

@@ -1,10 +1,7 @@
 """
-Lineage of a workflow run: the datasets it reads and writes, and the OpenLineage facets of its job.
-
-A dataset's identity (the OpenLineage naming spec's, where it has one) is built from a connector's type
-and its non-secret config only, URLs without user info, query or fragment; it is also the URI of a
-destination's ``Asset`` (:mod:`.assets`). Module level is the standard library only (DAG parse);
-OpenLineage is imported when facets are built (the ``[openlineage]`` extra).
+Lineage of a workflow run: the datasets it reads and writes (identities: docs/decisions/airflow.md,
+"Lineage and assets"), and its job's OpenLineage facets. Module level is the standard library only (DAG
+parse); OpenLineage is imported when facets are built (the ``[openlineage]`` extra).
 """
 
 from __future__ import annotations
@@ -162,11 +159,7 @@ def destination_identity(connector_type: str, config: Any, connector_id: Any = N
 
 
 def uploaded_datasets(sources: Sequence[Any]) -> list[DatasetIdentity]:
-    """
-    Return the files a run uploaded as datasets: local files as ``file`` datasets, objects as the
-    store names them (``s3://bucket`` and the key); more than :data:`FILE_DATASETS_MAX` in all give
-    one dataset per store: the common directory, or the common key prefix.
-    """
+    """Return the files a run uploaded as datasets: one each, over :data:`FILE_DATASETS_MAX` one per store."""
     local = sorted({os.path.abspath(s) for s in sources if isinstance(s, str)})
     stored = sorted({folder_dataset(s) for s in sources if not isinstance(s, str)})
     if len(local) + len(stored) <= FILE_DATASETS_MAX:
@@ -251,11 +244,8 @@ def run_lineage(
     log: Any,
 ) -> OperatorLineage:
     """
-    Return the OpenLineage inputs, outputs and run facets of a workflow's job.
-
-    Inputs: the source connectors, else the files the run ``uploaded`` (:func:`input_datasets`: local
-    files, objects of object storage); outputs: the destination connectors, else
-    the job's output kept in the service. Facets: the job (ids, name, counts) and its failed files.
+    Return the OpenLineage inputs (the source connectors, else the files the run ``uploaded``), outputs
+    (the destination connectors, else the job's output kept in the service) and run facets of a job.
     """
     from airflow.providers.openlineage.extractors import OperatorLineage
 

@@ -1,9 +1,6 @@
 """
-Typed resources and request bodies of the Workflow Service API.
-
-Responses tolerate unknown fields and unknown enum values (a newer server must not break an older
-provider); requests forbid unknown fields and send exactly the spec's field names. Secret values are
-``SecretStr`` and only leave the process through :func:`request_json`.
+Typed resources and request bodies of the Workflow Service API: answers read tolerantly, requests
+written strictly (docs/decisions/wire.md); a secret leaves the process only through :func:`request_json`.
 """
 
 from __future__ import annotations
@@ -343,12 +340,7 @@ class ConnectionCheckStatus(_TolerantEnum):
 
 
 class _Response(BaseModel):
-    """
-    A response shape: extra fields are kept, never an error.
-
-    Validation errors never echo input values (they may be secrets), also where pydantic's own
-    message reaches the user (a config model built in a DAG file or a task).
-    """
+    """A response shape: extra fields are kept, never an error; errors never echo inputs (secrets)."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True, hide_input_in_errors=True)
 
@@ -537,11 +529,7 @@ def _coerce_config(kind: Kind, connector_type: Any, config: Any) -> Any:
 
 
 def _check_by_docs(kind: Kind, connector_type: Any, config: Any) -> None:
-    """
-    Check a generic config against the docs' settings of its type: a ``ValueError`` for a missing
-    required setting or a URL setting that is not a URL, a logged warning for anything else.
-    Typed configs (the spec's schemas) are checked by their models instead.
-    """
+    """Check a generic config by the docs (:func:`..connectors_catalog.check_config`); log its warnings."""
     if isinstance(config, GenericConfig) and connector_type is not None:
         name = connector_type_name(connector_type)
         for warning in connectors_catalog.check_config(kind, name, config.model_extra or {}):
@@ -596,26 +584,17 @@ class CreateDestinationConnector(_CreateConnector):
 
 def parse_connector_type(kind: Kind, value: Any) -> SourceType | DestinationType | str:
     """
-    Return a connector type: the member of :class:`SourceType` / :class:`DestinationType` it spells, or
-    (a type the provider does not know, perhaps one the service added since) the text as given, with a
-    warning.
-    Only a value that is not a non-empty string is a ``ValueError``.
+    Return the :class:`SourceType` / :class:`DestinationType` ``value`` spells, or (a type the provider
+    does not know) the text as given, with a warning; a ``ValueError`` for an empty or non-string value.
     """
     types: type[SourceType] | type[DestinationType] = SourceType if kind == "source" else DestinationType
     if isinstance(value, types):
         return value
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{kind} connector type must be a non-empty string, got {value!r}")
-    known = _member_spelled(types, value)
-    if known is not None:
-        return known
-    log.warning(
-        "%s connector type %r is not one the provider knows; it is sent as given%s",
-        kind,
-        value.strip(),
-        connectors_catalog.did_you_mean(value.strip(), [m.value for m in types]),
-    )
-    return value.strip()
+    if not connectors_catalog.known_or_warned(kind, value.strip(), log.warning):
+        return value.strip()
+    return _member_spelled(types, value)  # the docs' types are the enums' (tests/test_models.py)
 
 
 def connector_type_name(value: SourceType | DestinationType | str) -> str:
@@ -918,10 +897,7 @@ _CREATED_AT: TypeAdapter[datetime] = TypeAdapter(Moment)
 
 
 def listed_created_utc(item: Any) -> datetime | None:
-    """
-    Return the ``created_at`` of a raw job item, read as :attr:`Job.created_utc` reads it, without
-    reading the rest of the item; None when absent or unreadable.
-    """
+    """Return a raw job item's ``created_at`` as :attr:`Job.created_utc` (None: absent or unreadable)."""
     value = item.get("created_at") if isinstance(item, Mapping) else None
     if value is None:
         return None

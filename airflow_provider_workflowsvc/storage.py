@@ -395,13 +395,7 @@ MAX_KEY_BYTES = 1024
 
 
 class StoredFolder:
-    """
-    A folder (prefix) of object storage that a job's outputs are written into.
-
-    A store without rename (S3) never shows a partial output under its name: each is written under a
-    hidden temporary key (``.wfsvc-<16 hex>.download``), its size checked against the bytes received,
-    then copied to its name (one server-side copy) and the temporary key deleted.
-    """
+    """A folder (prefix) of object storage a job's outputs are written into (docs/decisions/files.md)."""
 
     def __init__(self, path: Any) -> None:
         self.path = path

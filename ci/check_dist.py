@@ -3,10 +3,11 @@ Check what a built wheel and sdist hold before they could be published (``./dev 
 
     python ci/check_dist.py dist/airflow_provider_workflowsvc-*.whl dist/airflow_provider_workflowsvc-*.tar.gz
 
-The wheel must hold ``py.typed``, the LICENSE in its ``.dist-info``, the provider entry point and the
-console script, and nothing but the package and its ``.dist-info`` (no tests, benchmarks or caches); its
-version is the package's ``__version__``. The sdist must hold the LICENSE and the CHANGELOG. Every problem
-is printed on a line of its own; the exit status is 1 when there is any.
+The wheel must hold the package data (``py.typed``, the connector table ``connectors.json``), the
+LICENSE in its ``.dist-info``, the provider entry point and the console script, and nothing but the
+package and its ``.dist-info`` (no tests, benchmarks or caches); its version is the package's
+``__version__``. The sdist must hold the LICENSE, the CHANGELOG and the package data. Every problem is
+printed on a line of its own; the exit status is 1 when there is any.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ PACKAGE = "airflow_provider_workflowsvc"
 PROVIDER_ENTRY_POINT = f"{PACKAGE}.get_provider_info:get_provider_info"
 CONSOLE_SCRIPT = ("workflowsvc-emulator", f"{PACKAGE}.emulator.__main__:main")
 LICENSE_EXPRESSION = "Apache-2.0"
+DATA_FILES = (f"{PACKAGE}/py.typed", f"{PACKAGE}/connectors.json")  # not Python: a build may leave them out
 
 
 def source_version(source: str) -> str | None:
@@ -49,7 +51,7 @@ def wheel_problems(names: Sequence[str], read: dict[str, str]) -> list[str]:
     if len(dist_infos) != 1:
         return [f"expected one .dist-info directory, found {sorted(dist_infos) or 'none'}"]
     [dist_info] = dist_infos
-    for required in (f"{PACKAGE}/py.typed", f"{dist_info}/licenses/LICENSE", f"{PACKAGE}/__init__.py"):
+    for required in (*DATA_FILES, f"{dist_info}/licenses/LICENSE", f"{PACKAGE}/__init__.py"):
         if required not in names:
             problems.append(f"missing {required}")
     strays = sorted({name.split("/")[0] for name in names} - {PACKAGE, dist_info})
@@ -105,7 +107,7 @@ def sdist_problems(names: Sequence[str]) -> list[str]:
     [root] = roots
     return [
         f"missing {root}/{file}"
-        for file in ("LICENSE", "CHANGELOG.md", "PKG-INFO")
+        for file in ("LICENSE", "CHANGELOG.md", "PKG-INFO", *DATA_FILES)
         if f"{root}/{file}" not in names
     ]
 

@@ -1,9 +1,9 @@
 """
 Build the provider's table of connector settings from a checkout of the live service's public docs.
 
-Usage: ``python scripts/build_connector_table.py <docs checkout> <its commit> > <table>``, where the
-checkout is one of ``Unstructured-IO/docs`` and the table is
-``airflow_provider_workflowsvc/_connector_table.py``; then ``ruff format`` the table.
+Usage: ``python scripts/build_connector_table.py <docs checkout> <its commit>``, where the checkout is
+one of ``Unstructured-IO/docs``; it rewrites the package data ``airflow_provider_workflowsvc/connectors.json``
+(a line per connector type; kinds, types and ways to authenticate sorted, settings in the docs' order).
 
 For each connector type it reads the REST example that creates it
 (``snippets/{source,destination}_connectors/<page>_rest_create.mdx``: the settings, grouped by the
@@ -14,10 +14,10 @@ Only facts are written (names, required, secret, URL): never the docs' text.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
-from pprint import pformat
 
 # The spec's (and the SDK's) name for a type the docs' examples spell otherwise.
 SPEC_NAMES = {"weaviate": "weaviate-cloud"}
@@ -160,19 +160,26 @@ def build_table(docs: Path) -> dict[str, dict[str, dict[str, object]]]:
     return table
 
 
+TABLE_FILE = Path(__file__).resolve().parents[1] / "airflow_provider_workflowsvc" / "connectors.json"
+
+
+def dump(table: dict[str, dict[str, dict[str, object]]], revision: str) -> str:
+    """Return the table as the data file holds it: ``{"docs_revision": ..., kind: {type: entry}}``."""
+    lines = ["{", f'"docs_revision":{json.dumps(revision)},']
+    kinds = sorted(table)
+    for k, kind in enumerate(kinds):
+        lines.append(f"{json.dumps(kind)}:{{")
+        names = sorted(table[kind])
+        for n, name in enumerate(names):
+            comma = "," if n < len(names) - 1 else ""
+            lines.append(f"{json.dumps(name)}:{json.dumps(table[kind][name], separators=(',', ':'))}{comma}")
+        lines.append("}," if k < len(kinds) - 1 else "}")
+    return "\n".join([*lines, "}", ""])
+
+
 def main() -> None:
     docs, revision = Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "unknown"
-    table = build_table(docs)
-    print(
-        '"""Connector types of the live docs and their settings (from scripts/build_connector_table.py)."""'
-    )
-    print()
-    print(f'DOCS_REVISION = "{revision}"')
-    print('"""The commit of the public docs repository (Unstructured-IO/docs) the table was read from."""')
-    print()
-    ordered = {kind: {name: table[kind][name] for name in sorted(table[kind])} for kind in sorted(table)}
-    print(f"TABLE = {pformat(ordered, width=110, sort_dicts=False)}")
-    print('"""kind → type → settings (each with its flags: required, secret, url) and auth_variants."""')
+    TABLE_FILE.write_text(dump(build_table(docs), revision))
 
 
 if __name__ == "__main__":

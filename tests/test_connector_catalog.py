@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from airflow_provider_workflowsvc import connectors_catalog as catalog
 from airflow_provider_workflowsvc._tasks.secrets import config_secrets
 from airflow_provider_workflowsvc.connectors_catalog import check_config, known_types, settings_of
 from airflow_provider_workflowsvc.models import DestinationType, SourceType
+from scripts.build_connector_table import TABLE_FILE, dump
 from scripts.connector_settings_page import PAGE, example_config, render
 
 ALL = [(k, t) for k in ("source", "destination") for t in known_types(k)]  # type: ignore[arg-type]
@@ -16,6 +21,27 @@ ALL = [(k, t) for k in ("source", "destination") for t in known_types(k)]  # typ
 def test_the_committed_settings_page_is_what_the_table_gives() -> None:
     assert PAGE.read_text() == render(), "run: python scripts/connector_settings_page.py"
     assert "connector-settings" in (PAGE.parent / "index.rst").read_text()
+
+
+def test_the_table_is_package_data_as_its_script_writes_it() -> None:
+    text = TABLE_FILE.read_text()
+    table = json.loads(text)
+    revision = table.pop("docs_revision")
+    assert text == dump(table, revision), "regenerate it: python scripts/build_connector_table.py"
+    assert revision == catalog.DOCS_REVISION
+    assert len(revision) == 40
+
+
+def test_importing_the_operators_reads_no_table() -> None:
+    statement = (
+        "import airflow_provider_workflowsvc.operators.connectors, airflow_provider_workflowsvc.models; "
+        "from airflow_provider_workflowsvc.connectors_catalog import _table; "
+        "print(_table.cache_info().misses)"
+    )
+    read = subprocess.run([sys.executable, "-c", statement], capture_output=True, text=True, check=True)
+    assert read.stdout.split()[-1] == "0", (
+        "the table is read when a connector is first checked, not on import"
+    )
 
 
 def test_every_known_type_has_a_settings_entry_and_back() -> None:

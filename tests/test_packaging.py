@@ -69,6 +69,7 @@ DIST_INFO = "airflow_provider_workflowsvc-1.2.3.dist-info"
 GOOD_WHEEL = {
     "airflow_provider_workflowsvc/__init__.py": '"""Doc."""\n\n__version__ = "1.2.3"\n',
     "airflow_provider_workflowsvc/py.typed": "",
+    "airflow_provider_workflowsvc/connectors.json": "{}",
     "airflow_provider_workflowsvc/operators/jobs.py": "",
     f"{DIST_INFO}/METADATA": "Metadata-Version: 2.4\nName: x\nVersion: 1.2.3\n"
     "License-Expression: Apache-2.0\nLicense-File: LICENSE\n\n",
@@ -95,6 +96,10 @@ def test_a_complete_wheel_passes(tmp_path: Path) -> None:
     ("change", "problem"),
     [
         ({"airflow_provider_workflowsvc/py.typed": None}, "missing airflow_provider_workflowsvc/py.typed"),
+        (
+            {"airflow_provider_workflowsvc/connectors.json": None},
+            "missing airflow_provider_workflowsvc/connectors.json",
+        ),
         ({f"{DIST_INFO}/licenses/LICENSE": None}, f"missing {DIST_INFO}/licenses/LICENSE"),
         ({"tests/test_hook.py": ""}, "unexpected top-level entries: tests"),
         ({"benchmarks/bench_import.py": ""}, "unexpected top-level entries: benchmarks"),
@@ -114,6 +119,7 @@ def test_a_complete_wheel_passes(tmp_path: Path) -> None:
     ],
     ids=[
         "py.typed",
+        "connector table",
         "license",
         "tests",
         "benchmarks",
@@ -138,12 +144,14 @@ def write_sdist(path: Path, names: list[str]) -> str:
     return str(path)
 
 
-def test_the_sdist_must_carry_license_and_changelog(tmp_path: Path) -> None:
+def test_the_sdist_must_carry_license_changelog_and_package_data(tmp_path: Path) -> None:
     base = "airflow_provider_workflowsvc-1.2.3"
-    complete = [f"{base}/{name}" for name in ("LICENSE", "CHANGELOG.md", "PKG-INFO", "pyproject.toml")]
+    data = ["airflow_provider_workflowsvc/py.typed", "airflow_provider_workflowsvc/connectors.json"]
+    names = ["LICENSE", "CHANGELOG.md", "PKG-INFO", "pyproject.toml", *data]
+    complete = [f"{base}/{name}" for name in names]
     assert check_dist.check_sdist(write_sdist(tmp_path / "good.tar.gz", complete)) == []
-    missing = check_dist.check_sdist(write_sdist(tmp_path / "bad.tar.gz", complete[1:]))
-    assert missing == [f"missing {base}/LICENSE"]
+    missing = check_dist.check_sdist(write_sdist(tmp_path / "bad.tar.gz", complete[1:-1]))
+    assert missing == [f"missing {base}/LICENSE", f"missing {base}/{data[1]}"]
 
 
 def test_main_reports_every_problem_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

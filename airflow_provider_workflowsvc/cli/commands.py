@@ -1,12 +1,4 @@
-"""
-What each ``airflow workflowsvc`` command does: read the service through the hook, print as Airflow does.
-
-Each command reads its connection (``--conn-id``) as Airflow's own ``connections test`` does (the
-metadata database, then the secrets backends), prints in the format of ``--output`` (``table``,
-``json``, ``yaml``, ``plain``) through ``AirflowConsole`` and, when the service or the input refuses,
-exits with status 1 and the provider's own message (what was asked, the service's answer, what to
-check): the same errors the operators raise, secrets redacted.
-"""
+"""What each ``airflow workflowsvc`` command does (docs/provider/cli.rst): read through the hook, print."""
 
 from __future__ import annotations
 

@@ -104,21 +104,9 @@ def _check_vocabulary(operator: _ConnectorOperator, connector_type: Any, config:
     if not isinstance(connector_type, str) or not connector_type.strip():
         what = f"{operator.kind} connector type"
         raise input_error(f"{what} must be a non-empty string, got {connector_type!r}")
-    from airflow_provider_workflowsvc.connectors_catalog import (
-        check_config,
-        did_you_mean,
-        known_types,
-        normalized,
-    )
+    from airflow_provider_workflowsvc.connectors_catalog import check_config, known_or_warned
 
-    known = known_types(operator.kind)  # the docs' types: SourceType / DestinationType are held to them
-    if normalized(connector_type) not in {normalized(t) for t in known}:
-        operator.log.warning(
-            "%s connector type %r is not one the provider knows; it is sent as given%s",
-            operator.kind,
-            connector_type,
-            did_you_mean(connector_type, known),
-        )
+    if not known_or_warned(operator.kind, connector_type, operator.log.warning):
         return
     if isinstance(config, Mapping) and not is_deferred_value(list(config)):
         try:
