@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from airflow_provider_workflowsvc._marker import run_marker, unmarked
 from airflow_provider_workflowsvc._tasks.evidence import base_name, may_retry_refused
 from airflow_provider_workflowsvc._tasks.submit import Sending, StoredRunJournal, job_of_earlier_try, submit
-from airflow_provider_workflowsvc.exceptions import AmbiguousRunError, WorkflowServiceNotFoundError
+from airflow_provider_workflowsvc.exceptions import WorkflowServiceNotFoundError
 from airflow_provider_workflowsvc.models import JobStatus
 
 if TYPE_CHECKING:
@@ -163,42 +163,39 @@ def missing_operation(exc: BaseException, base_url: str) -> Exception | None:
 class LaunchedJob:
     """
     A job launched for this task: the names it was sent (``documents``, the user's), the ``sources``
-    of those documents (same order: what they are known by; empty in a book an older version wrote),
-    ``marker``: the one its record shows in every name (``mark_uploads=True``), taken out of what the
-    service gives back; ``handed_over``: the sources of its documents a later try launched again (a
-    failed file), no longer this job's to report.
+    of those documents (same order: what they are known by), ``marker``: the one its record shows in
+    every name (``mark_uploads=True``), taken out of what the service gives back; ``handed_over``: the
+    sources of its documents a later try launched again (a failed file), no longer this job's to report.
     """
 
     job_id: str
     documents: tuple[str, ...]
+    sources: tuple[str, ...]
     marker: str | None = None
-    sources: tuple[str, ...] = ()
     handed_over: frozenset[str] = frozenset()
 
     def own(self) -> list[tuple[str, str]]:
         """Return the ``(source, name)`` of each document this job is responsible for."""
-        pairs = zip(self.sources or self.documents, self.documents, strict=True)
+        pairs = zip(self.sources, self.documents, strict=True)
         return [(source, name) for source, name in pairs if source not in self.handed_over]
 
     def meant(self, given: str) -> list[str]:
         """Return the sources of the documents a name the service gave (without the marker) can mean."""
-        sources = self.sources or self.documents
-        return [sources[i] for i in meant_by(given, self.documents)]
+        return [self.sources[i] for i in meant_by(given, self.documents)]
 
     def to_json(self) -> dict[str, Any]:
         value: dict[str, Any] = {"job_id": self.job_id, "documents": list(self.documents)}
-        value |= {"marker": self.marker} if self.marker else {}
-        value |= {"sources": list(self.sources)} if self.sources else {}
+        value |= {"sources": list(self.sources)} | ({"marker": self.marker} if self.marker else {})
         return value | ({"handed_over": sorted(self.handed_over)} if self.handed_over else {})
 
     @classmethod
     def from_json(cls, value: Any) -> LaunchedJob:
         if not isinstance(value, Mapping) or not isinstance(value.get("job_id"), str):
             raise ValueError(f"not a launched job: {value!r}")
-        docs, sources = value.get("documents"), value.get("sources", [])
+        docs, sources = value.get("documents"), value.get("sources")
         if not _strings(docs):
             raise ValueError(f"not a launched job's documents: {docs!r}")
-        if not _strings(sources) or len(sources) not in (0, len(docs)):
+        if not _strings(sources) or len(sources) != len(docs):
             raise ValueError(f"not a launched job's sources: {sources!r}")
         handed = value.get("handed_over", [])
         if not _strings(handed):
@@ -207,8 +204,8 @@ class LaunchedJob:
         return cls(
             value["job_id"],
             tuple(docs),
-            marker if isinstance(marker, str) else None,
             tuple(sources),
+            marker if isinstance(marker, str) else None,
             frozenset(handed),
         )
 
@@ -314,24 +311,6 @@ class LaunchBook(StoredRunJournal):
             self.log.warning("Could not remove %s from the task state store: %s", BOOK_KEY, exc)
 
 
-def resume(
-    hook: WorkflowServiceHook,
-    book: LaunchBook,
-    docs: Sequence[Document],
-    *,
-    grace: float,
-    fail_on_failed_files: bool,
-) -> list[LaunchedJob]:
-    """
-    Settle what earlier tries left in ``book`` (the launch sent and never recorded: :func:`adopt_pending`;
-    an older version's book: :func:`identify`); return the jobs still counted (:func:`redo`).
-    """
-    adopt_pending(hook, book, grace, book.log)
-    identify(book, docs, book.log)
-    kept, _ = redo(hook, book, fail_on_failed_files, book.log)
-    return kept
-
-
 def adopt_pending(hook: WorkflowServiceHook, book: LaunchBook, grace: float, log: Log) -> None:
     """
     Resolve the launch an earlier try sent and never recorded: its job, proven, is recorded with its
@@ -350,64 +329,18 @@ def adopt_pending(hook: WorkflowServiceHook, book: LaunchBook, grace: float, log
         return
     names = tuple(unmarked(name, earlier.marker) for name in earlier.files or ())
     book.launched(
-        LaunchedJob(job.id, names, run_marker(job.input_file_ids), book.pending_sources(len(names)))
-    )
-
-
-def identify(book: LaunchBook, docs: Sequence[Document], log: Log) -> None:
-    """
-    Give the jobs of a book an older version wrote (names only) their documents' sources: a name
-    sent by one input now is that input; one no input has now stays as it is. A name several inputs
-    share cannot say which one was launched: the task fails closed (nothing launched, a document
-    launched twice would reach the destination twice) and the book says so; the try after a person
-    clears the task launches those inputs again.
-    """
-    jobs = book.jobs()
-    older = [job for job in jobs if not job.sources]
-    if not older:
-        return
-    by_name: dict[str, list[str]] = {}
-    for doc in docs:
-        by_name.setdefault(doc.name, []).append(doc.source)
-    unclear = {
-        name: by_name[name] for job in older for name in job.documents if len(by_name.get(name, ())) > 1
-    }
-    if unclear and not book.value().get("unclear"):
-        book.write(unclear=True)
-        raise AmbiguousRunError(_unclear(unclear, older))
-    if unclear:
-        log.warning(
-            "The task was cleared: the inputs named %s are launched again", ", ".join(map(repr, unclear))
-        )
-    book.keep([job if job.sources else _identified(job, by_name, set(unclear)) for job in jobs])
-    book.write(unclear=None)
-
-
-def _identified(job: LaunchedJob, by_name: Mapping[str, list[str]], unclear: set[str]) -> LaunchedJob:
-    sources = tuple(by_name[name][0] if len(by_name.get(name, ())) == 1 else name for name in job.documents)
-    return replace(job, sources=sources, handed_over=frozenset(n for n in job.documents if n in unclear))
-
-
-def _unclear(unclear: Mapping[str, list[str]], jobs: Sequence[LaunchedJob]) -> str:
-    listed = "; ".join(f"{name!r}: {', '.join(sources)}" for name, sources in list(unclear.items())[:SHOWN])
-    ids = ", ".join(job.job_id for job in jobs)
-    return (
-        f"the launch book an earlier version of the provider wrote (job(s) {ids}) knows its documents by "
-        f"name only, and several inputs are sent under the same name ({listed}): which of them was launched "
-        "cannot be told, so nothing is launched (a document launched twice reaches the destination twice). "
-        f"What to do: check job(s) {ids} in the service; to launch those inputs again, clear this task "
-        "(its next try launches every input of these names again)."
+        LaunchedJob(job.id, names, book.pending_sources(len(names)), run_marker(job.input_file_ids))
     )
 
 
 def redo(
     hook: WorkflowServiceHook, book: LaunchBook, fail_on_failed_files: bool, log: Log
-) -> tuple[list[LaunchedJob], set[str]]:
+) -> list[LaunchedJob]:
     """
     Read the jobs earlier tries launched; keep those that processed (or may be processing) their
-    documents, and return them with the documents to launch again: those of a job that failed, was
-    stopped or is gone, and the failed files of a completed job when failed files fail the task.
-    A document that was processed, or may still be, is never launched again.
+    documents; those of a job that failed, was stopped or is gone, and the failed files of a completed
+    job when failed files fail the task, are launched again. A document that was processed, or may
+    still be, is never launched again.
     """
     kept: list[LaunchedJob] = []
     again: set[str] = set()
@@ -443,7 +376,7 @@ def redo(
             len(kept),
             len(again),
         )
-    return kept, again
+    return kept
 
 
 # --------------------------------------------------------------------------------------------------
@@ -481,8 +414,8 @@ class Plan:
         try:
             return cls(
                 jobs=[LaunchedJob.from_json(item) for item in value["jobs"]],
-                unlaunched=[_named(item) for item in value["unlaunched"]],
-                skipped=[(*_named(item[:-1]), str(item[-1])) for item in value["skipped"]],
+                unlaunched=[_named(*item) for item in value["unlaunched"]],
+                skipped=[(*_named(*item[:-1]), str(item[-1])) for item in value["skipped"]],
                 refusal=None if value["refusal"] is None else str(value["refusal"]),
                 final=value["final"] is True,
             )
@@ -490,11 +423,8 @@ class Plan:
             raise InvalidJobEventError(f"the deferred task's plan cannot be read: {exc}") from None
 
 
-def _named(item: Any) -> tuple[str, str]:
-    """Return a planned document's ``(source, name)``; a deferral of an older version carried names only."""
-    if isinstance(item, str):
-        return item, item
-    source, name = item if len(item) == 2 else (item[0], item[0])
+def _named(source: Any, name: Any) -> tuple[str, str]:
+    """Return a planned document's ``(source, name)``."""
     return str(source), str(name)
 
 
@@ -521,15 +451,16 @@ def launch(
     on_launch: Callable[[str], None],
 ) -> Plan:
     """
-    Launch the documents no earlier try processed (:func:`resume`), in batches of ``max_files`` (the
-    documents over ``max_bytes`` left out), one job each, at least ``interval`` seconds apart; return
-    the plan. The first launch that fails stops the launches (the documents of it and of the batches
+    Launch the documents no earlier try processed (:func:`adopt_pending`, :func:`redo`) in batches of
+    ``max_files`` (those over ``max_bytes`` left out), one job each, ``interval`` seconds apart at
+    least; return the plan. The first launch that fails stops the launches (its documents and those
     after it are not launched); when nothing was launched at all, it fails the task. ``on_launch``
     hears of each job as soon as it is counted (those of earlier tries first).
     """
     log = book.log
     big = oversized(docs, max_bytes)
-    kept = resume(hook, book, docs, grace=grace, fail_on_failed_files=fail_on_failed_files)
+    adopt_pending(hook, book, grace, log)
+    kept = redo(hook, book, fail_on_failed_files, log)
     for earlier in kept:
         on_launch(earlier.job_id)  # a kill from now on cancels what was launched
     covered = {source for job in kept for source, _ in job.own()}
@@ -583,7 +514,7 @@ def launch(
         finally:
             pacer.answered()
         names, sources = tuple(doc.name for doc in batch), tuple(doc.source for doc in batch)
-        launched = LaunchedJob(job.id, names, run_marker(job.input_file_ids), sources)
+        launched = LaunchedJob(job.id, names, sources, run_marker(job.input_file_ids))
         book.launched(launched)
         plan.jobs.append(launched)
         on_launch(job.id)
