@@ -44,9 +44,8 @@ pause: Callable[[float], None] = time.sleep
 @dataclass(frozen=True)
 class Document:
     """
-    One input file: where it is read from (a local path, or a ``storage.StoredObject``), the name the
-    service sees (the user's), and its size. Two documents may share a name (``day1/`` and ``day2/``
-    both holding ``report.txt``): a document is known by its :attr:`source`, never by its name.
+    One input file: where it is read from (a local path, or a ``storage.StoredObject``), the name the service
+    sees (the user's), its size. Known by its :attr:`source`, never by its name (two may share it).
     """
 
     path: Any
@@ -94,9 +93,8 @@ def left_out(doc: Document, limit: int) -> str:
 
 def split(docs: Sequence[Document], max_files: int) -> list[list[Document]]:
     """
-    Split ``docs`` into batches of at most ``max_files`` (one job each), in order, each document in the
-    first batch with room that holds no other of its base name: what the service says of a name in one
-    job then means one document, whether it keeps the names as sent or only their base names.
+    Split ``docs`` into batches of at most ``max_files`` (one job each), in order, each document in the first
+    batch with room holding no other of its base name: a name the service gives then means one document.
     """
     batches: list[tuple[list[Document], set[str]]] = []
     for doc in docs:
@@ -142,17 +140,14 @@ MISSING = (
 )
 
 
-def missing_operation(exc: BaseException, base_url: str) -> Exception | None:
-    """Return the error for a launch refused as an operation the service lacks (404, 405), else None."""
+def missing_operation(exc: BaseException, base_url: str, what: str = "on-demand jobs") -> Exception | None:
+    """Return the error for a request refused as an operation the service lacks (404, 405), else None."""
     from airflow_provider_workflowsvc.exceptions import InvalidTaskInputError, WorkflowServiceApiError
 
     if not isinstance(exc, WorkflowServiceApiError) or exc.status_code not in (404, 405):
         return None
-    request = f"{exc.method} {exc.path}"
-    status = f"{exc.status_code} {exc.reason}".strip()
-    return InvalidTaskInputError(
-        MISSING.format(url=base_url, what="on-demand jobs", request=request, status=status)
-    )
+    request, status = f"{exc.method} {exc.path}", f"{exc.status_code} {exc.reason}".strip()
+    return InvalidTaskInputError(MISSING.format(url=base_url, what=what, request=request, status=status))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -216,9 +211,8 @@ def _strings(value: Any) -> TypeGuard[list[str]]:
 
 def meant_by(given: str, names: Sequence[str]) -> list[int]:
     """
-    Return the positions of the names a job was sent that a name the service gave can mean: those sent as
-    exactly that name, else (a service that keeps only base names) those whose base name it is. One:
-    that document; several or none: the answer cannot say which document it means.
+    Return the positions of the names sent that a name the service gave can mean: exactly that name, else (a
+    service keeping base names) those of that base name. Several or none: it cannot say which.
     """
     exact = [i for i, name in enumerate(names) if name == given]
     return exact or [i for i, name in enumerate(names) if base_name(name) == given]
@@ -242,12 +236,10 @@ class _Memory:
 
 class LaunchBook(StoredRunJournal):
     """
-    The jobs this task launched (each with its documents) and the launch in flight, across tries:
-    the run journal :func:`.submit.submit` keeps, its record in the book's ``pending`` field.
-
-    One task state key (``workflowsvc_on_demand``) holds both, so recording a launched job and
-    removing its pending record is one write: no try can find a launch both pending and recorded.
-    Without a store (``durable=False``) it lives as long as the try.
+    The jobs this task launched (each with its documents) and the launch in flight, across tries: the run
+    journal :func:`.submit.submit` keeps, its record in the book's ``pending`` field. One task state key holds
+    both, so recording a launched job and dropping its pending record is one write. Without a store
+    (``durable=False``) it lives as long as the try.
     """
 
     def __init__(self, store: Any | None, log: Log) -> None:
@@ -337,10 +329,9 @@ def redo(
     hook: WorkflowServiceHook, book: LaunchBook, fail_on_failed_files: bool, log: Log
 ) -> list[LaunchedJob]:
     """
-    Read the jobs earlier tries launched; keep those that processed (or may be processing) their
-    documents; those of a job that failed, was stopped or is gone, and the failed files of a completed
-    job when failed files fail the task, are launched again. A document that was processed, or may
-    still be, is never launched again.
+    Read the jobs earlier tries launched and keep those that processed (or may be processing) their documents;
+    the documents of a job that failed, was stopped or is gone, and a completed job's failed files when those
+    fail the task, are launched again. A document processed, or maybe processing, never is.
     """
     kept: list[LaunchedJob] = []
     again: set[str] = set()

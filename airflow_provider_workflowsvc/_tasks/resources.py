@@ -1,8 +1,6 @@
 """
 Named resources (connectors, workflows): create-or-reuse by unique name, and a delete that verifies
-what it did.
-
-Imported only when a task runs (it imports the hook's exceptions and models).
+what it did. Imported only when a task runs.
 """
 
 from __future__ import annotations

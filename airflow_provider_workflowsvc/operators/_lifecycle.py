@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from airflow_provider_workflowsvc._compat import HAS_TASK_STATE_STORE
 from airflow_provider_workflowsvc._tasks.base import (
@@ -186,17 +186,14 @@ class JobOperator(WorkflowServiceBaseOperator):
     def state_store(self, context: Context) -> Any:
         """
         Return the store kept across tries when durable execution is on, else None: the context's task
-        state store (Airflow 3.3+ always gives one), else a :class:`VariableStore`.
+        state store (Airflow 3.3+ always gives one), else a :class:`VariableStore`, kept in the try's
+        context (one store a try: it keeps what it read and wrote).
         """
         if not self.durable:
             return None
-        if HAS_TASK_STATE_STORE or "task_state_store" in context:
-            return context.get("task_state_store")
-        ti = context["ti"]
-        try_ = (id(ti), ti.try_number)  # one store a try: it keeps what it read and wrote
-        if self.__dict__.get("_variable_store", (None,))[0] != try_:
-            self.__dict__["_variable_store"] = (try_, VariableStore(ti))
-        return self.__dict__["_variable_store"][1]
+        if not HAS_TASK_STATE_STORE and "task_state_store" not in context:
+            cast("dict[str, Any]", context)["task_state_store"] = VariableStore(context["ti"])
+        return context.get("task_state_store")
 
     def forget(self, context: Context, *keys: str) -> None:
         """Remove ``keys`` from the task state store (a failure to is only warned of)."""
