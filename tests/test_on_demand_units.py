@@ -58,8 +58,6 @@ def test_the_book_records_a_job_and_drops_its_pending_launch_in_one_write() -> N
     job = {"job_id": "job-1", "documents": ["a.txt", "2024/b.txt"], "sources": ["/a.txt", "/2024/b.txt"]}
     assert store.values == {launches.BOOK_KEY: {"jobs": [job]}}
     assert book.pending(None) is None
-    book.forget()
-    assert store.values == {}
 
 
 def test_the_book_remembers_the_sources_of_the_launch_in_flight() -> None:

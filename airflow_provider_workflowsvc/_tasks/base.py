@@ -7,7 +7,7 @@ typing; the hook and models are imported when a task runs.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, cast
@@ -168,6 +168,11 @@ def job_url(ui_url: str | None, job_id: str) -> str:
     return f"{ui.rstrip('/')}/jobs/{quoted}"
 
 
+def job_links(ui_url: str | None, job_ids: Iterable[str]) -> dict[str, str]:
+    """Each job's link in the service's web interface (:func:`job_url`)."""
+    return {job_id: job_url(ui_url, job_id) for job_id in job_ids}
+
+
 def _without_userinfo(url: str) -> str:
     """Drop any ``user:password@`` from the URL (a link ends up in XCom and the UI)."""
     parts = urlsplit(url)
@@ -244,7 +249,7 @@ class WorkflowServiceTaskMixin:
         # stores the rendered fields right after it returns.
         from airflow_provider_workflowsvc._tasks.secrets import plain_fields
 
-        if parent is self:
+        if parent is self and self.secret_fields:
             plain_fields(self)
         super()._do_render_template_fields(parent, *args, **kwargs)  # type: ignore[misc]
         if parent is self:

@@ -107,27 +107,6 @@ def split(docs: Sequence[Document], max_files: int) -> list[list[Document]]:
     return [batch for batch, _ in batches]
 
 
-class Pacer:
-    """Keeps at least ``interval`` seconds between one launch's answer and the next launch."""
-
-    def __init__(self, interval: float) -> None:
-        self.interval = interval
-        self._last: float | None = None
-
-    def wait(self, log: Log) -> None:
-        """Wait until the next launch may leave."""
-        if self._last is None:
-            return
-        left = self._last + self.interval - clock()
-        if left > 0:
-            log.debug("Waiting %.2f s before the next launch", left)
-            pause(left)
-
-    def answered(self) -> None:
-        """Note that a launch was answered now."""
-        self._last = clock()
-
-
 # --------------------------------------------------------------------------------------------------
 # Whether the service has the operation
 
@@ -294,13 +273,6 @@ class LaunchBook(StoredRunJournal):
     def keep(self, jobs: Sequence[LaunchedJob]) -> None:
         """Keep only ``jobs`` (their documents as given)."""
         self.write(jobs=[job.to_json() for job in jobs] or None)
-
-    def forget(self) -> None:
-        """Drop the book: the task succeeded, and a later clear launches every document anew."""
-        try:
-            self.store.delete(BOOK_KEY)
-        except Exception as exc:
-            self.log.warning("Could not remove %s from the task state store: %s", BOOK_KEY, exc)
 
 
 def adopt_pending(hook: WorkflowServiceHook, book: LaunchBook, grace: float, log: Log) -> None:
@@ -470,14 +442,17 @@ def launch(
         else "",
     )
     plan = Plan(jobs=list(kept), skipped=[(doc.source, doc.name, left_out(doc, max_bytes)) for doc in big])
-    pacer = Pacer(interval)
+    answered: float | None = None  # when the last launch was answered: the next leaves interval s after
     for index, batch in enumerate(batches):
-        pacer.wait(log)
+        left = 0.0 if answered is None else answered + interval - clock()
+        if left > 0:
+            log.debug("Waiting %.2f s before the next launch", left)
+            pause(left)
         book.sources = [doc.source for doc in batch]
         try:
             job = submit(
                 hook,
-                Sending.launch(send),
+                Sending(None, send),  # a launch: its job belongs to no workflow
                 [(doc.path, doc.name) for doc in batch],
                 log,
                 attempts=attempts,
@@ -503,7 +478,7 @@ def launch(
             plan.refusal, plan.final = str(refusal), refusal_is_final(refusal)
             break
         finally:
-            pacer.answered()
+            answered = clock()
         names, sources = tuple(doc.name for doc in batch), tuple(doc.source for doc in batch)
         launched = LaunchedJob(job.id, names, sources, run_marker(job.input_file_ids))
         book.launched(launched)

@@ -6,7 +6,7 @@ verdict, the outputs downloaded. Imported when a task runs, never at DAG-parse t
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_workflowsvc._tasks.launches import SHOWN, LaunchedJob, Plan, missing_operation
@@ -44,6 +44,8 @@ def conclude(
     Download the outputs (into ``folder``, when given), sum up per document and log it; return the
     summary and the task's failure (None: it succeeds).
     """
+    from airflow_provider_workflowsvc._tasks.base import job_links
+
     outputs = download(hook, plan, outcomes, folder, log) if folder is not None else {}
     links = job_links(ui_url, outcomes) if outcomes else {}
     summary = summarize(plan, outcomes, outputs, links, fail_on_failed_files=fail_on_failed_files)
@@ -270,13 +272,6 @@ def check_template(hook: WorkflowServiceHook, template_id: str, log: Log) -> Non
             f"template_id {template_id!r} is not one of the service's templates: {', '.join(known) or 'none'}"
         ) from None
     log.info("Template %s (%s): %s", template.id, template.name, ", ".join(n.name for n in template.nodes))
-
-
-def job_links(ui_url: str | None, job_ids: Iterable[str]) -> dict[str, str]:
-    """Each job's link in the service's web interface ("" without the ``ui_url`` extra)."""
-    from airflow_provider_workflowsvc._tasks.base import job_url
-
-    return {job_id: job_url(ui_url, job_id) for job_id in job_ids}
 
 
 def download(

@@ -49,7 +49,7 @@ Send = Callable[["WorkflowServiceHook", list[tuple[Any, str]] | None], "Job | No
 
 @dataclass(frozen=True)
 class Sending:
-    """What is sent: a workflow's run (:meth:`run`) or an on-demand job's launch (:meth:`launch`)."""
+    """What is sent: a workflow's run (:meth:`run`) or an on-demand job's launch (no ``workflow_id``)."""
 
     workflow_id: str | None
     """The workflow run; None for a launch (:attr:`SentRun.is_launch`)."""
@@ -59,11 +59,6 @@ class Sending:
     def run(cls, workflow_id: str) -> Sending:
         """Return the sending of a run of ``workflow_id``."""
         return cls(workflow_id, lambda hook, files: hook.run_workflow(workflow_id, files=files))
-
-    @classmethod
-    def launch(cls, send: Send) -> Sending:
-        """Return the sending of an on-demand job's launch, whose job belongs to no workflow."""
-        return cls(None, send)
 
 
 def _backoff(exc: BaseException, attempt: int, base: float) -> float:

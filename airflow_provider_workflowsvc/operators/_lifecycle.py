@@ -11,10 +11,12 @@ from airflow_provider_workflowsvc._tasks.base import (
     WorkflowServiceBaseOperator,
     input_error,
     interval_seconds,
+    job_links,
     positive_seconds,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from datetime import timedelta
 
     from airflow.sdk import Context
@@ -208,28 +210,16 @@ class JobOperator(WorkflowServiceBaseOperator):
         """Return the connection's ``ui_url`` extra, the base of every job link."""
         return (self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}).get("ui_url")
 
-    def push_link(self, context: Context, url: str) -> None:
+    def push_links(self, context: Context, job_ids: Sequence[str] = ()) -> dict[str, str]:
         """
-        Push the extra link's URL: "" from the start until a job is known, for Airflow reads every
-        extra link as the task ends and logs a missing one as an error, which after a refused run read as
-        a second failure.
+        Push the extra link's URL, the first job's; return each job's link ("" without ``ui_url``). ""
+        is pushed from the start until a job is known, for Airflow reads every extra link as the task
+        ends and logs a missing one as an error, which after a refused run read as a second failure.
         """
-        context["ti"].xcom_push(key=next(iter(self.operator_extra_links)).xcom_key, value=url)
-
-    def wait_window(self, context: Context) -> tuple[float, float]:
-        """Return when the wait starts and when it must end (epoch seconds: :func:`.wait_deadline`)."""
-        from airflow_provider_workflowsvc._tasks.deadline import wait_deadline
-
-        started = time.time()
-        return started, wait_deadline(context, started, self.timeout, self.execution_timeout)
-
-    def defer_until(self, trigger: Any, deadline: float) -> None:
-        """Leave the worker for ``trigger``; the task resumes in ``execute_complete``."""
-        from airflow_provider_workflowsvc.triggers.job import deferral_timeout
-
-        self.defer(
-            trigger=trigger, method_name="execute_complete", timeout=deferral_timeout(deadline, self.log)
-        )
+        links = job_links(self.ui_url() if job_ids else None, job_ids)
+        first = next(iter(links.values()), "")
+        context["ti"].xcom_push(key=next(iter(self.operator_extra_links)).xcom_key, value=first)
+        return links
 
     def cancel_after_timeout(self, job_id: str) -> str:
         """Cancel a job whose wait timed out (when ``cancel_on_timeout``); a note of what became of it."""

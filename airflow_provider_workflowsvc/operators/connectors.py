@@ -54,10 +54,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class _Connectors:
-    """
-    The hook's endpoints for one kind of connector, as bound methods (typed: mypy checks every call an
-    operator makes through them).
-    """
+    """The hook's endpoints for one kind of connector, as bound methods (typed, for mypy)."""
 
     list: Callable[[], Sequence[Connector]]
     get: Callable[[str], Connector]
@@ -238,13 +235,9 @@ class _CreateConnectorOperator(_ConfigOperator):
 
 def config_drift(current: Mapping[str, Any], config: Any, connector_type: str) -> list[Difference]:
     """
-    Every declared setting of ``config`` the connector's ``current`` config has otherwise, with both
-    values, compared as a message shows them (URL credentials ``***``: the service masks them too).
-
-    A setting holding secrets (a string under a key the type does not know as plain: the masking rule
-    of ``_tasks/secrets.py``), or one the service gives back as a secret, cannot be compared: it is
-    listed as such (``_tasks.resources.unseen_secret``). Settings the task does not declare are not
-    compared.
+    Every declared setting of ``config`` the connector's ``current`` config has otherwise, with both values
+    (compared with URL credentials as ``***``); a setting that holds secrets by the masking rule, or one the
+    service gives back as a secret, is listed as not compared (:func:`.resources.unseen_secret`).
     """
     from pydantic import SecretStr
 
