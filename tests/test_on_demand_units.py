@@ -81,7 +81,9 @@ def test_an_unreadable_book_is_ignored() -> None:
     assert launches.LaunchBook(store, log=_Log()).jobs() == []
     store.values[launches.BOOK_KEY] = {"jobs": [{"job_id": "j1", "documents": ["a.txt"]}]}  # no sources
     assert launches.LaunchBook(store, log=_Log()).jobs() == []
-    assert not launches.LaunchBook(None, log=None).durable
+    alone = launches.LaunchBook(None, log=None)  # durable=False: the book lasts as long as the try
+    alone.launched(launches.LaunchedJob("j1", ("a.txt",), ("/a.txt",)))
+    assert [job.job_id for job in alone.jobs()] == ["j1"]
 
 
 class _Log:

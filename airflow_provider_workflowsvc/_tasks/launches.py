@@ -197,22 +197,6 @@ def meant_by(given: str, names: Sequence[str]) -> list[int]:
     return exact or [i for i, name in enumerate(names) if base_name(name) == given]
 
 
-class _Memory:
-    """A task state store that lasts as long as the task's process (no durable execution)."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.values.get(key, default)
-
-    def set(self, key: str, value: Any) -> None:
-        self.values[key] = value
-
-    def delete(self, key: str) -> None:
-        self.values.pop(key, None)
-
-
 class LaunchBook(StoredRunJournal):
     """
     The jobs this task launched (each with its documents) and the launch in flight, across tries: the run
@@ -222,8 +206,7 @@ class LaunchBook(StoredRunJournal):
     """
 
     def __init__(self, store: Any | None, log: Log) -> None:
-        super().__init__(store if store is not None else _Memory(), BOOK_KEY, log=log)
-        self.durable = store is not None
+        super().__init__(store, BOOK_KEY, log=log)
         self.sources: Sequence[str] = ()
         """The sources of the batch being launched (written with its pending record)."""
         self._read: dict[str, Any] | None = None
@@ -242,13 +225,14 @@ class LaunchBook(StoredRunJournal):
     def value(self) -> dict[str, Any]:
         """Return the book as stored: read once, then kept as written (this try is its only writer)."""
         if self._read is None:
-            value = self.store.get(BOOK_KEY)
+            value = self.store.get(BOOK_KEY) if self.store is not None else None
             self._read = dict(value) if isinstance(value, dict) else {}
         return copy.deepcopy(self._read)
 
     def write(self, **changes: Any) -> None:
         value = {k: v for k, v in {**self.value(), **changes}.items() if v is not None}
-        self.store.set(BOOK_KEY, value)
+        if self.store is not None:
+            self.store.set(BOOK_KEY, value)
         self._read = copy.deepcopy(value)
 
     def jobs(self) -> list[LaunchedJob]:
