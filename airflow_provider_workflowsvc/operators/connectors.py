@@ -1,10 +1,7 @@
 """
-Operators that create, update, delete and check source and destination connectors.
-
-Each operator exists for both kinds (``CreateSourceConnectorOperator``,
-``CreateDestinationConnectorOperator``, ...); one implementation serves both, parametrized by
-``kind``. Connector names are unique: a create looks the name up first and applies ``if_exists``, so a
-DAG that runs every day does not pile up duplicates.
+Operators that create, update, delete and check source and destination connectors: one implementation per
+operation serves both kinds (``kind``). A create looks the unique name up first and applies ``if_exists``, so
+a DAG that runs every day does not pile up duplicates.
 """
 
 from __future__ import annotations

@@ -259,10 +259,9 @@ class RunWorkflowOperator(JobOperator):
 
     def _stored_job(self, context: Context, store: Any) -> tuple[str, JobOutcome | None] | None:
         """
-        Return the job an earlier try of this task stored (durable execution), to go on with: still
-        running or in a status nobody knows (never run a duplicate), or completed (with its outcome,
-        read now); None to run the workflow: no job stored, or it is gone, failed, stopped, or
-        completed with failed files that fail the task.
+        Return the job an earlier try stored (durable execution), to go on with: running or in a status nobody
+        knows (never a duplicate), or completed (with its outcome); None to run the workflow (no job stored,
+        or it is gone, failed, stopped, or completed with failed files that fail the task).
         """
         stored = store.get(self.external_id_key) if store is not None else None
         if not stored:
@@ -377,9 +376,8 @@ class RunWorkflowOperator(JobOperator):
 
     def _known(self, context: Context, job_id: str) -> None:
         """
-        Take ``job_id`` as the run's job (known, and stored): push its id and link (XCom; "" without
-        ``ui_url``) before any waiting, so the UI shows them at once, and drop the pending-run record,
-        so that no retry looks for the run's job again.
+        Take ``job_id`` as the run's job: push its id and link before any waiting (the UI shows them at once),
+        and drop the pending-run record, so that no retry looks for the run's job again.
         """
         self._job_id = job_id
         context["ti"].xcom_push(key=XCOM_JOB_ID, value=job_id)
@@ -393,8 +391,8 @@ class RunWorkflowOperator(JobOperator):
     def _wait(self, context: Context, job_id: str) -> JobOutcome:
         """
         Wait for the job until it ends or the deadline (``timeout``, or what is left of
-        ``execution_timeout``): here, polling; or, deferrable, in the triggerer (the task leaves the
-        worker here and resumes in :meth:`execute_complete`).
+        ``execution_timeout``): here, polling; or, deferrable, in the triggerer (the task resumes in
+        :meth:`execute_complete`).
         """
         from airflow_provider_workflowsvc._tasks.deadline import wait_deadline
         from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger, deferral_timeout
