@@ -450,37 +450,6 @@ def test_inputs_sent_under_one_name_go_to_different_jobs_each_with_its_own_outpu
     )
 
 
-def test_a_book_of_names_only_fails_closed_where_a_name_is_several_inputs(
-    service: EmulatorHandle, driven: DrivenClock, tmp_path: Path
-) -> None:
-    """
-    A retry after an upgrade finds the book an older version wrote (names only): day1's report.txt
-    was launched, and now day2/ holds one too. Which one the book means cannot be told: nothing is
-    launched and the task fails without retries; the try after a person clears it launches both.
-    """
-    (day1,) = days(tmp_path, {"day1": 2})
-    (Path(day1) / "day1-0.txt").write_text("")  # the service fails it: the task fails, the book stays
-    store = TaskStateStore()
-    with pytest.raises(UnprocessedDocumentsError):
-        op(day1).execute(ctx(store))
-    book = store.values[_launches.BOOK_KEY]
-    book["jobs"] = [{"job_id": job["job_id"], "documents": job["documents"]} for job in book["jobs"]]
-    (day2,) = days(tmp_path, {"day2": 1})
-    service.advance_clock(GAP)
-    service.clear_requests()
-    with pytest.raises(AmbiguousRunError) as failed:
-        op([day1, day2]).execute(ctx(store))
-    assert launches(service) == []
-    assert isinstance(failed.value, AirflowFailException)
-    reports = ", ".join(str(tmp_path / day / "report.txt") for day in ("day1", "day2"))
-    assert f"'report.txt': {reports}" in str(failed.value)
-
-    (Path(day1) / "day1-0.txt").write_text("Note\n\nNow it has text.")
-    summary = op([day1, day2]).execute(ctx(store))  # a person cleared the task
-    assert sent(service).count("report.txt") == 3  # day1's once more, as the person decided
-    assert summary["document_count"] == 3
-
-
 def nested(root: Path, *, empty: bool) -> Path:
     """``x.txt`` (empty: the service fails it) and ``sub/x.txt`` in one folder, with ``y.txt``."""
     inputs = root / "in"
@@ -658,7 +627,7 @@ def test_a_resumed_task_fails_closed_on_an_unexpected_event_or_plan(
 ) -> None:
     task = op(folder(tmp_path, 1))
     plan = {
-        "jobs": [{"job_id": "j1", "documents": ["a.txt"]}],
+        "jobs": [{"job_id": "j1", "documents": ["a.txt"], "sources": ["/a.txt"]}],
         "unlaunched": [],
         "skipped": [],
         "refusal": None,

@@ -13,7 +13,6 @@ from airflow_provider_workflowsvc._compat import AirflowFailException
 from airflow_provider_workflowsvc._tasks import launches, on_demand as od
 from airflow_provider_workflowsvc._tasks.evidence import SentRun
 from airflow_provider_workflowsvc.exceptions import (
-    AmbiguousRunError,
     InvalidJobEventError,
     UnprocessedDocumentsError,
     UnprocessedDocumentsNoRetryError,
@@ -54,14 +53,11 @@ def test_the_book_records_a_job_and_drops_its_pending_launch_in_one_write() -> N
         None, sent_at, ("a.txt", "2024/b.txt"), None, record_key=launches.BOOK_KEY
     )
     writes = store.writes
-    book.launched(launches.LaunchedJob("job-1", ("a.txt", "2024/b.txt")))
+    book.launched(launches.LaunchedJob("job-1", ("a.txt", "2024/b.txt"), ("/a.txt", "/2024/b.txt")))
     assert store.writes == writes + 1
-    assert store.values == {
-        launches.BOOK_KEY: {"jobs": [{"job_id": "job-1", "documents": ["a.txt", "2024/b.txt"]}]}
-    }
+    job = {"job_id": "job-1", "documents": ["a.txt", "2024/b.txt"], "sources": ["/a.txt", "/2024/b.txt"]}
+    assert store.values == {launches.BOOK_KEY: {"jobs": [job]}}
     assert book.pending(None) is None
-    book.forget()
-    assert store.values == {}
 
 
 def test_the_book_remembers_the_sources_of_the_launch_in_flight() -> None:
@@ -79,44 +75,15 @@ def test_the_book_remembers_the_sources_of_the_launch_in_flight() -> None:
     assert store.values == {launches.BOOK_KEY: {}}  # both gone in one write
 
 
-def test_a_book_of_names_only_is_read_by_source_and_fails_closed_on_a_shared_name() -> None:
-    """A book of an older version: a name one input has is that input; one two inputs share fails closed."""
-    store = TaskStateStore()
-    store.values[launches.BOOK_KEY] = {
-        "jobs": [{"job_id": "j1", "documents": ["report.txt", "a.txt", "gone.txt"]}]
-    }
-    inputs = [
-        launches.Document("/day1/report.txt", "report.txt", 10),
-        launches.Document("/day1/a.txt", "a.txt", 10),
-        launches.Document("/day2/report.txt", "report.txt", 10),
-    ]
-    with pytest.raises(AmbiguousRunError) as failed:
-        launches.identify(launches.LaunchBook(store, log=_Log()), inputs, _Log())
-    assert "'report.txt': /day1/report.txt, /day2/report.txt" in str(failed.value)
-    assert isinstance(failed.value, AirflowFailException)  # a retry would meet the same book
-    assert launches.LaunchBook(store, log=None).jobs()[0].sources == ()  # nothing decided for the person
-
-    # the try after a person clears the task launches both report.txt again, and no other
-    launches.identify(launches.LaunchBook(store, log=_Log()), inputs, _Log())
-    (job,) = launches.LaunchBook(store, log=None).jobs()
-    assert job.own() == [("/day1/a.txt", "a.txt"), ("gone.txt", "gone.txt")]
-    assert "unclear" not in store.values[launches.BOOK_KEY]
-
-    # a job this version recorded may share a name with another input: only the older job is read
-    this_version = {"job_id": "j0", "documents": ["report.txt"], "sources": ["/day2/report.txt"]}
-    store.values[launches.BOOK_KEY] = {"jobs": [this_version, {"job_id": "j1", "documents": ["a.txt"]}]}
-    launches.identify(launches.LaunchBook(store, log=_Log()), inputs, _Log())
-    assert [job.own() for job in launches.LaunchBook(store, log=None).jobs()] == [
-        [("/day2/report.txt", "report.txt")],
-        [("/day1/a.txt", "a.txt")],
-    ]
-
-
 def test_an_unreadable_book_is_ignored() -> None:
     store = TaskStateStore()
     store.values[launches.BOOK_KEY] = {"jobs": [{"job_id": 3}]}
     assert launches.LaunchBook(store, log=_Log()).jobs() == []
-    assert not launches.LaunchBook(None, log=None).durable
+    store.values[launches.BOOK_KEY] = {"jobs": [{"job_id": "j1", "documents": ["a.txt"]}]}  # no sources
+    assert launches.LaunchBook(store, log=_Log()).jobs() == []
+    alone = launches.LaunchBook(None, log=None)  # durable=False: the book lasts as long as the try
+    alone.launched(launches.LaunchedJob("j1", ("a.txt",), ("/a.txt",)))
+    assert [job.job_id for job in alone.jobs()] == ["j1"]
 
 
 class _Log:
@@ -191,7 +158,7 @@ def test_failed_and_skipped_files_fail_the_task_only_when_failed_files_do(
 
 def test_the_verdict_says_what_a_retry_does() -> None:
     names = [f"doc{i}.txt" for i in range(8)]
-    the_plan = od.Plan(jobs=[launches.LaunchedJob("j1", tuple(names))])
+    the_plan = od.Plan(jobs=[launches.LaunchedJob("j1", tuple(names), tuple(names))])
     summary = od.summarize(
         the_plan, {"j1": outcome("j1", "failed", message="boom")}, {}, {}, fail_on_failed_files=True
     )
@@ -224,7 +191,7 @@ def test_the_names_a_service_gives_match_the_documents() -> None:
 
 
 def test_a_failed_file_the_answer_cannot_tell_apart_is_unknown_and_never_launched_again() -> None:
-    """A job of an older version sent a/x.txt and b/x.txt; a service keeping base names fails "x.txt"."""
+    """A job sent a/x.txt and b/x.txt; a service keeping base names fails "x.txt"."""
     job = launches.LaunchedJob(
         "j1", ("a/x.txt", "b/x.txt", "c.txt"), sources=("/a/x.txt", "/b/x.txt", "/c.txt")
     )
@@ -249,16 +216,17 @@ def test_a_failed_file_the_answer_cannot_tell_apart_is_unknown_and_never_launche
 
 def test_a_launched_jobs_marker_is_kept_in_the_book_and_the_plan() -> None:
     """The marker a job's record shows travels with it (book, deferral) so its names lose it later."""
-    job = launches.LaunchedJob("j1", ("a.txt",), "__wfsvc-0123456789abcdef")
+    job = launches.LaunchedJob("j1", ("a.txt",), ("/a.txt",), "__wfsvc-0123456789abcdef")
     assert launches.LaunchedJob.from_json(job.to_json()) == job
-    assert launches.LaunchedJob.from_json({"job_id": "j2", "documents": ["b.txt"]}).marker is None
+    unmarked = {"job_id": "j2", "documents": ["b.txt"], "sources": ["/b.txt"]}
+    assert launches.LaunchedJob.from_json(unmarked).marker is None
     plan = od.Plan(jobs=[job])
     assert od.Plan.from_json(plan.to_json()).jobs == [job]
 
 
-def test_the_plan_carries_each_documents_source_and_reads_an_older_versions() -> None:
+def test_the_plan_carries_each_documents_source() -> None:
     job = launches.LaunchedJob(
-        "j1", ("report.txt",), None, ("/day1/report.txt",), frozenset({"/day1/report.txt"})
+        "j1", ("report.txt",), ("/day1/report.txt",), None, frozenset({"/day1/report.txt"})
     )
     the_plan = od.Plan(
         jobs=[job],
@@ -268,10 +236,5 @@ def test_the_plan_carries_each_documents_source_and_reads_an_older_versions() ->
     assert od.Plan.from_json(json.loads(json.dumps(the_plan.to_json()))) == the_plan
     with pytest.raises(InvalidJobEventError):
         od.Plan.from_json({**the_plan.to_json(), "skipped": [[]]})
-    older = {"jobs": [{"job_id": "j1", "documents": ["a.txt"]}], "unlaunched": ["b.txt"]}
-    read = od.Plan.from_json({**older, "skipped": [["c.txt", "too large"]], "refusal": None, "final": False})
-    assert (read.jobs[0].own(), read.unlaunched, read.skipped) == (
-        [("a.txt", "a.txt")],
-        [("b.txt", "b.txt")],
-        [("c.txt", "c.txt", "too large")],
-    )
+    with pytest.raises(InvalidJobEventError):  # a document is known by its source, never by its name
+        od.Plan.from_json({**the_plan.to_json(), "unlaunched": ["report.txt"]})

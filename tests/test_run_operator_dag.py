@@ -232,8 +232,8 @@ class CrashingRun(RunWorkflowOperator):
         super().__init__(**kwargs)
         self.crash_every_try = crash_every_try
 
-    def _stored_job(self, context: Any) -> Any:
-        found = super()._stored_job(context)
+    def _stored_job(self, context: Any, store: Any) -> Any:
+        found = super()._stored_job(context, store)
         STORED.append(None if found is None else found[0])
         if found is not None and self.crash_every_try:
             raise RuntimeError("simulated worker crash")

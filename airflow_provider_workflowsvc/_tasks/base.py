@@ -1,17 +1,13 @@
 """
-What every Workflow Service task shares: the connection and its hook, input checks, secret masking, job ids.
-
-:class:`WorkflowServiceTaskMixin` is the one way an operator or sensor gets its hook; the functions
-check arguments when the DAG is parsed (values known then) and when the task runs.
-
-Imported when a DAG file is parsed, so it imports only ``airflow.sdk``, the standard library and typing;
-the hook and models are imported when a task runs.
+What every Workflow Service task shares: the connection and its hook, input checks, secret masking, job
+ids. Imported when a DAG file is parsed, so it imports only ``airflow.sdk``, the standard library and
+typing; the hook and models are imported when a task runs.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, cast
@@ -38,9 +34,8 @@ _PLAIN_SCALARS = (str, int, float, bool, type(None))
 
 def is_deferred_value(value: Any) -> bool:
     """
-    Whether ``value`` is only known when the task runs: a Jinja template, an XComArg or similar.
-
-    Containers count when any item does; pydantic models count as known values.
+    Whether ``value`` is only known when the task runs (a Jinja template, an XComArg or similar): a
+    container when any item is; a pydantic model never.
     """
     if isinstance(value, str):
         return any(marker in value for marker in _JINJA_MARKERS)
@@ -161,10 +156,8 @@ XCOM_JOB_ID = "job_id"
 
 def job_url(ui_url: str | None, job_id: str) -> str:
     """
-    Return ``ui_url`` with ``{job_id}`` filled in, else ``{ui_url}/jobs/{job_id}``; "" without ``ui_url``.
-
-    The spec says nothing of a web interface, so none is guessed from the API's address (the API's
-    job record answers 401 in a browser): without the ``ui_url`` extra there is no link.
+    Return ``ui_url`` with ``{job_id}`` filled in, else ``{ui_url}/jobs/{job_id}``; "" without ``ui_url``
+    (none is guessed from the API's address: the spec says nothing of a web interface).
     """
     ui = _without_userinfo((ui_url or "").strip())
     if not ui:
@@ -173,6 +166,11 @@ def job_url(ui_url: str | None, job_id: str) -> str:
     if "{job_id}" in ui:
         return ui.replace("{job_id}", quoted)
     return f"{ui.rstrip('/')}/jobs/{quoted}"
+
+
+def job_links(ui_url: str | None, job_ids: Iterable[str]) -> dict[str, str]:
+    """Each job's link in the service's web interface (:func:`job_url`)."""
+    return {job_id: job_url(ui_url, job_id) for job_id in job_ids}
 
 
 def _without_userinfo(url: str) -> str:
@@ -202,17 +200,12 @@ def job_id_of(job_id: Any, run_task_id: str | None, context: Context) -> str:
 
 class WorkflowServiceTaskMixin:
     """
-    What every Workflow Service operator and sensor has: its connection, a hook made on first use, masking.
+    What every Workflow Service operator and sensor has: its connection, a hook made on first use (after
+    templates are rendered), masking.
 
-    The hook is made from ``workflowsvc_conn_id`` when first used, that is when the task runs, after
-    templates are rendered (the job operators and the sensor template the connection id).
-    :meth:`closing_hook` closes its client after each step (a deferred task resumes with a new one).
-
-    Fields named in ``secret_fields`` may hold secrets (connector configs, node settings): after
-    their templates are rendered, and before Airflow stores the rendered values, every value under a
-    secret-looking key (``token``, ``password``, ``sas_token``, ``api_key``, ...) is registered with
-    Airflow's secret masker, so it shows as ``***`` in rendered fields and logs; so is the
-    ``user:password`` of a URI with a password in any templated field (the task refuses it, after).
+    :meth:`closing_hook` closes the hook's client after each step (a deferred task resumes with a new one).
+    ``secret_fields`` name the fields that may hold secrets, registered with Airflow's masker once rendered
+    (:func:`.secrets.mask_fields`; docs/decisions/operators.md, "Secrets in configs and rendered fields").
 
     :param workflowsvc_conn_id: Airflow connection of type ``workflowsvc``.
     """
@@ -230,10 +223,8 @@ class WorkflowServiceTaskMixin:
 
     def separate_hook(self) -> WorkflowServiceHook:
         """
-        Make a second hook with its own client, for a request sent while the task's may be in use.
-
-        ``on_kill`` cancels through one: the task's own client may be mid-request. Settings the task's
-        hook already read are reused, so no connection lookup is needed.
+        Make a second hook with its own client, for a request sent while the task's may be in use
+        (``on_kill``: the task's client may be mid-request), with the settings the task's hook already read.
         """
         own = self.__dict__.get("hook")
         return self._make_hook(own.settings if own is not None else None)
@@ -258,7 +249,7 @@ class WorkflowServiceTaskMixin:
         # stores the rendered fields right after it returns.
         from airflow_provider_workflowsvc._tasks.secrets import plain_fields
 
-        if parent is self:
+        if parent is self and self.secret_fields:
             plain_fields(self)
         super()._do_render_template_fields(parent, *args, **kwargs)  # type: ignore[misc]
         if parent is self:

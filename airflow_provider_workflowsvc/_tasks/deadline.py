@@ -10,11 +10,8 @@ from typing import Any
 def wait_deadline(context: Any, started: float, timeout: float, execution_timeout: timedelta | None) -> float:
     """
     Return when a wait must end (epoch seconds): the earlier of ``started + timeout`` and the end of
-    ``execution_timeout`` counted from the try's start (the task instance's ``start_date``, which
-    Airflow keeps across deferrals; ``started`` when it is unknown).
-
-    Airflow applies ``execution_timeout`` to ``execute()`` only, not to the time a task spends deferred;
-    the wait carries it instead, so the task's run is bounded the same way in both modes.
+    ``execution_timeout`` from the try's start (``ti.start_date``, kept across deferrals; else ``started``).
+    Airflow applies ``execution_timeout`` to ``execute()`` only, so the wait carries it in both modes.
     """
     own = started + timeout
     if not execution_timeout:

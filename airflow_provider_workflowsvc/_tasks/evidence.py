@@ -48,10 +48,8 @@ ENDED = (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.STOPPED)
 """The statuses of the ended jobs (the workflow's history)."""
 PROOF_READS = 6
 """Job records (``GET /jobs/{id}``) of jobs not listed active one search reads at most when the listing
-leaves ``input_file_ids`` out (a job that ended before it was looked for, or the workflow's history when
-the clock cannot place it): past it the search fails closed, naming the jobs it could not rule out. An
-active job of the send window is always read (once): it may be this run's, and nothing but its record
-tells (docs/decisions/runs.md, "The search after a lost answer")."""
+leaves ``input_file_ids`` out; past it the search fails closed (docs/decisions/runs.md, "The search after
+a lost answer")."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -69,11 +67,9 @@ class Proof(enum.Enum):
 
 def what_it_proves(exc: BaseException) -> Proof:
     """
-    Classify any exception the run request can raise by what it proves.
-
-    Only a complete non-2xx answer below 500 (or 503), or an error before anything was sent, proves a
-    refusal. Everything else (an unreadable answer of any status, a connection lost after sending, a
-    5xx, an exception this function does not know) means a job may exist.
+    Classify any exception the run request can raise by what it proves: only a complete non-2xx answer
+    below 500 (or 503), or an error before anything was sent, proves a refusal; anything else (an
+    unreadable answer, a connection lost after sending, a 5xx, an unknown exception): a job may exist.
     """
     if isinstance(exc, WorkflowServiceInputError):
         return Proof.REFUSED  # raised before the request was built: nothing was sent
@@ -154,9 +150,8 @@ class SentRun:
 
     def carried_by(self, job: Job) -> bool | None:
         """
-        Whether the job's record lists a name carrying this run's marker; None when it cannot tell
-        (the record lists no file names, or the run has no marker). Without a marker, a record that
-        lists none of the names sent (compared without folders) is another's: False.
+        Whether the job's record lists a name carrying this run's marker; None when it cannot tell. Without a
+        marker, a record listing none of the names sent (compared without folders) is another's: False.
         """
         if job.input_file_ids is None or not self.files:
             return None
@@ -195,9 +190,8 @@ def _created(job: Job, log: Log | None = None) -> datetime | None:
 
 def own_job(found: Sequence[Job], run: SentRun) -> Job | None:
     """
-    Return this run's job among its candidates ``found`` (:meth:`_Search.listed`), None when there is
-    none yet; AmbiguousRunError when one cannot be proven (the records list no file names, the run
-    sent none, or several carry its marker).
+    Return this run's job among its candidates ``found``, None when there is none yet; AmbiguousRunError
+    when one cannot be proven (no file names listed or sent, no marker, or several carry its marker).
     """
     mine = [job for job in found if run.carried_by(job)]
     unproven = [job for job in found if run.carried_by(job) is None and job.id != run.recorded]
@@ -281,13 +275,9 @@ def await_own_job(
     hook: WorkflowServiceHook, run: SentRun, until: float, log: Log, sleep: Callable[[float], None]
 ) -> tuple[Job | None, bool]:
     """
-    Re-read the workflow's active jobs until this run's job is proven, or ``until`` (epoch seconds)
-    passes; then read its ended jobs once (its history: a fast job may have ended already). Return
-    the job (None when not found) and whether the ended jobs could be read (False: too many for the
-    body cap, the search was inconclusive).
-
-    One listing is always made. ``until`` is reached by adding up the pauses slept (a test's fast
-    sleep shortens the wait).
+    Re-read the workflow's active jobs until this run's job is proven or ``until`` (epoch seconds, reached
+    by adding up the pauses slept) passes, then its ended jobs once; at least one listing. Return the job
+    (None when not found) and whether the ended jobs could be read (False: the search was inconclusive).
     """
     waited, pauses = 0.0, list(GRACE_PAUSES)
     budget = max(until - now(), 0.0)
@@ -312,9 +302,9 @@ def await_own_job(
 
 class _Search:
     """
-    One search for a run's job: the service's clock as its listings read it, and the job records it
-    reads (``GET /jobs/{id}``) when a listing leaves out ``input_file_ids`` (a service may list only
-    some fields of its records): each at most once; those of jobs not listed active, ``PROOF_READS`` at most.
+    One search for a run's job: the service's clock as its listings read it, and the job records it reads
+    when a listing leaves out ``input_file_ids``: each at most once; of jobs not listed active,
+    ``PROOF_READS`` at most.
     """
 
     def __init__(self, hook: WorkflowServiceHook, run: SentRun, log: Log) -> None:
@@ -327,9 +317,8 @@ class _Search:
 
     def listed(self, statuses: Sequence[JobStatus]) -> list[Job]:
         """
-        Return the run's candidates among the workflow's jobs (None: all the account's) in each of
-        ``statuses`` (:meth:`candidates`); a status the service refuses as a filter (400, 422, in
-        either dialect's spelling) is skipped.
+        Return the run's candidates (:meth:`candidates`) among the workflow's (None: the account's) jobs in
+        each of ``statuses``; a status the service refuses as a filter (400, 422) is skipped.
         """
         found: dict[str, Job] = {}
         for status in statuses:
@@ -353,12 +342,10 @@ class _Search:
 
     def candidates(self, listed: Sequence[Job]) -> list[Job]:
         """
-        Return the jobs of ``listed`` the run could have created: inside the send window, and not
-        another run's (a record that lists file names without this run's marker); each with its record
-        when the listing left its files out: the records of those created closest in time to the run's
-        sending first (an order that only saves reads), until one carries its marker. Every job listed
-        active is read; of the others, ``PROOF_READS`` in all (those left stay unproven: the search
-        fails closed on them).
+        Return the jobs of ``listed`` the run could have created (in the send window, not another run's), each
+        with its record when the listing left its files out: read nearest to the run's making first until one
+        carries its marker; every job listed active, and ``PROOF_READS`` others at most (the rest stay
+        unproven).
         """
         run = self.run
         found = [job for job in listed if self._in_window(job) and run.carried_by(job) is not False]
@@ -377,9 +364,9 @@ class _Search:
 
     def _in_window(self, job: Job) -> bool:
         """
-        Whether ``job`` was made after the run's sending, on the service's clock (:attr:`ahead`: each
-        reading is a lower bound, so this never leaves the run's job out), less ``CLOCK_ALLOWANCE``.
-        A job without a usable ``created_at`` cannot be placed outside the window, so it is in.
+        Whether ``job`` was made after the run's sending, on the service's clock (:attr:`ahead`, a lower
+        bound: the run's job is never left out), less ``CLOCK_ALLOWANCE``; a job without a usable
+        ``created_at`` is in.
         """
         created = _created(job)
         if self.ahead is None or created is None:
@@ -388,10 +375,8 @@ class _Search:
 
     def _closest_to_making(self, jobs: list[Job]) -> list[Job]:
         """
-        Return ``jobs`` ordered by how close their creation is to when this run's job was most likely
-        made: just before its failed answer came back (else when it was sent), on the service's clock
-        as its listings read it. A service processes requests in turn: the jobs of runs sent at the
-        same moment are made one after the other, and each run's answer follows its own job.
+        Return ``jobs`` nearest first to when this run's job was most likely made: just before its failed
+        answer came back (else when it was sent), on the service's clock. An order that only saves reads.
         """
         if self.ahead is None:
             return jobs

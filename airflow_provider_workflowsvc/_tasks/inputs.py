@@ -32,13 +32,10 @@ def resolve_named_files(
 ) -> list[tuple[Source, str]]:
     """
     Expand ``files`` (a path, directory or glob, a location in object storage, or a list of them) into
-    de-duplicated ``(source, name)`` pairs: the source is a local file's absolute path or a
-    ``storage.StoredObject``; the name, the one the service sees (the path relative to the directory,
-    prefix or glob root, with ``/``; the base name of a file given by its path). Anything that resolves
-    to nothing is an error before any request; with ``empty_ok``, a directory or pattern matching
-    nothing adds nothing (:class:`NoFilesMatchedError` only when no entry matched). The rules (literal
-    paths, hidden names, symbolic links, object storage's prefixes and patterns) and their whys:
-    docs/decisions/files.md.
+    de-duplicated ``(source, name)`` pairs: a local file's absolute path or a ``storage.StoredObject``, and
+    the name the service sees. What resolves to nothing is an error before any request; with ``empty_ok``, a
+    directory or pattern matching nothing adds nothing (:class:`NoFilesMatchedError` only when nothing
+    matched). The rules and their whys: docs/decisions/files.md.
     """
     entries = _entries(spec)
     if not entries:

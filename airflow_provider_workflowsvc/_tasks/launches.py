@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from airflow_provider_workflowsvc._marker import run_marker, unmarked
 from airflow_provider_workflowsvc._tasks.evidence import base_name, may_retry_refused
 from airflow_provider_workflowsvc._tasks.submit import Sending, StoredRunJournal, job_of_earlier_try, submit
-from airflow_provider_workflowsvc.exceptions import AmbiguousRunError, WorkflowServiceNotFoundError
+from airflow_provider_workflowsvc.exceptions import WorkflowServiceNotFoundError
 from airflow_provider_workflowsvc.models import JobStatus
 
 if TYPE_CHECKING:
@@ -44,9 +44,8 @@ pause: Callable[[float], None] = time.sleep
 @dataclass(frozen=True)
 class Document:
     """
-    One input file: where it is read from (a local path, or a ``storage.StoredObject``), the name the
-    service sees (the user's), and its size. Two documents may share a name (``day1/`` and ``day2/``
-    both holding ``report.txt``): a document is known by its :attr:`source`, never by its name.
+    One input file: where it is read from (a local path, or a ``storage.StoredObject``), the name the service
+    sees (the user's), its size. Known by its :attr:`source`, never by its name (two may share it).
     """
 
     path: Any
@@ -94,9 +93,8 @@ def left_out(doc: Document, limit: int) -> str:
 
 def split(docs: Sequence[Document], max_files: int) -> list[list[Document]]:
     """
-    Split ``docs`` into batches of at most ``max_files`` (one job each), in order, each document in the
-    first batch with room that holds no other of its base name: what the service says of a name in one
-    job then means one document, whether it keeps the names as sent or only their base names.
+    Split ``docs`` into batches of at most ``max_files`` (one job each), in order, each document in the first
+    batch with room holding no other of its base name: a name the service gives then means one document.
     """
     batches: list[tuple[list[Document], set[str]]] = []
     for doc in docs:
@@ -107,27 +105,6 @@ def split(docs: Sequence[Document], max_files: int) -> list[list[Document]]:
         batch.append(doc)
         held.add(key)
     return [batch for batch, _ in batches]
-
-
-class Pacer:
-    """Keeps at least ``interval`` seconds between one launch's answer and the next launch."""
-
-    def __init__(self, interval: float) -> None:
-        self.interval = interval
-        self._last: float | None = None
-
-    def wait(self, log: Log) -> None:
-        """Wait until the next launch may leave."""
-        if self._last is None:
-            return
-        left = self._last + self.interval - clock()
-        if left > 0:
-            log.debug("Waiting %.2f s before the next launch", left)
-            pause(left)
-
-    def answered(self) -> None:
-        """Note that a launch was answered now."""
-        self._last = clock()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -142,17 +119,14 @@ MISSING = (
 )
 
 
-def missing_operation(exc: BaseException, base_url: str) -> Exception | None:
-    """Return the error for a launch refused as an operation the service lacks (404, 405), else None."""
+def missing_operation(exc: BaseException, base_url: str, what: str = "on-demand jobs") -> Exception | None:
+    """Return the error for a request refused as an operation the service lacks (404, 405), else None."""
     from airflow_provider_workflowsvc.exceptions import InvalidTaskInputError, WorkflowServiceApiError
 
     if not isinstance(exc, WorkflowServiceApiError) or exc.status_code not in (404, 405):
         return None
-    request = f"{exc.method} {exc.path}"
-    status = f"{exc.status_code} {exc.reason}".strip()
-    return InvalidTaskInputError(
-        MISSING.format(url=base_url, what="on-demand jobs", request=request, status=status)
-    )
+    request, status = f"{exc.method} {exc.path}", f"{exc.status_code} {exc.reason}".strip()
+    return InvalidTaskInputError(MISSING.format(url=base_url, what=what, request=request, status=status))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -163,42 +137,39 @@ def missing_operation(exc: BaseException, base_url: str) -> Exception | None:
 class LaunchedJob:
     """
     A job launched for this task: the names it was sent (``documents``, the user's), the ``sources``
-    of those documents (same order: what they are known by; empty in a book an older version wrote),
-    ``marker``: the one its record shows in every name (``mark_uploads=True``), taken out of what the
-    service gives back; ``handed_over``: the sources of its documents a later try launched again (a
-    failed file), no longer this job's to report.
+    of those documents (same order: what they are known by), ``marker``: the one its record shows in
+    every name (``mark_uploads=True``), taken out of what the service gives back; ``handed_over``: the
+    sources of its documents a later try launched again (a failed file), no longer this job's to report.
     """
 
     job_id: str
     documents: tuple[str, ...]
+    sources: tuple[str, ...]
     marker: str | None = None
-    sources: tuple[str, ...] = ()
     handed_over: frozenset[str] = frozenset()
 
     def own(self) -> list[tuple[str, str]]:
         """Return the ``(source, name)`` of each document this job is responsible for."""
-        pairs = zip(self.sources or self.documents, self.documents, strict=True)
+        pairs = zip(self.sources, self.documents, strict=True)
         return [(source, name) for source, name in pairs if source not in self.handed_over]
 
     def meant(self, given: str) -> list[str]:
         """Return the sources of the documents a name the service gave (without the marker) can mean."""
-        sources = self.sources or self.documents
-        return [sources[i] for i in meant_by(given, self.documents)]
+        return [self.sources[i] for i in meant_by(given, self.documents)]
 
     def to_json(self) -> dict[str, Any]:
         value: dict[str, Any] = {"job_id": self.job_id, "documents": list(self.documents)}
-        value |= {"marker": self.marker} if self.marker else {}
-        value |= {"sources": list(self.sources)} if self.sources else {}
+        value |= {"sources": list(self.sources)} | ({"marker": self.marker} if self.marker else {})
         return value | ({"handed_over": sorted(self.handed_over)} if self.handed_over else {})
 
     @classmethod
     def from_json(cls, value: Any) -> LaunchedJob:
         if not isinstance(value, Mapping) or not isinstance(value.get("job_id"), str):
             raise ValueError(f"not a launched job: {value!r}")
-        docs, sources = value.get("documents"), value.get("sources", [])
+        docs, sources = value.get("documents"), value.get("sources")
         if not _strings(docs):
             raise ValueError(f"not a launched job's documents: {docs!r}")
-        if not _strings(sources) or len(sources) not in (0, len(docs)):
+        if not _strings(sources) or len(sources) != len(docs):
             raise ValueError(f"not a launched job's sources: {sources!r}")
         handed = value.get("handed_over", [])
         if not _strings(handed):
@@ -207,8 +178,8 @@ class LaunchedJob:
         return cls(
             value["job_id"],
             tuple(docs),
-            marker if isinstance(marker, str) else None,
             tuple(sources),
+            marker if isinstance(marker, str) else None,
             frozenset(handed),
         )
 
@@ -219,43 +190,23 @@ def _strings(value: Any) -> TypeGuard[list[str]]:
 
 def meant_by(given: str, names: Sequence[str]) -> list[int]:
     """
-    Return the positions of the names a job was sent that a name the service gave can mean: those sent as
-    exactly that name, else (a service that keeps only base names) those whose base name it is. One:
-    that document; several or none: the answer cannot say which document it means.
+    Return the positions of the names sent that a name the service gave can mean: exactly that name, else (a
+    service keeping base names) those of that base name. Several or none: it cannot say which.
     """
     exact = [i for i, name in enumerate(names) if name == given]
     return exact or [i for i, name in enumerate(names) if base_name(name) == given]
 
 
-class _Memory:
-    """A task state store that lasts as long as the task's process (no durable execution)."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.values.get(key, default)
-
-    def set(self, key: str, value: Any) -> None:
-        self.values[key] = value
-
-    def delete(self, key: str) -> None:
-        self.values.pop(key, None)
-
-
 class LaunchBook(StoredRunJournal):
     """
-    The jobs this task launched (each with its documents) and the launch in flight, across tries:
-    the run journal :func:`.submit.submit` keeps, its record in the book's ``pending`` field.
-
-    One task state key (``workflowsvc_on_demand``) holds both, so recording a launched job and
-    removing its pending record is one write: no try can find a launch both pending and recorded.
-    Without a store (``durable=False``) it lives as long as the try.
+    The jobs this task launched (each with its documents) and the launch in flight, across tries: the run
+    journal :func:`.submit.submit` keeps, its record in the book's ``pending`` field. One task state key holds
+    both, so recording a launched job and dropping its pending record is one write. Without a store
+    (``durable=False``) it lives as long as the try.
     """
 
     def __init__(self, store: Any | None, log: Log) -> None:
-        super().__init__(store if store is not None else _Memory(), BOOK_KEY, log=log)
-        self.durable = store is not None
+        super().__init__(store, BOOK_KEY, log=log)
         self.sources: Sequence[str] = ()
         """The sources of the batch being launched (written with its pending record)."""
         self._read: dict[str, Any] | None = None
@@ -274,13 +225,14 @@ class LaunchBook(StoredRunJournal):
     def value(self) -> dict[str, Any]:
         """Return the book as stored: read once, then kept as written (this try is its only writer)."""
         if self._read is None:
-            value = self.store.get(BOOK_KEY)
+            value = self.store.get(BOOK_KEY) if self.store is not None else None
             self._read = dict(value) if isinstance(value, dict) else {}
         return copy.deepcopy(self._read)
 
     def write(self, **changes: Any) -> None:
         value = {k: v for k, v in {**self.value(), **changes}.items() if v is not None}
-        self.store.set(BOOK_KEY, value)
+        if self.store is not None:
+            self.store.set(BOOK_KEY, value)
         self._read = copy.deepcopy(value)
 
     def jobs(self) -> list[LaunchedJob]:
@@ -306,31 +258,6 @@ class LaunchBook(StoredRunJournal):
         """Keep only ``jobs`` (their documents as given)."""
         self.write(jobs=[job.to_json() for job in jobs] or None)
 
-    def forget(self) -> None:
-        """Drop the book: the task succeeded, and a later clear launches every document anew."""
-        try:
-            self.store.delete(BOOK_KEY)
-        except Exception as exc:
-            self.log.warning("Could not remove %s from the task state store: %s", BOOK_KEY, exc)
-
-
-def resume(
-    hook: WorkflowServiceHook,
-    book: LaunchBook,
-    docs: Sequence[Document],
-    *,
-    grace: float,
-    fail_on_failed_files: bool,
-) -> list[LaunchedJob]:
-    """
-    Settle what earlier tries left in ``book`` (the launch sent and never recorded: :func:`adopt_pending`;
-    an older version's book: :func:`identify`); return the jobs still counted (:func:`redo`).
-    """
-    adopt_pending(hook, book, grace, book.log)
-    identify(book, docs, book.log)
-    kept, _ = redo(hook, book, fail_on_failed_files, book.log)
-    return kept
-
 
 def adopt_pending(hook: WorkflowServiceHook, book: LaunchBook, grace: float, log: Log) -> None:
     """
@@ -350,64 +277,17 @@ def adopt_pending(hook: WorkflowServiceHook, book: LaunchBook, grace: float, log
         return
     names = tuple(unmarked(name, earlier.marker) for name in earlier.files or ())
     book.launched(
-        LaunchedJob(job.id, names, run_marker(job.input_file_ids), book.pending_sources(len(names)))
-    )
-
-
-def identify(book: LaunchBook, docs: Sequence[Document], log: Log) -> None:
-    """
-    Give the jobs of a book an older version wrote (names only) their documents' sources: a name
-    sent by one input now is that input; one no input has now stays as it is. A name several inputs
-    share cannot say which one was launched: the task fails closed (nothing launched, a document
-    launched twice would reach the destination twice) and the book says so; the try after a person
-    clears the task launches those inputs again.
-    """
-    jobs = book.jobs()
-    older = [job for job in jobs if not job.sources]
-    if not older:
-        return
-    by_name: dict[str, list[str]] = {}
-    for doc in docs:
-        by_name.setdefault(doc.name, []).append(doc.source)
-    unclear = {
-        name: by_name[name] for job in older for name in job.documents if len(by_name.get(name, ())) > 1
-    }
-    if unclear and not book.value().get("unclear"):
-        book.write(unclear=True)
-        raise AmbiguousRunError(_unclear(unclear, older))
-    if unclear:
-        log.warning(
-            "The task was cleared: the inputs named %s are launched again", ", ".join(map(repr, unclear))
-        )
-    book.keep([job if job.sources else _identified(job, by_name, set(unclear)) for job in jobs])
-    book.write(unclear=None)
-
-
-def _identified(job: LaunchedJob, by_name: Mapping[str, list[str]], unclear: set[str]) -> LaunchedJob:
-    sources = tuple(by_name[name][0] if len(by_name.get(name, ())) == 1 else name for name in job.documents)
-    return replace(job, sources=sources, handed_over=frozenset(n for n in job.documents if n in unclear))
-
-
-def _unclear(unclear: Mapping[str, list[str]], jobs: Sequence[LaunchedJob]) -> str:
-    listed = "; ".join(f"{name!r}: {', '.join(sources)}" for name, sources in list(unclear.items())[:SHOWN])
-    ids = ", ".join(job.job_id for job in jobs)
-    return (
-        f"the launch book an earlier version of the provider wrote (job(s) {ids}) knows its documents by "
-        f"name only, and several inputs are sent under the same name ({listed}): which of them was launched "
-        "cannot be told, so nothing is launched (a document launched twice reaches the destination twice). "
-        f"What to do: check job(s) {ids} in the service; to launch those inputs again, clear this task "
-        "(its next try launches every input of these names again)."
+        LaunchedJob(job.id, names, book.pending_sources(len(names)), run_marker(job.input_file_ids))
     )
 
 
 def redo(
     hook: WorkflowServiceHook, book: LaunchBook, fail_on_failed_files: bool, log: Log
-) -> tuple[list[LaunchedJob], set[str]]:
+) -> list[LaunchedJob]:
     """
-    Read the jobs earlier tries launched; keep those that processed (or may be processing) their
-    documents, and return them with the documents to launch again: those of a job that failed, was
-    stopped or is gone, and the failed files of a completed job when failed files fail the task.
-    A document that was processed, or may still be, is never launched again.
+    Read the jobs earlier tries launched and keep those that processed (or may be processing) their documents;
+    the documents of a job that failed, was stopped or is gone, and a completed job's failed files when those
+    fail the task, are launched again. A document processed, or maybe processing, never is.
     """
     kept: list[LaunchedJob] = []
     again: set[str] = set()
@@ -443,7 +323,7 @@ def redo(
             len(kept),
             len(again),
         )
-    return kept, again
+    return kept
 
 
 # --------------------------------------------------------------------------------------------------
@@ -481,8 +361,8 @@ class Plan:
         try:
             return cls(
                 jobs=[LaunchedJob.from_json(item) for item in value["jobs"]],
-                unlaunched=[_named(item) for item in value["unlaunched"]],
-                skipped=[(*_named(item[:-1]), str(item[-1])) for item in value["skipped"]],
+                unlaunched=[_named(*item) for item in value["unlaunched"]],
+                skipped=[(*_named(*item[:-1]), str(item[-1])) for item in value["skipped"]],
                 refusal=None if value["refusal"] is None else str(value["refusal"]),
                 final=value["final"] is True,
             )
@@ -490,11 +370,8 @@ class Plan:
             raise InvalidJobEventError(f"the deferred task's plan cannot be read: {exc}") from None
 
 
-def _named(item: Any) -> tuple[str, str]:
-    """Return a planned document's ``(source, name)``; a deferral of an older version carried names only."""
-    if isinstance(item, str):
-        return item, item
-    source, name = item if len(item) == 2 else (item[0], item[0])
+def _named(source: Any, name: Any) -> tuple[str, str]:
+    """Return a planned document's ``(source, name)``."""
     return str(source), str(name)
 
 
@@ -521,15 +398,16 @@ def launch(
     on_launch: Callable[[str], None],
 ) -> Plan:
     """
-    Launch the documents no earlier try processed (:func:`resume`), in batches of ``max_files`` (the
-    documents over ``max_bytes`` left out), one job each, at least ``interval`` seconds apart; return
-    the plan. The first launch that fails stops the launches (the documents of it and of the batches
+    Launch the documents no earlier try processed (:func:`adopt_pending`, :func:`redo`) in batches of
+    ``max_files`` (those over ``max_bytes`` left out), one job each, ``interval`` seconds apart at
+    least; return the plan. The first launch that fails stops the launches (its documents and those
     after it are not launched); when nothing was launched at all, it fails the task. ``on_launch``
     hears of each job as soon as it is counted (those of earlier tries first).
     """
     log = book.log
     big = oversized(docs, max_bytes)
-    kept = resume(hook, book, docs, grace=grace, fail_on_failed_files=fail_on_failed_files)
+    adopt_pending(hook, book, grace, log)
+    kept = redo(hook, book, fail_on_failed_files, log)
     for earlier in kept:
         on_launch(earlier.job_id)  # a kill from now on cancels what was launched
     covered = {source for job in kept for source, _ in job.own()}
@@ -548,14 +426,17 @@ def launch(
         else "",
     )
     plan = Plan(jobs=list(kept), skipped=[(doc.source, doc.name, left_out(doc, max_bytes)) for doc in big])
-    pacer = Pacer(interval)
+    answered: float | None = None  # when the last launch was answered: the next leaves interval s after
     for index, batch in enumerate(batches):
-        pacer.wait(log)
+        left = 0.0 if answered is None else answered + interval - clock()
+        if left > 0:
+            log.debug("Waiting %.2f s before the next launch", left)
+            pause(left)
         book.sources = [doc.source for doc in batch]
         try:
             job = submit(
                 hook,
-                Sending.launch(send),
+                Sending(None, send),  # a launch: its job belongs to no workflow
                 [(doc.path, doc.name) for doc in batch],
                 log,
                 attempts=attempts,
@@ -581,9 +462,9 @@ def launch(
             plan.refusal, plan.final = str(refusal), refusal_is_final(refusal)
             break
         finally:
-            pacer.answered()
+            answered = clock()
         names, sources = tuple(doc.name for doc in batch), tuple(doc.source for doc in batch)
-        launched = LaunchedJob(job.id, names, run_marker(job.input_file_ids), sources)
+        launched = LaunchedJob(job.id, names, sources, run_marker(job.input_file_ids))
         book.launched(launched)
         plan.jobs.append(launched)
         on_launch(job.id)

@@ -1,18 +1,15 @@
 """
-An on-demand task's checks and outcome: its template (before any upload), one summary per document,
-the task's verdict, and the outputs downloaded (the launches, and the plan a deferral carries:
-:mod:`.launches`).
-
-Imported when a task runs, never at DAG-parse time.
+An on-demand task's checks and outcome: its template (before any upload), one summary per document, the task's
+verdict, the outputs downloaded. Imported when a task runs, never at DAG-parse time.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_workflowsvc._tasks.launches import MISSING, SHOWN, LaunchedJob, Plan
+from airflow_provider_workflowsvc._tasks.launches import SHOWN, LaunchedJob, Plan, missing_operation
 from airflow_provider_workflowsvc.exceptions import (
     InvalidJobEventError,
     UnprocessedDocumentsError,
@@ -47,6 +44,8 @@ def conclude(
     Download the outputs (into ``folder``, when given), sum up per document and log it; return the
     summary and the task's failure (None: it succeeds).
     """
+    from airflow_provider_workflowsvc._tasks.base import job_links
+
     outputs = download(hook, plan, outcomes, folder, log) if folder is not None else {}
     links = job_links(ui_url, outcomes) if outcomes else {}
     summary = summarize(plan, outcomes, outputs, links, fail_on_failed_files=fail_on_failed_files)
@@ -99,14 +98,9 @@ def summarize(
     fail_on_failed_files: bool,
 ) -> dict[str, Any]:
     """
-    Return the task's summary: per document (its name, its ``source``) its job, status, error and
-    downloaded output files (``outputs``: by source); per job its status, documents, link and output
-    files (the service's ids); and the counts.
-
-    A document's ``status``: ``completed``; ``failed`` (a failed file of a completed job);
-    ``unknown`` (the service named a failed file that can be several of the job's documents);
-    ``job_failed``, ``stopped``, ``timeout`` or ``error`` as its job ended; ``not_launched`` (the
-    launches stopped before it) or ``skipped`` (over the size limit).
+    Return the task's summary: per document (its name, its ``source``) its job, status, error and output files
+    (``outputs``: by source); per job its status, documents, link and outputs; the counts. The statuses are
+    the operator's (:class:`.RunOnDemandJobOperator`).
     """
     docs: list[dict[str, Any]] = []
     jobs: list[dict[str, Any]] = []
@@ -204,11 +198,9 @@ def failure(
     summary: Mapping[str, Any], plan: Plan, *, durable: bool, fail_on_failed_files: bool
 ) -> Exception | None:
     """
-    Return the task's failure for its summary (None: it succeeds): the documents not processed, each
-    with why (a name several inputs share, with its source), and what a retry does. Without retries
-    when a retry cannot help (the refusal says so, or only documents the service's answer cannot tell
-    apart are left: those are never launched again) or when nothing remembers what was processed (no
-    task state store: a retry would launch every document again).
+    Return the task's failure for its summary (None: it succeeds): the documents not processed and why, and
+    what a retry does; without retries when a retry cannot help (the refusal says so, or only ``unknown``
+    documents are left: never launched again) or when no task state store remembers what was processed.
     """
     bad = [d for d in summary["documents"] if not passes(d["status"], fail_on_failed_files)]
     if not bad:
@@ -260,9 +252,8 @@ def describe_documents(
 
 def check_template(hook: WorkflowServiceHook, template_id: str, log: Log) -> None:
     """
-    Check that ``template_id`` is one of the service's templates (one read, before any upload): an
-    unknown one is an input error naming the known ones; a service without templates, one naming the
-    missing operation.
+    Check that ``template_id`` is one of the service's templates (one read, before any upload): an unknown one
+    is an input error naming the known ones; a service without templates, one naming the operation.
     """
     from airflow_provider_workflowsvc.exceptions import WorkflowServiceApiError, WorkflowServiceInputError
 
@@ -272,25 +263,15 @@ def check_template(hook: WorkflowServiceHook, template_id: str, log: Log) -> Non
         try:
             known = [t.id for t in hook.list_templates()]
         except WorkflowServiceApiError as exc:
-            if exc.status_code not in (404, 405):
-                raise
-            status = f"{exc.status_code} {exc.reason}".strip()
-            request = f"{exc.method} {exc.path}"
             what = "workflow templates (nor on-demand jobs)"
-            raise WorkflowServiceInputError(
-                MISSING.format(url=hook.settings.base_url, what=what, request=request, status=status)
-            ) from None
+            missing = missing_operation(exc, hook.settings.base_url, what)
+            if missing is None:
+                raise
+            raise missing from None
         raise WorkflowServiceInputError(
             f"template_id {template_id!r} is not one of the service's templates: {', '.join(known) or 'none'}"
         ) from None
     log.info("Template %s (%s): %s", template.id, template.name, ", ".join(n.name for n in template.nodes))
-
-
-def job_links(ui_url: str | None, job_ids: Iterable[str]) -> dict[str, str]:
-    """Each job's link in the service's web interface ("" without the ``ui_url`` extra)."""
-    from airflow_provider_workflowsvc._tasks.base import job_url
-
-    return {job_id: job_url(ui_url, job_id) for job_id in job_ids}
 
 
 def download(
@@ -301,10 +282,9 @@ def download(
     log: Log,
 ) -> dict[str, list[str]]:
     """
-    Download every output of the completed jobs into ``folder`` (a local directory, or a folder of
-    object storage; one naming rule for all: :class:`.outputs.OutputNames`); return each document's
-    files (paths or URIs), by its source: the one document of the job the name the output gives means
-    (an output whose name means none, or several, is kept but credited to none).
+    Download every output of the completed jobs into ``folder`` (:func:`.outputs.download_outputs`); return
+    each document's files by its source: the one document of the job the output's name means (an output
+    meaning none, or several, is kept but credited to none).
     """
     from airflow_provider_workflowsvc._tasks.outputs import download_outputs
 

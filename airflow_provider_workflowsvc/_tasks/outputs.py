@@ -123,22 +123,10 @@ _KEPT_EXTENSION_BYTES = 32
 
 
 def output_name(document: str, suffix: str = ".json") -> str | None:
-    r"""
-    Return the relative path an output of ``document`` is written to: THE rule for downloaded names.
-
-    The document's own name (letters of any script, spaces and punctuation included), with ``suffix``
-    after it, changed only where a file system cannot hold it:
-
-    * ``/`` separates folders (``sub/Q3 report.md`` → ``sub/Q3 report.md.json``); empty, ``.`` and
-      ``..`` parts are dropped, so an absolute path or one climbing out stays inside the directory;
-    * a control character (NUL, tab, newline, ...: Unicode category Cc) or a character that cannot be
-      written in UTF-8 (a lone surrogate) becomes ``_``;
-    * a part longer than ``MAX_NAME_BYTES`` bytes in UTF-8 is cut at the end of its stem, keeping its
-      extension and ``suffix``.
-
-    Anything else is kept as the service wrote it: ``\``, ``:``, ``?`` and the like are valid on the
-    POSIX file systems Airflow runs on. None when nothing is left (``..``, ``""``). A name its folder
-    cannot hold as a whole is then shortened by :func:`within` (:class:`OutputNames`).
+    """
+    Return the relative path an output of ``document`` is written to (``suffix`` after it): THE rule for
+    downloaded names, docs/decisions/files.md ("One naming rule"). None when nothing is left (``..``, ``""``);
+    a name its folder cannot hold as a whole is then shortened by :func:`within`.
     """
     parts = [_holdable(part) for part in document.split("/") if part not in ("", ".", "..")]
     if not parts:
@@ -169,15 +157,9 @@ def _fitted(part: str, suffix: str, limit: int = MAX_NAME_BYTES) -> str:
 
 class OutputNames:
     """
-    The names of a job's outputs in one download, allocated one by one by :func:`output_name`.
-
-    A name comes from the output's document (``report.pdf`` → ``report.pdf.json``, ``sub/Q3
-    report.md`` → ``sub/Q3 report.md.json``), else from its file id. When one file has outputs from
-    several nodes the node id is added (``report.pdf.<node id>.json``). Two outputs never share a
-    name: a name already given in this download (compared as case-insensitive and Unicode-normalising
-    file systems compare), or one that would be a file where another output needs a folder or the
-    other way round, gets ``-2``, ``-3``, ... before ``.json``. A name longer than the folder's
-    ``room`` is shortened by :func:`within` (and logged).
+    The names of a job's outputs in one download, allocated one by one by :func:`output_name` (from the
+    document, else the file id; the node id added when one file has several outputs; ``-2``, ``-3`` on a
+    clash; shortened by :func:`within`): docs/decisions/files.md.
     """
 
     def __init__(self, outputs: list[tuple[str, str]], room: storage.Room | None = None) -> None:
@@ -237,11 +219,9 @@ HASH_DIGITS = 16
 
 def within(name: str, room: int) -> str:
     """
-    ``name``, or when it is longer than ``room`` bytes (a path over PATH_MAX, an object key over its
-    store's limit): its folders kept from the top while they fit, then its file name with ``~`` and
-    ``HASH_DIGITS`` hex digits of the SHA-256 of the whole ``name`` before its last extension
-    (``report.txt~<hash>.json``), the stem cut as :func:`output_name` cuts one. The same name gives
-    the same short one on every try; two names, two short ones.
+    ``name``, or when it is longer than ``room`` bytes: its top folders while they fit, then its file name
+    with ``~`` and ``HASH_DIGITS`` hex digits of the whole name's SHA-256 before its last extension (the
+    same on every try; two names, two short ones).
     """
     if len(name.encode()) <= room:
         return name
@@ -269,10 +249,7 @@ def _folders_of(name: str) -> set[str]:
 
 
 def inside(directory: Path, name: str) -> Path:
-    """
-    ``directory / name`` (``name`` may hold subfolders), refusing anything that would land outside
-    ``directory``.
-    """
+    """``directory / name`` (``name`` may hold subfolders), refusing anything outside ``directory``."""
     root = directory.resolve()
     target = (root / name).resolve()
     if root not in target.parents:
@@ -280,48 +257,32 @@ def inside(directory: Path, name: str) -> Path:
     return target
 
 
-def download_output(
-    hook: WorkflowServiceHook,
-    job_id: str,
-    file_id: str,
-    node_id: str,
-    folder: OutputFolder,
-    names: OutputNames,
-    marker: str | None = None,
-) -> tuple[str, str | None]:
-    """
-    Stream one output of a job into ``folder`` under a hidden name, then give it its final name
-    (:class:`OutputNames`, from the document it holds): never a partial file, locally or in a bucket.
-    Return where it is (a path, or a URI) and the document's name: its first element's
-    ``metadata.filename``, as the service wrote it, without the run's ``marker`` (the one its job record
-    shows); None when the output names no document.
-    """
-    from airflow_provider_workflowsvc._marker import unmarked
-    from airflow_provider_workflowsvc.hooks._files import document_name_in
-
-    staging = folder.staging()
-    try:
-        hook.download_job_output(job_id, file_id, node_id, path=staging)
-        with staging.open("rb") as written:  # a local file or a staged object
-            document = document_name_in(written.read(DOCUMENT_NAME_BYTES))
-        document = None if document is None else unmarked(document, marker)
-        target = folder.publish(staging, names.allocate(file_id, node_id, document))
-    finally:
-        folder.discard(staging)
-    return target, document
-
-
 def download_outputs(
     hook: WorkflowServiceHook, folder: OutputFolder, wanted: Sequence[tuple[str, str, str, str | None]]
 ) -> Iterator[tuple[str, str | None]]:
     """
-    Download each output ``(job id, file id, node id, marker)`` into ``folder`` (made first), all named
-    by one rule (:class:`OutputNames`); yield where each went and the document it names, as it goes.
+    Download each output ``(job id, file id, node id, marker)`` into ``folder`` (made first) under a
+    hidden name, then give it its final name (:class:`OutputNames`, from the document it holds): never a
+    partial file, locally or in a bucket. Yield, as it goes, where each went (a path, or a URI) and the
+    document's name: its first element's ``metadata.filename`` without the run's ``marker``; None when
+    the output names no document.
     """
+    from airflow_provider_workflowsvc._marker import unmarked
+    from airflow_provider_workflowsvc.hooks._files import document_name_in
+
     folder.create()
     names = OutputNames([(file_id, node_id) for _, file_id, node_id, _ in wanted], folder.room())
     for job_id, file_id, node_id, marker in wanted:
-        yield download_output(hook, job_id, file_id, node_id, folder, names, marker)
+        staging = folder.staging()
+        try:
+            hook.download_job_output(job_id, file_id, node_id, path=staging)
+            with staging.open("rb") as written:  # a local file or a staged object
+                document = document_name_in(written.read(DOCUMENT_NAME_BYTES))
+            document = None if document is None else unmarked(document, marker)
+            target = folder.publish(staging, names.allocate(file_id, node_id, document))
+        finally:
+            folder.discard(staging)
+        yield target, document
 
 
 def download_job(hook: WorkflowServiceHook, job_id: str, folder: OutputFolder, log: Any) -> list[str]:

@@ -1,8 +1,6 @@
 """
 Named resources (connectors, workflows): create-or-reuse by unique name, and a delete that verifies
-what it did.
-
-Imported only when a task runs (it imports the hook's exceptions and models).
+what it did. Imported only when a task runs.
 """
 
 from __future__ import annotations
@@ -40,12 +38,9 @@ def delete_resource(
     get: Callable[[str], Any],
 ) -> None:
     """
-    Delete a resource; one that does not exist is success when ``missing_ok``.
-
-    The outcome is verified rather than assumed: after an ambiguous failure (5xx, dropped connection,
-    unreadable answer) the resource is read with ``get``: gone means deleted. When a missing resource
-    fails the task (``missing_ok=False``) it is read first, so a 404 from the DELETE afterwards means
-    it is gone (a retried DELETE whose first answer was lost), not that it never existed.
+    Delete a resource; one that does not exist is success when ``missing_ok``. Verified, not assumed: after an
+    ambiguous failure the resource is read (gone means deleted); with ``missing_ok=False`` it is read first,
+    so a 404 from the DELETE afterwards means a retried DELETE found it gone.
     """
     if not missing_ok:
         missing = _not_found(get, resource_id)
@@ -141,10 +136,8 @@ def difference_lines(differences: Sequence[Difference], between: str, prefix: st
 
 def only_one_named(candidates: Sequence[R], name: str, what: str) -> R | None:
     """
-    Return the one of ``candidates`` named exactly ``name``, None when there is none; several fail.
-
-    An item of the listing the hook could not read (``skipped``) that carries the name fails closed: it
-    may be the resource meant, and nothing may be chosen, created or reused beside it.
+    Return the one of ``candidates`` named exactly ``name``, None when there is none; several fail, and so
+    does an unreadable listed item (``skipped``) of that name: it may be the one meant.
     """
     skipped = getattr(candidates, "skipped", ())
     unreadable = [item for item in skipped if isinstance(item, dict) and item.get("name") == name]
@@ -170,21 +163,12 @@ def _service_vs_task(differences: Sequence[Difference]) -> str:
 @dataclass
 class UniqueName(Generic[R]):
     """
-    Create a resource whose name is unique, or apply ``if_exists`` to the one that has the name.
-
-    :param what: the resource in messages (``source connector``, ``workflow``).
-    :param name: the unique name.
-    :param if_exists: ``reuse`` (return its id), ``update`` (apply the settings) or ``fail``.
-    :param find: every resource that may carry the name (filtered here by exact name).
-    :param create: send the create request.
-    :param update: apply the requested settings to an existing resource.
-    :param mismatch: why an existing resource cannot stand for the requested one (other type), or None.
-    :param drift: every setting in which an existing resource differs from the request, with both
-        values (warned on reuse, one line each; ``update`` sends them all), and every declared secret
-        setting (:func:`unseen_secret`: named on reuse as not compared).
-    :param verify_update: with ``drift``, fail when the update's answer still differs (a service that
-        gives the settings back as it keeps them); off where it may give them back otherwise
-        (connector configs: secrets masked, values the service may normalise).
+    Create a resource whose name is unique, or apply ``if_exists`` (``reuse``, ``update``, ``fail``) to the
+    one that has the name (``what``: the resource in messages). ``find`` lists the resources that may carry
+    the name; ``mismatch`` says why an existing one cannot stand for the request (another type), or None;
+    ``drift`` lists each setting an existing one has otherwise (both values; a declared secret as
+    :func:`unseen_secret`), warned on reuse and logged on update; ``verify_update`` fails an update whose
+    answer still differs (off where the service may give settings back otherwise: connector configs).
     """
 
     what: str

@@ -1,17 +1,6 @@
 """
-Whether a workflow has a job running now: the evidence ``RunWorkflowOperator(if_running=...)`` decides by.
-
-"Running" is what the service lists: a job of the workflow whose status is scheduled or in progress,
-listed in that order (the lifecycle's): a job running throughout the check is in one of the two listings
-even when it starts between them (``models.ACTIVE_JOB_STATUSES``).
-The listing is read tolerantly (each status filter as the service spells statuses, a job in another
-status left out even when a service ignores the filter) and decided strictly: a listing that fails, or
-holds an item the provider cannot read, fails the task (it is never run beside a job that may be
-running); several running jobs are waited for by the newest, and if one of them has no creation time,
-the newest is not known: the task fails, naming them.
-
-A job that starts after the listing (a moment before the run is sent) is not seen: the check narrows the
-window of a pile-up to that moment, it cannot close it (an Airflow pool caps the task's own runs).
+Whether a workflow has a job running now: the evidence ``RunWorkflowOperator(if_running=...)`` decides
+by, read tolerantly and decided strictly (docs/decisions/runs.md, "if_running").
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
 """
-Secret handling of operator fields: plain data for templating, registration with the log masker.
-
-Two rules decide which strings are secret:
-
-* a connector ``config`` (:func:`config_secrets`): every string is secret unless its top-level
-  key is a known non-secret setting of the connector's type (:func:`plain_config_keys`: the live docs'
-  settings of the type that are not secret); a key they do not list has its strings masked. No name is
-  guessed, so a credential under any key (``client_cred``, ``box_app_config``, ...) is masked;
-* other fields (workflow node settings, :func:`_secret_strings`): strings under a secret-looking
-  key (``token``, ``password``, ``api_key``, ...) and ``SecretStr`` values.
-
-In both, the user info of any URL (``mongodb://user:pass@host``) and its query string (an Azure SAS, a
-presigned S3 URL, ``?token=``) are secrets too, whatever the key: ``_url_secrets.url_secrets``, the
-rule that also masks the service's own text.
+Secret handling of operator fields: plain data for templating, registration with the log masker. Which
+strings are secret (a connector config's rule, the secret-word rule, URLs' credentials under every
+key): docs/decisions/operators.md, "Secrets in configs and rendered fields".
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ Send = Callable[["WorkflowServiceHook", list[tuple[Any, str]] | None], "Job | No
 
 @dataclass(frozen=True)
 class Sending:
-    """What is sent: a workflow's run (:meth:`run`) or an on-demand job's launch (:meth:`launch`)."""
+    """What is sent: a workflow's run (:meth:`run`) or an on-demand job's launch (no ``workflow_id``)."""
 
     workflow_id: str | None
     """The workflow run; None for a launch (:attr:`SentRun.is_launch`)."""
@@ -59,11 +59,6 @@ class Sending:
     def run(cls, workflow_id: str) -> Sending:
         """Return the sending of a run of ``workflow_id``."""
         return cls(workflow_id, lambda hook, files: hook.run_workflow(workflow_id, files=files))
-
-    @classmethod
-    def launch(cls, send: Send) -> Sending:
-        """Return the sending of an on-demand job's launch, whose job belongs to no workflow."""
-        return cls(None, send)
 
 
 def _backoff(exc: BaseException, attempt: int, base: float) -> float:
@@ -83,13 +78,9 @@ def _backoff(exc: BaseException, attempt: int, base: float) -> float:
 
 class StoredRunJournal:
     """
-    Where a run being sent is recorded across task tries: the task state store, under ``key``.
-
-    ``known`` is the job id the store already holds for the task (a job an earlier try recorded): when
-    its record carries the pending run's marker, the pending run is that job, already recorded (the
-    try was stopped between the two writes): the record is stale. A record older than
-    ``PENDING_RUN_TTL``, or in a format this version does not write (no ``marker`` key), is ignored
-    (and removed).
+    Where a run being sent is recorded across task tries: the task state store, under ``key``. ``known``:
+    the job id the store already holds (an earlier try's); a pending run that is that job is stale. A record
+    older than ``PENDING_RUN_TTL``, or in a format this version does not write, is ignored (and removed).
     """
 
     def __init__(self, store: Any, key: str, known: str | None = None, log: Log | None = None) -> None:
@@ -290,13 +281,9 @@ def job_of_earlier_try(
     hook: WorkflowServiceHook, earlier: SentRun, grace: float, log: Log, sleep: Callable[[float], None]
 ) -> Job | None:
     """
-    Return the job of the run an earlier try sent, when it can be proven; None when the record is
-    stale (that job is the one the store holds already); AmbiguousRunError otherwise.
-
-    The earlier request may still be in flight (or held by the service): its job is looked for until
-    the request would have timed out and the grace period after it has passed. A job the store
-    already holds that carries the record's marker means the record is stale (that try recorded its
-    job): then the workflow runs.
+    Return the job of the run an earlier try sent, proven; None when the record is stale (the job the store
+    holds already: the workflow runs); AmbiguousRunError otherwise. The request may still be in flight: its
+    job is looked for until it would have timed out, and the grace period after that.
     """
     if earlier.failed_closed:
         return _after_a_clear(hook, earlier, log, sleep)
@@ -327,9 +314,8 @@ def _after_a_clear(
     hook: WorkflowServiceHook, earlier: SentRun, log: Log, sleep: Callable[[float], None]
 ) -> Job | None:
     """
-    Return the job of a run an earlier try failed as ambiguous on, when it is now proven; None to run
-    the workflow: this try was started by a person clearing the task, which decides what nothing proved.
-    Only a marked run's job can be proven: an unmarked run's is not looked for again.
+    Return the job of a run an earlier try failed as ambiguous on, when proven now (only a marked run's
+    can be); None to send it: a person cleared the task, which decides what nothing proved.
     """
     found = None
     if earlier.marker is not None:

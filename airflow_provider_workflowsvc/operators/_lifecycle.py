@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import re
 import time
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from airflow_provider_workflowsvc._compat import HAS_TASK_STATE_STORE
 from airflow_provider_workflowsvc._tasks.base import (
     WorkflowServiceBaseOperator,
     input_error,
     interval_seconds,
+    job_links,
     positive_seconds,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from datetime import timedelta
 
     from airflow.sdk import Context
@@ -186,17 +188,14 @@ class JobOperator(WorkflowServiceBaseOperator):
     def state_store(self, context: Context) -> Any:
         """
         Return the store kept across tries when durable execution is on, else None: the context's task
-        state store (Airflow 3.3+ always gives one), else a :class:`VariableStore`.
+        state store (Airflow 3.3+ always gives one), else a :class:`VariableStore`, kept in the try's
+        context (one store a try: it keeps what it read and wrote).
         """
         if not self.durable:
             return None
-        if HAS_TASK_STATE_STORE or "task_state_store" in context:
-            return context.get("task_state_store")
-        ti = context["ti"]
-        try_ = (id(ti), ti.try_number)  # one store a try: it keeps what it read and wrote
-        if self.__dict__.get("_variable_store", (None,))[0] != try_:
-            self.__dict__["_variable_store"] = (try_, VariableStore(ti))
-        return self.__dict__["_variable_store"][1]
+        if not HAS_TASK_STATE_STORE and "task_state_store" not in context:
+            cast("dict[str, Any]", context)["task_state_store"] = VariableStore(context["ti"])
+        return context.get("task_state_store")
 
     def forget(self, context: Context, *keys: str) -> None:
         """Remove ``keys`` from the task state store (a failure to is only warned of)."""
@@ -211,28 +210,16 @@ class JobOperator(WorkflowServiceBaseOperator):
         """Return the connection's ``ui_url`` extra, the base of every job link."""
         return (self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}).get("ui_url")
 
-    def push_link(self, context: Context, url: str) -> None:
+    def push_links(self, context: Context, job_ids: Sequence[str] = ()) -> dict[str, str]:
         """
-        Push the extra link's URL: "" from the start until a job is known, for Airflow reads every
-        extra link as the task ends and logs a missing one as an error, which after a refused run read as
-        a second failure.
+        Push the extra link's URL, the first job's; return each job's link ("" without ``ui_url``). ""
+        is pushed from the start until a job is known, for Airflow reads every extra link as the task
+        ends and logs a missing one as an error, which after a refused run read as a second failure.
         """
-        context["ti"].xcom_push(key=next(iter(self.operator_extra_links)).xcom_key, value=url)
-
-    def wait_window(self, context: Context) -> tuple[float, float]:
-        """Return when the wait starts and when it must end (epoch seconds: :func:`.wait_deadline`)."""
-        from airflow_provider_workflowsvc._tasks.deadline import wait_deadline
-
-        started = time.time()
-        return started, wait_deadline(context, started, self.timeout, self.execution_timeout)
-
-    def defer_until(self, trigger: Any, deadline: float) -> None:
-        """Leave the worker for ``trigger``; the task resumes in ``execute_complete``."""
-        from airflow_provider_workflowsvc.triggers.job import deferral_timeout
-
-        self.defer(
-            trigger=trigger, method_name="execute_complete", timeout=deferral_timeout(deadline, self.log)
-        )
+        links = job_links(self.ui_url() if job_ids else None, job_ids)
+        first = next(iter(links.values()), "")
+        context["ti"].xcom_push(key=next(iter(self.operator_extra_links)).xcom_key, value=first)
+        return links
 
     def cancel_after_timeout(self, job_id: str) -> str:
         """Cancel a job whose wait timed out (when ``cancel_on_timeout``); a note of what became of it."""

@@ -1,10 +1,7 @@
 """
-Operators that create, update, delete and check source and destination connectors.
-
-Each operator exists for both kinds (``CreateSourceConnectorOperator``,
-``CreateDestinationConnectorOperator``, ...); one implementation serves both, parametrized by
-``kind``. Connector names are unique: a create looks the name up first and applies ``if_exists``, so a
-DAG that runs every day does not pile up duplicates.
+Operators that create, update, delete and check source and destination connectors: one implementation per
+operation serves both kinds (``kind``). A create looks the unique name up first and applies ``if_exists``, so
+a DAG that runs every day does not pile up duplicates.
 """
 
 from __future__ import annotations
@@ -54,10 +51,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class _Connectors:
-    """
-    The hook's endpoints for one kind of connector, as bound methods (typed: mypy checks every call an
-    operator makes through them).
-    """
+    """The hook's endpoints for one kind of connector, as bound methods (typed, for mypy)."""
 
     list: Callable[[], Sequence[Connector]]
     get: Callable[[str], Connector]
@@ -226,13 +220,9 @@ class _CreateConnectorOperator(_ConfigOperator):
 
 def config_drift(current: Mapping[str, Any], config: Any, connector_type: str) -> list[Difference]:
     """
-    Every declared setting of ``config`` the connector's ``current`` config has otherwise, with both
-    values, compared as a message shows them (URL credentials ``***``: the service masks them too).
-
-    A setting holding secrets (a string under a key the type does not know as plain: the masking rule
-    of ``_tasks/secrets.py``), or one the service gives back as a secret, cannot be compared: it is
-    listed as such (``_tasks.resources.unseen_secret``). Settings the task does not declare are not
-    compared.
+    Every declared setting of ``config`` the connector's ``current`` config has otherwise, with both values
+    (compared with URL credentials as ``***``); a setting that holds secrets by the masking rule, or one the
+    service gives back as a secret, is listed as not compared (:func:`.resources.unseen_secret`).
     """
     from pydantic import SecretStr
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -198,12 +199,13 @@ class RunWorkflowOperator(JobOperator):
     def execute(self, context: Context) -> Any:
         """Resolve the input and the workflow, submit the run (or go on with its job), wait, finish."""
         self._job_id, self._result, self._not_started = None, None, None
-        self.push_link(context, "")
+        self.push_links(context)
         self._files = None if self.files is None else self.resolve_files("run", own_names=True)
         with self.closing_hook():
             self._resolve_target()
+            state = self.state_store(context)
             if not self.wait_for_completion:
-                job_id = self._submit(context, store=False)
+                job_id = self._submit(context, state, keep=False)
                 started = self._started_by_task(context, job_id)
                 status = "submitted" if started else "already running"
                 return {
@@ -212,7 +214,8 @@ class RunWorkflowOperator(JobOperator):
                     "status": status,
                     "started_by_task": started,
                 }
-            job_id, ended = self._stored_job(context) or (self._submit(context, store=True), None)
+            found = self._stored_job(context, state)
+            job_id, ended = found or (self._submit(context, state, keep=True), None)
             return self._finish(context, ended or self._wait(context, job_id))
 
     def _resolve_target(self) -> None:
@@ -254,14 +257,12 @@ class RunWorkflowOperator(JobOperator):
                 log=self.log,
             )
 
-    def _stored_job(self, context: Context) -> tuple[str, JobOutcome | None] | None:
+    def _stored_job(self, context: Context, store: Any) -> tuple[str, JobOutcome | None] | None:
         """
-        Return the job an earlier try of this task stored (durable execution), to go on with: still
-        running or in a status nobody knows (never run a duplicate), or completed (with its outcome,
-        read now); None to run the workflow: no job stored, or it is gone, failed, stopped, or
-        completed with failed files that fail the task.
+        Return the job an earlier try stored (durable execution), to go on with: running or in a status nobody
+        knows (never a duplicate), or completed (with its outcome); None to run the workflow (no job stored,
+        or it is gone, failed, stopped, or completed with failed files that fail the task).
         """
-        store = self.state_store(context)
         stored = store.get(self.external_id_key) if store is not None else None
         if not stored:
             return None
@@ -281,16 +282,15 @@ class RunWorkflowOperator(JobOperator):
         self.log.info("Job %s, which an earlier try of this task started, has completed", job_id)
         return job_id, poll_once(self.hook, JobWatch(job_id, self.log))
 
-    def _submit(self, context: Context, *, store: bool) -> str:
+    def _submit(self, context: Context, state: Any, *, keep: bool) -> str:
         """
         Run the workflow once (a run an earlier try sent but never recorded is adopted instead) and
-        return its job, or (``if_running``) the running job to wait for instead; with ``store`` (durable
-        execution), the job id is kept in the task state store before any wait, so a retry after a
+        return its job, or (``if_running``) the running job to wait for instead; with ``keep`` (and a task
+        state store: durable execution), the job id is kept in the store before any wait, so a retry after a
         worker crash goes on with this job.
         """
         from airflow_provider_workflowsvc._tasks.submit import StoredRunJournal
 
-        state = self.state_store(context)
         journal = None
         if state is not None:
             known = state.get(self.external_id_key)
@@ -300,7 +300,7 @@ class RunWorkflowOperator(JobOperator):
             job_id = self._running_job(context, journal)
         if job_id is None:
             job_id = self._run(journal)
-        if store and state is not None:
+        if keep and state is not None:
             state.set(self.external_id_key, job_id)
         self._known(context, job_id)
         return job_id
@@ -376,14 +376,12 @@ class RunWorkflowOperator(JobOperator):
 
     def _known(self, context: Context, job_id: str) -> None:
         """
-        Take ``job_id`` as the run's job (known, and stored): push its id and link (XCom; "" without
-        ``ui_url``) before any waiting, so the UI shows them at once, and drop the pending-run record,
-        so that no retry looks for the run's job again.
+        Take ``job_id`` as the run's job: push its id and link before any waiting (the UI shows them at once),
+        and drop the pending-run record, so that no retry looks for the run's job again.
         """
         self._job_id = job_id
-        url = job_url(self.ui_url(), job_id)
         context["ti"].xcom_push(key=XCOM_JOB_ID, value=job_id)
-        self.push_link(context, url)
+        url = self.push_links(context, [job_id])[job_id]
         if url:
             self.log.info("Job %s: %s", job_id, url)
         else:
@@ -393,14 +391,16 @@ class RunWorkflowOperator(JobOperator):
     def _wait(self, context: Context, job_id: str) -> JobOutcome:
         """
         Wait for the job until it ends or the deadline (``timeout``, or what is left of
-        ``execution_timeout``): here, polling; or, deferrable, in the triggerer (the task leaves the
-        worker here and resumes in :meth:`execute_complete`).
+        ``execution_timeout``): here, polling; or, deferrable, in the triggerer (the task resumes in
+        :meth:`execute_complete`).
         """
-        from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
+        from airflow_provider_workflowsvc._tasks.deadline import wait_deadline
+        from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger, deferral_timeout
         from airflow_provider_workflowsvc.wait.poll import wait_for_job
         from airflow_provider_workflowsvc.wait.watch import JobWatch, PollSchedule
 
-        started, deadline = self.wait_window(context)
+        started = time.time()
+        deadline = wait_deadline(context, started, self.timeout, self.execution_timeout)
         if self.deferrable:
             trigger = WorkflowJobTrigger(
                 job_id=job_id,
@@ -411,7 +411,9 @@ class RunWorkflowOperator(JobOperator):
                 started_at=started,
                 cancel_on_kill=self.cancel_on_kill and self._started_by_task(context, job_id),
             )
-            self.defer_until(trigger, deadline)
+            self.defer(
+                trigger=trigger, method_name="execute_complete", timeout=deferral_timeout(deadline, self.log)
+            )
         every, timeout = self.poll_interval, self.timeout
         self.log.info("Waiting for job %s (polling every %.0f s, timeout %.0f s)", job_id, every, timeout)
         schedule = PollSchedule(deadline, self.poll_interval)
@@ -470,27 +472,17 @@ class DownloadJobOutputOperator(WorkflowServiceBaseOperator):
     """
     Download every output of a completed local-to-local job into a folder; returns where each went.
 
-    Each output is named after its document, the name the service wrote in its first element (your
-    own file's name: ``données.txt`` → ``données.txt.json``, ``sub/Q3 report.md`` → ``sub/Q3
-    report.md.json``), else its file id. Only what a file system cannot hold is changed: empty, ``.``
-    and ``..`` folders are dropped (nothing lands outside ``output_dir``), control characters become
-    ``_``, a name over 255 bytes is cut before its extension, a path or key too long as a whole keeps
-    its top folders and its file name, marked with a hash of the full name. The node id is added when
-    one file has several outputs; two outputs of one download never share a name (``-2``, ``-3`` before
-    ``.json``). A file appears under its final name only once fully written; a file of the same name
-    left by an earlier download is replaced (use one directory per run, e.g. ``.../{{ run_id }}``).
-
+    Each output is named after its document (``données.txt`` → ``données.txt.json``), else its file id,
+    changed only where a file system cannot hold it; two outputs of one download never share a name, and a
+    file appears under its name only once fully written (the rules: the operator's user guide). A file of the
+    same name left by an earlier download is replaced (use one directory per run, e.g. ``.../{{ run_id }}``).
     ``output_dir`` may be a folder of object storage (an ``ObjectStoragePath``, or a URI such as
-    ``s3://bucket/outputs/{{ run_id }}``): each output is streamed into it, never to local disk, and
-    returned as its URI. A store without rename (S3) gets the same guarantee by another rule: each
-    output is written under a hidden temporary key, its size checked, then copied to its name and the
-    temporary key deleted.
+    ``s3://bucket/outputs/{{ run_id }}``): each output is streamed into it, never to local disk, and returned
+    as its URI.
 
-    :param output_dir: directory (or object storage folder) to write into, created if missing
-        (templated).
-    :param output_conn_id: the Airflow connection of an ``output_dir`` URI that names none
-        (templated; a URI may name its own, ``s3://conn_id@bucket/prefix``). ``None``: the store's
-        default credentials.
+    :param output_dir: directory (or object storage folder) to write into, created if missing (templated).
+    :param output_conn_id: the Airflow connection of an ``output_dir`` URI that names none (templated; a URI
+        may name its own, ``s3://conn_id@bucket/prefix``). ``None``: the store's default credentials.
     :param job_id: the job (templated); when empty, taken from XCom ``job_id`` of ``run_task_id``.
     :param run_task_id: the task that ran the workflow (used when ``job_id`` is empty).
     :param workflowsvc_conn_id: the Workflow Service connection (templated).

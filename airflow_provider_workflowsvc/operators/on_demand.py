@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -49,8 +50,7 @@ class RunOnDemandJobOperator(JobOperator):
     beyond its running cap itself. The task waits for all of them in one deferral (deferrable by
     default), each job logged as it ends, then downloads the outputs when ``output_dir`` is given.
 
-    A file over the size limit fails the task before anything is uploaded (``oversized_files='skip'``
-    leaves it out and reports it). When a launch is refused midway, the jobs already launched are
+    When a launch is refused midway, the jobs already launched are
     still waited for and reported, and the task fails naming the files never launched. A launch whose
     answer is lost is never sent again unless the service proves it created nothing (as a run's,
     :class:`RunWorkflowOperator`); with the names as they are (the default), nothing can prove which
@@ -77,25 +77,18 @@ class RunOnDemandJobOperator(JobOperator):
     job failed), ``stopped``, ``timeout``, ``error``, ``not_launched`` or ``skipped``. On failure the
     summary is pushed as the return value before the task fails.
 
-    :param files: input files: a path, directory (all its non-hidden files, recursively, sorted),
-        glob pattern (``**`` recurses), a location in object storage with the same meanings (an
-        ``ObjectStoragePath``, or a URI: ``s3://bucket/prefix/``, ``s3://bucket/2024/**/*.pdf``,
-        ``gs://...``, ``file://...``), or a list mixing them (templated), as ``RunWorkflowOperator``
-        takes them; the service sees each file's name relative to its directory, prefix or pattern.
-        An object's size is the one the store lists; objects are streamed from the store into the
-        upload, never to local disk.
+    :param files: input files (templated), as ``RunWorkflowOperator`` takes them: a path, directory,
+        glob pattern, a location in object storage, or a list mixing them; the service sees each file's
+        name relative to its directory, prefix or pattern. An object's size is the one the store lists.
     :param files_conn_id: the Airflow connection of the storage URIs in ``files`` that name none
-        (templated); a URI may name its own (``s3://conn_id@bucket/prefix/``) and an
-        ``ObjectStoragePath`` carries its own. ``None``: the store's default credentials.
+        (templated), as ``RunWorkflowOperator``'s.
     :param template_id: the service's workflow template to process them with (templated), e.g.
         ``hi_res_partition``. Give this or ``job_nodes``.
     :param job_nodes: the nodes to process them with, as a custom workflow's (templated; their
         settings are masked in logs and rendered fields).
-    :param output_dir: directory to download every output into (templated), named after its document
-        (``report.pdf`` → ``report.pdf.json``, as ``DownloadJobOutputOperator`` names them); each
-        document's files are in the summary. A folder of object storage is accepted as
-        ``DownloadJobOutputOperator`` accepts it (written under a temporary key, size checked, then
-        published). None: nothing is downloaded.
+    :param output_dir: directory, or folder of object storage, to download every output into
+        (templated), as ``DownloadJobOutputOperator`` names and writes them (``report.pdf`` →
+        ``report.pdf.json``); each document's files are in the summary. None: nothing is downloaded.
     :param output_conn_id: the Airflow connection of an ``output_dir`` URI that names none (templated).
     :param workflowsvc_conn_id: the Workflow Service connection (templated).
     :param max_files_per_job: most files per job (the service's limit: 10).
@@ -197,14 +190,17 @@ class RunOnDemandJobOperator(JobOperator):
     # -- execution ---------------------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
+        from airflow_provider_workflowsvc._tasks.deadline import wait_deadline
+
         self._job_ids = []
-        self.push_link(context, "")
+        self.push_links(context)
         with self.closing_hook():
             plan = self._launch(context)
             if not plan.jobs:
                 return self._finish(context, plan, [])
             self._announce(context, plan)
-            started, deadline = self.wait_window(context)
+            started = time.time()
+            deadline = wait_deadline(context, started, self.timeout, self.execution_timeout)
             if self.deferrable:
                 self._defer(plan, started, deadline)
             return self._finish(context, plan, self._wait_here(started, deadline))
@@ -268,13 +264,10 @@ class RunOnDemandJobOperator(JobOperator):
 
     def _announce(self, context: Context, plan: Plan) -> None:
         """Push every job id and link (XCom), the first as the extra link, before any waiting."""
-        from airflow_provider_workflowsvc._tasks.on_demand import job_links
-
         self._job_ids = [job.job_id for job in plan.jobs]
-        links = job_links(self.ui_url(), self._job_ids)
+        links = self.push_links(context, self._job_ids)
         context["ti"].xcom_push(key=XCOM_JOB_IDS, value=self._job_ids)
         context["ti"].xcom_push(key=XCOM_JOB_LINKS, value=links)
-        self.push_link(context, links[self._job_ids[0]])
         for job in plan.jobs:
             link = links[job.job_id]
             self.log.info(
@@ -282,6 +275,7 @@ class RunOnDemandJobOperator(JobOperator):
             )
 
     def _defer(self, plan: Plan, started: float, deadline: float) -> None:
+        from airflow_provider_workflowsvc.triggers.job import deferral_timeout
         from airflow_provider_workflowsvc.triggers.jobs import WorkflowJobsTrigger
 
         trigger = WorkflowJobsTrigger(
@@ -293,7 +287,9 @@ class RunOnDemandJobOperator(JobOperator):
             cancel_on_kill=self.cancel_on_kill,
             resume_with=plan.to_json(),
         )
-        self.defer_until(trigger, deadline)
+        self.defer(
+            trigger=trigger, method_name="execute_complete", timeout=deferral_timeout(deadline, self.log)
+        )
 
     def _wait_here(self, started: float, deadline: float) -> list[JobOutcome]:
         """Wait for every job in this worker, with the trigger's own wait (an event loop of its own)."""
@@ -331,7 +327,7 @@ class RunOnDemandJobOperator(JobOperator):
         by_job = {job_id: self._after_timeout(outcome) for job_id, outcome in by_job.items()}
         for outcome in by_job.values():
             metrics.job_ended(outcome, self.workflowsvc_conn_id, metrics.ON_DEMAND)
-        book = launches.LaunchBook(self.state_store(context), self.log)
+        store = self.state_store(context)
         summary, error = od.conclude(
             self.hook,
             plan,
@@ -340,13 +336,13 @@ class RunOnDemandJobOperator(JobOperator):
             if self.output_dir is None
             else output_folder(self.output_dir, self.output_conn_id or None),
             ui_url=self.ui_url(),
-            durable=book.durable,
+            durable=store is not None,
             fail_on_failed_files=self.fail_on_failed_files,
             log=self.log,
         )
         if error is not None:
             self.fail(context, summary, error)
-        book.forget()
+        self.forget(context, launches.BOOK_KEY)  # a clear launches every document anew
         return summary
 
     def _after_timeout(self, outcome: JobOutcome) -> JobOutcome:

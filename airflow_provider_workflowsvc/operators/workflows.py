@@ -120,9 +120,8 @@ class _WorkflowOperator(WorkflowServiceBaseOperator):
 
     def declared_fields(self) -> dict[str, Any]:
         """
-        Return every setting as declared (rendered), None included: the workflow's whole state.
-
-        ``template_id`` is how a workflow is built, not a setting it keeps: it is sent only when given.
+        Return every setting as declared (rendered), None included: the workflow's whole state
+        (``template_id``, how a workflow is built, only when given).
         """
         declared = {key: getattr(self, key) for key in _WORKFLOW_FIELDS}
         if declared["template_id"] is None:
@@ -223,9 +222,8 @@ def _check_custom_has_nodes(workflow_type: Any, nodes: Any) -> None:
 
 def _drift(existing: Workflow, body: CreateWorkflow) -> list[Difference]:
     """
-    Every declared setting the existing workflow does not have, with both values; a setting declared
-    ``None`` (no source, no schedule) differs from one the workflow has. Nodes declared ``None`` are
-    the type's defaults, which only the service knows: not compared.
+    Every declared setting the existing workflow does not have, with both values (a setting declared ``None``
+    differs from one it has); nodes declared ``None`` are the type's defaults: not compared.
     """
     from airflow_provider_workflowsvc.connectors_catalog import normalized
 
@@ -260,10 +258,8 @@ def _text(value: Any) -> str | None:
 
 def _node_drift(current: Sequence[WorkflowNode], wanted: Sequence[WorkflowNode]) -> list[Difference]:
     """
-    Node list differences: the nodes themselves, then each requested setting of each node.
-
-    Secret settings (``api_key``, ...) are not compared (a service does not give them back): each is
-    listed as such.
+    Node list differences: the nodes themselves, then each requested setting of each node (a secret one listed
+    as not compared: a service does not give them back).
     """
     from airflow_provider_workflowsvc._tasks.resources import NOT_SET, unseen_secret
     from airflow_provider_workflowsvc.models import is_secret_field

@@ -31,10 +31,8 @@ PINNED_JOB_KEY = "workflowsvc_sensor_job"
 
 def _renders_in_the_triggerer(job_id: Any) -> bool:
     """
-    Whether the triggerer can render ``job_id``: a text (an id, or a template of params, ``dag_run.conf``,
-    Variables, macros), but not one that pulls an XCom. Airflow 3.3.2's triggerer cannot answer
-    ``ti.xcom_pull(task_ids=...)`` (its supervisor rejects the request) and the trigger hangs, so such a
-    sensor pokes in a worker first; an ``XComArg`` is resolved by the worker too.
+    Whether the triggerer can render ``job_id``: a text, but not one that pulls an XCom (Airflow 3.3.2's
+    triggerer cannot answer ``ti.xcom_pull``: the trigger would hang); an ``XComArg`` is the worker's too.
     """
     return isinstance(job_id, str) and "xcom" not in job_id.lower()
 
@@ -107,13 +105,10 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
 
     def _start_in_the_triggerer(self) -> None:
         """
-        Let the scheduler defer the task straight to the trigger (``start_from_trigger``; Airflow 3.3+,
-        where the triggerer renders the templated ``job_id`` and ``workflowsvc_conn_id``).
-
-        The trigger's deadline is Airflow's deferral timeout less ``DEFERRAL_BACKSTOP``: the earlier of
-        ``timeout`` and ``execution_timeout``, from the deferral. A job that passes ends the task in the
-        triggerer (``end_on_success``: the XComs :meth:`execute_complete` would push), but for a sensor
-        with ``outlets``: Airflow 3.3.2 emits outlet asset events only when a worker ends a task.
+        Let the scheduler defer the task straight to the trigger (``start_from_trigger``, Airflow 3.3+), with
+        Airflow's deferral timeout (``timeout``, or less ``execution_timeout``) plus ``DEFERRAL_BACKSTOP``. A
+        job that passes ends the task in the triggerer, but for a sensor with ``outlets`` (Airflow 3.3.2 emits
+        asset events only when a worker ends a task).
         """
         from airflow_provider_workflowsvc._compat import AIRFLOW_V_3_3_PLUS
 
@@ -241,9 +236,8 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
         """
-        Resume after the trigger. Airflow's sensor turns any error of a resumed sensor into a skip under
-        ``soft_fail``; a wait that could not observe its job is no verdict, so it stays a retryable
-        failure, as in poke mode (where ``soft_fail`` skips only the sensor's verdicts).
+        Resume after the trigger. A wait that could not observe its job stays a retryable failure under
+        ``soft_fail`` (Airflow's sensor would skip it), as in poke mode.
         """
         from airflow_provider_workflowsvc._compat import AirflowSkipException
         from airflow_provider_workflowsvc.exceptions import WorkflowJobWaitError
