@@ -1,19 +1,10 @@
 """
 The requests behind a wait, sync (operator, sensor) and async (trigger); the meaning is in :mod:`.outcome`.
 
-Every request of a wait ends by the wait's deadline (:func:`~.hooks.workflowsvc.deadline`: timeouts cut
-to the time left, no retry past it), but the reads of a job's end its details showed before the deadline
-(``END_READ_RESERVE`` more seconds); a cancel sent when a task ends gets ``CANCEL_BUDGET`` seconds.
-
-One poll is ONE request (``GET /jobs/{id}/details``: status and per-node counts), plus ``GET /jobs/{id}``
-only when the details carry a status this provider does not know. Once the job is terminal, two more
-requests fetch the job record (output files) and the failed files, and one per output file (a local
-destination's only) reads the start of that output for its document's name (awaited, the failed files
-and the outputs are read at once). A wait of ``T`` seconds
-at interval ``I`` therefore costs at most ``ceil(T / I) + 3`` requests, and one per output file.
-
-Each sync function has its awaited twin next to it (``poll_once``/``apoll_once``, ...): the same steps,
-the same helpers for every decision. Imported lazily (inside methods), never at DAG-parse time.
+No request of a wait outlives its deadline (:func:`~.hooks.workflowsvc.deadline`) but the reads of an end
+seen before it (``END_READ_RESERVE``); a cancel sent as a task ends gets ``CANCEL_BUDGET`` seconds. A poll
+is one request (its details), a job's end three and one per output file: docs/decisions/waits.md, "One
+wait". The steps both hooks share are written once (:func:`_drive`, :func:`_adrive`).
 """
 
 from __future__ import annotations
@@ -21,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -58,6 +49,35 @@ away (a killed worker is SIGKILLed ~5 s after SIGTERM), so it is sent and not wa
 
 def _within(seconds: float | None) -> float | None:
     return None if seconds is None else time.time() + seconds
+
+
+Steps = Generator[Any, Any, A]
+"""Requests written once for both hooks: each yields the hook's call and is sent its result."""
+
+
+def _drive(steps: Steps[A]) -> A:
+    """Run ``steps`` with the sync hook: each call has run (or raised in ``steps``) as it was made."""
+    value: Any = None
+    while True:
+        try:
+            value = steps.send(value)
+        except StopIteration as done:
+            return done.value
+
+
+async def _adrive(steps: Steps[A]) -> A:
+    """Run ``steps`` with the async hook: each call is awaited, its error raised in ``steps``."""
+    value: Any = None
+    failed: Exception | None = None
+    while True:
+        try:
+            call = steps.send(value) if failed is None else steps.throw(failed)
+        except StopIteration as done:
+            return done.value
+        try:
+            value, failed = await call, None
+        except Exception as exc:
+            value, failed = None, exc
 
 
 # --------------------------------------------------------------------------------------------------
@@ -103,13 +123,17 @@ def survive_transient(exc: Exception, log: logging.Logger | Any, what: str, retr
 # Sync
 
 
+def _poll(hook: Any, watch: JobWatch) -> Steps[tuple[bool, Job | None]]:
+    """One poll: whether the job is terminal now, and its record when it was read."""
+    details = yield hook.get_job_details(watch.job_id)
+    job = (yield hook.get_job(watch.job_id)) if details.processing_status is JobStatus.UNKNOWN else None
+    return watch.observe(details, job), job
+
+
 def poll_once(hook: WorkflowServiceHook, watch: JobWatch) -> JobOutcome | None:
     """Poll a job once; its outcome when it has reached a final status, else None."""
-    details = hook.get_job_details(watch.job_id)
-    job = hook.get_job(watch.job_id) if details.processing_status is JobStatus.UNKNOWN else None
-    if not watch.observe(details, job):
-        return None
-    return read_end(hook, watch, job)
+    ended, job = _drive(_poll(hook, watch))
+    return read_end(hook, watch, job) if ended else None
 
 
 def read_end(hook: WorkflowServiceHook, watch: JobWatch, job: Job | None = None) -> JobOutcome | None:
@@ -121,18 +145,15 @@ def read_end(hook: WorkflowServiceHook, watch: JobWatch, job: Job | None = None)
     if not watch.confirmed_by(job):
         return None
     failed = hook.get_job_failed_files(watch.job_id).failed_files
-    return watch.outcome(job, failed, output_documents(hook, job, watch.log))
+    return watch.outcome(job, failed, _drive(_documents(hook, job, watch.log)))
 
 
-def output_documents(hook: WorkflowServiceHook, job: Job, log: Log) -> dict[str, str | None]:
-    """
-    Return the document of each of ``job``'s output files, as the output names it (the start of one
-    output per file is read); an output that cannot be read is logged and its document left unknown.
-    """
+def _documents(hook: Any, job: Job, log: Log) -> Steps[dict[str, str | None]]:
+    """Read the document of each output file (one output's start each); unreadable: logged, None."""
     documents: dict[str, str | None] = {}
     for file_id, node_id in _one_output_per_file(job).items():
         try:
-            documents[file_id] = hook.get_output_document(job.id, file_id, node_id)
+            documents[file_id] = yield hook.get_output_document(job.id, file_id, node_id)
         except WorkflowServiceError as exc:
             documents[file_id] = _unread_document(job, file_id, exc, log)
     return documents
@@ -220,9 +241,13 @@ def cancel_quietly(hook: WorkflowServiceHook, job_id: str, log: Log, within: flo
     or an ambiguous failure (5xx, dropped connection, unreadable answer: a cancel the service may have
     performed, its answer lost), is verified by reading the job: stopped means the cancel took effect.
     """
+    return _drive(_cancel(hook, job_id, log, within))
+
+
+def _cancel(hook: Any, job_id: str, log: Log, within: float | None) -> Steps[bool]:
     try:
         with deadline(_within(within)):
-            hook.cancel_job(job_id)
+            yield hook.cancel_job(job_id)
     except WorkflowServiceNotFoundError:
         log.warning("Job %s was not found; nothing to cancel", job_id)
         return False
@@ -231,7 +256,7 @@ def cancel_quietly(hook: WorkflowServiceHook, job_id: str, log: Log, within: flo
             raise
         try:
             with deadline(_within(within)):
-                job = hook.get_job(job_id)
+                job = yield hook.get_job(job_id)
         except Exception as read_exc:
             return _unread_verdict(job_id, exc, read_exc, log)
         return _cancel_verdict(job, exc, log)
@@ -358,11 +383,8 @@ def pick_job(jobs: list[Job], created_after: datetime | None, pick: str = "lates
 
 async def apoll_once(hook: WorkflowServiceAsyncHook, watch: JobWatch) -> JobOutcome | None:
     """:func:`poll_once`, awaited."""
-    details = await hook.get_job_details(watch.job_id)
-    job = await hook.get_job(watch.job_id) if details.processing_status is JobStatus.UNKNOWN else None
-    if not watch.observe(details, job):
-        return None
-    return await aread_end(hook, watch, job)
+    ended, job = await _adrive(_poll(hook, watch))
+    return await aread_end(hook, watch, job) if ended else None
 
 
 async def aread_end(
@@ -373,7 +395,7 @@ async def aread_end(
     if not watch.confirmed_by(job):
         return None
     failed, documents = await _both(
-        hook.get_job_failed_files(watch.job_id), aoutput_documents(hook, job, watch.log)
+        hook.get_job_failed_files(watch.job_id), _adrive(_documents(hook, job, watch.log))
     )
     return watch.outcome(job, failed.failed_files, documents)
 
@@ -405,17 +427,6 @@ async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
         if isinstance(result, BaseException):
             raise result
     return one, two  # type: ignore[return-value]
-
-
-async def aoutput_documents(hook: WorkflowServiceAsyncHook, job: Job, log: Log) -> dict[str, str | None]:
-    """:func:`output_documents`, awaited."""
-    documents: dict[str, str | None] = {}
-    for file_id, node_id in _one_output_per_file(job).items():
-        try:
-            documents[file_id] = await hook.get_output_document(job.id, file_id, node_id)
-        except WorkflowServiceError as exc:
-            documents[file_id] = _unread_document(job, file_id, exc, log)
-    return documents
 
 
 async def await_job(
@@ -514,23 +525,7 @@ async def acancel_quietly(
     hook: WorkflowServiceAsyncHook, job_id: str, log: Log, within: float | None = None
 ) -> bool:
     """:func:`cancel_quietly`, awaited."""
-    try:
-        with deadline(_within(within)):
-            await hook.cancel_job(job_id)
-    except WorkflowServiceNotFoundError:
-        log.warning("Job %s was not found; nothing to cancel", job_id)
-        return False
-    except Exception as exc:
-        if not _cancel_unclear(exc):
-            raise
-        try:
-            with deadline(_within(within)):
-                job = await hook.get_job(job_id)
-        except Exception as read_exc:
-            return _unread_verdict(job_id, exc, read_exc, log)
-        return _cancel_verdict(job, exc, log)
-    log.info("Asked the service to cancel job %s", job_id)
-    return True
+    return await _adrive(_cancel(hook, job_id, log, within))
 
 
 async def _bounded(awaitable: Any, cutoff: float) -> Any:

@@ -1,30 +1,11 @@
 """
 Where a triggerer's waits learn that their jobs changed: ONE source per connection (per shared client).
 
-The source reads, once per interval for every wait of the connection, the cheapest thing the service has:
-its job-event feed (``GET /notifications``, the platform dialect), paged down to the last event it saw;
-where the service has no feed (404: the spec dialect), the listing of the account's active jobs (a
-refusal of either ends the reads: each wait polls its own job). It never decides an outcome: a wait whose
-job it shows changed (an event other than scheduled/in progress; not listed active) reads its own job's
-record and details at its next poll, which give the verdict (``job.completed`` has failed files too). It
-never marks an event read: the read state is a person's.
-
-What bounds a source that lags, lost events or is down, at a cost per connection, not per wait:
-
-* **canaries**: every ``CANARY_EVERY`` reads one wait (the one longest without a read of its own)
-  reads its own job; so does every wait's first poll and its last before the deadline. An own read that
-  shows an end the source did not show, and that the source's next read still does not show, proves the
-  source stale: the canaries of each read double (up to every wait) until a read proves nothing, then
-  halve back;
-* **a gap** (the feed's pages run out before the event last seen, or more than ``MAX_PAGES`` of them):
-  every wait reads its own job once;
-* **down** (no read succeeded for ``DOWN_AFTER`` intervals, more for a slow service): the waits read their
-  own jobs until one does. A read cut by its patience doubles the next one's (a uniformly slow service is
-  waited for, not left to the waits' own polls, as slow and a request each). A refusal (4xx) ends reads.
-
-Below ``SHARE_FROM`` waits the source reads nothing: a wait polls its own job. A job-event watcher's
-stream (:func:`listening`) makes the feed read too and gets every read's events (None where the source
-cannot tell: a gap, no feed, down); it lists its workflow's jobs itself then.
+Once per interval for every wait and watcher of the connection it reads the job-event feed (``GET
+/notifications``), else (404: the spec dialect) the account's active-jobs listing. It never decides an
+outcome (a wait it shows changed reads its own job) nor marks an event read. What bounds a stale, purged
+or down source at a cost per connection (canaries, gaps, ``DOWN_AFTER``, patience): docs/decisions/waits.md,
+"One source per connection".
 """
 
 from __future__ import annotations
