@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Hashable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
@@ -105,14 +105,21 @@ class JobListing:
         self._hook, self._workflow_id = listener.hook, workflow_id
         self._lock = asyncio.Lock()
         self._listed: tuple[datetime | None, list[Job]] | None = None
-        self._records: dict[str, Job | str | None] = {}
-        self._summaries: dict[str, asyncio.Future[dict[str, Any] | None]] = {}
+        self._reads: dict[tuple[str, str], asyncio.Future[Any]] = {}
 
-    async def summary(self, job: Job) -> dict[str, Any] | None:
-        """Return ``job``'s event payload, read once for every watcher; None: try again next round."""
-        if job.id not in self._summaries:
-            self._summaries[job.id] = asyncio.ensure_future(_summary(self._hook, job))
-        return await asyncio.shield(self._summaries[job.id])
+    def _once(self, key: tuple[str, str], read: Callable[[], Awaitable[Any]]) -> Awaitable[Any]:
+        """Start ``read`` (once in this round for every watcher, at once with the others); await it."""
+        if key not in self._reads:
+            self._reads[key] = asyncio.ensure_future(read())
+        return asyncio.shield(self._reads[key])
+
+    def summary(self, job: Job) -> Awaitable[dict[str, Any] | None]:
+        """``job``'s event payload (None: try again next round)."""
+        return self._once(("summary", job.id), lambda: _summary(self._hook, job))
+
+    def record(self, job_id: str) -> Awaitable[Job | str | None]:
+        """Job ``job_id`` as the service now records it (None: not readable now; :data:`GONE`: none)."""
+        return self._once(("record", job_id), lambda: _record(self._hook, job_id))
 
     async def since_position(self, position: Seen) -> list[JobChange] | None:
         """
@@ -174,26 +181,20 @@ class JobListing:
             found.update((job.id, job) for job in jobs if job.id not in found)
         return list(found.values())
 
-    async def record(self, job_id: str) -> Job | str | None:
-        """
-        Return job ``job_id`` as the service now records it (once per listing for every watcher); None
-        when it could not be read now; :data:`GONE` when the service has no such job.
-        """
-        from airflow_provider_workflowsvc.exceptions import WorkflowServiceNotFoundError
-        from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
-        from airflow_provider_workflowsvc.wait.poll import survive_transient
 
-        async with self._lock:
-            if job_id not in self._records:
-                try:
-                    with deadline(time.time() + SUMMARY_BUDGET):
-                        self._records[job_id] = await self._hook.get_job(job_id)
-                except WorkflowServiceNotFoundError:
-                    self._records[job_id] = GONE
-                except Exception as exc:
-                    survive_transient(exc, log, f"Job {job_id}: reading its record", retry="next listing")
-                    self._records[job_id] = None
-        return self._records[job_id]
+async def _record(hook: WorkflowServiceAsyncHook, job_id: str) -> Job | str | None:
+    from airflow_provider_workflowsvc.exceptions import WorkflowServiceNotFoundError
+    from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
+    from airflow_provider_workflowsvc.wait.poll import survive_transient
+
+    try:
+        with deadline(time.time() + SUMMARY_BUDGET):
+            return await hook.get_job(job_id)
+    except WorkflowServiceNotFoundError:
+        return GONE
+    except Exception as exc:
+        survive_transient(exc, log, f"Job {job_id}: reading its record", retry="next round")
+        return None
 
 
 async def _listed(
@@ -387,11 +388,12 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
                 due, running = found
                 ended = (ended if told is None else told) - running
                 caught_up = True
+                payloads = {job.id: listing.summary(job) for job in due if job.status.value in self.statuses}
                 for job in due:
-                    if job.status.value not in self.statuses:
+                    if job.id not in payloads:
                         cursor.reported(job.id)
                         continue
-                    payload = await listing.summary(job)
+                    payload = await payloads[job.id]
                     if payload is None:
                         continue  # stays pending: the next round tries again
                     self.log.info("Job %s of %s ended %s", job.id, self._watched(), payload["status"])
@@ -439,8 +441,7 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
             if jobs is None:
                 return None
             due, reads = cursor.due(jobs, listing.listed_at, self.max_lateness), cursor.unlisted(jobs)
-        for job_id in reads:
-            job = await listing.record(job_id)
+        for job_id, job in zip(reads, await asyncio.gather(*map(listing.record, reads)), strict=True):
             if job == GONE:
                 self.log.warning("Job %s is no longer known to the service; it is not reported", job_id)
                 cursor.reported(job_id)

@@ -78,6 +78,9 @@ async def _adrive(steps: Steps[A]) -> A:
             value, failed = await call, None
         except Exception as exc:
             value, failed = None, exc
+        except BaseException:  # cancelled: its blocks end here, in this task's context
+            steps.close()
+            raise
 
 
 # --------------------------------------------------------------------------------------------------
@@ -173,40 +176,47 @@ def _unread_document(job: Job, file_id: str, exc: Exception, log: Log) -> str | 
     return None
 
 
-def _read_seen_end(
-    hook: WorkflowServiceHook, watch: JobWatch, schedule: PollSchedule, sleep: Callable[[float], None]
-) -> JobOutcome | None:
+def _waiting(
+    watch: JobWatch,
+    schedule: PollSchedule,
+    poll: Callable[[], Any],
+    read_end: Callable[[float], Any],
+    sleep: Callable[[float], Any],
+) -> Steps[JobOutcome]:
     """
-    Read the end of a job its last poll saw ended, those reads cut by the deadline: a slow service
-    delays the report of an end it gave in time, it does not make it a timeout. A transient failure
-    (a pool full of slow answers among them) is tried again an interval later, until the end's cutoff
-    (None: still unread then).
+    Poll until the job is terminal or the deadline passes; transient errors do not end the wait. The
+    end of a job the last poll saw ended is read until ``END_READ_RESERVE`` past the deadline (a slow
+    service delays the report of an end it gave in time, it does not make it a timeout), again an
+    interval after a transient failure.
     """
+    while (pause := schedule.next_pause()) is not None:
+        yield sleep(pause)
+        try:
+            with deadline(schedule.cutoff):
+                outcome = yield poll()
+        except Exception as exc:
+            survive_transient(exc, watch.log, f"Job {watch.job_id}: status check")
+            continue
+        if outcome is not None:
+            return outcome
     until = schedule.end_cutoff()
-    while True:
+    while watch.ended:
         try:
             with deadline(until):
-                return read_end(hook, watch)
+                if (outcome := (yield read_end(until))) is not None:
+                    return outcome
+            break
         except Exception as exc:
-            _end_unread(exc, watch)
-        if (pause := _end_retry_pause(schedule, until)) is None:
-            return None
-        sleep(pause)
-
-
-def _end_retry_pause(schedule: PollSchedule, until: float) -> float | None:
-    """Seconds before the end's reads are tried again (an interval), or None past their cutoff."""
-    pause = min(schedule.interval, until - time.time())
-    return pause if pause > 0 else None
-
-
-def _end_unread(exc: Exception, watch: JobWatch) -> None:
-    """Log that the end of a job seen ended was not read in time (re-raise an error no wait survives)."""
-    if not is_transient(exc):
-        raise exc
-    watch.log.warning(
-        "Job %s ended, but reading its end failed or took too long (%s); trying again", watch.job_id, exc
-    )
+            if not is_transient(exc):
+                raise
+            watch.log.warning(
+                "Job %s ended, but reading its end failed or took too long (%s)", watch.job_id, exc
+            )
+        if (pause := min(schedule.interval, until - time.time())) <= 0:
+            break
+        yield sleep(pause)
+    yield sleep(schedule.rest())
+    return watch.timed_out()
 
 
 def wait_for_job(
@@ -215,22 +225,10 @@ def wait_for_job(
     schedule: PollSchedule,
     sleep: Callable[[float], None] = time.sleep,
 ) -> JobOutcome:
-    """Poll until the job is terminal or the deadline passes; transient errors do not end the wait."""
-    while (pause := schedule.next_pause()) is not None:
-        sleep(pause)
-        try:
-            with deadline(schedule.cutoff):
-                outcome = poll_once(hook, watch)
-        except Exception as exc:
-            survive_transient(exc, watch.log, f"Job {watch.job_id}: status check")
-            continue
-        if outcome is not None:
-            return outcome
-    outcome = _read_seen_end(hook, watch, schedule, sleep) if watch.ended else None
-    if outcome is not None:
-        return outcome
-    sleep(schedule.rest())
-    return watch.timed_out()
+    """Poll until the job is terminal or the deadline passes (:func:`_waiting`)."""
+    return _drive(
+        _waiting(watch, schedule, lambda: poll_once(hook, watch), lambda _: read_end(hook, watch), sleep)
+    )
 
 
 def cancel_quietly(hook: WorkflowServiceHook, job_id: str, log: Log, within: float | None = None) -> bool:
@@ -400,23 +398,6 @@ async def aread_end(
     return watch.outcome(job, failed.failed_files, documents)
 
 
-async def _aread_seen_end(
-    hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule
-) -> JobOutcome | None:
-    """:func:`_read_seen_end`, awaited (cut at the same moment, no request outlives it)."""
-    until = schedule.end_cutoff()
-    while True:
-        try:
-            with deadline(until):
-                outcome: JobOutcome | None = await _bounded(aread_end(hook, watch), until)
-                return outcome
-        except Exception as exc:
-            _end_unread(exc, watch)
-        if (pause := _end_retry_pause(schedule, until)) is None:
-            return None
-        await asyncio.sleep(pause)
-
-
 async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
     """
     Await two reads at once (the last poll's failed files and output documents: one round trip, not
@@ -441,21 +422,15 @@ async def await_job(
     ``told``: the wait's subscription to its connection's source (:mod:`.source`): a poll the source
     vouches for (nothing changed) sends nothing; the others read the job's own record.
     """
-    while (pause := schedule.next_pause()) is not None:
-        await asyncio.sleep(pause)
-        try:
-            with deadline(schedule.cutoff):
-                outcome = await _bounded(_apoll(hook, watch, schedule, told), schedule.cutoff)
-        except Exception as exc:
-            survive_transient(exc, watch.log, f"Job {watch.job_id}: status check")
-            continue
-        if outcome is not None:
-            return outcome
-    outcome = await _aread_seen_end(hook, watch, schedule) if watch.ended else None
-    if outcome is not None:
-        return outcome
-    await asyncio.sleep(schedule.rest())
-    return watch.timed_out()
+    return await _adrive(
+        _waiting(
+            watch,
+            schedule,
+            lambda: _bounded(_apoll(hook, watch, schedule, told), schedule.cutoff),
+            lambda until: _bounded(aread_end(hook, watch), until),
+            asyncio.sleep,
+        )
+    )
 
 
 async def await_batch_job(
