@@ -13,7 +13,7 @@ from airflow_provider_workflowsvc.models import as_utc
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.models import Job
-    from airflow_provider_workflowsvc.wait.source import JobChange, Seen
+    from airflow_provider_workflowsvc.wait.source import JobChange
 
 log = logging.getLogger("airflow_provider_workflowsvc.triggers.job_events")
 
@@ -46,8 +46,6 @@ class JobCursor:
     """Jobs created before it are not new (None: every job not known is new)."""
     known: dict[str, datetime] = field(default_factory=dict)
     pending: set[str] = field(default_factory=set)
-    position: Seen | None = None
-    """The newest events of the job-event feed handled (a restart reads the feed since them)."""
     _undated: set[str] = field(default_factory=set, repr=False, compare=False)
     _last_listed: float | None = field(default=None, repr=False, compare=False)
 
@@ -172,12 +170,10 @@ class JobCursor:
 
     def to_json(self, unsettled: Iterable[str] = ()) -> dict[str, Any]:
         """Return the stored form; ``unsettled``: jobs reported so recently they are stored as pending."""
-        position = self.position and {"at": self.position[0].isoformat(), "ids": sorted(self.position[1])}
         return {
             "horizon": None if self.horizon is None else self.horizon.isoformat(),
             "known": {job_id: at.isoformat() for job_id, at in sorted(self.known.items())},
             "pending": sorted(self.pending | set(unsettled)),
-            "position": position,
         }
 
     @classmethod
@@ -187,8 +183,8 @@ class JobCursor:
 
         A time without a zone (a hand edit, a restore) is read as UTC, the zone the provider writes, with
         a warning. A horizon ahead of this triggerer's clock cannot be right: the cursor is not read. A
-        cursor of the provider's earlier versions (a ``watermark``) is read as its horizon; one without a
-        ``position`` (0.2.0) lists the workflow's jobs once to catch up, as it did.
+        cursor of the provider's earlier versions (a ``watermark``) is read as its horizon; a ``position``
+        (0.3.0 development versions) is ignored: a restart lists the workflow's jobs once to catch up.
         """
         if value is None:
             return None
@@ -200,8 +196,6 @@ class JobCursor:
                 horizon = _stored_time(value["horizon"])
                 known = {str(job_id): _known_time(at) for job_id, at in value["known"].items()}
             cursor = cls(horizon=horizon, known=known, pending={str(job_id) for job_id in value["pending"]})
-            if position := value.get("position"):
-                cursor.position = (_known_time(position["at"]), {str(i) for i in position["ids"]})
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             log.warning("The stored job cursor %r cannot be read (%s); starting from now", value, exc)
             return None

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
     from airflow_provider_workflowsvc.models import Job, JobStatus
     from airflow_provider_workflowsvc.triggers._job_cursor import JobCursor
-    from airflow_provider_workflowsvc.wait.source import JobChange, Listener, Seen
+    from airflow_provider_workflowsvc.wait.source import JobChange, Listener
 
 MAX_LATENESS = 3600.0
 """Seconds, on the triggerer's clock, a job may appear in the listing after its ``created_at`` and still
@@ -101,7 +101,7 @@ class JobListing:
     def __init__(
         self, listed_at: float, listener: Listener, workflow_id: str | None, changes: list[JobChange] | None
     ) -> None:
-        self.listed_at, self.changes, self.position = listed_at, changes, listener.position
+        self.listed_at, self.changes = listed_at, changes
         self._hook, self._workflow_id = listener.hook, workflow_id
         self._lock = asyncio.Lock()
         self._listed: tuple[datetime | None, list[Job]] | None = None
@@ -121,28 +121,11 @@ class JobListing:
         """Job ``job_id`` as the service now records it (None: not readable now; :data:`GONE`: none)."""
         return self._once(("record", job_id), lambda: _record(self._hook, job_id))
 
-    async def since_position(self, position: Seen) -> list[JobChange] | None:
-        """
-        Return the workflow's events of the feed after ``position`` (a restart's catch-up; the whole feed
-        is read, so that reaching the events at ``position`` proves nothing was purged); None: a gap.
-        """
-        from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
-        from airflow_provider_workflowsvc.wait.poll import survive_transient
-        from airflow_provider_workflowsvc.wait.source import read_feed
-
-        try:
-            with deadline(time.time() + LISTING_BUDGET):
-                return self.shown((await read_feed(self._hook, position))[0])
-        except Exception as exc:
-            survive_transient(exc, log, "Reading the job-event feed since the saved position", "next round")
+    def shown(self) -> list[JobChange] | None:
+        """Return this round's events of the watched workflow (None: list the jobs)."""
+        if self.changes is None:
             return None
-
-    def shown(self, changes: list[JobChange] | None = None) -> list[JobChange] | None:
-        """Return this round's events (or ``changes``) of the watched workflow (None: list the jobs)."""
-        changes = self.changes if changes is None else changes
-        if changes is None:
-            return None
-        return [c for c in changes if self._workflow_id in (None, c.workflow_id) and c.job_id]
+        return [c for c in self.changes if self._workflow_id in (None, c.workflow_id) and c.job_id]
 
     async def reaching(self, since: datetime | None) -> list[Job] | None:
         """
@@ -277,7 +260,7 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
     :data:`FAILED_FILES_IN_EVENT`) and ``message``, read by the DAG scheduled on the asset from
     ``triggering_asset_events[asset][i].extra["payload"]``. Failures are survived as waits survive them.
 
-    Airflow 3.3+: the cursor (the jobs reported, the feed's position) is kept in the asset state store,
+    Airflow 3.3+: the cursor (the jobs reported) is kept in the asset state store,
     so jobs that finished while the triggerer was down are reported on restart, none twice; the watchers
     of one connection and workflow share one stream. Airflow 3.0-3.2 have no store: each start begins
     from "now". See the provider docs' "Event-driven scheduling".
@@ -370,17 +353,12 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
                 if cursor is None:
                     cursor = await self._first_start(listing)
                     if cursor is not None:
-                        cursor.position = listing.position
                         await self._save_cursor(cursor)
                     caught_up = True
                     continue
                 if saver is None:
                     saver = _SettledSaver(self, cursor)
-                shown = listing.shown()
-                if not caught_up:  # a (re)start: the feed since the saved position (else a listing)
-                    back = None if cursor.position is None else await listing.since_position(cursor.position)
-                    shown = None if shown is None else back  # it reads past this round's read
-                    ended = ended | cursor.pending if shown is not None else ended  # each read once
+                shown = listing.shown() if caught_up else None  # a (re)start lists: what ended while down
                 told = None if shown is None else ended | cursor.saw(shown)
                 found = await self._due(cursor, listing, told)
                 if found is None:
@@ -403,7 +381,6 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
                     saver.handed(job.id)
                 ended &= cursor.pending
                 cursor.advance(listing.listed_at, self.max_lateness)
-                cursor.position = listing.position or cursor.position
                 await saver.save()
         finally:
             if saver is not None:

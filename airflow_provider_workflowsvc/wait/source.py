@@ -230,12 +230,22 @@ class ChangeSource:
         return await self._read_listing(hook)
 
     async def _read_feed(self, hook: WorkflowServiceAsyncHook) -> list[JobChange] | None:
+        """
+        Page the feed (newest first) down to the events last seen (none: its first pages); return the
+        events after them, newest first (None: a gap, the pages ran out or past ``MAX_PAGES`` first).
+        """
+        found: list[JobChange] = []
+        cursor: str | None = None
         last = self._last
-        events, newest = await read_feed(hook, last)
-        self.kind = "feed"
-        if newest is not None:
-            self._last = newest
-        return events
+        since = last[0] - SINCE_MARGIN if last else None
+        for _ in range(MAX_PAGES):
+            page = await hook.list_notifications(since=since, limit=FEED_PAGE, cursor=cursor)
+            changes = list(map(_change, page.events))
+            found += (new := [c for c in changes if not (last and c.at and _seen(c.at, c.event_id, last))])
+            if len(new) < len(changes) or not (cursor := page.next_cursor):  # down to the events seen
+                break
+        self.kind, self._last = "feed", _newest(found, last)
+        return found if last is None or len(new) < len(changes) else None
 
     async def _read_listing(self, hook: WorkflowServiceAsyncHook) -> list[JobChange]:
         self.kind = "listing"
@@ -297,29 +307,6 @@ class ChangeSource:
                 sub.canary = True
 
 
-async def read_feed(
-    hook: WorkflowServiceAsyncHook, last: Seen | None
-) -> tuple[list[JobChange] | None, Seen | None]:
-    """
-    Page the feed (newest first) down to the events ``last`` saw (None: its first pages); return the
-    events after them, newest first (None: a gap, the pages ran out or past ``MAX_PAGES`` first), and
-    the newest events' time and ids.
-    """
-    found: list[JobChange] = []
-    cursor: str | None = None
-    since = last[0] - SINCE_MARGIN if last else None
-    for _ in range(MAX_PAGES):
-        page = await hook.list_notifications(since=since, limit=FEED_PAGE, cursor=cursor)
-        changes = list(map(_change, page.events))
-        found += (new := [c for c in changes if not (last and c.at and _seen(c.at, c.event_id, last))])
-        if len(new) < len(changes):  # down to the events seen (the whole page: it may come in any order)
-            return found, _newest(found, last)
-        cursor = page.next_cursor
-        if not cursor:
-            return (found if last is None else None), _newest(found, last)
-    return (found if last is None and since is None else None), _newest(found, last)
-
-
 def _seen(at: datetime, event_id: str | None, last: Seen) -> bool:
     return at < last[0] or event_id in last[1]
 
@@ -369,11 +356,6 @@ class Listener:
     def __init__(self, source: ChangeSource, hook: WorkflowServiceAsyncHook, interval: float) -> None:
         self.source, self.hook, self.interval = source, hook, interval
         self.reads: asyncio.Queue[list[JobChange] | None] = asyncio.Queue()
-
-    @property
-    def position(self) -> Seen | None:
-        """The newest events the source's reads have seen (the feed's; None: no feed read yet)."""
-        return self.source._last if self.source.kind == "feed" else None
 
     async def next(self) -> list[JobChange] | None:
         """
