@@ -525,6 +525,7 @@ async def _engine(emu: Any, waits: int, watched: bool, interval: float, job_seco
     return {
         "to_wait": reads_to(ended),
         "to_watcher": reads_to(reported),
+        "late": sum(n > 1 for n in reads_to(ended)),  # waits that came more than a read after their end's
         "intervals_to_wait": intervals_to(ended),
         "intervals_to_watcher": intervals_to(reported),
         "per_job_interval": len(inside) / (len(ids) * max(end - begin, interval) / interval),

@@ -31,15 +31,10 @@ class JobCursor:
     """
     What a watcher has seen of its workflow's jobs; it survives a restart in the asset state store.
 
-    A job is *new* the first time a listing shows it, unless it was created before ``horizon`` (the
-    history when the watch began, or a job that appeared more than ``max_lateness`` after its
-    ``created_at``). ``known`` holds the ids of the jobs seen since the horizon, whatever their
-    ``created_at`` says (so a job dated before newer ones, or years ahead, is new exactly once and
-    silences nothing); ``pending`` the jobs seen before they were reported: unfinished ones, and
-    finished ones whose event is not out yet. A job is *due* (its event is sent) when it is pending and
-    final. The horizon follows the triggerer's clock (``max_lateness`` behind each listing), never a
-    job's date, so ``known`` stays bounded: the jobs created within ``max_lateness`` (at most
-    ``MAX_KNOWN``), plus any dated ahead of the triggerer's clock until it passes them.
+    A job is *new* the first time a listing or the feed shows it, unless created before ``horizon``;
+    ``known`` holds the ids seen since the horizon (whatever their ``created_at``: new exactly once),
+    ``pending`` those seen and not reported yet; a pending job that is final is *due*. The horizon follows
+    the triggerer's clock (``max_lateness`` behind each listing), so ``known`` stays bounded (``MAX_KNOWN``).
     """
 
     horizon: datetime | None = None

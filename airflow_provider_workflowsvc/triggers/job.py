@@ -44,41 +44,14 @@ class WorkflowJobTrigger(BaseTrigger):
     """
     Poll a job until it reaches a final status or the deadline passes; yield exactly one event.
 
-    The event payload is a :class:`~airflow_provider_workflowsvc.wait.outcome.JobOutcome`: ``status``
-    (``success`` = the job completed, ``failed``, ``stopped``, ``timeout`` or ``error``), ``job_id``,
-    ``workflow_id``, ``job_status``, ``message``, ``node_stats``, ``failed_files``, ``output_files`` and
-    ``elapsed``. Whether failed files fail the task is the operator's decision, not the trigger's.
-    Waiting for a workflow's job (``job_id=None``), the trigger ends with ``found`` as soon as it has
-    one: the task pins that job and defers again for it (a triggerer restart never switches jobs).
-
-    One HTTP client serves the whole wait: the one every trigger of the same connection settings in
-    this triggerer shares (one bounded pool, extra ``max_connections``). Each poll is one request
-    (``GET /jobs/{id}/details``), sent only when the connection's source (one per connection in this
-    triggerer: the service's job-event feed, else its active-jobs listing) shows the job changed, or
-    cannot vouch that it did not (:mod:`~airflow_provider_workflowsvc.wait.source`; ``[workflowsvc]
-    shared_status_poll = False`` makes each wait poll its own job). Transient errors (429,
-    5xx, dropped connections, timeouts) are retried by the hook and then by the next poll, until the
-    deadline. No request outlives the deadline but the reads of an end seen before it.
-
-    :param job_id: the job to wait for; ``None`` to first wait for a job of ``workflow_id``.
-    :param deadline: absolute deadline, epoch seconds (a triggerer restart does not reset it); None for
-        a task that starts in the triggerer: Airflow's deferral timeout less ``DEFERRAL_BACKSTOP``.
-    :param poll_interval: seconds between polls.
-    :param workflowsvc_conn_id: the Workflow Service connection.
-    :param started_at: epoch seconds the wait began (for the elapsed time in the event and logs).
-    :param cancel_on_kill: cancel the job when a user marks the deferred task failed/success or clears it.
-    :param workflow_id: with ``job_id=None``: the workflow whose job to wait for (given with a job,
-        it is kept for the task's metrics).
-    :param created_after: with ``job_id=None``: only jobs created after this ISO-8601 date-time count.
-    :param pick: with ``job_id=None``: ``latest`` or ``earliest`` of the matching jobs.
-    :param end_on_success: end the task here when the job's outcome passes (a ``TaskSuccessEvent``
-        carrying the XComs the task would push, :meth:`_success_xcoms`):
-        no worker resumes it. Any other outcome still resumes the task, which fails with the provider's
-        error and Airflow's retries. Only the sensor started in the triggerer sets it.
-    :param fail_on_failed_files: with ``end_on_success``: whether failed files fail the task (then it
-        resumes in a worker to fail).
-    :param push_summary: with ``end_on_success``: push the job summary as ``return_value`` (the task's
-        ``do_xcom_push``).
+    The event payload is a :class:`~airflow_provider_workflowsvc.wait.outcome.JobOutcome` (``status``:
+    ``success``, ``failed``, ``stopped``, ``timeout`` or ``error``; the job's ids, status, message,
+    progress, failed and output files, ``elapsed``); the operator decides what failed files mean. Waiting
+    for a workflow's job (``job_id=None``), it ends with ``found``: the task pins that job and defers again.
+    A poll (``GET /jobs/{id}/details``) is sent only when the connection's source
+    (:mod:`~airflow_provider_workflowsvc.wait.source`) shows the job changed or cannot vouch that it did
+    not; transient errors are tried again until the deadline, which no request outlives but the reads of
+    an end seen before it.
     """
 
     def __init__(

@@ -89,13 +89,9 @@ async def _adrive(steps: Steps[A]) -> A:
 
 def is_transient(exc: BaseException) -> bool:
     """
-    Whether a failed status request is worth trying again later (the wait goes on).
-
-    An unreadable or unexpected 2xx answer counts, like a 503: the job goes on whatever one answer
-    said, and failing the wait would leave it running, untracked. A refused connection counts (the
-    service may be restarting); a TLS mismatch or an unknown host name does not. A refusal while the
-    connection could not be read again (its credentials may have been rotated) counts: only a refusal
-    of credentials read anew is the service's word.
+    Whether a failed status request is worth trying again later (the wait goes on): a connection
+    failure (a refused one too), a timeout, 429, 5xx, an unreadable or unexpected 2xx, a refusal while the
+    connection could not be read again; not a TLS mismatch or an unknown host (docs/decisions/waits.md).
     """
     if isinstance(exc, WorkflowServiceResponseError):
         return 200 <= exc.status_code < 300
@@ -139,41 +135,40 @@ def poll_once(hook: WorkflowServiceHook, watch: JobWatch) -> JobOutcome | None:
     return read_end(hook, watch, job) if ended else None
 
 
-def read_end(hook: WorkflowServiceHook, watch: JobWatch, job: Job | None = None) -> JobOutcome | None:
+def _end(hook: Any, watch: JobWatch, job: Job | None, both: Callable[..., Any]) -> Steps[JobOutcome | None]:
     """
     Read the end of a job its details showed terminal: its record (read now unless given), which must
-    agree (else None: it goes on), then its failed files and the documents of its outputs.
+    agree (else None: it goes on), then its failed files and the documents of its outputs (``both``).
     """
-    job = job or hook.get_job(watch.job_id)
+    job = job or (yield hook.get_job(watch.job_id))
     if not watch.confirmed_by(job):
         return None
-    failed = hook.get_job_failed_files(watch.job_id).failed_files
-    return watch.outcome(job, failed, _drive(_documents(hook, job, watch.log)))
+    failed, documents = yield both(hook.get_job_failed_files(watch.job_id), _documents(hook, job, watch.log))
+    return watch.outcome(job, failed.failed_files, documents)
+
+
+def read_end(hook: WorkflowServiceHook, watch: JobWatch, job: Job | None = None) -> JobOutcome | None:
+    """:func:`_end` with the sync hook."""
+    return _drive(_end(hook, watch, job, lambda failed, documents: (failed, _drive(documents))))
 
 
 def _documents(hook: Any, job: Job, log: Log) -> Steps[dict[str, str | None]]:
-    """Read the document of each output file (one output's start each); unreadable: logged, None."""
+    """Read the document of each output file (its first output's start); unreadable: logged, None."""
     documents: dict[str, str | None] = {}
-    for file_id, node_id in _one_output_per_file(job).items():
-        try:
-            documents[file_id] = yield hook.get_output_document(job.id, file_id, node_id)
-        except WorkflowServiceError as exc:
-            documents[file_id] = _unread_document(job, file_id, exc, log)
-    return documents
-
-
-def _one_output_per_file(job: Job) -> dict[str, str]:
-    """Return the node of each output file's first output (any output of a file names its document)."""
-    found: dict[str, str] = {}
     for output in job.output_node_files:
-        found.setdefault(output.file_id, output.node_id)
-    return found
-
-
-def _unread_document(job: Job, file_id: str, exc: Exception, log: Log) -> str | None:
-    """Log that an output's document could not be read; it stays unknown (None)."""
-    log.warning("Job %s: could not read which document output %s was made from: %s", job.id, file_id, exc)
-    return None
+        if output.file_id in documents:
+            continue
+        try:
+            documents[output.file_id] = yield hook.get_output_document(job.id, output.file_id, output.node_id)
+        except WorkflowServiceError as exc:
+            log.warning(
+                "Job %s: could not read which document output %s was made from: %s",
+                job.id,
+                output.file_id,
+                exc,
+            )
+            documents[output.file_id] = None
+    return documents
 
 
 def _waiting(
@@ -249,48 +244,27 @@ def _cancel(hook: Any, job_id: str, log: Log, within: float | None) -> Steps[boo
     except WorkflowServiceNotFoundError:
         log.warning("Job %s was not found; nothing to cancel", job_id)
         return False
-    except Exception as exc:
-        if not _cancel_unclear(exc):
+    except Exception as exc:  # a 409, or an answer lost: read the job to know
+        if not (isinstance(exc, WorkflowServiceConflictError) or is_transient(exc)):
             raise
         try:
             with deadline(_within(within)):
                 job = yield hook.get_job(job_id)
         except Exception as read_exc:
-            return _unread_verdict(job_id, exc, read_exc, log)
-        return _cancel_verdict(job, exc, log)
+            if not isinstance(exc, WorkflowServiceConflictError):
+                raise exc from read_exc
+            log.info("Job %s had already ended; nothing to cancel", job_id)
+            return False  # a 409 still says it had ended
+        if job.status is JobStatus.STOPPED:
+            log.info("Job %s is stopped (the cancel answered: %s)", job.id, exc)
+            return True
+        if not (job.status.is_terminal or isinstance(exc, WorkflowServiceConflictError)):
+            raise exc  # still going after an ambiguous failure
+        ended = job.raw_status or job.status.value
+        log.info("Job %s had already ended (%s); nothing to cancel", job.id, ended)
+        return False
     log.info("Asked the service to cancel job %s", job_id)
     return True
-
-
-def _cancel_unclear(exc: BaseException) -> bool:
-    """Tell whether a cancel answer leaves open if the job is stopped now (read the job to know)."""
-    return isinstance(exc, WorkflowServiceConflictError) or is_transient(exc)
-
-
-def _unread_verdict(job_id: str, exc: Exception, read_exc: Exception, log: Log) -> bool:
-    """Decide an unclear cancel when the job could not be read: a 409 still says it had ended."""
-    if isinstance(exc, WorkflowServiceConflictError):
-        log.info("Job %s had already ended; nothing to cancel", job_id)
-        return False
-    raise exc from read_exc
-
-
-def _cancel_verdict(job: Job, exc: Exception, log: Log) -> bool:
-    """
-    Decide an unclear cancel from the job read after it.
-
-    Stopped → True (the cancel took effect); ended otherwise, or a 409 (the service's word that it
-    had ended) → False; still going after an ambiguous failure → the failure is raised.
-    """
-    if job.status is JobStatus.STOPPED:
-        log.info("Job %s is stopped (the cancel answered: %s)", job.id, exc)
-        return True
-    if job.status.is_terminal or isinstance(exc, WorkflowServiceConflictError):
-        log.info(
-            "Job %s had already ended (%s); nothing to cancel", job.id, job.raw_status or job.status.value
-        )
-        return False
-    raise exc
 
 
 def cancel_after_timeout(hook: WorkflowServiceHook, job_id: str, enabled: bool, log: Log) -> str:
@@ -389,13 +363,7 @@ async def aread_end(
     hook: WorkflowServiceAsyncHook, watch: JobWatch, job: Job | None = None
 ) -> JobOutcome | None:
     """:func:`read_end`, awaited (the failed files and the documents read at once)."""
-    job = job or await hook.get_job(watch.job_id)
-    if not watch.confirmed_by(job):
-        return None
-    failed, documents = await _both(
-        hook.get_job_failed_files(watch.job_id), _adrive(_documents(hook, job, watch.log))
-    )
-    return watch.outcome(job, failed.failed_files, documents)
+    return await _adrive(_end(hook, watch, job, lambda failed, documents: _both(failed, _adrive(documents))))
 
 
 async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:

@@ -88,6 +88,8 @@ class Subscription:
         self.source, self.watch, self.hook, self.interval = source, watch, hook, interval
         self.told = False
         """The source showed a change since the wait's last own read."""
+        self.told_at = self.polled_at = 0.0
+        """When the last read that told it started; when its last own read did (monotonic)."""
         self.covered = False
         """Something vouches that the job had not ended when the wait began: an own read, a listing that
         started after, or an event of the job the feed showed (it shows its later ones too)."""
@@ -102,7 +104,9 @@ class Subscription:
         source.wake()
         self.own = schedule.final or self.told or self.canary or not self.covered
         self.own = self.own or not source.vouches(schedule.interval)
-        if not self.own:
+        if self.own:
+            self.polled_at = time.monotonic()
+        else:
             metrics.shared_poll_served(None, self.hook.workflowsvc_conn_id)
         return self.own
 
@@ -110,7 +114,8 @@ class Subscription:
         """Record the wait's own read (its watch holds what the read showed)."""
         if self.watch.status in ENDED and self.covered and not self.told:
             self.source.suspect(self.watch.job_id)
-        self.told = self.canary = self.own = False
+        self.told = self.told and self.told_at > self.polled_at  # a read begun since may show more
+        self.canary = self.own = False
         self.covered = True
         self.last_read = time.monotonic()
 
@@ -299,7 +304,7 @@ class ChangeSource:
         for sub in self.waits.values():
             job = sub.watch.job_id
             if changes is None or job in shown:
-                sub.told = True
+                sub.told, sub.told_at = True, started
             elif job in self._active or (self.kind == "listing" and started > sub.since):
                 sub.covered = True
         if stale or self.width > 1 or self._reads % CANARY_EVERY == 0:

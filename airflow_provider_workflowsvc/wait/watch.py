@@ -1,11 +1,5 @@
 """
 Following one job: what was seen of it (:class:`JobWatch`), when to look again (:class:`PollSchedule`).
-
-* :class:`JobWatch` remembers what was seen of one job and logs only what changed (status transitions,
-  per-node progress, an unknown status once), and builds the :class:`~.outcome.JobOutcome` at the end.
-* :class:`PollSchedule` decides when to poll: every ``interval`` seconds, with one last poll just
-  before the deadline, none after it, and the wait ending at the deadline.
-
 No requests here (they are in :mod:`.poll`); imported lazily, never at DAG-parse time.
 """
 
@@ -51,11 +45,8 @@ the deadline, and the wait ends at the deadline."""
 
 class JobWatch:
     """
-    What has been seen of one job; logs status transitions, and per-node progress when it changed.
-
-    Progress is logged at the first poll, with every status change (on the same line), and otherwise
-    at most once per :data:`PROGRESS_LOG_EVERY` seconds: a thousand waits polling every few seconds
-    would each write a line per poll. The event and the task's XCom carry the final progress in full.
+    What has been seen of one job; logs status changes, and progress at most once per
+    :data:`PROGRESS_LOG_EVERY` seconds in one status (the outcome carries it in full).
     """
 
     def __init__(self, job_id: str, log: logging.Logger | Any, started_at: float | None = None) -> None:
@@ -206,13 +197,8 @@ class JobWatch:
 
 class PollSchedule:
     """
-    Poll every ``interval`` s; the last poll ``FINAL_POLL_LEAD`` s (at most one interval) before the
-    deadline, none after; the wait then ends at the deadline (:meth:`rest`), so it lasts the timeout
-    the user set, and no request outlives it but the reads of an end seen before it (:meth:`end_cutoff`).
-
-    The first pause is lengthened by a random part of up to a fifth of the interval, so that many waits
-    deferred together (a backfill, a mapped task) do not poll the service in lockstep; lengthening, not
-    shortening, so the jitter never adds a poll.
+    Poll every ``interval`` s (the first pause up to a fifth longer: no lockstep), the last
+    ``FINAL_POLL_LEAD`` s before the deadline, none after; the wait ends at the deadline (:meth:`rest`).
     """
 
     def __init__(self, deadline: float, interval: float) -> None:
