@@ -46,11 +46,7 @@ class JobCursor:
 
     @classmethod
     def starting_at(cls, jobs: Iterable[Job], listed_at: float, max_lateness: float) -> JobCursor:
-        """
-        Start a cursor at a first start from the jobs listed (those of the lateness window, and the
-        unfinished ones of any age): the jobs already final are never reported, the others are once
-        they end.
-        """
+        """Start a cursor from the jobs listed at a first start: the final ones are never reported."""
         horizon = _utc(listed_at - max_lateness)
         cursor = cls(horizon=horizon)
         for job in jobs:
@@ -174,12 +170,8 @@ class JobCursor:
     @classmethod
     def from_json(cls, value: Any) -> JobCursor | None:
         """
-        Read a stored cursor; None when there is none, or it cannot be read (a new start, warned).
-
-        A time without a zone (a hand edit, a restore) is read as UTC, the zone the provider writes, with
-        a warning. A horizon ahead of this triggerer's clock cannot be right: the cursor is not read. A
-        cursor of the provider's earlier versions (a ``watermark``) is read as its horizon; a ``position``
-        (0.3.0 development versions) is ignored: a restart lists the workflow's jobs once to catch up.
+        Read a stored cursor; None when there is none or it cannot be read (warned). A time without a zone
+        is UTC; a horizon ahead of this clock is not read; an older ``watermark`` is read as its horizon.
         """
         if value is None:
             return None

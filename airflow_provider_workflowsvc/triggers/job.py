@@ -18,11 +18,8 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc.wait.watch import PollSchedule
 
 DEFERRAL_BACKSTOP = 600.0
-"""Seconds Airflow's own deferral timeout comes after the trigger's deadline (only a backstop: the
-trigger reports its own deadline): a task that starts in the triggerer (``deadline=None``) has its
-deadline this long before that timeout. Long enough for what a trigger does past its deadline (the
-end read again, the cancel after a timeout) in a triggerer running late: Airflow's timeout fails the
-task without either."""
+"""Seconds Airflow's own deferral timeout comes after the trigger's deadline (a backstop: the trigger
+reports its own; long enough for the end's reads and the cancel of a triggerer running late)."""
 
 
 def deferral_timeout(deadline: float, log: Any) -> timedelta:
@@ -211,13 +208,7 @@ class WorkflowJobTrigger(BaseTrigger):
             return await await_job(hook, watch, schedule, told)
 
     async def on_kill(self) -> None:
-        """
-        Cancel the job when a user ends the deferred task (mark failed/success, clear).
-
-        Only when the task is no longer deferred (:func:`ended_by_user`): Airflow 3.3.0 to 3.3.2 also
-        calls this on a triggerer that lost the trigger to another. The cancel gets ``CANCEL_BUDGET``
-        seconds; a failure is logged, not raised.
-        """
+        """Cancel the job when a user ends the deferred task (:func:`ended_by_user`)."""
         job_id = self.job_id
         if not (self.cancel_on_kill and job_id and await ended_by_user(self, f"job {job_id}")):
             return
@@ -238,10 +229,8 @@ or will, for them. No user action on a deferred task leads to either: marking se
 
 async def ended_by_user(trigger: BaseTrigger, jobs: str) -> bool:
     """
-    Whether the trigger's ``on_kill`` runs because its task ended (a user marked or cleared it), not
-    because this triggerer lost the trigger: the triggerer sends the same "user action" cancel for both
-    (Airflow 3.3.0 to 3.3.2, apache/airflow PR #73454). The task's state tells them apart: a reassigned
-    trigger's task is still deferred. Fails closed: a state that cannot be read leaves ``jobs`` running.
+    Whether ``on_kill`` runs because a user ended the task, not because this triggerer lost the trigger
+    (Airflow 3.3.0-3.3.2 send both, PR #73454): a lost trigger's task is still deferred. Fails closed.
     """
     try:
         state = await task_state(trigger)

@@ -93,9 +93,8 @@ def job_summary(job: Job, summary: dict[str, Any] | None, error: str | None = No
 
 class JobListing:
     """
-    One round of the stream: what the connection's source showed (``changes``: the feed's events; None:
-    it cannot tell, the round lists the workflow's jobs), and the reads a watcher may need beyond them (a
-    listing, records, summaries), each made once for every watcher.
+    One round of the stream: the source's events (``changes``; None: list the jobs), and the reads a
+    watcher may need beyond them (a listing, records, summaries), each made once for every watcher.
     """
 
     def __init__(
@@ -129,14 +128,13 @@ class JobListing:
 
     async def reaching(self, since: datetime | None) -> list[Job] | None:
         """
-        Return the jobs created since ``since`` (None: all of them): this listing's when it goes back
-        that far, else the workflow's listing read again that far (once for every watcher that needs
-        it). None: that listing failed for now (try again with the next listing).
+        Return the jobs created since ``since`` (None: all), listed once for every watcher of the round
+        that far back; None: that listing failed for now.
         """
         async with self._lock:
             back = self._listed[0] if self._listed else None
             if not self._listed or (back is not None and (since is None or since < back)):
-                jobs = await _listed(self._hook, self._workflow_id, since, "next listing")
+                jobs = await _listed(self._hook, self._workflow_id, since)
                 if jobs is None:
                     return None
                 self._listed = (since, jobs)
@@ -144,9 +142,8 @@ class JobListing:
 
     async def unfinished(self) -> list[Job] | None:
         """
-        Return the workflow's scheduled and in-progress jobs, whatever their age (for a first start;
-        the hook spells the ``status`` filter as the service does; a status the service refuses as a
-        filter in either spelling is skipped). None: a listing failed for now.
+        Return the workflow's active jobs of any age (a first start; a status filter refused is skipped);
+        None: a listing failed for now.
         """
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceApiError
         from airflow_provider_workflowsvc.models import ACTIVE_JOB_STATUSES
@@ -154,14 +151,13 @@ class JobListing:
         found: dict[str, Job] = {}
         for status in ACTIVE_JOB_STATUSES:
             try:
-                jobs = await _listed(self._hook, self._workflow_id, None, "next listing", status=status)
+                if (jobs := await _listed(self._hook, self._workflow_id, None, status)) is None:
+                    return None
             except WorkflowServiceApiError as exc:
-                if exc.status_code in (400, 422):
-                    continue
-                raise
-            if jobs is None:
-                return None
-            found.update((job.id, job) for job in jobs if job.id not in found)
+                if exc.status_code not in (400, 422):
+                    raise
+            else:
+                found.update((job.id, job) for job in jobs if job.id not in found)
         return list(found.values())
 
 
@@ -184,7 +180,6 @@ async def _listed(
     hook: WorkflowServiceAsyncHook,
     workflow_id: str | None,
     since: datetime | None,
-    retry: str,
     status: JobStatus | None = None,
 ) -> list[Job] | None:
     """List the workflow's jobs created since ``since`` (in ``status``); None: failed transiently (logged)."""
@@ -198,17 +193,14 @@ async def _listed(
             jobs = await hook.list_jobs(workflow_id=workflow_id, status=status, created_since=since)
     except Exception as exc:
         metrics.watcher_listing(workflow_id, hook.workflowsvc_conn_id, failed=True)
-        survive_transient(exc, log, what, retry=retry)
+        survive_transient(exc, log, what, retry="next listing")
         return None
     metrics.watcher_listing(workflow_id, hook.workflowsvc_conn_id)
     return jobs
 
 
 class _SettledSaver:
-    """
-    Saves a watcher's cursor so that every event handed over ``settle`` seconds ago is stored as reported,
-    however long the rest of a burst takes: a restart repeats at most the events of those last seconds.
-    """
+    """Saves a watcher's cursor so that each event handed over ``settle`` s ago is stored as reported."""
 
     def __init__(self, trigger: WorkflowJobEventTrigger, cursor: JobCursor) -> None:
         self._trigger, self._cursor = trigger, cursor
@@ -387,10 +379,7 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
                 saver.close()
 
     async def _first_start(self, listing: JobListing) -> JobCursor | None:
-        """
-        Start a cursor from the jobs of the lateness window and the unfinished ones (whatever their age):
-        those already final are never reported, the others are once they end.
-        """
+        """Start a cursor from the lateness window's and the unfinished jobs (those final: never reported)."""
         from airflow_provider_workflowsvc.triggers._job_cursor import JobCursor, _utc
 
         window = await listing.reaching(_utc(listing.listed_at - self.max_lateness))
@@ -495,8 +484,8 @@ def _lateness(value: Any) -> float:
 
 def event_lag(job: Job) -> float | None:
     """
-    Seconds from ``job``'s end to now: its end is its ``created_at`` plus its ``runtime``; without a
-    readable ``runtime``, its ``created_at`` (the lag then includes the job's run: an upper bound).
+    Seconds from ``job``'s end (``created_at`` + ``runtime``; without it ``created_at``: an upper
+    bound) to now.
     """
     from airflow_provider_workflowsvc.wait.watch import job_run_time
 

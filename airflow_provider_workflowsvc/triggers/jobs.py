@@ -99,13 +99,7 @@ class WorkflowJobsTrigger(BaseTrigger):
             self._ended.add(outcome.job_id)
 
     async def on_kill(self) -> None:
-        """
-        Cancel the jobs not yet ended when a user ends the deferred task (mark failed/success, clear).
-
-        Only when the task is no longer deferred (:func:`~.job.ended_by_user`): not on a triggerer that
-        lost the trigger to another. The cancels go out together and get ``CANCEL_BUDGET`` seconds;
-        failures are logged, not raised.
-        """
+        """Cancel the jobs not yet ended when a user ends the deferred task (:func:`~.job.ended_by_user`)."""
         unfinished = [job_id for job_id in self.job_ids if job_id not in self._ended]
         if not (self.cancel_on_kill and unfinished):
             return

@@ -98,10 +98,7 @@ class JobOutcome(_Strict):
 
     @property
     def observed(self) -> bool:
-        """
-        Whether the wait observed its job to the end, or to its own deadline: False when it could not
-        (``error``: refused, not found, unreadable), so nothing is known of how the job ends.
-        """
+        """Whether the wait observed its job to its end or its own deadline (not ``error``)."""
         return self.status != "error"
 
     def verdict(self, *, fail_on_failed_files: bool) -> str:
@@ -111,12 +108,7 @@ class JobOutcome(_Strict):
         return self.status
 
     def summary(self, *, fail_on_failed_files: bool, workflow_id: str | None = None) -> dict[str, Any]:
-        """
-        Return the task's XCom value: JSON-serializable, no secrets.
-
-        ``outcome`` is the task's :meth:`verdict` (the job's own status is ``status``);
-        ``workflow_id`` fills in the workflow when the wait ended before the job record was read.
-        """
+        """Return the task's XCom value (JSON, no secrets): ``outcome`` is the task's :meth:`verdict`."""
         return {
             "job_id": self.job_id,
             "workflow_id": self.workflow_id or workflow_id,
@@ -245,11 +237,7 @@ def _seconds(value: float | None) -> str:
 
 
 def log_outcome(outcome: JobOutcome, log: logging.Logger | Any, *, fail_on_failed_files: bool) -> None:
-    """
-    Log the final summary line (with the task's verdict) and the full failed-file list.
-
-    The exception only shows the first few failed files; the log has them all.
-    """
+    """Log the final summary line (with the task's verdict) and every failed file."""
     log.info(
         "Job %s finished waiting: %s (job status %s); %s; %d output file(s), %d failed file(s)%s",
         outcome.job_id,

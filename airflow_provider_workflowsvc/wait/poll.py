@@ -228,11 +228,8 @@ def wait_for_job(
 
 def cancel_quietly(hook: WorkflowServiceHook, job_id: str, log: Log, within: float | None = None) -> bool:
     """
-    Ask the service to stop a job; True when it is stopped by now, False when it had ended.
-
-    ``within``: seconds the cancel may take, retries included (None: the hook's own limits). A 409,
-    or an ambiguous failure (5xx, dropped connection, unreadable answer: a cancel the service may have
-    performed, its answer lost), is verified by reading the job: stopped means the cancel took effect.
+    Ask the service to stop a job (within ``within`` seconds, retries included); True when it is stopped
+    by now, False when it had ended. A 409 or an answer lost is checked by reading the job.
     """
     return _drive(_cancel(hook, job_id, log, within))
 
@@ -280,10 +277,8 @@ def cancel_after_timeout(hook: WorkflowServiceHook, job_id: str, enabled: bool, 
 
 def stored_job(hook: WorkflowServiceHook, job_id: str, fail_on_failed_files: bool, log: Log) -> Job | None:
     """
-    Return the job a retried task stored, when the task goes on with it: scheduled, in progress or in a
-    status nobody knows (never risk a duplicate run), or completed (its result); None when the workflow
-    is to run again: the job is gone, failed, was stopped, or completed with failed files that fail
-    the task.
+    Return the job a retried task stored when the task goes on with it (active, unknown, or completed
+    without failing failed files); None when the workflow is to run again.
     """
     try:
         job = hook.get_job(job_id)
@@ -384,12 +379,7 @@ async def await_job(
     schedule: PollSchedule,
     told: Subscription | None = None,
 ) -> JobOutcome:
-    """
-    :func:`wait_for_job`, awaited; each poll is cut off at the deadline (no request outlives it).
-
-    ``told``: the wait's subscription to its connection's source (:mod:`.source`): a poll the source
-    vouches for (nothing changed) sends nothing; the others read the job's own record.
-    """
+    """:func:`wait_for_job`, awaited; a poll the source ``told`` vouches for sends nothing."""
     return await _adrive(
         _waiting(
             watch,
@@ -442,12 +432,7 @@ async def await_new_job(
     schedule: PollSchedule,
     log: Log,
 ) -> Job | None:
-    """
-    Poll the workflow's jobs until one created after ``created_after`` appears; None at the deadline.
-
-    Each poll reads the listing only down to ``created_after`` once the service's listings are known to
-    come newest first (the workflow's history is dropped unread: the cost follows the new jobs).
-    """
+    """Poll the workflow's jobs until one created after ``created_after`` appears; None at the deadline."""
     while (pause := schedule.next_pause()) is not None:
         await asyncio.sleep(pause)
         try:

@@ -204,9 +204,8 @@ class ChangeSource:
 
     def _failed(self, hook: WorkflowServiceAsyncHook, exc: Exception, took: float, patience: float) -> None:
         """
-        Note a failed read. It tells nothing (the next one reads from where this one would have): past
-        ``DOWN_AFTER`` intervals without a good one, the source vouches for nothing. One cut, or nearly,
-        by its patience doubles the next one's; a refusal ends the reads.
+        Note a failed read: it tells nothing; one cut by its patience doubles the next one's; a refusal
+        ends the reads.
         """
         metrics.shared_listing(None, hook.workflowsvc_conn_id, failed=True)
         if took >= patience / 2:
@@ -285,8 +284,8 @@ class ChangeSource:
 
     def _tell(self, changes: list[JobChange] | None, started: float) -> None:
         """
-        Tell the waits what a read showed; pick the next canaries. An end an own read showed
-        before this read started, which no read has shown by now, proves the source stale.
+        Tell the waits what a read showed; pick the next canaries. An end an own read showed before this
+        read started, which no read has shown by now, proves the source stale.
         """
         self._reads += 1
         shown = self._note(changes or [])
@@ -363,10 +362,7 @@ class Listener:
         self.reads: asyncio.Queue[list[JobChange] | None] = asyncio.Queue()
 
     async def next(self) -> list[JobChange] | None:
-        """
-        Return the events of the source's reads since the last call, once one read came; None:
-        the source cannot tell this time (no feed, a gap, no read within ``DOWN_AFTER`` intervals).
-        """
+        """Return the events of the source's reads since the last call; None: it cannot tell this time."""
         self.source.wake()
         if self.source.kind not in (None, "feed"):
             await asyncio.sleep(self.interval)
