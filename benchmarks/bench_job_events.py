@@ -28,6 +28,15 @@ CPU time of the process per interval, and the first start's block (a new watcher
 listing once).
 
     python -m benchmarks.bench_job_events --history 0,20000,60000 [--interval 2] [--intervals 6]
+
+``--waits 100`` measures the wait engine instead (issue #45, 4(a) and 4(c)): that many deferred waits
+(``WorkflowJobTrigger.run``, given their workflow) on jobs of 2 workflows in one event loop, with and
+without a watcher per workflow on one shared stream. For each job: the connection's source reads (one
+per interval) from the first that showed its end to its wait's event, and to its watcher's (p50 / p99);
+and the service's requests per waiting job per interval in the steady window (every wait polling, no
+job ended yet; the emulator's log: the jobs' own requests, the feed or listing, the watchers' listings).
+
+    python -m benchmarks.bench_job_events --waits 100 [--interval 1] [--job-seconds 30]
 """
 
 from __future__ import annotations
@@ -422,6 +431,172 @@ def run_restart(jobs: int = 30, restart_after: float = 8.0) -> list[Row]:
     ]
 
 
+# --------------------------------------------------------------------------------------------------
+# The wait engine: how soon an end reaches its wait and watcher, and what the waits cost
+
+
+async def _engine(emu: Any, waits: int, watched: bool, interval: float, job_seconds: float) -> dict[str, Any]:
+    from airflow.triggers.shared_stream import SharedStreamManager
+
+    from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
+    from airflow_provider_workflowsvc.triggers.job_events import WorkflowJobEventTrigger
+    from airflow_provider_workflowsvc.wait import source
+    from benchmarks._service import make_jobs_over, make_workflows
+    from benchmarks.bench_triggerer import _epoch, _job_of, _source_read
+
+    workflows = await asyncio.to_thread(make_workflows, emu, 2)
+    reads: list[float] = []  # when each read of the source was told (monotonic)
+    shown: dict[str, int] = {}  # job -> the index in ``reads`` of the first read that showed its end
+    tell = source.ChangeSource._tell
+
+    def told(self: Any, changes: Any, started: float) -> None:
+        reads.append(time.monotonic())
+        for change in changes or []:
+            if not change.active:
+                shown.setdefault(change.job_id, len(reads) - 1)
+        tell(self, changes, started)
+
+    manager, consumers = SharedStreamManager(), []
+    ended: dict[str, float] = {}  # job -> its wait's event (monotonic)
+    reported: dict[str, float] = {}  # job -> its watcher's event (monotonic)
+    stores = [MemoryAssetStore() for _ in workflows] if watched else []
+    for number, (workflow_id, store) in enumerate(zip(workflows, stores, strict=False)):
+        watcher = WorkflowJobEventTrigger(workflow_id=workflow_id, poll_interval=interval)
+        watcher.asset_state_store = store  # type: ignore[assignment]
+        watcher.cursor_settle_seconds = 0.0
+        key = watcher.shared_stream_key()
+        stream = watcher.filter_shared_stream(manager.subscribe(trigger_id=number, trigger=watcher, key=key))
+
+        async def consume(stream: AsyncIterator[Any] = stream) -> None:
+            async for event in stream:
+                reported.setdefault(event.payload["job_id"], time.monotonic())
+
+        consumers.append(asyncio.ensure_future(consume()))
+    while not all(s.values for s in stores):
+        await asyncio.sleep(0.01)
+    with mock.patch.object(source.ChangeSource, "_tell", told):
+        made_from, deadline = time.time(), time.time() + 3 * job_seconds + 120
+        jobs: list[tuple[str, str]] = []
+        waiting: list[asyncio.Future[None]] = []
+
+        async def wait(job_id: str, workflow_id: str) -> None:
+            trigger = WorkflowJobTrigger(
+                job_id=job_id, workflow_id=workflow_id, deadline=deadline, poll_interval=interval
+            )
+            async for _ in trigger.run():
+                ended[job_id] = time.monotonic()
+                return
+
+        for _ in range(BATCHES):  # the jobs end spread over BATCHES intervals, as they started
+            made = await asyncio.to_thread(
+                make_jobs_over, emu, waits // BATCHES, job_seconds, workflows, concurrency=16
+            )
+            jobs += made
+            waiting += [asyncio.ensure_future(wait(job, workflow)) for job, workflow in made]
+            await asyncio.sleep(interval)
+        made_until = time.time()
+        await asyncio.gather(*waiting)
+        while watched and len(reported) < len(jobs) and time.time() < deadline:
+            await asyncio.sleep(interval / 4)
+    for consumer in consumers:
+        consumer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await consumer
+    await manager.stop_all()
+    log = await asyncio.to_thread(emu.requests)
+    begin, end = made_until + 1.5 * interval, made_from + job_seconds - 0.5 * interval
+    ids, watched_ids = {job for job, _ in jobs}, set(workflows)
+    inside = [
+        e for e in log if begin <= _epoch(e) < end and (_job_of(e) in ids or _source_read(e, watched_ids))
+    ]
+
+    def reads_to(events: dict[str, float]) -> list[float]:
+        """Per job: the source's reads after the one that showed its end, up to its event (0: that one)."""
+        return [
+            float(sum(1 for at in reads[shown[job] + 1 :] if at < events[job]))
+            for job in ids
+            if job in shown and job in events
+        ]
+
+    def intervals_to(events: dict[str, float]) -> list[float]:
+        """Per job: intervals from the read that showed its end to its event."""
+        return [(events[job] - reads[shown[job]]) / interval for job in ids if job in shown and job in events]
+
+    return {
+        "to_wait": reads_to(ended),
+        "to_watcher": reads_to(reported),
+        "late": sum(n > 1 for n in reads_to(ended)),  # waits that came more than a read after their end's
+        "intervals_to_wait": intervals_to(ended),
+        "intervals_to_watcher": intervals_to(reported),
+        "per_job_interval": len(inside) / (len(ids) * max(end - begin, interval) / interval),
+        "shown": sum(1 for job in ids if job in shown),
+        "jobs": len(ids),
+    }
+
+
+BATCHES = 10
+"""Batches the engine's jobs are started in, an interval apart (so not all of them end in one interval)."""
+
+
+def _pct(values: Sequence[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else float("nan")
+
+
+def run_engine(waits: int, interval: float, job_seconds: float) -> list[Row]:
+    from airflow_provider_workflowsvc.emulator.testing import running_emulator
+
+    rows: list[Row] = []
+    for dialect, target in (("platform", 0.02), ("spec", 0.05)):
+        with (
+            running_emulator(token="bench-token", api_key="bench-key", dialect=dialect) as emu,  # type: ignore[arg-type]
+            mock.patch.dict(os.environ, {CONN_ENV: conn_json(emu.base_url, emu.token, emu.api_key)}),
+        ):
+            for watched in (False, True):
+                r = asyncio.run(_engine(emu, waits, watched, interval, job_seconds))
+                section = f"{waits} deferred waits on 2 workflows, {dialect}" + (
+                    ", a watcher per workflow" if watched else ""
+                )
+                rows.append(
+                    Row(
+                        section,
+                        "requests per waiting job per interval",
+                        [r["per_job_interval"]],
+                        "req",
+                        target=f"<= {target}",
+                        met=r["per_job_interval"] <= target,
+                    )
+                )
+                rows.append(
+                    Row(
+                        section, f"jobs whose end a source read showed (of {r['jobs']})", [r["shown"]], "jobs"
+                    )
+                )
+                for who in ("wait", "watcher") if watched else ("wait",):
+                    got = r[f"to_{who}"]
+                    time_to = r[f"intervals_to_{who}"]
+                    for name, fraction in (("p50", 0.5), ("p99", 0.99)):
+                        rows.append(
+                            Row(
+                                section,
+                                f"intervals from its end's read to its {who}'s event, {name}",
+                                [_pct(time_to, fraction)],
+                                "intervals",
+                            )
+                        )
+                        rows.append(
+                            Row(
+                                section,
+                                f"reads from the end's read to its {who}'s event, {name} (n={len(got)})",
+                                [_pct(got, fraction)],
+                                "reads",
+                                target="<= 1",
+                                met=_pct(got, fraction) <= 1,
+                            )
+                        )
+    return rows
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     from benchmarks._common import airflow_home, machine, table
 
@@ -433,10 +608,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--history", help="past jobs, comma-separated: the event loop's cost (see above)")
     parser.add_argument("--restart", action="store_true", help="what a restart during a burst repeats")
     parser.add_argument("--faults", action="store_true", help="also under the feed's faults (platform)")
+    parser.add_argument("--waits", type=int, help="the wait engine's figures with that many waits (above)")
+    parser.add_argument("--job-seconds", type=float, default=30.0)
     args = parser.parse_args(argv)
     with airflow_home():
         os.environ.setdefault("AIRFLOW__WORKFLOWSVC__MIN_POLL_INTERVAL", "0.01")
-        if args.restart:
+        if args.waits:
+            rows = run_engine(args.waits, args.interval, args.job_seconds)
+        elif args.restart:
             rows = run_restart()
         elif args.history:
             histories = [int(n) for n in args.history.split(",")]

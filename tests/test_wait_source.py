@@ -462,3 +462,34 @@ async def test_a_stale_purged_or_down_feed_holds_no_finished_job(
     # wait's polls (stale 7 > 6, down 11 > 5 seen at load 25), so the bound is twice the design's
     # figure: still far below the 60 polls to the deadline, which is what a held job would take.
     assert max(after.values()) <= 2 * bound.get(fault, source.DOWN_AFTER + 2), after
+
+
+def test_a_change_shown_while_a_wait_reads_its_own_job_is_not_lost() -> None:
+    """
+    A source read that began after a wait's own read began may show what the own read did not (the job
+    ended in between): the wait reads its job again at its next poll, not at a canary turn much later.
+    A change shown by a read that began before the own read is what that read saw: nothing more to read.
+    """
+    from airflow_provider_workflowsvc.wait.watch import JobWatch
+
+    class Schedule:
+        final, interval = False, 1.0
+
+    hook = WorkflowServiceAsyncHook("unused")
+    changes = source.ChangeSource()
+    changes.kind, changes._good_at = "feed", time.monotonic() + 3600  # a feed that vouches throughout
+    subs = [
+        source.Subscription(changes, JobWatch(f"job-{n}", None), hook, 1.0) for n in range(source.SHARE_FROM)
+    ]
+    changes.waits = dict(enumerate(subs))
+    changes.wake = lambda: None  # type: ignore[method-assign]
+    sub = subs[0]
+    before = time.monotonic()
+    assert sub.due(Schedule())  # its first poll reads its own job (nothing vouches for it yet)
+    ended = [source.JobChange("job-0", "completed", None)]
+    changes._tell(ended, before)  # a read that began before the own read: that read saw as much
+    assert not sub.due(Schedule())
+    sub.canary = True
+    assert sub.due(Schedule())  # an own read again (a canary turn) ...
+    changes._tell(ended, time.monotonic())  # ... while a source read that began after it shows the end
+    assert sub.due(Schedule())

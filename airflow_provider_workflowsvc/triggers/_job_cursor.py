@@ -13,7 +13,7 @@ from airflow_provider_workflowsvc.models import as_utc
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.models import Job
-    from airflow_provider_workflowsvc.wait.source import JobChange, Seen
+    from airflow_provider_workflowsvc.wait.source import JobChange
 
 log = logging.getLogger("airflow_provider_workflowsvc.triggers.job_events")
 
@@ -31,33 +31,22 @@ class JobCursor:
     """
     What a watcher has seen of its workflow's jobs; it survives a restart in the asset state store.
 
-    A job is *new* the first time a listing shows it, unless it was created before ``horizon`` (the
-    history when the watch began, or a job that appeared more than ``max_lateness`` after its
-    ``created_at``). ``known`` holds the ids of the jobs seen since the horizon, whatever their
-    ``created_at`` says (so a job dated before newer ones, or years ahead, is new exactly once and
-    silences nothing); ``pending`` the jobs seen before they were reported: unfinished ones, and
-    finished ones whose event is not out yet. A job is *due* (its event is sent) when it is pending and
-    final. The horizon follows the triggerer's clock (``max_lateness`` behind each listing), never a
-    job's date, so ``known`` stays bounded: the jobs created within ``max_lateness`` (at most
-    ``MAX_KNOWN``), plus any dated ahead of the triggerer's clock until it passes them.
+    A job is *new* the first time a listing or the feed shows it, unless created before ``horizon``;
+    ``known`` holds the ids seen since the horizon (whatever their ``created_at``: new exactly once),
+    ``pending`` those seen and not reported yet; a pending job that is final is *due*. The horizon follows
+    the triggerer's clock (``max_lateness`` behind each listing), so ``known`` stays bounded (``MAX_KNOWN``).
     """
 
     horizon: datetime | None = None
     """Jobs created before it are not new (None: every job not known is new)."""
     known: dict[str, datetime] = field(default_factory=dict)
     pending: set[str] = field(default_factory=set)
-    position: Seen | None = None
-    """The newest events of the job-event feed handled (a restart reads the feed since them)."""
     _undated: set[str] = field(default_factory=set, repr=False, compare=False)
     _last_listed: float | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def starting_at(cls, jobs: Iterable[Job], listed_at: float, max_lateness: float) -> JobCursor:
-        """
-        Start a cursor at a first start from the jobs listed (those of the lateness window, and the
-        unfinished ones of any age): the jobs already final are never reported, the others are once
-        they end.
-        """
+        """Start a cursor from the jobs listed at a first start: the final ones are never reported."""
         horizon = _utc(listed_at - max_lateness)
         cursor = cls(horizon=horizon)
         for job in jobs:
@@ -172,23 +161,17 @@ class JobCursor:
 
     def to_json(self, unsettled: Iterable[str] = ()) -> dict[str, Any]:
         """Return the stored form; ``unsettled``: jobs reported so recently they are stored as pending."""
-        position = self.position and {"at": self.position[0].isoformat(), "ids": sorted(self.position[1])}
         return {
             "horizon": None if self.horizon is None else self.horizon.isoformat(),
             "known": {job_id: at.isoformat() for job_id, at in sorted(self.known.items())},
             "pending": sorted(self.pending | set(unsettled)),
-            "position": position,
         }
 
     @classmethod
     def from_json(cls, value: Any) -> JobCursor | None:
         """
-        Read a stored cursor; None when there is none, or it cannot be read (a new start, warned).
-
-        A time without a zone (a hand edit, a restore) is read as UTC, the zone the provider writes, with
-        a warning. A horizon ahead of this triggerer's clock cannot be right: the cursor is not read. A
-        cursor of the provider's earlier versions (a ``watermark``) is read as its horizon; one without a
-        ``position`` (0.2.0) lists the workflow's jobs once to catch up, as it did.
+        Read a stored cursor; None when there is none or it cannot be read (warned). A time without a zone
+        is UTC; a horizon ahead of this clock is not read; an older ``watermark`` is read as its horizon.
         """
         if value is None:
             return None
@@ -200,8 +183,6 @@ class JobCursor:
                 horizon = _stored_time(value["horizon"])
                 known = {str(job_id): _known_time(at) for job_id, at in value["known"].items()}
             cursor = cls(horizon=horizon, known=known, pending={str(job_id) for job_id in value["pending"]})
-            if position := value.get("position"):
-                cursor.position = (_known_time(position["at"]), {str(i) for i in position["ids"]})
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             log.warning("The stored job cursor %r cannot be read (%s); starting from now", value, exc)
             return None

@@ -18,11 +18,8 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc.wait.watch import PollSchedule
 
 DEFERRAL_BACKSTOP = 600.0
-"""Seconds Airflow's own deferral timeout comes after the trigger's deadline (only a backstop: the
-trigger reports its own deadline): a task that starts in the triggerer (``deadline=None``) has its
-deadline this long before that timeout. Long enough for what a trigger does past its deadline (the
-end read again, the cancel after a timeout) in a triggerer running late: Airflow's timeout fails the
-task without either."""
+"""Seconds Airflow's own deferral timeout comes after the trigger's deadline (a backstop: the trigger
+reports its own; long enough for the end's reads and the cancel of a triggerer running late)."""
 
 
 def deferral_timeout(deadline: float, log: Any) -> timedelta:
@@ -44,41 +41,14 @@ class WorkflowJobTrigger(BaseTrigger):
     """
     Poll a job until it reaches a final status or the deadline passes; yield exactly one event.
 
-    The event payload is a :class:`~airflow_provider_workflowsvc.wait.outcome.JobOutcome`: ``status``
-    (``success`` = the job completed, ``failed``, ``stopped``, ``timeout`` or ``error``), ``job_id``,
-    ``workflow_id``, ``job_status``, ``message``, ``node_stats``, ``failed_files``, ``output_files`` and
-    ``elapsed``. Whether failed files fail the task is the operator's decision, not the trigger's.
-    Waiting for a workflow's job (``job_id=None``), the trigger ends with ``found`` as soon as it has
-    one: the task pins that job and defers again for it (a triggerer restart never switches jobs).
-
-    One HTTP client serves the whole wait: the one every trigger of the same connection settings in
-    this triggerer shares (one bounded pool, extra ``max_connections``). Each poll is one request
-    (``GET /jobs/{id}/details``), sent only when the connection's source (one per connection in this
-    triggerer: the service's job-event feed, else its active-jobs listing) shows the job changed, or
-    cannot vouch that it did not (:mod:`~airflow_provider_workflowsvc.wait.source`; ``[workflowsvc]
-    shared_status_poll = False`` makes each wait poll its own job). Transient errors (429,
-    5xx, dropped connections, timeouts) are retried by the hook and then by the next poll, until the
-    deadline. No request outlives the deadline but the reads of an end seen before it.
-
-    :param job_id: the job to wait for; ``None`` to first wait for a job of ``workflow_id``.
-    :param deadline: absolute deadline, epoch seconds (a triggerer restart does not reset it); None for
-        a task that starts in the triggerer: Airflow's deferral timeout less ``DEFERRAL_BACKSTOP``.
-    :param poll_interval: seconds between polls.
-    :param workflowsvc_conn_id: the Workflow Service connection.
-    :param started_at: epoch seconds the wait began (for the elapsed time in the event and logs).
-    :param cancel_on_kill: cancel the job when a user marks the deferred task failed/success or clears it.
-    :param workflow_id: with ``job_id=None``: the workflow whose job to wait for (given with a job,
-        it is kept for the task's metrics).
-    :param created_after: with ``job_id=None``: only jobs created after this ISO-8601 date-time count.
-    :param pick: with ``job_id=None``: ``latest`` or ``earliest`` of the matching jobs.
-    :param end_on_success: end the task here when the job's outcome passes (a ``TaskSuccessEvent``
-        carrying the XComs the task would push, :meth:`_success_xcoms`):
-        no worker resumes it. Any other outcome still resumes the task, which fails with the provider's
-        error and Airflow's retries. Only the sensor started in the triggerer sets it.
-    :param fail_on_failed_files: with ``end_on_success``: whether failed files fail the task (then it
-        resumes in a worker to fail).
-    :param push_summary: with ``end_on_success``: push the job summary as ``return_value`` (the task's
-        ``do_xcom_push``).
+    The event payload is a :class:`~airflow_provider_workflowsvc.wait.outcome.JobOutcome` (``status``:
+    ``success``, ``failed``, ``stopped``, ``timeout`` or ``error``; the job's ids, status, message,
+    progress, failed and output files, ``elapsed``); the operator decides what failed files mean. Waiting
+    for a workflow's job (``job_id=None``), it ends with ``found``: the task pins that job and defers again.
+    A poll (``GET /jobs/{id}/details``) is sent only when the connection's source
+    (:mod:`~airflow_provider_workflowsvc.wait.source`) shows the job changed or cannot vouch that it did
+    not; transient errors are tried again until the deadline, which no request outlives but the reads of
+    an end seen before it.
     """
 
     def __init__(
@@ -238,13 +208,7 @@ class WorkflowJobTrigger(BaseTrigger):
             return await await_job(hook, watch, schedule, told)
 
     async def on_kill(self) -> None:
-        """
-        Cancel the job when a user ends the deferred task (mark failed/success, clear).
-
-        Only when the task is no longer deferred (:func:`ended_by_user`): Airflow 3.3.0 to 3.3.2 also
-        calls this on a triggerer that lost the trigger to another. The cancel gets ``CANCEL_BUDGET``
-        seconds; a failure is logged, not raised.
-        """
+        """Cancel the job when a user ends the deferred task (:func:`ended_by_user`)."""
         job_id = self.job_id
         if not (self.cancel_on_kill and job_id and await ended_by_user(self, f"job {job_id}")):
             return
@@ -265,10 +229,8 @@ or will, for them. No user action on a deferred task leads to either: marking se
 
 async def ended_by_user(trigger: BaseTrigger, jobs: str) -> bool:
     """
-    Whether the trigger's ``on_kill`` runs because its task ended (a user marked or cleared it), not
-    because this triggerer lost the trigger: the triggerer sends the same "user action" cancel for both
-    (Airflow 3.3.0 to 3.3.2, apache/airflow PR #73454). The task's state tells them apart: a reassigned
-    trigger's task is still deferred. Fails closed: a state that cannot be read leaves ``jobs`` running.
+    Whether ``on_kill`` runs because a user ended the task, not because this triggerer lost the trigger
+    (Airflow 3.3.0-3.3.2 send both, PR #73454): a lost trigger's task is still deferred. Fails closed.
     """
     try:
         state = await task_state(trigger)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Hashable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
     from airflow_provider_workflowsvc.models import Job, JobStatus
     from airflow_provider_workflowsvc.triggers._job_cursor import JobCursor
-    from airflow_provider_workflowsvc.wait.source import JobChange, Listener, Seen
+    from airflow_provider_workflowsvc.wait.source import JobChange, Listener
 
 MAX_LATENESS = 3600.0
 """Seconds, on the triggerer's clock, a job may appear in the listing after its ``created_at`` and still
@@ -47,57 +47,26 @@ CURSOR_KEY_PREFIX = "workflowsvc_job_events"
 # The stream: one listing per interval, shared by the watchers of one workflow
 
 
-class JobSummaries:
-    """
-    The event payloads of finished jobs, fetched once per job for every watcher of the stream.
+async def _summary(hook: WorkflowServiceAsyncHook, job: Job) -> dict[str, Any] | None:
+    """Read a finished job's event payload as a wait reads its end; None: not available yet (next round)."""
+    from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
+    from airflow_provider_workflowsvc.wait.poll import apoll_once, survive_transient
+    from airflow_provider_workflowsvc.wait.watch import JobWatch
 
-    A summary that could not be fetched (the service answered badly, or the job's details still say it
-    runs) is fetched again with the next listing, once for all watchers.
-    """
-
-    def __init__(self, hook: WorkflowServiceAsyncHook) -> None:
-        self._hook = hook
-        self._fetches: dict[str, tuple[int, asyncio.Task[dict[str, Any] | None]]] = {}
-
-    async def of(self, job: Job, listing: int) -> dict[str, Any] | None:
-        """Return ``job``'s summary; None: not available yet (try again with a later listing)."""
-        known = self._fetches.get(job.id)
-        if known is None or (known[0] != listing and not _succeeded(known[1])):
-            known = (listing, asyncio.ensure_future(self._fetch(job)))
-            self._fetches[job.id] = known
-        return await asyncio.shield(known[1])
-
-    def forget_before(self, listing: int) -> None:
-        """Drop the summaries fetched for listings before ``listing`` (bounded memory)."""
-        for job_id in [j for j, (number, _) in self._fetches.items() if number < listing]:
-            del self._fetches[job_id]
-
-    async def _fetch(self, job: Job) -> dict[str, Any] | None:
-        from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
-        from airflow_provider_workflowsvc.wait.poll import apoll_once, survive_transient
-        from airflow_provider_workflowsvc.wait.watch import JobWatch
-
-        watch = JobWatch(job.id, log)
+    try:
+        with deadline(time.time() + SUMMARY_BUDGET):
+            outcome = await apoll_once(hook, JobWatch(job.id, log))
+    except Exception as exc:
         try:
-            with deadline(time.time() + SUMMARY_BUDGET):
-                outcome = await apoll_once(self._hook, watch)
-        except Exception as exc:
-            try:
-                survive_transient(exc, log, f"Job {job.id}: reading its summary", retry="next listing")
-            except Exception:
-                log.exception(
-                    "Job %s finished, but its summary cannot be read; reporting the listing's", job.id
-                )
-                return job_summary(job, None, error=f"{type(exc).__name__}: {exc}")
-            return None
-        if outcome is None:
-            log.info("Job %s is listed as %s, but its details do not say so yet", job.id, job.raw_status)
-            return None
-        return job_summary(job, outcome.summary(fail_on_failed_files=False))
-
-
-def _succeeded(task: asyncio.Task[dict[str, Any] | None]) -> bool:
-    return task.done() and not task.cancelled() and task.exception() is None and task.result() is not None
+            survive_transient(exc, log, f"Job {job.id}: reading its summary", retry="next round")
+        except Exception:
+            log.exception("Job %s finished, but its summary cannot be read; reporting the listing's", job.id)
+            return job_summary(job, None, error=f"{type(exc).__name__}: {exc}")
+        return None
+    if outcome is None:
+        log.info("Job %s is listed as %s, but its details do not say so yet", job.id, job.raw_status)
+        return None
+    return job_summary(job, outcome.summary(fail_on_failed_files=False))
 
 
 def job_summary(job: Job, summary: dict[str, Any] | None, error: str | None = None) -> dict[str, Any]:
@@ -124,79 +93,57 @@ def job_summary(job: Job, summary: dict[str, Any] | None, error: str | None = No
 
 class JobListing:
     """
-    One raw event of the stream, one round: what the connection's source showed of the workflow's jobs
-    (``changes``: the feed's events; None: it cannot tell, the round lists the workflow's jobs), and the
-    reads a watcher may need beyond them (a listing, records), each made once for every watcher.
+    One round of the stream: the source's events (``changes``; None: list the jobs), and the reads a
+    watcher may need beyond them (a listing, records, summaries), each made once for every watcher.
     """
 
     def __init__(
-        self,
-        number: int,
-        listed_at: float,
-        listener: Listener,
-        workflow_id: str | None,
-        summaries: JobSummaries,
-        changes: list[JobChange] | None,
+        self, listed_at: float, listener: Listener, workflow_id: str | None, changes: list[JobChange] | None
     ) -> None:
-        self.number, self.listed_at, self.summaries = number, listed_at, summaries
-        self.since: datetime | None = None
-        self.jobs: list[Job] | None = None
-        """The jobs created since ``since``, once a watcher needed the listing."""
-        self.changes = changes
-        self.position = listener.position
-        """The newest events of the feed seen by this round (a watcher's stored position)."""
+        self.listed_at, self.changes = listed_at, changes
         self._hook, self._workflow_id = listener.hook, workflow_id
         self._lock = asyncio.Lock()
-        self._records: dict[str, Job | str | None] = {}
+        self._listed: tuple[datetime | None, list[Job]] | None = None
+        self._reads: dict[tuple[str, str], asyncio.Future[Any]] = {}
 
-    def covers(self, since: datetime | None) -> bool:
-        """Whether ``jobs`` holds every job created at or after ``since`` (None: every job)."""
-        if self.jobs is None:
-            return False
-        return self.since is None or (since is not None and since >= self.since)
+    def _once(self, key: tuple[str, str], read: Callable[[], Awaitable[Any]]) -> Awaitable[Any]:
+        """Start ``read`` (once in this round for every watcher, at once with the others); await it."""
+        if key not in self._reads:
+            self._reads[key] = asyncio.ensure_future(read())
+        return asyncio.shield(self._reads[key])
 
-    async def since_position(self, position: Seen) -> list[JobChange] | None:
-        """
-        Return the workflow's events of the feed after ``position`` (a restart's catch-up; the whole feed
-        is read, so that reaching the events at ``position`` proves nothing was purged); None: a gap.
-        """
-        from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
-        from airflow_provider_workflowsvc.wait.poll import survive_transient
-        from airflow_provider_workflowsvc.wait.source import read_feed
+    def summary(self, job: Job) -> Awaitable[dict[str, Any] | None]:
+        """``job``'s event payload (None: try again next round)."""
+        return self._once(("summary", job.id), lambda: _summary(self._hook, job))
 
-        try:
-            with deadline(time.time() + LISTING_BUDGET):
-                return self.shown((await read_feed(self._hook, position))[0])
-        except Exception as exc:
-            survive_transient(exc, log, "Reading the job-event feed since the saved position", "next round")
+    def record(self, job_id: str) -> Awaitable[Job | str | None]:
+        """Job ``job_id`` as the service now records it (None: not readable now; :data:`GONE`: none)."""
+        return self._once(("record", job_id), lambda: _record(self._hook, job_id))
+
+    def shown(self) -> list[JobChange] | None:
+        """Return this round's events of the watched workflow (None: list the jobs)."""
+        if self.changes is None:
             return None
-
-    def shown(self, changes: list[JobChange] | None = None) -> list[JobChange] | None:
-        """Return this round's events (or ``changes``) of the watched workflow (None: list the jobs)."""
-        changes = self.changes if changes is None else changes
-        if changes is None:
-            return None
-        return [c for c in changes if self._workflow_id in (None, c.workflow_id) and c.job_id]
+        return [c for c in self.changes if self._workflow_id in (None, c.workflow_id) and c.job_id]
 
     async def reaching(self, since: datetime | None) -> list[Job] | None:
         """
-        Return the jobs created since ``since`` (None: all of them): this listing's when it goes back
-        that far, else the workflow's listing read again that far (once for every watcher that needs
-        it). None: that listing failed for now (try again with the next listing).
+        Return the jobs created since ``since`` (None: all), listed once for every watcher of the round
+        that far back; None: that listing failed for now.
         """
         async with self._lock:
-            if not self.covers(since):
-                jobs = await _listed(self._hook, self._workflow_id, since, "next listing")
+            back = self._listed[0] if self._listed else None
+            if not self._listed or (back is not None and (since is None or since < back)):
+                jobs = await _listed(self._hook, self._workflow_id, since)
                 if jobs is None:
                     return None
-                self.since, self.jobs = since, jobs
-        return self.jobs or []
+                self._listed = (since, jobs)
+        return self._listed[1] if self._listed else []
 
     async def unfinished(self) -> list[Job] | None:
         """
-        Return the workflow's scheduled and in-progress jobs, whatever their age (for a first start;
-        the hook spells the ``status`` filter as the service does; a status the service refuses as a
-        filter in either spelling is skipped). None: a listing failed for now.
+        Return the workflow's active jobs of any age (a first start; a status filter refused is skipped);
+        None: a listing failed for now.
         """
         from airflow_provider_workflowsvc.exceptions import WorkflowServiceApiError
         from airflow_provider_workflowsvc.models import ACTIVE_JOB_STATUSES
@@ -204,43 +151,35 @@ class JobListing:
         found: dict[str, Job] = {}
         for status in ACTIVE_JOB_STATUSES:
             try:
-                jobs = await _listed(self._hook, self._workflow_id, None, "next listing", status=status)
+                if (jobs := await _listed(self._hook, self._workflow_id, None, status)) is None:
+                    return None
             except WorkflowServiceApiError as exc:
-                if exc.status_code in (400, 422):
-                    continue
-                raise
-            if jobs is None:
-                return None
-            found.update((job.id, job) for job in jobs if job.id not in found)
+                if exc.status_code not in (400, 422):
+                    raise
+            else:
+                found.update((job.id, job) for job in jobs if job.id not in found)
         return list(found.values())
 
-    async def record(self, job_id: str) -> Job | str | None:
-        """
-        Return job ``job_id`` as the service now records it (once per listing for every watcher); None
-        when it could not be read now; :data:`GONE` when the service has no such job.
-        """
-        from airflow_provider_workflowsvc.exceptions import WorkflowServiceNotFoundError
-        from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
-        from airflow_provider_workflowsvc.wait.poll import survive_transient
 
-        async with self._lock:
-            if job_id not in self._records:
-                try:
-                    with deadline(time.time() + SUMMARY_BUDGET):
-                        self._records[job_id] = await self._hook.get_job(job_id)
-                except WorkflowServiceNotFoundError:
-                    self._records[job_id] = GONE
-                except Exception as exc:
-                    survive_transient(exc, log, f"Job {job_id}: reading its record", retry="next listing")
-                    self._records[job_id] = None
-        return self._records[job_id]
+async def _record(hook: WorkflowServiceAsyncHook, job_id: str) -> Job | str | None:
+    from airflow_provider_workflowsvc.exceptions import WorkflowServiceNotFoundError
+    from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
+    from airflow_provider_workflowsvc.wait.poll import survive_transient
+
+    try:
+        with deadline(time.time() + SUMMARY_BUDGET):
+            return await hook.get_job(job_id)
+    except WorkflowServiceNotFoundError:
+        return GONE
+    except Exception as exc:
+        survive_transient(exc, log, f"Job {job_id}: reading its record", retry="next round")
+        return None
 
 
 async def _listed(
     hook: WorkflowServiceAsyncHook,
     workflow_id: str | None,
     since: datetime | None,
-    retry: str,
     status: JobStatus | None = None,
 ) -> list[Job] | None:
     """List the workflow's jobs created since ``since`` (in ``status``); None: failed transiently (logged)."""
@@ -254,17 +193,14 @@ async def _listed(
             jobs = await hook.list_jobs(workflow_id=workflow_id, status=status, created_since=since)
     except Exception as exc:
         metrics.watcher_listing(workflow_id, hook.workflowsvc_conn_id, failed=True)
-        survive_transient(exc, log, what, retry=retry)
+        survive_transient(exc, log, what, retry="next listing")
         return None
     metrics.watcher_listing(workflow_id, hook.workflowsvc_conn_id)
     return jobs
 
 
 class _SettledSaver:
-    """
-    Saves a watcher's cursor so that every event handed over ``settle`` seconds ago is stored as reported,
-    however long the rest of a burst takes: a restart repeats at most the events of those last seconds.
-    """
+    """Saves a watcher's cursor so that each event handed over ``settle`` s ago is stored as reported."""
 
     def __init__(self, trigger: WorkflowJobEventTrigger, cursor: JobCursor) -> None:
         self._trigger, self._cursor = trigger, cursor
@@ -306,29 +242,20 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
     Report each job of a workflow that reaches a final status: for ``Asset(watchers=[AssetWatcher(...)])``.
 
     Every ``poll_interval`` seconds it learns which jobs changed from its connection's source
-    (:mod:`~.wait.source`: the job-event feed, one read per interval for every wait and watcher of the
+    (:mod:`~.wait.source`: the job-event feed, read once per interval for every wait and watcher of the
     connection, never marking an event read) and reads each job the feed shows ended from its own record,
-    which decides (``job.completed`` may have failed files). Where the source cannot tell (no feed: the
-    spec dialect; a gap; down), and every :data:`LISTING_EVERY` intervals (an event the feed lost), it
-    lists the workflow's jobs (``GET /jobs/?workflow_id=``, or every job of the connection without
-    ``workflow_id``) down to the jobs created within ``max_lateness`` of the previous listing. Each job
-    that reaches one of ``statuses`` after the watch began gives exactly one event; a job only a listing
-    shows is reported if it appears no later than ``max_lateness`` after its ``created_at`` (on the
-    triggerer's clock). The payload is the job's summary:
-    ``job_id``, ``workflow_id``, ``workflow_name``, ``status``, ``created_at``, ``documents_written``,
-    ``failed_count``, ``failed_files`` (the first :data:`FAILED_FILES_IN_EVENT`) and ``message``. The
-    DAG scheduled on the asset reads it from ``triggering_asset_events[asset][i].extra["payload"]``.
-    Jobs that had finished when the watch first started are not reported.
+    which decides. Where the source cannot tell (no feed: the spec dialect; a gap; down), and every
+    :data:`LISTING_EVERY` intervals, it lists the workflow's jobs down to those created within
+    ``max_lateness``. Each job that reaches one of ``statuses`` after the watch began gives exactly one
+    event, whose payload is the job's summary: ``job_id``, ``workflow_id``, ``workflow_name``,
+    ``status``, ``created_at``, ``documents_written``, ``failed_count``, ``failed_files`` (the first
+    :data:`FAILED_FILES_IN_EVENT`) and ``message``, read by the DAG scheduled on the asset from
+    ``triggering_asset_events[asset][i].extra["payload"]``. Failures are survived as waits survive them.
 
-    Bad answers and outages are survived as waits survive them (:func:`~.wait.poll.is_transient`):
-    the listing, or a job's summary, is tried again at the next interval.
-
-    Airflow 3.3+: the cursor (which jobs were reported, the feed's position) is kept in the asset state
-    store, so jobs that finished while the triggerer was down are reported on restart (the feed read
-    since the position, else a listing), none twice; and the watchers of one connection and workflow
-    share one stream (``shared_stream_key``). Airflow 3.0-3.2
-    have no store: each start of the trigger begins from "now" (jobs that finished while it was down
-    are not reported; none is reported twice). See the provider docs' "Event-driven scheduling".
+    Airflow 3.3+: the cursor (the jobs reported) is kept in the asset state store,
+    so jobs that finished while the triggerer was down are reported on restart, none twice; the watchers
+    of one connection and workflow share one stream. Airflow 3.0-3.2 have no store: each start begins
+    from "now". See the provider docs' "Event-driven scheduling".
 
     :param workflow_id: the workflow whose jobs to report; None: every job of the connection.
     :param workflowsvc_conn_id: the Workflow Service connection.
@@ -387,27 +314,20 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
 
     @classmethod
     async def open_shared_stream(cls, kwargs: dict[str, Any]) -> AsyncIterator[Any]:
-        """
-        Yield a round (forever) for each read of the connection's source (:func:`~.wait.source.listening`:
-        the job-event feed, read once per interval for every wait and watcher of the connection); a round
-        where the source cannot tell (no feed, a gap, down), and one every ``LISTING_EVERY`` intervals,
-        lists the workflow's jobs instead (lazily, once for every watcher).
-        """
+        """Yield a round per read of the connection's source (a listing round where it cannot tell)."""
         from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceAsyncHook
         from airflow_provider_workflowsvc.wait.source import listening
 
         workflow_id, interval = kwargs.get("workflow_id"), float(kwargs.get("poll_interval") or 60.0)
         conn_id = kwargs.get("workflowsvc_conn_id") or DEFAULT_CONN_ID
         async with WorkflowServiceAsyncHook(conn_id) as hook, listening(hook, interval) as listener:
-            summaries, number, listed = JobSummaries(hook), 0, time.time()
+            listed = time.time()
             while True:
                 changes = await listener.next()
                 now = time.time()
                 if changes is None or now - listed >= LISTING_EVERY * interval:
                     changes, listed = None, now
-                number += 1
-                summaries.forget_before(number - 1)
-                yield JobListing(number, now, listener, workflow_id, summaries, changes)
+                yield JobListing(now, listener, workflow_id, changes)
 
     async def filter_shared_stream(self, shared_stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
         """Turn the listings into this watcher's events: the jobs its own cursor has not reported."""
@@ -425,26 +345,25 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
                 if cursor is None:
                     cursor = await self._first_start(listing)
                     if cursor is not None:
-                        cursor.position = listing.position
                         await self._save_cursor(cursor)
                     caught_up = True
                     continue
                 if saver is None:
                     saver = _SettledSaver(self, cursor)
-                shown = listing.shown()
-                if not caught_up:  # a (re)start: the feed since the saved position (else a listing)
-                    back = None if cursor.position is None else await listing.since_position(cursor.position)
-                    shown = None if shown is None else back  # it reads past this round's read
-                    ended |= cursor.pending if shown is not None else set()  # each read once
-                due = await self._due(cursor, listing, shown, ended)
-                if due is None:
+                shown = listing.shown() if caught_up else None  # a (re)start lists: what ended while down
+                told = None if shown is None else ended | cursor.saw(shown)
+                found = await self._due(cursor, listing, told)
+                if found is None:
                     continue  # the listing could not be read that far: the next one tries again
+                due, running = found
+                ended = (ended if told is None else told) - running
                 caught_up = True
+                payloads = {job.id: listing.summary(job) for job in due if job.status.value in self.statuses}
                 for job in due:
-                    if job.status.value not in self.statuses:
+                    if job.id not in payloads:
                         cursor.reported(job.id)
                         continue
-                    payload = await listing.summaries.of(job, listing.number)
+                    payload = await payloads[job.id]
                     if payload is None:
                         continue  # stays pending: the next round tries again
                     self.log.info("Job %s of %s ended %s", job.id, self._watched(), payload["status"])
@@ -452,19 +371,15 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
                     yield TriggerEvent(payload)
                     cursor.reported(job.id)
                     saver.handed(job.id)
-                ended.intersection_update(cursor.pending)
+                ended &= cursor.pending
                 cursor.advance(listing.listed_at, self.max_lateness)
-                cursor.position = listing.position or cursor.position
                 await saver.save()
         finally:
             if saver is not None:
                 saver.close()
 
     async def _first_start(self, listing: JobListing) -> JobCursor | None:
-        """
-        Start a cursor from the jobs of the lateness window and the unfinished ones (whatever their age):
-        those already final are never reported, the others are once they end.
-        """
+        """Start a cursor from the lateness window's and the unfinished jobs (those final: never reported)."""
         from airflow_provider_workflowsvc.triggers._job_cursor import JobCursor, _utc
 
         window = await listing.reaching(_utc(listing.listed_at - self.max_lateness))
@@ -475,37 +390,34 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
         return JobCursor.starting_at([*window, *unfinished], listing.listed_at, self.max_lateness)
 
     async def _due(
-        self, cursor: JobCursor, listing: JobListing, shown: list[JobChange] | None, ended: set[str]
-    ) -> list[Job] | None:
+        self, cursor: JobCursor, listing: JobListing, ended: set[str] | None
+    ) -> tuple[list[Job], set[str]] | None:
         """
-        Return the jobs to report this round (None: not readable now). Told by the feed (``shown``):
-        the jobs it showed ended and not reported (``ended`` keeps them until they are, or their records
-        say they run), each read from its own record, which decides. Else from the listing: the pending
-        jobs it shows final (oldest first), and those it does not show (older than its window) read one
-        by one.
+        Return the jobs to report this round, and those read that still run (None: not readable now).
+        Told by the feed (``ended``: the jobs it showed ended, not reported): each read from its record,
+        which decides. Else the listing: the pending jobs it shows final, those it does not show read.
         """
         from airflow_provider_workflowsvc.models import Job
 
-        if shown is not None:
-            ended |= cursor.saw(shown)
+        running: set[str] = set()
+        if ended is not None:
             due, reads = [], sorted(ended)
         else:
             jobs = await listing.reaching(cursor.horizon)
             if jobs is None:
                 return None
             due, reads = cursor.due(jobs, listing.listed_at, self.max_lateness), cursor.unlisted(jobs)
-        for job_id in reads:
-            job = await listing.record(job_id)
+        for job_id, job in zip(reads, await asyncio.gather(*map(listing.record, reads)), strict=True):
             if job == GONE:
                 self.log.warning("Job %s is no longer known to the service; it is not reported", job_id)
                 cursor.reported(job_id)
             elif isinstance(job, Job) and job.status.is_terminal:
                 due.append(job)
             elif isinstance(job, Job):
-                ended.discard(job_id)  # its record says it runs: its end is an event to come
-        if shown is not None:  # oldest first, as a listing gives them: a hung summary holds only newer jobs
+                running.add(job_id)
+        if ended is not None:  # oldest first, as a listing gives them: a hung summary holds only newer jobs
             due.sort(key=lambda job: job.created_at.timestamp() if job.created_at else 0.0)
-        return due
+        return due, running
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Without a shared stream (Airflow < 3.3): the same listings, on a stream of its own."""
@@ -542,16 +454,15 @@ class WorkflowJobEventTrigger(BaseEventTrigger):
                 "in the asset state store" if self._store() is not None else "in memory only (Airflow < 3.3)"
             )
             self.log.info("No saved job cursor for %s (kept %s): starting from now", self._watched(), kept)
-            return
-        horizon = cursor.horizon.isoformat() if cursor.horizon else "none"
-        self.log.info(
-            "Resuming %s from the saved job cursor: %d job(s) created since %s known, %d job(s) seen but"
-            " not reported yet",
-            self._watched(),
-            len(cursor.known),
-            horizon,
-            len(cursor.pending),
-        )
+        else:
+            self.log.info(
+                "Resuming %s from the saved job cursor: %d job(s) created since %s known, %d job(s) seen but"
+                " not reported yet",
+                self._watched(),
+                len(cursor.known),
+                cursor.horizon.isoformat() if cursor.horizon else "none",
+                len(cursor.pending),
+            )
 
     async def _save_cursor(self, cursor: JobCursor, unsettled: Iterable[str] = ()) -> None:
         self._memory = cursor
@@ -573,8 +484,8 @@ def _lateness(value: Any) -> float:
 
 def event_lag(job: Job) -> float | None:
     """
-    Seconds from ``job``'s end to now: its end is its ``created_at`` plus its ``runtime``; without a
-    readable ``runtime``, its ``created_at`` (the lag then includes the job's run: an upper bound).
+    Seconds from ``job``'s end (``created_at`` + ``runtime``; without it ``created_at``: an upper
+    bound) to now.
     """
     from airflow_provider_workflowsvc.wait.watch import job_run_time
 

@@ -20,23 +20,9 @@ class WorkflowJobsTrigger(BaseTrigger):
     Poll several jobs until each has reached a final status or the deadline passes; yield ONE event.
 
     The event is a :class:`~airflow_provider_workflowsvc.wait.outcome.JobsOutcome`: ``outcomes``, one
-    :class:`~airflow_provider_workflowsvc.wait.outcome.JobOutcome` per job, in the order of ``job_ids``
-    (``success``, ``failed``, ``stopped``, ``timeout`` or ``error`` each); and ``resume_with``. Each
-    job is logged as it ends. The waits share the triggerer's client and, unless ``[workflowsvc]
-    shared_status_poll`` is off, the connection's source (:mod:`~airflow_provider_workflowsvc.wait.source`:
-    one read per interval of the job-event feed, else of the account's active jobs): a job it shows
-    changed is polled on its own (:func:`~airflow_provider_workflowsvc.wait.jobs.await_jobs`). No request
-    outlives the deadline but the reads of an end seen before it.
-
-    :param job_ids: the jobs to wait for.
-    :param deadline: absolute deadline, epoch seconds (a triggerer restart does not reset it).
-    :param poll_interval: seconds between polls.
-    :param workflowsvc_conn_id: the Workflow Service connection.
-    :param started_at: epoch seconds the wait began (for the elapsed times).
-    :param cancel_on_kill: cancel the jobs not yet ended when a user marks the deferred task failed or
-        success, or clears it.
-    :param resume_with: JSON the event carries back unchanged (``resume_with``): what the task needs
-        when it resumes. A deferral's own ``kwargs`` would do, but ``dag.test()`` drops them.
+    :class:`~airflow_provider_workflowsvc.wait.outcome.JobOutcome` per job in the order of ``job_ids``, and
+    ``resume_with``. Each job is logged as it ends; the waits are told by the connection's source as one
+    wait is (:func:`~airflow_provider_workflowsvc.wait.jobs.await_jobs`).
     """
 
     def __init__(
@@ -113,13 +99,7 @@ class WorkflowJobsTrigger(BaseTrigger):
             self._ended.add(outcome.job_id)
 
     async def on_kill(self) -> None:
-        """
-        Cancel the jobs not yet ended when a user ends the deferred task (mark failed/success, clear).
-
-        Only when the task is no longer deferred (:func:`~.job.ended_by_user`): not on a triggerer that
-        lost the trigger to another. The cancels go out together and get ``CANCEL_BUDGET`` seconds;
-        failures are logged, not raised.
-        """
+        """Cancel the jobs not yet ended when a user ends the deferred task (:func:`~.job.ended_by_user`)."""
         unfinished = [job_id for job_id in self.job_ids if job_id not in self._ended]
         if not (self.cancel_on_kill and unfinished):
             return

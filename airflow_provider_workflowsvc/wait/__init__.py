@@ -1,12 +1,6 @@
 """
-The wait for a job, in one place for the operator, the sensor and the trigger.
-
-Three rooms, each depending only on the ones before it (and on the hook, models and exceptions;
-nothing in ``hooks`` imports this package):
-
-* :mod:`.outcome`: what the end of a wait means (the event payload, the task's failure, the summary);
-* :mod:`.watch`: following one job (what was seen, when to poll next);
-* :mod:`.poll`: the requests (poll, wait, find a workflow's job, reconnect, cancel), sync and async.
-
-Imported lazily (inside methods), never at DAG-parse time.
+The wait for a job, in one place for the operator, the sensor and the triggers: :mod:`.outcome` (what an
+end means), :mod:`.watch` (one job followed), :mod:`.poll` (the requests), :mod:`.source` (what tells the
+waits of a connection that their jobs changed), :mod:`.jobs` (many jobs at once). Each room depends only
+on those before it; nothing in ``hooks`` imports this package. Imported lazily, never at DAG-parse time.
 """

@@ -32,12 +32,8 @@ async def await_jobs(
     """
     Wait until every job of ``job_ids`` has ended or the deadline passes; the outcomes, in that order.
 
-    Each job is followed by a wait of its own (:func:`~.poll.await_job`: the same schedule, the same
-    transient failures survived); with ``share`` the waits are told by their connection's source
-    (:mod:`.source`: the feed, or the account's active-jobs listing), so ``n`` jobs cost about one read
-    per interval instead of ``n`` polls. A job that
-    ends is logged at once, with how many have ended (``on_end`` hears of it too); a wait that fails
-    (a job that vanished, a refusal) is that job's ``error`` outcome: the other waits go on.
+    Each job is a wait of its own (:func:`~.poll.await_job`), told by the connection's source with
+    ``share``; each end is logged at once (``on_end`` hears of it); a wait that fails is its job's ``error``.
     """
     ended = 0
 

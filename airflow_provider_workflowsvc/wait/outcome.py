@@ -1,15 +1,7 @@
 """
-What a finished (or abandoned) wait for a job means: the verdict, the task's failure, the summary.
-
-* :class:`JobOutcome` is the trigger event payload and the source of the task's XCom summary. It is
-  validated strictly when it comes back from the triggerer (:func:`parse_event`): anything unexpected
-  fails the task.
-* :func:`failure_for` turns an outcome into the exception that fails the task (or ``None``), and
-  decides whether the task's retries apply: the one rule of every waiting mode;
-  :func:`log_outcome` writes the final lines of the task log.
-
-The first room of the wait: it needs neither the hook nor the rest of :mod:`.wait`. Imported lazily
-(inside methods), never at DAG-parse time.
+What a finished (or abandoned) wait for a job means: :class:`JobOutcome` (the event payload, validated
+strictly by :func:`parse_event`), :func:`failure_for` (the task's failure and whether retries apply) and
+:func:`log_outcome`. It needs neither the hook nor the rest of :mod:`.wait`; imported lazily.
 """
 
 from __future__ import annotations
@@ -106,10 +98,7 @@ class JobOutcome(_Strict):
 
     @property
     def observed(self) -> bool:
-        """
-        Whether the wait observed its job to the end, or to its own deadline: False when it could not
-        (``error``: refused, not found, unreadable), so nothing is known of how the job ends.
-        """
+        """Whether the wait observed its job to its end or its own deadline (not ``error``)."""
         return self.status != "error"
 
     def verdict(self, *, fail_on_failed_files: bool) -> str:
@@ -119,12 +108,7 @@ class JobOutcome(_Strict):
         return self.status
 
     def summary(self, *, fail_on_failed_files: bool, workflow_id: str | None = None) -> dict[str, Any]:
-        """
-        Return the task's XCom value: JSON-serializable, no secrets.
-
-        ``outcome`` is the task's :meth:`verdict` (the job's own status is ``status``);
-        ``workflow_id`` fills in the workflow when the wait ended before the job record was read.
-        """
+        """Return the task's XCom value (JSON, no secrets): ``outcome`` is the task's :meth:`verdict`."""
         return {
             "job_id": self.job_id,
             "workflow_id": self.workflow_id or workflow_id,
@@ -204,13 +188,9 @@ def failure_for(
     """
     Return the error that fails the task for ``outcome``, or None when the task succeeds.
 
-    Whether the task's retries apply, in every waiting mode (sync, deferred, poke, started in the
-    triggerer): a wait that could not observe its job (:attr:`JobOutcome.observed` false) is a
-    :class:`WorkflowJobWaitError`, always retryable. A task that ran the job (``owns_job``) may retry
-    whatever the job did: the retry runs the workflow again. A task that waits for a job it does not
-    own (the sensor) cannot change the job's verdict (failed, stopped, failed files) nor its own
-    timeout by retrying: those become ``AirflowFailException`` and ``AirflowSensorTimeout`` (no retry;
-    ``soft_fail`` skips them), caused by the provider's error.
+    A wait that could not observe its job is :class:`WorkflowJobWaitError` (retryable); a task that ran the
+    job (``owns_job``) may retry whatever the job did; for a job it does not own (the sensor) the job's
+    verdict and its own timeout are ``AirflowFailException`` / ``AirflowSensorTimeout`` (no retry).
     """
     error = _job_error(outcome, fail_on_failed_files, timeout_note)
     if error is None or owns_job or not outcome.observed:
@@ -257,11 +237,7 @@ def _seconds(value: float | None) -> str:
 
 
 def log_outcome(outcome: JobOutcome, log: logging.Logger | Any, *, fail_on_failed_files: bool) -> None:
-    """
-    Log the final summary line (with the task's verdict) and the full failed-file list.
-
-    The exception only shows the first few failed files; the log has them all.
-    """
+    """Log the final summary line (with the task's verdict) and every failed file."""
     log.info(
         "Job %s finished waiting: %s (job status %s); %s; %d output file(s), %d failed file(s)%s",
         outcome.job_id,

@@ -1,19 +1,10 @@
 """
 The requests behind a wait, sync (operator, sensor) and async (trigger); the meaning is in :mod:`.outcome`.
 
-Every request of a wait ends by the wait's deadline (:func:`~.hooks.workflowsvc.deadline`: timeouts cut
-to the time left, no retry past it), but the reads of a job's end its details showed before the deadline
-(``END_READ_RESERVE`` more seconds); a cancel sent when a task ends gets ``CANCEL_BUDGET`` seconds.
-
-One poll is ONE request (``GET /jobs/{id}/details``: status and per-node counts), plus ``GET /jobs/{id}``
-only when the details carry a status this provider does not know. Once the job is terminal, two more
-requests fetch the job record (output files) and the failed files, and one per output file (a local
-destination's only) reads the start of that output for its document's name (awaited, the failed files
-and the outputs are read at once). A wait of ``T`` seconds
-at interval ``I`` therefore costs at most ``ceil(T / I) + 3`` requests, and one per output file.
-
-Each sync function has its awaited twin next to it (``poll_once``/``apoll_once``, ...): the same steps,
-the same helpers for every decision. Imported lazily (inside methods), never at DAG-parse time.
+No request of a wait outlives its deadline (:func:`~.hooks.workflowsvc.deadline`) but the reads of an end
+seen before it (``END_READ_RESERVE``); a cancel sent as a task ends gets ``CANCEL_BUDGET`` seconds. A poll
+is one request (its details), a job's end three and one per output file: docs/decisions/waits.md, "One
+wait". The steps both hooks share are written once (:func:`_drive`, :func:`_adrive`).
 """
 
 from __future__ import annotations
@@ -21,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -60,19 +51,47 @@ def _within(seconds: float | None) -> float | None:
     return None if seconds is None else time.time() + seconds
 
 
+Steps = Generator[Any, Any, A]
+"""Requests written once for both hooks: each yields the hook's call and is sent its result."""
+
+
+def _drive(steps: Steps[A]) -> A:
+    """Run ``steps`` with the sync hook: each call has run (or raised in ``steps``) as it was made."""
+    value: Any = None
+    while True:
+        try:
+            value = steps.send(value)
+        except StopIteration as done:
+            return done.value
+
+
+async def _adrive(steps: Steps[A]) -> A:
+    """Run ``steps`` with the async hook: each call is awaited, its error raised in ``steps``."""
+    value: Any = None
+    failed: Exception | None = None
+    while True:
+        try:
+            call = steps.send(value) if failed is None else steps.throw(failed)
+        except StopIteration as done:
+            return done.value
+        try:
+            value, failed = await call, None
+        except Exception as exc:
+            value, failed = None, exc
+        except BaseException:  # cancelled: its blocks end here, in this task's context
+            steps.close()
+            raise
+
+
 # --------------------------------------------------------------------------------------------------
 # Which failures a wait survives
 
 
 def is_transient(exc: BaseException) -> bool:
     """
-    Whether a failed status request is worth trying again later (the wait goes on).
-
-    An unreadable or unexpected 2xx answer counts, like a 503: the job goes on whatever one answer
-    said, and failing the wait would leave it running, untracked. A refused connection counts (the
-    service may be restarting); a TLS mismatch or an unknown host name does not. A refusal while the
-    connection could not be read again (its credentials may have been rotated) counts: only a refusal
-    of credentials read anew is the service's word.
+    Whether a failed status request is worth trying again later (the wait goes on): a connection
+    failure (a refused one too), a timeout, 429, 5xx, an unreadable or unexpected 2xx, a refusal while the
+    connection could not be read again; not a TLS mismatch or an unknown host (docs/decisions/waits.md).
     """
     if isinstance(exc, WorkflowServiceResponseError):
         return 200 <= exc.status_code < 300
@@ -103,89 +122,96 @@ def survive_transient(exc: Exception, log: logging.Logger | Any, what: str, retr
 # Sync
 
 
+def _poll(hook: Any, watch: JobWatch) -> Steps[tuple[bool, Job | None]]:
+    """One poll: whether the job is terminal now, and its record when it was read."""
+    details = yield hook.get_job_details(watch.job_id)
+    job = (yield hook.get_job(watch.job_id)) if details.processing_status is JobStatus.UNKNOWN else None
+    return watch.observe(details, job), job
+
+
 def poll_once(hook: WorkflowServiceHook, watch: JobWatch) -> JobOutcome | None:
     """Poll a job once; its outcome when it has reached a final status, else None."""
-    details = hook.get_job_details(watch.job_id)
-    job = hook.get_job(watch.job_id) if details.processing_status is JobStatus.UNKNOWN else None
-    if not watch.observe(details, job):
+    ended, job = _drive(_poll(hook, watch))
+    return read_end(hook, watch, job) if ended else None
+
+
+def _end(hook: Any, watch: JobWatch, job: Job | None, both: Callable[..., Any]) -> Steps[JobOutcome | None]:
+    """
+    Read the end of a job its details showed terminal: its record (read now unless given), which must
+    agree (else None: it goes on), then its failed files and the documents of its outputs (``both``).
+    """
+    job = job or (yield hook.get_job(watch.job_id))
+    if not watch.confirmed_by(job):
         return None
-    return read_end(hook, watch, job)
+    failed, documents = yield both(hook.get_job_failed_files(watch.job_id), _documents(hook, job, watch.log))
+    return watch.outcome(job, failed.failed_files, documents)
 
 
 def read_end(hook: WorkflowServiceHook, watch: JobWatch, job: Job | None = None) -> JobOutcome | None:
-    """
-    Read the end of a job its details showed terminal: its record (read now unless given), which must
-    agree (else None: it goes on), then its failed files and the documents of its outputs.
-    """
-    job = job or hook.get_job(watch.job_id)
-    if not watch.confirmed_by(job):
-        return None
-    failed = hook.get_job_failed_files(watch.job_id).failed_files
-    return watch.outcome(job, failed, output_documents(hook, job, watch.log))
+    """:func:`_end` with the sync hook."""
+    return _drive(_end(hook, watch, job, lambda failed, documents: (failed, _drive(documents))))
 
 
-def output_documents(hook: WorkflowServiceHook, job: Job, log: Log) -> dict[str, str | None]:
-    """
-    Return the document of each of ``job``'s output files, as the output names it (the start of one
-    output per file is read); an output that cannot be read is logged and its document left unknown.
-    """
+def _documents(hook: Any, job: Job, log: Log) -> Steps[dict[str, str | None]]:
+    """Read the document of each output file (its first output's start); unreadable: logged, None."""
     documents: dict[str, str | None] = {}
-    for file_id, node_id in _one_output_per_file(job).items():
+    for output in job.output_node_files:
+        if output.file_id in documents:
+            continue
         try:
-            documents[file_id] = hook.get_output_document(job.id, file_id, node_id)
+            documents[output.file_id] = yield hook.get_output_document(job.id, output.file_id, output.node_id)
         except WorkflowServiceError as exc:
-            documents[file_id] = _unread_document(job, file_id, exc, log)
+            log.warning(
+                "Job %s: could not read which document output %s was made from: %s",
+                job.id,
+                output.file_id,
+                exc,
+            )
+            documents[output.file_id] = None
     return documents
 
 
-def _one_output_per_file(job: Job) -> dict[str, str]:
-    """Return the node of each output file's first output (any output of a file names its document)."""
-    found: dict[str, str] = {}
-    for output in job.output_node_files:
-        found.setdefault(output.file_id, output.node_id)
-    return found
-
-
-def _unread_document(job: Job, file_id: str, exc: Exception, log: Log) -> str | None:
-    """Log that an output's document could not be read; it stays unknown (None)."""
-    log.warning("Job %s: could not read which document output %s was made from: %s", job.id, file_id, exc)
-    return None
-
-
-def _read_seen_end(
-    hook: WorkflowServiceHook, watch: JobWatch, schedule: PollSchedule, sleep: Callable[[float], None]
-) -> JobOutcome | None:
+def _waiting(
+    watch: JobWatch,
+    schedule: PollSchedule,
+    poll: Callable[[], Any],
+    read_end: Callable[[float], Any],
+    sleep: Callable[[float], Any],
+) -> Steps[JobOutcome]:
     """
-    Read the end of a job its last poll saw ended, those reads cut by the deadline: a slow service
-    delays the report of an end it gave in time, it does not make it a timeout. A transient failure
-    (a pool full of slow answers among them) is tried again an interval later, until the end's cutoff
-    (None: still unread then).
+    Poll until the job is terminal or the deadline passes; transient errors do not end the wait. The
+    end of a job the last poll saw ended is read until ``END_READ_RESERVE`` past the deadline (a slow
+    service delays the report of an end it gave in time, it does not make it a timeout), again an
+    interval after a transient failure.
     """
+    while (pause := schedule.next_pause()) is not None:
+        yield sleep(pause)
+        try:
+            with deadline(schedule.cutoff):
+                outcome = yield poll()
+        except Exception as exc:
+            survive_transient(exc, watch.log, f"Job {watch.job_id}: status check")
+            continue
+        if outcome is not None:
+            return outcome
     until = schedule.end_cutoff()
-    while True:
+    while watch.ended:
         try:
             with deadline(until):
-                return read_end(hook, watch)
+                if (outcome := (yield read_end(until))) is not None:
+                    return outcome
+            break
         except Exception as exc:
-            _end_unread(exc, watch)
-        if (pause := _end_retry_pause(schedule, until)) is None:
-            return None
-        sleep(pause)
-
-
-def _end_retry_pause(schedule: PollSchedule, until: float) -> float | None:
-    """Seconds before the end's reads are tried again (an interval), or None past their cutoff."""
-    pause = min(schedule.interval, until - time.time())
-    return pause if pause > 0 else None
-
-
-def _end_unread(exc: Exception, watch: JobWatch) -> None:
-    """Log that the end of a job seen ended was not read in time (re-raise an error no wait survives)."""
-    if not is_transient(exc):
-        raise exc
-    watch.log.warning(
-        "Job %s ended, but reading its end failed or took too long (%s); trying again", watch.job_id, exc
-    )
+            if not is_transient(exc):
+                raise
+            watch.log.warning(
+                "Job %s ended, but reading its end failed or took too long (%s)", watch.job_id, exc
+            )
+        if (pause := min(schedule.interval, until - time.time())) <= 0:
+            break
+        yield sleep(pause)
+    yield sleep(schedule.rest())
+    return watch.timed_out()
 
 
 def wait_for_job(
@@ -194,80 +220,48 @@ def wait_for_job(
     schedule: PollSchedule,
     sleep: Callable[[float], None] = time.sleep,
 ) -> JobOutcome:
-    """Poll until the job is terminal or the deadline passes; transient errors do not end the wait."""
-    while (pause := schedule.next_pause()) is not None:
-        sleep(pause)
-        try:
-            with deadline(schedule.cutoff):
-                outcome = poll_once(hook, watch)
-        except Exception as exc:
-            survive_transient(exc, watch.log, f"Job {watch.job_id}: status check")
-            continue
-        if outcome is not None:
-            return outcome
-    outcome = _read_seen_end(hook, watch, schedule, sleep) if watch.ended else None
-    if outcome is not None:
-        return outcome
-    sleep(schedule.rest())
-    return watch.timed_out()
+    """Poll until the job is terminal or the deadline passes (:func:`_waiting`)."""
+    return _drive(
+        _waiting(watch, schedule, lambda: poll_once(hook, watch), lambda _: read_end(hook, watch), sleep)
+    )
 
 
 def cancel_quietly(hook: WorkflowServiceHook, job_id: str, log: Log, within: float | None = None) -> bool:
     """
-    Ask the service to stop a job; True when it is stopped by now, False when it had ended.
-
-    ``within``: seconds the cancel may take, retries included (None: the hook's own limits). A 409,
-    or an ambiguous failure (5xx, dropped connection, unreadable answer: a cancel the service may have
-    performed, its answer lost), is verified by reading the job: stopped means the cancel took effect.
+    Ask the service to stop a job (within ``within`` seconds, retries included); True when it is stopped
+    by now, False when it had ended. A 409 or an answer lost is checked by reading the job.
     """
+    return _drive(_cancel(hook, job_id, log, within))
+
+
+def _cancel(hook: Any, job_id: str, log: Log, within: float | None) -> Steps[bool]:
     try:
         with deadline(_within(within)):
-            hook.cancel_job(job_id)
+            yield hook.cancel_job(job_id)
     except WorkflowServiceNotFoundError:
         log.warning("Job %s was not found; nothing to cancel", job_id)
         return False
-    except Exception as exc:
-        if not _cancel_unclear(exc):
+    except Exception as exc:  # a 409, or an answer lost: read the job to know
+        if not (isinstance(exc, WorkflowServiceConflictError) or is_transient(exc)):
             raise
         try:
             with deadline(_within(within)):
-                job = hook.get_job(job_id)
+                job = yield hook.get_job(job_id)
         except Exception as read_exc:
-            return _unread_verdict(job_id, exc, read_exc, log)
-        return _cancel_verdict(job, exc, log)
+            if not isinstance(exc, WorkflowServiceConflictError):
+                raise exc from read_exc
+            log.info("Job %s had already ended; nothing to cancel", job_id)
+            return False  # a 409 still says it had ended
+        if job.status is JobStatus.STOPPED:
+            log.info("Job %s is stopped (the cancel answered: %s)", job.id, exc)
+            return True
+        if not (job.status.is_terminal or isinstance(exc, WorkflowServiceConflictError)):
+            raise exc  # still going after an ambiguous failure
+        ended = job.raw_status or job.status.value
+        log.info("Job %s had already ended (%s); nothing to cancel", job.id, ended)
+        return False
     log.info("Asked the service to cancel job %s", job_id)
     return True
-
-
-def _cancel_unclear(exc: BaseException) -> bool:
-    """Tell whether a cancel answer leaves open if the job is stopped now (read the job to know)."""
-    return isinstance(exc, WorkflowServiceConflictError) or is_transient(exc)
-
-
-def _unread_verdict(job_id: str, exc: Exception, read_exc: Exception, log: Log) -> bool:
-    """Decide an unclear cancel when the job could not be read: a 409 still says it had ended."""
-    if isinstance(exc, WorkflowServiceConflictError):
-        log.info("Job %s had already ended; nothing to cancel", job_id)
-        return False
-    raise exc from read_exc
-
-
-def _cancel_verdict(job: Job, exc: Exception, log: Log) -> bool:
-    """
-    Decide an unclear cancel from the job read after it.
-
-    Stopped → True (the cancel took effect); ended otherwise, or a 409 (the service's word that it
-    had ended) → False; still going after an ambiguous failure → the failure is raised.
-    """
-    if job.status is JobStatus.STOPPED:
-        log.info("Job %s is stopped (the cancel answered: %s)", job.id, exc)
-        return True
-    if job.status.is_terminal or isinstance(exc, WorkflowServiceConflictError):
-        log.info(
-            "Job %s had already ended (%s); nothing to cancel", job.id, job.raw_status or job.status.value
-        )
-        return False
-    raise exc
 
 
 def cancel_after_timeout(hook: WorkflowServiceHook, job_id: str, enabled: bool, log: Log) -> str:
@@ -283,10 +277,8 @@ def cancel_after_timeout(hook: WorkflowServiceHook, job_id: str, enabled: bool, 
 
 def stored_job(hook: WorkflowServiceHook, job_id: str, fail_on_failed_files: bool, log: Log) -> Job | None:
     """
-    Return the job a retried task stored, when the task goes on with it: scheduled, in progress or in a
-    status nobody knows (never risk a duplicate run), or completed (its result); None when the workflow
-    is to run again: the job is gone, failed, was stopped, or completed with failed files that fail
-    the task.
+    Return the job a retried task stored when the task goes on with it (active, unknown, or completed
+    without failing failed files); None when the workflow is to run again.
     """
     try:
         job = hook.get_job(job_id)
@@ -358,41 +350,15 @@ def pick_job(jobs: list[Job], created_after: datetime | None, pick: str = "lates
 
 async def apoll_once(hook: WorkflowServiceAsyncHook, watch: JobWatch) -> JobOutcome | None:
     """:func:`poll_once`, awaited."""
-    details = await hook.get_job_details(watch.job_id)
-    job = await hook.get_job(watch.job_id) if details.processing_status is JobStatus.UNKNOWN else None
-    if not watch.observe(details, job):
-        return None
-    return await aread_end(hook, watch, job)
+    ended, job = await _adrive(_poll(hook, watch))
+    return await aread_end(hook, watch, job) if ended else None
 
 
 async def aread_end(
     hook: WorkflowServiceAsyncHook, watch: JobWatch, job: Job | None = None
 ) -> JobOutcome | None:
     """:func:`read_end`, awaited (the failed files and the documents read at once)."""
-    job = job or await hook.get_job(watch.job_id)
-    if not watch.confirmed_by(job):
-        return None
-    failed, documents = await _both(
-        hook.get_job_failed_files(watch.job_id), aoutput_documents(hook, job, watch.log)
-    )
-    return watch.outcome(job, failed.failed_files, documents)
-
-
-async def _aread_seen_end(
-    hook: WorkflowServiceAsyncHook, watch: JobWatch, schedule: PollSchedule
-) -> JobOutcome | None:
-    """:func:`_read_seen_end`, awaited (cut at the same moment, no request outlives it)."""
-    until = schedule.end_cutoff()
-    while True:
-        try:
-            with deadline(until):
-                outcome: JobOutcome | None = await _bounded(aread_end(hook, watch), until)
-                return outcome
-        except Exception as exc:
-            _end_unread(exc, watch)
-        if (pause := _end_retry_pause(schedule, until)) is None:
-            return None
-        await asyncio.sleep(pause)
+    return await _adrive(_end(hook, watch, job, lambda failed, documents: _both(failed, _adrive(documents))))
 
 
 async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
@@ -407,44 +373,22 @@ async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
     return one, two  # type: ignore[return-value]
 
 
-async def aoutput_documents(hook: WorkflowServiceAsyncHook, job: Job, log: Log) -> dict[str, str | None]:
-    """:func:`output_documents`, awaited."""
-    documents: dict[str, str | None] = {}
-    for file_id, node_id in _one_output_per_file(job).items():
-        try:
-            documents[file_id] = await hook.get_output_document(job.id, file_id, node_id)
-        except WorkflowServiceError as exc:
-            documents[file_id] = _unread_document(job, file_id, exc, log)
-    return documents
-
-
 async def await_job(
     hook: WorkflowServiceAsyncHook,
     watch: JobWatch,
     schedule: PollSchedule,
     told: Subscription | None = None,
 ) -> JobOutcome:
-    """
-    :func:`wait_for_job`, awaited; each poll is cut off at the deadline (no request outlives it).
-
-    ``told``: the wait's subscription to its connection's source (:mod:`.source`): a poll the source
-    vouches for (nothing changed) sends nothing; the others read the job's own record.
-    """
-    while (pause := schedule.next_pause()) is not None:
-        await asyncio.sleep(pause)
-        try:
-            with deadline(schedule.cutoff):
-                outcome = await _bounded(_apoll(hook, watch, schedule, told), schedule.cutoff)
-        except Exception as exc:
-            survive_transient(exc, watch.log, f"Job {watch.job_id}: status check")
-            continue
-        if outcome is not None:
-            return outcome
-    outcome = await _aread_seen_end(hook, watch, schedule) if watch.ended else None
-    if outcome is not None:
-        return outcome
-    await asyncio.sleep(schedule.rest())
-    return watch.timed_out()
+    """:func:`wait_for_job`, awaited; a poll the source ``told`` vouches for sends nothing."""
+    return await _adrive(
+        _waiting(
+            watch,
+            schedule,
+            lambda: _bounded(_apoll(hook, watch, schedule, told), schedule.cutoff),
+            lambda until: _bounded(aread_end(hook, watch), until),
+            asyncio.sleep,
+        )
+    )
 
 
 async def await_batch_job(
@@ -488,12 +432,7 @@ async def await_new_job(
     schedule: PollSchedule,
     log: Log,
 ) -> Job | None:
-    """
-    Poll the workflow's jobs until one created after ``created_after`` appears; None at the deadline.
-
-    Each poll reads the listing only down to ``created_after`` once the service's listings are known to
-    come newest first (the workflow's history is dropped unread: the cost follows the new jobs).
-    """
+    """Poll the workflow's jobs until one created after ``created_after`` appears; None at the deadline."""
     while (pause := schedule.next_pause()) is not None:
         await asyncio.sleep(pause)
         try:
@@ -514,23 +453,7 @@ async def acancel_quietly(
     hook: WorkflowServiceAsyncHook, job_id: str, log: Log, within: float | None = None
 ) -> bool:
     """:func:`cancel_quietly`, awaited."""
-    try:
-        with deadline(_within(within)):
-            await hook.cancel_job(job_id)
-    except WorkflowServiceNotFoundError:
-        log.warning("Job %s was not found; nothing to cancel", job_id)
-        return False
-    except Exception as exc:
-        if not _cancel_unclear(exc):
-            raise
-        try:
-            with deadline(_within(within)):
-                job = await hook.get_job(job_id)
-        except Exception as read_exc:
-            return _unread_verdict(job_id, exc, read_exc, log)
-        return _cancel_verdict(job, exc, log)
-    log.info("Asked the service to cancel job %s", job_id)
-    return True
+    return await _adrive(_cancel(hook, job_id, log, within))
 
 
 async def _bounded(awaitable: Any, cutoff: float) -> Any:

@@ -1,30 +1,11 @@
 """
 Where a triggerer's waits learn that their jobs changed: ONE source per connection (per shared client).
 
-The source reads, once per interval for every wait of the connection, the cheapest thing the service has:
-its job-event feed (``GET /notifications``, the platform dialect), paged down to the last event it saw;
-where the service has no feed (404: the spec dialect), the listing of the account's active jobs (a
-refusal of either ends the reads: each wait polls its own job). It never decides an outcome: a wait whose
-job it shows changed (an event other than scheduled/in progress; not listed active) reads its own job's
-record and details at its next poll, which give the verdict (``job.completed`` has failed files too). It
-never marks an event read: the read state is a person's.
-
-What bounds a source that lags, lost events or is down, at a cost per connection, not per wait:
-
-* **canaries**: every ``CANARY_EVERY`` reads one wait (the one longest without a read of its own)
-  reads its own job; so does every wait's first poll and its last before the deadline. An own read that
-  shows an end the source did not show, and that the source's next read still does not show, proves the
-  source stale: the canaries of each read double (up to every wait) until a read proves nothing, then
-  halve back;
-* **a gap** (the feed's pages run out before the event last seen, or more than ``MAX_PAGES`` of them):
-  every wait reads its own job once;
-* **down** (no read succeeded for ``DOWN_AFTER`` intervals, more for a slow service): the waits read their
-  own jobs until one does. A read cut by its patience doubles the next one's (a uniformly slow service is
-  waited for, not left to the waits' own polls, as slow and a request each). A refusal (4xx) ends reads.
-
-Below ``SHARE_FROM`` waits the source reads nothing: a wait polls its own job. A job-event watcher's
-stream (:func:`listening`) makes the feed read too and gets every read's events (None where the source
-cannot tell: a gap, no feed, down); it lists its workflow's jobs itself then.
+Once per interval for every wait and watcher of the connection it reads the job-event feed (``GET
+/notifications``), else (404: the spec dialect) the account's active-jobs listing. It never decides an
+outcome (a wait it shows changed reads its own job) nor marks an event read. What bounds a stale, purged
+or down source at a cost per connection (canaries, gaps, ``DOWN_AFTER``, patience): docs/decisions/waits.md,
+"One source per connection".
 """
 
 from __future__ import annotations
@@ -107,6 +88,8 @@ class Subscription:
         self.source, self.watch, self.hook, self.interval = source, watch, hook, interval
         self.told = False
         """The source showed a change since the wait's last own read."""
+        self.told_at = self.polled_at = 0.0
+        """When the last read that told it started; when its last own read did (monotonic)."""
         self.covered = False
         """Something vouches that the job had not ended when the wait began: an own read, a listing that
         started after, or an event of the job the feed showed (it shows its later ones too)."""
@@ -121,7 +104,9 @@ class Subscription:
         source.wake()
         self.own = schedule.final or self.told or self.canary or not self.covered
         self.own = self.own or not source.vouches(schedule.interval)
-        if not self.own:
+        if self.own:
+            self.polled_at = time.monotonic()
+        else:
             metrics.shared_poll_served(None, self.hook.workflowsvc_conn_id)
         return self.own
 
@@ -129,7 +114,8 @@ class Subscription:
         """Record the wait's own read (its watch holds what the read showed)."""
         if self.watch.status in ENDED and self.covered and not self.told:
             self.source.suspect(self.watch.job_id)
-        self.told = self.canary = self.own = False
+        self.told = self.told and self.told_at > self.polled_at  # a read begun since may show more
+        self.canary = self.own = False
         self.covered = True
         self.last_read = time.monotonic()
 
@@ -218,9 +204,8 @@ class ChangeSource:
 
     def _failed(self, hook: WorkflowServiceAsyncHook, exc: Exception, took: float, patience: float) -> None:
         """
-        Note a failed read. It tells nothing (the next one reads from where this one would have): past
-        ``DOWN_AFTER`` intervals without a good one, the source vouches for nothing. One cut, or nearly,
-        by its patience doubles the next one's; a refusal ends the reads.
+        Note a failed read: it tells nothing; one cut by its patience doubles the next one's; a refusal
+        ends the reads.
         """
         metrics.shared_listing(None, hook.workflowsvc_conn_id, failed=True)
         if took >= patience / 2:
@@ -249,12 +234,22 @@ class ChangeSource:
         return await self._read_listing(hook)
 
     async def _read_feed(self, hook: WorkflowServiceAsyncHook) -> list[JobChange] | None:
+        """
+        Page the feed (newest first) down to the events last seen (none: its first pages); return the
+        events after them, newest first (None: a gap, the pages ran out or past ``MAX_PAGES`` first).
+        """
+        found: list[JobChange] = []
+        cursor: str | None = None
         last = self._last
-        events, newest = await read_feed(hook, last)
-        self.kind = "feed"
-        if newest is not None:
-            self._last = newest
-        return events
+        since = last[0] - SINCE_MARGIN if last else None
+        for _ in range(MAX_PAGES):
+            page = await hook.list_notifications(since=since, limit=FEED_PAGE, cursor=cursor)
+            changes = list(map(_change, page.events))
+            found += (new := [c for c in changes if not (last and c.at and _seen(c.at, c.event_id, last))])
+            if len(new) < len(changes) or not (cursor := page.next_cursor):  # down to the events seen
+                break
+        self.kind, self._last = "feed", _newest(found, last)
+        return found if last is None or len(new) < len(changes) else None
 
     async def _read_listing(self, hook: WorkflowServiceAsyncHook) -> list[JobChange]:
         self.kind = "listing"
@@ -289,8 +284,8 @@ class ChangeSource:
 
     def _tell(self, changes: list[JobChange] | None, started: float) -> None:
         """
-        Tell the waits what a read showed; pick the next canaries. An end an own read showed
-        before this read started, which no read has shown by now, proves the source stale.
+        Tell the waits what a read showed; pick the next canaries. An end an own read showed before this
+        read started, which no read has shown by now, proves the source stale.
         """
         self._reads += 1
         shown = self._note(changes or [])
@@ -308,35 +303,12 @@ class ChangeSource:
         for sub in self.waits.values():
             job = sub.watch.job_id
             if changes is None or job in shown:
-                sub.told = True
+                sub.told, sub.told_at = True, started
             elif job in self._active or (self.kind == "listing" and started > sub.since):
                 sub.covered = True
         if stale or self.width > 1 or self._reads % CANARY_EVERY == 0:
             for sub in sorted(self.waits.values(), key=lambda s: s.last_read)[: self.width]:
                 sub.canary = True
-
-
-async def read_feed(
-    hook: WorkflowServiceAsyncHook, last: Seen | None
-) -> tuple[list[JobChange] | None, Seen | None]:
-    """
-    Page the feed (newest first) down to the events ``last`` saw (None: its first pages); return the
-    events after them, newest first (None: a gap, the pages ran out or past ``MAX_PAGES`` first), and
-    the newest events' time and ids.
-    """
-    found: list[JobChange] = []
-    cursor: str | None = None
-    since = last[0] - SINCE_MARGIN if last else None
-    for _ in range(MAX_PAGES):
-        page = await hook.list_notifications(since=since, limit=FEED_PAGE, cursor=cursor)
-        changes = list(map(_change, page.events))
-        found += (new := [c for c in changes if not (last and c.at and _seen(c.at, c.event_id, last))])
-        if len(new) < len(changes):  # down to the events seen (the whole page: it may come in any order)
-            return found, _newest(found, last)
-        cursor = page.next_cursor
-        if not cursor:
-            return (found if last is None else None), _newest(found, last)
-    return (found if last is None and since is None else None), _newest(found, last)
 
 
 def _seen(at: datetime, event_id: str | None, last: Seen) -> bool:
@@ -389,16 +361,8 @@ class Listener:
         self.source, self.hook, self.interval = source, hook, interval
         self.reads: asyncio.Queue[list[JobChange] | None] = asyncio.Queue()
 
-    @property
-    def position(self) -> Seen | None:
-        """The newest events the source's reads have seen (the feed's; None: no feed read yet)."""
-        return self.source._last if self.source.kind == "feed" else None
-
     async def next(self) -> list[JobChange] | None:
-        """
-        Return the events of the source's reads since the last call, once one read came; None:
-        the source cannot tell this time (no feed, a gap, no read within ``DOWN_AFTER`` intervals).
-        """
+        """Return the events of the source's reads since the last call; None: it cannot tell this time."""
         self.source.wake()
         if self.source.kind not in (None, "feed"):
             await asyncio.sleep(self.interval)

@@ -1,11 +1,5 @@
 """
 Following one job: what was seen of it (:class:`JobWatch`), when to look again (:class:`PollSchedule`).
-
-* :class:`JobWatch` remembers what was seen of one job and logs only what changed (status transitions,
-  per-node progress, an unknown status once), and builds the :class:`~.outcome.JobOutcome` at the end.
-* :class:`PollSchedule` decides when to poll: every ``interval`` seconds, with one last poll just
-  before the deadline, none after it, and the wait ending at the deadline.
-
 No requests here (they are in :mod:`.poll`); imported lazily, never at DAG-parse time.
 """
 
@@ -51,11 +45,8 @@ the deadline, and the wait ends at the deadline."""
 
 class JobWatch:
     """
-    What has been seen of one job; logs status transitions, and per-node progress when it changed.
-
-    Progress is logged at the first poll, with every status change (on the same line), and otherwise
-    at most once per :data:`PROGRESS_LOG_EVERY` seconds: a thousand waits polling every few seconds
-    would each write a line per poll. The event and the task's XCom carry the final progress in full.
+    What has been seen of one job; logs status changes, and progress at most once per
+    :data:`PROGRESS_LOG_EVERY` seconds in one status (the outcome carries it in full).
     """
 
     def __init__(self, job_id: str, log: logging.Logger | Any, started_at: float | None = None) -> None:
@@ -115,10 +106,8 @@ class JobWatch:
 
     def confirmed_by(self, job: Job) -> bool:
         """
-        Whether the job record, read after the details said terminal, agrees that the job has ended.
-
-        A record in a known non-terminal status means the details ran ahead (or disagree): the wait
-        goes on. A record whose status this provider does not know does not contradict the details.
+        Whether the job record agrees that the job ended (a known non-terminal status: the details ran
+        ahead, the wait goes on; an unknown status does not contradict).
         """
         if job.status is JobStatus.UNKNOWN or job.status.is_terminal:
             return True
@@ -150,11 +139,8 @@ class JobWatch:
         self, job: Job, failed: list[FailedFile], documents: Mapping[str, str | None] | None = None
     ) -> JobOutcome:
         """
-        Build the outcome of a terminal job (status from the job record when it is terminal there);
-        ``documents``: the document of each output file id, as its output names it.
-
-        A marked run's marker (``mark_uploads=True``, read in the job's record) is taken out of every
-        name the service gives back: the user reads their own names.
+        Build the outcome of a terminal job (``documents``: each output file's document); a marked run's
+        marker is taken out of every name the service gives back.
         """
         status = job.status if job.status.is_terminal else (self.status or JobStatus.UNKNOWN)
         details = self.details
@@ -206,13 +192,8 @@ class JobWatch:
 
 class PollSchedule:
     """
-    Poll every ``interval`` s; the last poll ``FINAL_POLL_LEAD`` s (at most one interval) before the
-    deadline, none after; the wait then ends at the deadline (:meth:`rest`), so it lasts the timeout
-    the user set, and no request outlives it but the reads of an end seen before it (:meth:`end_cutoff`).
-
-    The first pause is lengthened by a random part of up to a fifth of the interval, so that many waits
-    deferred together (a backfill, a mapped task) do not poll the service in lockstep; lengthening, not
-    shortening, so the jitter never adds a poll.
+    Poll every ``interval`` s (the first pause up to a fifth longer: no lockstep), the last
+    ``FINAL_POLL_LEAD`` s before the deadline, none after; the wait ends at the deadline (:meth:`rest`).
     """
 
     def __init__(self, deadline: float, interval: float) -> None:
@@ -235,10 +216,8 @@ class PollSchedule:
 
     def next_pause(self) -> float | None:
         """
-        Seconds to sleep before the next poll, or None when the polls are over.
-
-        A wait that starts at or past its deadline (a triggerer that picked the trigger up late) polls
-        once at once, with ``FINAL_POLL_RESERVE`` seconds for it, before it reports a timeout.
+        Seconds to sleep before the next poll, None when the polls are over (a wait that starts past its
+        deadline polls once at once, with ``FINAL_POLL_RESERVE``).
         """
         remaining = self.remaining()
         first, self._polled = not self._polled, True
@@ -259,19 +238,12 @@ class PollSchedule:
         return max(self.cutoff, time.time() + END_READ_RESERVE)
 
     def rest(self) -> float:
-        """
-        Seconds from now to the deadline, slept after the last poll: a wait that did not see its job
-        end lasts its whole timeout (a last poll that answered early does not end it early).
-        """
+        """Seconds from now to the deadline, slept after the last poll (a wait lasts its whole timeout)."""
         return max(self.remaining(), 0.0)
 
 
 def job_run_time(job: Job) -> dict[str, Any]:
-    """
-    Return the job's own run time as ``JobOutcome`` fields: its record's ``runtime`` (seconds, or
-    ``[H:]MM:SS``) where it is readable, else from its ``created_at`` to now (the read that found it
-    ended); nothing when the record has neither.
-    """
+    """Return the job's own run time as ``JobOutcome`` fields: its ``runtime``, else from ``created_at``."""
     seconds = _runtime_seconds(job.runtime)
     if seconds is not None:
         return {"job_seconds": seconds, "job_seconds_from": "runtime"}
