@@ -267,7 +267,6 @@ def test_an_endless_answer_is_cut_at_the_cap(
     server = serve(endless_json)
     settings = ConnectionSettings(base_url=server.url, token="bounds-token", max_response_bytes=MIB)
     tracemalloc.start()
-    started = time.monotonic()
     try:
         with (
             WorkflowServiceHook(settings=settings) as hook,
@@ -277,10 +276,8 @@ def test_an_endless_answer_is_cut_at_the_cap(
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    elapsed = time.monotonic() - started
     assert "max_response_bytes" in str(caught.value)
     assert "GET /api/v1/jobs/" in str(caught.value)
-    assert elapsed < 10
     assert peak < 4 * MIB, f"reading a capped answer used {peak / MIB:.1f} MiB"
     assert server.requests == ["GET /api/v1/jobs/"]  # not retried: the same answer would come again
     figures.update(

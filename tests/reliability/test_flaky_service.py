@@ -224,7 +224,6 @@ def test_200_cycles_through_a_flaky_service(
     assert len(runs) == CYCLES - len(unfound)
     assert sum(fault_counts(log).values()) >= 0.15 * len(log), "the faults were not injected"
     assert lost_run_answers > 0, "no run answer was lost: the reconciliation was not exercised"
-    assert elapsed < 120
 
 
 def test_dag_runs_through_a_flaky_service(

@@ -70,7 +70,6 @@ def test_directory_symlinks_are_not_followed_and_each_document_is_sent_once(
     resolved = resolve_files(filled)
     elapsed = time.monotonic() - started
     assert names(resolved, looping_tree) == ["a.txt", "sub/b.txt", "sub/c.txt"]
-    assert elapsed < 5
     figures.update(documents=3, resolved=len(resolved), seconds_to_resolve=round(elapsed, 3))
 
 

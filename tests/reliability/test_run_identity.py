@@ -221,7 +221,6 @@ def test_concurrent_tasks_report_only_their_own_jobs(
     assert sum(faults.values()) >= 0.12 * len(request_log), "the faults were not injected"
     assert len(ambiguous) <= lost, "a task failed as ambiguous without a lost answer"
     assert faults[f"latency {LATE:g}s"] > 0, "no run was processed late"
-    assert elapsed < 60
 
 
 class CountingHook(WorkflowServiceHook):
