@@ -49,6 +49,23 @@ class WorkflowJobTrigger(BaseTrigger):
     (:mod:`~airflow_provider_workflowsvc.wait.source`) shows the job changed or cannot vouch that it did
     not; transient errors are tried again until the deadline, which no request outlives but the reads of
     an end seen before it.
+
+    :param job_id: the job to wait for; ``None`` to first wait for a job of ``workflow_id``.
+    :param deadline: absolute deadline, epoch seconds (a triggerer restart does not reset it); None for
+        a task that starts in the triggerer: Airflow's deferral timeout less ``DEFERRAL_BACKSTOP``.
+    :param poll_interval: seconds between polls.
+    :param workflowsvc_conn_id: the Workflow Service connection.
+    :param started_at: epoch seconds the wait began (for the elapsed time in the event and logs).
+    :param cancel_on_kill: cancel the job when a user marks the deferred task failed/success or clears it.
+    :param workflow_id: with ``job_id=None``: the workflow whose job to wait for (given with a job,
+        it is kept for the task's metrics).
+    :param created_after: with ``job_id=None``: only jobs created after this ISO-8601 date-time count.
+    :param pick: with ``job_id=None``: ``latest`` or ``earliest`` of the matching jobs.
+    :param end_on_success: end the task here when the job's outcome passes (a ``TaskSuccessEvent``
+        carrying the XComs the task would push): no worker resumes it; any other outcome resumes the
+        task. Only the sensor started in the triggerer sets it.
+    :param fail_on_failed_files: with ``end_on_success``: whether failed files fail the task.
+    :param push_summary: with ``end_on_success``: push the job summary as ``return_value``.
     """
 
     def __init__(

@@ -23,6 +23,15 @@ class WorkflowJobsTrigger(BaseTrigger):
     :class:`~airflow_provider_workflowsvc.wait.outcome.JobOutcome` per job in the order of ``job_ids``, and
     ``resume_with``. Each job is logged as it ends; the waits are told by the connection's source as one
     wait is (:func:`~airflow_provider_workflowsvc.wait.jobs.await_jobs`).
+
+    :param job_ids: the jobs to wait for.
+    :param deadline: absolute deadline, epoch seconds (a triggerer restart does not reset it).
+    :param poll_interval: seconds between polls.
+    :param workflowsvc_conn_id: the Workflow Service connection.
+    :param started_at: epoch seconds the wait began (for the elapsed times).
+    :param cancel_on_kill: cancel the jobs not yet ended when a user ends the deferred task.
+    :param resume_with: JSON the event carries back unchanged: what the task needs when it resumes
+        (``dag.test()`` drops a deferral's own ``kwargs``).
     """
 
     def __init__(
