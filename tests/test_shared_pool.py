@@ -256,3 +256,27 @@ async def test_a_request_waits_for_a_free_connection_no_longer_than_its_deadline
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+@pytest.mark.parametrize("python", ["3.11+", "3.10"])
+async def test_a_cancel_that_meets_the_answer_is_not_lost(
+    python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``asyncio.wait_for`` before 3.12 returns an answer that came with a cancel and drops the cancel: a
+    trigger cancelled then (its task cleared, its triggerer stopping) went on waiting forever."""
+    from airflow_provider_workflowsvc.hooks import _pool
+
+    if python == "3.10":
+        monkeypatch.setattr(_pool, "_async_timeout", None)
+    answer: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    waiting = asyncio.ensure_future(_pool.wait_at_most(answer, 60))
+    await asyncio.sleep(0)  # it awaits the answer
+    answer.set_result(1)
+    waiting.cancel()  # in the same turn of the loop as the answer
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    never: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    with pytest.raises(asyncio.TimeoutError):
+        await _pool.wait_at_most(never, 0.01)
+    assert never.cancelled()
+    assert await _pool.wait_at_most(asyncio.sleep(0, "done"), None) == "done"

@@ -12,7 +12,7 @@ import contextvars
 import os
 import ssl
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -146,7 +146,7 @@ class _Lanes(httpx.AsyncBaseTransport):
 
     async def _close(self, lane: httpx.AsyncHTTPTransport) -> None:
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(lane.aclose(), self.lane_limit)
+            await wait_at_most(lane.aclose(), self.lane_limit)
 
     async def _take(self, timeout: float | None) -> httpx.AsyncHTTPTransport:
         if self._free:
@@ -157,7 +157,7 @@ class _Lanes(httpx.AsyncBaseTransport):
         else:
             self._waiters.append(waiter)
         try:
-            return await _within_seconds(waiter, timeout)
+            return await wait_at_most(waiter, timeout)
         except BaseException as exc:
             if waiter.done() and not waiter.cancelled():
                 self._give_back(waiter.result())  # handed over just as the wait ended
@@ -248,13 +248,28 @@ class _GiveBackOnClose(httpx.AsyncByteStream):
             self._hold.release(clean)  # a close cut short (cancelled) may leave the connection busy: retired
 
 
-async def _within_seconds(future: asyncio.Future[T], timeout: float | None) -> T:
-    if timeout is None:
-        return await future
-    if _async_timeout is None:  # Python 3.10
-        return await asyncio.wait_for(future, timeout)
-    async with _async_timeout(timeout):
-        return await future
+async def wait_at_most(awaitable: Awaitable[T], seconds: float | None) -> T:
+    """
+    Await ``awaitable`` for at most ``seconds`` (None: no limit; past it ``asyncio.TimeoutError``). Unlike
+    ``asyncio.wait_for`` before Python 3.12, a cancel that meets the answer is never lost (gh-86296): a
+    cancelled trigger stops instead of waiting on.
+    """
+    if seconds is None:
+        return await awaitable
+    if _async_timeout is not None:  # Python 3.11+
+        async with _async_timeout(seconds):
+            return await awaitable
+    task = asyncio.ensure_future(awaitable)  # Python 3.10: a cancel of this task reaches the await below
+    try:
+        done, _ = await asyncio.wait({task}, timeout=seconds)
+    finally:
+        if not task.done():
+            task.cancel()
+    if not done:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        raise asyncio.TimeoutError
+    return task.result()
 
 
 _async_timeout: Any = getattr(asyncio, "timeout", None)

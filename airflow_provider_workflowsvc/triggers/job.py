@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -272,13 +271,14 @@ async def task_state(trigger: BaseTrigger) -> str | None:
     from airflow.sdk.execution_time import task_runner
     from airflow.sdk.execution_time.comms import GetTaskStates, TaskStatesResult
 
+    from airflow_provider_workflowsvc.hooks._pool import wait_at_most
     from airflow_provider_workflowsvc.wait.poll import CANCEL_BUDGET
 
     ti = trigger.task_instance
     if ti is None:
         raise LookupError("the trigger has no task instance")
     ask = GetTaskStates(dag_id=ti.dag_id, run_ids=[ti.run_id], task_ids=[ti.task_id], map_index=ti.map_index)
-    answer = await asyncio.wait_for(task_runner.SUPERVISOR_COMMS.asend(ask), CANCEL_BUDGET)
+    answer = await wait_at_most(task_runner.SUPERVISOR_COMMS.asend(ask), CANCEL_BUDGET)
     key = ti.task_id if ti.map_index < 0 else f"{ti.task_id}_{ti.map_index}"
     states = answer.task_states.get(ti.run_id, {}) if isinstance(answer, TaskStatesResult) else {}
     if key not in states:

@@ -27,6 +27,7 @@ from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceResponseError,
     WorkflowServiceServerError,
 )
+from airflow_provider_workflowsvc.hooks._pool import wait_at_most
 from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
 from airflow_provider_workflowsvc.models import JobStatus
 
@@ -462,10 +463,4 @@ async def _bounded(awaitable: Any, cutoff: float) -> Any:
     if remaining <= 0:
         awaitable.close()
         raise asyncio.TimeoutError("the deadline has passed")
-    if _timeout is None:  # Python 3.10
-        return await asyncio.wait_for(awaitable, timeout=remaining)
-    async with _timeout(remaining):  # unlike wait_for before 3.12, no task per poll
-        return await awaitable
-
-
-_timeout: Any = getattr(asyncio, "timeout", None)
+    return await wait_at_most(awaitable, remaining)

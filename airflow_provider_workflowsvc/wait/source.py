@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceNotFoundError
-from airflow_provider_workflowsvc.hooks._pool import first_in_line
+from airflow_provider_workflowsvc.hooks._pool import first_in_line, wait_at_most
 from airflow_provider_workflowsvc.hooks.workflowsvc import deadline
 from airflow_provider_workflowsvc.models import JobStatus, as_utc
 from airflow_provider_workflowsvc.wait.poll import is_transient
@@ -190,7 +190,7 @@ class ChangeSource:
             patience = max(PATIENCE * interval, min(ANSWER_ROOM * self._took, PATIENCE_MAX))
             try:
                 with deadline(time.time() + patience), first_in_line():
-                    changes = await asyncio.wait_for(self._read(hook), timeout=patience)
+                    changes = await wait_at_most(self._read(hook), patience)
             except Exception as exc:
                 self._failed(hook, exc, time.monotonic() - started, patience)
             else:
@@ -368,8 +368,8 @@ class Listener:
             await asyncio.sleep(self.interval)
             return None
         try:
-            read = await asyncio.wait_for(
-                self.reads.get(), timeout=DOWN_AFTER * self.interval + ANSWER_ROOM * self.source._took
+            read = await wait_at_most(
+                self.reads.get(), DOWN_AFTER * self.interval + ANSWER_ROOM * self.source._took
             )
         except asyncio.TimeoutError:
             return None
