@@ -250,7 +250,9 @@ def test_every_task_whose_job_carries_its_marker_adopts_it(
     """
     if emulator.dialect != "platform":
         pytest.skip("only the platform's job records list their input files")
-    emulator.configure(processing_delay=5, jobs_list_file_ids=False)
+    # the jobs stay in progress until every search ended (the clock moves after): a search on a loaded
+    # machine finds them listed active, as it would on a quiet one (ended jobs: PROOF_READS records)
+    emulator.configure(processing_delay=600, jobs_list_file_ids=False)
     with WorkflowServiceHook(settings=settings) as hook:
         workflow_id = str(hook.create_workflow("lost-answers", "basic").id)
     # every run is held longer than its client waits, then made: each answer is lost, and each job is
