@@ -463,4 +463,10 @@ async def _bounded(awaitable: Any, cutoff: float) -> Any:
     if remaining <= 0:
         awaitable.close()
         raise asyncio.TimeoutError("the deadline has passed")
-    return await wait_at_most(awaitable, remaining)
+    if _timeout is None:  # Python 3.10: wait_for there would lose a cancel
+        return await wait_at_most(awaitable, remaining)
+    async with _timeout(remaining):  # what wait_at_most does on 3.11+, without a move per poll
+        return await awaitable
+
+
+_timeout: Any = getattr(asyncio, "timeout", None)
