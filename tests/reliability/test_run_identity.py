@@ -250,9 +250,7 @@ def test_every_task_whose_job_carries_its_marker_adopts_it(
     """
     if emulator.dialect != "platform":
         pytest.skip("only the platform's job records list their input files")
-    # the jobs stay in progress until every search ended (the clock moves after): a search on a loaded
-    # machine finds them listed active, as it would on a quiet one (ended jobs: PROOF_READS records)
-    emulator.configure(processing_delay=600, jobs_list_file_ids=False)
+    emulator.configure(processing_delay=5, jobs_list_file_ids=False)
     with WorkflowServiceHook(settings=settings) as hook:
         workflow_id = str(hook.create_workflow("lost-answers", "basic").id)
     # every run is held longer than its client waits, then made: each answer is lost, and each job is
@@ -273,8 +271,7 @@ def test_every_task_whose_job_carries_its_marker_adopts_it(
             start.wait()
             try:
                 sending = Sending.run(workflow_id)
-                # every run is made (after LATE): the search looks as long as a loaded machine needs
-                job = submit(hook, sending, [str(path)], log, attempts=1, grace=60.0, mark=True)
+                job = submit(hook, sending, [str(path)], log, attempts=1, grace=GRACE, mark=True)
             except Exception as exc:
                 results.append((path.read_text(), None, exc, hook.records))
             else:
