@@ -878,13 +878,21 @@ def test_a_pool_counting_deferred_tasks_caps_the_jobs_in_flight(stack: tuple[Loc
         run = airflow.wait_for_run(POOL_DAG, run_id, timeout=150)
         assert run["state"] == "success", _states(airflow, run_id)
         tries = {ti["task_id"]: ti.get("try_number") for ti in airflow.task_instances(POOL_DAG, run_id)}
-        sent = len(rest["jobs"])  # a task that sent twice: its tries and logs say which and why
-        if sent != len(POOL_TASKS):  # a string, so that pytest prints it whole
+        statuses = {j["id"]: emulator_job_status(emulator, j["id"]) for j in rest["jobs"]}
+        completed = [job for job, status in statuses.items() if status == "completed"]
+        retried = sum(int(tries[task]) - 1 for task in POOL_TASKS)
+        # One job completed per task. A further job only where Airflow failed a try and the job was stopped
+        # (a deferred task marked failed cancels its job; its retry runs the workflow again, by design):
+        # never two jobs of one task that could both deliver.
+        ended = [job for job, status in statuses.items() if status in ("stopped", "failed")]
+        extra = len(statuses) - len(completed)
+        if len(completed) != len(POOL_TASKS) or extra > retried or extra != len(ended):
             logs = "\n".join(_log_tails(airflow, POOL_DAG, run_id, t, chars=12000) for t in POOL_TASKS)
-            runs = [(r.get("time"), r["path"]) for r in emulator.requests(method="POST")]
+            posts = [(r.get("time"), r["path"]) for r in emulator.requests(method="POST")]
             scheduler = airflow.component_log("scheduler", 400)
-            pytest.fail(f"{sent} jobs for {len(POOL_TASKS)} tasks; tries {tries}; posts {runs}\n{logs}\n{scheduler}")
-        assert all(emulator_job_status(emulator, j["id"]) == "completed" for j in rest["jobs"])
+            pytest.fail(f"jobs {statuses}; tries {tries}; posts {posts}\n{logs}\n{scheduler}")  # whole
+        if extra:
+            print(f"[e2e] Airflow failed {retried} try(s); a retry ran anew after its job ended: {statuses}")
         print(
             f"[e2e] pool of {POOL_SLOTS} slots (include_deferred): {len(POOL_TASKS)} runs, "
             f"jobs in flight by rest {rounds}"

@@ -2,8 +2,9 @@
 deferred tasks (``include_deferred=True``, created by the test): at most two jobs are in flight.
 
 One retry: on a busy machine Airflow has failed a task resuming after its trigger's success event (its
-worker part never ran); the retry goes on with the job in the task state store (Airflow 3.3), sending
-no second run, which the test checks.
+worker part never ran); the retry goes on with the job in the task state store, sending no second run
+while that job may still deliver, which the test checks (a try failed while deferred has its job
+cancelled: its retry runs the workflow anew).
 
 A task whose wait ended goes back to ``scheduled`` and needs a slot again to finish; Airflow hands free
 slots out by priority, not by who held one before. The runs' weights fall with their index so that a
