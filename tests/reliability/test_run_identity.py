@@ -243,9 +243,9 @@ def test_every_task_whose_job_carries_its_marker_adopts_it(
 ) -> None:
     """
     Issues #31 and #43 (4): ``TASKS`` tasks run one workflow at once (``mark_uploads=True``), and every
-    run answer is lost: the service holds each run longer than its client waits (``SEARCH_TIMEOUT``), then makes
-    the job. The listing leaves ``input_file_ids`` out, so a task reads job records to find the one
-    carrying its marker. Every task adopts its own job (the
+    run answer is lost: the service holds each run longer than its client waits (``SEARCH_TIMEOUT``),
+    then makes the job. The listing leaves ``input_file_ids`` out, so a task reads job records to find the
+    one carrying its marker. Every task adopts its own job (the
     emulator's outputs say which job processed which task's file: 0 foreign); no task reads a record
     twice, nor more records than the jobs of its send window (the workflow has no other jobs: at most
     ``TASKS``).
