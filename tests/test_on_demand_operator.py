@@ -27,6 +27,7 @@ from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceInputError,
     WorkflowServiceQuotaError,
 )
+from airflow_provider_workflowsvc.operators._lifecycle import DELIVERED_KEY
 from airflow_provider_workflowsvc.operators.on_demand import OnDemandJobLink
 from airflow_provider_workflowsvc.triggers.jobs import WorkflowJobsTrigger
 
@@ -321,6 +322,30 @@ def test_a_retry_launches_only_the_documents_never_launched(
     assert sorted(everything) == sorted(set(everything))  # never a document twice
     assert summary["completed_count"] == 25
     assert store.values == {}  # the task succeeded: a later clear launches every document anew
+
+
+def test_a_success_keeps_its_jobs_for_a_retry_and_a_clear_launches_anew(
+    service: EmulatorHandle, driven: DrivenClock, tmp_path: Path
+) -> None:
+    """A retry of the same clear (Airflow failed the try after it delivered) launches nothing again; a
+    try after a person's clear (Airflow raised ``max_tries``) launches every document anew."""
+    inputs = folder(tmp_path, 2)
+    store = TaskStateStore()
+
+    def attempt(max_tries: int) -> list[str]:
+        context = ctx(store)
+        context["ti"].max_tries = max_tries
+        summary = op(inputs).execute(context)
+        service.advance_clock(GAP)  # the next try comes later
+        return [job["job_id"] for job in summary["jobs"]]
+
+    first = attempt(max_tries=1)
+    assert store.get(DELIVERED_KEY) == 1
+    assert attempt(max_tries=1) == first
+    assert len(accepted(service)) == 1
+    assert attempt(max_tries=3) != first
+    assert len(accepted(service)) == 2
+    assert store.get(DELIVERED_KEY) == 3
 
 
 def test_a_retry_launches_again_only_what_failed(

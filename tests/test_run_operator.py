@@ -26,6 +26,7 @@ from airflow_provider_workflowsvc.exceptions import (
     WorkflowServiceInputError,
     WorkflowServiceValidationError,
 )
+from airflow_provider_workflowsvc.operators._lifecycle import DELIVERED_KEY
 from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator, WorkflowJobLink, job_url
 from airflow_provider_workflowsvc.triggers.job import WorkflowJobTrigger
 
@@ -951,6 +952,39 @@ def test_retry_after_a_failed_job_runs_again(mock_service: Any, previous: str) -
     assert op().execute(ctx(store))["job_id"] == "j1"
     assert run.call_count == 1
     assert [v for k, v in seen if k == "workflowsvc_job_id"] == ["j1"]
+
+
+def cleared_ctx(store: TaskStateStore, max_tries: int) -> Any:
+    """A try's context whose task instance carries ``max_tries`` (Airflow raises it at each clear)."""
+    context = ctx(store)
+    context["ti"].max_tries = max_tries
+    return context
+
+
+def test_a_success_keeps_its_job_marked_with_its_clear(mock_service: Any) -> None:
+    route_run(mock_service, ok(job_json("j1", "scheduled")))
+    route_job(mock_service, "j1")
+    store = TaskStateStore()
+    assert op().execute(cleared_ctx(store, max_tries=1))["job_id"] == "j1"
+    assert store.values == {"workflowsvc_job_id": "j1", DELIVERED_KEY: 1}
+
+
+def test_a_retry_after_a_success_airflow_did_not_record_goes_on_with_the_job(mock_service: Any) -> None:
+    """Airflow failed the try after it delivered (before its success was recorded): no second run."""
+    run, _ = route_run(mock_service, ok(job_json("new", "scheduled")))
+    route_job(mock_service, "j0")
+    store = TaskStateStore(workflowsvc_job_id="j0", **{DELIVERED_KEY: 1})
+    assert op().execute(cleared_ctx(store, max_tries=1))["job_id"] == "j0"
+    assert run.call_count == 0
+
+
+def test_a_clear_after_a_success_runs_the_workflow_anew(mock_service: Any) -> None:
+    run, _ = route_run(mock_service, ok(job_json("j1", "scheduled")))
+    route_job(mock_service, "j1")
+    store = TaskStateStore(workflowsvc_job_id="j0", **{DELIVERED_KEY: 1})
+    assert op().execute(cleared_ctx(store, max_tries=3))["job_id"] == "j1"  # cleared at try 2, 1 retry
+    assert run.call_count == 1
+    assert store.values == {"workflowsvc_job_id": "j1", DELIVERED_KEY: 3}
 
 
 def test_deferrable_retry_defers_on_the_stored_job(mock_service: Any) -> None:

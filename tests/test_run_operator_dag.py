@@ -298,6 +298,40 @@ def test_durable_retry_reconnects_instead_of_running_again(
         assert [value[RunWorkflowOperator.external_id_key] for value in kept.values()] == [STORED[1]]
 
 
+class FailedAfterDelivering(RunWorkflowOperator):
+    """Its first try delivers, then fails: as when Airflow fails a try before it recorded its success."""
+
+    def execute(self, context: Any) -> Any:
+        summary = super().execute(context)
+        if context["ti"].try_number == 1:
+            raise RuntimeError("the try failed after it delivered")
+        return summary
+
+
+@pytest.mark.compat
+def test_a_retry_after_the_task_delivered_runs_nothing_again(
+    dag_runner: Any, emulator: Any, workflow: str, tmp_path: Path
+) -> None:
+    """The job stays in the task state store after a success, marked with its clear: a retry goes on
+    with it. Before 3.3 the Variable is deleted at success (Variables would pile up): the retry runs
+    again there, as the installation page's table says."""
+    emulator.configure(processing_delay=0.1)
+    inputs = write(tmp_path, a_txt="one")
+    with DAG("wfsvc_failed_after_delivering", schedule=None, start_date=START, catchup=False) as dag:
+        FailedAfterDelivering(
+            task_id="run",
+            workflow_id=workflow,
+            files=str(inputs),
+            poll_interval=0.1,
+            retries=1,
+            retry_delay=timedelta(0),
+        )
+    dr = dag_runner(dag)
+    ti = dr.get_task_instance("run")
+    assert (ti.state, ti.try_number) == (SUCCESS, 2)
+    assert len(runs(emulator)) == (1 if HAS_TASK_STATE_STORE else 2)
+
+
 @pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
 def test_requests_per_wait_stay_within_budget(
     dag_runner: Any, emulator: Any, workflow: str, tmp_path: Path, deferrable: bool

@@ -114,6 +114,10 @@ class VariableStore:
         self._values = stored
 
 
+DELIVERED_KEY = "workflowsvc_delivered"
+"""Task state key: the ``max_tries`` of the clear in which the task succeeded (never rename it)."""
+
+
 class JobOperator(WorkflowServiceBaseOperator):
     """
     What both job operators do around their jobs: the settings of the wait, the task state store
@@ -153,6 +157,10 @@ class JobOperator(WorkflowServiceBaseOperator):
         self.mark_uploads = mark_uploads
         self.skip_if_no_files = skip_if_no_files
         self.durable = durable
+
+    def state_keys(self) -> tuple[str, ...]:
+        """Return the task state keys of the task's jobs: kept after its success, dropped after a clear."""
+        raise NotImplementedError
 
     def jobs_to_cancel_on_kill(self) -> list[str]:
         """Return the jobs a kill cancels: those this task started, known so far."""
@@ -196,6 +204,33 @@ class JobOperator(WorkflowServiceBaseOperator):
         if not HAS_TASK_STATE_STORE and "task_state_store" not in context:
             cast("dict[str, Any]", context)["task_state_store"] = VariableStore(context["ti"])
         return context.get("task_state_store")
+
+    def delivered(self, context: Context) -> None:
+        """
+        Keep the task's jobs in the store after its success, marked with this clear's ``max_tries``: a
+        retry of the same clear (Airflow failed the try after it delivered, before its success was
+        recorded) goes on with them instead of running them twice; after a person's clear (Airflow
+        raises ``max_tries``) :meth:`forget_if_cleared` drops them. The Variable store (Airflow < 3.3) is
+        deleted instead, as Variables would pile up: that window stays there.
+        """
+        store = self.state_store(context)
+        clear = getattr(context["ti"], "max_tries", None)
+        if store is None or isinstance(store, VariableStore) or not isinstance(clear, int):
+            self.forget(context, *self.state_keys())
+            return
+        try:
+            store.set(DELIVERED_KEY, clear)
+        except Exception as exc:  # kept unmarked, a later clear goes on with the ended jobs: no duplicate
+            self.log.warning("Could not mark the task's jobs delivered in the task state store: %s", exc)
+
+    def forget_if_cleared(self, context: Context) -> None:
+        """Drop the jobs a success before a person's clear kept (:meth:`delivered`): the task runs anew."""
+        store = self.state_store(context)
+        delivered = None if store is None else store.get(DELIVERED_KEY)
+        if delivered is None or delivered == getattr(context["ti"], "max_tries", None):
+            return
+        self.log.info("This task succeeded before it was cleared: its jobs are done with, it runs anew")
+        self.forget(context, *self.state_keys(), DELIVERED_KEY)
 
     def forget(self, context: Context, *keys: str) -> None:
         """Remove ``keys`` from the task state store (a failure to is only warned of)."""

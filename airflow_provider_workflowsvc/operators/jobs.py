@@ -203,6 +203,7 @@ class RunWorkflowOperator(JobOperator):
         self._files = None if self.files is None else self.resolve_files("run", own_names=True)
         with self.closing_hook():
             self._resolve_target()
+            self.forget_if_cleared(context)
             state = self.state_store(context)
             if not self.wait_for_completion:
                 job_id = self._submit(context, state, keep=False)
@@ -234,6 +235,9 @@ class RunWorkflowOperator(JobOperator):
         self._job_id = outcome.job_id
         with self.closing_hook():
             return self._finish(context, outcome)
+
+    def state_keys(self) -> tuple[str, ...]:
+        return (self.external_id_key, PENDING_RUN_KEY, RUNNING_JOB_KEY)
 
     def jobs_to_cancel_on_kill(self) -> list[str]:
         """Return the run's job, known so far; never a job this task did not start."""
@@ -455,7 +459,7 @@ class RunWorkflowOperator(JobOperator):
         }
         if error is not None:
             self.fail(context, summary, error)
-        self.forget(context, self.external_id_key, PENDING_RUN_KEY, RUNNING_JOB_KEY)  # a clear runs anew
+        self.delivered(context)
         from airflow_provider_workflowsvc.assets import record_outlet_events
 
         record_outlet_events(context, self.outlets, summary)

@@ -194,6 +194,7 @@ class RunOnDemandJobOperator(JobOperator):
 
         self._job_ids = []
         self.push_links(context)
+        self.forget_if_cleared(context)
         with self.closing_hook():
             plan = self._launch(context)
             if not plan.jobs:
@@ -215,6 +216,11 @@ class RunOnDemandJobOperator(JobOperator):
         self._job_ids = [job.job_id for job in plan.jobs]
         with self.closing_hook():
             return self._finish(context, plan, ended.outcomes)
+
+    def state_keys(self) -> tuple[str, ...]:
+        from airflow_provider_workflowsvc._tasks.launches import BOOK_KEY
+
+        return (BOOK_KEY,)
 
     def jobs_to_cancel_on_kill(self) -> list[str]:
         """Return every job launched so far."""
@@ -320,7 +326,7 @@ class RunOnDemandJobOperator(JobOperator):
     def _finish(self, context: Context, plan: Plan, outcomes: list[JobOutcome]) -> dict[str, Any]:
         """Cancel what timed out, download, sum up per document; return the summary or raise the failure."""
         from airflow_provider_workflowsvc import metrics
-        from airflow_provider_workflowsvc._tasks import launches, on_demand as od
+        from airflow_provider_workflowsvc._tasks import on_demand as od
         from airflow_provider_workflowsvc._tasks.outputs import output_folder
 
         by_job = od.outcomes_of(plan, outcomes)
@@ -342,7 +348,7 @@ class RunOnDemandJobOperator(JobOperator):
         )
         if error is not None:
             self.fail(context, summary, error)
-        self.forget(context, launches.BOOK_KEY)  # a clear launches every document anew
+        self.delivered(context)
         return summary
 
     def _after_timeout(self, outcome: JobOutcome) -> JobOutcome:
