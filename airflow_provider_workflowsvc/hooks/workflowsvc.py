@@ -180,12 +180,7 @@ class WorkflowServiceHook(_HookBase, JobEventEndpoints):
 
     _send = send
     _sleep: Callable[[float], None] = staticmethod(time.sleep)  # how retries wait (replaced in tests)
-
-    def __init__(
-        self, workflowsvc_conn_id: str = DEFAULT_CONN_ID, *, settings: ConnectionSettings | None = None
-    ) -> None:
-        super().__init__(workflowsvc_conn_id, settings=settings)
-        self._client: httpx.Client | None = None
+    _client: httpx.Client | None = None
 
     if not CONN_FIELDS_READ:  # Airflow < 3.2 builds the connection form from these (deprecated in 3.2)
 
@@ -284,13 +279,8 @@ class WorkflowServiceAsyncHook(_HookBase, JobEventEndpoints):
 
     _send = asend
     _sleep: Callable[[float], Awaitable[None]] = staticmethod(asyncio.sleep)  # how retries wait
-
-    def __init__(
-        self, workflowsvc_conn_id: str = DEFAULT_CONN_ID, *, settings: ConnectionSettings | None = None
-    ) -> None:
-        super().__init__(workflowsvc_conn_id, settings=settings)
-        self._client: httpx.AsyncClient | None = None
-        self._client_of: tuple[asyncio.AbstractEventLoop, _ClientKey] | None = None
+    _client: httpx.AsyncClient | None = None
+    _client_of: tuple[asyncio.AbstractEventLoop, _ClientKey] | None = None
 
     async def _atransport(self) -> _Transport:
         transport = self._current_transport()
@@ -357,10 +347,7 @@ class WorkflowServiceAsyncHook(_HookBase, JobEventEndpoints):
         await self.aclose()
 
     async def iter_workflows(self, **params: Any) -> AsyncIterator[Workflow]:
-        """
-        Yield every workflow matching ``params`` (any list_workflows filter), fetching page after page
-        until one brings no workflow not seen before.
-        """
+        """Yield every workflow matching ``params``, as :meth:`WorkflowServiceHook.iter_workflows` does."""
         pages = _Pages(params)
         while (new := pages.new(await self.list_workflows(**pages.query()))) is not None:
             for workflow in new:
