@@ -18,6 +18,7 @@ from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc._compat import CONN_FIELDS_READ, BaseHook
 from airflow_provider_workflowsvc.hooks import CONN_TYPE, DEFAULT_CONN_ID
 from airflow_provider_workflowsvc.hooks._calls import Endpoints
+from airflow_provider_workflowsvc.hooks._connection_form import form_widgets, ui_field_behaviour
 from airflow_provider_workflowsvc.hooks._event_calls import ENDPOINTS, JobEventEndpoints
 from airflow_provider_workflowsvc.hooks._exchange import _Transport, deadline, send
 from airflow_provider_workflowsvc.hooks._failures import connection_failed, is_retryable
@@ -183,20 +184,8 @@ class WorkflowServiceHook(_HookBase, JobEventEndpoints):
     _client: httpx.Client | None = None
 
     if not CONN_FIELDS_READ:  # Airflow < 3.2 builds the connection form from these (deprecated in 3.2)
-
-        @classmethod
-        def get_connection_form_widgets(cls) -> dict[str, Any]:
-            """Return the provider info's ``conn-fields`` as WTForms fields."""
-            from airflow_provider_workflowsvc.hooks._connection_form import form_widgets
-
-            return form_widgets()
-
-        @classmethod
-        def get_ui_field_behaviour(cls) -> dict[str, Any]:
-            """Return the provider info's ``ui-field-behaviour``."""
-            from airflow_provider_workflowsvc.hooks._connection_form import ui_field_behaviour
-
-            return ui_field_behaviour()
+        get_connection_form_widgets = staticmethod(form_widgets)
+        get_ui_field_behaviour = staticmethod(ui_field_behaviour)
 
     @property
     def settings(self) -> ConnectionSettings:
