@@ -1,11 +1,7 @@
 """
-Airflow names whose home differs between Airflow 3.0 and 3.3, imported from this one place.
-
-Every other module of the provider imports these names from here. Each name comes from its newest home
-(the Task SDK) on the Airflow that has it there; each fallback says which Airflow needs it. The choice
-is made by Airflow's version, not by trying imports, so a newer Airflow never takes a deprecated path.
-Only ``airflow`` (already loaded by ``airflow.sdk``) and the fallback's own module are imported: this
-module is on the DAG-parse path.
+Airflow names whose home differs between Airflow 3.0 and 3.3, imported from this one place, each from its
+newest home chosen by Airflow's version (docs/decisions/airflow.md). On the DAG-parse path: only
+``airflow`` and the fallback's own module are imported.
 """
 
 from __future__ import annotations
@@ -58,10 +54,8 @@ else:  # Airflow 3.0 and 3.1: configuration and these exceptions are still in co
 
 def airflow_stats() -> typing.Any:
     """
-    Return ``Stats``, Airflow's own metrics (StatsD, Datadog or OpenTelemetry, as ``[metrics]`` says),
-    imported at the first call: the hooks and waits emit through it, the DAG-parse path never loads it.
-    A function, not a lazy module attribute: a module ``__getattr__`` would run (and fail, on
-    ``__path__``) at every ``from ._compat import ...`` inside a function.
+    Return Airflow's ``Stats``, imported at the first call (never on the DAG-parse path); a function: a
+    module ``__getattr__`` would run (and fail, on ``__path__``) at every ``from ._compat import ...``.
     """
     if AIRFLOW_V_3_2_PLUS:
         from airflow.sdk.observability.stats import Stats

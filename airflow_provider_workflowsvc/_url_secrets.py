@@ -7,8 +7,6 @@ from urllib.parse import unquote, urlsplit
 
 from airflow_provider_workflowsvc.models import is_secret_field
 
-__all__ = ["LONG_QUERY_VALUE", "credentials_of", "mask_url_secrets", "uri_password", "url_secrets"]
-
 
 def uri_password(text: str) -> str | None:
     """Return the password in a URI's ``user:password@`` part, or None."""

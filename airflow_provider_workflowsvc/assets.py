@@ -19,8 +19,6 @@ from airflow_provider_workflowsvc.lineage import (
     failed_count,
 )
 
-__all__ = ["EXTRA_KEYS", "asset_event_extra", "destination_asset", "record_outlet_events"]
-
 EXTRA_KEYS = ("job_id", "workflow_id", "status", "documents_written", "failed_count")
 """What :class:`RunWorkflowOperator` puts in the extra of its outlets' asset events."""
 

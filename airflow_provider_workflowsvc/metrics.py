@@ -138,10 +138,10 @@ def no_answer(operation: str, conn_id: str) -> None:
     NO_ANSWER.emit(operation=operation, conn_id=conn_id)
 
 
-def retrying(operation: str, conn_id: str, reason: str, pause: float, retry_after: bool) -> None:
-    """Count a request about to be sent again after ``pause`` seconds (asked for by ``Retry-After``)."""
-    RETRIED.emit(operation=operation, conn_id=conn_id, reason=reason)
-    if retry_after:
+def retrying(operation: str, conn_id: str, exc: BaseException, pause: float) -> None:
+    """Count a request sent again after ``exc`` in ``pause`` seconds (as ``Retry-After`` asked, if it did)."""
+    RETRIED.emit(operation=operation, conn_id=conn_id, reason=retry_reason(exc))
+    if getattr(exc, "retry_after", None) is not None:
         RETRY_AFTER.emit(pause, operation=operation, conn_id=conn_id)
 
 

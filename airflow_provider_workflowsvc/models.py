@@ -136,18 +136,6 @@ class _TolerantEnum(_StrictEnum):
         return member if member is not None else cls.__members__.get("UNKNOWN")
 
 
-E = TypeVar("E", bound=Enum)
-
-
-def parse_enum(enum_cls: type[E], value: Any, what: str) -> E:
-    """``enum_cls(value)``, or a ``ValueError`` that names ``what`` and lists the allowed values."""
-    try:
-        return enum_cls(value)
-    except ValueError:
-        allowed = ", ".join(str(m.value) for m in enum_cls)
-        raise ValueError(f"unknown {what} {value!r}; expected one of: {allowed}") from None
-
-
 class SourceType(_StrictEnum):
     """The source connector types of the spec and of the live docs (``opensearch``, ``teradata``)."""
 

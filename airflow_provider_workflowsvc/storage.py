@@ -7,6 +7,7 @@ import re
 import secrets
 import sys
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any, BinaryIO, NamedTuple
 from urllib.parse import unquote, urlsplit
 
@@ -191,13 +192,6 @@ def _bucket_exists(path: Any) -> bool:
 # Inputs: listing, and reading while a run request is sent
 
 
-class _Size:
-    """What ``stat()`` gives of an object: its size when it was listed."""
-
-    def __init__(self, size: int) -> None:
-        self.st_size = size
-
-
 class StoredObject:
     """
     One object to upload: its location (with its connection) and its size when it was listed.
@@ -224,8 +218,8 @@ class StoredObject:
         """What tells two objects apart: the location and the connection it is reached with."""
         return f"{self.path.conn_id or ''}|{shown(self.path)}"
 
-    def stat(self) -> _Size:
-        return _Size(self.size)
+    def stat(self) -> Any:
+        return SimpleNamespace(st_size=self.size)  # its size when it was listed
 
     def open(self, mode: str = "rb") -> BinaryIO:
         if mode != "rb":

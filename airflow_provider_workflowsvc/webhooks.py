@@ -19,8 +19,6 @@ from typing import Any
 
 from airflow_provider_workflowsvc.exceptions import WebhookVerificationError
 
-__all__ = ["verify_webhook"]
-
 _WHSEC = "whsec_"
 _HEADERS = ("webhook-id", "webhook-timestamp", "webhook-signature")
 

@@ -24,7 +24,10 @@ from helpers import MOCK_BASE_URL, MetricsRecorder
 from metric_receivers import StatsdReceiver
 
 from airflow_provider_workflowsvc import metrics
-from airflow_provider_workflowsvc.exceptions import WorkflowServiceConnectionError
+from airflow_provider_workflowsvc.exceptions import (
+    WorkflowServiceConnectionError,
+    WorkflowServiceRateLimitError,
+)
 from airflow_provider_workflowsvc.hooks.workflowsvc import (
     ConnectionSettings,
     WorkflowServiceAsyncHook,
@@ -83,7 +86,9 @@ def test_the_reports_emit_every_registered_metric_and_nothing_else(recorded_metr
     for status in (200, 302, 404, 429, 503):
         metrics.answered("get_job", CONN, status)
     metrics.no_answer("get_job", CONN)
-    metrics.retrying("get_job", CONN, "429", 1.0, retry_after=True)
+    metrics.retrying(
+        "get_job", CONN, WorkflowServiceRateLimitError(429, "GET", "/jobs/j", "", retry_after=1.0), 1.0
+    )
     metrics.run_adopted("wf", CONN)
     metrics.run_failed_closed(None, CONN)
     metrics.found_running("wf", CONN, "wait")

@@ -217,10 +217,7 @@ def submit(
                         raise
                     pause = _backoff(exc, attempt, backoff)
                     operation = "create_job" if run.is_launch else "run_workflow"
-                    asked = getattr(exc, "retry_after", None) is not None
-                    metrics.retrying(
-                        operation, hook.workflowsvc_conn_id, metrics.retry_reason(exc), pause, asked
-                    )
+                    metrics.retrying(operation, hook.workflowsvc_conn_id, exc, pause)
                     log.warning(
                         "The service did not take the %s (%s); sending it again in %.1f s",
                         run.what,

@@ -12,7 +12,6 @@ import sys
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
 from urllib.parse import quote
@@ -68,7 +67,6 @@ from airflow_provider_workflowsvc.models import (
     as_utc,
     connector_type_name,
     parse_connector_type,
-    parse_enum,
     request_json,
 )
 from airflow_provider_workflowsvc.storage import StagedObject
@@ -78,7 +76,6 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 T = TypeVar("T")
-E = TypeVar("E", bound=Enum)
 Kind = Literal["source", "destination"]
 
 
@@ -139,13 +136,6 @@ def _path_id(value: Any, what: str) -> str:
     if not text or "/" in text or text in (".", ".."):
         raise WorkflowServiceInputError(f"{what} must be a non-empty {what.replace('_', ' ')}, got {value!r}")
     return quote(text, safe="")
-
-
-def _enum(enum_cls: type[E], value: Any, what: str) -> E:
-    try:
-        return parse_enum(enum_cls, value, what)
-    except ValueError as exc:
-        raise WorkflowServiceInputError(str(exc)) from None
 
 
 def _moment(value: datetime | None, what: str) -> datetime | None:
@@ -216,7 +206,7 @@ def _creation(path: str, model: Any, what: str, fields: Mapping[str, Any], answe
 
 
 def _deletion(path: str) -> ApiCall[None]:
-    return ApiCall("DELETE", path, ignore_body, wants_body=False)
+    return ApiCall("DELETE", path, ignore_body)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -428,7 +418,7 @@ class Endpoints:
         if workflow_id is not None:
             params["workflow_id"] = _uuid(workflow_id, "workflow_id")
         if status is not None:
-            parsed = _enum(JobStatus, status, "job status")
+            parsed = JobStatus(status)  # tolerant: any other word is UNKNOWN, which no listing shows
             if parsed not in LISTED_JOB_STATUSES:
                 listed = ", ".join(s.name.lower() for s in LISTED_JOB_STATUSES)
                 raise WorkflowServiceInputError(
@@ -468,7 +458,7 @@ class Endpoints:
     @Endpoint
     def cancel_job(job_id: str) -> ApiCall[None]:
         """Ask the service to stop a running job (cancelling twice is harmless, so it is retried)."""
-        return ApiCall("POST", f"/jobs/{_path_id(job_id, 'job_id')}/cancel", ignore_body, wants_body=False)
+        return ApiCall("POST", f"/jobs/{_path_id(job_id, 'job_id')}/cancel", ignore_body)
 
     @Endpoint
     def download_job_output(

@@ -6,8 +6,6 @@ from typing import Any
 
 from airflow_provider_workflowsvc.get_provider_info import get_provider_info
 
-__all__ = ["form_widgets", "ui_field_behaviour"]
-
 
 def _connection_type() -> dict[str, Any]:
     (connection_type,) = get_provider_info()["connection-types"]

@@ -194,7 +194,7 @@ def _channel_list(scope: str, channel_type: str | None) -> ApiCall[list[Notifica
 
 def _channel_verify(path: str, code: str | None) -> ApiCall[NotificationChannel | None]:
     body = None if code is None else {"code": _non_empty(code, "code")}
-    return ApiCall("POST", path, _channel_or_none, json=body, wants_body=True)
+    return ApiCall("POST", path, _channel_or_none, json=body)
 
 
 def _channel_or_none(data: Any) -> NotificationChannel | None:

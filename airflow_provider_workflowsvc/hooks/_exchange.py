@@ -64,7 +64,6 @@ class ApiCall(Generic[T]):
     retry: RetryPolicy = "idempotent"
     download_to: Path | StagedObject | None = None
     head_bytes: int | None = None  # read only the first bytes of a successful answer; parsed as bytes
-    wants_body: bool = True
     status_filter: JobStatus | None = None
     job_listing: bool = False
     created_since: datetime | None = None
@@ -235,7 +234,7 @@ class _Transport(Failures):
         """Raise the error the (fully read) response stands for, or parse its body."""
         if not response.is_success:
             raise self.api_error(method, self.full_path(path), response, call.secrets)
-        if not call.wants_body:
+        if call.parse is ignore_body:  # what the answer says is not read (a delete, a cancel)
             return call.parse(None)
         if call.head_bytes is not None:
             return call.parse(response.content[: call.head_bytes])

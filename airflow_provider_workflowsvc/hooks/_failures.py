@@ -150,8 +150,7 @@ class Failures:
         return min(self.settings.retry_max_wait, backoff) * random.uniform(0.5, 1.0)
 
     def before_retry(self, operation: str, exc: WorkflowServiceError, wait: float, attempt: int) -> None:
-        asked = isinstance(exc, WorkflowServiceApiError) and exc.retry_after is not None
-        metrics.retrying(operation, self.conn_id, metrics.retry_reason(exc), wait, retry_after=asked)
+        metrics.retrying(operation, self.conn_id, exc, wait)
         log.warning(
             "%s; retrying in %.1f s (attempt %d of %d)",
             self.redact(str(exc)),

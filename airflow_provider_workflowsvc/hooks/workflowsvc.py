@@ -18,6 +18,7 @@ from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc._compat import CONN_FIELDS_READ, BaseHook
 from airflow_provider_workflowsvc.hooks import CONN_TYPE, DEFAULT_CONN_ID
 from airflow_provider_workflowsvc.hooks._calls import Endpoints
+from airflow_provider_workflowsvc.hooks._connection_form import form_widgets, ui_field_behaviour
 from airflow_provider_workflowsvc.hooks._event_calls import ENDPOINTS, JobEventEndpoints
 from airflow_provider_workflowsvc.hooks._exchange import _Transport, deadline, send
 from airflow_provider_workflowsvc.hooks._failures import connection_failed, is_retryable
@@ -180,28 +181,11 @@ class WorkflowServiceHook(_HookBase, JobEventEndpoints):
 
     _send = send
     _sleep: Callable[[float], None] = staticmethod(time.sleep)  # how retries wait (replaced in tests)
-
-    def __init__(
-        self, workflowsvc_conn_id: str = DEFAULT_CONN_ID, *, settings: ConnectionSettings | None = None
-    ) -> None:
-        super().__init__(workflowsvc_conn_id, settings=settings)
-        self._client: httpx.Client | None = None
+    _client: httpx.Client | None = None
 
     if not CONN_FIELDS_READ:  # Airflow < 3.2 builds the connection form from these (deprecated in 3.2)
-
-        @classmethod
-        def get_connection_form_widgets(cls) -> dict[str, Any]:
-            """Return the provider info's ``conn-fields`` as WTForms fields."""
-            from airflow_provider_workflowsvc.hooks._connection_form import form_widgets
-
-            return form_widgets()
-
-        @classmethod
-        def get_ui_field_behaviour(cls) -> dict[str, Any]:
-            """Return the provider info's ``ui-field-behaviour``."""
-            from airflow_provider_workflowsvc.hooks._connection_form import ui_field_behaviour
-
-            return ui_field_behaviour()
+        get_connection_form_widgets = staticmethod(form_widgets)
+        get_ui_field_behaviour = staticmethod(ui_field_behaviour)
 
     @property
     def settings(self) -> ConnectionSettings:
@@ -284,13 +268,8 @@ class WorkflowServiceAsyncHook(_HookBase, JobEventEndpoints):
 
     _send = asend
     _sleep: Callable[[float], Awaitable[None]] = staticmethod(asyncio.sleep)  # how retries wait
-
-    def __init__(
-        self, workflowsvc_conn_id: str = DEFAULT_CONN_ID, *, settings: ConnectionSettings | None = None
-    ) -> None:
-        super().__init__(workflowsvc_conn_id, settings=settings)
-        self._client: httpx.AsyncClient | None = None
-        self._client_of: tuple[asyncio.AbstractEventLoop, _ClientKey] | None = None
+    _client: httpx.AsyncClient | None = None
+    _client_of: tuple[asyncio.AbstractEventLoop, _ClientKey] | None = None
 
     async def _atransport(self) -> _Transport:
         transport = self._current_transport()
@@ -357,10 +336,7 @@ class WorkflowServiceAsyncHook(_HookBase, JobEventEndpoints):
         await self.aclose()
 
     async def iter_workflows(self, **params: Any) -> AsyncIterator[Workflow]:
-        """
-        Yield every workflow matching ``params`` (any list_workflows filter), fetching page after page
-        until one brings no workflow not seen before.
-        """
+        """Yield every workflow matching ``params``, as :meth:`WorkflowServiceHook.iter_workflows` does."""
         pages = _Pages(params)
         while (new := pages.new(await self.list_workflows(**pages.query()))) is not None:
             for workflow in new:
