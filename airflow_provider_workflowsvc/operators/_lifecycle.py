@@ -173,18 +173,6 @@ class JobOperator(WorkflowServiceBaseOperator):
         except Exception as exc:
             self.log.warning("Could not cancel job(s) %s: %s", ", ".join(job_ids), exc)
 
-    def resolve_files(self, nothing_to: str, *, own_names: bool = False) -> list[tuple[Any, str]]:
-        """Resolve ``files`` (source, name sent): :func:`.inputs.resolve_task_files`."""
-        from airflow_provider_workflowsvc._tasks.inputs import resolve_task_files
-
-        return resolve_task_files(
-            self.files,
-            skip_if_no_files=self.skip_if_no_files,
-            nothing_to=nothing_to,
-            conn_id=self.files_conn_id or None,
-            own_names=own_names,
-        )
-
     def state_store(self, context: Context) -> Any:
         """
         Return the store kept across tries when durable execution is on, else None: the context's task
@@ -216,7 +204,7 @@ class JobOperator(WorkflowServiceBaseOperator):
         is pushed from the start until a job is known, for Airflow reads every extra link as the task
         ends and logs a missing one as an error, which after a refused run read as a second failure.
         """
-        links = job_links(self.ui_url() if job_ids else None, job_ids)
+        links = job_links(self.ui_url(), job_ids) if job_ids else {}
         first = next(iter(links.values()), "")
         context["ti"].xcom_push(key=next(iter(self.operator_extra_links)).xcom_key, value=first)
         return links

@@ -200,7 +200,9 @@ class RunWorkflowOperator(JobOperator):
         """Resolve the input and the workflow, submit the run (or go on with its job), wait, finish."""
         self._job_id, self._result, self._not_started = None, None, None
         self.push_links(context)
-        self._files = None if self.files is None else self.resolve_files("run", own_names=True)
+        from airflow_provider_workflowsvc._tasks.inputs import resolve_task_files
+
+        self._files = None if self.files is None else resolve_task_files(self, "run", own_names=True)
         with self.closing_hook():
             self._resolve_target()
             state = self.state_store(context)

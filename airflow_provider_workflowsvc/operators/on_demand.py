@@ -13,7 +13,6 @@ from airflow_provider_workflowsvc._tasks.base import (
     is_deferred_value,
     one_of,
     positive_seconds,
-    static_str,
 )
 from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
 from airflow_provider_workflowsvc.operators._lifecycle import JobOperator, job_settings
@@ -225,12 +224,13 @@ class RunOnDemandJobOperator(JobOperator):
     def _launch(self, context: Context) -> Plan:
         """Check the input, then launch the documents no earlier try processed; return the plan."""
         from airflow_provider_workflowsvc._tasks import launches
+        from airflow_provider_workflowsvc._tasks.inputs import resolve_task_files
         from airflow_provider_workflowsvc._tasks.on_demand import check_template
         from airflow_provider_workflowsvc._tasks.outputs import output_folder
         from airflow_provider_workflowsvc.exceptions import validate_input
         from airflow_provider_workflowsvc.models import CreateJob
 
-        docs = launches.documents(self.resolve_files("process"))
+        docs = launches.documents(resolve_task_files(self, "process"))
         big = launches.oversized(docs, self.max_file_bytes)
         with invalid_input_fails():
             if big and self.oversized_files == "fail":
@@ -360,7 +360,7 @@ def _check_template_or_nodes(template_id: Any, job_nodes: Any) -> None:
         raise input_error("give template_id (a template of the service) or job_nodes (the nodes to run)")
     if template_id is not None and job_nodes is not None:
         raise input_error("give template_id or job_nodes, not both")
-    text = static_str(template_id)
-    if template_id is not None and not is_deferred_value(template_id) and not (text and text.strip()):
+    known = template_id is not None and not is_deferred_value(template_id)
+    if known and not (isinstance(template_id, str) and template_id.strip()):
         raise input_error(f"template_id must be a non-empty string, got {template_id!r}")
     check_nodes(job_nodes, "job_nodes")
