@@ -5,18 +5,18 @@ from __future__ import annotations
 import re
 import time
 from typing import TYPE_CHECKING, Any, NoReturn, cast
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from airflow_provider_workflowsvc._compat import HAS_TASK_STATE_STORE
 from airflow_provider_workflowsvc._tasks.base import (
     WorkflowServiceBaseOperator,
     input_error,
     interval_seconds,
-    job_links,
     positive_seconds,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Collection
     from datetime import timedelta
 
     from airflow.sdk import Context
@@ -41,6 +41,24 @@ JOB_SETTINGS = (
 def job_settings(arguments: dict[str, Any]) -> dict[str, Any]:
     """Return the :data:`JOB_SETTINGS` among a job operator's ``arguments`` (its ``locals()``)."""
     return {name: arguments[name] for name in JOB_SETTINGS}
+
+
+def job_url(ui_url: str | None, job_id: str) -> str:
+    """
+    Return ``ui_url`` with ``{job_id}`` filled in, else ``{ui_url}/jobs/{job_id}``; "" without ``ui_url``
+    (none is guessed from the API's address: the spec says nothing of a web interface). Any
+    ``user:password@`` is dropped: a link ends up in XCom and the UI.
+    """
+    ui = (ui_url or "").strip()
+    parts = urlsplit(ui)
+    if "@" in parts.netloc:
+        ui = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    if not ui:
+        return ""
+    quoted = quote(str(job_id), safe="")
+    if "{job_id}" in ui:
+        return ui.replace("{job_id}", quoted)
+    return f"{ui.rstrip('/')}/jobs/{quoted}"
 
 
 class VariableStore:
@@ -194,17 +212,20 @@ class JobOperator(WorkflowServiceBaseOperator):
             except Exception as exc:
                 self.log.warning("Could not remove %s from the task state store: %s", key, exc)
 
-    def ui_url(self) -> str | None:
-        """Return the connection's ``ui_url`` extra, the base of every job link."""
-        return (self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}).get("ui_url")
+    def job_links(self, job_ids: Collection[str]) -> dict[str, str]:
+        """Each job's link (:func:`job_url`), from the connection's ``ui_url`` extra ("" without it)."""
+        if not job_ids:
+            return {}
+        extra = self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}
+        return {job_id: job_url(extra.get("ui_url"), job_id) for job_id in job_ids}
 
-    def push_links(self, context: Context, job_ids: Sequence[str] = ()) -> dict[str, str]:
+    def push_links(self, context: Context, job_ids: Collection[str] = ()) -> dict[str, str]:
         """
         Push the extra link's URL, the first job's; return each job's link ("" without ``ui_url``). ""
         is pushed from the start until a job is known, for Airflow reads every extra link as the task
         ends and logs a missing one as an error, which after a refused run read as a second failure.
         """
-        links = job_links(self.ui_url(), job_ids) if job_ids else {}
+        links = self.job_links(job_ids)
         first = next(iter(links.values()), "")
         context["ti"].xcom_push(key=next(iter(self.operator_extra_links)).xcom_key, value=first)
         return links

@@ -16,13 +16,12 @@ from airflow_provider_workflowsvc._tasks.base import (
     input_error,
     invalid_input_fails,
     job_id_of,
-    job_url,
     one_of,
     positive_seconds,
 )
 from airflow_provider_workflowsvc._tasks.target import check_run_target
 from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
-from airflow_provider_workflowsvc.operators._lifecycle import JobOperator, job_settings
+from airflow_provider_workflowsvc.operators._lifecycle import JobOperator, job_settings, job_url
 
 __all__ = [
     "CancelJobOperator",

@@ -335,7 +335,7 @@ class RunOnDemandJobOperator(JobOperator):
             folder=None
             if self.output_dir is None
             else output_folder(self.output_dir, self.output_conn_id or None),
-            ui_url=self.ui_url(),
+            links=self.job_links(by_job),
             durable=store is not None,
             fail_on_failed_files=self.fail_on_failed_files,
             log=self.log,
