@@ -63,16 +63,8 @@ def job_url(ui_url: str | None, job_id: str) -> str:
 
 class VariableStore:
     """
-    The task state store where Airflow has none (3.0-3.2): one Airflow Variable per task instance,
-    ``workflowsvc.task_state:<dag_id>:<task_id>:<map_index>:<run_id>``, its keys in one JSON object
-    (no ``/``: Airflow 3.0's execution API takes none in a Variable key; a run id that is not plain or a
-    key over 250 characters is hashed). A Variable outlives a try (Airflow clears the task's XComs before
-    each try) and is deleted with its last key: the task succeeded. After a task failed for good it
-    stays, as 3.3's store does: a person's clear goes on from it. It is read once, then kept as written
-    (this try is its only writer). Its JSON is read and written as text, what Airflow's Variable API
-    keeps (3.0's ``deserialize_json`` made pydantic warn on every read); a write is one ``Variable.set``,
-    read back: one that did not land (``Variable.set`` logs a refused write and returns) fails the task
-    rather than let a retry run the job again.
+    The task state store where Airflow has none (3.0-3.2): one Airflow Variable per task instance, its
+    keys in one JSON object, read once a try, each write read back (docs/decisions/runs.md).
     """
 
     PREFIX = "workflowsvc.task_state:"
@@ -80,6 +72,7 @@ class VariableStore:
 
     def __init__(self, ti: Any) -> None:
         name = f"{ti.dag_id}:{ti.task_id}:{ti.map_index}:{ti.run_id}"
+        # hashed when long or not plain: Airflow 3.0's execution API takes no "/" in a Variable key
         if len(self.PREFIX + name) > 250 or not re.fullmatch(r"[\w.~:+-]+", name, re.ASCII):
             import hashlib  # only for such a name: operators import little at DAG parse
 
