@@ -230,8 +230,7 @@ class RunOnDemandJobOperator(JobOperator):
         from airflow_provider_workflowsvc.exceptions import validate_input
         from airflow_provider_workflowsvc.models import CreateJob
 
-        docs = launches.documents(resolve_task_files(self, "process"))
-        big = launches.oversized(docs, self.max_file_bytes)
+        docs, big = launches.documents(resolve_task_files(self, "process"), self.max_file_bytes)
         with invalid_input_fails():
             if big and self.oversized_files == "fail":
                 raise input_error(launches.too_large(big, self.max_file_bytes))
@@ -245,6 +244,7 @@ class RunOnDemandJobOperator(JobOperator):
         return launches.launch(
             self.hook,
             docs,
+            big,
             launches.LaunchBook(self.state_store(context), self.log),
             self._send,
             max_files=self.max_files_per_job,
