@@ -7,11 +7,10 @@ typing; the hook and models are imported when a task runs.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, cast
-from urllib.parse import quote, urlsplit, urlunsplit
 
 from airflow.sdk import BaseOperator
 
@@ -148,37 +147,10 @@ def default_deferrable(deferrable: bool | None) -> bool:
 
 
 # --------------------------------------------------------------------------------------------------
-# The job id in XCom, and the link to the job
+# The job id in XCom
 
 
 XCOM_JOB_ID = "job_id"
-
-
-def job_url(ui_url: str | None, job_id: str) -> str:
-    """
-    Return ``ui_url`` with ``{job_id}`` filled in, else ``{ui_url}/jobs/{job_id}``; "" without ``ui_url``
-    (none is guessed from the API's address: the spec says nothing of a web interface).
-    """
-    ui = _without_userinfo((ui_url or "").strip())
-    if not ui:
-        return ""
-    quoted = quote(str(job_id), safe="")
-    if "{job_id}" in ui:
-        return ui.replace("{job_id}", quoted)
-    return f"{ui.rstrip('/')}/jobs/{quoted}"
-
-
-def job_links(ui_url: str | None, job_ids: Iterable[str]) -> dict[str, str]:
-    """Each job's link in the service's web interface (:func:`job_url`)."""
-    return {job_id: job_url(ui_url, job_id) for job_id in job_ids}
-
-
-def _without_userinfo(url: str) -> str:
-    """Drop any ``user:password@`` from the URL (a link ends up in XCom and the UI)."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
 def job_id_of(job_id: Any, run_task_id: str | None, context: Context) -> str:

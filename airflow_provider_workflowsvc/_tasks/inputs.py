@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_workflowsvc import storage
+from airflow_provider_workflowsvc._tasks.base import invalid_input_fails
 from airflow_provider_workflowsvc.exceptions import (
     NoFilesMatchedError,  # re-exported: raised here
     WorkflowServiceInputError,
@@ -59,26 +60,25 @@ def resolve_named_files(
     return list(resolved.values())
 
 
-def resolve_task_files(
-    spec: Any, *, skip_if_no_files: bool, nothing_to: str, conn_id: str | None = None, own_names: bool = False
-) -> list[tuple[Source, str]]:
+@invalid_input_fails()
+def resolve_task_files(task: Any, nothing_to: str, *, own_names: bool = False) -> list[tuple[Source, str]]:
     """
-    Resolve a task's ``files`` (:func:`resolve_named_files`): bad input fails the task without retries
-    (with ``own_names``, two files sent under one name too: :func:`refuse_shared_names`); matching no
-    file at all skips it when ``skip_if_no_files`` (``nothing_to``: what is then not done).
+    Resolve a job operator's ``files`` (:func:`resolve_named_files`): bad input fails the task without
+    retries (with ``own_names``, two files sent under one name too: :func:`refuse_shared_names`); matching
+    no file at all skips it when ``skip_if_no_files`` (``nothing_to``: what is then not done).
     """
     from airflow_provider_workflowsvc._compat import AirflowSkipException
-    from airflow_provider_workflowsvc._tasks.base import invalid_input_fails
 
-    with invalid_input_fails():
-        try:
-            named = resolve_named_files(spec, empty_ok=skip_if_no_files, conn_id=conn_id)
-        except NoFilesMatchedError as exc:
-            if not skip_if_no_files:
-                raise
-            raise AirflowSkipException(f"{exc}: nothing to {nothing_to} (skip_if_no_files=True)") from None
-        if own_names:
-            refuse_shared_names(named)
+    try:
+        named = resolve_named_files(
+            task.files, empty_ok=task.skip_if_no_files, conn_id=task.files_conn_id or None
+        )
+    except NoFilesMatchedError as exc:
+        if not task.skip_if_no_files:
+            raise
+        raise AirflowSkipException(f"{exc}: nothing to {nothing_to} (skip_if_no_files=True)") from None
+    if own_names:
+        refuse_shared_names(named)
     return named
 
 

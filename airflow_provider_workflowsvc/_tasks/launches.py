@@ -58,21 +58,18 @@ class Document:
         return str(self.path)
 
 
-def documents(named: Iterable[tuple[Any, str]]) -> list[Document]:
+def documents(named: Iterable[tuple[Any, str]], limit: int) -> tuple[list[Document], list[Document]]:
     """
-    Return the resolved ``(source, name)`` pairs as documents, each with its size: a local file's from
-    the disk, an object's as the store listed it (nothing of it is read here).
+    Return the resolved ``(source, name)`` pairs as documents, each with its size (a local file's from
+    the disk, an object's as the store listed it: nothing of it is read here), and those over ``limit``
+    bytes.
     """
-    return [Document(source, name, _size(source)) for source, name in named]
+    docs = [Document(source, name, _size(source)) for source, name in named]
+    return docs, [doc for doc in docs if doc.size > limit]
 
 
 def _size(source: Any) -> int:
     return os.stat(source).st_size if isinstance(source, str) else int(source.stat().st_size)
-
-
-def oversized(docs: Iterable[Document], limit: int) -> list[Document]:
-    """Return the documents over ``limit`` bytes."""
-    return [doc for doc in docs if doc.size > limit]
 
 
 def too_large(big: Sequence[Document], limit: int) -> str:
@@ -385,6 +382,7 @@ def refusal_is_final(exc: BaseException) -> bool:
 def launch(
     hook: WorkflowServiceHook,
     docs: Sequence[Document],
+    big: Sequence[Document],
     book: LaunchBook,
     send: Callable[[WorkflowServiceHook, list[tuple[str, str]] | None], Any],
     *,
@@ -399,13 +397,12 @@ def launch(
 ) -> Plan:
     """
     Launch the documents no earlier try processed (:func:`adopt_pending`, :func:`redo`) in batches of
-    ``max_files`` (those over ``max_bytes`` left out), one job each, ``interval`` seconds apart at
+    ``max_files`` (``big``, those over ``max_bytes``, left out), one job each, ``interval`` seconds apart at
     least; return the plan. The first launch that fails stops the launches (its documents and those
     after it are not launched); when nothing was launched at all, it fails the task. ``on_launch``
     hears of each job as soon as it is counted (those of earlier tries first).
     """
     log = book.log
-    big = oversized(docs, max_bytes)
     adopt_pending(hook, book, grace, log)
     kept = redo(hook, book, fail_on_failed_files, log)
     for earlier in kept:

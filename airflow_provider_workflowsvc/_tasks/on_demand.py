@@ -35,19 +35,16 @@ def conclude(
     outcomes: Mapping[str, JobOutcome],
     *,
     folder: OutputFolder | None,
-    ui_url: str | None,
+    links: dict[str, str],
     durable: bool,
     fail_on_failed_files: bool,
     log: Log,
 ) -> tuple[dict[str, Any], Exception | None]:
     """
     Download the outputs (into ``folder``, when given), sum up per document and log it; return the
-    summary and the task's failure (None: it succeeds).
+    summary and the task's failure (None: it succeeds); ``links``: each job's.
     """
-    from airflow_provider_workflowsvc._tasks.base import job_links
-
     outputs = download(hook, plan, outcomes, folder, log) if folder is not None else {}
-    links = job_links(ui_url, outcomes) if outcomes else {}
     summary = summarize(plan, outcomes, outputs, links, fail_on_failed_files=fail_on_failed_files)
     log_summary(summary, log)
     return summary, failure(summary, plan, durable=durable, fail_on_failed_files=fail_on_failed_files)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_workflowsvc._tasks.base import check_uuid, input_error, static_str
+from airflow_provider_workflowsvc._tasks.base import check_uuid, input_error, invalid_input_fails, static_str
 
 if TYPE_CHECKING:
     from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
@@ -116,6 +116,7 @@ def _connectors(hook: WorkflowServiceHook, workflow: Workflow) -> str:
     return ", ".join(named)
 
 
+@invalid_input_fails()
 def resolve_target(
     hook: WorkflowServiceHook, workflow_id: Any, workflow_name: Any, with_files: bool, log: Any
 ) -> str | None:
@@ -124,15 +125,12 @@ def resolve_target(
     before anything is uploaded; None when it is not read: a run without files by id is not delayed
     by a read (the service's refusal of it is explained by :func:`explain_refusal`).
     """
-    from airflow_provider_workflowsvc._tasks.base import invalid_input_fails
-
     if workflow_name is None and not with_files:
         return None
-    with invalid_input_fails():
-        workflow = resolve_workflow(hook, workflow_id, workflow_name)
-        if workflow_name is not None:
-            log.info("Workflow %r is %s", workflow.name, workflow.id)
-        check_input_fits(hook, workflow, with_files=with_files)
+    workflow = resolve_workflow(hook, workflow_id, workflow_name)
+    if workflow_name is not None:
+        log.info("Workflow %r is %s", workflow.name, workflow.id)
+    check_input_fits(hook, workflow, with_files=with_files)
     return str(workflow.id)
 
 

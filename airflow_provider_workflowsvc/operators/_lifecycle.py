@@ -5,18 +5,18 @@ from __future__ import annotations
 import re
 import time
 from typing import TYPE_CHECKING, Any, NoReturn, cast
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from airflow_provider_workflowsvc._compat import HAS_TASK_STATE_STORE
 from airflow_provider_workflowsvc._tasks.base import (
     WorkflowServiceBaseOperator,
     input_error,
     interval_seconds,
-    job_links,
     positive_seconds,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Collection
     from datetime import timedelta
 
     from airflow.sdk import Context
@@ -43,18 +43,28 @@ def job_settings(arguments: dict[str, Any]) -> dict[str, Any]:
     return {name: arguments[name] for name in JOB_SETTINGS}
 
 
+def job_url(ui_url: str | None, job_id: str) -> str:
+    """
+    Return ``ui_url`` with ``{job_id}`` filled in, else ``{ui_url}/jobs/{job_id}``; "" without ``ui_url``
+    (none is guessed from the API's address: the spec says nothing of a web interface). Any
+    ``user:password@`` is dropped: a link ends up in XCom and the UI.
+    """
+    ui = (ui_url or "").strip()
+    parts = urlsplit(ui)
+    if "@" in parts.netloc:
+        ui = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    if not ui:
+        return ""
+    quoted = quote(str(job_id), safe="")
+    if "{job_id}" in ui:
+        return ui.replace("{job_id}", quoted)
+    return f"{ui.rstrip('/')}/jobs/{quoted}"
+
+
 class VariableStore:
     """
-    The task state store where Airflow has none (3.0-3.2): one Airflow Variable per task instance,
-    ``workflowsvc.task_state:<dag_id>:<task_id>:<map_index>:<run_id>``, its keys in one JSON object
-    (no ``/``: Airflow 3.0's execution API takes none in a Variable key; a run id that is not plain or a
-    key over 250 characters is hashed). A Variable outlives a try (Airflow clears the task's XComs before
-    each try) and is deleted with its last key: the task succeeded. After a task failed for good it
-    stays, as 3.3's store does: a person's clear goes on from it. It is read once, then kept as written
-    (this try is its only writer). Its JSON is read and written as text, what Airflow's Variable API
-    keeps (3.0's ``deserialize_json`` made pydantic warn on every read); a write is one ``Variable.set``,
-    read back: one that did not land (``Variable.set`` logs a refused write and returns) fails the task
-    rather than let a retry run the job again.
+    The task state store where Airflow has none (3.0-3.2): one Airflow Variable per task instance, its
+    keys in one JSON object, read once a try, each write read back (docs/decisions/runs.md).
     """
 
     PREFIX = "workflowsvc.task_state:"
@@ -62,6 +72,7 @@ class VariableStore:
 
     def __init__(self, ti: Any) -> None:
         name = f"{ti.dag_id}:{ti.task_id}:{ti.map_index}:{ti.run_id}"
+        # hashed when long or not plain: Airflow 3.0's execution API takes no "/" in a Variable key
         if len(self.PREFIX + name) > 250 or not re.fullmatch(r"[\w.~:+-]+", name, re.ASCII):
             import hashlib  # only for such a name: operators import little at DAG parse
 
@@ -181,18 +192,6 @@ class JobOperator(WorkflowServiceBaseOperator):
         except Exception as exc:
             self.log.warning("Could not cancel job(s) %s: %s", ", ".join(job_ids), exc)
 
-    def resolve_files(self, nothing_to: str, *, own_names: bool = False) -> list[tuple[Any, str]]:
-        """Resolve ``files`` (source, name sent): :func:`.inputs.resolve_task_files`."""
-        from airflow_provider_workflowsvc._tasks.inputs import resolve_task_files
-
-        return resolve_task_files(
-            self.files,
-            skip_if_no_files=self.skip_if_no_files,
-            nothing_to=nothing_to,
-            conn_id=self.files_conn_id or None,
-            own_names=own_names,
-        )
-
     def state_store(self, context: Context) -> Any:
         """
         Return the store kept across tries when durable execution is on, else None: the context's task
@@ -241,17 +240,20 @@ class JobOperator(WorkflowServiceBaseOperator):
             except Exception as exc:
                 self.log.warning("Could not remove %s from the task state store: %s", key, exc)
 
-    def ui_url(self) -> str | None:
-        """Return the connection's ``ui_url`` extra, the base of every job link."""
-        return (self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}).get("ui_url")
+    def job_links(self, job_ids: Collection[str]) -> dict[str, str]:
+        """Each job's link (:func:`job_url`), from the connection's ``ui_url`` extra ("" without it)."""
+        if not job_ids:
+            return {}
+        extra = self.hook.get_connection(self.workflowsvc_conn_id).extra_dejson or {}
+        return {job_id: job_url(extra.get("ui_url"), job_id) for job_id in job_ids}
 
-    def push_links(self, context: Context, job_ids: Sequence[str] = ()) -> dict[str, str]:
+    def push_links(self, context: Context, job_ids: Collection[str] = ()) -> dict[str, str]:
         """
         Push the extra link's URL, the first job's; return each job's link ("" without ``ui_url``). ""
         is pushed from the start until a job is known, for Airflow reads every extra link as the task
         ends and logs a missing one as an error, which after a refused run read as a second failure.
         """
-        links = job_links(self.ui_url() if job_ids else None, job_ids)
+        links = self.job_links(job_ids)
         first = next(iter(links.values()), "")
         context["ti"].xcom_push(key=next(iter(self.operator_extra_links)).xcom_key, value=first)
         return links

@@ -16,13 +16,12 @@ from airflow_provider_workflowsvc._tasks.base import (
     input_error,
     invalid_input_fails,
     job_id_of,
-    job_url,
     one_of,
     positive_seconds,
 )
 from airflow_provider_workflowsvc._tasks.target import check_run_target
 from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
-from airflow_provider_workflowsvc.operators._lifecycle import JobOperator, job_settings
+from airflow_provider_workflowsvc.operators._lifecycle import JobOperator, job_settings, job_url
 
 __all__ = [
     "CancelJobOperator",
@@ -200,7 +199,9 @@ class RunWorkflowOperator(JobOperator):
         """Resolve the input and the workflow, submit the run (or go on with its job), wait, finish."""
         self._job_id, self._result, self._not_started = None, None, None
         self.push_links(context)
-        self._files = None if self.files is None else self.resolve_files("run", own_names=True)
+        from airflow_provider_workflowsvc._tasks.inputs import resolve_task_files
+
+        self._files = None if self.files is None else resolve_task_files(self, "run", own_names=True)
         with self.closing_hook():
             self._resolve_target()
             self.forget_if_cleared(context)

@@ -13,7 +13,6 @@ from airflow_provider_workflowsvc._tasks.base import (
     is_deferred_value,
     one_of,
     positive_seconds,
-    static_str,
 )
 from airflow_provider_workflowsvc.hooks import DEFAULT_CONN_ID
 from airflow_provider_workflowsvc.operators._lifecycle import JobOperator, job_settings
@@ -231,13 +230,13 @@ class RunOnDemandJobOperator(JobOperator):
     def _launch(self, context: Context) -> Plan:
         """Check the input, then launch the documents no earlier try processed; return the plan."""
         from airflow_provider_workflowsvc._tasks import launches
+        from airflow_provider_workflowsvc._tasks.inputs import resolve_task_files
         from airflow_provider_workflowsvc._tasks.on_demand import check_template
         from airflow_provider_workflowsvc._tasks.outputs import output_folder
         from airflow_provider_workflowsvc.exceptions import validate_input
         from airflow_provider_workflowsvc.models import CreateJob
 
-        docs = launches.documents(self.resolve_files("process"))
-        big = launches.oversized(docs, self.max_file_bytes)
+        docs, big = launches.documents(resolve_task_files(self, "process"), self.max_file_bytes)
         with invalid_input_fails():
             if big and self.oversized_files == "fail":
                 raise input_error(launches.too_large(big, self.max_file_bytes))
@@ -251,6 +250,7 @@ class RunOnDemandJobOperator(JobOperator):
         return launches.launch(
             self.hook,
             docs,
+            big,
             launches.LaunchBook(self.state_store(context), self.log),
             self._send,
             max_files=self.max_files_per_job,
@@ -341,7 +341,7 @@ class RunOnDemandJobOperator(JobOperator):
             folder=None
             if self.output_dir is None
             else output_folder(self.output_dir, self.output_conn_id or None),
-            ui_url=self.ui_url(),
+            links=self.job_links(by_job),
             durable=store is not None,
             fail_on_failed_files=self.fail_on_failed_files,
             log=self.log,
@@ -366,7 +366,7 @@ def _check_template_or_nodes(template_id: Any, job_nodes: Any) -> None:
         raise input_error("give template_id (a template of the service) or job_nodes (the nodes to run)")
     if template_id is not None and job_nodes is not None:
         raise input_error("give template_id or job_nodes, not both")
-    text = static_str(template_id)
-    if template_id is not None and not is_deferred_value(template_id) and not (text and text.strip()):
+    known = template_id is not None and not is_deferred_value(template_id)
+    if known and not (isinstance(template_id, str) and template_id.strip()):
         raise input_error(f"template_id must be a non-empty string, got {template_id!r}")
     check_nodes(job_nodes, "job_nodes")

@@ -16,6 +16,7 @@ from reliability._helpers import LoopbackServer, task_context
 from reliability.test_local_inputs import job_answer
 
 from airflow_provider_workflowsvc import storage
+from airflow_provider_workflowsvc._tasks import inputs
 from airflow_provider_workflowsvc._tasks.inputs import resolve_named_files
 from airflow_provider_workflowsvc.exceptions import InputReadError, WorkflowServiceInputError
 from airflow_provider_workflowsvc.hooks.workflowsvc import ConnectionSettings, WorkflowServiceHook
@@ -170,14 +171,14 @@ def test_an_object_gone_after_listing_aborts_the_run_and_no_job_exists(
     its retry, once the object is back, runs the workflow once."""
     bucket.put({"in/a.txt": "first", "in/b.txt": "second"})
     workflow = new_workflow("s3-gone")
-    resolve = RunWorkflowOperator.resolve_files
+    resolve = inputs.resolve_task_files
 
-    def resolve_then_delete(self: RunWorkflowOperator, *args: Any, **kwargs: Any) -> Any:
-        resolved = resolve(self, *args, **kwargs)
+    def resolve_then_delete(*args: Any, **kwargs: Any) -> Any:
+        resolved = resolve(*args, **kwargs)
         bucket.delete("in/b.txt")
         return resolved
 
-    monkeypatch.setattr(RunWorkflowOperator, "resolve_files", resolve_then_delete)
+    monkeypatch.setattr(inputs, "resolve_task_files", resolve_then_delete)
     store = TaskStateStore()
     task = run_of_prefix(workflow, bucket)
     with pytest.raises(InputReadError) as caught:
@@ -188,7 +189,7 @@ def test_an_object_gone_after_listing_aborts_the_run_and_no_job_exists(
     assert jobs_of(workflowsvc_conn, workflow) == []
     assert store.values == {}  # no pending run: nothing for a retry to look for
 
-    monkeypatch.setattr(RunWorkflowOperator, "resolve_files", resolve)
+    monkeypatch.setattr(inputs, "resolve_task_files", resolve)
     bucket.put({"in/b.txt": "second"})
     result = task.execute(task_context(store))
     assert result["status"] == "completed"
