@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import time
 from collections.abc import AsyncGenerator
 from datetime import datetime, timedelta, timezone
 from typing import Any, cast
+from urllib.parse import parse_qsl
 
 import pytest
 
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 from airflow_provider_workflowsvc.models import Job
 from airflow_provider_workflowsvc.testing.job_events import MemoryAssetStore
+from airflow_provider_workflowsvc.triggers import job_events
 from airflow_provider_workflowsvc.triggers._job_cursor import JobCursor
 from airflow_provider_workflowsvc.triggers.job_events import (
     FAILED_FILES_IN_EVENT,
@@ -398,10 +401,19 @@ def emulator_jobs(emulator: Any, workflow_id: str) -> list[dict[str, Any]]:
 
 @pytest.mark.airflow_min("3.3", reason="shared streams (airflow.triggers.shared_stream)")
 async def test_ten_watchers_of_one_workflow_share_one_listing_and_each_gets_every_job(
-    hourly: str, emulator: Any
+    hourly: str, emulator: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """One stream for the ten, one listing of each kind per round of it, one summary for all ten."""
     from airflow.triggers.shared_stream import SharedStreamManager
 
+    rounds: list[int] = []  # per round of a stream: its listener (one per stream)
+    begin = job_events.JobListing.__init__
+
+    def counted(self: Any, listed_at: float, listener: Any, *args: Any) -> None:
+        rounds.append(id(listener))
+        begin(self, listed_at, listener, *args)
+
+    monkeypatch.setattr(job_events.JobListing, "__init__", counted)
     manager = SharedStreamManager()
     stores = [FakeAssetStore() for _ in range(10)]
     watchers = [watcher(hourly, store, poll_interval=0.2) for store in stores]
@@ -415,16 +427,25 @@ async def test_ten_watchers_of_one_workflow_share_one_listing_and_each_gets_ever
     while not all(w.cursor_key in s.values for w, s in zip(watchers, stores, strict=True)):
         await asyncio.sleep(0.02)
     emulator.clear_requests()
-    started = time.monotonic()
+    rounds.clear()
     fire(emulator)
     payloads = [(await asyncio.wait_for(n, 15)).payload for n in nexts]
-    await asyncio.sleep(1.0)
-    elapsed = time.monotonic() - started
+    then = len(rounds)
+    while len(rounds) < then + 5:  # five rounds more: a watcher reading on its own would show there
+        await asyncio.sleep(0.02)
     listings = emulator.requests(method="GET", path_contains="/jobs/")
     job_id = payloads[0]["job_id"]
     assert {p["job_id"] for p in payloads} == {job_id}
+    assert len(set(rounds)) == 1, "one stream for the ten watchers"
+    # the reads of the source (the feed; the listings, by their query's keys): one of each per round
+    reads = collections.Counter(
+        r["path"] + "?" + "&".join(sorted(k for k, _ in parse_qsl(r["query"] or "")))
+        for r in emulator.requests(method="GET")
+        if r["path"].endswith(("/jobs/", "/notifications"))
+    )
+    print(f"\nten watchers, {len(rounds)} rounds of their stream: reads {dict(reads)}")
+    assert reads and max(reads.values()) <= len(rounds) + 1, (reads, len(rounds))
     by_kind = [r["path"] for r in listings]
-    assert sum(p.endswith("/jobs/") for p in by_kind) <= elapsed / 0.2 + 2  # one listing per interval
     assert sum(p.endswith(f"/jobs/{job_id}/details") for p in by_kind) == 1  # one summary for all ten
     assert sum(p.endswith(f"/jobs/{job_id}/failed-files") for p in by_kind) == 1
     for stream in streams:
