@@ -251,17 +251,26 @@ async def test_a_refused_listing_leaves_each_wait_to_its_own_poll(
 
 
 async def test_a_failing_or_hung_listing_costs_requests_not_outcomes(
-    workflowsvc_conn: Any, settings: Any, inputs: Path
+    workflowsvc_conn: Any, settings: Any, inputs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """
     Every read of the source (feed, listing) answers 503, or never (held until the faults are cleared,
-    past every wait's deadline): each wait polls its own job, and ends with its verdict while no read of
-    the source has answered (a wait held by the source would end in a timeout, or not at all).
+    past every wait's deadline): a source that never answered vouches for nothing, so every poll of
+    each wait reads its own job, and each ends with its verdict while no read of the source answered.
     """
     emulator = workflowsvc_conn
     emulator.configure(processing_delay=0.3)
+    polls: list[bool] = []  # each poll of a subscribed wait: whether it read its own job
+    due = source.Subscription.due
+
+    def counted(self: source.Subscription, schedule: Any) -> bool:
+        polls.append(due(self, schedule))
+        return polls[-1]
+
+    monkeypatch.setattr(source.Subscription, "due", counted)
     for rule in ({"errors": [503]}, {"latency": 3600.0}):
         emulator.clear_requests()
+        polls.clear()
         workflow, jobs = start_jobs(settings, inputs, 4)
         paths = ("/api/v1/jobs/", "/api/v1/notifications")
         emulator.set_faults(rules=[{"method": "GET", "path": path, **rule} for path in paths])
@@ -272,6 +281,8 @@ async def test_a_failing_or_hung_listing_costs_requests_not_outcomes(
         assert listings, rule
         assert all(r["fault"] for r in listings), rule
         assert all(r["status"] == rule.get("errors", [None])[0] for r in listings), (rule, listings)
+        assert polls, rule
+        assert all(polls), (rule, polls)  # no poll left to the source
         for job in jobs:  # each verdict is the job's own read
             assert emulator.requests(path_contains=f"/jobs/{job}/details"), job
 

@@ -314,7 +314,7 @@ def test_a_declared_length_over_the_cap_fails_before_reading(
             WorkflowServiceResponseError, match=r"declares 10737418240 bytes, more than max_response_bytes"
         ),
     ):
-        hook.get_job("job")  # ends at all: the body (which never comes, nor a read timeout) was not waited for
+        hook.get_job("job")  # it ends: the body (which never comes, nor a read timeout) was not waited for
     assert server.requests == ["GET /api/v1/jobs/job"]  # not retried: the same answer would come again
 
 

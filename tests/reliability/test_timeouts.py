@@ -224,7 +224,8 @@ def test_a_sync_wait_ends_at_its_deadline_when_the_service_hangs(
     # never left to the connection's 60 s: the hung ones can only have ended by them.
     polls = [s for s in sent if s.path.endswith("/details")]
     cancels = [s for s in sent if s.path.endswith("/cancel")]
-    assert polls and cancels, sent
+    assert polls, sent
+    assert cancels, sent
     assert all(t is not None and t <= timeout for s in polls for t in s.timeout.values()), polls
     assert all(t is not None and t <= budget for s in cancels for t in s.timeout.values()), cancels
     message = str(caught.value)
