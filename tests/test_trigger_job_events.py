@@ -210,6 +210,16 @@ class Running:
         self._next: asyncio.Future[Any] = asyncio.ensure_future(self._events.__anext__())
         self.handed: set[str] = set()
         """The jobs whose events were handed over (and the next event asked for)."""
+        self._saved: tuple[set[str], set[str]] = (set(), set())
+        """At the last save of the cursor: the jobs handed over by then, and those it stored as pending."""
+        save = trigger._save_cursor
+
+        async def saved(cursor: JobCursor, unsettled: Any = ()) -> None:
+            handed, pending = set(self.handed), cursor.pending | set(unsettled)
+            await save(cursor, unsettled)
+            self._saved = (handed, pending)
+
+        trigger._save_cursor = saved  # type: ignore[method-assign]
 
     async def started(self) -> Running:
         """Wait for the first listing (the watch's start: from now on, or from the stored cursor)."""
@@ -234,17 +244,18 @@ class Running:
         self.handed.add(payload["job_id"])
         return payload
 
-    def stored(self, state: str) -> set[str]:
-        """The jobs the cursor in the asset state store holds as ``known`` or ``pending``."""
+    def stored_pending(self) -> set[str]:
+        """The jobs the cursor in the asset state store holds as pending (not reported)."""
         store = self.trigger.asset_state_store
         value = store.values.get(self.trigger.cursor_key) if isinstance(store, FakeAssetStore) else None
-        return set(value.get(state, ())) if value else set()
+        return set(value.get("pending", ())) if value else set()
 
     async def stop(self, settle: bool = True) -> None:
-        """Stop it (the triggerer going down) once the stored cursor holds every event handed over as
-        reported (unless not ``settle``; without a store there is nothing to wait for)."""
+        """Stop it (the triggerer going down) once a save of the cursor since the last event handed over
+        holds every one as reported (unless not ``settle``; without a store there is nothing to wait for)."""
         while settle and isinstance(self.trigger.asset_state_store, FakeAssetStore):
-            if self.handed <= self.stored("known") - self.stored("pending"):
+            handed, pending = self._saved
+            if self.handed <= handed and not self.handed & pending:
                 break
             await asyncio.sleep(0.02)
         self._next.cancel()
@@ -303,7 +314,7 @@ async def test_a_crash_before_the_cursor_is_saved_repeats_the_event_never_loses_
     watch = await Running(trigger).started()
     fire(emulator)
     (first,) = await watch.events(1)
-    while first["job_id"] not in watch.stored("pending"):  # saved, with its event not settled
+    while first["job_id"] not in watch.stored_pending():  # saved, with its event not settled
         await asyncio.sleep(0.02)
     await watch.stop(settle=False)
     (again,) = await Running(watcher(hourly, store)).events(1)
