@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import time
 from collections.abc import AsyncGenerator
 from datetime import datetime, timedelta, timezone
 from typing import Any, cast
+from urllib.parse import parse_qsl
 
 import pytest
 
 from airflow_provider_workflowsvc.hooks.workflowsvc import WorkflowServiceHook
 from airflow_provider_workflowsvc.models import Job
 from airflow_provider_workflowsvc.testing.job_events import MemoryAssetStore
+from airflow_provider_workflowsvc.triggers import job_events
 from airflow_provider_workflowsvc.triggers._job_cursor import JobCursor
 from airflow_provider_workflowsvc.triggers.job_events import (
     FAILED_FILES_IN_EVENT,
@@ -205,6 +208,18 @@ class Running:
         self.trigger = trigger
         self._events = cast("AsyncGenerator[Any, None]", trigger.run())
         self._next: asyncio.Future[Any] = asyncio.ensure_future(self._events.__anext__())
+        self.handed: set[str] = set()
+        """The jobs whose events were handed over (and the next event asked for)."""
+        self._saved: tuple[set[str], set[str]] = (set(), set())
+        """At the last save of the cursor: the jobs handed over by then, and those it stored as pending."""
+        save = trigger._save_cursor
+
+        async def saved(cursor: JobCursor, unsettled: Any = ()) -> None:
+            handed, pending = set(self.handed), cursor.pending | set(unsettled)
+            await save(cursor, unsettled)
+            self._saved = (handed, pending)
+
+        trigger._save_cursor = saved  # type: ignore[method-assign]
 
     async def started(self) -> Running:
         """Wait for the first listing (the watch's start: from now on, or from the stored cursor)."""
@@ -226,12 +241,23 @@ class Running:
             return None
         payload: dict[str, Any] = self._next.result().payload
         self._next = asyncio.ensure_future(self._events.__anext__())
+        self.handed.add(payload["job_id"])
         return payload
 
+    def stored_pending(self) -> set[str]:
+        """The jobs the cursor in the asset state store holds as pending (not reported)."""
+        store = self.trigger.asset_state_store
+        value = store.values.get(self.trigger.cursor_key) if isinstance(store, FakeAssetStore) else None
+        return set(value.get("pending", ())) if value else set()
+
     async def stop(self, settle: bool = True) -> None:
-        """Stop it (the triggerer going down) once the cursor had time to be saved (unless not ``settle``)."""
-        if settle:
-            await asyncio.sleep(0.3)
+        """Stop it (the triggerer going down) once a save of the cursor since the last event handed over
+        holds every one as reported (unless not ``settle``; without a store there is nothing to wait for)."""
+        while settle and isinstance(self.trigger.asset_state_store, FakeAssetStore):
+            handed, pending = self._saved
+            if self.handed <= handed and not self.handed & pending:
+                break
+            await asyncio.sleep(0.02)
         self._next.cancel()
         with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
             await self._next
@@ -239,8 +265,8 @@ class Running:
 
 
 async def test_each_scheduled_job_gives_one_event_with_its_summary(hourly: str, emulator: Any) -> None:
-    fire(emulator)  # a job before the watch: never reported
-    await asyncio.sleep(0.3)
+    fire(emulator)  # a job before the watch (ended by then): never reported
+    await ended(emulator, hourly, 1)
     store = FakeAssetStore()
     watch = await Running(watcher(hourly, store)).started()
     fire(emulator, 2)  # two occurrences: two jobs
@@ -268,7 +294,7 @@ async def test_a_restart_reports_what_finished_while_down_and_nothing_twice(
     (reported,) = await watch.events(1)
     await watch.stop()  # the triggerer is down ...
     fire(emulator, 2)  # ... while two jobs run and finish
-    await asyncio.sleep(0.5)
+    await ended(emulator, hourly, 3)
     store.fail_reads = 2  # and the store does not answer at first: no new start from "now"
     restarted = Running(watcher(hourly, store))
     payloads = await restarted.events(2)
@@ -288,7 +314,9 @@ async def test_a_crash_before_the_cursor_is_saved_repeats_the_event_never_loses_
     watch = await Running(trigger).started()
     fire(emulator)
     (first,) = await watch.events(1)
-    await watch.stop()
+    while first["job_id"] not in watch.stored_pending():  # saved, with its event not settled
+        await asyncio.sleep(0.02)
+    await watch.stop(settle=False)
     (again,) = await Running(watcher(hourly, store)).events(1)
     assert again["job_id"] == first["job_id"]
 
@@ -300,7 +328,7 @@ async def test_without_a_store_a_restart_starts_from_now(hourly: str, emulator: 
     await watch.events(1)
     await watch.stop()
     fire(emulator)  # while down
-    await asyncio.sleep(0.3)
+    await ended(emulator, hourly, 2)
     restarted = await Running(watcher(hourly, None)).started()
     assert await restarted.event(1.0) is None
     fire(emulator)
@@ -384,6 +412,15 @@ async def test_the_failed_files_in_the_event_are_capped(workflowsvc_conn: Any, s
     await watch.stop()
 
 
+async def ended(emulator: Any, workflow_id: str, count: int) -> None:
+    """Wait until the workflow has ``count`` jobs, each ended (as the service records them)."""
+    while True:
+        jobs = [Job.model_validate(j) for j in emulator_jobs(emulator, workflow_id)]
+        if len(jobs) >= count and all(j.status.is_terminal for j in jobs):
+            return
+        await asyncio.sleep(0.02)
+
+
 def emulator_jobs(emulator: Any, workflow_id: str) -> list[dict[str, Any]]:
     with emulator.api_client() as client:
         response = client.get("/jobs/", params={"workflow_id": workflow_id})
@@ -398,10 +435,19 @@ def emulator_jobs(emulator: Any, workflow_id: str) -> list[dict[str, Any]]:
 
 @pytest.mark.airflow_min("3.3", reason="shared streams (airflow.triggers.shared_stream)")
 async def test_ten_watchers_of_one_workflow_share_one_listing_and_each_gets_every_job(
-    hourly: str, emulator: Any
+    hourly: str, emulator: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """One stream for the ten, one listing of each kind per round of it, one summary for all ten."""
     from airflow.triggers.shared_stream import SharedStreamManager
 
+    rounds: list[int] = []  # per round of a stream: its listener (one per stream)
+    begin = job_events.JobListing.__init__
+
+    def counted(self: Any, listed_at: float, listener: Any, *args: Any) -> None:
+        rounds.append(id(listener))
+        begin(self, listed_at, listener, *args)
+
+    monkeypatch.setattr(job_events.JobListing, "__init__", counted)
     manager = SharedStreamManager()
     stores = [FakeAssetStore() for _ in range(10)]
     watchers = [watcher(hourly, store, poll_interval=0.2) for store in stores]
@@ -415,16 +461,26 @@ async def test_ten_watchers_of_one_workflow_share_one_listing_and_each_gets_ever
     while not all(w.cursor_key in s.values for w, s in zip(watchers, stores, strict=True)):
         await asyncio.sleep(0.02)
     emulator.clear_requests()
-    started = time.monotonic()
+    rounds.clear()
     fire(emulator)
     payloads = [(await asyncio.wait_for(n, 15)).payload for n in nexts]
-    await asyncio.sleep(1.0)
-    elapsed = time.monotonic() - started
+    then = len(rounds)
+    while len(rounds) < then + 5:  # five rounds more: a watcher reading on its own would show there
+        await asyncio.sleep(0.02)
     listings = emulator.requests(method="GET", path_contains="/jobs/")
     job_id = payloads[0]["job_id"]
     assert {p["job_id"] for p in payloads} == {job_id}
+    assert len(set(rounds)) == 1, "one stream for the ten watchers"
+    # the reads of the source (the feed; the listings, by their query's keys): one of each per round
+    reads = collections.Counter(
+        r["path"] + "?" + "&".join(sorted(k for k, _ in parse_qsl(r["query"] or "")))
+        for r in emulator.requests(method="GET")
+        if r["path"].endswith(("/jobs/", "/notifications"))
+    )
+    print(f"\nten watchers, {len(rounds)} rounds of their stream: reads {dict(reads)}")
+    assert reads, "the source was read"
+    assert max(reads.values()) <= len(rounds) + 1, (reads, len(rounds))
     by_kind = [r["path"] for r in listings]
-    assert sum(p.endswith("/jobs/") for p in by_kind) <= elapsed / 0.2 + 2  # one listing per interval
     assert sum(p.endswith(f"/jobs/{job_id}/details") for p in by_kind) == 1  # one summary for all ten
     assert sum(p.endswith(f"/jobs/{job_id}/failed-files") for p in by_kind) == 1
     for stream in streams:

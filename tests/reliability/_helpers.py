@@ -9,8 +9,9 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+import httpx
 import pytest
 from helpers import TaskStateStore
 
@@ -88,6 +89,37 @@ def texts_of(hook: Any, job_id: str) -> list[str]:
         assert isinstance(elements, list)
         texts.append(" ".join(str(getattr(e, "text", "") or "") for e in elements))
     return sorted(texts)
+
+
+class Sent(NamedTuple):
+    """A request as the provider handed it to httpx's transport, with the timeouts it carried."""
+
+    method: str
+    path: str
+    timeout: dict[str, float | None]
+    """``connect``, ``read``, ``write``, ``pool`` seconds: what ends the request if no answer comes."""
+
+
+def record_sent(monkeypatch: pytest.MonkeyPatch) -> list[Sent]:
+    """Record every request sent through httpx (sync and async clients), in order, with its timeouts:
+    the evidence of what could end a request that gets no answer, whatever the machine's load."""
+    sent: list[Sent] = []
+    handle, ahandle = httpx.HTTPTransport.handle_request, httpx.AsyncHTTPTransport.handle_async_request
+
+    def note(request: httpx.Request) -> None:
+        sent.append(Sent(request.method, request.url.path, dict(request.extensions.get("timeout", {}))))
+
+    def recorded(self: httpx.HTTPTransport, request: httpx.Request) -> httpx.Response:
+        note(request)
+        return handle(self, request)
+
+    async def arecorded(self: httpx.AsyncHTTPTransport, request: httpx.Request) -> httpx.Response:
+        note(request)
+        return await ahandle(self, request)
+
+    monkeypatch.setattr(httpx.HTTPTransport, "handle_request", recorded)
+    monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", arecorded)
+    return sent
 
 
 Behaviour = Callable[[BaseHTTPRequestHandler], None]
