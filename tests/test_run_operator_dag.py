@@ -225,22 +225,29 @@ STORED: list[Any] = []
 
 
 class CrashingRun(RunWorkflowOperator):
-    """Dies (like a killed worker) right after the first try stored its job id; with ``crash_every_try``
-    also right after a later try read it."""
+    """Its first try dies (like a killed worker) right after it stored its job id (``crash``
+    ``"after-storing"``), also every later try right after it read it (``"every-try"``), or it fails
+    after it delivered (``"after-delivering"``: as when Airflow fails a try before recording its success)."""
 
-    def __init__(self, *, crash_every_try: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *, crash: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.crash_every_try = crash_every_try
+        self.crash = crash
+
+    def execute(self, context: Any) -> Any:
+        summary = super().execute(context)
+        if self.crash == "after-delivering" and context["ti"].try_number == 1:
+            raise RuntimeError("the try failed after it delivered")
+        return summary
 
     def _stored_job(self, context: Any, store: Any) -> Any:
         found = super()._stored_job(context, store)
         STORED.append(None if found is None else found[0])
-        if found is not None and self.crash_every_try:
+        if found is not None and self.crash == "every-try":
             raise RuntimeError("simulated worker crash")
         return found
 
     def _wait(self, context: Any, job_id: str) -> Any:
-        if context["ti"].try_number == 1:
+        if context["ti"].try_number == 1 and self.crash != "after-delivering":
             raise RuntimeError("simulated worker crash")
         return super()._wait(context, job_id)
 
@@ -259,18 +266,19 @@ def task_state_variables() -> dict[str, Any]:
 @pytest.mark.compat
 # Airflow 3.0 warned on every write of a dict to a Variable (#47): the store writes what the API keeps
 @pytest.mark.filterwarnings("error:Pydantic serializer warnings:UserWarning")
-@pytest.mark.parametrize("crash_every_try", [False, True], ids=["then-succeeds", "fails-for-good"])
+@pytest.mark.parametrize("crash", ["after-storing", "every-try", "after-delivering"])
 def test_durable_retry_reconnects_instead_of_running_again(
-    dag_runner: Any, emulator: Any, workflow: str, tmp_path: Path, crash_every_try: bool
+    dag_runner: Any, emulator: Any, workflow: str, tmp_path: Path, crash: str
 ) -> None:
     """On every Airflow (3.3: its task state store; 3.0-3.2: a Variable) the retry goes on with the job
     the first try stored and never runs the workflow again. The Variable is gone once the task
-    succeeded; after a final failure it stays, as 3.3's store does, for a person's clear to go on from."""
+    succeeded; after a final failure it stays, as 3.3's store does, for a person's clear to go on from.
+    A try that failed after it delivered leaves its job too (3.3); before 3.3 the Variable is deleted at
+    success (Variables would pile up) and the retry runs again, as the installation page's table says."""
     emulator.configure(processing_delay=0.3)
     inputs = write(tmp_path, a_txt="one", b_txt="two")
     STORED.clear()
-    dag_id = f"wfsvc_durable_{crash_every_try}"
-    with DAG(dag_id, schedule=None, start_date=START, catchup=False) as dag:
+    with DAG(f"wfsvc_durable_{crash}", schedule=None, start_date=START, catchup=False) as dag:
         CrashingRun(
             task_id="run",
             workflow_id=workflow,
@@ -278,16 +286,19 @@ def test_durable_retry_reconnects_instead_of_running_again(
             poll_interval=0.1,
             retries=1,
             retry_delay=timedelta(0),
-            crash_every_try=crash_every_try,
+            crash=crash,
         )
     dr = dag_runner(dag)
     ti = dr.get_task_instance("run")
     assert ti.try_number == 2
+    kept = {key: value for key, value in task_state_variables().items() if key.endswith(f":{dr.run_id}")}
+    if crash == "after-delivering" and not HAS_TASK_STATE_STORE:
+        assert (ti.state, len(runs(emulator)), STORED, kept) == (SUCCESS, 2, [None, None], {})
+        return
     assert len(runs(emulator)) == 1
     assert STORED[0] is None
     assert STORED[1] is not None  # the first try's job, which the second went on with
-    kept = {key: value for key, value in task_state_variables().items() if key.endswith(f":{dr.run_id}")}
-    if not crash_every_try:
+    if crash != "every-try":
         assert ti.state == SUCCESS
         assert xcom(dr, "run")["status"] == "completed"
         assert xcom(dr, "run")["job_id"] == STORED[1]
@@ -296,40 +307,6 @@ def test_durable_retry_reconnects_instead_of_running_again(
     assert ti.state == FAILED
     if not HAS_TASK_STATE_STORE:
         assert [value[RunWorkflowOperator.external_id_key] for value in kept.values()] == [STORED[1]]
-
-
-class FailedAfterDelivering(RunWorkflowOperator):
-    """Its first try delivers, then fails: as when Airflow fails a try before it recorded its success."""
-
-    def execute(self, context: Any) -> Any:
-        summary = super().execute(context)
-        if context["ti"].try_number == 1:
-            raise RuntimeError("the try failed after it delivered")
-        return summary
-
-
-@pytest.mark.compat
-def test_a_retry_after_the_task_delivered_runs_nothing_again(
-    dag_runner: Any, emulator: Any, workflow: str, tmp_path: Path
-) -> None:
-    """The job stays in the task state store after a success, marked with its clear: a retry goes on
-    with it. Before 3.3 the Variable is deleted at success (Variables would pile up): the retry runs
-    again there, as the installation page's table says."""
-    emulator.configure(processing_delay=0.1)
-    inputs = write(tmp_path, a_txt="one")
-    with DAG("wfsvc_failed_after_delivering", schedule=None, start_date=START, catchup=False) as dag:
-        FailedAfterDelivering(
-            task_id="run",
-            workflow_id=workflow,
-            files=str(inputs),
-            poll_interval=0.1,
-            retries=1,
-            retry_delay=timedelta(0),
-        )
-    dr = dag_runner(dag)
-    ti = dr.get_task_instance("run")
-    assert (ti.state, ti.try_number) == (SUCCESS, 2)
-    assert len(runs(emulator)) == (1 if HAS_TASK_STATE_STORE else 2)
 
 
 @pytest.mark.parametrize("deferrable", [False, True], ids=["sync", "deferrable"])
