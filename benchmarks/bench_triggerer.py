@@ -228,8 +228,12 @@ async def _raw_wait(
     headers = {"authorization": f"Bearer {conn['password']}", "accept": "application/json"}
     if conn.get("extra", {}).get("api_key"):
         headers["service-api-key"] = conn["extra"]["api_key"]
+    from airflow_provider_workflowsvc.hooks._settings import KEEPALIVE_EXPIRY
+
+    # the provider's keep-alive: polls spaced past httpx's 5 s (a saturated emulator) reconnect otherwise
+    limits = httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY)
     async with httpx.AsyncClient(
-        base_url=conn["host"] + "/", headers=headers, timeout=60, verify=_shared_ssl_context()
+        base_url=conn["host"] + "/", headers=headers, timeout=60, verify=_shared_ssl_context(), limits=limits
     ) as client:
         pause = interval * random.uniform(1.0, 1.2) if jittered else interval
         while time.time() < deadline:
