@@ -42,7 +42,7 @@ from airflow_provider_workflowsvc.operators.jobs import PENDING_RUN_KEY, RunWork
 from . import _task_process
 from ._helpers import pending_record, records_list_files, task_context
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(600)  # a hang guard: each wait is for an event
 
 WORKER = Path(_task_process.__file__)
 JOB_KEY = RunWorkflowOperator.external_id_key
@@ -67,18 +67,17 @@ def run_requests(emulator: Any, workflow: str) -> list[dict[str, Any]]:
     return emulator.requests(method="POST", path_contains=f"/workflows/{workflow}/run")
 
 
-def wait_for(
-    predicate: Callable[[], Any], timeout: float, what: str, proc: Any = None, interval: float = 0.2
-) -> Any:
-    deadline = time.monotonic() + timeout
+def wait_for(predicate: Callable[[], Any], what: str, proc: Any = None, interval: float = 0.2) -> Any:
+    """
+    Wait for ``predicate``'s event: its value, or a failure naming ``what`` when the worker exits first. No
+    wall-clock bound: a loaded machine only makes it later, and a hang is the test's timeout's.
+    """
     while True:
         value = predicate()
         if value:
             return value
         if proc is not None and proc.poll() is not None:
             raise AssertionError(f"the worker exited ({proc.returncode}) before {what}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(interval)
 
 
@@ -201,10 +200,8 @@ def test_killed_after_the_job_id_was_stored(
     spec = spec_for(f"reliability_crash_stored_{emulator.dialect}", workflow, input_file)
     proc = start_worker(spec, tmp_path / "worker.log")
     try:
-        job_id = wait_for(
-            lambda: stored_state(spec["dag_id"]).get(JOB_KEY), 90, "the job id to be stored", proc
-        )
-        wait_for(lambda: emulator.requests(path_contains=f"/jobs/{job_id}/details"), 10, "a poll", proc)
+        job_id = wait_for(lambda: stored_state(spec["dag_id"]).get(JOB_KEY), "the job id to be stored", proc)
+        wait_for(lambda: emulator.requests(path_contains=f"/jobs/{job_id}/details"), "a poll", proc)
         killed_at = time.monotonic()
         kill(proc)
     finally:
@@ -256,8 +253,8 @@ def test_killed_before_the_job_id_was_stored(
     spec = spec_for(dag_id, workflow, input_file, mark_uploads=marked)
     proc = start_worker(spec, tmp_path / "worker.log")
     try:
-        wait_for(lambda: run_requests(emulator, workflow), 90, "the run request", proc)
-        pending = wait_for(lambda: stored_state(spec["dag_id"]).get(PENDING_RUN_KEY), 10, "the pending run")
+        wait_for(lambda: run_requests(emulator, workflow), "the run request", proc)
+        pending = wait_for(lambda: stored_state(spec["dag_id"]).get(PENDING_RUN_KEY), "the pending run")
         kill(proc)
     finally:
         kill(proc)
