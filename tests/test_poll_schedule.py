@@ -50,9 +50,9 @@ def test_the_wait_lasts_the_timeout(timeout: float, interval: float) -> None:
     and the rest after the last poll add up to the timeout, and the last poll is at most one interval
     (or ``FINAL_POLL_LEAD``) before the deadline."""
     clock = [1000.0]
-    schedule = PollSchedule(clock[0] + timeout, interval)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(time, "time", lambda: clock[0])
+        schedule = PollSchedule(clock[0] + timeout, interval)
         pauses = []
         while (pause := schedule.next_pause()) is not None:
             pauses.append(pause)

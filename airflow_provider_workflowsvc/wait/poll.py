@@ -123,20 +123,19 @@ def survive_transient(exc: Exception, log: logging.Logger | Any, what: str, retr
 # Sync
 
 
-def _poll(hook: Any, watch: JobWatch) -> Steps[tuple[bool, Job | None]]:
-    """One poll: whether the job is terminal now, and its record when it was read."""
+def _polled(hook: Any, watch: JobWatch, both: Both) -> Steps[JobOutcome | None]:
+    """One poll: the job's outcome when it has reached a final status (its end read), else None."""
     details = yield hook.get_job_details(watch.job_id)
     job = (yield hook.get_job(watch.job_id)) if details.processing_status is JobStatus.UNKNOWN else None
-    return watch.observe(details, job), job
+    return (yield from _end(hook, watch, job, both)) if watch.observe(details, job) else None
 
 
 def poll_once(hook: WorkflowServiceHook, watch: JobWatch) -> JobOutcome | None:
     """Poll a job once; its outcome when it has reached a final status, else None."""
-    ended, job = _drive(_poll(hook, watch))
-    return read_end(hook, watch, job) if ended else None
+    return _drive(_polled(hook, watch, _read_both))
 
 
-def _end(hook: Any, watch: JobWatch, job: Job | None, both: Callable[..., Any]) -> Steps[JobOutcome | None]:
+def _end(hook: Any, watch: JobWatch, job: Job | None, both: Both) -> Steps[JobOutcome | None]:
     """
     Read the end of a job its details showed terminal: its record (read now unless given), which must
     agree (else None: it goes on), then its failed files and the documents of its outputs (``both``).
@@ -148,9 +147,13 @@ def _end(hook: Any, watch: JobWatch, job: Job | None, both: Callable[..., Any]) 
     return watch.outcome(job, failed.failed_files, documents)
 
 
-def read_end(hook: WorkflowServiceHook, watch: JobWatch, job: Job | None = None) -> JobOutcome | None:
-    """:func:`_end` with the sync hook."""
-    return _drive(_end(hook, watch, job, lambda failed, documents: (failed, _drive(documents))))
+Sleep = Callable[[float], Any]
+Both = Callable[[Any, "Steps[dict[str, str | None]]"], Any]
+"""How a wait makes a job's two last reads (its failed files, its outputs' documents): in turn, or at once."""
+
+
+def _read_both(failed: Any, documents: Steps[dict[str, str | None]]) -> Any:
+    return failed, _drive(documents)
 
 
 def _documents(hook: Any, job: Job, log: Log) -> Steps[dict[str, str | None]]:
@@ -172,36 +175,43 @@ def _documents(hook: Any, job: Job, log: Log) -> Steps[dict[str, str | None]]:
     return documents
 
 
-def _waiting(
+def _polls(
+    hook: Any,
     watch: JobWatch,
     schedule: PollSchedule,
-    poll: Callable[[], Any],
-    read_end: Callable[[float], Any],
-    sleep: Callable[[float], Any],
-) -> Steps[JobOutcome]:
+    both: Both,
+    sleep: Sleep,
+    told: Subscription | None = None,
+) -> Steps[JobOutcome | None]:
     """
-    Poll until the job is terminal or the deadline passes; transient errors do not end the wait. The
-    end of a job the last poll saw ended is read until ``END_READ_RESERVE`` past the deadline (a slow
-    service delays the report of an end it gave in time, it does not make it a timeout), again an
-    interval after a transient failure.
+    Poll until the job is terminal (its outcome) or the polls are over (None); transient errors do not
+    end the wait. A poll the source ``told`` vouches for sends nothing.
     """
     while (pause := schedule.next_pause()) is not None:
         yield sleep(pause)
+        if told is not None and not told.due(schedule):
+            continue
         try:
-            with deadline(schedule.cutoff):
-                outcome = yield poll()
+            outcome = yield from _polled(hook, watch, both)
         except Exception as exc:
             survive_transient(exc, watch.log, f"Job {watch.job_id}: status check")
             continue
         if outcome is not None:
             return outcome
-    until = schedule.end_cutoff()
+    return None
+
+
+def _end_reads(
+    hook: Any, watch: JobWatch, schedule: PollSchedule, both: Both, sleep: Sleep, until: float
+) -> Steps[JobOutcome | None]:
+    """
+    Read the end of a job the last poll saw ended until ``until`` (``END_READ_RESERVE`` past the
+    deadline: a slow service delays the report of an end it gave in time, it does not make it a timeout),
+    again an interval after a transient failure.
+    """
     while watch.ended:
         try:
-            with deadline(until):
-                if (outcome := (yield read_end(until))) is not None:
-                    return outcome
-            break
+            return (yield from _end(hook, watch, None, both))
         except Exception as exc:
             if not is_transient(exc):
                 raise
@@ -211,8 +221,7 @@ def _waiting(
         if (pause := min(schedule.interval, until - time.time())) <= 0:
             break
         yield sleep(pause)
-    yield sleep(schedule.rest())
-    return watch.timed_out()
+    return None
 
 
 def wait_for_job(
@@ -221,10 +230,18 @@ def wait_for_job(
     schedule: PollSchedule,
     sleep: Callable[[float], None] = time.sleep,
 ) -> JobOutcome:
-    """Poll until the job is terminal or the deadline passes (:func:`_waiting`)."""
-    return _drive(
-        _waiting(watch, schedule, lambda: poll_once(hook, watch), lambda _: read_end(hook, watch), sleep)
-    )
+    """
+    Poll until the job is terminal or the deadline passes (its requests end by the deadline, those of an
+    end seen before it by :meth:`~.watch.PollSchedule.end_cutoff`); a timeout lasts the whole wait.
+    """
+    with deadline(schedule.cutoff):
+        outcome = _drive(_polls(hook, watch, schedule, _read_both, sleep))
+    if outcome is None:
+        with deadline(until := schedule.end_cutoff()):
+            outcome = _drive(_end_reads(hook, watch, schedule, _read_both, sleep, until))
+    if outcome is None:
+        sleep(schedule.rest())
+    return outcome or watch.timed_out()
 
 
 def cancel_quietly(hook: WorkflowServiceHook, job_id: str, log: Log, within: float | None = None) -> bool:
@@ -350,16 +367,12 @@ def pick_job(jobs: list[Job], created_after: datetime | None, pick: str = "lates
 
 
 async def apoll_once(hook: WorkflowServiceAsyncHook, watch: JobWatch) -> JobOutcome | None:
-    """:func:`poll_once`, awaited."""
-    ended, job = await _adrive(_poll(hook, watch))
-    return await aread_end(hook, watch, job) if ended else None
+    """:func:`poll_once`, awaited (the failed files and the documents read at once)."""
+    return await _adrive(_polled(hook, watch, _read_at_once))
 
 
-async def aread_end(
-    hook: WorkflowServiceAsyncHook, watch: JobWatch, job: Job | None = None
-) -> JobOutcome | None:
-    """:func:`read_end`, awaited (the failed files and the documents read at once)."""
-    return await _adrive(_end(hook, watch, job, lambda failed, documents: _both(failed, _adrive(documents))))
+def _read_at_once(failed: Awaitable[A], documents: Steps[B]) -> Awaitable[tuple[A, B]]:
+    return _both(failed, _adrive(documents))
 
 
 async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
@@ -381,15 +394,31 @@ async def await_job(
     told: Subscription | None = None,
 ) -> JobOutcome:
     """:func:`wait_for_job`, awaited; a poll the source ``told`` vouches for sends nothing."""
-    return await _adrive(
-        _waiting(
-            watch,
-            schedule,
-            lambda: _bounded(_apoll(hook, watch, schedule, told), schedule.cutoff),
-            lambda until: _bounded(aread_end(hook, watch), until),
-            asyncio.sleep,
-        )
-    )
+    outcome = await _until(schedule.cutoff, _polls(hook, watch, schedule, _read_at_once, asyncio.sleep, told))
+    if outcome is None:
+        until = schedule.end_cutoff()
+        outcome = await _until(until, _end_reads(hook, watch, schedule, _read_at_once, asyncio.sleep, until))
+    if outcome is None:
+        await asyncio.sleep(schedule.rest())
+    return outcome or watch.timed_out()
+
+
+async def _until(cutoff: float, steps: Steps[A]) -> A | None:
+    """
+    Run ``steps`` with the async hook until ``cutoff`` (epoch seconds): its requests' timeouts cut to it
+    (:func:`deadline`), and one timer for all of them, not one per poll (issue #45); None when it passed.
+    """
+    with deadline(cutoff):
+        try:
+            if _timeout is None:  # Python 3.10: wait_for there would lose a cancel
+                return await wait_at_most(_adrive(steps), cutoff - time.time())
+            async with _timeout(cutoff - time.time()):  # what wait_at_most does, without a move per step
+                return await _adrive(steps)
+        except asyncio.TimeoutError:  # the steps survive their requests' own: this is the cutoff's
+            return None
+
+
+_timeout: Any = getattr(asyncio, "timeout", None)
 
 
 async def await_batch_job(
@@ -414,17 +443,6 @@ async def await_batch_job(
         return broken_outcome(exc, watch.job_id, watch.elapsed)
 
 
-async def _apoll(
-    hook: WorkflowServiceAsyncHook,
-    watch: JobWatch,
-    schedule: PollSchedule,
-    told: Subscription | None,
-) -> JobOutcome | None:
-    if told is not None and not told.due(schedule):
-        return None
-    return await apoll_once(hook, watch)
-
-
 async def await_new_job(
     hook: WorkflowServiceAsyncHook,
     workflow_id: str,
@@ -434,19 +452,29 @@ async def await_new_job(
     log: Log,
 ) -> Job | None:
     """Poll the workflow's jobs until one created after ``created_after`` appears; None at the deadline."""
+    job = await _until(schedule.cutoff, _new_job(hook, workflow_id, created_after, pick, schedule, log))
+    if job is None:
+        await asyncio.sleep(schedule.rest())
+    return job
+
+
+def _new_job(
+    hook: WorkflowServiceAsyncHook,
+    workflow_id: str,
+    created_after: datetime | None,
+    pick: str,
+    schedule: PollSchedule,
+    log: Log,
+) -> Steps[Job | None]:
     while (pause := schedule.next_pause()) is not None:
-        await asyncio.sleep(pause)
+        yield asyncio.sleep(pause)
         try:
-            with deadline(schedule.cutoff):
-                listed = hook.list_jobs(workflow_id=workflow_id, created_since=created_after)
-                jobs = await _bounded(listed, schedule.cutoff)
+            jobs = yield hook.list_jobs(workflow_id=workflow_id, created_since=created_after)
         except Exception as exc:
             survive_transient(exc, log, f"Listing the jobs of workflow {workflow_id}")
             continue
-        job = pick_job(jobs, created_after, pick)
-        if job is not None:
+        if (job := pick_job(jobs, created_after, pick)) is not None:
             return job
-    await asyncio.sleep(schedule.rest())
     return None
 
 
@@ -455,18 +483,3 @@ async def acancel_quietly(
 ) -> bool:
     """:func:`cancel_quietly`, awaited."""
     return await _adrive(_cancel(hook, job_id, log, within))
-
-
-async def _bounded(awaitable: Any, cutoff: float) -> Any:
-    """Await ``awaitable`` until ``cutoff`` (epoch seconds, a poll's :attr:`~.watch.PollSchedule.cutoff`)."""
-    remaining = cutoff - time.time()
-    if remaining <= 0:
-        awaitable.close()
-        raise asyncio.TimeoutError("the deadline has passed")
-    if _timeout is None:  # Python 3.10: wait_for there would lose a cancel
-        return await wait_at_most(awaitable, remaining)
-    async with _timeout(remaining):  # what wait_at_most does on 3.11+, without a move per poll
-        return await awaitable
-
-
-_timeout: Any = getattr(asyncio, "timeout", None)

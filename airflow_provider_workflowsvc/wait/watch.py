@@ -122,12 +122,12 @@ class JobWatch:
 
     def _progress_to_log(self, stats: list[NodeStats], changed: bool) -> str | None:
         """Return the per-node progress to log with this poll (None: unchanged, or said recently)."""
-        key = tuple((n.node_name, n.ready, n.in_progress, n.success, n.failure) for n in stats)
-        if not stats or key == self._progress:
-            return None
         now = time.time()
-        if not changed and now - self._progress_at < PROGRESS_LOG_EVERY:
+        if not stats or (not changed and now - self._progress_at < PROGRESS_LOG_EVERY):
             return None  # said recently, in the same status: a later line (or the outcome) carries it
+        key = tuple((n.node_name, n.ready, n.in_progress, n.success, n.failure) for n in stats)
+        if key == self._progress:
+            return None
         self._progress, self._progress_at = key, now
         return "; ".join(
             f"{n.node_name or n.node_type or '?'}: ready {n.ready}, in progress {n.in_progress}, "
@@ -197,9 +197,11 @@ class PollSchedule:
     """
 
     def __init__(self, deadline: float, interval: float) -> None:
+        now = time.time()
         self.deadline = deadline
-        self.cutoff = deadline
-        """When the requests of a poll must end: the deadline, or a moment after a late first poll."""
+        self._late = deadline <= now
+        self.cutoff = now + FINAL_POLL_RESERVE if self._late else deadline
+        """When the requests of the polls must end: the deadline (one that had passed: a moment from now)."""
         self.interval = max(float(interval), 0.0)
         self._lead = min(FINAL_POLL_LEAD, self.interval)
         self._final_done = False
@@ -221,9 +223,8 @@ class PollSchedule:
         """
         remaining = self.remaining()
         first, self._polled = not self._polled, True
-        if first and remaining <= 0:
+        if first and self._late:
             self._final_done = True
-            self.cutoff = time.time() + FINAL_POLL_RESERVE
             return 0.0
         if remaining <= 0 or self._final_done:
             return None
