@@ -51,7 +51,7 @@ class Metric:
         labels = {tag: _tag_value(tags.get(tag)) for tag in self.tags}
         sends = [(self.name, labels)]
         try:
-            if self.per_task and tags.get("dag_id") and tags.get("task_id") and _legacy_names():
+            if tags.get("dag_id") and tags.get("task_id") and self.per_task and _legacy_names():
                 rest = {tag: label for tag, label in labels.items() if tag not in TASK_TAGS}
                 sends.insert(0, (".".join([self.name, *(_name_part(tags[tag]) for tag in TASK_TAGS)]), rest))
             stats = _stats()

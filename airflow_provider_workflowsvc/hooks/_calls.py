@@ -5,6 +5,7 @@ Every endpoint of the Workflow Service, once: a builder that checks its argument
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import os
@@ -31,7 +32,6 @@ from airflow_provider_workflowsvc.hooks._exchange import (
     parse_check_started,
     parse_run_result,
     parser,
-    send_sync,
 )
 from airflow_provider_workflowsvc.hooks._files import (  # operators import the upload checks from here
     OUTPUT_HEAD_BYTES,
@@ -41,7 +41,6 @@ from airflow_provider_workflowsvc.hooks._files import (  # operators import the 
     download_target,
     upload_files,
 )
-from airflow_provider_workflowsvc.hooks._pool import send_async
 from airflow_provider_workflowsvc.models import (
     LISTED_JOB_STATUSES,
     ConnectionCheck,
@@ -97,8 +96,19 @@ class Endpoint(Generic[P, T]):
         return self  # only on Endpoints itself: every hook class has its own real methods
 
     def method(self, owner: type, asynchronous: bool) -> Callable[..., Any]:
-        """Return ``owner``'s method that sends this endpoint's call, named, typed and documented as it."""
-        method = send_async(self) if asynchronous else send_sync(self)
+        """
+        Return ``owner``'s method that builds this endpoint's call and sends it with ``owner._send`` (async:
+        in a task of its own, whose suspensions resume only its frames), named, typed and documented as it.
+        """
+        endpoint, name = self, self.name
+
+        def send(hook: Any, *args: Any, **kwargs: Any) -> Any:
+            return hook._send(endpoint.build(*args, **kwargs), operation=name)
+
+        async def send_async(hook: Any, *args: Any, **kwargs: Any) -> Any:
+            return await asyncio.ensure_future(hook._send(endpoint.build(*args, **kwargs), operation=name))
+
+        method: Callable[..., Any] = send_async if asynchronous else send
         qualname = f"{owner.__qualname__}.{self.name}"
         if sys.version_info >= (3, 11):  # a traceback names the endpoint
             method.__code__ = method.__code__.replace(co_name=self.name, co_qualname=qualname)

@@ -293,23 +293,23 @@ def exchange(
     transport: _Transport, call: ApiCall[T], retries: bool = True, operation: str = ""
 ) -> Exchange[T]:
     """Make one call's attempts and retries, and after a 401/403 one more with the connection read anew."""
+    attempts = _attempts if call.status_filter is None else _spelled_attempts
     try:
-        return (yield from _spelled_attempts(transport, call, retries, operation))
+        return (yield from attempts(transport, call, retries, operation))
     except WorkflowServiceAuthError as exc:
         renewed = (yield _Reread(transport.settings)) if retries and transport.conn_id else None
         if not isinstance(renewed, _Transport):
             raise transport.still_refused(exc, unread=renewed) from None
     try:
-        return (yield from _spelled_attempts(renewed, call, retries, operation))
+        return (yield from attempts(renewed, call, retries, operation))
     except WorkflowServiceAuthError as exc:
         raise renewed.still_refused(exc) from None
 
 
 def _spelled_attempts(transport: _Transport, call: ApiCall[T], retries: bool, operation: str) -> Exchange[T]:
-    """Make the call's attempts with its status filter in the service's spelling (decisions/wire.md)."""
+    """Make the attempts of a call with a status filter in the service's spelling (decisions/wire.md)."""
     status = call.status_filter
-    if status is None:
-        return (yield from _attempts(transport, call, retries, operation))
+    assert status is not None
     known = transport.spellings.get(transport.settings.base_url)
     first = known or "platform"
     for spelling in (first, "spec" if first == "platform" else "platform"):
@@ -407,7 +407,7 @@ def _job_listing(
 
 
 # --------------------------------------------------------------------------------------------------
-# The sync driver: the sync hook's ``_send``, and the endpoint methods that call it
+# The sync driver: the sync hook's ``_send``
 
 
 def send(hook: WorkflowServiceHook, call: ApiCall[T], retries: bool = True, operation: str = "") -> T:
@@ -446,14 +446,3 @@ def send(hook: WorkflowServiceHook, call: ApiCall[T], retries: bool = True, oper
         steps.close()
         if opened is not None:
             opened.close()
-
-
-def send_sync(endpoint: Any) -> Callable[..., Any]:
-    """Return the sync hook's method that builds ``endpoint``'s call (its ``build``) and sends it."""
-
-    name = endpoint.name
-
-    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return self._send(endpoint.build(*args, **kwargs), operation=name)
-
-    return method

@@ -12,7 +12,7 @@ import contextvars
 import os
 import ssl
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -318,17 +318,13 @@ def shared_client_users() -> list[tuple[str, int]]:
 
 
 # --------------------------------------------------------------------------------------------------
-# The async driver: the async hook's ``_send`` (beside the lanes it waits on), and its endpoint methods
+# The async driver: the async hook's ``_send`` (beside the lanes it waits on)
 
 
 async def asend(
     hook: WorkflowServiceAsyncHook, call: ApiCall[T], retries: bool = True, operation: str = ""
 ) -> T:
-    """:func:`~._exchange.send` with the shared client, in a task of its own (it resumes only its frames)."""
-    return await asyncio.ensure_future(_asend(hook, call, retries, operation))
-
-
-async def _asend(hook: WorkflowServiceAsyncHook, call: ApiCall[T], retries: bool, operation: str) -> T:
+    """:func:`~._exchange.send` with the shared client (an endpoint method runs it in a task of its own)."""
     transport, client = await hook._aconnection()
     steps = exchange(transport, call, retries, operation)
     answer: Any = None
@@ -365,14 +361,3 @@ async def _asend(hook: WorkflowServiceAsyncHook, call: ApiCall[T], retries: bool
         steps.close()
         if opened is not None:
             await opened.aclose()
-
-
-def send_async(endpoint: Any) -> Callable[..., Any]:
-    """Return the async hook's method that builds ``endpoint``'s call (its ``build``) and sends it."""
-
-    name = endpoint.name
-
-    async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return await self._send(endpoint.build(*args, **kwargs), operation=name)
-
-    return method

@@ -309,7 +309,7 @@ class WorkflowServiceAsyncHook(_HookBase, JobEventEndpoints):
 
     async def _aconnection(self) -> tuple[_Transport, httpx.AsyncClient]:
         """:meth:`WorkflowServiceHook._connection`, awaited."""
-        transport = await self._atransport()
+        transport = self._current_transport() or await self._atransport()
         return transport, await self.get_async_conn()
 
     async def get_async_conn(self) -> httpx.AsyncClient:
