@@ -7,8 +7,11 @@ both kinds a user has: ``--run-waits`` ``RunWorkflowOperator`` tasks that start 
 workflow and defer, and the rest ``WorkflowJobSensor`` tasks on jobs the benchmark started, which start in
 the triggerer (``start_from_trigger``) and end there. The emulator keeps every job running until the
 benchmark moves its clock, so all waits overlap; then every job ends at once (the worst burst).
+``--dag-size`` spreads the waits over N / size DAGs (wait n in DAG n % count), each run once with the
+same run id; the figures are over all of them. Airflow 3.3.2 puts a sensor's whole serialized DAG into
+its ``RunTrigger`` message, and one DAG of 200 sensors deadlocked both triggerers (docs/benchmarks.md).
 
-Scenarios, each on a fresh DAG run of N waits:
+Scenarios, each on fresh DAG runs of N waits:
 
 * ``steady`` - nothing happens while they wait;
 * ``kill`` - SIGKILL to the triggerer holding the most waits, at the peak;
@@ -39,6 +42,7 @@ import argparse
 import contextlib
 import dataclasses
 import datetime
+import json
 import os
 import signal
 import socket
@@ -73,15 +77,18 @@ from airflow.sdk import DAG
 from airflow_provider_workflowsvc.operators.jobs import RunWorkflowOperator
 from airflow_provider_workflowsvc.sensors.job import WorkflowJobSensor
 
-with DAG(dag_id="{dag_id}", schedule=None, start_date=datetime(2025, 1, 1), catchup=False,
-         max_active_tasks={waits}, tags=["workflowsvc", "bench"]):
-    for n in range({runs}):
-        RunWorkflowOperator(task_id=f"run_{{n:04d}}", files="{input}", deferrable=True,
-                            workflow_id="{{{{ dag_run.conf['workflows'][%d] }}}}" % n,
-                            poll_interval={interval}, timeout=3600)
-    for n in range({sensors}):
-        WorkflowJobSensor(task_id=f"sensor_{{n:04d}}", job_id="{{{{ dag_run.conf['jobs'][%d] }}}}" % n,
-                          deferrable=True, poke_interval={interval}, timeout=3600)
+DAG_IDS = {dag_ids!r}
+# wait n lives in DAG n % len(DAG_IDS); each DAG's run conf carries its own slice of the ids
+for d, dag_id in enumerate(DAG_IDS):
+    with DAG(dag_id=dag_id, schedule=None, start_date=datetime(2025, 1, 1), catchup=False,
+             max_active_tasks={waits}, tags=["workflowsvc", "bench"]):
+        for i, n in enumerate(range(d, {runs}, len(DAG_IDS))):
+            RunWorkflowOperator(task_id=f"run_{{n:04d}}", files="{input}", deferrable=True,
+                                workflow_id="{{{{ dag_run.conf['workflows'][%d] }}}}" % i,
+                                poll_interval={interval}, timeout=3600)
+        for i, n in enumerate(range(d, {sensors}, len(DAG_IDS))):
+            WorkflowJobSensor(task_id=f"sensor_{{n:04d}}", job_id="{{{{ dag_run.conf['jobs'][%d] }}}}" % i,
+                              deferrable=True, poke_interval={interval}, timeout=3600)
 '''
 
 
@@ -99,6 +106,9 @@ class Sizes:
     interval: float = 4.0
     window: float = 20.0
     """Seconds of each measuring window (steady state, after the reassignment)."""
+    dag_size: int = 0
+    """Waits per DAG (0: one DAG of N). Airflow puts the whole serialized DAG into each sensor's
+    ``RunTrigger`` message (3.3.2): a 200-task DAG deadlocked the triggerer's socket pair."""
 
     @property
     def sensors(self) -> int:
@@ -108,12 +118,19 @@ class Sizes:
     def workflow_count(self) -> int:
         return self.workflows or self.waits
 
+    @property
+    def dag_ids(self) -> list[str]:
+        """The benchmark's DAGs: ``DAG_ID`` alone, or ``N / dag_size`` of them (rounded up)."""
+        if not self.dag_size or self.dag_size >= self.waits:
+            return [DAG_ID]
+        return [f"{DAG_ID}_{d:03d}" for d in range(-(-self.waits // self.dag_size))]
+
 
 def write_dag(folder: Path, sizes: Sizes, input_path: str) -> Path:
-    """Write the benchmark's DAG (``DAG_ID``) for ``sizes`` into ``folder``; return its path."""
+    """Write the benchmark's DAG file (``Sizes.dag_ids``) for ``sizes`` into ``folder``; return its path."""
     source = DAG_TEMPLATE.format(
-        dag_id=DAG_ID,
-        waits=max(sizes.waits, 1),
+        dag_ids=sizes.dag_ids,
+        waits=max(-(-sizes.waits // len(sizes.dag_ids)), 1),
         runs=sizes.run_waits,
         sensors=sizes.sensors,
         interval=sizes.interval,
@@ -240,19 +257,15 @@ class Outcome:
         return f"{self.scenario}: held {self.held}; " + ", ".join(f"{k} {v}" for k, v in shown.items())
 
 
-def deferred(airflow: Any, run_id: str) -> dict[str, dict[str, Any]]:
-    """Each deferred task's trigger and its holder (``deferred_tasks``), sensors' included."""
-    tasks: dict[str, dict[str, Any]] = airflow.deferred_tasks(DAG_ID, run_id)
+def deferred(airflow: Any, sizes: Sizes, run_id: str, kwargs: bool = True) -> dict[str, dict[str, Any]]:
+    """Each deferred task's DAG, trigger and holder (``deferred_tasks``) over the benchmark's DAGs."""
+    tasks: dict[str, dict[str, Any]] = airflow.deferred_tasks(sizes.dag_ids, run_id, kwargs)
     return tasks
 
 
-def held_by(
-    airflow: Any, run_id: str, waits: int, holders: Sequence[str]
-) -> dict[str, dict[str, Any]] | None:
-    tasks = deferred(airflow, run_id)
-    if len(tasks) == waits and all(d["triggerer"] in holders for d in tasks.values()):
-        return tasks
-    return None
+def held_by(airflow: Any, sizes: Sizes, run_id: str, holders: Sequence[str]) -> bool:
+    tasks = deferred(airflow, sizes, run_id, kwargs=False)
+    return len(tasks) == sizes.waits and all(d["triggerer"] in holders for d in tasks.values())
 
 
 def triggerer_usage(airflow: Any) -> tuple[float, int]:
@@ -271,10 +284,29 @@ def blocked_warnings(airflow: Any, name: str) -> int:
     return path.read_text(errors="replace").count(BLOCKED) if path.exists() else 0
 
 
-def left_running(airflow: Any, run_id: str, task_id: str, job_id: str) -> bool:
+def left_running(airflow: Any, dag_id: str, run_id: str, task_id: str, job_id: str) -> bool:
     """Whether the task's trigger log says its ``on_kill`` left ``job_id`` running (the guard's line)."""
-    texts = (p.read_text(errors="replace") for p in airflow.trigger_log_files(DAG_ID, run_id, task_id))
+    texts = (p.read_text(errors="replace") for p in airflow.trigger_log_files(dag_id, run_id, task_id))
     return any(f"Left job {job_id} running" in text for text in texts)
+
+
+def worker_stretches(airflow: Any, dag_id: str, run_id: str, task_id: str) -> list[datetime.datetime]:
+    """
+    Return the times a task held a worker slot, from its own task log (the worker's lines, not the
+    triggerer's): ``[start, deferred, resumed, end]``, split at the longest silence (the deferral).
+    """
+    stamps = []
+    for path in airflow.task_log_dir(dag_id, run_id, task_id).glob("attempt=*.log"):
+        if ".trigger." in path.name:
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+                stamps.append(datetime.datetime.fromisoformat(json.loads(line)["timestamp"]))
+    stamps.sort()
+    if len(stamps) < 2:
+        return []
+    gap = max(range(1, len(stamps)), key=lambda i: stamps[i] - stamps[i - 1])
+    return [stamps[0], stamps[gap - 1], stamps[gap], stamps[-1]]
 
 
 def ensure_triggerers(airflow: Any, timeout: float = 240) -> None:
@@ -295,10 +327,11 @@ def fail_over(
     SIGKILL (``kill``, ``faults``) or SIGSTOP then SIGCONT (``pause``) the triggerer holding the most
     waits; return the waits it held once the other holds them all and reads their state again.
     """
-    holders = Counter(d["triggerer"] for d in deferred(airflow, run_id).values())
+    holding = deferred(airflow, sizes, run_id, kwargs=action == "pause")
+    holders = Counter(d["triggerer"] for d in holding.values())
     victim = max(TRIGGERERS, key=lambda name: holders.get(name, 0))
     survivor = next(name for name in TRIGGERERS if name != victim)
-    moved = {t: d for t, d in deferred(airflow, run_id).items() if d["triggerer"] == victim}
+    moved = {t: d for t, d in holding.items() if d["triggerer"] == victim}
     if action == "faults":
         emulator.add_fault(errors=["429", "503"], rate=FAULT_RATE, retry_after=1.0)
     mark = len(emulator.requests())
@@ -310,7 +343,7 @@ def fail_over(
         airflow.signal_component(victim, signum)
     try:
         wait_for(
-            lambda: held_by(airflow, run_id, sizes.waits, (survivor,)),
+            lambda: held_by(airflow, sizes, run_id, (survivor,)),
             600,
             f"{survivor} to hold all",
             0.5,
@@ -338,12 +371,12 @@ def fail_over(
     )
     out.counts["faults injected"] = sum(1 for e in after if e.get("fault"))
     if action == "pause":
-        cancellable = {t: d["kwargs"]["job_id"] for t, d in moved.items() if t.startswith("run_")}
+        cancellable = {t: d for t, d in moved.items() if t.startswith("run_")}
         wait_for(
             lambda: all(
-                emulator.requests(method="POST", path_contains=f"/jobs/{job}/cancel")
-                or left_running(airflow, run_id, task, job)
-                for task, job in cancellable.items()
+                emulator.requests(method="POST", path_contains=f"/jobs/{d['kwargs']['job_id']}/cancel")
+                or left_running(airflow, d["dag_id"], run_id, task, d["kwargs"]["job_id"])
+                for task, d in cancellable.items()
             ),
             300,
             f"the woken {victim} to end the triggers it lost",
@@ -375,11 +408,14 @@ def run_scenario(
     worker_cpu0 = group_usage(airflow.workers()[0].pid)[0]
     counted0, logged0 = (metrics.requests if metrics else 0), len(emulator.requests())
     started = time.monotonic()
-    run_id = airflow.trigger_dag(DAG_ID, conf={"workflows": run_workflows, "jobs": sensor_jobs})
+    dags = sizes.dag_ids
+    run_id = f"bench__{scenario}_{time.time_ns()}"  # one run of each DAG, the same run id
+    for d, dag_id in enumerate(dags):
+        conf = {"workflows": run_workflows[d :: len(dags)], "jobs": sensor_jobs[d :: len(dags)]}
+        airflow.trigger_dag(dag_id, run_id, conf=conf)
     timeout = 600 + 3 * sizes.waits
-    before = wait_for(
-        lambda: held_by(airflow, run_id, sizes.waits, TRIGGERERS), timeout, f"{sizes.waits} waits deferred", 1
-    )
+    wait_for(lambda: held_by(airflow, sizes, run_id, TRIGGERERS), timeout, f"{sizes.waits} waits deferred", 1)
+    before = deferred(airflow, sizes, run_id)
     out.figures["seconds to defer all"] = time.monotonic() - started
     out.figures["worker CPU s per run start"] = (
         group_usage(airflow.workers()[0].pid)[0] - worker_cpu0
@@ -414,17 +450,33 @@ def run_scenario(
     ended = datetime.datetime.now(datetime.timezone.utc)
     worker_cpu1 = group_usage(airflow.workers()[0].pid)[0]
     emulator.advance_clock(SLOW * 100)
+    ended_runs = "SELECT count(*) FROM dag_run WHERE dag_id = ANY(%s) AND run_id = %s AND state IN %s"
     wait_for(
-        lambda: airflow.dag_run(DAG_ID, run_id)["state"] in ("success", "failed"),
+        lambda: airflow.sql(ended_runs, (dags, run_id, ("success", "failed")))[0][0] == len(dags),
         timeout,
-        "the run to end",
+        "the runs to end",
         1,
     )
     resumed = group_usage(airflow.workers()[0].pid)[0] - worker_cpu1
     out.figures["worker CPU s per run resume"] = resumed / max(sizes.run_waits, 1)
+    # Worker-slot seconds per run: its start and its resume (its task log), beside a task that polls
+    # its job in the worker (the SDK's loop): it holds the slot from its start until the job ends.
+    stretches = [
+        s
+        for n in range(sizes.run_waits)
+        if (s := worker_stretches(airflow, dags[n % len(dags)], run_id, f"run_{n:04d}"))
+    ]
+    if stretches:
+        out.figures["worker-slot s per run (start + resume)"] = statistics.mean(
+            (s[1] - s[0] + s[3] - s[2]).total_seconds() for s in stretches
+        )
+        out.figures["worker-slot s per run, polling in the worker"] = statistics.mean(
+            (ended - s[0]).total_seconds() for s in stretches
+        )
     rows = airflow.sql(
-        "SELECT task_id, state, try_number, end_date FROM task_instance WHERE dag_id = %s AND run_id = %s",
-        (DAG_ID, run_id),
+        "SELECT task_id, state, try_number, end_date FROM task_instance"
+        " WHERE dag_id = ANY(%s) AND run_id = %s",
+        (dags, run_id),
     )
     latency: dict[str, list[float]] = {"run": [], "sensor": []}
     for task_id, state, _try, end in rows:
@@ -508,7 +560,8 @@ def stack(
             start_timeout=400,
             stop_timeout=30,
         ) as (airflow, emulator):
-            airflow.wait_for_dag(DAG_ID, timeout=300)
+            for dag_id in sizes.dag_ids:
+                airflow.wait_for_dag(dag_id, timeout=300)
             yield airflow, emulator
 
 
@@ -554,6 +607,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-waits", type=int, help="of them, RunWorkflowOperator tasks (default N/2)")
     parser.add_argument("--workflows", type=int, help="workflows the jobs belong to, W (0: W = N; default 4)")
     parser.add_argument("--threshold", type=int, help="triggerer_health_check_threshold s (default 10)")
+    parser.add_argument("--dag-size", type=int, help="waits per DAG (default 0: one DAG of N)")
     parser.add_argument(
         "--scenarios",
         help=f"comma-separated: {', '.join(SCENARIOS)} (default all); NAME:W on W workflows (NAME:N: W = N)",
@@ -567,6 +621,7 @@ def sizes_from(args: argparse.Namespace) -> Sizes:
         run_waits=args.run_waits if args.run_waits is not None else waits // 2,
         workflows=args.workflows if args.workflows is not None else 4,
         threshold=args.threshold if args.threshold is not None else 10,
+        dag_size=args.dag_size or 0,
     )
 
 
