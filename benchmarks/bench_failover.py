@@ -31,6 +31,7 @@ after the reassignment, the triggerers' CPU seconds per 1,000 waits per minute a
 CPU seconds per run wait, and the load average.
 
     ./dev bench --only failover --waits 60 --run-waits 20 --threshold 15 --scenarios steady,kill,kill:N
+    ./dev bench --only failover --waits 1000 --run-waits 50 --dag-size 20 --threshold 30
     python -m benchmarks.bench_failover --waits 40 --scenarios steady,kill
 
 ``tests/test_e2e_distributed.py`` runs ``pause+kill`` at CI's size and asserts the counts.
