@@ -1032,20 +1032,28 @@ class DistributedAirflow(LocalAirflow):
         finally:
             connection.close()
 
-    def deferred_tasks(self, dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:
+    def deferred_tasks(
+        self, dag_id: str | Sequence[str], run_id: str, kwargs: bool = True
+    ) -> dict[str, dict[str, Any]]:
         """
-        Return each deferred task's trigger: ``trigger_id``, ``triggerer`` (the holder's hostname,
-        ``triggerer-N``; None while unassigned or held by a dead triggerer's row) and ``kwargs``.
+        Return each deferred task's trigger: ``dag_id``, ``trigger_id``, ``triggerer`` (the holder's
+        hostname, ``triggerer-N``; None while unassigned or held by a dead triggerer's row) and, unless
+        ``kwargs`` is False (cheaper to poll), ``kwargs``. ``dag_id`` may name several DAGs (one run id).
         """
         rows = self.sql(
-            "SELECT ti.task_id, t.id, t.kwargs, job.hostname FROM task_instance ti"
+            "SELECT ti.task_id, ti.dag_id, t.id, t.kwargs, job.hostname FROM task_instance ti"
             " JOIN trigger t ON t.id = ti.trigger_id LEFT JOIN job ON job.id = t.triggerer_id"
-            " WHERE ti.dag_id = %s AND ti.run_id = %s AND ti.state = 'deferred'",
-            (dag_id, run_id),
+            " WHERE ti.dag_id = ANY(%s) AND ti.run_id = %s AND ti.state = 'deferred'",
+            ([dag_id] if isinstance(dag_id, str) else list(dag_id), run_id),
         )
         return {
-            task_id: {"trigger_id": trigger_id, "triggerer": host, "kwargs": self._trigger_kwargs(stored)}
-            for task_id, trigger_id, stored, host in rows
+            task_id: {
+                "dag_id": dag,
+                "trigger_id": trigger_id,
+                "triggerer": host,
+                **({"kwargs": self._trigger_kwargs(stored)} if kwargs else {}),
+            }
+            for task_id, dag, trigger_id, stored, host in rows
         }
 
     def alive_triggerers(self) -> dict[int, str]:
