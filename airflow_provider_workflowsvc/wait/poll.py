@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Iterator
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -175,73 +175,69 @@ def _documents(hook: Any, job: Job, log: Log) -> Steps[dict[str, str | None]]:
     return documents
 
 
-def _polls(
-    hook: Any,
-    watch: JobWatch,
-    schedule: PollSchedule,
-    both: Both,
-    sleep: Sleep,
-    told: Subscription | None = None,
-) -> Steps[JobOutcome | None]:
-    """
-    Poll until the job is terminal (its outcome) or the polls are over (None); transient errors do not
-    end the wait. A poll the source ``told`` vouches for sends nothing.
-    """
-    while (pause := schedule.next_pause()) is not None:
-        yield sleep(pause)
-        if told is not None and not told.due(schedule):
-            continue
-        try:
-            outcome = yield from _polled(hook, watch, both)
-        except Exception as exc:
-            survive_transient(exc, watch.log, f"Job {watch.job_id}: status check")
-            continue
-        if outcome is not None:
-            return outcome
-    return None
-
-
-def _end_reads(
-    hook: Any, watch: JobWatch, schedule: PollSchedule, both: Both, sleep: Sleep, until: float
-) -> Steps[JobOutcome | None]:
-    """
-    Read the end of a job the last poll saw ended until ``until`` (``END_READ_RESERVE`` past the
-    deadline: a slow service delays the report of an end it gave in time, it does not make it a timeout),
-    again an interval after a transient failure.
-    """
-    while watch.ended:
-        try:
-            return (yield from _end(hook, watch, None, both))
-        except Exception as exc:
-            if not is_transient(exc):
-                raise
-            watch.log.warning(
-                "Job %s ended, but reading its end failed or took too long (%s)", watch.job_id, exc
-            )
-        if (pause := min(schedule.interval, until - time.time())) <= 0:
-            break
-        yield sleep(pause)
-    return None
-
-
 def wait_for_job(
     hook: WorkflowServiceHook,
     watch: JobWatch,
     schedule: PollSchedule,
     sleep: Callable[[float], None] = time.sleep,
 ) -> JobOutcome:
+    """Poll until the job is terminal or the deadline passes (:func:`_phases`)."""
+    for cutoff, steps in _phases(hook, watch, schedule, _read_both, sleep):
+        with deadline(cutoff):
+            if (outcome := _drive(steps)) is not None:
+                return outcome
+    sleep(schedule.rest())
+    return watch.timed_out()
+
+
+def _phases(
+    hook: Any,
+    watch: JobWatch,
+    schedule: PollSchedule,
+    both: Both,
+    sleep: Sleep,
+    told: Subscription | None = None,
+) -> Iterator[tuple[float, Steps[JobOutcome | None]]]:
     """
-    Poll until the job is terminal or the deadline passes (its requests end by the deadline, those of an
-    end seen before it by :meth:`~.watch.PollSchedule.end_cutoff`); a timeout lasts the whole wait.
+    Yield a wait's two phases, each with the moment its requests must end; with no outcome from either,
+    the wait lasts its whole timeout, then times out. A poll the source ``told`` vouches for sends nothing.
     """
-    with deadline(schedule.cutoff):
-        outcome = _drive(_polls(hook, watch, schedule, _read_both, sleep))
-    if outcome is None:
-        with deadline(until := schedule.end_cutoff()):
-            outcome = _drive(_end_reads(hook, watch, schedule, _read_both, sleep, until))
-    if outcome is None:
-        sleep(schedule.rest())
-    return outcome or watch.timed_out()
+
+    def polls() -> Steps[JobOutcome | None]:  # until the job is terminal; transient errors go on
+        while (pause := schedule.next_pause()) is not None:
+            yield sleep(pause)
+            if told is not None and not told.due(schedule):
+                continue
+            try:
+                outcome = yield from _polled(hook, watch, both)
+            except Exception as exc:
+                survive_transient(exc, watch.log, f"Job {watch.job_id}: status check")
+                continue
+            if outcome is not None:
+                return outcome
+        return None
+
+    def end_reads(until: float) -> Steps[JobOutcome | None]:
+        # The end the last poll saw, read until ``END_READ_RESERVE`` past the deadline (a slow service
+        # delays the report of an end it gave in time, it does not make it a timeout), again an interval
+        # after a transient failure.
+        while watch.ended:
+            try:
+                return (yield from _end(hook, watch, None, both))
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                watch.log.warning(
+                    "Job %s ended, but reading its end failed or took too long (%s)", watch.job_id, exc
+                )
+            if (pause := min(schedule.interval, until - time.time())) <= 0:
+                break
+            yield sleep(pause)
+        return None
+
+    yield schedule.cutoff, polls()  # the polls end by the deadline
+    until = schedule.end_cutoff()  # from when they ended
+    yield until, end_reads(until)
 
 
 def cancel_quietly(hook: WorkflowServiceHook, job_id: str, log: Log, within: float | None = None) -> bool:
@@ -394,13 +390,11 @@ async def await_job(
     told: Subscription | None = None,
 ) -> JobOutcome:
     """:func:`wait_for_job`, awaited; a poll the source ``told`` vouches for sends nothing."""
-    outcome = await _until(schedule.cutoff, _polls(hook, watch, schedule, _read_at_once, asyncio.sleep, told))
-    if outcome is None:
-        until = schedule.end_cutoff()
-        outcome = await _until(until, _end_reads(hook, watch, schedule, _read_at_once, asyncio.sleep, until))
-    if outcome is None:
-        await asyncio.sleep(schedule.rest())
-    return outcome or watch.timed_out()
+    for cutoff, steps in _phases(hook, watch, schedule, _read_at_once, asyncio.sleep, told):
+        if (outcome := await _until(cutoff, steps)) is not None:
+            return outcome
+    await asyncio.sleep(schedule.rest())
+    return watch.timed_out()
 
 
 async def _until(cutoff: float, steps: Steps[A]) -> A | None:
