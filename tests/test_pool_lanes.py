@@ -23,7 +23,7 @@ pytestmark = pytest.mark.pool
 
 
 LANE_LIMIT = 10.0
-"""Long enough that no request of a busy machine is cut by it; test 2 waits half of it (the guard)."""
+"""Long enough that no request of a busy machine is cut by it."""
 HEALTH = "/jobs/"
 Http11 = httpcore._async.http11.AsyncHTTP11Connection
 
@@ -38,9 +38,11 @@ async def client(emulator: Any) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-async def test_a_close_cut_short_retires_its_lane(client: httpx.AsyncClient, monkeypatch: Any) -> None:
+async def test_a_close_cut_short_renews_its_lanes_connection(
+    client: httpx.AsyncClient, monkeypatch: Any
+) -> None:
     """The first request is cancelled inside httpcore's close of its response; the next one is served
-    over a new lane (on the old one it would wait for the busy connection, then fail: ``PoolTimeout``)."""
+    over a new connection (httpcore's pool would wait for the busy one, then fail: ``PoolTimeout``)."""
     closing = asyncio.Event()
     response_closed = Http11._response_closed
 
@@ -58,18 +60,19 @@ async def test_a_close_cut_short_retires_its_lane(client: httpx.AsyncClient, mon
     monkeypatch.setattr(Http11, "_response_closed", response_closed)
     lanes = client._transport
     assert isinstance(lanes, _pool._Lanes)
-    old = list(lanes._lanes)
+    old = lanes._lanes[0]._pool._connection  # type: ignore[attr-defined]
 
     response = await asyncio.wait_for(client.get(HEALTH), 60)
     assert response.status_code == 200  # not a PoolTimeout: no wait for the old connection
-    assert lanes._lanes != old  # served over the lane that replaced it
+    assert lanes._lanes[0]._pool._connection is not old  # type: ignore[attr-defined]
+    assert old.is_closed()
 
 
-async def test_a_lane_found_busy_fails_fast_and_is_retired(
+async def test_a_lane_found_busy_is_served_over_a_new_connection(
     client: httpx.AsyncClient, monkeypatch: Any
 ) -> None:
-    """A lane whose connection is busy behind the pool's back (its close skipped) makes the next request
-    fail before the lane limit as never sent (``PoolTimeout``), not wait; the request after it is served."""
+    """A lane whose connection is busy behind its back (its close skipped) serves the next request over a
+    new connection at once and closes the old one: nothing waits for a connection that may never free."""
     response_closed = Http11._response_closed
 
     async def skipped_close(self: Any) -> None:
@@ -78,11 +81,16 @@ async def test_a_lane_found_busy_fails_fast_and_is_retired(
     monkeypatch.setattr(Http11, "_response_closed", skipped_close)
     assert (await client.get(HEALTH)).status_code == 200
     monkeypatch.setattr(Http11, "_response_closed", response_closed)
+    lanes = client._transport
+    assert isinstance(lanes, _pool._Lanes)
+    busy = lanes._lanes[0]._pool._connection  # type: ignore[attr-defined]
+    assert busy is not None
+    assert not busy.is_idle()
 
-    patient = httpx.Timeout(30.0, pool=3600.0)  # without the guard, it would wait for the connection
-    with pytest.raises(httpx.PoolTimeout):  # the guard: after half the lane limit, whatever it allows
-        await asyncio.wait_for(client.get(HEALTH, timeout=patient), 60)
-    assert (await asyncio.wait_for(client.get(HEALTH), 60)).status_code == 200
+    patient = httpx.Timeout(30.0, pool=3600.0)  # with httpcore's pool it would wait for the connection
+    assert (await asyncio.wait_for(client.get(HEALTH, timeout=patient), 60)).status_code == 200
+    assert busy.is_closed()
+    assert lanes._lanes[0]._pool._connection is not busy  # type: ignore[attr-defined]
 
 
 async def test_a_request_first_in_line_takes_the_next_free_lane() -> None:

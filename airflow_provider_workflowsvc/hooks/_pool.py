@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import httpcore
 import httpx
 
 from airflow_provider_workflowsvc import metrics
@@ -62,13 +63,18 @@ class _Lanes(httpx.AsyncBaseTransport):
     """
     ``size`` single-connection transports ("lanes"), and an ``overflow`` of more for reads that hang: a GET
     unanswered after ``lane_limit`` moves there, or is cut when it is full (:class:`LaneTimeLimit`).
-    A lane whose response did not close cleanly is retired and replaced (wire.md, the connection pool).
+    A lane's connection is renewed when a request finds it not idle (:class:`_OneConnection`; wire.md).
     """
 
     def __init__(
-        self, size: int, *, overflow: int | None = None, lane_limit: float = LANE_TIME_LIMIT, **options: Any
+        self,
+        size: int,
+        *,
+        overflow: int | None = None,
+        lane_limit: float = LANE_TIME_LIMIT,
+        verify: ssl.SSLContext | None = None,
     ) -> None:
-        self._options = options
+        self._verify = verify
         self._lanes = [self._new_lane() for _ in range(size)]
         self._free = list(reversed(self._lanes))
         self._waiters: collections.deque[asyncio.Future[httpx.AsyncHTTPTransport]] = collections.deque()
@@ -78,10 +84,9 @@ class _Lanes(httpx.AsyncBaseTransport):
         self._closing: set[asyncio.Task[None]] = set()
 
     def _new_lane(self) -> httpx.AsyncHTTPTransport:
-        limits = httpx.Limits(
-            max_connections=1, max_keepalive_connections=1, keepalive_expiry=KEEPALIVE_EXPIRY
-        )
-        return httpx.AsyncHTTPTransport(limits=limits, **self._options)
+        lane = httpx.AsyncHTTPTransport(verify=self._verify or True)
+        lane._pool = _OneConnection(self._verify)  # type: ignore[assignment]  # httpx's transport, our pool
+        return lane
 
     @property
     def overflowing(self) -> int:
@@ -90,8 +95,6 @@ class _Lanes(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         timeouts = request.extensions.get("timeout", {})
         lane = await self._take(timeouts.get("pool"))
-        # A clean lane never makes its request wait; one that does is retired (before the lane limit)
-        request.extensions["timeout"] = {**timeouts, "pool": self.lane_limit / 2}
         hold = _Hold(self, lane)
         timer = (
             asyncio.get_running_loop().call_later(self.lane_limit, hold.expire)
@@ -123,26 +126,16 @@ class _Lanes(httpx.AsyncBaseTransport):
         if len(self._overflowing) >= self.overflow:
             return False
         self._overflowing.add(lane)
-        self._replace(lane)
-        return True
-
-    def _replace(self, lane: httpx.AsyncHTTPTransport) -> None:
         replacement = self._new_lane()
         self._lanes[self._lanes.index(lane)] = replacement
         self._give_back(replacement)
-
-    def _retire(self, lane: httpx.AsyncHTTPTransport) -> None:
-        metrics.lane_retired()
-        self._close_later(lane).add_done_callback(lambda _: self._replace(lane))
+        return True
 
     def _leave_overflow(self, lane: httpx.AsyncHTTPTransport) -> None:
-        self._close_later(lane).add_done_callback(lambda _: self._overflowing.discard(lane))
-
-    def _close_later(self, lane: httpx.AsyncHTTPTransport) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(self._close(lane))
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
-        return task
+        task.add_done_callback(lambda _: self._overflowing.discard(lane))
 
     async def _close(self, lane: httpx.AsyncHTTPTransport) -> None:
         with contextlib.suppress(Exception):
@@ -178,7 +171,36 @@ class _Lanes(httpx.AsyncBaseTransport):
     async def aclose(self) -> None:
         for lane in [*self._lanes, *self._overflowing]:
             await lane.aclose()
-        await asyncio.gather(*self._closing, return_exceptions=True)  # lanes being retired
+        await asyncio.gather(*self._closing, return_exceptions=True)  # overflow connections closing
+
+
+class _OneConnection:
+    """
+    A lane's connection, in place of httpcore's pool: renewed when it is not idle (a close skipped or cut
+    short), has expired (keep-alive, the server closed it) or points elsewhere; never waited for.
+    """
+
+    def __init__(self, ssl_context: ssl.SSLContext | None) -> None:
+        self._ssl_context = ssl_context
+        self._connection: httpcore.AsyncHTTPConnection | None = None
+
+    async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
+        connection = self._connection
+        if connection is None or not _reusable(connection, request.url.origin):
+            if connection is not None:
+                await connection.aclose()
+            connection = self._connection = httpcore.AsyncHTTPConnection(
+                request.url.origin, ssl_context=self._ssl_context, keepalive_expiry=KEEPALIVE_EXPIRY
+            )
+        return await connection.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        if self._connection is not None:
+            await self._connection.aclose()
+
+
+def _reusable(connection: httpcore.AsyncHTTPConnection, origin: httpcore.Origin) -> bool:
+    return connection.is_idle() and not connection.has_expired() and connection.can_handle_request(origin)
 
 
 _FIRST_IN_LINE: contextvars.ContextVar[bool] = contextvars.ContextVar("first_in_line", default=False)
@@ -224,10 +246,10 @@ class _Hold:
         self.released = True
         if self.moved:
             self.lanes._leave_overflow(self.lane)
-        elif clean:
-            self.lanes._give_back(self.lane)
-        else:
-            self.lanes._retire(self.lane)
+            return
+        if not clean:
+            metrics.lane_retired()  # its connection, renewed by the lane's next request
+        self.lanes._give_back(self.lane)
 
 
 class _GiveBackOnClose(httpx.AsyncByteStream):
@@ -245,7 +267,7 @@ class _GiveBackOnClose(httpx.AsyncByteStream):
             await self._stream.aclose()
             clean = True
         finally:
-            self._hold.release(clean)  # a close cut short (cancelled) may leave the connection busy: retired
+            self._hold.release(clean)  # a close cut short (cancelled) may leave the connection busy: renewed
 
 
 async def wait_at_most(awaitable: Awaitable[T], seconds: float | None) -> T:
