@@ -88,10 +88,6 @@ class _Lanes(httpx.AsyncBaseTransport):
         lane._pool = _OneConnection(self._verify)  # type: ignore[assignment]  # httpx's transport, our pool
         return lane
 
-    @property
-    def overflowing(self) -> int:
-        return len(self._overflowing)
-
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         timeouts = request.extensions.get("timeout", {})
         lane = await self._take(timeouts.get("pool"))
