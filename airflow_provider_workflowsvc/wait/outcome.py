@@ -236,10 +236,12 @@ def _seconds(value: float | None) -> str:
     return f"{value:.1f}" if value < 10 else f"{value:.0f}"
 
 
-def log_outcome(outcome: JobOutcome, log: logging.Logger | Any, *, fail_on_failed_files: bool) -> None:
-    """Log the final summary line (with the task's verdict) and every failed file."""
+def log_outcome(
+    outcome: JobOutcome, log: logging.Logger | Any, *, fail_on_failed_files: bool, then: str = ""
+) -> None:
+    """Log the final summary line (the task's verdict, then what follows: ``then``) and every failed file."""
     log.info(
-        "Job %s finished waiting: %s (job status %s); %s; %d output file(s), %d failed file(s)%s",
+        "Job %s finished waiting: %s (job status %s); %s; %d output file(s), %d failed file(s)%s%s",
         outcome.job_id,
         outcome.verdict(fail_on_failed_files=fail_on_failed_files),
         outcome.job_status,
@@ -247,6 +249,7 @@ def log_outcome(outcome: JobOutcome, log: logging.Logger | Any, *, fail_on_faile
         len(outcome.output_files),
         len(outcome.failed_files),
         f"; message: {outcome.message}" if outcome.message else "",
+        f"; {then}" if then else "",
     )
     if outcome.failed_files:
         log.warning(
