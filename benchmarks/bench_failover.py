@@ -533,8 +533,16 @@ def run_scenario(
     cpu1, rss = triggerer_usage(airflow)
     window = status_reads(emulator.requests(method="GET"))[count0:]
     reads = len(window)
-    shapes = Counter(re.sub(r"[0-9a-f]{8}-[0-9a-f-]{27}", "ID", e["path"]) + "?" + e["query"] for e in window)
-    say(f"[failover] {scenario}: the steady window's status reads: {dict(shapes.most_common(6))}")
+    shapes = Counter(
+        re.sub(r"[0-9a-f]{8}-[0-9a-f-]{27}", "ID", e["path"]) + "?" + re.sub("=[^&]*", "", e["query"])
+        for e in window
+    )
+    feed = sorted(e["duration_ms"] or 0.0 for e in window if e["path"].endswith("/notifications"))
+    say(
+        f"[failover] {scenario}: the steady window's status reads: {dict(shapes.most_common(4))};"
+        f" the service took {fmt(feed[len(feed) // 2]) if feed else '-'} ms (median),"
+        f" {fmt(feed[-1]) if feed else '-'} ms (most) to answer a page of its feed"
+    )
     out.figures["requests per wait per interval"] = reads / sizes.waits / (elapsed / sizes.interval)
     out.figures["triggerers' CPU % of a core (both)"] = (cpu1 - cpu0) / elapsed * 100
     out.figures["triggerer CPU s per 1,000 waits per min"] = (cpu1 - cpu0) / elapsed * 60 * 1000 / sizes.waits
