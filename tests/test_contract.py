@@ -272,6 +272,7 @@ def test_wrong_credentials_raise_auth_error(emulator: Any, settings: ConnectionS
 def test_local_run_poll_and_download(
     emulator: Any, hook: WorkflowServiceHook, inputs: list[Path], tmp_path: Path
 ) -> None:
+    emulator.configure(processing_delay=5)  # still scheduled when the run's answer is made, however busy
     job = local_job(hook, inputs)
     assert job.status is JobStatus.SCHEDULED
     assert job.output_node_files == []
@@ -621,6 +622,7 @@ def test_spec_redirect_mode_costs_one_redirect_per_collection(
 async def test_async_hook_run_poll_download(
     emulator: Any, settings: ConnectionSettings, inputs: list[Path], tmp_path: Path
 ) -> None:
+    emulator.configure(processing_delay=5)  # still scheduled when the run's answer is made, however busy
     async with WorkflowServiceAsyncHook(settings=settings) as hook:
         workflow = await hook.create_workflow("async-wf", "basic")
         job = await hook.run_workflow(workflow.id, files=inputs)

@@ -132,7 +132,7 @@ def test_the_dialect_comes_from_the_flag_or_the_environment(
     monkeypatch.delenv("WORKFLOWSVC_EMULATOR_DIALECT", raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    proc, url = start([*emulator_command(), *args])
+    proc, url = start([*emulator_command(processing_delay=3600), *args])  # still scheduled when answered
     try:
         assert _run_status(url) == expected
     finally:

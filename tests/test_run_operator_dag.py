@@ -351,7 +351,7 @@ def test_execution_timeout_kills_the_task_and_cancels_the_job(
             workflow_id=workflow,
             files=str(inputs),
             poll_interval=0.2,
-            execution_timeout=timedelta(seconds=1),
+            execution_timeout=timedelta(seconds=10),  # after the run's start on a busy machine (1 s was not)
             cancel_on_timeout=False,
         )
     dr = dag_runner(dag)

@@ -177,7 +177,7 @@ class _OneConnection:
     """
 
     def __init__(self, ssl_context: ssl.SSLContext | None) -> None:
-        self._ssl_context = ssl_context
+        self._ssl_context, self._keepalive_expiry = ssl_context, KEEPALIVE_EXPIRY
         self._connection: httpcore.AsyncHTTPConnection | None = None
 
     async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
@@ -186,7 +186,7 @@ class _OneConnection:
             if connection is not None:
                 await connection.aclose()
             connection = self._connection = httpcore.AsyncHTTPConnection(
-                request.url.origin, ssl_context=self._ssl_context, keepalive_expiry=KEEPALIVE_EXPIRY
+                request.url.origin, ssl_context=self._ssl_context, keepalive_expiry=self._keepalive_expiry
             )
         return await connection.handle_async_request(request)
 
