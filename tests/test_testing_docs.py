@@ -165,7 +165,7 @@ def test_the_sbom_lists_each_runtime_requirement_of_the_wheel_with_a_version(rel
         release.canonical(c["name"]): c.get("version") for c in json.loads(sbom.read_text())["components"]
     }
     required = release.runtime_requirements(release.wheel_metadata(wheel))
-    assert set(required) == {"apache-airflow", "httpx", "pydantic"}
+    assert set(required) == {"apache-airflow", "httpx", "httpcore", "pydantic"}
     assert all(components.get(name) for name in required), {n: components.get(n) for n in required}
     assert len(components) > 100  # and what they require: Airflow alone brings a hundred
 
