@@ -364,15 +364,15 @@ def split_blocks(
     held the loop (the most sampled stacks).
     """
     marks = [*phases.values(), time.time()]
-    stacks: Counter[str] = Counter()
+    records = [(r, block_kind(r)) for r in loop_blocks(airflow, names, marks[0], marks[-1])]  # read once
     for (phase, start), end in zip(phases.items(), marks[1:], strict=False):
-        records = loop_blocks(airflow, names, start, end)
-        kinds = Counter(block_kind(r) for r in records)
+        kinds = Counter(kind for r, kind in records if start <= r["t"] <= end)
         for kind in ("code", "starved", "other"):
             out.figures[f"blocked while {phase}: {kind}"] = kinds[kind]
-        for r in records:
-            if block_kind(r) == "code":
-                stacks.update(r["stacks"])
+    stacks: Counter[str] = Counter()
+    for r, kind in records:
+        if kind == "code":
+            stacks.update(r["stacks"])
     for stack, samples in stacks.most_common(5):
         say(f"[failover] {out.scenario}: {samples} samples of the loop in code: {stack}")
 
