@@ -149,13 +149,26 @@ class Notifications:
 
     def __init__(self, service: Service) -> None:
         self.service = service
+        self._ended: dict[str, list[Event]] = {}
+        """The events of each ended job: they can no longer change, and a feed read over thousands of
+        earlier jobs rebuilt them all (0.4-3.3 s an answer in the failover benchmark)."""
+
+    def reset(self) -> None:
+        """Forget the ended jobs' events (the service forgot its jobs)."""
+        self._ended.clear()
 
     def events(self) -> tuple[list[Event], float]:
         """Every event visible now, newest first, and the emulator time they were read at."""
         jobs, now = self.service.timelines()
-        events = [e for job in jobs for e in job_events(job, now)]
+        events = [e for job in jobs for e in self._ended.get(job.id) or self._events_of(job, now)]
         events.sort(key=lambda e: e.key, reverse=True)
         return events, now
+
+    def _events_of(self, job: JobRecord, now: float) -> list[Event]:
+        events = job_events(job, now)
+        if not job.status(now).is_active:
+            self._ended[job.id] = events
+        return events
 
     def event_json(self, event: Event, read: bool) -> dict[str, Any]:
         status = job_status(event.status, self.service.dialect, "record")

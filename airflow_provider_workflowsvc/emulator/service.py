@@ -882,7 +882,7 @@ class Service:
     def timelines(self) -> tuple[list[JobRecord], float]:
         """Every job's record and the emulator time to read them at (queued on-demand jobs admitted)."""
         now = self._now()
-        return self._records(self.store.all("jobs")), now
+        return [self._job(key) for key in self.store.keys("jobs")], now
 
     def destination_writes(self, destination: str) -> list[dict[str, Any]]:
         """

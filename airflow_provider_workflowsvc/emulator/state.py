@@ -34,6 +34,7 @@ class EmulatorState:
 
     def reset(self) -> None:
         self.service.reset()
+        self.notifications.reset()
         self.service.config = self.defaults.model_copy()
         self.faults.clear()
         self.log.clear()

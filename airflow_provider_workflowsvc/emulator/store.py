@@ -107,6 +107,12 @@ class Store:
             rows = self._db.execute(sql, tuple(where.values())).fetchall()
         return [json.loads(row[0]) for row in rows]
 
+    def keys(self, table: Table) -> list[str]:
+        """Every row's id (in creation order for jobs), without reading the rows."""
+        sql = f"SELECT id FROM {table}" + (f" ORDER BY {_ORDER[table]}" if table in _ORDER else "")
+        with self._lock:
+            return [row[0] for row in self._db.execute(sql).fetchall()]
+
     def put_outputs(self, job_id: str, outputs: Iterable[tuple[str, str]]) -> None:
         """Store each ``(file_id, json_text)`` output of a job."""
         with self._lock:
