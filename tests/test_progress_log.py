@@ -49,7 +49,9 @@ def test_changing_progress_is_logged_once_per_interval(clock: list[float]) -> No
     assert PROGRESS_LOG_EVERY == 60
 
 
-def test_a_status_change_logs_the_progress_at_once(clock: list[float]) -> None:
+def test_a_status_change_logs_the_progress_at_once_but_the_end_is_left_to_the_summary(
+    clock: list[float],
+) -> None:
     log = Lines()
     job = JobWatch("j1", log)
     job.observe(details("scheduled", 0))
@@ -58,8 +60,9 @@ def test_a_status_change_logs_the_progress_at_once(clock: list[float]) -> None:
     clock[0] += 4
     job.observe(details("in progress", 2))
     clock[0] += 4
-    job.observe(details("completed", 3))
-    assert [line.split("success ")[1][0] for line in log.progress] == ["0", "1", "3"]
+    assert job.observe(details("completed", 3))
+    assert [line.split("success ")[1][0] for line in log.progress] == ["0", "1"]
+    assert job.ended
 
 
 def test_unchanged_progress_is_not_logged_again(clock: list[float]) -> None:

@@ -107,7 +107,7 @@ async def test_success_reports_outputs_and_node_stats(mock_service: Any, capsys:
     assert details.call_count == 3
     out = capsys.readouterr().out
     assert "scheduled → in progress" in out
-    assert "in progress → completed" in out
+    assert "→ completed" not in out  # the end is one line: the summary's (the task's, here the worker's)
 
 
 @pytest.mark.parametrize("status", ["failed", "stopped"])
@@ -199,12 +199,12 @@ async def test_node_progress_is_logged_only_when_it_changes(mock_service: Any, c
     )
     route_finish(mock_service)
     await first_event(make())
-    assert capsys.readouterr().out.count("progress: partition") == 2
+    assert capsys.readouterr().out.count("progress: partition") == 1  # the end's is in the event
 
 
 async def test_fast_polls_log_progress_once_per_status(mock_service: Any, capsys: Any) -> None:
-    """Progress that changes at every poll is not a line per poll (issue #17): the first poll's, then
-    the one that comes with the final status."""
+    """Progress that changes at every poll is not a line per poll (issue #17): the first poll's; the
+    final status's is the summary's to say (and the event's to carry)."""
     mock_service.get("/jobs/j1/details").mock(
         side_effect=[
             ok(details_json("j1", "in progress", nodes=(("partition", 9 - i, 1, i, 0),))) for i in range(6)
@@ -214,9 +214,8 @@ async def test_fast_polls_log_progress_once_per_status(mock_service: Any, capsys
     route_finish(mock_service)
     assert (await first_event(make()))["status"] == "success"
     out = capsys.readouterr().out
-    assert out.count("progress: partition") == 2
+    assert out.count("progress: partition") == 1
     assert "partition: ready 9, in progress 1, success 0" in out
-    assert "partition: ready 0, in progress 0, success 2" in out
 
 
 async def test_a_missing_job_is_an_error_event(mock_service: Any) -> None:

@@ -84,6 +84,9 @@ class JobWatch:
                 raw,
             )
         changed = status is not self.status
+        if changed and status.is_terminal:  # the wait's summary line says how the job ended: one line
+            self.status, self.raw_status = status, raw
+            return True
         progress = self._progress_to_log(details.node_stats if details is not None else [], changed)
         if changed:
             # The first status seen is no transition: the job may be someone else's (a sensor's)
