@@ -6,6 +6,7 @@ import asyncio
 import collections
 import math
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -512,3 +513,32 @@ def test_a_change_shown_while_a_wait_reads_its_own_job_is_not_lost() -> None:
     assert sub.due(Schedule())  # an own read again (a canary turn) ...
     changes._tell(ended, time.monotonic())  # ... while a source read that began after it shows the end
     assert sub.due(Schedule())
+
+
+async def test_a_frozen_loop_is_not_the_sources_silence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """
+    A paused triggerer wakes with its waits and the source's reader all overdue. The reader's overdue
+    time is the loop's, not the service's: the source still vouches, so the waits do not all read their
+    own jobs at once, before or after the reader wakes. A source silent while its reader reads (a hung
+    read) stops vouching after ``DOWN_AFTER`` intervals, as before.
+    """
+    clock = [1000.0]
+    monkeypatch.setattr(source.time, "monotonic", lambda: clock[0])
+    changes = source.ChangeSource()
+    changes.kind, changes._good_at = "feed", 1000.0  # a good read just now
+    changes.waits = dict(enumerate(object() for _ in range(source.SHARE_FROM)))  # type: ignore[misc]
+
+    async def frozen(seconds: float) -> None:
+        clock[0] += seconds + 300  # the reader's sleep, then five minutes stopped (SIGSTOP, SIGCONT)
+
+    monkeypatch.setattr(source, "asyncio", types.SimpleNamespace(sleep=frozen))
+    changes._wake_at = clock[0] + 1.0  # asleep until its next read ...
+    clock[0] += 301.0  # ... when the process stopped: the waits wake first
+    assert changes.vouches(1.0)
+    clock[0] -= 301.0
+    changes._wake_at = None
+    await changes._sleep(1.0)  # the reader wakes as late
+    assert changes._wake_at is None
+    assert changes.vouches(1.0)  # it reads now: its silence is 1 s, not 301 s
+    clock[0] += source.DOWN_AFTER * 1.0 + 0.5  # the read hangs
+    assert not changes.vouches(1.0)

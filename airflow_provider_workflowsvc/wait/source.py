@@ -132,6 +132,8 @@ class ChangeSource:
         """Canaries per read: 1 every ``CANARY_EVERY`` reads while nothing proves the source stale."""
         self._reader: asyncio.Task[None] | None = None
         self._good_at = 0.0
+        self._wake_at: float | None = None
+        """When the reader, asleep between reads, is due to read again (None: it is reading)."""
         self._took = 0.0
         self._reads = 0
         self._last: Seen | None = None
@@ -147,7 +149,10 @@ class ChangeSource:
 
     def vouches(self, interval: float) -> bool:
         """Whether a wait at ``interval`` may take the source's silence for "unchanged"."""
-        fresh = time.monotonic() - self._good_at <= DOWN_AFTER * interval + ANSWER_ROOM * self._took
+        now = time.monotonic()
+        # a loop frozen or starved past the reader's wake-up (a paused triggerer) kept it from reading
+        overdue = max(0.0, now - self._wake_at) if self._wake_at is not None else 0.0
+        fresh = now - self._good_at - overdue <= DOWN_AFTER * interval + ANSWER_ROOM * self._took
         return self.kind in ("feed", "listing") and self._reading and fresh
 
     @property
@@ -200,7 +205,16 @@ class ChangeSource:
                 for listener in self.listeners:  # without a feed, only to wake it (at most one queued)
                     if self.kind == "feed" or listener.reads.empty():
                         listener.reads.put_nowait(changes if self.kind == "feed" else None)
-            await asyncio.sleep(max(interval - (time.monotonic() - started), 0.0))
+            await self._sleep(max(interval - (time.monotonic() - started), 0.0))
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep until the next read; the time the loop wakes the reader late is not the service's silence."""
+        self._wake_at = wake_at = time.monotonic() + seconds
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            self._good_at += max(0.0, time.monotonic() - wake_at)
+            self._wake_at = None
 
     def _failed(self, hook: WorkflowServiceAsyncHook, exc: Exception, took: float, patience: float) -> None:
         """
