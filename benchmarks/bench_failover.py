@@ -388,10 +388,16 @@ def split_blocks(
         say(f"[failover] {out.scenario}: {samples} samples of the loop in code: {stack}")
 
 
-def left_running(airflow: Any, dag_id: str, run_id: str, task_id: str, job_id: str) -> bool:
-    """Whether the task's trigger log says its ``on_kill`` left ``job_id`` running (the guard's line)."""
-    texts = (p.read_text(errors="replace") for p in airflow.trigger_log_files(dag_id, run_id, task_id))
-    return any(f"Left job {job_id} running" in text for text in texts)
+def woken_end(airflow: Any, dag_id: str, run_id: str, task_id: str, job_id: str) -> str | None:
+    """
+    How the woken triggerer's copy of a lost trigger ended (its job still runs, so no other copy has):
+    ``left running`` (Airflow called ``on_kill``, whose guard left the job running), ``ended`` (Airflow
+    ended it without ``on_kill``: its runner shut down), None: not yet.
+    """
+    texts = [p.read_text(errors="replace") for p in airflow.trigger_log_files(dag_id, run_id, task_id)]
+    if any(f"Left job {job_id} running" in text for text in texts):
+        return "left running"
+    return "ended" if any('"trigger completed"' in text for text in texts) else None
 
 
 def unended_report(
@@ -504,13 +510,15 @@ def fail_over(
     if action == "pause":
         cancellable = {t: d for t, d in moved.items() if t.startswith("run_")}
 
-        def unended() -> list[str]:
-            return [
-                task
+        def ends() -> dict[str, str | None]:
+            return {
+                task: woken_end(airflow, d["dag_id"], run_id, task, d["kwargs"]["job_id"])
                 for task, d in cancellable.items()
                 if not emulator.requests(method="POST", path_contains=f"/jobs/{d['kwargs']['job_id']}/cancel")
-                and not left_running(airflow, d["dag_id"], run_id, task, d["kwargs"]["job_id"])
-            ]
+            }
+
+        def unended() -> list[str]:
+            return [task for task, end in ends().items() if end is None]
 
         try:
             wait_for(lambda: not unended(), 300, f"the woken {victim} to end the triggers it lost", 1)
@@ -518,6 +526,9 @@ def fail_over(
             raise TimeoutError(
                 f"{exc}: {unended_report(airflow, victim, run_id, cancellable, unended())}"
             ) from None
+        how = Counter(ends().values())
+        out.figures["lost runs the woken triggerer left running by on_kill"] = how["left running"]
+        out.figures["lost runs it ended without on_kill"] = how["ended"]
     emulator.clear_faults()
     return moved
 
