@@ -388,14 +388,17 @@ def split_blocks(
         say(f"[failover] {out.scenario}: {samples} samples of the loop in code: {stack}")
 
 
-def woken_end(airflow: Any, dag_id: str, run_id: str, task_id: str, job_id: str) -> str | None:
+def woken_end(
+    airflow: Any, woken_log: str, dag_id: str, run_id: str, task_id: str, job_id: str
+) -> str | None:
     """
     How the woken triggerer's copy of a lost trigger ended (its job still runs, so no other copy has):
-    ``left running`` (Airflow called ``on_kill``, whose guard left the job running), ``ended`` (Airflow
-    ended it without ``on_kill``: its runner shut down), None: not yet.
+    ``left running`` (Airflow called ``on_kill``, whose guard left the job running: the line is in the
+    trigger's log or, once Airflow has let go of that, in ``woken_log``, the triggerer's own), ``ended``
+    (Airflow ended it without ``on_kill``: its runner shut down), None: not yet.
     """
     texts = [p.read_text(errors="replace") for p in airflow.trigger_log_files(dag_id, run_id, task_id)]
-    if any(f"Left job {job_id} running" in text for text in texts):
+    if any(f"Left job {job_id} running" in text for text in [*texts, woken_log]):
         return "left running"
     return "ended" if any('"trigger completed"' in text for text in texts) else None
 
@@ -511,8 +514,9 @@ def fail_over(
         cancellable = {t: d for t, d in moved.items() if t.startswith("run_")}
 
         def ends() -> dict[str, str | None]:
+            woken_log = airflow.component(victim).log_path.read_text(errors="replace")
             return {
-                task: woken_end(airflow, d["dag_id"], run_id, task, d["kwargs"]["job_id"])
+                task: woken_end(airflow, woken_log, d["dag_id"], run_id, task, d["kwargs"]["job_id"])
                 for task, d in cancellable.items()
                 if not emulator.requests(method="POST", path_contains=f"/jobs/{d['kwargs']['job_id']}/cancel")
             }
