@@ -243,6 +243,9 @@ def _trace(dialect: str, names: list[str], hops: bool) -> None:
     print(f"dialect {dialect}")
     print(f"{'scenario':16} {'moves':>6} {'target':>7} {'calls':>6} {'files':>6} {'requests':>9}")
     with running_emulator(dialect=dialect) as emu:
+        # each scenario runs twice, warm then traced: a second launch within the emulator's launch gap
+        # (1 s) would be refused (429) and sent again, another route than the one budgeted
+        emu.configure(on_demand_launch_interval=0)
         for name in names:
             if name in PLATFORM_ONLY and dialect != "platform":
                 continue  # the spec dialect has no templates, so no on-demand job to run
