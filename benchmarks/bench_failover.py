@@ -18,8 +18,11 @@ Scenarios, each on fresh DAG runs of N waits:
 * ``pause`` - SIGSTOP to it until Airflow hands its waits to the other (past
   ``triggerer_health_check_threshold``), then SIGCONT: the woken triggerer ends the triggers it lost;
 * ``faults`` - ``kill`` with 5 % of the service's answers 429 or 503 from just before the kill on;
-* ``timer`` - the baseline: N of Airflow's own waits (no HTTP) deferred, held and ended;
+* ``timer`` - the baseline: N of Airflow's own waits (no HTTP) deferred, held and ended at one moment;
 * ``A+B`` - one after the other on the same waits (``pause+kill``: CI's, one deferral for both).
+
+The triggerers run at ``--triggerer-nice`` (default -10), the rest of the stack at 0: in production a
+triggerer has its own CPU.
 
 Figures per scenario come from the emulator's request log, Airflow's metadata DB and ``/proc``:
 waits finished / lost (N less the successful tasks) / duplicated (jobs or run requests beyond one per
