@@ -166,7 +166,7 @@ class Notifications:
 
     def _events_of(self, job: JobRecord, now: float) -> list[Event]:
         events = job_events(job, now)
-        if not job.status(now).is_active:
+        if not events[-1].status.is_active:  # its last event is its end: no other can follow
             self._ended[job.id] = events
         return events
 
