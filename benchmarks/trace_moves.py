@@ -11,7 +11,8 @@ scenario runs once untraced first), against the in-process emulator:
 * a deferrable ``RunWorkflowOperator`` on one local file, run by ``dag.test()`` (the trigger inline);
 * a ``RunOnDemandJobOperator`` on two local files (one job, deferred), run by ``dag.test()``.
 
-Prints, per scenario, the moves, the provider calls and the provider files the route went through.
+Prints, per scenario, the moves, the provider calls and the provider files the route went through, and
+the moves between *rooms*: a sub-package (``hooks/``, ``wait/``...) or a module of the package's root.
 The provider traced is the one Python imports (a built wheel where it is installed as one): run it as
 ``python -m benchmarks.trace_moves`` from the checkout, or as ``python benchmarks/trace_moves.py``.
 """
@@ -62,6 +63,7 @@ class Route:
     """What one traced scenario did: moves between provider files, provider calls, files visited."""
 
     moves: int = 0
+    room_moves: int = 0
     calls: int = 0
     files: collections.Counter[str] = field(default_factory=collections.Counter)
     hops: collections.Counter[tuple[str, str]] = field(default_factory=collections.Counter)
@@ -99,6 +101,12 @@ class Tracer:
         if before is not None and now != before:
             self.route.moves += 1
             self.route.hops[(before, now)] += 1
+            self.route.room_moves += _room(before) != _room(now)
+
+
+def _room(file: str) -> str:
+    """Return the room of a provider file: its sub-package (``hooks/``), or itself at the package's root."""
+    return file.partition("/")[0]
 
 
 @contextmanager
@@ -196,14 +204,16 @@ SCENARIOS = {
     "on_demand_run": _on_demand_run,
 }
 PLATFORM_ONLY = frozenset({"on_demand_run"})
-TARGETS = {"get_workflow": 8, "deferrable_run": 284, "on_demand_run": 363}
+TARGETS = {"get_workflow": 8, "deferrable_run": 278, "on_demand_run": 356}
 """
-The budget ``tests/test_route_budget.py`` holds: the routes as they are (issue #44: 279 and 358 on Airflow
-3.3 after the hooks' pass, from 383 and 512; the on-demand run 424 on 3.2, its launch
+The budget ``tests/test_route_budget.py`` holds: the routes as they are (issue #44: 273 and 352 on Airflow
+3.3, from 383 and 512; the on-demand run 424 on 3.2, its launch
 book in a Variable: issue #47) and the spread between runs of one route (a few moves: how often a request
 suspends varies).
 Issue #44 asks for 260 and 300; lower these as the routes shorten, never raise them.
 """
+ROOM_TARGETS = {"get_workflow": 4, "deferrable_run": 171, "on_demand_run": 202}
+"""The same budget for the moves between rooms (issue #44's sixth ask: 167 and 198), with the same spread."""
 
 
 def _airflow_home() -> None:
@@ -241,7 +251,8 @@ def _trace(dialect: str, names: list[str], hops: bool) -> None:
     from airflow_provider_workflowsvc.emulator.testing import running_emulator
 
     print(f"dialect {dialect}")
-    print(f"{'scenario':16} {'moves':>6} {'target':>7} {'calls':>6} {'files':>6} {'requests':>9}")
+    columns = ("moves", "target", "calls", "files", "requests", "rooms", "target")
+    print(f"{'scenario':16} " + " ".join(f"{c:>{max(6, len(c) + 1)}}" for c in columns))
     with running_emulator(dialect=dialect) as emu:
         # each scenario runs twice, warm then traced: a second launch within the emulator's launch gap
         # (1 s) would be refused (429) and sent again, another route than the one budgeted
@@ -258,6 +269,7 @@ def _trace(dialect: str, names: list[str], hops: bool) -> None:
                 raise SystemExit(f"{name}: no call of the provider in {PACKAGE_DIR} was traced")
             sent = len(emu.requests())
             figures = f"{route.moves:6} {TARGETS[name]:7} {route.calls:6} {len(route.files):6} {sent:9}"
+            figures += f" {route.room_moves:6} {ROOM_TARGETS[name]:7}"
             print(f"{name:16} {figures}")
             if hops:
                 for (a, b), n in sorted(route.hops.items(), key=lambda kv: -kv[1]):

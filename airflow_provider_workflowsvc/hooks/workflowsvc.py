@@ -325,7 +325,7 @@ class WorkflowServiceAsyncHook(_HookBase, JobEventEndpoints):
         client, owner = self._client, self._client_of
         self._client = self._client_of = None
         if client is not None and owner is not None and _release_client(*owner, client):
-            await client.aclose()
+            await asyncio.ensure_future(client.aclose())  # in a task of its own, as a request is
 
     async def __aenter__(self) -> WorkflowServiceAsyncHook:
         return self
