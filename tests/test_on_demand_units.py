@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+import types
+from typing import Any, cast
 
 import pytest
 from helpers import TaskStateStore
 
+from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc._compat import AirflowFailException
 from airflow_provider_workflowsvc._tasks import launches, on_demand as od
 from airflow_provider_workflowsvc._tasks.evidence import SentRun
 from airflow_provider_workflowsvc.exceptions import (
+    AmbiguousRunError,
     InvalidJobEventError,
     UnprocessedDocumentsError,
     UnprocessedDocumentsNoRetryError,
+    WorkflowServiceConnectionError,
 )
 from airflow_provider_workflowsvc.wait.outcome import JobOutcome
 
@@ -73,6 +77,36 @@ def test_the_book_remembers_the_sources_of_the_launch_in_flight() -> None:
     assert later.pending_sources(2) == ("/day2/report.txt", "/day2/z.txt")
     book.clear()
     assert store.values == {launches.BOOK_KEY: {}}  # both gone in one write
+
+
+@pytest.mark.parametrize("proven", [False, None], ids=["nothing-proves-the-job", "search-cut-short"])
+def test_a_launch_in_doubt_fails_closed_only_when_nothing_proves_its_job(
+    monkeypatch: pytest.MonkeyPatch, proven: bool | None
+) -> None:
+    """The launch an earlier try sent and never recorded: a search that ends without proof marks it (no
+    retry; a clear decides what to send) and counts the run failed closed; a search cut short (the
+    service unreachable) leaves it pending as it was, so the task's retry looks again, not sends again."""
+    failure: Exception = AmbiguousRunError("no job proven")
+    if proven is None:
+        failure = WorkflowServiceConnectionError("GET", "/jobs/", "connection refused")
+
+    def search(*args: Any) -> None:
+        raise failure
+
+    counted: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(launches, "job_of_earlier_try", search)
+    monkeypatch.setattr(metrics, "run_failed_closed", lambda *args: counted.append(args))
+    store = TaskStateStore()
+    launches.LaunchBook(store, log=None).sending(SentRun(None, time.time(), ("a.txt",), None))
+    book = launches.LaunchBook(store, log=None)
+    hook = types.SimpleNamespace(workflowsvc_conn_id="conn")
+    with pytest.raises(type(failure)):
+        launches.adopt_pending(cast("Any", hook), book, grace=0.0, log=_Log())
+    earlier = launches.LaunchBook(store, log=None).pending(None)
+    assert earlier is not None
+    assert earlier.files == ("a.txt",)
+    assert earlier.failed_closed is (proven is False)
+    assert counted == ([(None, "conn")] if proven is False else [])
 
 
 def test_an_unreadable_book_is_ignored() -> None:

@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from airflow_provider_workflowsvc._marker import run_marker, unmarked
 from airflow_provider_workflowsvc._tasks.evidence import base_name, may_retry_refused
-from airflow_provider_workflowsvc._tasks.submit import Sending, StoredRunJournal, job_of_earlier_try, submit
+from airflow_provider_workflowsvc._tasks.submit import (
+    Sending,
+    StoredRunJournal,
+    failing_closed,
+    job_of_earlier_try,
+    submit,
+)
 from airflow_provider_workflowsvc.exceptions import WorkflowServiceNotFoundError
 from airflow_provider_workflowsvc.models import JobStatus
 
@@ -264,11 +270,8 @@ def adopt_pending(hook: WorkflowServiceHook, book: LaunchBook, grace: float, log
     earlier = book.pending(None)
     if earlier is None:
         return
-    try:
+    with failing_closed(book, None, hook.workflowsvc_conn_id):
         job = job_of_earlier_try(hook, earlier, grace, log, pause)
-    except Exception:
-        book.failed_closed()
-        raise
     if job is None:
         book.clear()
         return

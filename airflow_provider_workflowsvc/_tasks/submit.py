@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -188,7 +189,7 @@ def submit(
     from airflow_provider_workflowsvc._marker import new_marker
 
     sleep = sleep or time.sleep
-    try:
+    with failing_closed(journal, sending.workflow_id, hook.workflowsvc_conn_id):
         if journal is not None:
             earlier = journal.pending(sending.workflow_id)
             if earlier is not None:
@@ -240,12 +241,23 @@ def submit(
             return _find_or_fail(
                 hook, run, grace, log, sleep, "the service accepted it but did not name its job"
             )
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+@contextmanager
+def failing_closed(journal: StoredRunJournal | None, workflow_id: str | None, conn_id: str) -> Iterator[None]:
+    """
+    Fail closed when the block cannot prove a run's (or a launch's) job: AmbiguousRunError (no retry)
+    marks its record, so a person's clear decides, and counts the run failed closed. Any other failure
+    (a search cut short) leaves the record as it was: the task's retry looks again.
+    """
+    try:
+        yield
     except AmbiguousRunError:
         if journal is not None:
             journal.failed_closed()
-        metrics.run_failed_closed(sending.workflow_id, hook.workflowsvc_conn_id)
+        metrics.run_failed_closed(workflow_id, conn_id)
         raise
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _find_or_fail(
