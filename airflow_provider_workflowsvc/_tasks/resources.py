@@ -179,7 +179,7 @@ class UniqueName(Generic[R]):
     update: Callable[[R], Any]
     mismatch: Callable[[R], str | None]
     log: logging.Logger | Any
-    drift: Callable[[R], list[Difference]] | None = None
+    drift: Callable[[R], list[Difference]]
     verify_update: bool = True
 
     def ensure(self) -> str:
@@ -218,14 +218,9 @@ class UniqueName(Generic[R]):
 
     def _update(self, existing: R, label: str) -> None:
         """
-        Apply the requested settings; with ``drift``, log each difference (before → after) and check
-        the answer: a setting the service did not take fails the task.
+        Apply the requested settings, log each difference (before → after) and check the answer: a
+        setting the service did not take fails the task.
         """
-        if self.drift is None:
-            self.log.info("Found existing %s; updating it (if_exists='update')", label)
-            self.update(existing)
-            self.log.info("Updated %s", label)
-            return
         differences, _ = _seen(self.drift(existing))
         self.log.info(
             "Found existing %s; updating it to the task's settings (if_exists='update'), %s",
@@ -248,7 +243,7 @@ class UniqueName(Generic[R]):
         )
 
     def _warn_drift(self, existing: R, label: str) -> None:
-        differences, secrets = _seen(self.drift(existing) if self.drift is not None else [])
+        differences, secrets = _seen(self.drift(existing))
         if secrets:
             self.log.info(
                 "%s: the task's secret setting(s) %s cannot be compared (the service does not give secrets "

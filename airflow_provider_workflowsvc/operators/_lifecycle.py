@@ -260,9 +260,15 @@ class JobOperator(WorkflowServiceBaseOperator):
 
     def cancel_after_timeout(self, job_id: str) -> str:
         """Cancel a job whose wait timed out (when ``cancel_on_timeout``); a note of what became of it."""
-        from airflow_provider_workflowsvc.wait.poll import cancel_after_timeout
+        from airflow_provider_workflowsvc.wait.poll import CANCEL_BUDGET, cancel_quietly
 
-        return cancel_after_timeout(self.hook, job_id, self.cancel_on_timeout, self.log)
+        if not self.cancel_on_timeout:
+            return "the job was left running (cancel_on_timeout=False)"
+        try:
+            cancelled = cancel_quietly(self.hook, job_id, self.log, within=CANCEL_BUDGET)
+        except Exception as exc:
+            return f"cancelling it failed: {exc}"
+        return "the job was cancelled" if cancelled else "the job had just ended"
 
     def fail(self, context: Context, summary: dict[str, Any], error: BaseException) -> NoReturn:
         """Push ``summary`` as the return value (when XComs are pushed), then raise ``error``."""

@@ -221,27 +221,34 @@ class WorkflowJobTrigger(BaseTrigger):
             return await await_job(hook, watch, schedule)  # each wait polls its own job
         from airflow_provider_workflowsvc.wait.source import watching
 
-        async with watching(hook, watch, schedule.interval) as told:
-            return await await_job(hook, watch, schedule, told)
+        return await await_job(hook, watch, schedule, watching(hook, watch, schedule.interval))
 
     async def on_kill(self) -> None:
         """Cancel the job when a user ends the deferred task (:func:`ended_by_user`)."""
-        job_id = self.job_id
-        if not (self.cancel_on_kill and job_id and await ended_by_user(self, f"job {job_id}")):
-            return
-        from airflow_provider_workflowsvc.wait.poll import CANCEL_BUDGET, acancel_quietly
-
-        try:
-            async with self._hook() as hook:
-                await acancel_quietly(hook, job_id, self.log, within=CANCEL_BUDGET)
-        except Exception as exc:  # like the operator's on_kill: report it, the task is ending anyway
-            self.log.warning("Could not cancel job %s: %s", job_id, exc)
+        await cancel_on_kill(self, [self.job_id] if self.job_id else [], f"job {self.job_id}")
 
 
 STILL_WAITING = frozenset({"deferred", "up_for_retry"})
 """Task states in which a trigger's ``on_kill`` leaves the jobs running: a try of the task still waits,
 or will, for them. No user action on a deferred task leads to either: marking sets ``failed``,
 ``success`` or ``skipped``, clearing ``None`` (then ``scheduled`` ... as it runs again)."""
+
+
+async def cancel_on_kill(trigger: Any, job_ids: list[str], jobs: str) -> None:
+    """
+    Cancel ``job_ids`` (``jobs``: them in words) in ``on_kill`` when the trigger's ``cancel_on_kill`` is
+    set and a user ended the task (:func:`ended_by_user`); a failure is reported: the task is ending anyway.
+    """
+    if not (trigger.cancel_on_kill and job_ids and await ended_by_user(trigger, jobs)):
+        return
+    from airflow_provider_workflowsvc.wait.jobs import acancel_all
+    from airflow_provider_workflowsvc.wait.poll import CANCEL_BUDGET
+
+    try:
+        async with trigger._hook() as hook:
+            await acancel_all(hook, job_ids, trigger.log, within=CANCEL_BUDGET)
+    except Exception as exc:
+        trigger.log.warning("Could not cancel %s: %s", jobs, exc)
 
 
 async def ended_by_user(trigger: BaseTrigger, jobs: str) -> bool:

@@ -109,18 +109,7 @@ class WorkflowJobsTrigger(BaseTrigger):
 
     async def on_kill(self) -> None:
         """Cancel the jobs not yet ended when a user ends the deferred task (:func:`~.job.ended_by_user`)."""
+        from airflow_provider_workflowsvc.triggers.job import cancel_on_kill
+
         unfinished = [job_id for job_id in self.job_ids if job_id not in self._ended]
-        if not (self.cancel_on_kill and unfinished):
-            return
-        from airflow_provider_workflowsvc.triggers.job import ended_by_user
-
-        if not await ended_by_user(self, f"jobs {', '.join(unfinished)}"):
-            return
-        from airflow_provider_workflowsvc.wait.jobs import acancel_all
-        from airflow_provider_workflowsvc.wait.poll import CANCEL_BUDGET
-
-        try:
-            async with self._hook() as hook:
-                await acancel_all(hook, unfinished, self.log, within=CANCEL_BUDGET)
-        except Exception as exc:  # the task is ending anyway: report it
-            self.log.warning("Could not cancel jobs %s: %s", ", ".join(unfinished), exc)
+        await cancel_on_kill(self, unfinished, f"jobs {', '.join(unfinished)}")

@@ -48,6 +48,10 @@ exception or the log (the same rule as operator fields)."""
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
+    def to_event(self) -> dict[str, Any]:
+        """Return the JSON-serializable trigger event payload."""
+        return self.model_dump(mode="json")
+
 
 class NodeProgress(_Strict, NodeCounts):
     """Per-node document counts of the job, as the wait last saw them."""
@@ -91,10 +95,6 @@ class JobOutcome(_Strict):
     """The job's own run time, where its record gives it: ``runtime`` (platform dialect), else from
     its ``created_at`` to the read that found it ended; ``job_seconds_from`` says which."""
     job_seconds_from: Literal["runtime", "created_at"] | None = None
-
-    def to_event(self) -> dict[str, Any]:
-        """Return the JSON-serializable trigger event payload."""
-        return self.model_dump(mode="json")
 
     @property
     def observed(self) -> bool:
@@ -159,10 +159,6 @@ class JobsOutcome(_Strict):
     outcomes: list[JobOutcome] = Field(min_length=1)
     resume_with: dict[str, Any] | None = None
     """What the waiting task handed the trigger to get back (its plan), unchanged."""
-
-    def to_event(self) -> dict[str, Any]:
-        """Return the JSON-serializable trigger event payload."""
-        return self.model_dump(mode="json")
 
 
 def parse_jobs_event(event: Any) -> JobsOutcome:

@@ -10,6 +10,7 @@ wait". The steps both hooks share are written once (:func:`_drive`, :func:`_adri
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator
@@ -278,17 +279,6 @@ def _cancel(hook: Any, job_id: str, log: Log, within: float | None) -> Steps[boo
     return True
 
 
-def cancel_after_timeout(hook: WorkflowServiceHook, job_id: str, enabled: bool, log: Log) -> str:
-    """Cancel a job whose wait timed out (when ``enabled``); a note saying what happened to it."""
-    if not enabled:
-        return "the job was left running (cancel_on_timeout=False)"
-    try:
-        cancelled = cancel_quietly(hook, job_id, log, within=CANCEL_BUDGET)
-    except Exception as exc:
-        return f"cancelling it failed: {exc}"
-    return "the job was cancelled" if cancelled else "the job had just ended"
-
-
 def stored_job(hook: WorkflowServiceHook, job_id: str, fail_on_failed_files: bool, log: Log) -> Job | None:
     """
     Return the job a retried task stored when the task goes on with it (active, unknown, or completed
@@ -387,14 +377,18 @@ async def await_job(
     hook: WorkflowServiceAsyncHook,
     watch: JobWatch,
     schedule: PollSchedule,
-    told: Subscription | None = None,
+    watching: AbstractAsyncContextManager[Subscription] | None = None,
 ) -> JobOutcome:
-    """:func:`wait_for_job`, awaited; a poll the source ``told`` vouches for sends nothing."""
-    for cutoff, steps in _phases(hook, watch, schedule, _read_at_once, asyncio.sleep, told):
-        if (outcome := await _until(cutoff, steps)) is not None:
-            return outcome
-    await asyncio.sleep(schedule.rest())
-    return watch.timed_out()
+    """
+    :func:`wait_for_job`, awaited, told by the source ``watching`` enters (:func:`~.source.watching`;
+    None: it polls its own job): a poll the source vouches for sends nothing.
+    """
+    async with watching or contextlib.nullcontext() as told:
+        for cutoff, steps in _phases(hook, watch, schedule, _read_at_once, asyncio.sleep, told):
+            if (outcome := await _until(cutoff, steps)) is not None:
+                return outcome
+        await asyncio.sleep(schedule.rest())
+        return watch.timed_out()
 
 
 async def _until(cutoff: float, steps: Steps[A]) -> A | None:
@@ -422,17 +416,13 @@ async def await_batch_job(
     watching: AbstractAsyncContextManager[Subscription] | None,
 ) -> JobOutcome:
     """
-    :func:`await_job` for one job of a batch (:func:`~.jobs.await_jobs`), told by the source
-    ``watching`` enters (:func:`~.source.watching`; None: it polls its own job); a wait that fails (a
-    job that vanished, a refusal) is the job's ``error`` outcome.
+    :func:`await_job` for one job of a batch (:func:`~.jobs.await_jobs`); a wait that fails (a job that
+    vanished, a refusal) is the job's ``error`` outcome.
     """
     from airflow_provider_workflowsvc.wait.outcome import broken_outcome
 
     try:
-        if watching is None:
-            return await await_job(hook, watch, schedule)
-        async with watching as told:
-            return await await_job(hook, watch, schedule, told)
+        return await await_job(hook, watch, schedule, watching)
     except Exception as exc:
         return broken_outcome(exc, watch.job_id, watch.elapsed)
 
