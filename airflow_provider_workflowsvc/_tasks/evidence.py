@@ -1,11 +1,10 @@
 """
 What a failed run (or launch) request proves, and the search for the job it may have created: the
-rules :mod:`.submit` follows (:func:`what_it_proves`, :func:`own_job`, :func:`await_own_job`).
+rules :mod:`.submit` follows (:func:`proves_refused`, :func:`own_job`, :func:`await_own_job`).
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -56,36 +55,23 @@ a lost answer")."""
 # What a failed run request proves
 
 
-class Proof(enum.Enum):
-    """What a failed run request proves about the job it may have created."""
-
-    REFUSED = "refused"
-    """An answer proves the service did not process it (429, 503, another 4xx, never sent)."""
-    MAY_EXIST = "may exist"
-    """Nothing proves the job was not created (a lost or unreadable answer, 500/502/504, any 2xx)."""
-
-
-def what_it_proves(exc: BaseException) -> Proof:
+def proves_refused(exc: BaseException) -> bool:
     """
-    Classify any exception the run request can raise by what it proves: only a complete non-2xx answer
-    below 500 (or 503), or an error before anything was sent, proves a refusal; anything else (an
+    Tell whether any exception the run request can raise proves the service did not process it: only a
+    complete non-2xx answer below 500 (or a 503), or an error before anything was sent. Anything else (an
     unreadable answer, a connection lost after sending, a 5xx, an unknown exception): a job may exist.
     """
     if isinstance(exc, WorkflowServiceInputError):
-        return Proof.REFUSED  # raised before the request was built: nothing was sent
+        return True  # raised before the request was built: nothing was sent
     if isinstance(exc, InputReadError):
         # An input failed while its body was being sent: the request was aborted before its declared
         # length, and a server acts on no incomplete HTTP request (a truncated multipart body is not a run).
-        return Proof.REFUSED
+        return True
     if isinstance(exc, WorkflowServiceConnectionError):
-        return Proof.MAY_EXIST if exc.sent else Proof.REFUSED
-    if isinstance(exc, WorkflowServiceResponseError):
-        return Proof.MAY_EXIST  # an answer whose body cannot be read (a 2xx among them)
+        return not exc.sent
     if isinstance(exc, WorkflowServiceApiError):
-        status = exc.status_code
-        refused = status in REFUSED_STATUS or 400 <= status < 500
-        return Proof.REFUSED if refused else Proof.MAY_EXIST
-    return Proof.MAY_EXIST
+        return exc.status_code in REFUSED_STATUS or 400 <= exc.status_code < 500
+    return False  # an answer whose body cannot be read (a 2xx among them), anything unknown
 
 
 def may_retry_refused(exc: BaseException) -> bool:

@@ -19,14 +19,13 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_workflowsvc import metrics
 from airflow_provider_workflowsvc._tasks.evidence import (
     PENDING_RUN_TTL,
-    Proof,
     SentRun,
     await_own_job,
     may_retry_refused,
     now,
+    proves_refused,
     unfound,
     utc,
-    what_it_proves,
 )
 from airflow_provider_workflowsvc.exceptions import (
     AmbiguousRunError,  # re-exported: raised here
@@ -211,7 +210,7 @@ def submit(
                 job = sending.send(hook, sent)
             except Exception as exc:
                 run = replace(run, answered_at=now())
-                if what_it_proves(exc) is Proof.REFUSED:
+                if proves_refused(exc):
                     if journal is not None:
                         journal.clear()  # the service refused it, or it never left: nothing happened
                     if not may_retry_refused(exc) or attempt == attempts:

@@ -116,8 +116,10 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
             return
         from airflow.triggers.base import StartTriggerArgs
 
+        from airflow_provider_workflowsvc._tasks.deadline import wait_deadline
         from airflow_provider_workflowsvc.triggers.job import DEFERRAL_BACKSTOP, WorkflowJobTrigger
 
+        bound = wait_deadline({}, 0.0, float(self.timeout), self.execution_timeout)  # from 0: seconds
         self.start_from_trigger = True
         self.start_trigger_args = StartTriggerArgs(
             trigger_cls=f"{WorkflowJobTrigger.__module__}.{WorkflowJobTrigger.__qualname__}",
@@ -132,14 +134,8 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
                 "fail_on_failed_files": self.fail_on_failed_files,
                 "push_summary": self.do_xcom_push,
             },
-            timeout=timedelta(seconds=self._start_bound() + DEFERRAL_BACKSTOP),
+            timeout=timedelta(seconds=bound + DEFERRAL_BACKSTOP),
         )
-
-    def _start_bound(self) -> float:
-        """Seconds a wait started in the triggerer may last: ``timeout``, or less ``execution_timeout``."""
-        if self.execution_timeout is None:
-            return float(self.timeout)
-        return min(float(self.timeout), self.execution_timeout.total_seconds())
 
     def execute(self, context: Context) -> Any:
         self._watch = None
