@@ -291,7 +291,7 @@ def test_no_connection_to_the_sessions_database_outlives_a_run(
     database = Path(settings.engine.url.database)
     reads = "import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute('SELECT count(*) FROM log').fetchall()"
     another_process = [sys.executable, "-c", reads, str(database)]
-    database.read_bytes()  # as a test that scans the database for secrets does
+    database.read_bytes()  # as a scan for secrets did in this process (tests/reliability: now in a child)
     subprocess.run(another_process, check=True)
     with create_session() as session:  # the session's database written to again
         session.execute(text("INSERT INTO log (dttm, event) VALUES (CURRENT_TIMESTAMP, 'kit_probe')"))

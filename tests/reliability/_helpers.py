@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -193,6 +195,29 @@ def database_file() -> Path:
     return Path(str(settings.engine.url.database))
 
 
+def database_files() -> list[Path]:
+    """The metadata database's file and, where they exist, its ``-wal`` and ``-journal`` files."""
+    db = database_file()
+    return [p for p in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-journal")) if p.exists()]
+
+
+_READ_EACH = (
+    "import os, sys\nfor p in sys.argv[1:]: print(open(p, 'rb').read().hex() if os.path.exists(p) else '')"
+)
+
+
+def read_apart(paths: Sequence[Path]) -> list[bytes]:
+    """
+    The bytes of each of ``paths``, read by a child process. This process closing a descriptor of the
+    metadata database would drop every SQLite lock it holds (POSIX); a worker process may then take
+    itself for the last user and delete the ``-wal`` and ``-shm`` files this process's pooled
+    connections still use, whose next reads fail with "disk I/O error" (docs/benchmarks.md).
+    """
+    command = [sys.executable, "-c", _READ_EACH, *map(str, paths)]
+    read = subprocess.run(command, check=True, capture_output=True)
+    return [bytes.fromhex(line) for line in read.stdout.decode().splitlines()]
+
+
 def table_rows(model: Any, dag_id: str) -> list[Any]:
     from airflow.utils.session import create_session
 
@@ -213,12 +238,12 @@ def places_to_scan(output: Any, dag_id: str, emulator: Any) -> dict[str, str]:
 
     places: dict[str, str] = {"stdout": output.out, "stderr": output.err}
     airflow_home = Path(os.environ["AIRFLOW_HOME"])
-    for path in sorted(p for p in airflow_home.rglob("*") if p.is_file()):
-        places[f"file {path.relative_to(airflow_home)}"] = path.read_bytes().decode("utf-8", "replace")
-    db = database_file()
-    for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-journal")):
-        if path.exists():
-            places[f"database {path.name}"] = path.read_bytes().decode("latin-1")
+    files = sorted(p for p in airflow_home.rglob("*") if p.is_file())
+    for path, data in zip(files, read_apart(files), strict=True):
+        places[f"file {path.relative_to(airflow_home)}"] = data.decode("utf-8", "replace")
+    databases = database_files()
+    for path, data in zip(databases, read_apart(databases), strict=True):
+        places[f"database {path.name}"] = data.decode("latin-1")
     places["xcom values"] = json.dumps([str(x.value) for x in table_rows(XComModel, dag_id)])
     rendered = table_rows(RenderedTaskInstanceFields, dag_id)
     places["rendered fields"] = json.dumps([r.rendered_fields for r in rendered], default=str)

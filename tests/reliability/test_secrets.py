@@ -38,7 +38,7 @@ from airflow_provider_workflowsvc.operators.jobs import (
 )
 from airflow_provider_workflowsvc.sensors.job import WorkflowJobSensor
 
-from ._helpers import database_file, places_to_scan, table_rows, use_connection
+from ._helpers import database_file, database_files, places_to_scan, read_apart, table_rows, use_connection
 
 _SUFFIX = secrets.token_hex(6)
 SECRETS = {
@@ -459,13 +459,7 @@ def test_connector_secrets_under_any_name_never_reach_logs_or_rendered_fields(
     output = capfd.readouterr()
     assert {ti.state for ti in dr.get_task_instances()} == {TaskInstanceState.SUCCESS}
     rendered = json.dumps([r.rendered_fields for r in table_rows(RenderedTaskInstanceFields, dag.dag_id)])
-    path = database_file()
-    files = [
-        p
-        for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-journal"))
-        if p.exists()
-    ]
-    db = "".join(p.read_bytes().decode("latin-1") for p in files)
+    db = "".join(data.decode("latin-1") for data in read_apart(database_files()))
     places = {"rendered": rendered, "stdout": output.out, "stderr": output.err, "database": db}
     for where, text in places.items():
         assert not [n for n, v in values.items() if v in text], where
