@@ -119,7 +119,7 @@ class WorkflowJobSensor(WorkflowServiceTaskMixin, BaseSensorOperator):
         from airflow_provider_workflowsvc._tasks.deadline import wait_deadline
         from airflow_provider_workflowsvc.triggers.job import DEFERRAL_BACKSTOP, WorkflowJobTrigger
 
-        bound = wait_deadline({}, 0.0, float(self.timeout), self.execution_timeout)  # from 0: seconds
+        bound = wait_deadline({}, 0.0, float(self.timeout), self.execution_timeout)  # from time 0: a length
         self.start_from_trigger = True
         self.start_trigger_args = StartTriggerArgs(
             trigger_cls=f"{WorkflowJobTrigger.__module__}.{WorkflowJobTrigger.__qualname__}",
