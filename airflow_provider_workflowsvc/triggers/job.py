@@ -216,12 +216,11 @@ class WorkflowJobTrigger(BaseTrigger):
                 elapsed=time.time() - started,
             )
         self.log.info("Waiting for job %s (polling every %.0f s)", job_id, self.poll_interval)
-        watch = JobWatch(job_id, self.log, started)
-        if not shared_status_poll():
-            return await await_job(hook, watch, schedule)  # each wait polls its own job
         from airflow_provider_workflowsvc.wait.source import watching
 
-        return await await_job(hook, watch, schedule, watching(hook, watch, schedule.interval))
+        watch = JobWatch(job_id, self.log, started)
+        shared = watching(hook, watch, schedule.interval) if shared_status_poll() else None  # None: its own
+        return await await_job(hook, watch, schedule, shared)
 
     async def on_kill(self) -> None:
         """Cancel the job when a user ends the deferred task (:func:`ended_by_user`)."""
