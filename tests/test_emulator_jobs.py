@@ -272,7 +272,18 @@ def test_remote_source_jobs(emulator: Any, api: httpx.Client) -> None:
     assert [f["document"] for f in failed] == ["s3-document-3.txt"]
 
 
+def just_past_the_hour(emulator: Any) -> None:
+    """
+    Move the emulator's clock to a second past its next full hour. Its time is real time plus an offset
+    and schedules fire on the wall clock's quarter hours: a test started here crosses no boundary of
+    its own for 14 minutes, longer than any test may run (pytest's timeout), whatever the machine's load.
+    """
+    now = emulator.now()
+    emulator.advance_clock(3600 - (now.minute * 60 + now.second + now.microsecond / 1e6) + 1)
+
+
 def test_schedules_fire_with_the_clock(emulator: Any, api: httpx.Client) -> None:
+    just_past_the_hour(emulator)
     emulator.configure(processing_delay=0.01)
     src = create(api, "/sources", {"name": "s", "type": "s3", "config": {"remote_url": "s3://b"}})
     remote = local_workflow(api, "quarterly", source_id=src["id"], schedule="every 15 minutes")
@@ -297,6 +308,7 @@ def test_schedules_fire_with_the_clock(emulator: Any, api: httpx.Client) -> None
 
 
 def test_schedule_backlog_is_capped(emulator: Any, api: httpx.Client) -> None:
+    just_past_the_hour(emulator)
     src = create(api, "/sources", {"name": "s", "type": "s3", "config": {"remote_url": "s3://b"}})
     flow = local_workflow(api, "busy", source_id=src["id"], schedule="every 15 minutes")
     emulator.advance_clock(30 * 24 * 3600)
